@@ -1,0 +1,63 @@
+#include "cli/cli.hpp"
+
+#include <ostream>
+
+#include "cli/commands.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr const char* kUsage = R"(ddlsim )" DDLSIM_VERSION R"( - a discrete-event simulator of distributed deep-learning training
+
+Usage: ddlsim COMMAND [OPTIONS] [ARGS]
+       ddlsim --help | --version
+
+Commands:
+  run [SCENARIO.json]   Replay every strategy of a scenario on its cluster and report step
+                        time, compute utilization, exposed communication and peak memory.
+                        Without a file, runs the embedded default scenario.
+  help COMMAND          Show the help of one command (same as COMMAND --help).
+
+Examples:
+  ddlsim run                                        # the embedded default scenario
+  ddlsim run scenarios/default.json --json          # machine-readable report
+  ddlsim run my.json --set cluster.devices=64       # what if the cluster were 64 devices?
+  ddlsim run --strategy dp-overlap-bucket-6 --trace step.json   # open in ui.perfetto.dev
+
+Exit status: 0 success; 1 an output file could not be written (or an internal error);
+2 invalid input (command line, scenario), with one line on stderr saying what and where.
+)";
+
+}  // namespace
+
+int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    err << kUsage;
+    return kExitBadInput;
+  }
+  const std::string& cmd = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "--help" || cmd == "-h") {
+    out << kUsage;
+    return kExitOk;
+  }
+  if (cmd == "--version" || cmd == "-V") {
+    out << "ddlsim " DDLSIM_VERSION "\n";
+    return kExitOk;
+  }
+  if (cmd == "help") {
+    if (rest.empty()) {
+      out << kUsage;
+      return kExitOk;
+    }
+    if (rest[0] == "run") return run_command({"--help"}, out, err);
+    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run)\n";
+    return kExitBadInput;
+  }
+  if (cmd == "run") return run_command(rest, out, err);
+  err << "ddlsim: unknown command '" << cmd << "'" << (cmd.rfind('-', 0) == 0 ? " (an option before the command?)" : "")
+      << "; commands: run, help (see 'ddlsim --help')\n";
+  return kExitBadInput;
+}
+
+}  // namespace ddlsim

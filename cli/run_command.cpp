@@ -1,0 +1,194 @@
+// `ddlsim run`: load and validate a scenario, lower each strategy to a task graph,
+// replay it, and report.
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <sstream>
+
+#include "cli/cli.hpp"
+#include "cli/commands.hpp"
+#include "cli/report.hpp"
+#include "cli/scenario.hpp"
+#include "scenarios/default_scenario.hpp"
+#include "sim/chrome_trace.hpp"
+#include "sim/core/engine.hpp"
+#include "sim/core/errors.hpp"
+#include "sim/usage.hpp"
+#include "support/atomic_file.hpp"
+#include "support/input_error.hpp"
+#include "support/strings.hpp"
+
+namespace po = boost::program_options;
+
+namespace ddlsim {
+namespace {
+
+constexpr const char* kRunHelp = R"(Usage: ddlsim run [SCENARIO.json] [OPTIONS]
+
+Replays one training step of every strategy in the scenario on its cluster and prints,
+per strategy: step time, compute busy time and utilization, link busy time, exposed
+communication (step time minus compute time), achieved TFLOP/s per device and peak
+memory per device against the device's capacity. Without SCENARIO.json the embedded
+default scenario (scenarios/default.json) runs.
+
+The scenario is checked before anything runs: an unknown key, a wrong type, a missing
+field or an out-of-range value stops with one line naming its JSON path and exit status 2.
+
+Examples:
+  ddlsim run                                   # embedded default scenario, as a table
+  ddlsim run scenarios/default.json --json     # the same as JSON (fields in README.md)
+  ddlsim run --set cluster.devices=64 --set strategies.1.bucket_layers=4
+  ddlsim run --set cluster.link_gbytes_per_s=50          # what if links were twice as fast?
+  ddlsim run --strategy dp-overlap-bucket-6 --trace step.json   # open in ui.perfetto.dev
+  ddlsim run --print-scenario > my.json        # start your own scenario from the default
+
+Options)";
+
+struct RunArgs {
+  std::optional<std::string> scenario;
+  std::vector<std::string> sets;
+  std::optional<std::string> strategy;
+  std::optional<std::string> trace;
+  std::optional<std::string> dot;
+  bool json = false;
+  bool print_scenario = false;
+  bool help = false;
+};
+
+po::options_description run_options() {
+  po::options_description d(kRunHelp);
+  d.add_options()
+      ("help,h", "show this help")
+      ("json", "print the report as JSON instead of a table")
+      ("set", po::value<std::vector<std::string>>()->composing(),
+       "PATH=VALUE: override a scenario field before validation; repeatable. PATH is dot-separated, "
+       "array elements by index (strategies.0.overlap=false); VALUE is JSON, or a string")
+      ("strategy", po::value<std::string>(), "NAME: replay only this strategy of the scenario")
+      ("trace", po::value<std::string>(),
+       "FILE: write a Perfetto/Chrome trace of the replay (one strategy: use --strategy when the "
+       "scenario has several)")
+      ("dot", po::value<std::string>(), "FILE: write the strategy's task graph in GraphViz dot syntax (one strategy)")
+      ("print-scenario", "print the scenario as it stands after --set (as JSON) and exit")
+      ("scenario", po::value<std::string>(), "scenario JSON file");
+  return d;
+}
+
+RunArgs parse_run_args(const std::vector<std::string>& args) {
+  po::options_description desc = run_options();
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+  po::notify(vm);
+  RunArgs a;
+  a.help = vm.count("help") > 0;
+  a.json = vm.count("json") > 0;
+  a.print_scenario = vm.count("print-scenario") > 0;
+  if (vm.count("scenario")) a.scenario = vm["scenario"].as<std::string>();
+  if (vm.count("set")) a.sets = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("strategy")) a.strategy = vm["strategy"].as<std::string>();
+  if (vm.count("trace")) a.trace = vm["trace"].as<std::string>();
+  if (vm.count("dot")) a.dot = vm["dot"].as<std::string>();
+  return a;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot read scenario " + path + ": no such file or not readable");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw InputError("cannot read scenario " + path + ": read error");
+  return ss.str();
+}
+
+// Keeps only the strategy named by --strategy; a file output needs exactly one.
+void select_strategy(Scenario& s, const RunArgs& a) {
+  if (a.strategy) {
+    std::vector<std::string> names;
+    for (const auto& p : s.strategies) names.push_back(p.name);
+    std::erase_if(s.strategies, [&](const DataParallelPlan& p) { return p.name != *a.strategy; });
+    if (s.strategies.empty()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw InputError("--strategy " + *a.strategy + ": the scenario has no such strategy" +
+                       did_you_mean(*a.strategy, names) + "; it has: " + list);
+    }
+  }
+  if ((a.trace || a.dot) && s.strategies.size() > 1) {
+    throw InputError(std::string(a.trace ? "--trace" : "--dot") + ": the scenario has " +
+                     std::to_string(s.strategies.size()) + " strategies; choose one with --strategy NAME");
+  }
+}
+
+StrategyReport run_one(const Scenario& s, const DataParallelPlan& plan, const RunArgs& a) {
+  const LoweredStep step = lower_data_parallel(s.workload, s.cluster, plan);
+  std::vector<ResourceModel*> resources;
+  for (const auto& r : step.resources) resources.push_back(r.get());
+  ResourceUsage usage;
+  MemoryTracker memory;
+  std::vector<Observer*> observers{&usage, &memory};
+
+  std::optional<AtomicFile> trace_file;
+  std::optional<ChromeTrace> trace;
+  if (a.trace) {
+    trace_file.emplace(*a.trace);
+    trace.emplace(trace_file->stream(), step.pool_names);
+    observers.push_back(&*trace);
+  }
+  if (a.dot) {
+    AtomicFile dot(*a.dot);
+    step.graph.write_dot(dot.stream());
+    dot.commit();
+  }
+  const ReplayResult result = replay(step.graph, resources, observers);
+  if (trace_file) trace_file->commit();
+  return make_report(plan.name, s, step, result, usage, memory);
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  RunArgs a;
+  try {
+    a = parse_run_args(args);
+  } catch (const po::error& e) {
+    err << "ddlsim run: " << e.what() << " (see 'ddlsim run --help')\n";
+    return kExitBadInput;
+  }
+  if (a.help) {
+    out << run_options() << "\nThe scenario format (every field, unit and default) is described in README.md.\n";
+    return kExitOk;
+  }
+  try {
+    const std::string source = a.scenario ? *a.scenario : std::string(kDefaultScenarioName);
+    const std::string text = a.scenario ? read_file(*a.scenario) : std::string(kDefaultScenario);
+    const nlohmann::json doc = scenario_document(text, source, a.sets);
+    Scenario s = read_scenario(doc);
+    if (a.print_scenario) {
+      out << doc.dump(2) << "\n";
+      return kExitOk;
+    }
+    select_strategy(s, a);
+    std::vector<StrategyReport> reports;
+    for (const auto& plan : s.strategies) reports.push_back(run_one(s, plan, a));
+    if (a.json) {
+      print_json(out, s, reports);
+    } else {
+      print_table(out, s, reports);
+    }
+    return kExitOk;
+  } catch (const InputError& e) {
+    err << "ddlsim run: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const ReplayError& e) {
+    err << "ddlsim run: the replay failed: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    err << "ddlsim run: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace ddlsim

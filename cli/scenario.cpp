@@ -1,0 +1,57 @@
+#include "cli/scenario.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "support/json_set.hpp"
+
+namespace ddlsim {
+
+nlohmann::json scenario_document(const std::string& text, const std::string& source,
+                                 const std::vector<std::string>& sets) {
+  nlohmann::json doc = parse_json(text, source);
+  for (const auto& s : sets) apply_set(doc, s);
+  return doc;
+}
+
+Scenario read_scenario(const nlohmann::json& doc) {
+  JsonObject root(doc, "");
+  Scenario s;
+  s.name = root.string("name");
+  if (s.name.empty()) throw InputError("name: expected a non-empty string, got \"\"");
+  s.description = root.string_or("description", "");
+
+  JsonObject cluster = root.object("cluster");
+  s.cluster = read_uniform_cluster(cluster);
+
+  JsonObject workload = root.object("workload");
+  workload.choice("model", {"synthetic"});
+  s.workload = read_synthetic_model(workload);
+
+  JsonArray strategies = root.array("strategies");
+  if (strategies.size() == 0) throw InputError("strategies: expected at least one strategy, got []");
+  for (std::size_t i = 0; i < strategies.size(); ++i) {
+    JsonObject st = strategies.object(i);
+    DataParallelPlan plan = read_data_parallel_plan(st, s.workload.layers);
+    for (std::size_t j = 0; j < s.strategies.size(); ++j) {
+      if (s.strategies[j].name == plan.name) {
+        throw InputError(st.field_path("name") + ": \"" + plan.name + "\" is already the name of strategies." +
+                         std::to_string(j));
+      }
+    }
+    // Refuse sizes that would exhaust memory before trying (about 100 bytes per task).
+    constexpr std::uint64_t kMaxTasks = 200'000'000;
+    const std::uint64_t tasks = data_parallel_task_count(s.workload, s.cluster, plan);
+    if (tasks > kMaxTasks) {
+      throw InputError(st.path() + ": this plan would replay " + std::to_string(tasks) +
+                       " tasks, more than the limit of " + std::to_string(kMaxTasks) +
+                       " (reduce cluster.devices or workload.layers)");
+    }
+    s.strategies.push_back(std::move(plan));
+  }
+  root.finish();
+  return s;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,33 @@
+// A scenario: the cluster, the workload and the strategies to compare, read from JSON
+// and validated up front. Every field, its unit and its default are documented in
+// README.md ("Scenario format").
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "strategies/data_parallel.hpp"
+#include "topology/uniform_cluster.hpp"
+#include "workloads/synthetic_model.hpp"
+
+namespace ddlsim {
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  UniformCluster cluster;
+  SyntheticModel workload;
+  std::vector<DataParallelPlan> strategies;
+};
+
+/// Reads the JSON text of a scenario (named `source` in errors), applies the `--set`
+/// overrides in order, and returns the resulting document. Throws InputError.
+nlohmann::json scenario_document(const std::string& text, const std::string& source,
+                                 const std::vector<std::string>& sets);
+
+/// Validates a scenario document. Throws InputError naming the JSON path of the first
+/// problem.
+Scenario read_scenario(const nlohmann::json& doc);
+
+}  // namespace ddlsim

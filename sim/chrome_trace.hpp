@@ -1,0 +1,40 @@
+// Writes a replay as a Chrome / Perfetto trace (the JSON "Trace Event Format"), loadable
+// in ui.perfetto.dev or chrome://tracing.
+//
+// One track (thread) per resource, named after it; each task that ran on a resource is a
+// complete event ("ph":"X") with its name, kind and its FLOPs or bytes as arguments.
+// Markers are instant events on a "markers" track; every memory pool is a counter track
+// showing the bytes it holds. Times are in microseconds, as the format requires.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "sim/core/observer.hpp"
+
+namespace ddlsim {
+
+class ChromeTrace final : public Observer {
+ public:
+  /// `pool_names[i]` names PoolId i in the trace (pools without a name are "pool i").
+  explicit ChromeTrace(std::ostream& out, std::vector<std::string> pool_names = {});
+
+  void on_begin(const TaskGraph& graph, std::span<ResourceModel* const> resources) override;
+  void on_task_start(TaskId task, ResourceId resource, Seconds at) override;
+  void on_task_end(TaskId task, ResourceId resource, Seconds at) override;
+  void on_end(Seconds makespan) override;
+
+ private:
+  void separator();
+  std::ostream& out_;
+  std::vector<std::string> pool_names_;
+  const TaskGraph* graph_ = nullptr;
+  std::vector<double> start_;      // start time of each task, s
+  std::vector<double> pool_bytes_;
+  std::uint32_t marker_track_ = 0;
+  bool first_ = true;
+};
+
+}  // namespace ddlsim

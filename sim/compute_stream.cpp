@@ -1,0 +1,46 @@
+#include "sim/compute_stream.hpp"
+
+#include "sim/core/task_graph.hpp"
+
+namespace ddlsim {
+
+void ComputeStream::begin(const TaskGraph& graph) {
+  graph_ = &graph;
+  queue_.clear();
+  head_ = 0;
+  running_ = TaskId{};
+  end_ = kNever;
+}
+
+void ComputeStream::start(TaskId task, Seconds at, ReplaySink& sink) {
+  running_ = task;
+  end_ = at + std::get<Compute>(graph_->kind(task)).duration;
+  sink.started(task, at);
+}
+
+void ComputeStream::submit(TaskId task, Seconds now, ReplaySink& sink) {
+  if (!running_.valid()) {
+    start(task, now, sink);
+  } else {
+    queue_.push_back(task);
+  }
+}
+
+void ComputeStream::advance(Seconds t, ReplaySink& sink) {
+  while (running_.valid() && end_ <= t) {
+    const Seconds at = end_;
+    sink.finished(running_, at);
+    if (head_ < queue_.size()) {
+      start(queue_[head_++], at, sink);
+      if (head_ == queue_.size()) {
+        queue_.clear();
+        head_ = 0;
+      }
+    } else {
+      running_ = TaskId{};
+      end_ = kNever;
+    }
+  }
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,264 @@
+#include "sim/core/engine.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/core/errors.hpp"
+#include "sim/core/event_queue.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr std::uint32_t kDone = std::numeric_limits<std::uint32_t>::max();
+
+std::string describe(const TaskGraph& g, TaskId t) {
+  std::string s = "t" + std::to_string(t.value);
+  if (!g.name(t).empty()) s += " '" + std::string(g.name(t)) + "'";
+  return s;
+}
+
+std::string format_time(Seconds t) {
+  std::ostringstream os;
+  os << t.value();
+  return os.str();
+}
+
+class Replayer final : public ReplaySink {
+ public:
+  Replayer(const TaskGraph& g, std::span<ResourceModel* const> res, std::span<Observer* const> obs)
+      : g_(g), res_(res), obs_(obs), scheduled_(res.size(), kNever), version_(res.size(), 0),
+        touched_flag_(res.size(), 0) {}
+
+  ReplayResult run() {
+    check_bindings();
+    for (ResourceModel* m : res_) m->begin(g_);
+    for (Observer* o : obs_) o->on_begin(g_, res_);
+
+    const std::size_t n = g_.size();
+    pending_.resize(n);
+    for (std::uint32_t t = 0; t < n; ++t) pending_[t] = g_.in_degree(TaskId(t));
+    for (std::uint32_t t = 0; t < n; ++t) {
+      if (pending_[t] == 0) make_ready(TaskId(t));
+    }
+    drain();
+
+    while (!queue_.empty()) {
+      const auto ev = queue_.pop();
+      const std::uint32_t r = ev.payload.resource;
+      if (ev.payload.version != version_[r]) continue;  // superseded by a later reschedule
+      scheduled_[r] = kNever;
+      now_ = ev.time;
+      ++events_;
+      ResourceModel& m = *res_[r];
+      m.advance(now_, *this);
+      if (!(m.next_event() > now_)) {
+        throw ReplayError("resource '" + m.name() + "' made no progress at t=" + format_time(now_) +
+                          " s: after advancing to that time it still reports an event at " +
+                          format_time(m.next_event()) + " s");
+      }
+      touch(r);
+      drain();
+    }
+
+    if (finished_ != n) throw ReplayError(stall_report());
+    for (Observer* o : obs_) o->on_end(now_);
+
+    ReplayResult out;
+    out.makespan = now_;
+    out.tasks = finished_;
+    out.events = events_;
+    out.state_bytes = pending_.capacity() * sizeof(std::uint32_t) + queue_.memory_bytes() +
+                      ready_.capacity() * sizeof(TaskId) + done_.capacity() * sizeof(TaskId) +
+                      (scheduled_.capacity() * sizeof(Seconds)) + version_.capacity() * sizeof(std::uint32_t) +
+                      touched_.capacity() * sizeof(std::uint32_t) + touched_flag_.capacity();
+    return out;
+  }
+
+  void started(TaskId task, Seconds at) override {
+    if (at != now_) bad_time(task, at, "started");
+    if (obs_.empty()) return;
+    const ResourceId r = resource_of(g_.kind(task));
+    for (Observer* o : obs_) o->on_task_start(task, r, at);
+  }
+
+  void finished(TaskId task, Seconds at) override {
+    if (at != now_) bad_time(task, at, "finished");
+    done_.push_back(task);
+  }
+
+ private:
+  struct Slot {
+    std::uint32_t resource;
+    std::uint32_t version;
+  };
+
+  [[noreturn]] void bad_time(TaskId task, Seconds at, const char* what) const {
+    throw ReplayError("resource '" + res_[resource_of(g_.kind(task)).value]->name() + "' reported " +
+                      describe(g_, task) + " " + what + " at t=" + format_time(at) +
+                      " s while the replay was at t=" + format_time(now_) + " s");
+  }
+
+  void check_bindings() const {
+    for (std::uint32_t t = 0; t < g_.size(); ++t) {
+      const TaskKind& k = g_.kind(TaskId(t));
+      const ResourceId r = resource_of(k);
+      if (k.index() > 1) continue;
+      if (r.value >= res_.size() || res_[r.value] == nullptr) {
+        throw ReplayError(describe(g_, TaskId(t)) + " (" + std::string(kind_name(k)) + ") runs on resource " +
+                          std::to_string(r.value) + ", which does not exist (" + std::to_string(res_.size()) +
+                          " resources given)");
+      }
+      if (!res_[r.value]->accepts(k)) {
+        throw ReplayError(describe(g_, TaskId(t)) + " is a " + std::string(kind_name(k)) + " task but resource '" +
+                          res_[r.value]->name() + "' cannot run " + std::string(kind_name(k)) + " tasks");
+      }
+    }
+  }
+
+  void make_ready(TaskId t) {
+    const ResourceId r = resource_of(g_.kind(t));
+    if (r.valid()) {
+      res_[r.value]->submit(t, now_, *this);
+      touch(r.value);
+    } else {
+      ready_.push_back(t);
+    }
+  }
+
+  void complete(TaskId t) {
+    pending_[t.value] = kDone;
+    ++finished_;
+    g_.for_each_successor(t, [this](TaskId s) {
+      if (--pending_[s.value] == 0) make_ready(s);
+    });
+  }
+
+  void touch(std::uint32_t r) {
+    if (!touched_flag_[r]) {
+      touched_flag_[r] = 1;
+      touched_.push_back(r);
+    }
+  }
+
+  // Finish everything that happens at now_: tasks the models reported done, then tasks
+  // that take no time, until none remain; then reschedule the resources that changed.
+  void drain() {
+    std::size_t di = 0;
+    std::size_t ri = 0;
+    while (di < done_.size() || ri < ready_.size()) {
+      while (di < done_.size()) {
+        const TaskId t = done_[di++];
+        if (!obs_.empty()) {
+          const ResourceId r = resource_of(g_.kind(t));
+          for (Observer* o : obs_) o->on_task_end(t, r, now_);
+        }
+        complete(t);
+      }
+      while (ri < ready_.size() && di == done_.size()) {
+        const TaskId t = ready_[ri++];
+        for (Observer* o : obs_) o->on_task_start(t, ResourceId{}, now_);
+        for (Observer* o : obs_) o->on_task_end(t, ResourceId{}, now_);
+        complete(t);
+      }
+    }
+    done_.clear();
+    ready_.clear();
+    for (std::uint32_t r : touched_) {
+      touched_flag_[r] = 0;
+      const Seconds next = res_[r]->next_event();
+      if (next == scheduled_[r]) continue;
+      if (next < now_) {
+        throw ReplayError("resource '" + res_[r]->name() + "' asked for an event at t=" + format_time(next) +
+                          " s, before the replay's current time t=" + format_time(now_) + " s");
+      }
+      scheduled_[r] = next;
+      ++version_[r];
+      if (next != kNever) queue_.push(next, Slot{r, version_[r]});
+    }
+    touched_.clear();
+  }
+
+  // Explains why tasks remain after the event queue drained.
+  std::string stall_report() const {
+    const std::size_t n = g_.size();
+    // For each unfinished task, its first unfinished predecessor and how many it has.
+    std::vector<std::uint32_t> first_wait(n, kDone);
+    std::vector<std::uint32_t> waits(n, 0);
+    for (std::uint32_t u = 0; u < n; ++u) {
+      if (pending_[u] == kDone) continue;
+      g_.for_each_successor(TaskId(u), [&](TaskId s) {
+        if (pending_[s.value] == kDone) return;
+        if (first_wait[s.value] == kDone) first_wait[s.value] = u;
+        ++waits[s.value];
+      });
+    }
+    std::ostringstream os;
+    os << "replay stalled at t=" << now_.value() << " s with " << (n - finished_) << " of " << n
+       << " tasks unfinished";
+    std::uint32_t start = kDone;
+    for (std::uint32_t t = 0; t < n && start == kDone; ++t) {
+      if (pending_[t] != kDone) start = t;
+    }
+    // Follow "waits on" links from the first stuck task: either they loop (a cycle) or
+    // they end at a task that was submitted to a resource and never finished.
+    std::vector<std::uint32_t> seen_at(n, kDone);
+    std::vector<std::uint32_t> path;
+    std::uint32_t t = start;
+    while (t != kDone && seen_at[t] == kDone && first_wait[t] != kDone) {
+      seen_at[t] = static_cast<std::uint32_t>(path.size());
+      path.push_back(t);
+      t = first_wait[t];
+    }
+    if (t != kDone && seen_at[t] != kDone) {
+      os << "; dependency cycle: ";
+      for (std::size_t i = seen_at[t]; i < path.size(); ++i) os << describe(g_, TaskId(path[i])) << " -> ";
+      os << describe(g_, TaskId(t));
+    } else if (t != kDone) {
+      const ResourceId r = resource_of(g_.kind(TaskId(t)));
+      os << "; " << describe(g_, TaskId(t));
+      if (r.valid()) {
+        os << " was given to resource '" << res_[r.value]->name() << "' and never finished";
+      } else {
+        os << " never ran";
+      }
+    }
+    int shown = 0;
+    os << "; stuck:";
+    for (std::uint32_t u = 0; u < n && shown < 3; ++u) {
+      if (pending_[u] == kDone || first_wait[u] == kDone) continue;
+      os << (shown ? "," : "") << ' ' << describe(g_, TaskId(u)) << " waits on " << waits[u]
+         << " unfinished (e.g. " << describe(g_, TaskId(first_wait[u])) << ")";
+      ++shown;
+    }
+    if (shown == 0) os << " none waiting on dependencies";
+    return os.str();
+  }
+
+  const TaskGraph& g_;
+  std::span<ResourceModel* const> res_;
+  std::span<Observer* const> obs_;
+  EventQueue<Slot> queue_;
+  std::vector<std::uint32_t> pending_;
+  std::vector<TaskId> ready_;
+  std::vector<TaskId> done_;
+  std::vector<Seconds> scheduled_;
+  std::vector<std::uint32_t> version_;
+  std::vector<std::uint32_t> touched_;
+  std::vector<std::uint8_t> touched_flag_;
+  Seconds now_{0.0};
+  std::uint64_t finished_ = 0;
+  std::uint64_t events_ = 0;
+};
+
+}  // namespace
+
+ReplayResult replay(const TaskGraph& graph, std::span<ResourceModel* const> resources,
+                    std::span<Observer* const> observers) {
+  Replayer r(graph, resources, observers);
+  return r.run();
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,53 @@
+// The interface between the replay engine and the models of the things tasks run on.
+//
+// A resource model owns the tasks the engine submits to it and decides when they start
+// and finish. The engine asks it only two questions: "when is your next event?"
+// (next_event) and "advance to time t" (advance), plus handing it ready tasks (submit).
+// Models never call back into the engine while it is inside them: they report starts and
+// finishes to a ReplaySink, and the engine acts on those after the call returns.
+//
+// Contract, which the engine checks:
+//  - submit(task, now) and advance(t) are called with non-decreasing times;
+//  - advance(t) reports every task finishing at or before t (with its true finish time)
+//    and afterwards next_event() is strictly later than t, or kNever when idle.
+#pragma once
+
+#include <string>
+
+#include "sim/core/task.hpp"
+
+namespace ddlsim {
+
+class TaskGraph;
+
+/// Where a model reports what happened inside an advance() or submit() call.
+class ReplaySink {
+ public:
+  virtual void started(TaskId task, Seconds at) = 0;
+  virtual void finished(TaskId task, Seconds at) = 0;
+
+ protected:
+  ~ReplaySink() = default;
+};
+
+class ResourceModel {
+ public:
+  virtual ~ResourceModel() = default;
+
+  /// A short name for reports and traces, e.g. "dev3.compute".
+  [[nodiscard]] virtual const std::string& name() const = 0;
+  /// Whether this model can run tasks of this kind (checked for every task before a run).
+  [[nodiscard]] virtual bool accepts(const TaskKind& kind) const = 0;
+
+  /// Forget all state and prepare to run tasks of `graph`, which outlives the run.
+  virtual void begin(const TaskGraph& graph) = 0;
+  /// A task whose dependencies are all done arrives at time `now`.
+  virtual void submit(TaskId task, Seconds now, ReplaySink& sink) = 0;
+  /// The time of this model's next internal event (a finish, or a change of rates), or
+  /// kNever when it holds no work.
+  [[nodiscard]] virtual Seconds next_event() const = 0;
+  /// Bring the model's state to time t, reporting every start and finish up to t.
+  virtual void advance(Seconds t, ReplaySink& sink) = 0;
+};
+
+}  // namespace ddlsim

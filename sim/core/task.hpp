@@ -1,0 +1,62 @@
+// The closed set of task kinds a task graph may hold.
+//
+// A task is one of:
+//  - Compute:  occupies a stream resource for a fixed duration (the cost model outside
+//              the core decides the duration; FLOPs are carried for reporting);
+//  - Transfer: moves bytes from one endpoint to another through a channel resource, whose
+//              model decides how long it takes (bandwidth sharing, latency, routing);
+//  - Marker:   takes no time and no resource; joins or splits dependencies (a barrier);
+//  - Allocate / Free: take no time; change the occupancy of a memory pool, which observers
+//              follow to find high-water marks.
+#pragma once
+
+#include <string_view>
+#include <variant>
+
+#include "sim/core/ids.hpp"
+#include "sim/core/units.hpp"
+
+namespace ddlsim {
+
+struct Compute {
+  ResourceId stream;
+  Seconds duration;
+  Flops flops;
+};
+
+struct Transfer {
+  ResourceId channel;
+  EndpointId src;
+  EndpointId dst;
+  Bytes bytes;
+};
+
+struct Marker {};
+
+struct Allocate {
+  PoolId pool;
+  Bytes bytes;
+};
+
+struct Free {
+  PoolId pool;
+  Bytes bytes;
+};
+
+using TaskKind = std::variant<Compute, Transfer, Marker, Allocate, Free>;
+
+/// The resource a task runs on, or an invalid id for tasks that take no resource.
+[[nodiscard]] inline ResourceId resource_of(const TaskKind& k) {
+  switch (k.index()) {
+    case 0: return std::get<Compute>(k).stream;
+    case 1: return std::get<Transfer>(k).channel;
+    default: return ResourceId{};
+  }
+}
+
+[[nodiscard]] inline std::string_view kind_name(const TaskKind& k) {
+  constexpr std::string_view names[] = {"compute", "transfer", "marker", "allocate", "free"};
+  return names[k.index()];
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,134 @@
+#include "sim/core/task_graph.hpp"
+
+#include <cmath>
+#include <limits>
+#include <ostream>
+
+#include "sim/core/errors.hpp"
+
+namespace ddlsim {
+
+TaskGraph::TaskGraph() {
+  names_.emplace_back();
+  name_index_.emplace(std::string(), 0);
+}
+
+void TaskGraph::reserve(std::size_t n) {
+  kinds_.reserve(n);
+  name_ids_.reserve(n);
+  in_degree_.reserve(n);
+  succ_.reserve(n);
+}
+
+namespace {
+// Durations and sizes must be finite and non-negative, or a replay could run backwards
+// or never end.
+void check_amounts(const TaskKind& kind, std::string_view name) {
+  auto bad = [&](const char* what, double v) {
+    throw GraphError(std::string(kind_name(kind)) + " task '" + std::string(name) + "': " + what +
+                     " must be finite and >= 0, got " + std::to_string(v));
+  };
+  auto ok = [](double v) { return std::isfinite(v) && v >= 0.0; };
+  if (const auto* c = std::get_if<Compute>(&kind)) {
+    if (!ok(c->duration.value())) bad("duration", c->duration.value());
+    if (!ok(c->flops.value())) bad("flops", c->flops.value());
+  } else if (const auto* t = std::get_if<Transfer>(&kind)) {
+    if (!ok(t->bytes.value())) bad("bytes", t->bytes.value());
+  } else if (const auto* a = std::get_if<Allocate>(&kind)) {
+    if (!ok(a->bytes.value())) bad("bytes", a->bytes.value());
+  } else if (const auto* f = std::get_if<Free>(&kind)) {
+    if (!ok(f->bytes.value())) bad("bytes", f->bytes.value());
+  }
+}
+}  // namespace
+
+TaskRef TaskGraph::add(const TaskKind& kind, std::string_view name) {
+  check_amounts(kind, name);
+  if (kinds_.size() >= std::numeric_limits<std::uint32_t>::max() - 1) {
+    throw GraphError("task graph is full: at most 4294967294 tasks");
+  }
+  const TaskId id(static_cast<std::uint32_t>(kinds_.size()));
+  std::uint32_t name_id = 0;
+  if (!name.empty()) {
+    auto [it, inserted] = name_index_.try_emplace(std::string(name), static_cast<std::uint32_t>(names_.size()));
+    if (inserted) names_.emplace_back(name);
+    name_id = it->second;
+  }
+  kinds_.push_back(kind);
+  name_ids_.push_back(name_id);
+  in_degree_.push_back(0);
+  succ_.emplace_back();
+  return TaskRef(this, id);
+}
+
+std::uint32_t TaskGraph::new_chunk() {
+  chunks_.emplace_back();
+  return static_cast<std::uint32_t>(chunks_.size() - 1);
+}
+
+void TaskGraph::add_edge(TaskId before, TaskId after) {
+  if (before.value >= size() || after.value >= size()) {
+    throw GraphError("edge " + std::to_string(before.value) + " -> " + std::to_string(after.value) +
+                     " names a task that does not exist (graph has " + std::to_string(size()) + " tasks)");
+  }
+  EdgeList& e = succ_[before.value];
+  const std::uint32_t target = after.value;
+  if (e.size < kInline) {
+    e.slot[e.size] = target;
+  } else if (e.size == kInline) {
+    // Move the inline successors into the first chunk.
+    const std::uint32_t c = new_chunk();
+    Chunk& ch = chunks_[c];
+    for (std::uint32_t i = 0; i < kInline; ++i) ch.item[i] = e.slot[i];
+    ch.item[kInline] = target;
+    e.slot[0] = c;
+    e.slot[1] = c;
+    e.slot[2] = 0;
+  } else {
+    const std::uint32_t pos = e.size % kChunk;
+    if (pos == 0) {
+      const std::uint32_t c = new_chunk();
+      chunks_[e.slot[1]].next = c;
+      e.slot[1] = c;
+    }
+    chunks_[e.slot[1]].item[pos] = target;
+  }
+  ++e.size;
+  ++in_degree_[after.value];
+  ++edges_;
+}
+
+std::size_t TaskGraph::memory_bytes() const {
+  std::size_t bytes = kinds_.capacity() * sizeof(TaskKind) + name_ids_.capacity() * sizeof(std::uint32_t) +
+                      in_degree_.capacity() * sizeof(std::uint32_t) + succ_.capacity() * sizeof(EdgeList) +
+                      chunks_.capacity() * sizeof(Chunk);
+  for (const auto& n : names_) bytes += sizeof(std::string) + (n.size() > 15 ? n.capacity() : 0);
+  return bytes;
+}
+
+namespace {
+void write_dot_escaped(std::ostream& out, std::string_view s) {
+  for (char c : s) {
+    if (c == '"' || c == '\\') out << '\\';
+    out << c;
+  }
+}
+}  // namespace
+
+void TaskGraph::write_dot(std::ostream& out) const {
+  out << "digraph tasks {\n  node [shape=box, fontname=\"Helvetica\"];\n";
+  for (std::uint32_t t = 0; t < size(); ++t) {
+    const TaskId id(t);
+    out << "  t" << t << " [label=\"";
+    write_dot_escaped(out, name(id).empty() ? std::string_view("t" + std::to_string(t)) : name(id));
+    out << "\\n" << kind_name(kind(id)) << "\"";
+    if (kind(id).index() == 2) out << ", shape=diamond";
+    out << "];\n";
+  }
+  for (std::uint32_t t = 0; t < size(); ++t) {
+    for_each_successor(TaskId(t), [&](TaskId s) { out << "  t" << t << " -> t" << s.value << ";\n"; });
+  }
+  out << "}\n";
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,60 @@
+// Data parallelism for the synthetic layered model, lowered to a task graph.
+//
+// Every device holds the whole model and runs the same step on its share of the batch:
+// forward through the layers, backward in reverse, and an all-reduce of the gradients.
+// Gradients are grouped into buckets of `bucket_layers` consecutive layers (in the order
+// backward produces them). With `overlap`, a bucket's all-reduce starts as soon as its
+// last backward finishes, so communication hides behind the remaining backward work;
+// without it, all all-reduces start after the whole backward pass.
+//
+// Until the network issue lowers collectives to point-to-point traffic, an all-reduce of
+// S bytes over p devices is priced as ring all-reduce traffic on each device's own link:
+// 2(p-1)/p * S bytes after a start-up latency of 2(p-1) link latencies, so that alone on
+// the link it takes 2(p-1)a + 2(p-1)/p * S/B. Concurrent buckets share the link's
+// bandwidth. The all-reduce ends when every device's share has arrived.
+//
+// Memory (one pool per device): a layer's activations are allocated before its forward
+// and freed after its backward; its gradients are allocated before its backward and freed
+// once their bucket's all-reduce has finished.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/core/resource_model.hpp"
+#include "sim/core/task_graph.hpp"
+#include "topology/uniform_cluster.hpp"
+#include "workloads/synthetic_model.hpp"
+
+namespace ddlsim {
+
+class JsonObject;
+
+struct DataParallelPlan {
+  std::string name;
+  bool overlap = true;
+  std::int64_t bucket_layers = 1;
+};
+
+/// Reads one element of the scenario's "strategies" array.
+DataParallelPlan read_data_parallel_plan(JsonObject& strategy, std::int64_t layers);
+
+/// A training step lowered to a task graph, with the resource models it runs on.
+struct LoweredStep {
+  TaskGraph graph;
+  std::vector<std::unique_ptr<ResourceModel>> resources;  // indexed by ResourceId
+  std::vector<ResourceId> compute;                        // per device
+  std::vector<ResourceId> links;                          // per device
+  std::vector<std::string> pool_names;                    // per PoolId (one per device)
+};
+
+/// The number of tasks lower_data_parallel will create (to refuse absurd sizes up front).
+std::uint64_t data_parallel_task_count(const SyntheticModel& model, const UniformCluster& cluster,
+                                       const DataParallelPlan& plan);
+
+LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluster& cluster,
+                                const DataParallelPlan& plan);
+
+}  // namespace ddlsim

@@ -1,0 +1,31 @@
+// An output file that appears whole or not at all: the content is written to a
+// temporary file beside the target and renamed over it by commit(). If commit() is never
+// reached (an error, an exception), the temporary file is removed and the target is left
+// as it was.
+#pragma once
+
+#include <fstream>
+#include <string>
+
+namespace ddlsim {
+
+class AtomicFile {
+ public:
+  /// Opens the temporary file; throws std::runtime_error naming the path if it cannot.
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  std::ostream& stream() { return out_; }
+  /// Flushes, closes and renames into place; throws std::runtime_error on failure.
+  void commit();
+
+ private:
+  std::string path_;
+  std::string temp_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
+}  // namespace ddlsim

@@ -1,0 +1,175 @@
+#include "support/json_reader.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "support/input_error.hpp"
+#include "support/strings.hpp"
+
+namespace ddlsim {
+
+std::string shown(const nlohmann::json& value) {
+  std::string s = value.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& source) {
+  // Track the keys of every open object so that a key given twice is an error: the
+  // JSON library would otherwise silently keep the last one.
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) keys.emplace_back();
+    if (event == E::object_end && !keys.empty()) keys.pop_back();
+    if (event == E::key && !keys.empty() && duplicate.empty()) {
+      const std::string k = parsed.get<std::string>();
+      if (!keys.back().insert(k).second) duplicate = k;
+    }
+    return true;
+  };
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text, callback);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string what = e.what();
+    const auto at = what.find("parse error");
+    if (at != std::string::npos) what = what.substr(at);
+    throw InputError(source + ": invalid JSON: " + what);
+  }
+  if (!duplicate.empty()) throw InputError(source + ": key '" + duplicate + "' appears twice in one object");
+  return doc;
+}
+
+JsonArray::JsonArray(const nlohmann::json& value, std::string path) : value_(&value), path_(std::move(path)) {
+  if (!value.is_array()) throw InputError(path_ + ": expected an array, got " + shown(value));
+}
+
+std::size_t JsonArray::size() const { return value_->size(); }
+
+JsonObject JsonArray::object(std::size_t i) const {
+  return JsonObject((*value_)[i], path_ + "." + std::to_string(i));
+}
+
+JsonObject::JsonObject(const nlohmann::json& value, std::string path) : value_(&value), path_(std::move(path)) {
+  if (!value.is_object()) {
+    throw InputError((path_.empty() ? std::string("scenario") : path_) + ": expected an object, got " + shown(value));
+  }
+}
+
+bool JsonObject::has(const std::string& key) const { return value_->contains(key); }
+
+std::string JsonObject::field_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+void JsonObject::fail(const std::string& key, const std::string& expected) const {
+  throw InputError(field_path(key) + ": expected " + expected + ", got " + shown((*value_)[key]));
+}
+
+const nlohmann::json& JsonObject::at(const std::string& key) {
+  read_.insert(key);
+  auto it = value_->find(key);
+  if (it == value_->end()) {
+    // A near miss among the keys present is most likely the user's spelling of this one.
+    std::string hint;
+    for (const auto& item : value_->items()) {
+      const std::vector<std::string> one{key};
+      if (item.key() != key && !did_you_mean(item.key(), one).empty()) {
+        hint = " (found '" + item.key() + "': a misspelling?)";
+        break;
+      }
+    }
+    throw InputError(field_path(key) + ": missing (a required field)" + hint);
+  }
+  return *it;
+}
+
+namespace {
+std::optional<std::int64_t> as_integer(const nlohmann::json& v) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) return {};
+    return v.get<std::int64_t>();
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<std::int64_t>(d);
+  }
+  return {};
+}
+}  // namespace
+
+std::string JsonObject::string(const std::string& key) {
+  const auto& v = at(key);
+  if (!v.is_string()) fail(key, "a string");
+  return v.get<std::string>();
+}
+
+std::int64_t JsonObject::positive_int(const std::string& key) {
+  const auto i = as_integer(at(key));
+  if (!i || *i <= 0) fail(key, "a positive integer");
+  return *i;
+}
+
+double JsonObject::positive_number(const std::string& key) {
+  const auto& v = at(key);
+  if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(v.get<double>())) fail(key, "a positive number");
+  return v.get<double>();
+}
+
+double JsonObject::non_negative_number(const std::string& key) {
+  const auto& v = at(key);
+  if (!v.is_number() || !(v.get<double>() >= 0.0) || !std::isfinite(v.get<double>())) {
+    fail(key, "a number >= 0");
+  }
+  return v.get<double>();
+}
+
+bool JsonObject::boolean(const std::string& key) {
+  const auto& v = at(key);
+  if (!v.is_boolean()) fail(key, "true or false");
+  return v.get<bool>();
+}
+
+std::string JsonObject::choice(const std::string& key, const std::vector<std::string>& choices) {
+  const auto& v = at(key);
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("\"" + c + "\"");
+  if (!v.is_string()) fail(key, "one of " + list);
+  const std::string s = v.get<std::string>();
+  for (const auto& c : choices) {
+    if (c == s) return s;
+  }
+  throw InputError(field_path(key) + ": expected one of " + list + ", got " + shown(v) + did_you_mean(s, choices));
+}
+
+JsonObject JsonObject::object(const std::string& key) { return JsonObject(at(key), field_path(key)); }
+
+JsonArray JsonObject::array(const std::string& key) { return JsonArray(at(key), field_path(key)); }
+
+std::string JsonObject::string_or(const std::string& key, const std::string& fallback) {
+  return has(key) ? string(key) : (read_.insert(key), fallback);
+}
+std::int64_t JsonObject::positive_int_or(const std::string& key, std::int64_t fallback) {
+  return has(key) ? positive_int(key) : (read_.insert(key), fallback);
+}
+double JsonObject::positive_number_or(const std::string& key, double fallback) {
+  return has(key) ? positive_number(key) : (read_.insert(key), fallback);
+}
+double JsonObject::non_negative_number_or(const std::string& key, double fallback) {
+  return has(key) ? non_negative_number(key) : (read_.insert(key), fallback);
+}
+bool JsonObject::boolean_or(const std::string& key, bool fallback) {
+  return has(key) ? boolean(key) : (read_.insert(key), fallback);
+}
+
+void JsonObject::finish() const {
+  const std::vector<std::string> known(read_.begin(), read_.end());
+  for (const auto& item : value_->items()) {
+    if (read_.count(item.key()) == 0) {
+      throw InputError(field_path(item.key()) + ": unknown key" + did_you_mean(item.key(), known));
+    }
+  }
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,79 @@
+// Reading user JSON with checks that name the path of every problem.
+//
+// A JsonObject is a view of one JSON object at a path such as `strategies.1`. Each getter
+// checks the type and range of one field and throws InputError with a message such as
+//   workload.layers: expected a positive integer, got "x"
+// and finish() rejects any key that no getter asked for, so a misspelt optional field is
+// an error instead of a silently ignored line.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ddlsim {
+
+class JsonObject;
+
+class JsonArray {
+ public:
+  JsonArray(const nlohmann::json& value, std::string path);
+  [[nodiscard]] std::size_t size() const;
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] JsonObject object(std::size_t i) const;
+
+ private:
+  const nlohmann::json* value_;
+  std::string path_;
+};
+
+class JsonObject {
+ public:
+  /// Throws InputError unless `value` is an object. An empty path names the document root.
+  JsonObject(const nlohmann::json& value, std::string path);
+
+  [[nodiscard]] bool has(const std::string& key) const;
+  [[nodiscard]] std::string field_path(const std::string& key) const;
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+  // Required fields: a missing key is an error.
+  std::string string(const std::string& key);
+  std::int64_t positive_int(const std::string& key);
+  double positive_number(const std::string& key);
+  double non_negative_number(const std::string& key);
+  bool boolean(const std::string& key);
+  /// A string that must be one of `choices`.
+  std::string choice(const std::string& key, const std::vector<std::string>& choices);
+  JsonObject object(const std::string& key);
+  JsonArray array(const std::string& key);
+
+  // Optional fields with a documented default.
+  std::string string_or(const std::string& key, const std::string& fallback);
+  std::int64_t positive_int_or(const std::string& key, std::int64_t fallback);
+  double positive_number_or(const std::string& key, double fallback);
+  double non_negative_number_or(const std::string& key, double fallback);
+  bool boolean_or(const std::string& key, bool fallback);
+
+  /// Rejects every key no getter has read (with a "did you mean" for near misses).
+  void finish() const;
+
+ private:
+  const nlohmann::json& at(const std::string& key);
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+
+  const nlohmann::json* value_;
+  std::string path_;
+  std::set<std::string> read_;
+};
+
+/// Parses JSON text, turning syntax errors into InputError naming `source` and the
+/// line and column.
+nlohmann::json parse_json(const std::string& text, const std::string& source);
+
+/// A JSON value shown in an error message, shortened to about 40 characters.
+std::string shown(const nlohmann::json& value);
+
+}  // namespace ddlsim

@@ -1,0 +1,56 @@
+#include "support/json_set.hpp"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "support/input_error.hpp"
+
+namespace ddlsim {
+
+void apply_set(nlohmann::json& doc, const std::string& expression) {
+  const auto eq = expression.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError("--set '" + expression + "': expected PATH=VALUE, e.g. strategies.0.bucket_layers=4");
+  }
+  const std::string path = expression.substr(0, eq);
+  const std::string text = expression.substr(eq + 1);
+
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const auto dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  nlohmann::json* node = &doc;
+  std::string walked;
+  for (const auto& part : parts) {
+    if (part.empty()) throw InputError("--set " + path + ": empty path element");
+    const std::string here = walked.empty() ? part : walked + "." + part;
+    if (node->is_array()) {
+      std::size_t index = 0;
+      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+      if (ec != std::errc() || end != part.data() + part.size()) {
+        throw InputError("--set " + path + ": " + (walked.empty() ? "the scenario" : walked) +
+                         " is an array; expected an index, got '" + part + "'");
+      }
+      if (index >= node->size()) {
+        throw InputError("--set " + path + ": " + walked + " has " + std::to_string(node->size()) +
+                         " elements, so index " + part + " does not exist");
+      }
+      node = &(*node)[index];
+    } else if (node->is_object() || node->is_null()) {
+      node = &(*node)[part];
+    } else {
+      throw InputError("--set " + path + ": " + walked + " is a " + node->type_name() +
+                       ", not an object or array");
+    }
+    walked = here;
+  }
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;
+  *node = std::move(value);
+}
+
+}  // namespace ddlsim

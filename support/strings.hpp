@@ -1,0 +1,17 @@
+// Small string helpers shared by input validation.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ddlsim {
+
+/// Edit distance (insertions, deletions, substitutions) between two strings.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// " (did you mean 'x'?)" for the closest candidate when it is close enough to be a
+/// plausible typo, otherwise an empty string.
+std::string did_you_mean(std::string_view given, std::span<const std::string> candidates);
+
+}  // namespace ddlsim

@@ -1,0 +1,22 @@
+#include "topology/uniform_cluster.hpp"
+
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+
+namespace ddlsim {
+
+UniformCluster read_uniform_cluster(JsonObject& cluster) {
+  UniformCluster c;
+  c.devices = cluster.positive_int("devices");
+  if (c.devices > 1'000'000) {
+    throw InputError(cluster.field_path("devices") + ": at most 1000000 devices, got " + std::to_string(c.devices));
+  }
+  c.device_flops = FlopsPerSecond(cluster.positive_number("device_tflops") * 1e12);
+  c.link_bandwidth = BytesPerSecond(cluster.positive_number("link_gbytes_per_s") * 1e9);
+  c.link_latency = Seconds(cluster.non_negative_number_or("link_latency_us", 0.0) * 1e-6);
+  c.device_memory = Bytes(cluster.positive_number("device_memory_gib") * 1024.0 * 1024.0 * 1024.0);
+  cluster.finish();
+  return c;
+}
+
+}  // namespace ddlsim
