@@ -1,0 +1,235 @@
+// The ddlsim command, run in-process: the default scenario, the report's closed form,
+// output files, and one test per kind of bad input (exact one-line error, exit 2).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/cli.hpp"
+
+using namespace ddlsim;
+namespace fs = std::filesystem;
+using doctest::Approx;
+
+namespace {
+
+struct Run {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+Run ddlsim_cmd(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int status = cli_main(args, out, err);
+  return {status, out.str(), err.str()};
+}
+
+// A scratch folder per test, removed afterwards.
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    dir = fs::temp_directory_path() / ("ddlsim_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  }
+  std::size_t files() const { return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), {})); }
+};
+
+const char* kSmall = R"({
+  "name": "small",
+  "cluster": {"devices": 4, "device_tflops": 100, "device_memory_gib": 16,
+              "link_gbytes_per_s": 10, "link_latency_us": 10},
+  "workload": {"model": "synthetic", "layers": 4, "forward_gflop_per_layer": 100,
+               "gradient_mib_per_layer": 100, "activation_mib_per_layer": 1000},
+  "strategies": [{"name": "serial", "overlap": false, "bucket_layers": 4},
+                 {"name": "overlap", "overlap": true, "bucket_layers": 1}]
+})";
+
+// Runs `ddlsim run FILE` on kSmall with one --set applied, expecting exit 2 and `line`.
+void expect_bad_set(const std::string& set, const std::string& line) {
+  Scratch s;
+  const auto r = ddlsim_cmd({"run", s.write("s.json", kSmall), "--set", set});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: " + line + "\n");
+  CHECK(r.out.empty());
+}
+
+}  // namespace
+
+TEST_CASE("the embedded default scenario runs") {
+  const auto r = ddlsim_cmd({"run"});
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("scenario: synthetic-data-parallel-8") != std::string::npos);
+  CHECK(r.out.find("dp-overlap-bucket-6") != std::string::npos);
+}
+
+TEST_CASE("the report follows the closed form of the synthetic data-parallel step") {
+  // Expected, per device: forward 4 x 100 GFLOP at 100 TFLOP/s = 4 ms, backward twice
+  // that = 8 ms, so compute = 12 ms. Without overlap the all-reduce of 4 x 100 MiB runs
+  // after backward as ring traffic 2(p-1)/p S = 1.5 x 419430400 B at 10 GB/s = 62.91456 ms
+  // plus 2(p-1) x 10 us = 60 us: step = 12 + 62.97456 ms. Peak memory: 4 x 1000 MiB of
+  // activations + 100 MiB of the first gradients = 4100 MiB.
+  Scratch s;
+  const auto r = ddlsim_cmd({"run", s.write("s.json", kSmall), "--json"});
+  REQUIRE(r.status == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& serial = doc.at("strategies").at(0);
+  CHECK(serial.at("name") == "serial");
+  CHECK(serial.at("compute_busy_s").get<double>() == Approx(0.012));
+  CHECK(serial.at("step_time_s").get<double>() == Approx(0.012 + 0.06291456 + 60e-6));
+  CHECK(serial.at("peak_memory_bytes").get<double>() == 4100.0 * 1024 * 1024);
+  CHECK(serial.at("fits_in_memory") == true);
+  // With per-layer buckets the first all-reduce starts after forward (4 ms) and the first
+  // backward (2 ms), plus 60 us of latency. Each bucket then needs 15.7 ms of link time
+  // but the next arrives 2 ms later, so the link never idles: the step ends when all
+  // 62.91456 ms of traffic is through, at 6.06 + 62.91456 ms.
+  const auto& overlap = doc.at("strategies").at(1);
+  CHECK(overlap.at("step_time_s").get<double>() == Approx(0.006 + 60e-6 + 0.06291456));
+}
+
+TEST_CASE("--set changes the scenario before validation") {
+  // Expected: one device has no all-reduce, so the step is pure compute: 12 ms.
+  Scratch s;
+  const auto r = ddlsim_cmd({"run", s.write("s.json", kSmall), "--json", "--set", "cluster.devices=1"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("strategies").at(0).at("step_time_s").get<double>() == Approx(0.012));
+  const auto p = ddlsim_cmd({"run", s.write("t.json", kSmall), "--print-scenario", "--set", "strategies.1.name=x"});
+  CHECK(nlohmann::json::parse(p.out).at("strategies").at(1).at("name") == "x");
+}
+
+TEST_CASE("output is byte-identical across runs") {
+  const auto a = ddlsim_cmd({"run", "--json"});
+  const auto b = ddlsim_cmd({"run", "--json"});
+  CHECK(a.status == 0);
+  CHECK(a.out == b.out);
+  Scratch s;
+  const std::string t1 = (s.dir / "t1.json").string(), t2 = (s.dir / "t2.json").string();
+  REQUIRE(ddlsim_cmd({"run", "--strategy", "dp-overlap-bucket-6", "--trace", t1}).status == 0);
+  REQUIRE(ddlsim_cmd({"run", "--strategy", "dp-overlap-bucket-6", "--trace", t2}).status == 0);
+  std::stringstream x, y;
+  x << std::ifstream(t1).rdbuf();
+  y << std::ifstream(t2).rdbuf();
+  CHECK(x.str().size() > 1000);
+  CHECK(x.str() == y.str());
+  CHECK(nlohmann::json::accept(x.str()));
+}
+
+TEST_CASE("bad input: malformed JSON") {
+  Scratch s;
+  const auto r = ddlsim_cmd({"run", s.write("bad.json", R"({"name": "x", "cluster": {)")});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("bad.json: invalid JSON: parse error at line 1, column 27") != std::string::npos);
+  CHECK(r.err.find('\n') == r.err.size() - 1);
+}
+
+TEST_CASE("bad input: wrong type") {
+  expect_bad_set("workload.layers=\"x\"", "workload.layers: expected a positive integer, got \"x\"");
+  expect_bad_set("strategies.0.overlap=1", "strategies.0.overlap: expected true or false, got 1");
+  expect_bad_set("cluster=[]", "cluster: expected an object, got []");
+}
+
+TEST_CASE("bad input: out-of-range values") {
+  expect_bad_set("cluster.devices=-3", "cluster.devices: expected a positive integer, got -3");
+  expect_bad_set("cluster.device_tflops=0", "cluster.device_tflops: expected a positive number, got 0");
+  expect_bad_set("cluster.link_latency_us=-1", "cluster.link_latency_us: expected a number >= 0, got -1");
+  expect_bad_set("strategies.1.bucket_layers=9",
+                 "strategies.1.bucket_layers: expected at most workload.layers (4), got 9");
+  expect_bad_set("cluster.devices=2000000", "cluster.devices: at most 1000000 devices, got 2000000");
+}
+
+TEST_CASE("bad input: absurd scale is refused up front") {
+  // Expected task count of strategy 0 (4-layer buckets): p (5 layers + 2 buckets) +
+  // buckets + 1 = 10^6 x (5000 + 500) + 251 with 10^6 devices and 1000 layers.
+  Scratch s;
+  const auto r = ddlsim_cmd({"run", s.write("s.json", kSmall), "--set", "cluster.devices=1000000", "--set",
+                             "workload.layers=1000"});
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "ddlsim run: strategies.0: this plan would replay 5500000251 tasks, more than the limit of 200000000 "
+        "(reduce cluster.devices or workload.layers)\n");
+}
+
+TEST_CASE("bad input: unknown keys, with a suggestion") {
+  expect_bad_set("cluster.devcies=4", "cluster.devcies: unknown key (did you mean 'devices'?)");
+  expect_bad_set("simulation.network=flow", "simulation: unknown key");
+}
+
+TEST_CASE("bad input: missing fields") {
+  Scratch s;
+  std::string text = kSmall;
+  text.replace(text.find("\"layers\": 4, "), 13, "");
+  const auto r = ddlsim_cmd({"run", s.write("s.json", text)});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: workload.layers: missing (a required field)\n");
+}
+
+TEST_CASE("bad input: unknown choices and duplicate names") {
+  expect_bad_set("workload.model=synthetc",
+                 "workload.model: expected one of \"synthetic\", got \"synthetc\" (did you mean 'synthetic'?)");
+  expect_bad_set("strategies.1.name=serial", "strategies.1.name: \"serial\" is already the name of strategies.0");
+}
+
+TEST_CASE("bad input: malformed --set expressions") {
+  expect_bad_set("cluster.devices", "--set 'cluster.devices': expected PATH=VALUE, e.g. strategies.0.bucket_layers=4");
+  expect_bad_set("strategies.7.overlap=true",
+                 "--set strategies.7.overlap: strategies has 2 elements, so index 7 does not exist");
+  expect_bad_set("name.x=1", "--set name.x: name is a string, not an object or array");
+}
+
+TEST_CASE("bad input: the command line") {
+  auto r = ddlsim_cmd({"run", "--frobnicate"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: unrecognised option '--frobnicate' (see 'ddlsim run --help')\n");
+  r = ddlsim_cmd({"runn"});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("unknown command 'runn'") != std::string::npos);
+  r = ddlsim_cmd({"run", "/nonexistent/s.json"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: cannot read scenario /nonexistent/s.json: no such file or not readable\n");
+  r = ddlsim_cmd({"run", "--strategy", "dp-overlap-bucket6"});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--strategy dp-overlap-bucket6: the scenario has no such strategy (did you mean "
+                   "'dp-overlap-bucket-6'?)") != std::string::npos);
+}
+
+TEST_CASE("no partial output file is left behind") {
+  // Expected: a trace requested for an invalid run, or for an ambiguous one, leaves the
+  // folder empty; a valid run leaves exactly the trace.
+  Scratch s;
+  const std::string trace = (s.dir / "trace.json").string();
+  auto r = ddlsim_cmd({"run", "--set", "cluster.devices=0", "--trace", trace});
+  CHECK(r.status == 2);
+  CHECK(s.files() == 0);
+  r = ddlsim_cmd({"run", "--trace", trace});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: --trace: the scenario has 3 strategies; choose one with --strategy NAME\n");
+  CHECK(s.files() == 0);
+  r = ddlsim_cmd({"run", "--strategy", "dp-no-overlap", "--trace", trace});
+  CHECK(r.status == 0);
+  CHECK(s.files() == 1);
+  CHECK(fs::file_size(trace) > 1000);
+}
+
+TEST_CASE("help and version") {
+  auto r = ddlsim_cmd({"--help"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("Usage: ddlsim COMMAND") != std::string::npos);
+  r = ddlsim_cmd({"run", "--help"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("Examples:") != std::string::npos);
+  CHECK(r.out.find("--trace") != std::string::npos);
+  r = ddlsim_cmd({"--version"});
+  CHECK(r.out.rfind("ddlsim ", 0) == 0);
+}

@@ -1,0 +1,304 @@
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "engine_fixtures.hpp"
+#include "sim/chrome_trace.hpp"
+#include "sim/core/errors.hpp"
+#include "sim/usage.hpp"
+
+using namespace ddlsim;
+using ddlsim::test::Rig;
+using doctest::Approx;
+
+TEST_CASE("a chain runs back to back") {
+  // Expected: tasks of 1, 2 and 3 s in a chain on one stream start at 0, 1, 3; the
+  // step ends at 6 s.
+  Rig r;
+  const auto s = r.stream("s");
+  const auto a = r.compute(s, 1), b = r.compute(s, 2), c = r.compute(s, 3);
+  r.g.add_edge(a, b);
+  r.g.add_edge(b, c);
+  const auto res = r.run();
+  CHECK(res.makespan.value() == 6.0);
+  CHECK(r.at(a).start == 0.0);
+  CHECK(r.at(b).start == 1.0);
+  CHECK(r.at(c).start == 3.0);
+  CHECK(r.at(c).end == 6.0);
+  CHECK(res.tasks == 3);
+}
+
+TEST_CASE("a diamond waits for its slower branch") {
+  // Expected: A (1 s) fans out to B (2 s) and C (3 s) on separate streams, which join
+  // into D (1 s): D starts at 1 + max(2, 3) = 4 and the step ends at 5 s.
+  Rig r;
+  const auto s0 = r.stream("s0"), s1 = r.stream("s1"), s2 = r.stream("s2");
+  const auto a = r.compute(s0, 1), b = r.compute(s1, 2), c = r.compute(s2, 3), d = r.compute(s0, 1);
+  r.g.add_edge(a, b);
+  r.g.add_edge(a, c);
+  r.g.add_edge(b, d);
+  r.g.add_edge(c, d);
+  const auto res = r.run();
+  CHECK(r.at(b).start == 1.0);
+  CHECK(r.at(c).start == 1.0);
+  CHECK(r.at(d).start == 4.0);
+  CHECK(res.makespan.value() == 5.0);
+}
+
+TEST_CASE("independent tasks on one stream serialize in arrival order") {
+  // Expected: three independent 1 s tasks on one stream run one at a time, in the order
+  // they were added: starts at 0, 1, 2 and the step ends at 3 s. On three streams the
+  // same tasks end at 1 s.
+  Rig r;
+  const auto s = r.stream("s");
+  const auto a = r.compute(s, 1), b = r.compute(s, 1), c = r.compute(s, 1);
+  CHECK(r.run().makespan.value() == 3.0);
+  CHECK(r.at(a).start == 0.0);
+  CHECK(r.at(b).start == 1.0);
+  CHECK(r.at(c).start == 2.0);
+
+  Rig p;
+  for (int i = 0; i < 3; ++i) p.compute(p.stream("s" + std::to_string(i)), 1);
+  CHECK(p.run().makespan.value() == 1.0);
+}
+
+TEST_CASE("transfers share a channel's bandwidth equally") {
+  // Channel of 100 B/s, no latency.
+  SUBCASE("two equal transfers") {
+    // Expected: each gets 50 B/s, so both 100 B transfers end at 2 s (one alone: 1 s).
+    Rig r;
+    const auto ch = r.channel("c", 100);
+    const auto a = r.transfer(ch, 100), b = r.transfer(ch, 100);
+    CHECK(r.run().makespan.value() == Approx(2.0));
+    CHECK(r.at(a).end == Approx(2.0));
+    CHECK(r.at(b).end == Approx(2.0));
+  }
+  SUBCASE("unequal transfers") {
+    // Expected: 100 B and 300 B together: the short one ends at 2 s (50 B/s); the long one
+    // then has 200 B left at the full 100 B/s and ends at 4 s.
+    Rig r;
+    const auto ch = r.channel("c", 100);
+    const auto a = r.transfer(ch, 100), b = r.transfer(ch, 300);
+    r.run();
+    CHECK(r.at(a).end == Approx(2.0));
+    CHECK(r.at(b).end == Approx(4.0));
+  }
+  SUBCASE("a late arrival") {
+    // Expected: A (100 B) alone from 0 to 0.5 s receives 50 B; B (100 B) arrives at 0.5 s
+    // (after a 0.5 s compute task); sharing, A needs 1 s more and ends at 1.5 s, when B
+    // has 50 B; B finishes the rest alone by 2.0 s.
+    Rig r;
+    const auto ch = r.channel("c", 100);
+    const auto s = r.stream("s");
+    const auto a = r.transfer(ch, 100);
+    const auto w = r.compute(s, 0.5);
+    const auto b = r.transfer(ch, 100);
+    r.g.add_edge(w, b);
+    r.run();
+    CHECK(r.at(b).start == Approx(0.5));
+    CHECK(r.at(a).end == Approx(1.5));
+    CHECK(r.at(b).end == Approx(2.0));
+  }
+  SUBCASE("latency") {
+    // Expected: latency 0.25 s then 100 B at 100 B/s: 1.25 s. Two at once: 0.25 + 2 s.
+    Rig r;
+    const auto ch = r.channel("c", 100, 0.25);
+    const auto a = r.transfer(ch, 100);
+    r.run();
+    CHECK(r.at(a).end == Approx(1.25));
+    Rig q;
+    const auto ch2 = q.channel("c", 100, 0.25);
+    q.transfer(ch2, 100);
+    q.transfer(ch2, 100);
+    CHECK(q.run().makespan.value() == Approx(2.25));
+  }
+}
+
+TEST_CASE("tasks without resources take no time and keep order") {
+  // Expected: marker and memory tasks finish the instant they become ready, so a chain
+  // compute(1 s) -> marker -> allocate -> compute(2 s) ends at 3 s.
+  Rig r;
+  const auto s = r.stream("s");
+  const auto a = r.compute(s, 1);
+  const auto m = r.g.add(Marker{}, "m").id();
+  const auto al = r.g.add(Allocate{PoolId(0), Bytes(8)}).id();
+  const auto b = r.compute(s, 2);
+  r.g.add_edge(a, m);
+  r.g.add_edge(m, al);
+  r.g.add_edge(al, b);
+  CHECK(r.run().makespan.value() == 3.0);
+  CHECK(r.at(m).start == 1.0);
+  CHECK(r.at(m).end == 1.0);
+}
+
+TEST_CASE("observers measure busy time and memory high-water marks") {
+  // Expected busy time: transfers [0, 2] and [1, 3] overlap on one channel; the union
+  // of their intervals is 3 s (sum of durations would be 4). Memory: +10, +5, -10, +7
+  // peaks at 15 B at the second allocation (t = 0) and ends at 12 B.
+  Rig r;
+  const auto ch = r.channel("c", 100);
+  const auto s = r.stream("s");
+  r.transfer(ch, 150);  // shares [1, 2] with the second
+  const auto w = r.compute(s, 1);
+  const auto t2 = r.transfer(ch, 150);
+  r.g.add_edge(w, t2);
+  const auto a1 = r.g.add(Allocate{PoolId(1), Bytes(10)}).id();
+  const auto a2 = r.g.add(Allocate{PoolId(1), Bytes(5)}).id();
+  const auto f1 = r.g.add(Free{PoolId(1), Bytes(10)}).id();
+  const auto a3 = r.g.add(Allocate{PoolId(1), Bytes(7)}).id();
+  r.g.add_edge(a1, a2);
+  r.g.add_edge(a2, f1);
+  r.g.add_edge(f1, a3);
+  ResourceUsage usage;
+  MemoryTracker memory;
+  const auto res = r.run({&usage, &memory});
+  CHECK(res.makespan.value() == Approx(3.0));
+  CHECK(usage.entries()[ch.value].busy.value() == Approx(3.0));
+  CHECK(usage.entries()[ch.value].bytes.value() == 300.0);
+  CHECK(usage.entries()[s.value].busy.value() == 1.0);
+  REQUIRE(memory.pools().size() == 2);
+  CHECK(memory.pools()[1].peak.value() == 15.0);
+  CHECK(memory.pools()[1].current.value() == 12.0);
+}
+
+namespace {
+// A pseudo-random DAG over a few streams and channels, for determinism checks.
+void build_random(Rig& r, int n, std::uint64_t seed) {
+  std::vector<ResourceId> res;
+  for (int i = 0; i < 3; ++i) res.push_back(r.stream("s" + std::to_string(i)));
+  for (int i = 0; i < 2; ++i) res.push_back(r.channel("c" + std::to_string(i), 1e3, 1e-3));
+  auto next = [&seed] {
+    seed += 0x9e3779b97f4a7c15ULL;
+    std::uint64_t z = seed;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  for (int i = 0; i < n; ++i) {
+    const auto k = next() % 5;
+    TaskId t = k < 3 ? r.compute(res[k], 0.001 * static_cast<double>(next() % 10), "c" + std::to_string(i))
+                     : r.transfer(res[k], static_cast<double>(next() % 100), "x" + std::to_string(i));
+    for (int e = 0; e < 2 && i > 0; ++e) r.g.add_edge(TaskId(static_cast<std::uint32_t>(next() % i)), t);
+  }
+}
+}  // namespace
+
+TEST_CASE("replays are byte-identical") {
+  // Expected: the same graph replayed twice, and an identically built second graph,
+  // give byte-identical traces.
+  auto trace_of = [](std::uint64_t seed) {
+    Rig r;
+    build_random(r, 2000, seed);
+    std::ostringstream os;
+    ChromeTrace trace(os);
+    r.run({&trace});
+    return os.str();
+  };
+  const std::string first = trace_of(7);
+  CHECK(first.size() > 100000);
+  CHECK(trace_of(7) == first);
+  CHECK(trace_of(8) != first);
+
+  Rig r;
+  build_random(r, 2000, 7);
+  std::ostringstream a, b;
+  ChromeTrace ta(a), tb(b);
+  r.run({&ta});
+  r.run({&tb});
+  CHECK(a.str() == b.str());
+}
+
+TEST_CASE("a dependency cycle is an error naming it") {
+  // Expected: a -> b -> c -> b never finishes; the error names the cycle b -> c -> b and
+  // says 2 of 4 tasks are unfinished (a and the independent d run).
+  Rig r;
+  const auto s = r.stream("s");
+  const auto a = r.compute(s, 1, "a"), b = r.compute(s, 1, "b"), c = r.compute(s, 1, "c");
+  r.compute(s, 1, "d");
+  r.g.add_edge(a, b);
+  r.g.add_edge(b, c);
+  r.g.add_edge(c, b);
+  std::string msg;
+  try {
+    r.run();
+  } catch (const ReplayError& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("replay stalled at t=2 s with 2 of 4 tasks unfinished") != std::string::npos);
+  CHECK(msg.find("dependency cycle: t1 'b' -> t2 'c' -> t1 'b'") != std::string::npos);
+  CHECK(msg.find("t1 'b' waits on 1 unfinished (e.g. t2 'c')") != std::string::npos);
+}
+
+TEST_CASE("a self-loop is a cycle") {
+  Rig r;
+  const auto a = r.g.add(Marker{}, "loop").id();
+  r.g.add_edge(a, a);
+  CHECK_THROWS_WITH_AS(r.run(), doctest::Contains("dependency cycle: t0 'loop' -> t0 'loop'"), ReplayError);
+}
+
+namespace {
+// A model that accepts work and never finishes it.
+class BlackHole final : public ResourceModel {
+ public:
+  const std::string& name() const override { return name_; }
+  bool accepts(const TaskKind&) const override { return true; }
+  void begin(const TaskGraph&) override {}
+  void submit(TaskId, Seconds, ReplaySink&) override {}
+  Seconds next_event() const override { return kNever; }
+  void advance(Seconds, ReplaySink&) override {}
+
+ private:
+  std::string name_ = "black hole";
+};
+
+// A model that always claims an event now and never makes progress.
+class Stuck final : public ResourceModel {
+ public:
+  const std::string& name() const override { return name_; }
+  bool accepts(const TaskKind&) const override { return true; }
+  void begin(const TaskGraph&) override {}
+  void submit(TaskId, Seconds, ReplaySink&) override {}
+  Seconds next_event() const override { return Seconds(1.0); }
+  void advance(Seconds, ReplaySink&) override {}
+
+ private:
+  std::string name_ = "stuck";
+};
+}  // namespace
+
+TEST_CASE("work a resource never finishes is an error, not a hang") {
+  // Expected: the task given to a model that never finishes it is named, with the model,
+  // and its successor is reported as waiting on it.
+  TaskGraph g;
+  const auto a = g.add(Compute{ResourceId(0), Seconds(1), Flops(0)}, "lost").id();
+  const auto b = g.add(Marker{}, "after").id();
+  g.add_edge(a, b);
+  BlackHole hole;
+  std::vector<ResourceModel*> res{&hole};
+  CHECK_THROWS_WITH_AS(replay(g, res),
+                       doctest::Contains("t0 'lost' was given to resource 'black hole' and never finished"),
+                       ReplayError);
+
+  Stuck stuck;
+  std::vector<ResourceModel*> res2{&stuck};
+  CHECK_THROWS_WITH_AS(replay(g, res2), doctest::Contains("resource 'stuck' made no progress at t=1 s"), ReplayError);
+}
+
+TEST_CASE("tasks bound to missing or unsuitable resources are rejected before running") {
+  Rig r;
+  r.stream("gpu0");
+  r.compute(ResourceId(5), 1, "orphan");
+  CHECK_THROWS_WITH_AS(r.run(), doctest::Contains("t0 'orphan' (compute) runs on resource 5, which does not exist"),
+                       ReplayError);
+  Rig q;
+  const auto s = q.stream("gpu0");
+  q.transfer(s, 10, "misplaced");
+  CHECK_THROWS_WITH_AS(q.run(), doctest::Contains("cannot run transfer tasks"), ReplayError);
+}
+
+TEST_CASE("an empty graph replays to time zero") {
+  Rig r;
+  const auto res = r.run();
+  CHECK(res.makespan.value() == 0.0);
+  CHECK(res.tasks == 0);
+}
