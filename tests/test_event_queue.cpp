@@ -1,27 +1,91 @@
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include "sim/core/event_queue.hpp"
 
 using namespace ddlsim;
 
-TEST_CASE("event queue pops in time order") {
-  // Expected: 1, 2, 3, 5 regardless of push order.
-  EventQueue<int> q;
-  for (double t : {5.0, 1.0, 3.0, 2.0}) q.push(Seconds(t), static_cast<int>(t));
-  std::vector<int> got;
-  while (!q.empty()) got.push_back(q.pop().payload);
-  CHECK(got == std::vector<int>{1, 2, 3, 5});
+namespace {
+std::vector<std::uint32_t> drain(EventQueue& q) {
+  std::vector<std::uint32_t> keys;
+  while (!q.empty()) {
+    keys.push_back(q.top_key());
+    q.cancel(q.top_key());
+  }
+  return keys;
+}
+}  // namespace
+
+TEST_CASE("events come out in time order") {
+  // Expected: keys scheduled at 5, 1, 3, 2 s come out as 1, 3, 2, 0 (by time).
+  EventQueue q(4);
+  q.schedule(0, Seconds(5));
+  q.schedule(1, Seconds(1));
+  q.schedule(2, Seconds(3));
+  q.schedule(3, Seconds(2));
+  CHECK(q.top_time() == Seconds(1));
+  CHECK(drain(q) == std::vector<std::uint32_t>{1, 3, 2, 0});
 }
 
-TEST_CASE("event queue breaks ties by insertion order") {
-  // Expected: at equal times, events come out exactly in the order they were pushed,
-  // also when interleaved with other times and after pops.
-  EventQueue<int> q;
-  for (int i = 0; i < 100; ++i) q.push(Seconds(i % 2 ? 1.0 : 2.0), i);
-  std::vector<int> got;
-  while (!q.empty()) got.push_back(q.pop().payload);
-  std::vector<int> expected;
-  for (int i = 1; i < 100; i += 2) expected.push_back(i);
-  for (int i = 0; i < 100; i += 2) expected.push_back(i);
-  CHECK(got == expected);
+TEST_CASE("ties are broken by the order of scheduling") {
+  // Expected: 100 keys, odd ones at 1 s and even ones at 2 s, come out odd keys first in
+  // the order scheduled, then even keys in the order scheduled.
+  EventQueue q(100);
+  for (std::uint32_t k = 0; k < 100; ++k) q.schedule(k, Seconds(k % 2 ? 1.0 : 2.0));
+  std::vector<std::uint32_t> expected;
+  for (std::uint32_t k = 1; k < 100; k += 2) expected.push_back(k);
+  for (std::uint32_t k = 0; k < 100; k += 2) expected.push_back(k);
+  CHECK(drain(q) == expected);
+}
+
+TEST_CASE("rescheduling moves an event and puts it behind equal times") {
+  // Expected: key 0 moved from 1 s to 3 s goes after key 1 (already at 3 s); key 2 moved
+  // earlier to 0.5 s comes first; cancelled key 3 never comes out.
+  EventQueue q(4);
+  q.schedule(0, Seconds(1));
+  q.schedule(1, Seconds(3));
+  q.schedule(2, Seconds(4));
+  q.schedule(3, Seconds(2));
+  q.schedule(0, Seconds(3));
+  q.schedule(2, Seconds(0.5));
+  q.cancel(3);
+  CHECK(q.time_of(3) == kNever);
+  CHECK(q.time_of(0) == Seconds(3));
+  CHECK(drain(q) == std::vector<std::uint32_t>{2, 1, 0});
+}
+
+TEST_CASE("the heap stays ordered under many random moves") {
+  // Expected: after 10,000 pseudo-random schedules and cancels on 50 keys, popping
+  // yields non-decreasing times, ties in scheduling order.
+  EventQueue q(50);
+  std::vector<double> time(50, -1);
+  std::vector<std::uint64_t> order(50, 0);
+  std::uint64_t x = 12345, step = 0;
+  for (int i = 0; i < 10000; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const auto key = static_cast<std::uint32_t>((x >> 33) % 50);
+    if ((x >> 20) % 7 == 0) {
+      q.cancel(key);
+      time[key] = -1;
+    } else {
+      time[key] = static_cast<double>((x >> 40) % 20);
+      order[key] = step++;
+      q.schedule(key, Seconds(time[key]));
+    }
+  }
+  double last_t = -1;
+  std::uint64_t last_order = 0;
+  std::size_t live = 0;
+  for (double t : time) live += t >= 0 ? 1 : 0;
+  CHECK(q.size() == live);
+  while (!q.empty()) {
+    const auto k = q.top_key();
+    CHECK(q.top_time().value() == time[k]);
+    CHECK(time[k] >= last_t);
+    if (time[k] == last_t) CHECK(order[k] > last_order);
+    last_t = time[k];
+    last_order = order[k];
+    q.cancel(k);
+  }
 }

@@ -26,11 +26,10 @@ std::string format_time(Seconds t) {
   return os.str();
 }
 
-class Replayer final : public ReplaySink {
+class Replayer {
  public:
   Replayer(const TaskGraph& g, std::span<ResourceModel* const> res, std::span<Observer* const> obs)
-      : g_(g), res_(res), obs_(obs), scheduled_(res.size(), kNever), version_(res.size(), 0),
-        touched_flag_(res.size(), 0) {}
+      : g_(g), res_(res), obs_(obs), queue_(res.size()), touched_flag_(res.size(), 0) {}
 
   ReplayResult run() {
     check_bindings();
@@ -46,14 +45,13 @@ class Replayer final : public ReplaySink {
     drain();
 
     while (!queue_.empty()) {
-      const auto ev = queue_.pop();
-      const std::uint32_t r = ev.payload.resource;
-      if (ev.payload.version != version_[r]) continue;  // superseded by a later reschedule
-      scheduled_[r] = kNever;
-      now_ = ev.time;
+      // The earliest resource stays in the queue while it advances; drain() then moves
+      // its entry to its next event (or removes it), one sift instead of a pop and a push.
+      const std::uint32_t r = queue_.top_key();
+      now_ = queue_.top_time();
       ++events_;
       ResourceModel& m = *res_[r];
-      m.advance(now_, *this);
+      m.advance(now_, sink_);
       if (!(m.next_event() > now_)) {
         throw ReplayError("resource '" + m.name() + "' made no progress at t=" + format_time(now_) +
                           " s: after advancing to that time it still reports an event at " +
@@ -71,30 +69,12 @@ class Replayer final : public ReplaySink {
     out.tasks = finished_;
     out.events = events_;
     out.state_bytes = pending_.capacity() * sizeof(std::uint32_t) + queue_.memory_bytes() +
-                      ready_.capacity() * sizeof(TaskId) + done_.capacity() * sizeof(TaskId) +
-                      (scheduled_.capacity() * sizeof(Seconds)) + version_.capacity() * sizeof(std::uint32_t) +
+                      ready_.capacity() * sizeof(TaskId) + sink_.notes().capacity() * sizeof(ReplaySink::Note) +
                       touched_.capacity() * sizeof(std::uint32_t) + touched_flag_.capacity();
     return out;
   }
 
-  void started(TaskId task, Seconds at) override {
-    if (at != now_) bad_time(task, at, "started");
-    if (obs_.empty()) return;
-    const ResourceId r = resource_of(g_.kind(task));
-    for (Observer* o : obs_) o->on_task_start(task, r, at);
-  }
-
-  void finished(TaskId task, Seconds at) override {
-    if (at != now_) bad_time(task, at, "finished");
-    done_.push_back(task);
-  }
-
  private:
-  struct Slot {
-    std::uint32_t resource;
-    std::uint32_t version;
-  };
-
   [[noreturn]] void bad_time(TaskId task, Seconds at, const char* what) const {
     throw ReplayError("resource '" + res_[resource_of(g_.kind(task)).value]->name() + "' reported " +
                       describe(g_, task) + " " + what + " at t=" + format_time(at) +
@@ -121,7 +101,7 @@ class Replayer final : public ReplaySink {
   void make_ready(TaskId t) {
     const ResourceId r = resource_of(g_.kind(t));
     if (r.valid()) {
-      res_[r.value]->submit(t, now_, *this);
+      res_[r.value]->submit(t, now_, sink_);
       touch(r.value);
     } else {
       ready_.push_back(t);
@@ -143,40 +123,49 @@ class Replayer final : public ReplaySink {
     }
   }
 
-  // Finish everything that happens at now_: tasks the models reported done, then tasks
-  // that take no time, until none remain; then reschedule the resources that changed.
+  // Act on everything that happens at now_: the starts and finishes the models noted
+  // (finishing a task may submit its successors, which adds notes), then the tasks that
+  // take no time, until none remain; then reschedule the resources that changed.
   void drain() {
-    std::size_t di = 0;
+    std::size_t ni = 0;
     std::size_t ri = 0;
-    while (di < done_.size() || ri < ready_.size()) {
-      while (di < done_.size()) {
-        const TaskId t = done_[di++];
+    const auto& notes = sink_.notes();
+    for (;;) {
+      if (ni < notes.size()) {
+        const ReplaySink::Note note = notes[ni++];
+        if (note.at != now_) bad_time(note.task, note.at, note.finished ? "finished" : "started");
         if (!obs_.empty()) {
-          const ResourceId r = resource_of(g_.kind(t));
-          for (Observer* o : obs_) o->on_task_end(t, r, now_);
+          const ResourceId r = resource_of(g_.kind(note.task));
+          for (Observer* o : obs_) {
+            if (note.finished) o->on_task_end(note.task, r, now_);
+            else o->on_task_start(note.task, r, now_);
+          }
         }
-        complete(t);
-      }
-      while (ri < ready_.size() && di == done_.size()) {
+        if (note.finished) complete(note.task);
+      } else if (ri < ready_.size()) {
         const TaskId t = ready_[ri++];
         for (Observer* o : obs_) o->on_task_start(t, ResourceId{}, now_);
         for (Observer* o : obs_) o->on_task_end(t, ResourceId{}, now_);
         complete(t);
+      } else {
+        break;
       }
     }
-    done_.clear();
+    sink_.clear();
     ready_.clear();
     for (std::uint32_t r : touched_) {
       touched_flag_[r] = 0;
       const Seconds next = res_[r]->next_event();
-      if (next == scheduled_[r]) continue;
+      if (next == queue_.time_of(r)) continue;
       if (next < now_) {
         throw ReplayError("resource '" + res_[r]->name() + "' asked for an event at t=" + format_time(next) +
                           " s, before the replay's current time t=" + format_time(now_) + " s");
       }
-      scheduled_[r] = next;
-      ++version_[r];
-      if (next != kNever) queue_.push(next, Slot{r, version_[r]});
+      if (next == kNever) {
+        queue_.cancel(r);
+      } else {
+        queue_.schedule(r, next);
+      }
     }
     touched_.clear();
   }
@@ -240,12 +229,10 @@ class Replayer final : public ReplaySink {
   const TaskGraph& g_;
   std::span<ResourceModel* const> res_;
   std::span<Observer* const> obs_;
-  EventQueue<Slot> queue_;
+  EventQueue queue_;
   std::vector<std::uint32_t> pending_;
   std::vector<TaskId> ready_;
-  std::vector<TaskId> done_;
-  std::vector<Seconds> scheduled_;
-  std::vector<std::uint32_t> version_;
+  ReplaySink sink_;
   std::vector<std::uint32_t> touched_;
   std::vector<std::uint8_t> touched_flag_;
   Seconds now_{0.0};

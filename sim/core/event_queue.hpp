@@ -1,83 +1,126 @@
-// A deterministic priority queue of timed events.
+// A deterministic queue of timed events, at most one pending event per key.
 //
-// A binary min-heap ordered by (time, insertion sequence): two events at the same time
-// come out in the order they were pushed, so a replay never depends on the heap's
-// internal layout or on the standard library's implementation.
+// The replay engine keys events by resource: each resource has one "next event" time,
+// which moves as work arrives and completes. The queue is an indexed binary min-heap
+// ordered by (time, sequence): every schedule() call takes a fresh sequence number, so
+// events at the same time come out in the order they were scheduled, independent of the
+// heap's layout or the standard library. Moving an event re-sifts it in place, so the
+// common "advance the earliest resource, then reschedule it" costs one sift-down and no
+// stale entries accumulate.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <utility>
+#include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "sim/core/units.hpp"
 
 namespace ddlsim {
 
-template <class Payload>
 class EventQueue {
  public:
-  struct Event {
-    Seconds time;
-    std::uint64_t seq;
-    Payload payload;
-  };
+  /// Keys are 0 .. keys-1; at most 2^24 of them.
+  explicit EventQueue(std::size_t keys = 0) : pos_(keys, kAbsent) {
+    if (keys > (std::size_t{1} << kKeyBits)) throw std::length_error("EventQueue: more than 2^24 keys");
+  }
 
-  void push(Seconds time, Payload payload) {
-    heap_.push_back(Event{time, next_seq_++, std::move(payload)});
-    sift_up(heap_.size() - 1);
+  /// Sets the event of `key` to `time` (inserting it, or moving an existing one). It goes
+  /// after every event already scheduled for the same time.
+  /// `time` must be >= 0 and finite (the replay never schedules into the past).
+  void schedule(std::uint32_t key, Seconds t) {
+    const Entry e = make(order_bits(t), (next_seq_++ << kKeyBits) | key);
+    const std::uint32_t i = pos_[key];
+    if (i == kAbsent) {
+      heap_.push_back(e);
+      sift_up(static_cast<std::uint32_t>(heap_.size() - 1), e);
+    } else if (before(e, heap_[i])) {
+      sift_up(i, e);
+    } else {
+      sift_down(i, e);
+    }
+  }
+
+  /// Removes the event of `key`, if any.
+  void cancel(std::uint32_t key) {
+    const std::uint32_t i = pos_[key];
+    if (i == kAbsent) return;
+    pos_[key] = kAbsent;
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    if (i == heap_.size()) return;
+    if (i > 0 && before(last, heap_[(i - 1) / kArity])) sift_up(i, last);
+    else sift_down(i, last);
   }
 
   [[nodiscard]] bool empty() const { return heap_.empty(); }
   [[nodiscard]] std::size_t size() const { return heap_.size(); }
-  [[nodiscard]] const Event& top() const { return heap_.front(); }
-
-  Event pop() {
-    Event out = std::move(heap_.front());
-    heap_.front() = std::move(heap_.back());
-    heap_.pop_back();
-    if (!heap_.empty()) sift_down(0);
-    return out;
+  [[nodiscard]] std::uint32_t top_key() const { return heap_.front().key(); }
+  [[nodiscard]] Seconds top_time() const { return Seconds(std::bit_cast<double>(heap_.front().time())); }
+  /// The time of `key`'s event, or kNever if it has none.
+  [[nodiscard]] Seconds time_of(std::uint32_t key) const {
+    return pos_[key] == kAbsent ? kNever : Seconds(std::bit_cast<double>(heap_[pos_[key]].time()));
   }
 
-  void clear() {
-    heap_.clear();
-    next_seq_ = 0;
+  [[nodiscard]] std::size_t memory_bytes() const {
+    return heap_.capacity() * sizeof(Entry) + pos_.capacity() * sizeof(std::uint32_t);
   }
-
-  [[nodiscard]] std::size_t memory_bytes() const { return heap_.capacity() * sizeof(Event); }
 
  private:
-  static bool before(const Event& a, const Event& b) {
-    if (a.time != b.time) return a.time < b.time;
-    return a.seq < b.seq;
+  static constexpr std::uint32_t kAbsent = std::numeric_limits<std::uint32_t>::max();
+  static constexpr std::uint32_t kArity = 2;
+  static constexpr unsigned kKeyBits = 24;  // the low bits of `order` hold the key
+
+  // For doubles >= 0 the IEEE-754 bit pattern, read as an unsigned integer, orders like
+  // the number itself; integer comparisons are cheaper and branch-free.
+  static std::uint64_t order_bits(Seconds t) { return std::bit_cast<std::uint64_t>(t.value() + 0.0); }
+
+  // One 128-bit integer per event: the time's bits above (sequence << 24 | key), so a
+  // single integer comparison orders events by time, then by scheduling sequence (2^40
+  // schedules before the sequence wraps). GCC and Clang compile it to cmp/sbb, no branch.
+  __extension__ using Key = unsigned __int128;
+  struct Entry {
+    Key k;
+    [[nodiscard]] std::uint32_t key() const { return static_cast<std::uint32_t>(k) & ((1u << kKeyBits) - 1); }
+    [[nodiscard]] std::uint64_t time() const { return static_cast<std::uint64_t>(k >> 64); }
+  };
+  static Entry make(std::uint64_t time, std::uint64_t order) { return Entry{(Key{time} << 64) | order}; }
+
+  static bool before(const Entry& a, const Entry& b) { return a.k < b.k; }
+
+  void place(std::uint32_t i, const Entry& e) {
+    heap_[i] = e;
+    pos_[e.key()] = i;
   }
 
-  void sift_up(std::size_t i) {
-    Event e = std::move(heap_[i]);
+  void sift_up(std::uint32_t i, const Entry e) {
     while (i > 0) {
-      std::size_t parent = (i - 1) / 2;
+      const std::uint32_t parent = (i - 1) / kArity;
       if (!before(e, heap_[parent])) break;
-      heap_[i] = std::move(heap_[parent]);
+      place(i, heap_[parent]);
       i = parent;
     }
-    heap_[i] = std::move(e);
+    place(i, e);
   }
 
-  void sift_down(std::size_t i) {
-    const std::size_t n = heap_.size();
-    Event e = std::move(heap_[i]);
+  void sift_down(std::uint32_t i, const Entry e) {
+    const auto n = static_cast<std::uint32_t>(heap_.size());
+    const Entry* h = heap_.data();
     for (;;) {
-      std::size_t child = 2 * i + 1;
-      if (child >= n) break;
-      if (child + 1 < n && before(heap_[child + 1], heap_[child])) ++child;
-      if (!before(heap_[child], e)) break;
-      heap_[i] = std::move(heap_[child]);
+      const std::uint32_t first = kArity * i + 1;
+      if (first >= n) break;
+      std::uint32_t child = first;
+      if (first + 1 < n) child += static_cast<std::uint32_t>(before(h[first + 1], h[first]));
+      if (!before(h[child], e)) break;
+      place(i, h[child]);
       i = child;
     }
-    heap_[i] = std::move(e);
+    place(i, e);
   }
 
-  std::vector<Event> heap_;
+  std::vector<Entry> heap_;
+  std::vector<std::uint32_t> pos_;  // index in heap_ of each key's event, or kAbsent
   std::uint64_t next_seq_ = 0;
 };
 

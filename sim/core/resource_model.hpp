@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/core/task.hpp"
 
@@ -20,14 +21,25 @@ namespace ddlsim {
 
 class TaskGraph;
 
-/// Where a model reports what happened inside an advance() or submit() call.
+/// Where a model notes what happened inside an advance() or submit() call. The engine
+/// reads the notes, in order, after the call returns (and checks that each is at the
+/// current time), so a model is never re-entered while it is updating itself.
 class ReplaySink {
  public:
-  virtual void started(TaskId task, Seconds at) = 0;
-  virtual void finished(TaskId task, Seconds at) = 0;
+  struct Note {
+    Seconds at;
+    TaskId task;
+    bool finished;  // false: the task started
+  };
 
- protected:
-  ~ReplaySink() = default;
+  void started(TaskId task, Seconds at) { notes_.push_back(Note{at, task, false}); }
+  void finished(TaskId task, Seconds at) { notes_.push_back(Note{at, task, true}); }
+
+  [[nodiscard]] const std::vector<Note>& notes() const { return notes_; }
+  void clear() { notes_.clear(); }
+
+ private:
+  std::vector<Note> notes_;
 };
 
 class ResourceModel {

@@ -6,7 +6,6 @@
 // Flops / FlopsPerSecond -> Seconds, and scaling by a plain number.
 #pragma once
 
-#include <compare>
 #include <limits>
 
 namespace ddlsim {
@@ -26,7 +25,14 @@ class Quantity {
   friend constexpr Quantity operator*(double k, Quantity a) { return Quantity(a.v_ * k); }
   friend constexpr Quantity operator/(Quantity a, double k) { return Quantity(a.v_ / k); }
   friend constexpr double operator/(Quantity a, Quantity b) { return a.v_ / b.v_; }
-  friend constexpr auto operator<=>(Quantity a, Quantity b) = default;
+  // Plain comparisons rather than a defaulted <=>: they compile to one instruction on
+  // doubles, and the replay loop compares times constantly.
+  friend constexpr bool operator==(Quantity a, Quantity b) { return a.v_ == b.v_; }
+  friend constexpr bool operator!=(Quantity a, Quantity b) { return a.v_ != b.v_; }
+  friend constexpr bool operator<(Quantity a, Quantity b) { return a.v_ < b.v_; }
+  friend constexpr bool operator<=(Quantity a, Quantity b) { return a.v_ <= b.v_; }
+  friend constexpr bool operator>(Quantity a, Quantity b) { return a.v_ > b.v_; }
+  friend constexpr bool operator>=(Quantity a, Quantity b) { return a.v_ >= b.v_; }
 
  private:
   double v_ = 0.0;
