@@ -14,7 +14,7 @@ void ComputeStream::begin(const TaskGraph& graph) {
 
 void ComputeStream::start(TaskId task, Seconds at, ReplaySink& sink) {
   running_ = task;
-  end_ = at + std::get<Compute>(graph_->kind(task)).duration;
+  end_ = at + std::get_if<Compute>(&graph_->kind(task))->duration;  // accepts() admits only Compute
   sink.started(task, at);
 }
 

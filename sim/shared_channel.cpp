@@ -38,7 +38,7 @@ void SharedChannel::progress_to(Seconds t) {
 }
 
 void SharedChannel::join(TaskId task) {
-  const double bytes = std::get<Transfer>(graph_->kind(task)).bytes.value();
+  const double bytes = std::get_if<Transfer>(&graph_->kind(task))->bytes.value();  // accepts() admits only Transfer
   active_.push_back(Active{v_ + bytes, seq_++, task});
   std::push_heap(active_.begin(), active_.end(), [](const Active& a, const Active& b) { return later(a, b); });
 }

@@ -29,17 +29,19 @@ std::string format_time(Seconds t) {
 class Replayer {
  public:
   Replayer(const TaskGraph& g, std::span<ResourceModel* const> res, std::span<Observer* const> obs)
-      : g_(g), res_(res), obs_(obs), queue_(res.size()), touched_flag_(res.size(), 0) {}
+      : g_(g), res_(res), obs_(obs), queue_(res.size()) {}
 
   ReplayResult run() {
     check_bindings();
+    sink_.keep_starts(!obs_.empty());
     for (ResourceModel* m : res_) m->begin(g_);
     for (Observer* o : obs_) o->on_begin(g_, res_);
 
     const std::size_t n = g_.size();
     pending_.resize(n);
-    for (std::uint32_t t = 0; t < n; ++t) pending_[t] = g_.in_degree(TaskId(t));
+    // Nothing completes before drain(), so sources can be submitted while counting.
     for (std::uint32_t t = 0; t < n; ++t) {
+      pending_[t] = g_.in_degree(TaskId(t));
       if (pending_[t] == 0) make_ready(TaskId(t));
     }
     drain();
@@ -52,12 +54,17 @@ class Replayer {
       ++events_;
       ResourceModel& m = *res_[r];
       m.advance(now_, sink_);
-      if (!(m.next_event() > now_)) {
+      const Seconds next = m.next_event();
+      if (!(next > now_)) {
         throw ReplayError("resource '" + m.name() + "' made no progress at t=" + format_time(now_) +
                           " s: after advancing to that time it still reports an event at " +
-                          format_time(m.next_event()) + " s");
+                          format_time(next) + " s");
       }
-      touch(r);
+      if (next == kNever) {
+        queue_.cancel(r);
+      } else {
+        queue_.schedule(r, next);
+      }
       drain();
     }
 
@@ -69,8 +76,7 @@ class Replayer {
     out.tasks = finished_;
     out.events = events_;
     out.state_bytes = pending_.capacity() * sizeof(std::uint32_t) + queue_.memory_bytes() +
-                      ready_.capacity() * sizeof(TaskId) + sink_.notes().capacity() * sizeof(ReplaySink::Note) +
-                      touched_.capacity() * sizeof(std::uint32_t) + touched_flag_.capacity();
+                      ready_.capacity() * sizeof(TaskId) + sink_.notes().capacity() * sizeof(ReplaySink::Note);
     return out;
   }
 
@@ -81,11 +87,16 @@ class Replayer {
                       " s while the replay was at t=" + format_time(now_) + " s");
   }
 
+  // Every task runs on a resource that exists and accepts its kind. A model's answer
+  // depends only on the kind, so it is asked once per resource and kind.
   void check_bindings() const {
+    std::vector<std::uint8_t> accepted(res_.size(), 0);  // bit k: kind index k checked
     for (std::uint32_t t = 0; t < g_.size(); ++t) {
       const TaskKind& k = g_.kind(TaskId(t));
       const ResourceId r = resource_of(k);
-      if (k.index() > 1) continue;
+      if (!r.valid()) continue;
+      const auto bit = static_cast<std::uint8_t>(1u << k.index());
+      if (r.value < res_.size() && (accepted[r.value] & bit)) continue;
       if (r.value >= res_.size() || res_[r.value] == nullptr) {
         throw ReplayError(describe(g_, TaskId(t)) + " (" + std::string(kind_name(k)) + ") runs on resource " +
                           std::to_string(r.value) + ", which does not exist (" + std::to_string(res_.size()) +
@@ -95,14 +106,19 @@ class Replayer {
         throw ReplayError(describe(g_, TaskId(t)) + " is a " + std::string(kind_name(k)) + " task but resource '" +
                           res_[r.value]->name() + "' cannot run " + std::string(kind_name(k)) + " tasks");
       }
+      accepted[r.value] |= bit;
     }
   }
 
   void make_ready(TaskId t) {
     const ResourceId r = resource_of(g_.kind(t));
     if (r.valid()) {
-      res_[r.value]->submit(t, now_, sink_);
-      touch(r.value);
+      ResourceModel& m = *res_[r.value];
+      m.submit(t, now_, sink_);
+      // A submit moves the model's next event only if it was idle or shares capacity;
+      // a busy FIFO stream keeps its entry untouched.
+      const Seconds next = m.next_event();
+      if (next != queue_.time_of(r.value)) reschedule(r.value, next);
     } else {
       ready_.push_back(t);
     }
@@ -116,16 +132,21 @@ class Replayer {
     });
   }
 
-  void touch(std::uint32_t r) {
-    if (!touched_flag_[r]) {
-      touched_flag_[r] = 1;
-      touched_.push_back(r);
+  void reschedule(std::uint32_t r, Seconds next) {
+    if (next < now_) {
+      throw ReplayError("resource '" + res_[r]->name() + "' asked for an event at t=" + format_time(next) +
+                        " s, before the replay's current time t=" + format_time(now_) + " s");
+    }
+    if (next == kNever) {
+      queue_.cancel(r);
+    } else {
+      queue_.schedule(r, next);
     }
   }
 
   // Act on everything that happens at now_: the starts and finishes the models noted
   // (finishing a task may submit its successors, which adds notes), then the tasks that
-  // take no time, until none remain; then reschedule the resources that changed.
+  // take no time, until none remain.
   void drain() {
     std::size_t ni = 0;
     std::size_t ri = 0;
@@ -153,21 +174,6 @@ class Replayer {
     }
     sink_.clear();
     ready_.clear();
-    for (std::uint32_t r : touched_) {
-      touched_flag_[r] = 0;
-      const Seconds next = res_[r]->next_event();
-      if (next == queue_.time_of(r)) continue;
-      if (next < now_) {
-        throw ReplayError("resource '" + res_[r]->name() + "' asked for an event at t=" + format_time(next) +
-                          " s, before the replay's current time t=" + format_time(now_) + " s");
-      }
-      if (next == kNever) {
-        queue_.cancel(r);
-      } else {
-        queue_.schedule(r, next);
-      }
-    }
-    touched_.clear();
   }
 
   // Explains why tasks remain after the event queue drained.
@@ -233,8 +239,6 @@ class Replayer {
   std::vector<std::uint32_t> pending_;
   std::vector<TaskId> ready_;
   ReplaySink sink_;
-  std::vector<std::uint32_t> touched_;
-  std::vector<std::uint8_t> touched_flag_;
   Seconds now_{0.0};
   std::uint64_t finished_ = 0;
   std::uint64_t events_ = 0;

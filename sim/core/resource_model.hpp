@@ -32,14 +32,19 @@ class ReplaySink {
     bool finished;  // false: the task started
   };
 
-  void started(TaskId task, Seconds at) { notes_.push_back(Note{at, task, false}); }
+  void started(TaskId task, Seconds at) {
+    if (keep_starts_) notes_.push_back(Note{at, task, false});
+  }
   void finished(TaskId task, Seconds at) { notes_.push_back(Note{at, task, true}); }
 
   [[nodiscard]] const std::vector<Note>& notes() const { return notes_; }
   void clear() { notes_.clear(); }
+  /// Starts matter only to observers; without any, the engine drops them unread.
+  void keep_starts(bool keep) { keep_starts_ = keep; }
 
  private:
   std::vector<Note> notes_;
+  bool keep_starts_ = true;
 };
 
 class ResourceModel {
@@ -48,7 +53,8 @@ class ResourceModel {
 
   /// A short name for reports and traces, e.g. "dev3.compute".
   [[nodiscard]] virtual const std::string& name() const = 0;
-  /// Whether this model can run tasks of this kind (checked for every task before a run).
+  /// Whether this model can run tasks of this kind (checked before a run; the answer must
+  /// depend only on the kind's type, as it is asked once per kind).
   [[nodiscard]] virtual bool accepts(const TaskKind& kind) const = 0;
 
   /// Forget all state and prepare to run tasks of `graph`, which outlives the run.
