@@ -1,6 +1,8 @@
 #include "sim/core/engine.hpp"
 
 #include <algorithm>
+#include <utility>
+#include <variant>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -26,10 +28,16 @@ std::string format_time(Seconds t) {
   return os.str();
 }
 
+}  // namespace
+
 class Replayer {
  public:
-  Replayer(const TaskGraph& g, std::span<ResourceModel* const> res, std::span<Observer* const> obs)
-      : g_(g), res_(res), obs_(obs), queue_(res.size()) {}
+  Replayer(ReplayEngine& e, const TaskGraph& g, std::span<ResourceModel* const> res, std::span<Observer* const> obs)
+      : g_(g), res_(res), obs_(obs), queue_(e.queue_), pending_(e.pending_), ready_(e.ready_), sink_(e.sink_) {
+    queue_.reset(res.size());
+    ready_.clear();
+    sink_.clear();
+  }
 
   ReplayResult run() {
     check_bindings();
@@ -87,26 +95,44 @@ class Replayer {
                       " s while the replay was at t=" + format_time(now_) + " s");
   }
 
-  // Every task runs on a resource that exists and accepts its kind. A model's answer
-  // depends only on the kind, so it is asked once per resource and kind.
+  // Every task runs on a resource that exists and accepts its kind. The graph keeps
+  // which kinds each resource id is given, so this costs O(resources), not O(tasks); a
+  // failure then looks for the first offending task to name it.
   void check_bindings() const {
-    std::vector<std::uint8_t> accepted(res_.size(), 0);  // bit k: kind index k checked
-    for (std::uint32_t t = 0; t < g_.size(); ++t) {
-      const TaskKind& k = g_.kind(TaskId(t));
-      const ResourceId r = resource_of(k);
-      if (!r.valid()) continue;
-      const auto bit = static_cast<std::uint8_t>(1u << k.index());
-      if (r.value < res_.size() && (accepted[r.value] & bit)) continue;
-      if (r.value >= res_.size() || res_[r.value] == nullptr) {
-        throw ReplayError(describe(g_, TaskId(t)) + " (" + std::string(kind_name(k)) + ") runs on resource " +
-                          std::to_string(r.value) + ", which does not exist (" + std::to_string(res_.size()) +
-                          " resources given)");
+    const auto& kinds = g_.resource_kinds();
+    for (std::uint32_t r = 0; r < kinds.size(); ++r) {
+      for (std::uint32_t k = 0; k < std::variant_size_v<TaskKind>; ++k) {
+        if (!(kinds[r] & (1u << k))) continue;
+        const bool missing = r >= res_.size() || res_[r] == nullptr;
+        if (!missing && res_[r]->accepts(representative(k))) continue;
+        const auto [t, kind] = first_task(r, k);
+        if (missing) {
+          throw ReplayError(describe(g_, t) + " (" + std::string(kind_name(kind)) + ") runs on resource " +
+                            std::to_string(r) + ", which does not exist (" + std::to_string(res_.size()) +
+                            " resources given)");
+        }
+        throw ReplayError(describe(g_, t) + " is a " + std::string(kind_name(kind)) + " task but resource '" +
+                          res_[r]->name() + "' cannot run " + std::string(kind_name(kind)) + " tasks");
       }
-      if (!res_[r.value]->accepts(k)) {
-        throw ReplayError(describe(g_, TaskId(t)) + " is a " + std::string(kind_name(k)) + " task but resource '" +
-                          res_[r.value]->name() + "' cannot run " + std::string(kind_name(k)) + " tasks");
-      }
-      accepted[r.value] |= bit;
+    }
+  }
+
+  // A default value of kind index k, for asking a model whether it accepts that kind.
+  static TaskKind representative(std::uint32_t k) {
+    switch (k) {
+      case 0: return Compute{};
+      case 1: return Transfer{};
+      case 2: return Marker{};
+      case 3: return Allocate{};
+      default: return Free{};
+    }
+  }
+
+  // The first task of kind index k on resource r (which exists: the graph recorded it).
+  std::pair<TaskId, const TaskKind&> first_task(std::uint32_t r, std::uint32_t k) const {
+    for (std::uint32_t t = 0;; ++t) {
+      const TaskKind& kind = g_.kind(TaskId(t));
+      if (kind.index() == k && resource_of(kind).value == r) return {TaskId(t), kind};
     }
   }
 
@@ -235,21 +261,24 @@ class Replayer {
   const TaskGraph& g_;
   std::span<ResourceModel* const> res_;
   std::span<Observer* const> obs_;
-  EventQueue queue_;
-  std::vector<std::uint32_t> pending_;
-  std::vector<TaskId> ready_;
-  ReplaySink sink_;
+  EventQueue& queue_;
+  std::vector<std::uint32_t>& pending_;
+  std::vector<TaskId>& ready_;
+  ReplaySink& sink_;
   Seconds now_{0.0};
   std::uint64_t finished_ = 0;
   std::uint64_t events_ = 0;
 };
 
-}  // namespace
+ReplayResult ReplayEngine::run(const TaskGraph& graph, std::span<ResourceModel* const> resources,
+                               std::span<Observer* const> observers) {
+  Replayer r(*this, graph, resources, observers);
+  return r.run();
+}
 
 ReplayResult replay(const TaskGraph& graph, std::span<ResourceModel* const> resources,
                     std::span<Observer* const> observers) {
-  Replayer r(graph, resources, observers);
-  return r.run();
+  return ReplayEngine().run(graph, resources, observers);
 }
 
 }  // namespace ddlsim

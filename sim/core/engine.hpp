@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 
+#include "sim/core/event_queue.hpp"
 #include "sim/core/observer.hpp"
 #include "sim/core/resource_model.hpp"
 #include "sim/core/task_graph.hpp"
@@ -26,8 +27,25 @@ struct ReplayResult {
   std::size_t state_bytes = 0;  // heap bytes the engine itself used (beyond graph and models)
 };
 
-/// Replays `graph` with `resources[r]` modelling ResourceId r. Observers are notified in
-/// time order. Throws ReplayError if the graph cannot be replayed.
+/// Replays task graphs. Keeps its working memory between runs, so that code replaying
+/// many graphs (a strategy search, a sweep, a benchmark) does not allocate and touch
+/// fresh memory every time.
+class ReplayEngine {
+ public:
+  /// Replays `graph` with `resources[r]` modelling ResourceId r. Observers are notified in
+  /// time order. Throws ReplayError if the graph cannot be replayed.
+  ReplayResult run(const TaskGraph& graph, std::span<ResourceModel* const> resources,
+                   std::span<Observer* const> observers = {});
+
+ private:
+  friend class Replayer;
+  EventQueue queue_;
+  std::vector<std::uint32_t> pending_;
+  std::vector<TaskId> ready_;
+  ReplaySink sink_;
+};
+
+/// One replay with a fresh engine: ReplayEngine().run(graph, resources, observers).
 ReplayResult replay(const TaskGraph& graph, std::span<ResourceModel* const> resources,
                     std::span<Observer* const> observers = {});
 

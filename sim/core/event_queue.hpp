@@ -26,6 +26,14 @@ class EventQueue {
     if (keys > (std::size_t{1} << kKeyBits)) throw std::length_error("EventQueue: more than 2^24 keys");
   }
 
+  /// Empties the queue and sets the number of keys, keeping allocated memory.
+  void reset(std::size_t keys) {
+    if (keys > (std::size_t{1} << kKeyBits)) throw std::length_error("EventQueue: more than 2^24 keys");
+    heap_.clear();
+    pos_.assign(keys, kAbsent);
+    next_seq_ = 0;
+  }
+
   /// Sets the event of `key` to `time` (inserting it, or moving an existing one). It goes
   /// after every event already scheduled for the same time.
   /// `time` must be >= 0 and finite (the replay never schedules into the past).

@@ -54,6 +54,10 @@ TaskRef TaskGraph::add(const TaskKind& kind, std::string_view name) {
     if (inserted) names_.emplace_back(name);
     name_id = it->second;
   }
+  if (const ResourceId r = resource_of(kind); r.valid()) {
+    if (r.value >= resource_kinds_.size()) resource_kinds_.resize(std::size_t{r.value} + 1, 0);
+    resource_kinds_[r.value] |= static_cast<std::uint8_t>(1u << kind.index());
+  }
   kinds_.push_back(kind);
   name_ids_.push_back(name_id);
   in_degree_.push_back(0);
@@ -101,7 +105,7 @@ void TaskGraph::add_edge(TaskId before, TaskId after) {
 std::size_t TaskGraph::memory_bytes() const {
   std::size_t bytes = kinds_.capacity() * sizeof(TaskKind) + name_ids_.capacity() * sizeof(std::uint32_t) +
                       in_degree_.capacity() * sizeof(std::uint32_t) + succ_.capacity() * sizeof(EdgeList) +
-                      chunks_.capacity() * sizeof(Chunk);
+                      chunks_.capacity() * sizeof(Chunk) + resource_kinds_.capacity();
   for (const auto& n : names_) bytes += sizeof(std::string) + (n.size() > 15 ? n.capacity() : 0);
   return bytes;
 }

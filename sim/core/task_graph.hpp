@@ -73,6 +73,10 @@ class TaskGraph {
     }
   }
 
+  /// For each resource id that tasks name, a bitmask of the task kinds (bit = variant
+  /// index) bound to it; lets a replay check bindings without a pass over all tasks.
+  [[nodiscard]] const std::vector<std::uint8_t>& resource_kinds() const { return resource_kinds_; }
+
   /// Heap bytes held by the graph (capacities, not sizes).
   [[nodiscard]] std::size_t memory_bytes() const;
 
@@ -103,6 +107,7 @@ class TaskGraph {
   std::vector<EdgeList> succ_;
   std::vector<Chunk> chunks_;
   std::size_t edges_ = 0;
+  std::vector<std::uint8_t> resource_kinds_;
 
   std::vector<std::string> names_;  // names_[0] is the empty name
   std::unordered_map<std::string, std::uint32_t> name_index_;
