@@ -18,15 +18,16 @@ void ComputeStream::start(TaskId task, Seconds at, ReplaySink& sink) {
   sink.started(task, at);
 }
 
-void ComputeStream::submit(TaskId task, Seconds now, ReplaySink& sink) {
+Seconds ComputeStream::submit(TaskId task, Seconds now, ReplaySink& sink) {
   if (!running_.valid()) {
     start(task, now, sink);
   } else {
     queue_.push_back(task);
   }
+  return end_;
 }
 
-void ComputeStream::advance(Seconds t, ReplaySink& sink) {
+Seconds ComputeStream::advance(Seconds t, ReplaySink& sink) {
   while (running_.valid() && end_ <= t) {
     const Seconds at = end_;
     sink.finished(running_, at);
@@ -41,6 +42,7 @@ void ComputeStream::advance(Seconds t, ReplaySink& sink) {
       end_ = kNever;
     }
   }
+  return end_;
 }
 
 }  // namespace ddlsim

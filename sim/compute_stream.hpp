@@ -17,9 +17,9 @@ class ComputeStream final : public ResourceModel {
   [[nodiscard]] const std::string& name() const override { return name_; }
   [[nodiscard]] bool accepts(const TaskKind& kind) const override { return kind.index() == 0; }
   void begin(const TaskGraph& graph) override;
-  void submit(TaskId task, Seconds now, ReplaySink& sink) override;
+  Seconds submit(TaskId task, Seconds now, ReplaySink& sink) override;
   [[nodiscard]] Seconds next_event() const override { return end_; }
-  void advance(Seconds t, ReplaySink& sink) override;
+  Seconds advance(Seconds t, ReplaySink& sink) override;
 
  private:
   void start(TaskId task, Seconds at, ReplaySink& sink);

@@ -59,7 +59,7 @@ Seconds SharedChannel::next_event() const {
   return std::min(join, next_finish());
 }
 
-void SharedChannel::submit(TaskId task, Seconds now, ReplaySink& sink) {
+Seconds SharedChannel::submit(TaskId task, Seconds now, ReplaySink& sink) {
   progress_to(now);
   sink.started(task, now);
   if (latency_.value() > 0.0) {
@@ -67,9 +67,10 @@ void SharedChannel::submit(TaskId task, Seconds now, ReplaySink& sink) {
   } else {
     join(task);
   }
+  return next_event();
 }
 
-void SharedChannel::advance(Seconds t, ReplaySink& sink) {
+Seconds SharedChannel::advance(Seconds t, ReplaySink& sink) {
   for (;;) {
     const Seconds join_at = waiting_head_ < waiting_.size() ? waiting_[waiting_head_].join_at : kNever;
     const Seconds finish_at = next_finish();
@@ -91,6 +92,7 @@ void SharedChannel::advance(Seconds t, ReplaySink& sink) {
     }
   }
   progress_to(t);
+  return next_event();
 }
 
 }  // namespace ddlsim

@@ -27,9 +27,9 @@ class SharedChannel final : public ResourceModel {
   [[nodiscard]] const std::string& name() const override { return name_; }
   [[nodiscard]] bool accepts(const TaskKind& kind) const override { return kind.index() == 1; }
   void begin(const TaskGraph& graph) override;
-  void submit(TaskId task, Seconds now, ReplaySink& sink) override;
+  Seconds submit(TaskId task, Seconds now, ReplaySink& sink) override;
   [[nodiscard]] Seconds next_event() const override;
-  void advance(Seconds t, ReplaySink& sink) override;
+  Seconds advance(Seconds t, ReplaySink& sink) override;
 
   [[nodiscard]] BytesPerSecond capacity() const { return capacity_; }
   [[nodiscard]] Seconds latency() const { return latency_; }

@@ -243,9 +243,9 @@ class BlackHole final : public ResourceModel {
   const std::string& name() const override { return name_; }
   bool accepts(const TaskKind&) const override { return true; }
   void begin(const TaskGraph&) override {}
-  void submit(TaskId, Seconds, ReplaySink&) override {}
+  Seconds submit(TaskId, Seconds, ReplaySink&) override { return kNever; }
   Seconds next_event() const override { return kNever; }
-  void advance(Seconds, ReplaySink&) override {}
+  Seconds advance(Seconds, ReplaySink&) override { return kNever; }
 
  private:
   std::string name_ = "black hole";
@@ -257,9 +257,9 @@ class Stuck final : public ResourceModel {
   const std::string& name() const override { return name_; }
   bool accepts(const TaskKind&) const override { return true; }
   void begin(const TaskGraph&) override {}
-  void submit(TaskId, Seconds, ReplaySink&) override {}
+  Seconds submit(TaskId, Seconds, ReplaySink&) override { return Seconds(1.0); }
   Seconds next_event() const override { return Seconds(1.0); }
-  void advance(Seconds, ReplaySink&) override {}
+  Seconds advance(Seconds, ReplaySink&) override { return Seconds(1.0); }
 
  private:
   std::string name_ = "stuck";

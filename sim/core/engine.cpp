@@ -61,8 +61,7 @@ class Replayer {
       now_ = queue_.top_time();
       ++events_;
       ResourceModel& m = *res_[r];
-      m.advance(now_, sink_);
-      const Seconds next = m.next_event();
+      const Seconds next = m.advance(now_, sink_);
       if (!(next > now_)) {
         throw ReplayError("resource '" + m.name() + "' made no progress at t=" + format_time(now_) +
                           " s: after advancing to that time it still reports an event at " +
@@ -140,10 +139,9 @@ class Replayer {
     const ResourceId r = resource_of(g_.kind(t));
     if (r.valid()) {
       ResourceModel& m = *res_[r.value];
-      m.submit(t, now_, sink_);
+      const Seconds next = m.submit(t, now_, sink_);
       // A submit moves the model's next event only if it was idle or shares capacity;
       // a busy FIFO stream keeps its entry untouched.
-      const Seconds next = m.next_event();
       if (next != queue_.time_of(r.value)) reschedule(r.value, next);
     } else {
       ready_.push_back(t);

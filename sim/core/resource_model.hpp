@@ -3,6 +3,8 @@
 // A resource model owns the tasks the engine submits to it and decides when they start
 // and finish. The engine asks it only two questions: "when is your next event?"
 // (next_event) and "advance to time t" (advance), plus handing it ready tasks (submit).
+// submit() and advance() also return next_event() as it stands after the call, which
+// spares the replay loop a second virtual call per task.
 // Models never call back into the engine while it is inside them: they report starts and
 // finishes to a ReplaySink, and the engine acts on those after the call returns.
 //
@@ -59,13 +61,14 @@ class ResourceModel {
 
   /// Forget all state and prepare to run tasks of `graph`, which outlives the run.
   virtual void begin(const TaskGraph& graph) = 0;
-  /// A task whose dependencies are all done arrives at time `now`.
-  virtual void submit(TaskId task, Seconds now, ReplaySink& sink) = 0;
+  /// A task whose dependencies are all done arrives at time `now`. Returns next_event().
+  virtual Seconds submit(TaskId task, Seconds now, ReplaySink& sink) = 0;
   /// The time of this model's next internal event (a finish, or a change of rates), or
   /// kNever when it holds no work.
   [[nodiscard]] virtual Seconds next_event() const = 0;
   /// Bring the model's state to time t, reporting every start and finish up to t.
-  virtual void advance(Seconds t, ReplaySink& sink) = 0;
+  /// Returns next_event().
+  virtual Seconds advance(Seconds t, ReplaySink& sink) = 0;
 };
 
 }  // namespace ddlsim
