@@ -1,6 +1,7 @@
 #include "support/json_reader.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -111,18 +112,15 @@ std::int64_t JsonObject::positive_int(const std::string& key) {
   return *i;
 }
 
-double JsonObject::positive_number(const std::string& key) {
+double JsonObject::number(const std::string& key, double lo, double hi) {
   const auto& v = at(key);
-  if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(v.get<double>())) fail(key, "a positive number");
-  return v.get<double>();
-}
-
-double JsonObject::non_negative_number(const std::string& key) {
-  const auto& v = at(key);
-  if (!v.is_number() || !(v.get<double>() >= 0.0) || !std::isfinite(v.get<double>())) {
-    fail(key, "a number >= 0");
+  const double d = v.is_number() ? v.get<double>() : 0.0;
+  if (!v.is_number() || !(d >= lo && d <= hi)) {
+    char range[96];
+    std::snprintf(range, sizeof range, "a number from %g to %g", lo, hi);
+    fail(key, range);
   }
-  return v.get<double>();
+  return d;
 }
 
 bool JsonObject::boolean(const std::string& key) {
@@ -153,11 +151,8 @@ std::string JsonObject::string_or(const std::string& key, const std::string& fal
 std::int64_t JsonObject::positive_int_or(const std::string& key, std::int64_t fallback) {
   return has(key) ? positive_int(key) : (read_.insert(key), fallback);
 }
-double JsonObject::positive_number_or(const std::string& key, double fallback) {
-  return has(key) ? positive_number(key) : (read_.insert(key), fallback);
-}
-double JsonObject::non_negative_number_or(const std::string& key, double fallback) {
-  return has(key) ? non_negative_number(key) : (read_.insert(key), fallback);
+double JsonObject::number_or(const std::string& key, double lo, double hi, double fallback) {
+  return has(key) ? number(key, lo, hi) : (read_.insert(key), fallback);
 }
 bool JsonObject::boolean_or(const std::string& key, bool fallback) {
   return has(key) ? boolean(key) : (read_.insert(key), fallback);

@@ -42,8 +42,9 @@ class JsonObject {
   // Required fields: a missing key is an error.
   std::string string(const std::string& key);
   std::int64_t positive_int(const std::string& key);
-  double positive_number(const std::string& key);
-  double non_negative_number(const std::string& key);
+  /// A finite number from lo to hi inclusive. Every physical quantity has such a range,
+  /// so that no input can overflow a simulated time to infinity.
+  double number(const std::string& key, double lo, double hi);
   bool boolean(const std::string& key);
   /// A string that must be one of `choices`.
   std::string choice(const std::string& key, const std::vector<std::string>& choices);
@@ -53,8 +54,7 @@ class JsonObject {
   // Optional fields with a documented default.
   std::string string_or(const std::string& key, const std::string& fallback);
   std::int64_t positive_int_or(const std::string& key, std::int64_t fallback);
-  double positive_number_or(const std::string& key, double fallback);
-  double non_negative_number_or(const std::string& key, double fallback);
+  double number_or(const std::string& key, double lo, double hi, double fallback);
   bool boolean_or(const std::string& key, bool fallback);
 
   /// Rejects every key no getter has read (with a "did you mean" for near misses).

@@ -2,6 +2,7 @@
 // output files, and one test per kind of bad input (exact one-line error, exit 2).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -142,8 +143,10 @@ TEST_CASE("bad input: wrong type") {
 
 TEST_CASE("bad input: out-of-range values") {
   expect_bad_set("cluster.devices=-3", "cluster.devices: expected a positive integer, got -3");
-  expect_bad_set("cluster.device_tflops=0", "cluster.device_tflops: expected a positive number, got 0");
-  expect_bad_set("cluster.link_latency_us=-1", "cluster.link_latency_us: expected a number >= 0, got -1");
+  expect_bad_set("cluster.device_tflops=0", "cluster.device_tflops: expected a number from 1e-06 to 1e+06, got 0");
+  expect_bad_set("cluster.link_latency_us=-1", "cluster.link_latency_us: expected a number from 0 to 1e+09, got -1");
+  expect_bad_set("workload.forward_gflop_per_layer=1e308",
+                 "workload.forward_gflop_per_layer: expected a number from 1e-09 to 1e+12, got 1e+308");
   expect_bad_set("strategies.1.bucket_layers=9",
                  "strategies.1.bucket_layers: expected at most workload.layers (4), got 9");
   expect_bad_set("cluster.devices=2000000", "cluster.devices: at most 1000000 devices, got 2000000");
@@ -232,4 +235,33 @@ TEST_CASE("help and version") {
   CHECK(r.out.find("--trace") != std::string::npos);
   r = ddlsim_cmd({"--version"});
   CHECK(r.out.rfind("ddlsim ", 0) == 0);
+}
+
+TEST_CASE("no value of any field crashes: every run ends with 0 or one line and status 2") {
+  // Expected: for every field of the scenario and every kind of value (wrong types,
+  // zero, negatives, extremes of double), ddlsim either runs (0) or stops with exactly
+  // one line on stderr and status 2 -- never another status, never a partial report.
+  const std::vector<std::string> fields = {
+      "name", "description", "cluster", "cluster.devices", "cluster.device_tflops", "cluster.device_memory_gib",
+      "cluster.link_gbytes_per_s", "cluster.link_latency_us", "workload", "workload.model", "workload.layers",
+      "workload.forward_gflop_per_layer", "workload.backward_to_forward", "workload.gradient_mib_per_layer",
+      "workload.activation_mib_per_layer", "strategies", "strategies.0", "strategies.0.name",
+      "strategies.0.overlap", "strategies.0.bucket_layers"};
+  const std::vector<std::string> values = {"0", "-1", "1", "0.5", "1e308", "-1e308", "1e-308", "4294967297",
+                                           "18446744073709551616", "true", "null", "[]", "{}", "\"\"", "\"x\""};
+  Scratch s;
+  const std::string file = s.write("s.json", kSmall);
+  for (const auto& f : fields) {
+    for (const auto& v : values) {
+      const auto r = ddlsim_cmd({"run", file, "--json", "--set", f + "=" + v});
+      INFO(f << "=" << v << " -> " << r.err);
+      CHECK((r.status == 0 || r.status == 2));
+      if (r.status == 2) {
+        CHECK(r.out.empty());
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+      } else {
+        CHECK(nlohmann::json::accept(r.out));
+      }
+    }
+  }
 }

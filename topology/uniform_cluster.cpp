@@ -11,10 +11,10 @@ UniformCluster read_uniform_cluster(JsonObject& cluster) {
   if (c.devices > 1'000'000) {
     throw InputError(cluster.field_path("devices") + ": at most 1000000 devices, got " + std::to_string(c.devices));
   }
-  c.device_flops = FlopsPerSecond(cluster.positive_number("device_tflops") * 1e12);
-  c.link_bandwidth = BytesPerSecond(cluster.positive_number("link_gbytes_per_s") * 1e9);
-  c.link_latency = Seconds(cluster.non_negative_number_or("link_latency_us", 0.0) * 1e-6);
-  c.device_memory = Bytes(cluster.positive_number("device_memory_gib") * 1024.0 * 1024.0 * 1024.0);
+  c.device_flops = FlopsPerSecond(cluster.number("device_tflops", 1e-6, 1e6) * 1e12);
+  c.link_bandwidth = BytesPerSecond(cluster.number("link_gbytes_per_s", 1e-6, 1e6) * 1e9);
+  c.link_latency = Seconds(cluster.number_or("link_latency_us", 0.0, 1e9, 0.0) * 1e-6);
+  c.device_memory = Bytes(cluster.number("device_memory_gib", 1e-6, 1e9) * 1024.0 * 1024.0 * 1024.0);
   cluster.finish();
   return c;
 }
