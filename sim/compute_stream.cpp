@@ -15,6 +15,8 @@ void ComputeStream::begin(const TaskGraph& graph) {
 void ComputeStream::start(TaskId task, Seconds at, ReplaySink& sink) {
   running_ = task;
   end_ = at + std::get_if<Compute>(&graph_->kind(task))->duration;  // accepts() admits only Compute
+  graph_->prefetch_finish(task);
+  if (head_ < queue_.size()) __builtin_prefetch(&graph_->kind(queue_[head_]));  // the next to start
   sink.started(task, at);
 }
 

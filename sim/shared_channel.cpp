@@ -62,6 +62,7 @@ Seconds SharedChannel::next_event() const {
 Seconds SharedChannel::submit(TaskId task, Seconds now, ReplaySink& sink) {
   progress_to(now);
   sink.started(task, now);
+  graph_->prefetch_finish(task);
   if (latency_.value() > 0.0) {
     waiting_.push_back(Waiting{now + latency_, task});
   } else {
