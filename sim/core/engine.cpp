@@ -33,7 +33,7 @@ std::string format_time(Seconds t) {
 class Replayer {
  public:
   Replayer(ReplayEngine& e, const TaskGraph& g, std::span<ResourceModel* const> res, std::span<Observer* const> obs)
-      : g_(g), res_(res), obs_(obs), queue_(e.queue_), pending_(e.pending_), ready_(e.ready_), sink_(e.sink_) {
+      : g_(g), res_(res), obs_(obs), queue_(e.queue_), pending_(e.pending_), done_(e.done_), ready_(e.ready_), sink_(e.sink_) {
     queue_.reset(res.size());
     ready_.clear();
     sink_.clear();
@@ -47,6 +47,7 @@ class Replayer {
 
     const std::size_t n = g_.size();
     pending_.resize(n);
+    done_.assign((n + 63) / 64, 0);
     // Nothing completes before drain(), so sources can be submitted while counting.
     for (std::uint32_t t = 0; t < n; ++t) {
       pending_[t] = g_.in_degree(TaskId(t));
@@ -82,7 +83,8 @@ class Replayer {
     out.makespan = now_;
     out.tasks = finished_;
     out.events = events_;
-    out.state_bytes = pending_.capacity() * sizeof(std::uint32_t) + queue_.memory_bytes() +
+    out.state_bytes = pending_.capacity() * sizeof(std::uint32_t) + done_.capacity() * sizeof(std::uint64_t) +
+                      queue_.memory_bytes() +
                       ready_.capacity() * sizeof(TaskId) + sink_.notes().capacity() * sizeof(ReplaySink::Note);
     return out;
   }
@@ -149,7 +151,7 @@ class Replayer {
   }
 
   void complete(TaskId t) {
-    pending_[t.value] = kDone;
+    done_[t.value >> 6] |= std::uint64_t{1} << (t.value & 63);
     ++finished_;
     g_.for_each_successor(t, [this](TaskId s) {
       if (--pending_[s.value] == 0) make_ready(s);
@@ -200,6 +202,8 @@ class Replayer {
     ready_.clear();
   }
 
+  [[nodiscard]] bool is_done(std::uint32_t t) const { return (done_[t >> 6] >> (t & 63)) & 1; }
+
   // Explains why tasks remain after the event queue drained.
   std::string stall_report() const {
     const std::size_t n = g_.size();
@@ -207,9 +211,9 @@ class Replayer {
     std::vector<std::uint32_t> first_wait(n, kDone);
     std::vector<std::uint32_t> waits(n, 0);
     for (std::uint32_t u = 0; u < n; ++u) {
-      if (pending_[u] == kDone) continue;
+      if (is_done(u)) continue;
       g_.for_each_successor(TaskId(u), [&](TaskId s) {
-        if (pending_[s.value] == kDone) return;
+        if (is_done(s.value)) return;
         if (first_wait[s.value] == kDone) first_wait[s.value] = u;
         ++waits[s.value];
       });
@@ -219,7 +223,7 @@ class Replayer {
        << " tasks unfinished";
     std::uint32_t start = kDone;
     for (std::uint32_t t = 0; t < n && start == kDone; ++t) {
-      if (pending_[t] != kDone) start = t;
+      if (!is_done(t)) start = t;
     }
     // Follow "waits on" links from the first stuck task: either they loop (a cycle) or
     // they end at a task that was submitted to a resource and never finished.
@@ -247,7 +251,7 @@ class Replayer {
     int shown = 0;
     os << "; stuck:";
     for (std::uint32_t u = 0; u < n && shown < 3; ++u) {
-      if (pending_[u] == kDone || first_wait[u] == kDone) continue;
+      if (is_done(u) || first_wait[u] == kDone) continue;
       os << (shown ? "," : "") << ' ' << describe(g_, TaskId(u)) << " waits on " << waits[u]
          << " unfinished (e.g. " << describe(g_, TaskId(first_wait[u])) << ")";
       ++shown;
@@ -261,6 +265,7 @@ class Replayer {
   std::span<Observer* const> obs_;
   EventQueue& queue_;
   std::vector<std::uint32_t>& pending_;
+  std::vector<std::uint64_t>& done_;
   std::vector<TaskId>& ready_;
   ReplaySink& sink_;
   Seconds now_{0.0};

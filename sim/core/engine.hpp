@@ -40,7 +40,8 @@ class ReplayEngine {
  private:
   friend class Replayer;
   EventQueue queue_;
-  std::vector<std::uint32_t> pending_;
+  std::vector<std::uint32_t> pending_;  // unfinished predecessors per task
+  std::vector<std::uint64_t> done_;     // one bit per task: finished (dense: finishes come in random order)
   std::vector<TaskId> ready_;
   ReplaySink sink_;
 };
