@@ -62,16 +62,16 @@ po::options_description run_options() {
   d.add_options()
       ("help,h", "show this help")
       ("json", "print the report as JSON instead of a table")
-      ("set", po::value<std::vector<std::string>>()->composing(),
-       "PATH=VALUE: override a scenario field before validation; repeatable. PATH is dot-separated, "
-       "array elements by index (strategies.0.overlap=false); VALUE is JSON, or a string")
-      ("strategy", po::value<std::string>(), "NAME: replay only this strategy of the scenario")
-      ("trace", po::value<std::string>(),
-       "FILE: write a Perfetto/Chrome trace of the replay (one strategy: use --strategy when the "
-       "scenario has several)")
-      ("dot", po::value<std::string>(), "FILE: write the strategy's task graph in GraphViz dot syntax (one strategy)")
+      ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"),
+       "override a scenario field before validation; repeatable. PATH is dot-separated, array elements "
+       "by index (strategies.0.overlap=false); VALUE is JSON, or else a string")
+      ("strategy", po::value<std::string>()->value_name("NAME"), "replay only this strategy of the scenario")
+      ("trace", po::value<std::string>()->value_name("FILE"),
+       "write a Perfetto/Chrome trace of the replay (one strategy: use --strategy when the scenario has several)")
+      ("dot", po::value<std::string>()->value_name("FILE"),
+       "write the strategy's task graph in GraphViz dot syntax (one strategy)")
       ("print-scenario", "print the scenario as it stands after --set (as JSON) and exit")
-      ("scenario", po::value<std::string>(), "scenario JSON file");
+      ("scenario", po::value<std::string>()->value_name("FILE"), "the scenario JSON file (or give it first)");
   return d;
 }
 
