@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <vector>
 
 #include "cli/scenario.hpp"
 #include "sim/core/engine.hpp"
@@ -54,12 +55,14 @@ void print_table(std::ostream& out, const Scenario& s, const std::vector<Strateg
 
   std::size_t w = 8;
   for (const auto& r : reports) w = std::max(w, r.name.size());
-  char line[512];
-  std::snprintf(line, sizeof line, "%-*s %12s %12s %8s %12s %12s %10s %12s  %s\n", static_cast<int>(w), "strategy",
+  std::vector<char> buf(w + 256);
+  char* line = buf.data();
+  const std::size_t size = buf.size();
+  std::snprintf(line, size, "%-*s %12s %12s %8s %12s %12s %10s %12s  %s\n", static_cast<int>(w), "strategy",
                 "step (ms)", "compute (ms)", "util %", "comm (ms)", "exposed (ms)", "TFLOP/s", "peak (GiB)", "memory");
   out << line;
   for (const auto& r : reports) {
-    std::snprintf(line, sizeof line, "%-*s %12.3f %12.3f %8.1f %12.3f %12.3f %10.1f %12.2f  %s\n",
+    std::snprintf(line, size, "%-*s %12.3f %12.3f %8.1f %12.3f %12.3f %10.1f %12.2f  %s\n",
                   static_cast<int>(w), r.name.c_str(), r.step_time_s * 1e3, r.compute_busy_s * 1e3,
                   r.compute_utilization * 100.0, r.communication_busy_s * 1e3, r.exposed_communication_s * 1e3,
                   r.achieved_tflops_per_device, r.peak_memory_bytes / kGiB,

@@ -1,7 +1,9 @@
 // `ddlsim run`: load and validate a scenario, lower each strategy to a task graph,
 // replay it, and report.
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <fstream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -116,6 +118,14 @@ void select_strategy(Scenario& s, const RunArgs& a) {
                        did_you_mean(*a.strategy, names) + "; it has: " + list);
     }
   }
+  if (a.trace && a.dot) {
+    std::error_code ec;
+    const auto t = std::filesystem::weakly_canonical(*a.trace, ec);
+    const auto d = std::filesystem::weakly_canonical(*a.dot, ec);
+    if (*a.trace == *a.dot || (!ec && t == d)) {
+      throw InputError("--trace and --dot name the same file, " + *a.trace + "; give them different names");
+    }
+  }
   if ((a.trace || a.dot) && s.strategies.size() > 1) {
     throw InputError(std::string(a.trace ? "--trace" : "--dot") + ": the scenario has " +
                      std::to_string(s.strategies.size()) + " strategies; choose one with --strategy NAME");
@@ -184,6 +194,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     return kExitBadInput;
   } catch (const ReplayError& e) {
     err << "ddlsim run: the replay failed: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const std::bad_alloc&) {
+    err << "ddlsim run: out of memory: the scenario needs more memory than this machine can give\n";
     return kExitFailure;
   } catch (const std::exception& e) {
     err << "ddlsim run: " << e.what() << "\n";

@@ -1,5 +1,6 @@
 #include "cli/scenario.hpp"
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "support/input_error.hpp"
@@ -30,18 +31,19 @@ Scenario read_scenario(const nlohmann::json& doc) {
   s.workload = read_synthetic_model(workload);
 
   JsonArray strategies = root.array("strategies");
+  std::map<std::string, std::size_t> names;  // name -> index, for the duplicate check
   if (strategies.size() == 0) throw InputError("strategies: expected at least one strategy, got []");
   for (std::size_t i = 0; i < strategies.size(); ++i) {
     JsonObject st = strategies.object(i);
     DataParallelPlan plan = read_data_parallel_plan(st, s.workload.layers);
-    for (std::size_t j = 0; j < s.strategies.size(); ++j) {
-      if (s.strategies[j].name == plan.name) {
-        throw InputError(st.field_path("name") + ": \"" + plan.name + "\" is already the name of strategies." +
-                         std::to_string(j));
-      }
+    if (const auto [it, fresh] = names.emplace(plan.name, i); !fresh) {
+      throw InputError(st.field_path("name") + ": \"" + plan.name + "\" is already the name of strategies." +
+                       std::to_string(it->second));
     }
-    // Refuse sizes that would exhaust memory before trying (about 100 bytes per task).
-    constexpr std::uint64_t kMaxTasks = 200'000'000;
+    // Refuse sizes that would exhaust memory before trying: a replayed task costs about
+    // 70 bytes (graph, engine, models; 12 more with --trace), so this keeps a replay
+    // within about 4 GB.
+    constexpr std::uint64_t kMaxTasks = 50'000'000;
     const std::uint64_t tasks = data_parallel_task_count(s.workload, s.cluster, plan);
     if (tasks > kMaxTasks) {
       throw InputError(st.path() + ": this plan would replay " + std::to_string(tasks) +

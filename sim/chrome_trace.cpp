@@ -56,6 +56,11 @@ void ChromeTrace::separator() {
 void ChromeTrace::on_begin(const TaskGraph& graph, std::span<ResourceModel* const> resources) {
   graph_ = &graph;
   start_.assign(graph.size(), 0.0);
+  lane_.assign(graph.size(), 0);
+  busy_.assign(resources.size(), {});
+  track_.assign(resources.size(), {});
+  resource_names_.clear();
+  for (ResourceModel* m : resources) resource_names_.push_back(m ? m->name() : std::string("unused"));
   pool_bytes_.clear();
   first_ = true;
   out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
@@ -67,16 +72,44 @@ void ChromeTrace::on_begin(const TaskGraph& graph, std::span<ResourceModel* cons
     write_json_string(out_, resources[r] ? resources[r]->name() : std::string("unused"));
     out_ << "}}";
     separator();
-    out_ << R"({"name":"thread_sort_index","ph":"M","pid":0,"tid":)" << r << R"(,"args":{"sort_index":)" << r
-         << "}}";
+    out_ << R"({"name":"thread_sort_index","ph":"M","pid":0,"tid":)" << r << R"(,"args":{"sort_index":)"
+         << r * 1024 << "}}";
+    track_[r].push_back(static_cast<std::uint32_t>(r));  // lane 0 is the resource's own track
   }
   marker_track_ = static_cast<std::uint32_t>(resources.size());
+  next_track_ = marker_track_ + 1;
   separator();
   out_ << R"({"name":"thread_name","ph":"M","pid":0,"tid":)" << marker_track_
        << R"(,"args":{"name":"markers"}})";
 }
 
-void ChromeTrace::on_task_start(TaskId task, ResourceId, Seconds at) { start_[task.value] = at.value(); }
+std::uint32_t ChromeTrace::track_of(std::uint32_t resource, std::uint32_t lane) {
+  auto& tracks = track_[resource];
+  while (tracks.size() <= lane) {
+    const auto k = static_cast<std::uint32_t>(tracks.size());
+    const std::uint32_t tid = next_track_++;
+    tracks.push_back(tid);
+    separator();
+    out_ << R"({"name":"thread_name","ph":"M","pid":0,"tid":)" << tid << R"(,"args":{"name":)";
+    write_json_string(out_, resource_names_[resource] + " #" + std::to_string(k + 1));
+    out_ << "}}";
+    separator();
+    out_ << R"({"name":"thread_sort_index","ph":"M","pid":0,"tid":)" << tid << R"(,"args":{"sort_index":)"
+         << std::uint64_t{resource} * 1024 + k << "}}";
+  }
+  return tracks[lane];
+}
+
+void ChromeTrace::on_task_start(TaskId task, ResourceId resource, Seconds at) {
+  start_[task.value] = at.value();
+  if (!resource.valid()) return;
+  auto& busy = busy_[resource.value];
+  std::uint32_t lane = 0;
+  while (lane < busy.size() && busy[lane]) ++lane;
+  if (lane == busy.size()) busy.push_back(false);
+  busy[lane] = true;
+  lane_[task.value] = lane;
+}
 
 void ChromeTrace::on_task_end(TaskId task, ResourceId resource, Seconds at) {
   const TaskKind& k = graph_->kind(task);
@@ -84,10 +117,13 @@ void ChromeTrace::on_task_end(TaskId task, ResourceId resource, Seconds at) {
   const std::string fallback = "t" + std::to_string(task.value);
   const std::string_view shown = name.empty() ? std::string_view(fallback) : name;
   if (resource.valid()) {
+    const std::uint32_t lane = lane_[task.value];
+    busy_[resource.value][lane] = false;
+    const std::uint32_t tid = track_of(resource.value, lane);
     separator();
     out_ << R"({"name":)";
     write_json_string(out_, shown);
-    out_ << R"(,"cat":")" << kind_name(k) << R"(","ph":"X","pid":0,"tid":)" << resource.value
+    out_ << R"(,"cat":")" << kind_name(k) << R"(","ph":"X","pid":0,"tid":)" << tid
          << ",\"ts\":" << micros(start_[task.value]) << ",\"dur\":" << micros(at.value() - start_[task.value])
          << ",\"args\":{\"task\":" << task.value;
     if (const auto* c = std::get_if<Compute>(&k)) out_ << ",\"flops\":" << number(c->flops.value());
@@ -114,7 +150,7 @@ void ChromeTrace::on_task_end(TaskId task, ResourceId resource, Seconds at) {
          << ",\"args\":{\"task\":" << task.value << "}}";
     return;
   }
-  if (pool.value >= pool_bytes_.size()) pool_bytes_.resize(pool.value + 1, 0.0);
+  if (pool.value >= pool_bytes_.size()) pool_bytes_.resize(std::size_t{pool.value} + 1, 0.0);
   pool_bytes_[pool.value] += delta;
   const std::string pool_name =
       pool.value < pool_names_.size() ? pool_names_[pool.value] : "pool " + std::to_string(pool.value);

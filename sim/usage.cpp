@@ -32,7 +32,7 @@ void MemoryTracker::on_begin(const TaskGraph& graph, std::span<ResourceModel* co
 }
 
 MemoryTracker::Pool& MemoryTracker::pool(PoolId id) {
-  if (id.value >= pools_.size()) pools_.resize(id.value + 1);
+  if (id.value >= pools_.size()) pools_.resize(std::size_t{id.value} + 1);
   return pools_[id.value];
 }
 

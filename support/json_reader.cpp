@@ -11,36 +11,46 @@
 namespace ddlsim {
 
 std::string shown(const nlohmann::json& value) {
-  std::string s = value.dump();
+  // Containers are summarised rather than dumped: dumping recurses, and a value nested
+  // a million levels deep would overflow the stack while reporting the error.
+  if (value.is_array()) return value.empty() ? "[]" : "[...]";
+  if (value.is_object()) return value.empty() ? "{}" : "{...}";
+  std::string s = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& source) {
   // Track the keys of every open object so that a key given twice is an error: the
-  // JSON library would otherwise silently keep the last one.
+  // JSON library would otherwise silently keep the last one. Limit nesting, since the
+  // library's serializer (used in reports) recurses.
+  constexpr int kMaxDepth = 64;
   std::vector<std::set<std::string>> keys;
-  std::string duplicate;
-  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+  std::string problem;
+  auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using E = nlohmann::json::parse_event_t;
+    if ((event == E::object_start || event == E::array_start) && depth >= kMaxDepth && problem.empty()) {
+      problem = "nested more than " + std::to_string(kMaxDepth) + " levels deep";
+    }
     if (event == E::object_start) keys.emplace_back();
     if (event == E::object_end && !keys.empty()) keys.pop_back();
-    if (event == E::key && !keys.empty() && duplicate.empty()) {
+    if (event == E::key && !keys.empty() && problem.empty()) {
       const std::string k = parsed.get<std::string>();
-      if (!keys.back().insert(k).second) duplicate = k;
+      if (!keys.back().insert(k).second) problem = "key '" + k + "' appears twice in one object";
     }
-    return true;
+    return problem.empty();  // once something is wrong, keep nothing more
   };
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text, callback);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // Syntax errors, and numbers beyond the range of a double (out_of_range.406).
     std::string what = e.what();
-    const auto at = what.find("parse error");
-    if (at != std::string::npos) what = what.substr(at);
+    const auto at = what.find("] ");
+    if (at != std::string::npos) what = what.substr(at + 2);
     throw InputError(source + ": invalid JSON: " + what);
   }
-  if (!duplicate.empty()) throw InputError(source + ": key '" + duplicate + "' appears twice in one object");
+  if (!problem.empty()) throw InputError(source + ": " + problem);
   return doc;
 }
 

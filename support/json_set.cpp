@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "support/strings.hpp"
 
 namespace ddlsim {
 
@@ -48,9 +50,12 @@ void apply_set(nlohmann::json& doc, const std::string& expression) {
     }
     walked = here;
   }
-  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) value = text;
-  *node = std::move(value);
+  if (nlohmann::json::accept(text)) {
+    *node = parse_json(text, "--set " + path);  // same checks as a file: depth, duplicates, range
+  } else {
+    if (!valid_utf8(text)) throw InputError("--set " + path + ": the value is not valid UTF-8 text");
+    *node = text;
+  }
 }
 
 }  // namespace ddlsim

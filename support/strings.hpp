@@ -7,6 +7,10 @@
 
 namespace ddlsim {
 
+/// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+/// U+10FFFF).
+bool valid_utf8(std::string_view s);
+
 /// Edit distance (insertions, deletions, substitutions) between two strings.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 

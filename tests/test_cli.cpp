@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unistd.h>
 
 #include "cli/cli.hpp"
 
@@ -160,7 +161,7 @@ TEST_CASE("bad input: absurd scale is refused up front") {
                              "workload.layers=1000"});
   CHECK(r.status == 2);
   CHECK(r.err ==
-        "ddlsim run: strategies.0: this plan would replay 5500000251 tasks, more than the limit of 200000000 "
+        "ddlsim run: strategies.0: this plan would replay 5500000251 tasks, more than the limit of 50000000 "
         "(reduce cluster.devices or workload.layers)\n");
 }
 

@@ -42,7 +42,9 @@ class Replayer {
   ReplayResult run() {
     check_bindings();
     sink_.keep_starts(!obs_.empty());
-    for (ResourceModel* m : res_) m->begin(g_);
+    for (ResourceModel* m : res_) {
+      if (m != nullptr) m->begin(g_);  // a null entry is an unused id (checked against the graph above)
+    }
     for (Observer* o : obs_) o->on_begin(g_, res_);
 
     const std::size_t n = g_.size();
@@ -63,7 +65,7 @@ class Replayer {
       ++events_;
       ResourceModel& m = *res_[r];
       const Seconds next = m.advance(now_, sink_);
-      if (!(next > now_)) {
+      if (!(next > now_)) {  // also catches NaN
         throw ReplayError("resource '" + m.name() + "' made no progress at t=" + format_time(now_) +
                           " s: after advancing to that time it still reports an event at " +
                           format_time(next) + " s");
@@ -159,7 +161,7 @@ class Replayer {
   }
 
   void reschedule(std::uint32_t r, Seconds next) {
-    if (next < now_) {
+    if (!(next >= now_)) {  // also catches NaN
       throw ReplayError("resource '" + res_[r]->name() + "' asked for an event at t=" + format_time(next) +
                         " s, before the replay's current time t=" + format_time(now_) + " s");
     }

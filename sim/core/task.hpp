@@ -44,6 +44,8 @@ struct Free {
 };
 
 using TaskKind = std::variant<Compute, Transfer, Marker, Allocate, Free>;
+// Every id a task names (stream, channel, pool) must be given and below 2^24; the graph
+// rejects a task otherwise.
 
 /// The resource a task runs on, or an invalid id for tasks that take no resource.
 [[nodiscard]] inline ResourceId resource_of(const TaskKind& k) {

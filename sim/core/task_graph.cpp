@@ -29,14 +29,28 @@ void check_amounts(const TaskKind& kind, std::string_view name) {
                      " must be finite and >= 0, got " + std::to_string(v));
   };
   auto ok = [](double v) { return std::isfinite(v) && v >= 0.0; };
+  // Resource and pool ids index arrays in the engine, models and observers: a missing id
+  // would silently turn a compute task into a zero-time one, a huge one allocate gigabytes.
+  constexpr std::uint32_t kMaxId = 1u << 24;
+  auto check_id = [&](const char* what, std::uint32_t id) {
+    if (id >= kMaxId) {
+      throw GraphError(std::string(kind_name(kind)) + " task '" + std::string(name) + "': " + what +
+                       (id == std::numeric_limits<std::uint32_t>::max() ? " is missing"
+                                                                        : " " + std::to_string(id) + " is not below 2^24"));
+    }
+  };
   if (const auto* c = std::get_if<Compute>(&kind)) {
+    check_id("stream", c->stream.value);
     if (!ok(c->duration.value())) bad("duration", c->duration.value());
     if (!ok(c->flops.value())) bad("flops", c->flops.value());
   } else if (const auto* t = std::get_if<Transfer>(&kind)) {
+    check_id("channel", t->channel.value);
     if (!ok(t->bytes.value())) bad("bytes", t->bytes.value());
   } else if (const auto* a = std::get_if<Allocate>(&kind)) {
+    check_id("pool", a->pool.value);
     if (!ok(a->bytes.value())) bad("bytes", a->bytes.value());
   } else if (const auto* f = std::get_if<Free>(&kind)) {
+    check_id("pool", f->pool.value);
     if (!ok(f->bytes.value())) bad("bytes", f->bytes.value());
   }
 }
