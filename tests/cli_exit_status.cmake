@@ -17,3 +17,10 @@ execute_process(COMMAND ${DDLSIM} run RESULT_VARIABLE status OUTPUT_VARIABLE out
 if(NOT status EQUAL 0 OR NOT out MATCHES "dp-overlap-bucket-6")
   message(FATAL_ERROR "default scenario: exit ${status}, output: ${out}")
 endif()
+
+# Determinism across processes: two runs of the real executable print identical bytes.
+execute_process(COMMAND ${DDLSIM} run --json RESULT_VARIABLE s1 OUTPUT_VARIABLE first)
+execute_process(COMMAND ${DDLSIM} run --json RESULT_VARIABLE s2 OUTPUT_VARIABLE second)
+if(NOT s1 EQUAL 0 OR NOT s2 EQUAL 0 OR NOT first STREQUAL second)
+  message(FATAL_ERROR "two runs of 'ddlsim run --json' differ (status ${s1}, ${s2})")
+endif()

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -70,6 +71,7 @@ void expect_bad_set(const std::string& set, const std::string& line) {
 }  // namespace
 
 TEST_CASE("the embedded default scenario runs") {
+  // Expected: status 0, nothing on stderr, a table naming the scenario and its strategies.
   const auto r = ddlsim_cmd({"run"});
   CHECK(r.status == 0);
   CHECK(r.err.empty());
@@ -127,6 +129,8 @@ TEST_CASE("output is byte-identical across runs") {
   CHECK(x.str() == y.str());
   CHECK(nlohmann::json::accept(x.str()));
 }
+
+// Each bad-input case below states the exact line expected on stderr, with status 2.
 
 TEST_CASE("bad input: malformed JSON") {
   Scratch s;
@@ -263,6 +267,82 @@ TEST_CASE("no value of any field crashes: every run ends with 0 or one line and 
       } else {
         CHECK(nlohmann::json::accept(r.out));
       }
+    }
+  }
+}
+
+TEST_CASE("bad input: numbers beyond a double, deep nesting and duplicate keys, in a file or in --set") {
+  // Expected: each is one line naming the source and status 2.
+  Scratch s;
+  auto r = ddlsim_cmd({"run", s.write("big.json", R"({"name": "x", "cluster": {"devices": 1e400}})")});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("big.json: invalid JSON: number overflow parsing '1e400'") != std::string::npos);
+
+  std::string deep = R"({"name": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  r = ddlsim_cmd({"run", s.write("deep.json", deep)});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("deep.json: nested more than 64 levels deep") != std::string::npos);
+
+  expect_bad_set(R"(cluster={"devices": 4, "devices": 8})",
+                 "--set cluster: key 'devices' appears twice in one object");
+  expect_bad_set("name=\xff\xfe", "--set name: the value is not valid UTF-8 text");
+}
+
+TEST_CASE("--dot writes the task graph") {
+  // Expected: the single-strategy graph of kSmall ("serial", 4 devices, 4 layers, one
+  // bucket) has p (5 layers + 2 buckets) + buckets + 1 = 4 x 22 + 2 = 90 tasks, each a
+  // dot node line "tN [label=...]".
+  Scratch s;
+  const std::string dot = (s.dir / "g.dot").string();
+  const auto r = ddlsim_cmd({"run", s.write("s.json", kSmall), "--strategy", "serial", "--dot", dot});
+  REQUIRE(r.status == 0);
+  std::stringstream ss;
+  ss << std::ifstream(dot).rdbuf();
+  const std::string text = ss.str();
+  CHECK(text.rfind("digraph tasks {", 0) == 0);
+  std::size_t nodes = 0;
+  for (std::size_t at = text.find(" [label="); at != std::string::npos; at = text.find(" [label=", at + 1)) ++nodes;
+  CHECK(nodes == 90);
+  CHECK(text.find("\\ncompute\"]") != std::string::npos);
+}
+
+TEST_CASE("an output that cannot be written is one line and status 1, and --trace/--dot must differ") {
+  Scratch s;
+  auto r = ddlsim_cmd({"run", "--strategy", "dp-no-overlap", "--trace", "/nonexistent-dir/t.json"});
+  CHECK(r.status == 1);
+  CHECK(r.err.rfind("ddlsim run: cannot write /nonexistent-dir/t.json: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  const std::string f = (s.dir / "x.json").string();
+  r = ddlsim_cmd({"run", "--strategy", "dp-no-overlap", "--trace", f, "--dot", f});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: --trace and --dot name the same file, " + f + "; give them different names\n");
+  CHECK(s.files() == 0);
+}
+
+TEST_CASE("concurrent transfers get their own trace lanes, so complete events on a track never overlap") {
+  // Expected: in kSmall's "overlap" strategy the four bucket all-reduces of a device
+  // overlap on its link (each needs 15.7 ms, one starts every 2 ms), so the link needs
+  // several lanes ("dev0.link #2", ...), and on every track the complete events, sorted
+  // by start, each end no later than the next one starts.
+  Scratch s;
+  const std::string t = (s.dir / "t.json").string();
+  REQUIRE(ddlsim_cmd({"run", s.write("s.json", kSmall), "--strategy", "overlap", "--trace", t}).status == 0);
+  std::stringstream ss;
+  ss << std::ifstream(t).rdbuf();
+  const auto doc = nlohmann::json::parse(ss.str());
+  std::map<int, std::vector<std::pair<double, double>>> spans;
+  bool lane2 = false;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "X") spans[e.at("tid").get<int>()].emplace_back(e.at("ts").get<double>(),
+                                                                      e.at("ts").get<double>() + e.at("dur").get<double>());
+    if (e.at("ph") == "M" && e.at("name") == "thread_name" && e.at("args").at("name") == "dev0.link #2") lane2 = true;
+  }
+  CHECK(lane2);
+  for (auto& [tid, v] : spans) {
+    std::sort(v.begin(), v.end());
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      INFO("track " << tid);
+      CHECK(v[i - 1].second <= v[i].first + 1e-6);
     }
   }
 }

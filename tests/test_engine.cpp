@@ -230,6 +230,7 @@ TEST_CASE("a dependency cycle is an error naming it") {
 }
 
 TEST_CASE("a self-loop is a cycle") {
+  // Expected: a task that waits on itself is reported as the cycle t0 -> t0.
   Rig r;
   const auto a = r.g.add(Marker{}, "loop").id();
   r.g.add_edge(a, a);
@@ -285,6 +286,8 @@ TEST_CASE("work a resource never finishes is an error, not a hang") {
 }
 
 TEST_CASE("tasks bound to missing or unsuitable resources are rejected before running") {
+  // Expected: resource id 5 with one model given, and a transfer bound to a compute
+  // stream, are ReplayErrors naming the task and the resource, before anything runs.
   Rig r;
   r.stream("gpu0");
   r.compute(ResourceId(5), 1, "orphan");
@@ -297,8 +300,109 @@ TEST_CASE("tasks bound to missing or unsuitable resources are rejected before ru
 }
 
 TEST_CASE("an empty graph replays to time zero") {
+  // Expected: nothing to do ends at t = 0 with no tasks.
   Rig r;
   const auto res = r.run();
   CHECK(res.makespan.value() == 0.0);
   CHECK(res.tasks == 0);
+}
+
+TEST_CASE("a reused engine gives the same results as a fresh one, also after a failed run") {
+  // Expected: replaying a large graph, then a small one, then a cyclic one (which fails),
+  // then the large one again on one ReplayEngine gives the same makespans and traces as
+  // fresh replays of each.
+  auto trace = [](ReplayEngine* engine, Rig& r) {
+    std::ostringstream os;
+    ChromeTrace t(os);
+    std::vector<ResourceModel*> res;
+    for (auto& m : r.models) res.push_back(m.get());
+    std::vector<Observer*> obs{&t};
+    const auto result = engine ? engine->run(r.g, res, obs) : replay(r.g, res, obs);
+    return std::to_string(result.makespan.value()) + os.str();
+  };
+  Rig big, small, cyclic;
+  build_random(big, 3000, 1);
+  build_random(small, 50, 2);
+  const auto a = cyclic.g.add(Marker{}, "a").id();
+  cyclic.g.add_edge(a, a);
+  ReplayEngine engine;
+  const std::string big_fresh = trace(nullptr, big);
+  CHECK(trace(&engine, big) == big_fresh);
+  CHECK(trace(&engine, small) == trace(nullptr, small));
+  CHECK_THROWS_AS(trace(&engine, cyclic), ReplayError);
+  CHECK(trace(&engine, big) == big_fresh);
+}
+
+TEST_CASE("zero-length work and simultaneous departure and arrival") {
+  // Expected: a 0 s compute task and a 0-byte transfer finish the instant they start;
+  // a transfer arriving at exactly the time another leaves (1 s on a 100 B/s channel,
+  // 100 B each) is not slowed by it: it runs alone from 1 s and ends at 2 s.
+  Rig r;
+  const auto s = r.stream("s");
+  const auto ch = r.channel("c", 100);
+  const auto z = r.compute(s, 0);
+  const auto zb = r.transfer(ch, 0);
+  const auto first = r.transfer(ch, 100);
+  const auto gate = r.compute(s, 1);
+  const auto second = r.transfer(ch, 100);
+  r.g.add_edge(z, gate);
+  r.g.add_edge(gate, second);
+  r.run();
+  CHECK(r.at(z).end == 0.0);
+  CHECK(r.at(zb).end == 0.0);
+  CHECK(r.at(first).end == Approx(1.0));
+  CHECK(r.at(second).start == Approx(1.0));
+  CHECK(r.at(second).end == Approx(2.0));
+}
+
+namespace {
+// A model that breaks the contract in a chosen way.
+class Liar final : public ResourceModel {
+ public:
+  enum Lie { kFinishLate, kEventInPast };
+  explicit Liar(Lie lie) : lie_(lie) {}
+  const std::string& name() const override { return name_; }
+  bool accepts(const TaskKind&) const override { return true; }
+  void begin(const TaskGraph&) override { held_ = TaskId{}; }
+  Seconds submit(TaskId t, Seconds now, ReplaySink& sink) override {
+    held_ = t;
+    if (lie_ == kFinishLate) sink.finished(t, now + Seconds(5));  // claims a finish in the future
+    return next_event();
+  }
+  Seconds next_event() const override { return lie_ == kEventInPast && held_.valid() ? Seconds(-1) : kNever; }
+  Seconds advance(Seconds, ReplaySink&) override { return next_event(); }
+
+ private:
+  Lie lie_;
+  TaskId held_;
+  std::string name_ = "liar";
+};
+}  // namespace
+
+TEST_CASE("a model that breaks its contract is named in the error") {
+  // Expected: a finish noted at a time other than now, and an event asked for in the
+  // past, are ReplayErrors naming the model.
+  TaskGraph g;
+  g.add(Compute{ResourceId(0), Seconds(1), Flops(0)}, "x");
+  Liar late(Liar::kFinishLate), past(Liar::kEventInPast);
+  std::vector<ResourceModel*> r1{&late}, r2{&past};
+  CHECK_THROWS_WITH_AS(replay(g, r1), doctest::Contains("resource 'liar' reported t0 'x' finished at t=5 s while the replay was at t=0 s"),
+                       ReplayError);
+  CHECK_THROWS_WITH_AS(replay(g, r2), doctest::Contains("resource 'liar' asked for an event at t=-1 s"), ReplayError);
+}
+
+TEST_CASE("unused resource slots may be null; tasks must name a resource") {
+  // Expected: a null entry for an id no task uses is fine; a compute task without a
+  // stream id is refused when it is added (it would otherwise run in zero time).
+  Rig r;
+  r.stream("s0");
+  r.models.push_back(nullptr);
+  const auto t = r.compute(ResourceId(0), 2);
+  CHECK(r.run().makespan.value() == 2.0);
+  CHECK(r.at(t).end == 2.0);
+  TaskGraph g;
+  CHECK_THROWS_WITH_AS(g.add(Compute{ResourceId{}, Seconds(1), Flops(0)}, "orphan"),
+                       doctest::Contains("compute task 'orphan': stream is missing"), GraphError);
+  CHECK_THROWS_WITH_AS(g.add(Allocate{PoolId(1u << 24), Bytes(1)}, "a"),
+                       doctest::Contains("pool 16777216 is not below 2^24"), GraphError);
 }

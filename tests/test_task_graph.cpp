@@ -31,6 +31,8 @@ TEST_CASE("successor lists keep insertion order across the inline-to-chunk bound
 }
 
 TEST_CASE("task kinds are a closed variant with names and resources") {
+  // Expected: each kind reports its name; compute and transfer tasks report their
+  // resource, a marker none; names are kept, unnamed tasks have an empty name.
   TaskGraph g;
   const auto c = g.add(Compute{ResourceId(2), Seconds(1), Flops(5)}, "gemm").id();
   const auto t = g.add(Transfer{ResourceId(3), EndpointId(0), EndpointId(1), Bytes(8)}, "send").id();
@@ -62,6 +64,8 @@ TEST_CASE("identical names are stored once") {
 }
 
 TEST_CASE("bad construction calls are rejected") {
+  // Expected: an edge to a task that does not exist, a negative duration, an infinite
+  // transfer and a negative allocation are GraphErrors.
   TaskGraph g;
   const TaskId a = g.add(Marker{}).id();
   CHECK_THROWS_AS(g.add_edge(a, TaskId(7)), GraphError);
@@ -71,6 +75,8 @@ TEST_CASE("bad construction calls are rejected") {
 }
 
 TEST_CASE("GraphViz dump names every task and edge") {
+  // Expected: a compute task with quotes in its name (escaped), a marker drawn as a
+  // diamond, and the edge between them.
   TaskGraph g;
   auto a = g.add(Compute{ResourceId(0), Seconds(1), Flops(0)}, "fwd \"L0\"");
   auto b = g.add(Marker{}, "join");
