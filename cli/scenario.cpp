@@ -1,5 +1,6 @@
 #include "cli/scenario.hpp"
 
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -44,11 +45,14 @@ Scenario read_scenario(const nlohmann::json& doc) {
     // 70 bytes (graph, engine, models; 12 more with --trace), so this keeps a replay
     // within about 4 GB.
     constexpr std::uint64_t kMaxTasks = 50'000'000;
+    constexpr double kBytesPerTask = 70.0;  // measured by bench/replay_bench: 60-74
     const std::uint64_t tasks = data_parallel_task_count(s.workload, s.cluster, plan);
     if (tasks > kMaxTasks) {
-      throw InputError(st.path() + ": this plan would replay " + std::to_string(tasks) +
-                       " tasks, more than the limit of " + std::to_string(kMaxTasks) +
-                       " (reduce cluster.devices or workload.layers)");
+      char gb[32];
+      std::snprintf(gb, sizeof gb, "%.3g", static_cast<double>(tasks) * kBytesPerTask / 1e9);
+      throw InputError(st.path() + ": this plan would replay " + std::to_string(tasks) + " tasks (about " + gb +
+                       " GB of memory), more than the limit of " + std::to_string(kMaxTasks) +
+                       " tasks (3.5 GB); reduce cluster.devices or workload.layers");
     }
     s.strategies.push_back(std::move(plan));
   }

@@ -9,6 +9,7 @@ packages=(
   libboost-graph-dev libboost-program-options-dev
   nlohmann-json3-dev doctest-dev libbenchmark-dev
   python3-matplotlib
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,11 +1,25 @@
 #!/usr/bin/env bash
-# Sets up, builds, runs the whole test suite (CTest), then runs the replay benchmark once
-# on its smallest graphs to prove it runs (a smoke test, not a measurement).
+# Sets up, builds and runs every test:
+#   1. the whole test suite (CTest) on the Release build in build/;
+#   2. the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer
+#      (Debug, in build-asan/), so memory errors and undefined behaviour fail the run;
+#   3. each libFuzzer harness for a short, bounded time (scripts/fuzz.sh; FUZZ_SECONDS,
+#      default 20 per harness);
+#   4. the replay benchmark once on its smallest graphs, to prove it runs (a smoke
+#      test, not a measurement).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 build_dir=${BUILD_DIR:-build}
 ctest --test-dir "$build_dir" --output-on-failure
+
+echo "sanitizer build (AddressSanitizer + UBSan):"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDLSIM_SANITIZE=ON -DDDLSIM_BENCH=OFF >/dev/null
+ninja -C build-asan
+ctest --test-dir build-asan --output-on-failure
+
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+
 echo "benchmark smoke run (100000-task graphs only):"
 "$build_dir/bench/replay_bench" --benchmark_filter='/100000$' --benchmark_min_time=0.01

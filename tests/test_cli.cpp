@@ -165,8 +165,8 @@ TEST_CASE("bad input: absurd scale is refused up front") {
                              "workload.layers=1000"});
   CHECK(r.status == 2);
   CHECK(r.err ==
-        "ddlsim run: strategies.0: this plan would replay 5500000251 tasks, more than the limit of 50000000 "
-        "(reduce cluster.devices or workload.layers)\n");
+        "ddlsim run: strategies.0: this plan would replay 5500000251 tasks (about 385 GB of memory), more than "
+        "the limit of 50000000 tasks (3.5 GB); reduce cluster.devices or workload.layers\n");
 }
 
 TEST_CASE("bad input: unknown keys, with a suggestion") {
