@@ -12,14 +12,20 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 build_dir=${BUILD_DIR:-build}
-ctest --test-dir "$build_dir" --output-on-failure
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+ctest --test-dir "$build_dir" --output-on-failure | tee "$log"
 
 echo "sanitizer build (AddressSanitizer + UBSan):"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDLSIM_SANITIZE=ON -DDDLSIM_BENCH=OFF >/dev/null
 ninja -C build-asan
-ctest --test-dir build-asan --output-on-failure
+ctest --test-dir build-asan --output-on-failure | tee -a "$log"
 
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 
 echo "benchmark smoke run (100000-task graphs only):"
 "$build_dir/bench/replay_bench" --benchmark_filter='/100000$' --benchmark_min_time=0.01
+
+# One closing line for both CTest runs (reached only if every step above succeeded).
+passed=$(grep -oE "tests passed, 0 tests failed out of [0-9]+" "$log" | awk '{s += $NF} END {print s + 0}')
+echo "all steps: ${passed} passed, 0 failed"
