@@ -57,6 +57,10 @@ class JsonObject {
   double number_or(const std::string& key, double lo, double hi, double fallback);
   bool boolean_or(const std::string& key, bool fallback);
 
+  /// Declares an optional key as known without reading it, so that finish() accepts it
+  /// and suggests it for near misses.
+  void known(const std::string& key) { read_.insert(key); }
+
   /// Rejects every key no getter has read (with a "did you mean" for near misses).
   void finish() const;
 

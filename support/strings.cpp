@@ -41,18 +41,21 @@ bool valid_utf8(std::string_view s) {
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
+  // Optimal string alignment: insertions, deletions, substitutions and transpositions of
+  // two neighbours ("bf61" for "bf16") each cost one.
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::size_t> prev2(m + 1), prev(m + 1), row(m + 1);
+  for (std::size_t j = 0; j <= m; ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
     row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
+    for (std::size_t j = 1; j <= m; ++j) {
+      row[j] = std::min({prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) row[j] = std::min(row[j], prev2[j - 2] + 1);
     }
+    prev2.swap(prev);
+    prev.swap(row);
   }
-  return row[b.size()];
+  return prev[m];
 }
 
 std::string did_you_mean(std::string_view given, std::span<const std::string> candidates) {

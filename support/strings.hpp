@@ -11,7 +11,7 @@ namespace ddlsim {
 /// U+10FFFF).
 bool valid_utf8(std::string_view s);
 
-/// Edit distance (insertions, deletions, substitutions) between two strings.
+/// Edit distance (insertions, deletions, substitutions, neighbour transpositions).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
 /// " (did you mean 'x'?)" for the closest candidate when it is close enough to be a

@@ -1,0 +1,102 @@
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/input_error.hpp"
+#include "topology/catalog.hpp"
+
+using namespace ddlsim;
+using doctest::Approx;
+
+TEST_CASE("the built-in catalog holds the published figures") {
+  // Expected (shared/hardware.md, from the vendors' datasheets): A100 80GB bf16 312
+  // TFLOP/s, tf32 156, fp32 19.5, 80 GB at 2039 GB/s; H100 SXM fp8 1979 TFLOP/s and
+  // 3350 GB/s; H200 141 GB at 4800 GB/s; B200 bf16 2250; MI300X bf16 1307; TPU v4 bf16
+  // 275; V100 has no bf16; NVLink 3 300 GB/s per GPU; IB NDR 50 GB/s; 400 GbE 50 GB/s;
+  // IB HDR switch latency 0.6 us; TPU v4 ICI 45 GB/s per link.
+  const Catalog c = Catalog::builtin();
+  const auto& a100 = c.accelerator("a100-80gb");
+  CHECK(a100.peak_for(Dtype::kBf16)->value() == Approx(312e12));
+  CHECK(a100.peak_for(Dtype::kTf32)->value() == Approx(156e12));
+  CHECK(a100.peak_for(Dtype::kFp32)->value() == Approx(19.5e12));
+  CHECK_FALSE(a100.peak_for(Dtype::kFp8).has_value());
+  CHECK(a100.memory.value() == Approx(80e9));
+  CHECK(a100.memory_bandwidth.value() == Approx(2039e9));
+  CHECK(c.accelerator("h100-sxm").peak_for(Dtype::kFp8)->value() == Approx(1979e12));
+  CHECK(c.accelerator("h100-sxm").memory_bandwidth.value() == Approx(3350e9));
+  CHECK(c.accelerator("h200").memory.value() == Approx(141e9));
+  CHECK(c.accelerator("h200").memory_bandwidth.value() == Approx(4800e9));
+  CHECK(c.accelerator("b200").peak_for(Dtype::kBf16)->value() == Approx(2250e12));
+  CHECK(c.accelerator("mi300x").peak_for(Dtype::kBf16)->value() == Approx(1307e12));
+  CHECK(c.accelerator("tpu-v4").peak_for(Dtype::kBf16)->value() == Approx(275e12));
+  CHECK_FALSE(c.accelerator("v100-32gb").peak_for(Dtype::kBf16).has_value());
+  CHECK(c.link("nvlink3").bandwidth.value() == Approx(300e9));
+  CHECK(c.link("ib-ndr").bandwidth.value() == Approx(50e9));
+  CHECK(c.link("eth-400g").bandwidth.value() == Approx(50e9));
+  CHECK(c.link("ib-hdr").latency.value() == Approx(0.6e-6));
+  CHECK(c.link("ici-v4").bandwidth.value() == Approx(45e9));
+}
+
+TEST_CASE("the catalog covers every accelerator and link family the project models, each with a source") {
+  // Expected: the 11 accelerators and the NVLink 1-5, PCIe 3-6, IB EDR-XDR, 100-800 GbE,
+  // TPU ICI v3/v4/v5p families; every entry has a source and its scale-up link exists.
+  const Catalog c = Catalog::builtin();
+  for (const char* id : {"p100", "v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x", "tpu-v3",
+                         "tpu-v4", "tpu-v5p"}) {
+    INFO(id);
+    CHECK_FALSE(c.accelerator(id).source.empty());
+    CHECK_NOTHROW((void)c.link(c.accelerator(id).scale_up));
+  }
+  for (const char* id : {"nvlink1", "nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5", "pcie6",
+                         "ib-edr", "ib-hdr", "ib-ndr", "ib-xdr", "eth-100g", "eth-200g", "eth-400g", "eth-800g",
+                         "ici-v3", "ici-v4", "ici-v5p"}) {
+    INFO(id);
+    CHECK_FALSE(c.link(id).source.empty());
+    CHECK_FALSE(c.link(id).latency_source.empty());
+  }
+}
+
+TEST_CASE("users patch existing entries and add new ones") {
+  // Expected: a patch that names only memory_gbytes_per_s changes that field of h100-sxm
+  // and keeps the rest (bf16 989 TFLOP/s); a complete new entry is added; the JSON dump
+  // reads back to the same catalog.
+  Catalog c = Catalog::builtin();
+  c.merge(nlohmann::json::parse(R"({
+    "accelerators": {
+      "h100-sxm": {"memory_gbytes_per_s": 3000},
+      "my-chip": {"name": "Mine", "tflops": {"bf16": 500}, "memory_gb": 96, "memory_gbytes_per_s": 4000,
+                  "scale_up": "nvlink4", "source": "our measurements"}
+    },
+    "links": {"my-link": {"name": "ours", "gbytes_per_s": 40, "latency_us": 3, "source": "us"}}
+  })"), "mine.json");
+  CHECK(c.accelerator("h100-sxm").memory_bandwidth.value() == Approx(3000e9));
+  CHECK(c.accelerator("h100-sxm").peak_for(Dtype::kBf16)->value() == Approx(989e12));
+  CHECK(c.accelerator("my-chip").memory.value() == Approx(96e9));
+  CHECK(c.link("my-link").latency.value() == Approx(3e-6));
+  Catalog again = Catalog::builtin();
+  again.merge(nlohmann::json::parse(c.to_json()), "dump.json");
+  CHECK(again.to_json() == c.to_json());
+}
+
+TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") {
+  // Expected: each error is an InputError whose message starts with the source and names
+  // the field; the catalog keeps its previous contents.
+  Catalog c = Catalog::builtin();
+  auto bad = [&](const char* patch, const std::string& message) {
+    INFO(patch);
+    CHECK_THROWS_WITH_AS(c.merge(nlohmann::json::parse(patch), "mine.json"), message.c_str(), InputError);
+  };
+  bad(R"({"accelerators": {"h100-sxm": {"memory_gbytes_per_s": 0}}})",
+      "mine.json: accelerators.h100-sxm.memory_gbytes_per_s: expected a number from 1e-06 to 1e+06, got 0");
+  bad(R"({"accelerators": {"new": {"name": "x"}}})", "mine.json: accelerators.new.tflops: missing (a required field)");
+  bad(R"({"accelerators": {"h100-sxm": {"tflops": {"bf61": 1}}}})",
+      "mine.json: accelerators.h100-sxm.tflops.bf61: unknown key (did you mean 'bf16'?)");
+  bad(R"({"accelerators": {"h100-sxm": {"scale_up": "nvlink9"}}})",
+      "mine.json: accelerators.h100-sxm.scale_up: no link 'nvlink9' in the catalog (did you mean 'nvlink1'?)");
+  bad(R"({"links": {"ib-ndr": {"gbytes_per_s": -5}}})",
+      "mine.json: links.ib-ndr.gbytes_per_s: expected a number from 1e-06 to 1e+06, got -5");
+  bad(R"({"link": {}})", "mine.json: link: unknown key (did you mean 'links'?)");
+  CHECK(c.accelerator("h100-sxm").memory_bandwidth.value() == Approx(3350e9));
+  CHECK_THROWS_WITH_AS((void)c.accelerator("h100"),
+                       doctest::Contains("unknown accelerator 'h100' (did you mean 'h200'?)"), InputError);
+}

@@ -1,0 +1,160 @@
+#include "topology/catalog.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "support/strings.hpp"
+#include "topology/catalog_data.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr double kGB = 1e9;
+
+AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
+  AcceleratorSpec a;
+  a.id = id;
+  a.name = o.string("name");
+  JsonObject tflops = o.object("tflops");
+  bool any = false;
+  for (std::size_t d = 0; d < kDtypeNames.size(); ++d) {
+    const std::string key(kDtypeNames[d]);
+    tflops.known(key);
+    if (!tflops.has(key)) continue;
+    a.peak[d] = FlopsPerSecond(tflops.number(key, 1e-6, 1e6) * 1e12);
+    any = true;
+  }
+  tflops.finish();
+  if (!any) throw InputError(tflops.path() + ": expected at least one of fp32, tf32, bf16, fp16, fp8");
+  a.memory = Bytes(o.number("memory_gb", 1e-6, 1e6) * kGB);
+  a.memory_bandwidth = BytesPerSecond(o.number("memory_gbytes_per_s", 1e-6, 1e6) * kGB);
+  a.scale_up = o.string("scale_up");
+  a.source = o.string("source");
+  if (a.source.empty()) throw InputError(o.field_path("source") + ": expected a non-empty string naming the source");
+  o.finish();
+  return a;
+}
+
+LinkSpec read_link(const std::string& id, JsonObject& o) {
+  LinkSpec l;
+  l.id = id;
+  l.name = o.string("name");
+  l.bandwidth = BytesPerSecond(o.number("gbytes_per_s", 1e-6, 1e6) * kGB);
+  l.latency = Seconds(o.number("latency_us", 0.0, 1e6) * 1e-6);
+  l.source = o.string("source");
+  if (l.source.empty()) throw InputError(o.field_path("source") + ": expected a non-empty string naming the source");
+  l.latency_source = o.string_or("latency_source", "");
+  o.finish();
+  return l;
+}
+
+template <class Map>
+const auto& find_entry(const Map& map, std::string_view id, const char* what) {
+  const auto it = map.find(id);
+  if (it != map.end()) return it->second;
+  std::vector<std::string> ids;
+  for (const auto& [k, v] : map) ids.push_back(k);
+  std::string list;
+  for (const auto& k : ids) list += (list.empty() ? "" : ", ") + k;
+  throw InputError(std::string("unknown ") + what + " '" + std::string(id) + "'" + did_you_mean(id, ids) +
+                   "; the catalog has: " + list);
+}
+
+}  // namespace
+
+Catalog Catalog::builtin() {
+  Catalog c;
+  c.doc_ = std::string(kCatalogJson);
+  c.parse("catalog.json");
+  return c;
+}
+
+void Catalog::parse(const std::string& source) {
+  const nlohmann::json doc = parse_json(doc_, source);
+  JsonObject root(doc, "");
+  root.string_or("about", "");
+  std::map<std::string, AcceleratorSpec, std::less<>> accelerators;
+  std::map<std::string, LinkSpec, std::less<>> links;
+  {
+    JsonObject group = root.object("links");
+    for (const auto& item : doc.at("links").items()) {
+      JsonObject o = group.object(item.key());
+      links.emplace(item.key(), read_link(item.key(), o));
+    }
+  }
+  {
+    JsonObject group = root.object("accelerators");
+    for (const auto& item : doc.at("accelerators").items()) {
+      JsonObject o = group.object(item.key());
+      AcceleratorSpec a = read_accelerator(item.key(), o);
+      if (links.find(a.scale_up) == links.end()) {
+        std::vector<std::string> ids;
+        for (const auto& [k, v] : links) ids.push_back(k);
+        throw InputError(source + ": accelerators." + item.key() + ".scale_up: no link '" + a.scale_up +
+                         "' in the catalog" + did_you_mean(a.scale_up, ids));
+      }
+      accelerators.emplace(item.key(), std::move(a));
+    }
+  }
+  root.finish();
+  accelerators_ = std::move(accelerators);
+  links_ = std::move(links);
+}
+
+void Catalog::merge(const nlohmann::json& patch, const std::string& source) {
+  try {
+    merge_checked(patch, source);
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    throw InputError(what.rfind(source, 0) == 0 ? what : source + ": " + what);
+  }
+}
+
+void Catalog::merge_checked(const nlohmann::json& patch, const std::string& source) {
+  JsonObject root(patch, "");
+  root.string_or("about", "");
+  nlohmann::json merged = nlohmann::json::parse(doc_);
+  for (const char* group : {"accelerators", "links"}) {
+    root.known(group);
+    if (!root.has(group)) continue;
+    JsonObject entries = root.object(group);
+    for (const auto& item : patch.at(group).items()) {
+      JsonObject e = entries.object(item.key());  // checks it is an object
+      (void)e;
+      nlohmann::json& target = merged[group][item.key()];
+      if (target.is_null()) {
+        target = item.value();
+      } else {
+        target.merge_patch(item.value());
+      }
+    }
+  }
+  root.finish();
+  Catalog next;
+  next.doc_ = merged.dump();
+  next.parse(source);
+  *this = std::move(next);
+}
+
+const AcceleratorSpec& Catalog::accelerator(std::string_view id) const {
+  return find_entry(accelerators_, id, "accelerator");
+}
+
+const LinkSpec& Catalog::link(std::string_view id) const { return find_entry(links_, id, "link"); }
+
+std::vector<std::string> Catalog::accelerator_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& [k, v] : accelerators_) ids.push_back(k);
+  return ids;
+}
+
+std::vector<std::string> Catalog::link_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& [k, v] : links_) ids.push_back(k);
+  return ids;
+}
+
+std::string Catalog::to_json() const { return nlohmann::json::parse(doc_).dump(2); }
+
+}  // namespace ddlsim

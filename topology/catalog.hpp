@@ -1,0 +1,76 @@
+// The hardware catalog: accelerators and links with their published figures.
+//
+// The figures are data (topology/data/catalog.json, embedded in the binary), each entry
+// with its source. A user adds entries, or changes fields of existing ones, from a JSON
+// document of the same shape: an entry given for an existing id is a patch (only the
+// fields it names change); a new id must give every required field.
+#pragma once
+
+#include <array>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/units.hpp"
+
+namespace ddlsim {
+
+/// Number formats whose peak throughput the catalog records.
+enum class Dtype { kFp32, kTf32, kBf16, kFp16, kFp8 };
+inline constexpr std::array<std::string_view, 5> kDtypeNames = {"fp32", "tf32", "bf16", "fp16", "fp8"};
+
+struct AcceleratorSpec {
+  std::string id;
+  std::string name;
+  std::array<std::optional<FlopsPerSecond>, 5> peak;  // by Dtype; empty: not supported
+  Bytes memory{0.0};
+  BytesPerSecond memory_bandwidth{0.0};
+  std::string scale_up;  // link id of its scale-up fabric (NVLink generation, ICI, ...)
+  std::string source;
+
+  [[nodiscard]] std::optional<FlopsPerSecond> peak_for(Dtype d) const { return peak[static_cast<int>(d)]; }
+};
+
+struct LinkSpec {
+  std::string id;
+  std::string name;
+  BytesPerSecond bandwidth{0.0};  // per direction
+  Seconds latency{0.0};           // per hop
+  std::string source;
+  std::string latency_source;
+};
+
+class Catalog {
+ public:
+  /// The catalog shipped with ddlsim.
+  static Catalog builtin();
+
+  /// Adds or patches entries from `doc` ({"accelerators": {...}, "links": {...}}), named
+  /// `source` in errors. Throws InputError naming the JSON path; on error the catalog is
+  /// unchanged.
+  void merge(const nlohmann::json& doc, const std::string& source);
+
+  /// The entry with this id; InputError with a "did you mean" for an unknown one.
+  [[nodiscard]] const AcceleratorSpec& accelerator(std::string_view id) const;
+  [[nodiscard]] const LinkSpec& link(std::string_view id) const;
+
+  [[nodiscard]] std::vector<std::string> accelerator_ids() const;
+  [[nodiscard]] std::vector<std::string> link_ids() const;
+
+  /// The catalog as JSON, in the shape it is read from.
+  [[nodiscard]] std::string to_json() const;
+
+ private:
+  Catalog() = default;
+  void parse(const std::string& source);
+  void merge_checked(const nlohmann::json& doc, const std::string& source);
+
+  std::string doc_;  // the merged JSON document, serialised (keeps json out of this header)
+  std::map<std::string, AcceleratorSpec, std::less<>> accelerators_;
+  std::map<std::string, LinkSpec, std::less<>> links_;
+};
+
+}  // namespace ddlsim
