@@ -1,0 +1,152 @@
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+
+#include "sim/core/errors.hpp"
+#include "topology/builders.hpp"
+#include "topology/routing.hpp"
+
+using namespace ddlsim;
+using doctest::Approx;
+
+namespace {
+std::size_t degree(const Cluster& c, NodeId n) { return c.out_links(n).size(); }
+}  // namespace
+
+TEST_CASE("an NVSwitch node: every GPU one hop from the switch, two from every other GPU") {
+  // Expected: 8 A100s + 1 switch = 9 nodes, 8 cables = 16 directed links, each GPU of
+  // degree 1 at NVLink 3's 300 GB/s; any GPU pair is 2 hops through the switch.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  const auto gpus = add_nvswitch_node(c, cat, "n0", "a100-80gb", 8);
+  CHECK(c.node_count() == 9);
+  CHECK(c.link_count() == 16);
+  CHECK(c.accelerators().size() == 8);
+  ShortestPathRouter r(c);
+  for (NodeId g : gpus) CHECK(degree(c, g) == 1);
+  const auto& path = r.route(gpus[0], gpus[7]);
+  REQUIRE(path.size() == 2);
+  CHECK(c.link(path[0]).bandwidth.value() == Approx(300e9));
+  CHECK(c.node(c.link(path[0]).to).name == "n0.nvswitch");
+  CHECK(c.link(path[1]).to == gpus[7]);
+  c.validate();
+}
+
+TEST_CASE("a PCIe node joins GPUs and host through one switch") {
+  // Expected: 4 GPUs + switch + host = 6 nodes, 5 cables = 10 directed links, PCIe 4's
+  // 31.5 GB/s on each.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  const auto gpus = add_pcie_node(c, cat, "box", "v100-32gb", 4, "pcie4");
+  CHECK(c.node_count() == 6);
+  CHECK(c.link_count() == 10);
+  CHECK(c.link(c.out_links(gpus[0])[0]).bandwidth.value() == Approx(31.5e9));
+}
+
+TEST_CASE("torus and mesh shapes: link counts and degrees") {
+  // Expected: a 4x4x4 torus has 64 chips of degree 6 and 64 x 6 / 2 = 192 cables; the
+  // 4x4x4 mesh (no wraparound) has 3 x 16 x 3 = 144 cables and corner degree 3; in a 2x4
+  // torus the size-2 dimension gets one link per pair: 4 + 8 = 12 cables.
+  const Catalog cat = Catalog::builtin();
+  Cluster t;
+  const auto chips = add_torus(t, cat, "t", "tpu-v4", {4, 4, 4}, {true, true, true}, "ici-v4");
+  CHECK(chips.size() == 64);
+  CHECK(t.link_count() == 2 * 192);
+  for (NodeId n : chips) CHECK(degree(t, n) == 6);
+  CHECK(t.node(chips[1]).name == "t(0,0,1)");
+  Cluster m;
+  const auto mesh = add_torus(m, cat, "m", "tpu-v4", {4, 4, 4}, {false, false, false}, "ici-v4");
+  CHECK(m.link_count() == 2 * 144);
+  CHECK(degree(m, mesh[0]) == 3);
+  Cluster small;
+  add_torus(small, cat, "s", "tpu-v4", {2, 4}, {true, true}, "ici-v4");
+  CHECK(small.link_count() == 2 * 12);
+}
+
+TEST_CASE("shortest routes on a torus take sum over dimensions of min(d, k - d) hops") {
+  // Expected: in a 4x6x3 torus, from every chip of the first row to every chip, the hop
+  // count equals sum_d min(|dx_d|, k_d - |dx_d|); in the same mesh without wraparound,
+  // sum_d |dx_d|.
+  const Catalog cat = Catalog::builtin();
+  const std::vector<int> k = {4, 6, 3};
+  for (bool wrap : {true, false}) {
+    Cluster c;
+    const auto chips = add_torus(c, cat, "t", "tpu-v4", k, {wrap, wrap, wrap}, "ici-v4");
+    ShortestPathRouter r(c);
+    auto coords = [&](std::size_t i) {
+      return std::vector<int>{static_cast<int>(i / 18), static_cast<int>(i / 3 % 6), static_cast<int>(i % 3)};
+    };
+    for (std::size_t s = 0; s < 3; ++s) {
+      for (std::size_t d = 0; d < chips.size(); ++d) {
+        const auto a = coords(s), b = coords(d);
+        std::size_t expected = 0;
+        for (std::size_t x = 0; x < 3; ++x) {
+          const int diff = std::abs(a[x] - b[x]);
+          expected += static_cast<std::size_t>(wrap ? std::min(diff, k[x] - diff) : diff);
+        }
+        INFO("wrap=" << wrap << " from " << s << " to " << d);
+        CHECK(r.route(chips[s], chips[d]).size() == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("a two-level fat tree over four NVSwitch nodes") {
+  // Expected: 4 nodes x 8 H100 with one NIC link each to a leaf (8 per leaf): 4 leaves;
+  // at oversubscription 1 each leaf has 8 uplinks, so 8 spines. Cables: 4 x 8 NVLink +
+  // 32 NDR edge + 4 x 8 fabric = 96. GPU 0 of node 0 reaches GPU 0 of node 1 in 4 hops
+  // (gpu, leaf, spine, leaf, gpu); at oversubscription 2 there are 4 spines.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  std::vector<NodeId> gpus;
+  for (int n = 0; n < 4; ++n) {
+    const auto node = add_nvswitch_node(c, cat, "node" + std::to_string(n), "h100-sxm", 8);
+    gpus.insert(gpus.end(), node.begin(), node.end());
+  }
+  add_fat_tree(c, cat, "ib", gpus, 8, 1.0, "ib-ndr", "ib-ndr");
+  CHECK(c.link_count() == 2 * 96);
+  CHECK(c.find("ib.spine7").has_value());
+  CHECK_FALSE(c.find("ib.spine8").has_value());
+  ShortestPathRouter r(c);
+  CHECK(r.route(gpus[0], gpus[8]).size() == 4);
+  CHECK(r.route(gpus[0], gpus[1]).size() == 2);  // through the NVSwitch, not the leaf
+  c.validate();
+  Cluster half;
+  std::vector<NodeId> g2 = add_nvswitch_node(half, cat, "n", "h100-sxm", 8);
+  add_fat_tree(half, cat, "ib", g2, 8, 2.0, "ib-ndr", "ib-ndr");
+  CHECK(half.find("ib.spine3").has_value());
+  CHECK_FALSE(half.find("ib.spine4").has_value());
+}
+
+TEST_CASE("routes are cached") {
+  // Expected: a repeated look-up returns the same stored path; each distinct pair is
+  // stored once.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  const auto chips = add_torus(c, cat, "t", "tpu-v4", {8, 8}, {true, true}, "ici-v4");
+  ShortestPathRouter r(c);
+  const auto* first = &r.route(chips[0], chips[27]);
+  CHECK(&r.route(chips[0], chips[27]) == first);
+  r.route(chips[0], chips[5]);
+  CHECK(r.cached_routes() == 2);
+}
+
+TEST_CASE("bad topologies are errors naming the element") {
+  // Expected: duplicate names, a link to itself, zero bandwidth, and accelerators with
+  // no path between them are GraphErrors naming the nodes.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  const auto a = c.add_node(NodeKind::kAccelerator, "gpu0", "h100-sxm");
+  const auto b = c.add_node(NodeKind::kAccelerator, "gpu1", "h100-sxm");
+  CHECK_THROWS_WITH_AS(c.add_node(NodeKind::kSwitch, "gpu0"), "two cluster nodes are named 'gpu0'", GraphError);
+  CHECK_THROWS_WITH_AS(c.connect(a, a, BytesPerSecond(1e9), Seconds(0), "x"), "link x joins 'gpu0' to itself",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(c.connect(a, b, BytesPerSecond(0), Seconds(0), "x"),
+                       "link x between 'gpu0' and 'gpu1' needs a positive bandwidth", GraphError);
+  CHECK_THROWS_WITH_AS(c.validate(), "accelerator 'gpu1' cannot reach 'gpu0': no path of links joins them", GraphError);
+  ShortestPathRouter r(c);
+  CHECK_THROWS_WITH_AS(r.route(a, b), "no route from 'gpu0' to 'gpu1'", GraphError);
+  CHECK_THROWS_WITH_AS(add_torus(c, cat, "t", "tpu-v4", {4, 0}, {true, true}, "ici-v4"),
+                       "torus dimension size must be positive, got 0", GraphError);
+  CHECK_THROWS_AS(add_nvswitch_node(c, cat, "n", "h100", 8), std::exception);
+}

@@ -1,0 +1,45 @@
+// Builders: parameterised pieces of real machines, composed into one Cluster.
+//
+// Each add_* function adds its nodes and links to a cluster and returns the accelerators
+// it added (in rank order), so pieces compose: build nodes, then join their NICs with a
+// fabric. Bandwidths and latencies come from the catalog's link entries.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "topology/catalog.hpp"
+#include "topology/cluster.hpp"
+
+namespace ddlsim {
+
+/// One server whose `gpus` accelerators reach each other through an NVSwitch fabric at
+/// their full scale-up bandwidth (DGX A100 / H100 / B200-like): modelled as one switch
+/// node "<prefix>.nvswitch" with one link per GPU of the GPU's scale-up link (`link`, or
+/// the accelerator's catalog scale_up when empty). GPUs are named "<prefix>.gpu<i>".
+std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                      std::string_view accelerator, int gpus, std::string_view link = {});
+
+/// One server whose accelerators share a PCIe switch ("<prefix>.pcie") with the host
+/// ("<prefix>.host"): every GPU-to-GPU transfer crosses the switch on `pcie` links.
+std::vector<NodeId> add_pcie_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                  std::string_view accelerator, int gpus, std::string_view pcie);
+
+/// A k1 x k2 (x k3 ...) grid of accelerators, each linked to its neighbour in every
+/// dimension by `link`; with `wrap[d]` the last and first of dimension d are linked too
+/// (a torus; a dimension of size 2 gets one link, not two). Chips are named
+/// "<prefix>(x,y,z)" and returned in row-major order (last dimension fastest).
+std::vector<NodeId> add_torus(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                              std::string_view accelerator, const std::vector<int>& dims,
+                              const std::vector<bool>& wrap, std::string_view link);
+
+/// A two-level fat tree (leaf/spine Clos) over `endpoints` (accelerators or NICs): every
+/// `per_leaf` consecutive endpoints hang off one leaf switch by `edge_link`; each leaf has
+/// ceil(per_leaf / oversubscription) uplinks, one to each spine, on `fabric_link`.
+/// Oversubscription 1 is full bisection bandwidth. Switches are "<prefix>.leaf<i>" and
+/// "<prefix>.spine<j>".
+void add_fat_tree(Cluster& c, const Catalog& catalog, const std::string& prefix, const std::vector<NodeId>& endpoints,
+                  int per_leaf, double oversubscription, std::string_view edge_link, std::string_view fabric_link);
+
+}  // namespace ddlsim

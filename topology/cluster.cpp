@@ -1,0 +1,133 @@
+#include "topology/cluster.hpp"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <cmath>
+#include <unordered_map>
+
+#include "sim/core/errors.hpp"
+
+namespace ddlsim {
+
+std::string_view node_kind_name(NodeKind k) {
+  switch (k) {
+    case NodeKind::kAccelerator: return "accelerator";
+    case NodeKind::kHost: return "host";
+    case NodeKind::kNic: return "nic";
+    case NodeKind::kSwitch: return "switch";
+  }
+  return "?";
+}
+
+namespace {
+// Vertices and out-edge lists in vectors: iteration follows insertion order, which makes
+// the breadth-first search (and so routing) deterministic. The edge property is the LinkId.
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+                                    boost::property<boost::edge_index_t, std::uint32_t>>;
+}  // namespace
+
+struct Cluster::Impl {
+  Graph graph;
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+  std::vector<NodeId> accelerators;
+  std::unordered_map<std::string, NodeId> by_name;
+};
+
+Cluster::Cluster() : impl_(std::make_unique<Impl>()) {}
+Cluster::~Cluster() = default;
+Cluster::Cluster(Cluster&&) noexcept = default;
+Cluster& Cluster::operator=(Cluster&&) noexcept = default;
+
+NodeId Cluster::add_node(NodeKind kind, std::string name, std::string model) {
+  if (name.empty()) throw GraphError("a cluster node needs a name");
+  const NodeId id(static_cast<std::uint32_t>(impl_->nodes.size()));
+  if (!impl_->by_name.emplace(name, id).second) throw GraphError("two cluster nodes are named '" + name + "'");
+  boost::add_vertex(impl_->graph);
+  impl_->nodes.push_back(Node{kind, std::move(name), std::move(model)});
+  if (kind == NodeKind::kAccelerator) impl_->accelerators.push_back(id);
+  return id;
+}
+
+LinkId Cluster::connect(NodeId a, NodeId b, BytesPerSecond bandwidth, Seconds latency, std::string kind,
+                        std::optional<BytesPerSecond> reverse) {
+  const std::size_t n = impl_->nodes.size();
+  if (a.value >= n || b.value >= n) throw GraphError("link " + kind + " joins a node that does not exist");
+  if (a == b) throw GraphError("link " + kind + " joins '" + impl_->nodes[a.value].name + "' to itself");
+  const BytesPerSecond back = reverse.value_or(bandwidth);
+  if (!(bandwidth.value() > 0) || !(back.value() > 0) || !std::isfinite(bandwidth.value()) ||
+      !std::isfinite(back.value())) {
+    throw GraphError("link " + kind + " between '" + impl_->nodes[a.value].name + "' and '" +
+                     impl_->nodes[b.value].name + "' needs a positive bandwidth");
+  }
+  if (!(latency.value() >= 0) || latency == kNever) {
+    throw GraphError("link " + kind + " between '" + impl_->nodes[a.value].name + "' and '" +
+                     impl_->nodes[b.value].name + "' needs a finite latency >= 0");
+  }
+  const LinkId fwd(static_cast<std::uint32_t>(impl_->links.size()));
+  impl_->links.push_back(Link{a, b, bandwidth, latency, kind});
+  impl_->links.push_back(Link{b, a, back, latency, std::move(kind)});
+  boost::add_edge(a.value, b.value, fwd.value, impl_->graph);
+  boost::add_edge(b.value, a.value, fwd.value + 1, impl_->graph);
+  return fwd;
+}
+
+std::size_t Cluster::node_count() const { return impl_->nodes.size(); }
+std::size_t Cluster::link_count() const { return impl_->links.size(); }
+const Node& Cluster::node(NodeId n) const { return impl_->nodes.at(n.value); }
+const Link& Cluster::link(LinkId l) const { return impl_->links.at(l.value); }
+
+std::optional<NodeId> Cluster::find(std::string_view name) const {
+  const auto it = impl_->by_name.find(std::string(name));
+  if (it == impl_->by_name.end()) return std::nullopt;
+  return it->second;
+}
+
+std::span<const NodeId> Cluster::accelerators() const { return impl_->accelerators; }
+
+std::vector<LinkId> Cluster::out_links(NodeId n) const {
+  std::vector<LinkId> out;
+  const auto index = boost::get(boost::edge_index, impl_->graph);
+  for (auto [it, end] = boost::out_edges(n.value, impl_->graph); it != end; ++it) {
+    out.emplace_back(boost::get(index, *it));
+  }
+  return out;
+}
+
+namespace {
+// Records, for every vertex, the edge by which the search discovered it.
+class TreeRecorder : public boost::default_bfs_visitor {
+ public:
+  explicit TreeRecorder(std::vector<LinkId>& tree) : tree_(&tree) {}
+  void tree_edge(Graph::edge_descriptor e, const Graph& g) const {
+    (*tree_)[boost::target(e, g)] = LinkId(boost::get(boost::edge_index, g, e));
+  }
+
+ private:
+  std::vector<LinkId>* tree_;
+};
+}  // namespace
+
+std::vector<LinkId> Cluster::hop_tree(NodeId src) const {
+  std::vector<LinkId> tree(impl_->nodes.size());
+  if (src.value >= impl_->nodes.size()) throw GraphError("hop_tree: node " + std::to_string(src.value) + " does not exist");
+  boost::breadth_first_search(impl_->graph, boost::vertex(src.value, impl_->graph),
+                              boost::visitor(TreeRecorder(tree)));
+  return tree;
+}
+
+void Cluster::validate() const {
+  const auto& acc = impl_->accelerators;
+  if (acc.empty()) throw GraphError("the cluster has no accelerator");
+  // Links are full duplex, so reachability is symmetric: one search from the first
+  // accelerator decides whether every accelerator reaches every other.
+  const std::vector<LinkId> tree = hop_tree(acc.front());
+  for (NodeId a : acc) {
+    if (a != acc.front() && !tree[a.value].valid()) {
+      throw GraphError("accelerator '" + impl_->nodes[a.value].name + "' cannot reach '" +
+                       impl_->nodes[acc.front().value].name + "': no path of links joins them");
+    }
+  }
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,85 @@
+// The cluster graph: accelerators, hosts, NICs and switches joined by links.
+//
+// Every link is full duplex: connect() adds two directed links, one per direction, each
+// with its own bandwidth and the same latency, so that traffic in one direction never
+// takes capacity from the other. Nodes and directed links are numbered densely in the
+// order they are added (NodeId, LinkId), which keeps every derived result deterministic.
+// The graph is stored with Boost.Graph; Boost stays behind this interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/ids.hpp"
+#include "sim/core/units.hpp"
+
+namespace ddlsim {
+
+struct NodeTag {};
+struct LinkTag {};
+using NodeId = Id<NodeTag>;
+using LinkId = Id<LinkTag>;  // one direction of a physical link
+
+enum class NodeKind : std::uint8_t { kAccelerator, kHost, kNic, kSwitch };
+std::string_view node_kind_name(NodeKind k);
+
+struct Node {
+  NodeKind kind;
+  std::string name;   // unique, e.g. "node3.gpu5", "leaf12"
+  std::string model;  // catalog accelerator id, or a switch role such as "nvswitch", "leaf"
+};
+
+struct Link {
+  NodeId from;
+  NodeId to;
+  BytesPerSecond bandwidth;
+  Seconds latency;
+  std::string kind;  // catalog link id, e.g. "nvlink4", "ib-ndr"
+};
+
+class Cluster {
+ public:
+  Cluster();
+  ~Cluster();
+  Cluster(Cluster&&) noexcept;
+  Cluster& operator=(Cluster&&) noexcept;
+
+  /// Adds a node; its name must be new (GraphError otherwise).
+  NodeId add_node(NodeKind kind, std::string name, std::string model = {});
+  /// Adds a full-duplex link a <-> b: the directed link a -> b (returned) and, right after
+  /// it, b -> a. `reverse` gives b -> a its own bandwidth (default: the same).
+  LinkId connect(NodeId a, NodeId b, BytesPerSecond bandwidth, Seconds latency, std::string kind,
+                 std::optional<BytesPerSecond> reverse = std::nullopt);
+
+  [[nodiscard]] std::size_t node_count() const;
+  [[nodiscard]] std::size_t link_count() const;  // directed links: twice the cables
+  [[nodiscard]] const Node& node(NodeId n) const;
+  [[nodiscard]] const Link& link(LinkId l) const;
+  /// The link in the opposite direction of l.
+  [[nodiscard]] static LinkId reverse(LinkId l) { return LinkId(l.value ^ 1u); }
+  [[nodiscard]] std::optional<NodeId> find(std::string_view name) const;
+  /// Accelerators in the order they were added (their rank order).
+  [[nodiscard]] std::span<const NodeId> accelerators() const;
+  /// Directed links leaving n, in the order they were added.
+  [[nodiscard]] std::vector<LinkId> out_links(NodeId n) const;
+
+  /// Breadth-first search from src by hop count: for every node, the link by which the
+  /// search first reached it (invalid for src and unreachable nodes). Ties between
+  /// equally short paths go to the link added first.
+  [[nodiscard]] std::vector<LinkId> hop_tree(NodeId src) const;
+
+  /// Checks that the graph can carry traffic: at least one accelerator, and every
+  /// accelerator reaches every other. Throws GraphError naming the first unreachable pair.
+  void validate() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddlsim
