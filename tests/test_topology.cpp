@@ -150,3 +150,22 @@ TEST_CASE("bad topologies are errors naming the element") {
                        "torus dimension size must be positive, got 0", GraphError);
   CHECK_THROWS_AS(add_nvswitch_node(c, cat, "n", "h100", 8), std::exception);
 }
+
+TEST_CASE("a rail-optimized fabric puts GPU i of every server on rail i") {
+  // Expected: 4 servers x 8 GPUs with 4 servers per leaf: 8 leaves (one per rail), each
+  // with 4 uplinks (full bisection), so 4 spines; GPU 3 of server 0 reaches GPU 3 of
+  // server 2 in 2 hops through its rail leaf; GPU 3 to GPU 4 of another server takes 4.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  std::vector<std::vector<NodeId>> servers;
+  for (int s = 0; s < 4; ++s) servers.push_back(add_nvswitch_node(c, cat, "s" + std::to_string(s), "h100-sxm", 8));
+  const auto leaves = add_rail_optimized(c, cat, "ib", servers, 4, 1.0, "ib-ndr", "ib-ndr");
+  CHECK(leaves.size() == 8);
+  CHECK(c.find("ib.spine3").has_value());
+  CHECK_FALSE(c.find("ib.spine4").has_value());
+  ShortestPathRouter r(c);
+  const auto& path = r.route(servers[0][3], servers[2][3]);
+  REQUIRE(path.size() == 2);
+  CHECK(c.link(path[0]).to == leaves[3]);
+  CHECK(r.route(servers[0][3], servers[1][4]).size() == 4);
+}

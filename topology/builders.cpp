@@ -1,5 +1,6 @@
 #include "topology/builders.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/core/errors.hpp"
@@ -92,27 +93,64 @@ std::vector<NodeId> add_torus(Cluster& c, const Catalog& catalog, const std::str
   return chips;
 }
 
-void add_fat_tree(Cluster& c, const Catalog& catalog, const std::string& prefix, const std::vector<NodeId>& endpoints,
-                  int per_leaf, double oversubscription, std::string_view edge_link, std::string_view fabric_link) {
-  positive(per_leaf, "endpoints per leaf");
+std::vector<NodeId> add_leaf_spine(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                   const std::vector<std::vector<NodeId>>& groups, double oversubscription,
+                                   std::string_view edge_link, std::string_view fabric_link) {
   if (!(oversubscription >= 1.0) || !std::isfinite(oversubscription)) {
     throw GraphError("fat tree oversubscription must be >= 1, got " + std::to_string(oversubscription));
   }
-  if (endpoints.empty()) throw GraphError("a fat tree needs endpoints");
+  if (groups.empty()) throw GraphError("a fat tree needs endpoints");
+  std::size_t widest = 0;
+  for (const auto& g : groups) widest = std::max(widest, g.size());
+  if (widest == 0) throw GraphError("a fat tree needs endpoints");
   const LinkSpec& edge = catalog.link(edge_link);
   const LinkSpec& fabric = catalog.link(fabric_link);
-  const std::size_t leaves = (endpoints.size() + static_cast<std::size_t>(per_leaf) - 1) / static_cast<std::size_t>(per_leaf);
-  const auto spines = static_cast<std::size_t>(std::ceil(per_leaf / oversubscription - 1e-9));
+  const auto spines = static_cast<std::size_t>(std::ceil(static_cast<double>(widest) / oversubscription - 1e-9));
   std::vector<NodeId> spine(spines);
-  for (std::size_t s = 0; s < spines; ++s) spine[s] = c.add_node(NodeKind::kSwitch, prefix + ".spine" + std::to_string(s), "spine");
-  for (std::size_t f = 0; f < leaves; ++f) {
-    const NodeId leaf = c.add_node(NodeKind::kSwitch, prefix + ".leaf" + std::to_string(f), "leaf");
-    for (std::size_t e = f * static_cast<std::size_t>(per_leaf);
-         e < std::min(endpoints.size(), (f + 1) * static_cast<std::size_t>(per_leaf)); ++e) {
-      join(c, endpoints[e], leaf, edge);
-    }
-    for (std::size_t s = 0; s < spines; ++s) join(c, leaf, spine[s], fabric);
+  for (std::size_t s = 0; s < spines; ++s) {
+    spine[s] = c.add_node(NodeKind::kSwitch, prefix + ".spine" + std::to_string(s), "spine");
   }
+  std::vector<NodeId> leaves;
+  for (std::size_t f = 0; f < groups.size(); ++f) {
+    const NodeId leaf = c.add_node(NodeKind::kSwitch, prefix + ".leaf" + std::to_string(f), "leaf");
+    for (NodeId e : groups[f]) join(c, e, leaf, edge);
+    for (std::size_t s = 0; s < spines; ++s) join(c, leaf, spine[s], fabric);
+    leaves.push_back(leaf);
+  }
+  return leaves;
+}
+
+void add_fat_tree(Cluster& c, const Catalog& catalog, const std::string& prefix, const std::vector<NodeId>& endpoints,
+                  int per_leaf, double oversubscription, std::string_view edge_link, std::string_view fabric_link) {
+  positive(per_leaf, "endpoints per leaf");
+  std::vector<std::vector<NodeId>> groups;
+  for (std::size_t e = 0; e < endpoints.size(); ++e) {
+    if (e % static_cast<std::size_t>(per_leaf) == 0) groups.emplace_back();
+    groups.back().push_back(endpoints[e]);
+  }
+  add_leaf_spine(c, catalog, prefix, groups, oversubscription, edge_link, fabric_link);
+}
+
+std::vector<NodeId> add_rail_optimized(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                       const std::vector<std::vector<NodeId>>& nodes, int servers_per_leaf,
+                                       double oversubscription, std::string_view edge_link,
+                                       std::string_view fabric_link) {
+  positive(servers_per_leaf, "servers per leaf");
+  if (nodes.empty() || nodes.front().empty()) throw GraphError("a rail-optimized fabric needs servers");
+  const std::size_t rails = nodes.front().size();
+  for (const auto& n : nodes) {
+    if (n.size() != rails) throw GraphError("a rail-optimized fabric needs servers of one size");
+  }
+  // Leaf order: rail by rail, so the names read "<prefix>.leaf<k>" with k = rail * per_rail + j.
+  std::vector<std::vector<NodeId>> groups;
+  const std::size_t per_leaf = static_cast<std::size_t>(servers_per_leaf);
+  for (std::size_t r = 0; r < rails; ++r) {
+    for (std::size_t s = 0; s < nodes.size(); ++s) {
+      if (s % per_leaf == 0) groups.emplace_back();
+      groups.back().push_back(nodes[s][r]);
+    }
+  }
+  return add_leaf_spine(c, catalog, prefix, groups, oversubscription, edge_link, fabric_link);
 }
 
 }  // namespace ddlsim

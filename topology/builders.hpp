@@ -42,4 +42,21 @@ std::vector<NodeId> add_torus(Cluster& c, const Catalog& catalog, const std::str
 void add_fat_tree(Cluster& c, const Catalog& catalog, const std::string& prefix, const std::vector<NodeId>& endpoints,
                   int per_leaf, double oversubscription, std::string_view edge_link, std::string_view fabric_link);
 
+/// The same leaf/spine fabric with the leaves' endpoints given explicitly: leaf i serves
+/// groups[i]. Every leaf has ceil(largest group / oversubscription) uplinks, one to each
+/// spine. Returns the leaf switches.
+std::vector<NodeId> add_leaf_spine(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                   const std::vector<std::vector<NodeId>>& groups, double oversubscription,
+                                   std::string_view edge_link, std::string_view fabric_link);
+
+/// Rail-optimized leaf/spine fabric over servers (nodes[s] = the GPUs or NICs of server
+/// s, all of one size G): GPU i of every server hangs off a leaf of rail i, up to
+/// `servers_per_leaf` servers per leaf, and all leaves share
+/// the spines. Leaf k is rail k / ceil(servers / servers_per_leaf). Traffic between GPUs of one
+/// rank in different servers of one leaf stays on its rail leaf.
+std::vector<NodeId> add_rail_optimized(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                       const std::vector<std::vector<NodeId>>& nodes, int servers_per_leaf,
+                                       double oversubscription, std::string_view edge_link,
+                                       std::string_view fabric_link);
+
 }  // namespace ddlsim
