@@ -4,6 +4,7 @@
 
 #include "sim/core/errors.hpp"
 #include "topology/builders.hpp"
+#include "topology/presets.hpp"
 #include "topology/routing.hpp"
 
 using namespace ddlsim;
@@ -168,4 +169,56 @@ TEST_CASE("a rail-optimized fabric puts GPU i of every server on rail i") {
   REQUIRE(path.size() == 2);
   CHECK(c.link(path[0]).to == leaves[3]);
   CHECK(r.route(servers[0][3], servers[1][4]).size() == 4);
+}
+
+namespace {
+PresetOptions with_nodes(int n) {
+  PresetOptions o;
+  o.nodes = n;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("presets build the reference machines") {
+  // Expected counts (builders as documented):
+  // dgx-h100, 4 servers: 32 GPUs, 4 NVSwitches, 8 rail leaves, 4 spines = 48 nodes;
+  //   cables 32 NVLink + 32 NDR edge + 8 x 4 fabric = 96.
+  // llama3-roce, 4 servers: 2 racks of 16 GPUs in one pod, 16 spines, 16 core planes of
+  //   ceil(192 / 7) = 28 cores = 448; nodes 32 + 4 + 2 + 16 + 448 = 502;
+  //   cables 32 + 32 + 2 x 16 + 16 x 28 = 544.
+  // tpu-v4-pod: 16^3 = 4096 chips, 3 x 4096 = 12288 cables; a 2x2x4 slice is a mesh:
+  //   8 + 8 + 12 = 28 cables. gb200-nvl72: 72 GPUs + 1 switch.
+  const Catalog cat = Catalog::builtin();
+  const Cluster h = build_preset(cat, "dgx-h100", with_nodes(4));
+  CHECK(h.accelerators().size() == 32);
+  CHECK(h.node_count() == 48);
+  CHECK(h.link_count() == 2 * 96);
+  h.validate();
+  const Cluster l = build_preset(cat, "llama3-roce", with_nodes(4));
+  CHECK(l.node_count() == 502);
+  CHECK(l.link_count() == 2 * 544);
+  CHECK(l.link(l.out_links(l.accelerators()[0]).back()).kind == "eth-400g");
+  const Cluster t = build_preset(cat, "tpu-v4-pod", {});
+  CHECK(t.accelerators().size() == 4096);
+  CHECK(t.link_count() == 2 * 12288);
+  PresetOptions slice;
+  slice.dims = std::vector<int>{2, 2, 4};
+  const Cluster s = build_preset(cat, "tpu-v4-pod", slice);
+  CHECK(s.link_count() == 2 * 28);
+  const Cluster g = build_preset(cat, "gb200-nvl72", {});
+  CHECK(g.accelerators().size() == 72);
+  CHECK(g.node_count() == 73);
+  PresetOptions ndr = with_nodes(2);
+  ndr.nic = "ib-ndr";
+  const Cluster a = build_preset(cat, "dgx-a100", ndr);
+  CHECK(a.link(a.out_links(a.accelerators()[0]).back()).kind == "ib-ndr");
+}
+
+TEST_CASE("preset errors name the problem") {
+  const Catalog cat = Catalog::builtin();
+  CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h10", {}), doctest::Contains("unknown preset 'dgx-h10' (did you mean 'dgx-h100'?)"),
+                       std::exception);
+  CHECK_THROWS_WITH_AS(build_preset(cat, "tpu-v4-pod", with_nodes(2)),
+                       "nodes: TPU presets take dims (e.g. 4x4x8), not nodes", std::exception);
+  CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", with_nodes(0)), "nodes: expected 1 to 4096, got 0", std::exception);
 }

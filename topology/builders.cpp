@@ -153,4 +153,44 @@ std::vector<NodeId> add_rail_optimized(Cluster& c, const Catalog& catalog, const
   return add_leaf_spine(c, catalog, prefix, groups, oversubscription, edge_link, fabric_link);
 }
 
+std::vector<NodeId> add_three_level(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                    const std::vector<std::vector<NodeId>>& groups, int leaves_per_pod,
+                                    double pod_oversubscription, double core_oversubscription,
+                                    std::string_view edge_link, std::string_view fabric_link) {
+  positive(leaves_per_pod, "leaves per pod");
+  for (double o : {pod_oversubscription, core_oversubscription}) {
+    if (!(o >= 1.0) || !std::isfinite(o)) throw GraphError("fat tree oversubscription must be >= 1, got " + std::to_string(o));
+  }
+  std::size_t widest = 0;
+  for (const auto& g : groups) widest = std::max(widest, g.size());
+  if (widest == 0) throw GraphError("a fat tree needs endpoints");
+  const LinkSpec& edge = catalog.link(edge_link);
+  const LinkSpec& fabric = catalog.link(fabric_link);
+  const std::size_t per_pod = static_cast<std::size_t>(leaves_per_pod);
+  const std::size_t pods = (groups.size() + per_pod - 1) / per_pod;
+  const auto spines = static_cast<std::size_t>(std::ceil(static_cast<double>(widest) / pod_oversubscription - 1e-9));
+  const auto cores = static_cast<std::size_t>(std::ceil(static_cast<double>(per_pod) / core_oversubscription - 1e-9));
+  std::vector<std::vector<NodeId>> core(spines);  // core[j][c]: plane j
+  for (std::size_t j = 0; j < spines; ++j) {
+    for (std::size_t k = 0; k < cores; ++k) {
+      core[j].push_back(c.add_node(NodeKind::kSwitch, prefix + ".core" + std::to_string(j) + "." + std::to_string(k), "core"));
+    }
+  }
+  std::vector<NodeId> leaves;
+  for (std::size_t p = 0; p < pods; ++p) {
+    std::vector<NodeId> spine(spines);
+    for (std::size_t j = 0; j < spines; ++j) {
+      spine[j] = c.add_node(NodeKind::kSwitch, prefix + ".pod" + std::to_string(p) + ".spine" + std::to_string(j), "spine");
+      for (NodeId k : core[j]) join(c, spine[j], k, fabric);
+    }
+    for (std::size_t f = p * per_pod; f < std::min(groups.size(), (p + 1) * per_pod); ++f) {
+      const NodeId leaf = c.add_node(NodeKind::kSwitch, prefix + ".leaf" + std::to_string(f), "leaf");
+      for (NodeId e : groups[f]) join(c, e, leaf, edge);
+      for (NodeId s : spine) join(c, leaf, s, fabric);
+      leaves.push_back(leaf);
+    }
+  }
+  return leaves;
+}
+
 }  // namespace ddlsim

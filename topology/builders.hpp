@@ -49,6 +49,16 @@ std::vector<NodeId> add_leaf_spine(Cluster& c, const Catalog& catalog, const std
                                    const std::vector<std::vector<NodeId>>& groups, double oversubscription,
                                    std::string_view edge_link, std::string_view fabric_link);
 
+/// A three-level Clos (leaf / spine / core): leaf i serves groups[i]; every
+/// `leaves_per_pod` consecutive leaves form a pod with its own spines (one per leaf
+/// uplink, ceil(largest group / pod_oversubscription) of them); spine j of every pod
+/// links to each core of plane j, and a plane has ceil(leaves_per_pod /
+/// core_oversubscription) cores. Names: "<prefix>.pod<p>.spine<j>", "<prefix>.core<j>.<c>".
+std::vector<NodeId> add_three_level(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                    const std::vector<std::vector<NodeId>>& groups, int leaves_per_pod,
+                                    double pod_oversubscription, double core_oversubscription,
+                                    std::string_view edge_link, std::string_view fabric_link);
+
 /// Rail-optimized leaf/spine fabric over servers (nodes[s] = the GPUs or NICs of server
 /// s, all of one size G): GPU i of every server hangs off a leaf of rail i, up to
 /// `servers_per_leaf` servers per leaf, and all leaves share

@@ -1,0 +1,94 @@
+#include "topology/presets.hpp"
+
+#include "support/input_error.hpp"
+#include "support/strings.hpp"
+#include "topology/builders.hpp"
+
+namespace ddlsim {
+namespace {
+
+struct GpuPreset {
+  const char* accelerator;
+  const char* nic;
+  int servers_per_leaf;
+};
+
+Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) {
+  const int nodes = o.nodes.value_or(1);
+  if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
+  const std::string acc = o.accelerator.value_or(p.accelerator);
+  const std::string nic = o.nic.value_or(p.nic);
+  Cluster c;
+  std::vector<std::vector<NodeId>> servers;
+  for (int n = 0; n < nodes; ++n) servers.push_back(add_nvswitch_node(c, catalog, "node" + std::to_string(n), acc, 8));
+  if (nodes > 1) add_rail_optimized(c, catalog, "net", servers, p.servers_per_leaf, 1.0, nic, nic);
+  return c;
+}
+
+Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
+  const int nodes = o.nodes.value_or(1);
+  if (nodes <= 0 || nodes > 3072) throw InputError("nodes: expected 1 to 3072, got " + std::to_string(nodes));
+  const std::string acc = o.accelerator.value_or("h100-sxm");
+  const std::string nic = o.nic.value_or("eth-400g");
+  Cluster c;
+  std::vector<std::vector<NodeId>> racks;  // 2 servers = 16 GPUs per rack switch
+  for (int n = 0; n < nodes; ++n) {
+    const auto gpus = add_nvswitch_node(c, catalog, "node" + std::to_string(n), acc, 8);
+    if (n % 2 == 0) racks.emplace_back();
+    racks.back().insert(racks.back().end(), gpus.begin(), gpus.end());
+  }
+  if (nodes > 1) add_three_level(c, catalog, "net", racks, 192, 1.0, 7.0, nic, nic);
+  return c;
+}
+
+Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vector<int> dims, const PresetOptions& o) {
+  if (o.nodes) throw InputError("nodes: TPU presets take dims (e.g. 4x4x8), not nodes");
+  if (o.nic) throw InputError("nic: TPU presets have no NIC to replace");
+  if (o.dims) dims = *o.dims;
+  bool cubes = true;
+  for (int d : dims) cubes = cubes && d % 4 == 0;
+  Cluster c;
+  add_torus(c, catalog, "chip", o.accelerator.value_or(chip), dims, std::vector<bool>(dims.size(), cubes), link);
+  return c;
+}
+
+}  // namespace
+
+std::vector<PresetInfo> preset_list() {
+  return {
+      {"dgx-a100", "DGX A100 servers (8 x A100 80GB, NVSwitch), HDR per GPU, rail-optimized, 20 servers per leaf"},
+      {"dgx-h100", "DGX H100 servers (8 x H100, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
+      {"dgx-b200", "DGX B200 servers (8 x B200, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
+      {"llama3-roce", "Meta Llama 3: 8 x H100 servers, 400 GbE RoCE per GPU, 3-level Clos, 1:7 between pods"},
+      {"gb200-nvl72", "GB200 NVL72: 72 B200 in one NVLink 5 domain"},
+      {"tpu-v3-pod", "TPU v3 2D torus (default 32x32)"},
+      {"tpu-v4-pod", "TPU v4 3D torus (default 16x16x16, from 4x4x4 cubes)"},
+      {"tpu-v5p-pod", "TPU v5p 3D torus (default 16x20x28)"},
+  };
+}
+
+Cluster build_preset(const Catalog& catalog, std::string_view name, const PresetOptions& o) {
+  if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", 20}, o);
+  if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", 32}, o);
+  if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", 32}, o);
+  if (name == "llama3-roce") return llama3(catalog, o);
+  if (name == "gb200-nvl72") {
+    if (o.nodes && *o.nodes != 1) throw InputError("nodes: gb200-nvl72 is one NVL72 rack; joining racks is not modelled yet");
+    if (o.dims || o.nic) throw InputError("gb200-nvl72 takes no dims or nic");
+    Cluster c;
+    add_nvswitch_node(c, catalog, "nvl72", o.accelerator.value_or("b200"), 72, "nvlink5");
+    return c;
+  }
+  if (name == "tpu-v3-pod") return tpu(catalog, "tpu-v3", "ici-v3", {32, 32}, o);
+  if (name == "tpu-v4-pod") return tpu(catalog, "tpu-v4", "ici-v4", {16, 16, 16}, o);
+  if (name == "tpu-v5p-pod") return tpu(catalog, "tpu-v5p", "ici-v5p", {16, 20, 28}, o);
+  std::vector<std::string> names;
+  std::string list;
+  for (const auto& p : preset_list()) {
+    names.push_back(p.name);
+    list += (list.empty() ? "" : ", ") + p.name;
+  }
+  throw InputError("unknown preset '" + std::string(name) + "'" + did_you_mean(name, names) + "; presets: " + list);
+}
+
+}  // namespace ddlsim

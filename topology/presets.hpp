@@ -1,0 +1,48 @@
+// Presets: the reference machines of shared/hardware.md, built from the builders.
+//
+//   dgx-a100     8 x A100 80GB per server on NVSwitch (NVLink 3), one HDR NIC per GPU;
+//                servers joined rail-optimized, 20 per leaf (a SuperPOD scalable unit),
+//                full bisection (Selene-like up to one SU per leaf group)
+//   dgx-h100     8 x H100 on NVSwitch (NVLink 4), one NDR NIC per GPU; rail-optimized,
+//                32 servers per leaf (a SuperPOD SU), full bisection
+//   dgx-b200     8 x B200 on NVSwitch (NVLink 5), one NDR NIC per GPU; as dgx-h100
+//   llama3-roce  Meta's Llama 3 cluster: 8 x H100 per server, 400 GbE RoCE per GPU,
+//                16 GPUs per rack switch, 192 racks per pod at full bisection, pods
+//                joined with 1:7 oversubscription
+//   gb200-nvl72  72 B200 in one NVLink 5 domain (one rack)
+//   tpu-v3-pod   TPU v3 2D torus, 32 x 32 by default
+//   tpu-v4-pod   TPU v4 3D torus, 16 x 16 x 16 by default (4x4x4 cubes)
+//   tpu-v5p-pod  TPU v5p 3D torus, 16 x 20 x 28 by default
+// TPU slices wrap around only when every dimension is a multiple of 4 (made of full
+// cubes); smaller slices are meshes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "topology/catalog.hpp"
+#include "topology/cluster.hpp"
+
+namespace ddlsim {
+
+struct PresetOptions {
+  std::optional<int> nodes;                // servers (GPU presets); default 1
+  std::optional<std::string> accelerator;  // catalog id replacing the preset's accelerator
+  std::optional<std::string> nic;          // catalog link id replacing the scale-out link
+  std::optional<std::vector<int>> dims;    // TPU slice shape
+};
+
+struct PresetInfo {
+  std::string name;
+  std::string summary;
+};
+
+std::vector<PresetInfo> preset_list();
+
+/// Builds a preset; throws InputError for an unknown name (with a suggestion) or an
+/// option the preset does not take.
+Cluster build_preset(const Catalog& catalog, std::string_view name, const PresetOptions& options);
+
+}  // namespace ddlsim
