@@ -5,6 +5,7 @@
 #include "sim/core/errors.hpp"
 #include "topology/builders.hpp"
 #include "topology/presets.hpp"
+#include "topology/stats.hpp"
 #include "topology/routing.hpp"
 
 using namespace ddlsim;
@@ -221,4 +222,31 @@ TEST_CASE("preset errors name the problem") {
   CHECK_THROWS_WITH_AS(build_preset(cat, "tpu-v4-pod", with_nodes(2)),
                        "nodes: TPU presets take dims (e.g. 4x4x8), not nodes", std::exception);
   CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", with_nodes(0)), "nodes: expected 1 to 4096, got 0", std::exception);
+}
+
+TEST_CASE("topology stats against closed forms") {
+  // Expected: a k-ary n-torus cut in half across its first dimension loses 2 k^(n-1)
+  // cables (k^(n-1) without wraparound): for 4x4x4 at 45 GB/s, 2 x 16 x 45 = 1440 GB/s
+  // (720 as a mesh). Its diameter is n floor(k/2) = 6 hops (n (k-1) = 9 as a mesh).
+  // Four DGX H100 have full bisection: 16 GPUs x 50 GB/s = 800 GB/s between the halves,
+  // each GPU injects 450 + 50 = 500 GB/s, and the farthest GPUs are 4 hops apart.
+  const Catalog cat = Catalog::builtin();
+  for (bool wrap : {true, false}) {
+    Cluster c;
+    add_torus(c, cat, "t", "tpu-v4", {4, 4, 4}, {wrap, wrap, wrap}, "ici-v4");
+    const TopologyStats s = topology_stats(c);
+    CHECK(s.bisection_gbytes_per_s == Approx(wrap ? 1440.0 : 720.0));
+    CHECK(s.diameter_hops == (wrap ? 6u : 9u));
+    CHECK(s.diameter_exact);
+    CHECK(s.links_by_kind.at("ici-v4").cables == (wrap ? 192u : 144u));
+  }
+  const TopologyStats h = topology_stats(build_preset(cat, "dgx-h100", with_nodes(4)));
+  CHECK(h.bisection_gbytes_per_s == Approx(800.0));
+  CHECK(h.injection_min_gbytes_per_s == Approx(500.0));
+  CHECK(h.injection_max_gbytes_per_s == Approx(500.0));
+  CHECK(h.diameter_hops == 4);
+  CHECK(h.nodes_by_kind.at("accelerator") == 32);
+  CHECK(h.nodes_by_kind.at("switch") == 16);
+  CHECK(h.accelerators_by_model.at("h100-sxm") == 32);
+  CHECK(h.links_by_kind.at("ib-ndr").cables == 64);
 }

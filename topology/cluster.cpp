@@ -2,6 +2,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/push_relabel_max_flow.hpp>
 #include <cmath>
 #include <unordered_map>
 
@@ -114,6 +115,39 @@ std::vector<LinkId> Cluster::hop_tree(NodeId src) const {
   boost::breadth_first_search(impl_->graph, boost::vertex(src.value, impl_->graph),
                               boost::visitor(TreeRecorder(tree)));
   return tree;
+}
+
+BytesPerSecond Cluster::max_flow(const std::vector<NodeId>& from, const std::vector<NodeId>& to) const {
+  // A flow network of the directed links plus a super-source feeding every `from` node
+  // and a super-sink drained by every `to` node, in GB/s to keep the numbers well scaled.
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  using FlowGraph = boost::adjacency_list<
+      boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+      boost::property<boost::edge_capacity_t, double,
+                      boost::property<boost::edge_residual_capacity_t, double,
+                                      boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
+  const std::size_t n = impl_->nodes.size();
+  FlowGraph g(n + 2);
+  auto capacity = boost::get(boost::edge_capacity, g);
+  auto reverse = boost::get(boost::edge_reverse, g);
+  auto add = [&](std::size_t u, std::size_t v, double cap) {
+    const auto e = boost::add_edge(u, v, g).first;
+    const auto r = boost::add_edge(v, u, g).first;
+    capacity[e] = cap;
+    capacity[r] = 0.0;
+    reverse[e] = r;
+    reverse[r] = e;
+  };
+  double total_in = 0.0;
+  for (const Link& l : impl_->links) {
+    add(l.from.value, l.to.value, l.bandwidth.value() / 1e9);
+    total_in += l.bandwidth.value() / 1e9;
+  }
+  const std::size_t source = n, sink = n + 1;
+  for (NodeId s : from) add(source, s.value, total_in);
+  for (NodeId t : to) add(t.value, sink, total_in);
+  const double flow = boost::push_relabel_max_flow(g, source, sink);
+  return BytesPerSecond(flow * 1e9);
 }
 
 void Cluster::validate() const {

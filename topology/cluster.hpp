@@ -73,6 +73,11 @@ class Cluster {
   /// equally short paths go to the link added first.
   [[nodiscard]] std::vector<LinkId> hop_tree(NodeId src) const;
 
+  /// The largest rate at which the `from` nodes together can send to the `to` nodes,
+  /// each directed link carrying at most its bandwidth (maximum flow, push-relabel). With
+  /// the accelerators split in two halves this is the bisection bandwidth of that split.
+  [[nodiscard]] BytesPerSecond max_flow(const std::vector<NodeId>& from, const std::vector<NodeId>& to) const;
+
   /// Checks that the graph can carry traffic: at least one accelerator, and every
   /// accelerator reaches every other. Throws GraphError naming the first unreachable pair.
   void validate() const;

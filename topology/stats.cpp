@@ -1,0 +1,73 @@
+#include "topology/stats.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+
+namespace ddlsim {
+namespace {
+
+// Longest hop distance from src to any accelerator (breadth-first over out_links).
+std::size_t eccentricity(const Cluster& c, const std::vector<std::vector<NodeId>>& next, NodeId src) {
+  std::vector<std::uint32_t> dist(c.node_count(), std::numeric_limits<std::uint32_t>::max());
+  std::deque<NodeId> queue{src};
+  dist[src.value] = 0;
+  while (!queue.empty()) {
+    const NodeId u = queue.front();
+    queue.pop_front();
+    for (NodeId v : next[u.value]) {
+      if (dist[v.value] == std::numeric_limits<std::uint32_t>::max()) {
+        dist[v.value] = dist[u.value] + 1;
+        queue.push_back(v);
+      }
+    }
+  }
+  std::size_t far = 0;
+  for (NodeId a : c.accelerators()) far = std::max<std::size_t>(far, dist[a.value]);
+  return far;
+}
+
+}  // namespace
+
+TopologyStats topology_stats(const Cluster& c) {
+  TopologyStats s;
+  for (std::size_t i = 0; i < c.node_count(); ++i) {
+    const Node& n = c.node(NodeId(static_cast<std::uint32_t>(i)));
+    ++s.nodes_by_kind[std::string(node_kind_name(n.kind))];
+    if (n.kind == NodeKind::kAccelerator) ++s.accelerators_by_model[n.model];
+  }
+  for (std::size_t l = 0; l < c.link_count(); l += 2) {
+    const Link& link = c.link(LinkId(static_cast<std::uint32_t>(l)));
+    LinkGroup& g = s.links_by_kind[link.kind];
+    if (g.cables++ == 0) g.gbytes_per_s = link.bandwidth.value() / 1e9;
+  }
+  std::vector<std::vector<NodeId>> next(c.node_count());
+  for (std::size_t l = 0; l < c.link_count(); ++l) {
+    const Link& link = c.link(LinkId(static_cast<std::uint32_t>(l)));
+    next[link.from.value].push_back(link.to);
+  }
+  const auto acc = c.accelerators();
+  if (acc.empty()) return s;
+  s.injection_min_gbytes_per_s = std::numeric_limits<double>::infinity();
+  for (NodeId a : acc) {
+    double out = 0;
+    for (LinkId l : c.out_links(a)) out += c.link(l).bandwidth.value() / 1e9;
+    s.injection_min_gbytes_per_s = std::min(s.injection_min_gbytes_per_s, out);
+    s.injection_max_gbytes_per_s = std::max(s.injection_max_gbytes_per_s, out);
+  }
+  constexpr std::size_t kExact = 4096, kSample = 64;
+  const std::size_t sources = acc.size() <= kExact ? acc.size() : kSample;
+  s.diameter_exact = acc.size() <= kExact;
+  for (std::size_t i = 0; i < sources; ++i) {
+    const std::size_t pick = s.diameter_exact ? i : i * (acc.size() - 1) / (kSample - 1);
+    s.diameter_hops = std::max(s.diameter_hops, eccentricity(c, next, acc[pick]));
+  }
+  if (acc.size() >= 2) {
+    const auto half = static_cast<std::ptrdiff_t>(acc.size() / 2);
+    const std::vector<NodeId> first(acc.begin(), acc.begin() + half), second(acc.begin() + half, acc.end());
+    s.bisection_gbytes_per_s = c.max_flow(first, second).value() / 1e9;
+  }
+  return s;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,31 @@
+// What `ddlsim topology` reports about a cluster.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "topology/cluster.hpp"
+
+namespace ddlsim {
+
+struct LinkGroup {
+  std::size_t cables = 0;       // physical links (each two directed links)
+  double gbytes_per_s = 0;      // per direction, of one cable (the first of its kind)
+};
+
+struct TopologyStats {
+  std::map<std::string, std::size_t> nodes_by_kind;    // "accelerator", "switch", ...
+  std::map<std::string, std::size_t> accelerators_by_model;
+  std::map<std::string, LinkGroup> links_by_kind;      // by catalog link id
+  double injection_min_gbytes_per_s = 0;  // an accelerator's total outgoing bandwidth, over accelerators
+  double injection_max_gbytes_per_s = 0;
+  std::size_t diameter_hops = 0;          // longest shortest path between two accelerators
+  bool diameter_exact = true;             // false: searched from a sample of sources only
+  double bisection_gbytes_per_s = 0;      // max flow from the first to the second half of the accelerators
+};
+
+/// Computes the stats. The diameter is exact up to 4096 accelerators and searched from
+/// 64 evenly spaced sources beyond (a lower bound, flagged).
+TopologyStats topology_stats(const Cluster& c);
+
+}  // namespace ddlsim
