@@ -16,6 +16,10 @@ Commands:
   run [SCENARIO.json]   Replay every strategy of a scenario on its cluster and report step
                         time, compute utilization, exposed communication and peak memory.
                         Without a file, runs the embedded default scenario.
+  topology --preset NAME
+                        Build a cluster (DGX A100/H100/B200, Llama 3 RoCE, GB200 NVL72,
+                        TPU pods) and describe it: links, injection bandwidth, diameter,
+                        bisection bandwidth.
   help COMMAND          Show the help of one command (same as COMMAND --help).
 
 Examples:
@@ -23,6 +27,7 @@ Examples:
   ddlsim run scenarios/default.json --json          # machine-readable report
   ddlsim run my.json --set cluster.devices=64       # what if the cluster were 64 devices?
   ddlsim run --strategy dp-overlap-bucket-6 --trace step.json   # open in ui.perfetto.dev
+  ddlsim topology --preset dgx-h100 --nodes 32      # a DGX H100 SuperPOD scalable unit
 
 Exit status: 0 success; 1 an output file could not be written (or an internal error);
 2 invalid input (command line, scenario), with one line on stderr saying what and where.
@@ -51,12 +56,14 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return kExitOk;
     }
     if (rest[0] == "run") return run_command({"--help"}, out, err);
-    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run)\n";
+    if (rest[0] == "topology") return topology_command({"--help"}, out, err);
+    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, topology)\n";
     return kExitBadInput;
   }
   if (cmd == "run") return run_command(rest, out, err);
+  if (cmd == "topology") return topology_command(rest, out, err);
   err << "ddlsim: unknown command '" << cmd << "'" << (cmd.rfind('-', 0) == 0 ? " (an option before the command?)" : "")
-      << "; commands: run, help (see 'ddlsim --help')\n";
+      << "; commands: run, topology, help (see 'ddlsim --help')\n";
   return kExitBadInput;
 }
 

@@ -8,5 +8,6 @@
 namespace ddlsim {
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int topology_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace ddlsim

@@ -346,3 +346,39 @@ TEST_CASE("concurrent transfers get their own trace lanes, so complete events on
     }
   }
 }
+
+TEST_CASE("ddlsim topology describes a preset") {
+  // Expected: four DGX H100 (see test_topology for the closed forms): 32 accelerators,
+  // 16 switches, 64 NDR cables, 500 GB/s injection, 4 hops, 800 GB/s bisection.
+  auto r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--nodes", "4", "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("nodes_by_kind").at("accelerator") == 32);
+  CHECK(j.at("nodes_by_kind").at("switch") == 16);
+  CHECK(j.at("links_by_kind").at("ib-ndr").at("cables") == 64);
+  CHECK(j.at("injection_min_gbytes_per_s").get<double>() == Approx(500));
+  CHECK(j.at("diameter_hops") == 4);
+  CHECK(j.at("bisection_gbytes_per_s").get<double>() == Approx(800));
+  r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--nodes", "4"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("16 switches;") != std::string::npos);
+  r = ddlsim_cmd({"topology", "--list"});
+  CHECK(r.out.find("tpu-v4-pod") != std::string::npos);
+}
+
+TEST_CASE("ddlsim topology: bad input is one line and status 2") {
+  // Expected: the exact line for each mistake.
+  auto r = ddlsim_cmd({"topology", "--preset", "tpu-v4-pod", "--dims", "4xx4"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim topology: --dims: expected sizes from 1 to 4096 joined by 'x', like 4x4x8, got '4xx4'\n");
+  r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--nic", "ib-ndrr"});
+  CHECK(r.status == 2);
+  CHECK(r.err.rfind("ddlsim topology: unknown link 'ib-ndrr' (did you mean 'ib-ndr'?)", 0) == 0);
+  r = ddlsim_cmd({"topology"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim topology: --preset: required (see --list for the names)\n");
+  Scratch s;
+  r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--catalog", s.write("c.json", R"({"links": {"ib-ndr": {"gbytes_per_s": 0}}})")});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("links.ib-ndr.gbytes_per_s: expected a number from 1e-06 to 1e+06, got 0") != std::string::npos);
+}

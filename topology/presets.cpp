@@ -18,6 +18,7 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
   if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
   const std::string acc = o.accelerator.value_or(p.accelerator);
   const std::string nic = o.nic.value_or(p.nic);
+  (void)catalog.link(nic);  // checked even when one server needs no network
   Cluster c;
   std::vector<std::vector<NodeId>> servers;
   for (int n = 0; n < nodes; ++n) servers.push_back(add_nvswitch_node(c, catalog, "node" + std::to_string(n), acc, 8));
@@ -30,6 +31,7 @@ Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
   if (nodes <= 0 || nodes > 3072) throw InputError("nodes: expected 1 to 3072, got " + std::to_string(nodes));
   const std::string acc = o.accelerator.value_or("h100-sxm");
   const std::string nic = o.nic.value_or("eth-400g");
+  (void)catalog.link(nic);
   Cluster c;
   std::vector<std::vector<NodeId>> racks;  // 2 servers = 16 GPUs per rack switch
   for (int n = 0; n < nodes; ++n) {

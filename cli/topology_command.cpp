@@ -1,0 +1,208 @@
+// `ddlsim topology`: build a cluster from a preset and describe it.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <sstream>
+
+#include "cli/cli.hpp"
+#include "cli/commands.hpp"
+#include "sim/core/errors.hpp"
+#include "support/atomic_file.hpp"
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "topology/presets.hpp"
+#include "topology/stats.hpp"
+
+namespace po = boost::program_options;
+
+namespace ddlsim {
+namespace {
+
+constexpr const char* kTopologyHelp = R"(Usage: ddlsim topology --preset NAME [OPTIONS]
+       ddlsim topology --list
+
+Builds a cluster from a preset and describes it: nodes by kind, cables by link kind,
+injection bandwidth per accelerator (the sum of its links, one direction), diameter (the
+longest shortest path between two accelerators, in hops) and bisection bandwidth (the
+maximum flow from the first half of the accelerators, in rank order, to the second).
+
+Examples:
+  ddlsim topology --list                          # presets, accelerators and links
+  ddlsim topology --preset dgx-h100 --nodes 32    # one DGX H100 SuperPOD scalable unit
+  ddlsim topology --preset tpu-v4-pod --dims 4x4x8 --json
+  ddlsim topology --preset dgx-a100 --nodes 4 --nic ib-ndr --dot a100.dot
+  ddlsim topology --preset dgx-h100 --catalog mine.json --accelerator my-chip
+
+Options)";
+
+std::vector<int> parse_dims(const std::string& text) {
+  std::vector<int> dims;
+  std::size_t start = 0;
+  for (;;) {
+    const auto x = text.find('x', start);
+    const std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    int v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stoi(part, &used);
+      if (used != part.size()) v = 0;
+    } catch (const std::exception&) {
+      v = 0;
+    }
+    if (v <= 0 || v > 4096) throw InputError("--dims: expected sizes from 1 to 4096 joined by 'x', like 4x4x8, got '" + text + "'");
+    dims.push_back(v);
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  if (dims.size() > 4) throw InputError("--dims: at most 4 dimensions, got '" + text + "'");
+  return dims;
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+void print_text(std::ostream& out, const std::string& title, const TopologyStats& s) {
+  out << "topology:   " << title << "\n";
+  out << "nodes:     ";
+  for (const auto& [kind, n] : s.nodes_by_kind) {
+    out << " " << n << " " << kind << (n == 1 ? "" : kind == "switch" ? "es" : "s") << ";";
+  }
+  out << "\naccelerators:";
+  for (const auto& [model, n] : s.accelerators_by_model) out << " " << n << " x " << model << ";";
+  out << "\nlinks:\n";
+  for (const auto& [kind, g] : s.links_by_kind) {
+    char line[128];
+    std::snprintf(line, sizeof line, "  %-14s %8zu cables x %g GB/s per direction\n", kind.c_str(), g.cables,
+                  g.gbytes_per_s);
+    out << line;
+  }
+  out << "injection:  " << fmt(s.injection_min_gbytes_per_s);
+  if (s.injection_max_gbytes_per_s != s.injection_min_gbytes_per_s) out << " to " << fmt(s.injection_max_gbytes_per_s);
+  out << " GB/s per accelerator (sum of its links, one direction)\n";
+  out << "diameter:   " << (s.diameter_exact ? "" : "at least ") << s.diameter_hops << " hops between accelerators"
+      << (s.diameter_exact ? "" : " (searched from 64 sources)") << "\n";
+  out << "bisection:  " << fmt(s.bisection_gbytes_per_s)
+      << " GB/s (max flow from the first half of the accelerators to the second, rank order)\n";
+}
+
+void print_json(std::ostream& out, const std::string& preset, const TopologyStats& s) {
+  nlohmann::ordered_json j;
+  j["preset"] = preset;
+  j["nodes_by_kind"] = s.nodes_by_kind;
+  j["accelerators_by_model"] = s.accelerators_by_model;
+  nlohmann::ordered_json links = nlohmann::ordered_json::object();
+  for (const auto& [kind, g] : s.links_by_kind) links[kind] = {{"cables", g.cables}, {"gbytes_per_s", g.gbytes_per_s}};
+  j["links_by_kind"] = links;
+  j["injection_min_gbytes_per_s"] = s.injection_min_gbytes_per_s;
+  j["injection_max_gbytes_per_s"] = s.injection_max_gbytes_per_s;
+  j["diameter_hops"] = s.diameter_hops;
+  j["diameter_exact"] = s.diameter_exact;
+  j["bisection_gbytes_per_s"] = s.bisection_gbytes_per_s;
+  out << j.dump(2) << "\n";
+}
+
+void write_dot(std::ostream& out, const Cluster& c) {
+  out << "graph cluster {\n  node [fontname=\"Helvetica\"];\n";
+  for (std::size_t i = 0; i < c.node_count(); ++i) {
+    const Node& n = c.node(NodeId(static_cast<std::uint32_t>(i)));
+    out << "  n" << i << " [label=\"" << n.name << "\", shape="
+        << (n.kind == NodeKind::kAccelerator ? "box" : n.kind == NodeKind::kSwitch ? "ellipse" : "diamond") << "];\n";
+  }
+  for (std::size_t l = 0; l < c.link_count(); l += 2) {
+    const Link& link = c.link(LinkId(static_cast<std::uint32_t>(l)));
+    out << "  n" << link.from.value << " -- n" << link.to.value << " [label=\"" << link.kind << "\"];\n";
+  }
+  out << "}\n";
+}
+
+}  // namespace
+
+int topology_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description d(kTopologyHelp);
+  d.add_options()("help,h", "show this help")
+      ("list", "list the presets, and the catalog's accelerators and links")
+      ("preset", po::value<std::string>()->value_name("NAME"), "the machine to build (see --list)")
+      ("nodes", po::value<int>()->value_name("N"), "servers (GPU presets; default 1)")
+      ("dims", po::value<std::string>()->value_name("AxBxC"), "TPU slice shape, e.g. 4x4x8")
+      ("accelerator", po::value<std::string>()->value_name("ID"), "replace the preset's accelerator (catalog id)")
+      ("nic", po::value<std::string>()->value_name("ID"), "replace the preset's scale-out link (catalog id)")
+      ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
+      ("json", "print the description as JSON")
+      ("dot", po::value<std::string>()->value_name("FILE"), "write the cluster in GraphViz dot syntax");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "ddlsim topology: " << e.what() << " (see 'ddlsim topology --help')\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help")) {
+    out << d << "\n";
+    return kExitOk;
+  }
+  try {
+    Catalog catalog = Catalog::builtin();
+    if (vm.count("catalog")) {
+      const std::string path = vm["catalog"].as<std::string>();
+      std::ifstream in(path, std::ios::binary);
+      if (!in) throw InputError("cannot read catalog " + path + ": no such file or not readable");
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      catalog.merge(parse_json(ss.str(), path), path);
+    }
+    if (vm.count("list")) {
+      out << "presets:\n";
+      for (const auto& p : preset_list()) out << "  " << p.name << "  " << p.summary << "\n";
+      out << "accelerators:";
+      for (const auto& a : catalog.accelerator_ids()) out << " " << a;
+      out << "\nlinks:";
+      for (const auto& l : catalog.link_ids()) out << " " << l;
+      out << "\n";
+      return kExitOk;
+    }
+    if (!vm.count("preset")) throw InputError("--preset: required (see --list for the names)");
+    const std::string preset = vm["preset"].as<std::string>();
+    PresetOptions o;
+    if (vm.count("nodes")) o.nodes = vm["nodes"].as<int>();
+    if (vm.count("dims")) o.dims = parse_dims(vm["dims"].as<std::string>());
+    if (vm.count("accelerator")) o.accelerator = vm["accelerator"].as<std::string>();
+    if (vm.count("nic")) o.nic = vm["nic"].as<std::string>();
+    Cluster c;
+    try {
+      c = build_preset(catalog, preset, o);
+      c.validate();
+    } catch (const GraphError& e) {
+      throw InputError(preset + ": " + e.what());
+    }
+    const TopologyStats s = topology_stats(c);
+    if (vm.count("dot")) {
+      AtomicFile f(vm["dot"].as<std::string>());
+      write_dot(f.stream(), c);
+      f.commit();
+    }
+    if (vm.count("json")) {
+      print_json(out, preset, s);
+    } else {
+      print_text(out, preset + (o.nodes ? ", " + std::to_string(*o.nodes) + " nodes" : ""), s);
+    }
+    return kExitOk;
+  } catch (const InputError& e) {
+    err << "ddlsim topology: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    err << "ddlsim topology: out of memory\n";
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    err << "ddlsim topology: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace ddlsim
