@@ -13,6 +13,7 @@
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
+#include "topology/explicit.hpp"
 #include "topology/presets.hpp"
 #include "topology/stats.hpp"
 
@@ -22,6 +23,7 @@ namespace ddlsim {
 namespace {
 
 constexpr const char* kTopologyHelp = R"(Usage: ddlsim topology --preset NAME [OPTIONS]
+       ddlsim topology FILE.json [OPTIONS]      (an explicit topology: nodes and links)
        ddlsim topology --list
 
 Builds a cluster from a preset and describes it: nodes by kind, cables by link kind,
@@ -35,6 +37,8 @@ Examples:
   ddlsim topology --preset tpu-v4-pod --dims 4x4x8 --json
   ddlsim topology --preset dgx-a100 --nodes 4 --nic ib-ndr --dot a100.dot
   ddlsim topology --preset dgx-h100 --catalog mine.json --accelerator my-chip
+  ddlsim topology --preset dgx-h100 --nodes 2 --export two.json   # start an explicit file
+  ddlsim topology two.json                        # describe an explicit topology
 
 Options)";
 
@@ -134,10 +138,14 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       ("nic", po::value<std::string>()->value_name("ID"), "replace the preset's scale-out link (catalog id)")
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
       ("json", "print the description as JSON")
-      ("dot", po::value<std::string>()->value_name("FILE"), "write the cluster in GraphViz dot syntax");
+      ("dot", po::value<std::string>()->value_name("FILE"), "write the cluster in GraphViz dot syntax")
+      ("export", po::value<std::string>()->value_name("FILE"), "write the cluster as an explicit topology (JSON)")
+      ("file", po::value<std::string>()->value_name("FILE"), "an explicit topology JSON file (or give it first)");
+  po::positional_options_description pos;
+  pos.add("file", 1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(d).run(), vm);
+    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     err << "ddlsim topology: " << e.what() << " (see 'ddlsim topology --help')\n";
@@ -167,19 +175,40 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       out << "\n";
       return kExitOk;
     }
-    if (!vm.count("preset")) throw InputError("--preset: required (see --list for the names)");
-    const std::string preset = vm["preset"].as<std::string>();
-    PresetOptions o;
-    if (vm.count("nodes")) o.nodes = vm["nodes"].as<int>();
-    if (vm.count("dims")) o.dims = parse_dims(vm["dims"].as<std::string>());
-    if (vm.count("accelerator")) o.accelerator = vm["accelerator"].as<std::string>();
-    if (vm.count("nic")) o.nic = vm["nic"].as<std::string>();
+    if (vm.count("preset") == vm.count("file")) {
+      throw InputError(vm.count("file") ? "give either --preset or a topology file, not both"
+                                        : "--preset: required, or a topology file (see --list for the presets)");
+    }
     Cluster c;
-    try {
-      c = build_preset(catalog, preset, o);
-      c.validate();
-    } catch (const GraphError& e) {
-      throw InputError(preset + ": " + e.what());
+    std::string preset;
+    PresetOptions o;
+    if (vm.count("file")) {
+      preset = vm["file"].as<std::string>();
+      for (const char* opt : {"nodes", "dims", "accelerator", "nic"}) {
+        if (vm.count(opt)) throw InputError(std::string("--") + opt + ": applies to presets, not to a topology file");
+      }
+      std::ifstream in(preset, std::ios::binary);
+      if (!in) throw InputError("cannot read topology " + preset + ": no such file or not readable");
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      c = read_explicit_topology(parse_json(ss.str(), preset), catalog, preset);
+    } else {
+      preset = vm["preset"].as<std::string>();
+      if (vm.count("nodes")) o.nodes = vm["nodes"].as<int>();
+      if (vm.count("dims")) o.dims = parse_dims(vm["dims"].as<std::string>());
+      if (vm.count("accelerator")) o.accelerator = vm["accelerator"].as<std::string>();
+      if (vm.count("nic")) o.nic = vm["nic"].as<std::string>();
+      try {
+        c = build_preset(catalog, preset, o);
+        c.validate();
+      } catch (const GraphError& e) {
+        throw InputError(preset + ": " + e.what());
+      }
+    }
+    if (vm.count("export")) {
+      AtomicFile f(vm["export"].as<std::string>());
+      f.stream() << write_explicit_topology(c);
+      f.commit();
     }
     const TopologyStats s = topology_stats(c);
     if (vm.count("dot")) {

@@ -59,6 +59,12 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string did_you_mean(std::string_view given, std::span<const std::string> candidates) {
+  // A candidate that starts with what was typed ("h100" for "h100-sxm") is the likeliest.
+  if (given.size() >= 2) {
+    for (const auto& c : candidates) {
+      if (c.size() > given.size() && c.compare(0, given.size(), given) == 0) return " (did you mean '" + c + "'?)";
+    }
+  }
   const std::string* best = nullptr;
   std::size_t best_d = 0;
   for (const auto& c : candidates) {

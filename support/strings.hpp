@@ -14,8 +14,8 @@ bool valid_utf8(std::string_view s);
 /// Edit distance (insertions, deletions, substitutions, neighbour transpositions).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
-/// " (did you mean 'x'?)" for the closest candidate when it is close enough to be a
-/// plausible typo, otherwise an empty string.
+/// " (did you mean 'x'?)" for the first candidate that starts with `given`, else for the
+/// closest one when it is close enough to be a plausible typo, otherwise "".
 std::string did_you_mean(std::string_view given, std::span<const std::string> candidates);
 
 }  // namespace ddlsim

@@ -98,5 +98,5 @@ TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") 
   bad(R"({"link": {}})", "mine.json: link: unknown key (did you mean 'links'?)");
   CHECK(c.accelerator("h100-sxm").memory_bandwidth.value() == Approx(3350e9));
   CHECK_THROWS_WITH_AS((void)c.accelerator("h100"),
-                       doctest::Contains("unknown accelerator 'h100' (did you mean 'h200'?)"), InputError);
+                       doctest::Contains("unknown accelerator 'h100' (did you mean 'h100-sxm'?)"), InputError);
 }

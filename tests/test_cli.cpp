@@ -376,7 +376,7 @@ TEST_CASE("ddlsim topology: bad input is one line and status 2") {
   CHECK(r.err.rfind("ddlsim topology: unknown link 'ib-ndrr' (did you mean 'ib-ndr'?)", 0) == 0);
   r = ddlsim_cmd({"topology"});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim topology: --preset: required (see --list for the names)\n");
+  CHECK(r.err == "ddlsim topology: --preset: required, or a topology file (see --list for the presets)\n");
   Scratch s;
   r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--catalog", s.write("c.json", R"({"links": {"ib-ndr": {"gbytes_per_s": 0}}})")});
   CHECK(r.status == 2);

@@ -1,9 +1,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "sim/core/errors.hpp"
 #include "topology/builders.hpp"
+#include "topology/explicit.hpp"
 #include "topology/presets.hpp"
 #include "topology/stats.hpp"
 #include "topology/routing.hpp"
@@ -249,4 +251,63 @@ TEST_CASE("topology stats against closed forms") {
   CHECK(h.nodes_by_kind.at("switch") == 16);
   CHECK(h.accelerators_by_model.at("h100-sxm") == 32);
   CHECK(h.links_by_kind.at("ib-ndr").cables == 64);
+}
+
+TEST_CASE("explicit topologies: a JSON round trip gives the same cluster") {
+  // Expected: a preset written in the explicit format and read back has the same nodes,
+  // links and stats, and writes the same bytes again.
+  const Catalog cat = Catalog::builtin();
+  const Cluster a = build_preset(cat, "llama3-roce", with_nodes(4));
+  const std::string text = write_explicit_topology(a);
+  const Cluster b = read_explicit_topology(nlohmann::json::parse(text), cat, "t.json");
+  CHECK(b.node_count() == a.node_count());
+  CHECK(b.link_count() == a.link_count());
+  CHECK(write_explicit_topology(b) == text);
+  const auto sa = topology_stats(a), sb = topology_stats(b);
+  CHECK(sb.bisection_gbytes_per_s == Approx(sa.bisection_gbytes_per_s));
+  CHECK(sb.diameter_hops == sa.diameter_hops);
+}
+
+TEST_CASE("explicit topologies: links from the catalog or given, asymmetric links") {
+  // Expected: a link naming nvlink4 gets 450 GB/s and 1 us; a given link keeps its
+  // 100 GB/s forward and 50 GB/s back.
+  const Catalog cat = Catalog::builtin();
+  const Cluster c = read_explicit_topology(nlohmann::json::parse(R"({
+    "nodes": [{"name": "g0", "kind": "accelerator", "model": "h100-sxm"},
+              {"name": "g1", "kind": "accelerator", "model": "h100-sxm"},
+              {"name": "sw", "kind": "switch", "model": "nvswitch"}],
+    "links": [{"a": "g0", "b": "sw", "link": "nvlink4"},
+              {"a": "g1", "b": "sw", "gbytes_per_s": 100, "reverse_gbytes_per_s": 50, "latency_us": 2}]})"),
+                                           cat, "t.json");
+  CHECK(c.link(LinkId(0)).bandwidth.value() == Approx(450e9));
+  CHECK(c.link(LinkId(0)).latency.value() == Approx(1e-6));
+  CHECK(c.link(LinkId(2)).bandwidth.value() == Approx(100e9));
+  CHECK(c.link(LinkId(3)).bandwidth.value() == Approx(50e9));
+  CHECK(c.link(LinkId(2)).kind == "custom");
+}
+
+TEST_CASE("explicit topologies: errors name the element") {
+  // Expected: the exact message for each mistake, prefixed with the file name.
+  const Catalog cat = Catalog::builtin();
+  auto bad = [&](const char* text, const char* message) {
+    INFO(text);
+    CHECK_THROWS_WITH_AS(read_explicit_topology(nlohmann::json::parse(text), cat, "t.json"), message, std::exception);
+  };
+  const std::string two = R"("nodes": [{"name": "g0", "kind": "accelerator", "model": "h100-sxm"},
+                                       {"name": "g1", "kind": "accelerator", "model": "h100-sxm"}])";
+  bad(("{" + two + R"(, "links": [{"a": "g0", "b": "g2", "link": "nvlink4"}]})").c_str(),
+      "t.json: links.0.b: no node named 'g2' (did you mean 'g0'?)");
+  bad(("{" + two + R"(, "links": []})").c_str(), "t.json: accelerator 'g1' cannot reach 'g0': no path of links joins them");
+  bad(("{" + two + R"(, "links": [{"a": "g0", "b": "g0", "link": "nvlink4"}]})").c_str(), "t.json: links.0: joins 'g0' to itself");
+  bad(("{" + two + R"(, "links": [{"a": "g0", "b": "g1"}]})").c_str(), "t.json: links.0.gbytes_per_s: missing (a required field)");
+  bad(("{" + two + R"(, "links": [{"a": "g0", "b": "g1", "gbytes_per_s": 0}]})").c_str(),
+      "t.json: links.0.gbytes_per_s: expected a number from 1e-06 to 1e+06, got 0");
+  bad(R"({"nodes": [{"name": "g0", "kind": "accelerator", "model": "h100-sxm"},
+                    {"name": "g0", "kind": "switch"}], "links": []})",
+      "t.json: nodes.1.name: 'g0' is already the name of nodes.0");
+  bad(R"({"nodes": [{"name": "g0", "kind": "accelerator", "model": "h10"}], "links": []})",
+      "t.json: nodes.0.model: unknown accelerator 'h10' (did you mean 'h100-sxm'?); the catalog has: a100-40gb, a100-80gb, "
+      "b200, h100-sxm, h200, mi300x, p100, tpu-v3, tpu-v4, tpu-v5p, v100-32gb");
+  bad(R"({"nodes": [{"name": "g0", "kind": "gpu"}], "links": []})",
+      "t.json: nodes.0.kind: expected one of \"accelerator\", \"host\", \"nic\", \"switch\", got \"gpu\"");
 }

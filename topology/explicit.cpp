@@ -1,0 +1,137 @@
+#include "topology/explicit.hpp"
+
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "sim/core/errors.hpp"
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "support/strings.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr std::size_t kMaxNodes = 1u << 22;
+
+Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
+  JsonObject root(doc, "");
+  Cluster c;
+  std::vector<std::string> names;
+  std::unordered_map<std::string, std::size_t> index;
+  JsonArray nodes = root.array("nodes");
+  if (nodes.size() == 0) throw InputError("nodes: expected at least one node, got []");
+  if (nodes.size() > kMaxNodes) throw InputError("nodes: at most 4194304 nodes, got " + std::to_string(nodes.size()));
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    JsonObject n = nodes.object(i);
+    std::string name = n.string("name");
+    if (name.empty()) throw InputError(n.field_path("name") + ": expected a non-empty string, got \"\"");
+    const std::string kind = n.choice("kind", {"accelerator", "host", "nic", "switch"});
+    std::string model = n.string_or("model", "");
+    NodeKind k = NodeKind::kSwitch;
+    if (kind == "accelerator") {
+      if (model.empty()) throw InputError(n.field_path("model") + ": an accelerator needs a catalog model");
+      try {
+        (void)catalog.accelerator(model);
+      } catch (const InputError& e) {
+        throw InputError(n.field_path("model") + ": " + e.what());
+      }
+      k = NodeKind::kAccelerator;
+    } else if (kind == "host") {
+      k = NodeKind::kHost;
+    } else if (kind == "nic") {
+      k = NodeKind::kNic;
+    }
+    n.finish();
+    if (const auto [it, fresh] = index.emplace(name, i); !fresh) {
+      throw InputError(n.field_path("name") + ": '" + name + "' is already the name of nodes." + std::to_string(it->second));
+    }
+    names.push_back(name);
+    c.add_node(k, std::move(name), std::move(model));
+  }
+  JsonArray links = root.array("links");
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    JsonObject l = links.object(i);
+    auto end = [&](const char* key) {
+      const std::string name = l.string(key);
+      const auto it = index.find(name);
+      if (it == index.end()) {
+        throw InputError(l.field_path(key) + ": no node named '" + name + "'" + did_you_mean(name, names));
+      }
+      return NodeId(static_cast<std::uint32_t>(it->second));
+    };
+    const NodeId a = end("a");
+    const NodeId b = end("b");
+    if (a == b) throw InputError(l.path() + ": joins '" + names[a.value] + "' to itself");
+    std::string kind = "custom";
+    double gbps = 0, latency_us = 0;
+    bool from_catalog = false;
+    if (l.has("link")) {
+      const std::string id = l.string("link");
+      try {
+        const LinkSpec& spec = catalog.link(id);
+        gbps = spec.bandwidth.value() / 1e9;
+        latency_us = spec.latency.value() * 1e6;
+        kind = id;
+        from_catalog = true;
+      } catch (const InputError& e) {
+        throw InputError(l.field_path("link") + ": " + e.what());
+      }
+    }
+    if (from_catalog) {
+      gbps = l.number_or("gbytes_per_s", 1e-6, 1e6, gbps);
+      latency_us = l.number_or("latency_us", 0.0, 1e6, latency_us);
+    } else {
+      gbps = l.number("gbytes_per_s", 1e-6, 1e6);
+      latency_us = l.number_or("latency_us", 0.0, 1e6, 0.0);
+    }
+    const double reverse = l.number_or("reverse_gbytes_per_s", 1e-6, 1e6, gbps);
+    kind = l.string_or("kind", kind);
+    l.finish();
+    c.connect(a, b, BytesPerSecond(gbps * 1e9), Seconds(latency_us * 1e-6), kind, BytesPerSecond(reverse * 1e9));
+  }
+  root.finish();
+  try {
+    c.validate();
+  } catch (const GraphError& e) {
+    throw InputError(e.what());
+  }
+  return c;
+}
+
+}  // namespace
+
+Cluster read_explicit_topology(const nlohmann::json& doc, const Catalog& catalog, const std::string& source) {
+  try {
+    return read(doc, catalog);
+  } catch (const InputError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+}
+
+std::string write_explicit_topology(const Cluster& c) {
+  nlohmann::ordered_json doc;
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < c.node_count(); ++i) {
+    const Node& n = c.node(NodeId(static_cast<std::uint32_t>(i)));
+    nlohmann::ordered_json j{{"name", n.name}, {"kind", node_kind_name(n.kind)}};
+    if (!n.model.empty()) j["model"] = n.model;
+    nodes.push_back(std::move(j));
+  }
+  nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  for (std::size_t l = 0; l < c.link_count(); l += 2) {
+    const Link& fwd = c.link(LinkId(static_cast<std::uint32_t>(l)));
+    const Link& back = c.link(LinkId(static_cast<std::uint32_t>(l + 1)));
+    nlohmann::ordered_json j{{"a", c.node(fwd.from).name},
+                             {"b", c.node(fwd.to).name},
+                             {"gbytes_per_s", fwd.bandwidth.value() / 1e9},
+                             {"latency_us", fwd.latency.value() * 1e6}};
+    if (back.bandwidth != fwd.bandwidth) j["reverse_gbytes_per_s"] = back.bandwidth.value() / 1e9;
+    j["kind"] = fwd.kind;
+    links.push_back(std::move(j));
+  }
+  doc["nodes"] = std::move(nodes);
+  doc["links"] = std::move(links);
+  return doc.dump(1) + "\n";
+}
+
+}  // namespace ddlsim
