@@ -10,8 +10,8 @@ seconds=${1:-20}
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DDDLSIM_FUZZ=ON -DDDLSIM_TESTS=OFF -DDDLSIM_BENCH=OFF -DDDLSIM_WERROR=OFF >/dev/null
-ninja -C "$build_dir" fuzz_scenario fuzz_set
-for harness in scenario set; do
+ninja -C "$build_dir" fuzz_scenario fuzz_set fuzz_topology fuzz_catalog
+for harness in scenario set topology catalog; do
   work="$build_dir/corpus/$harness"
   mkdir -p "$work"
   echo "fuzz: $harness for ${seconds}s"
@@ -20,7 +20,8 @@ for harness in scenario set; do
     -dict="../fuzz/$harness.dict" -print_final_stats=1 "corpus/$harness" "../fuzz/corpus/$harness" \
     2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|.*(crash|leak|timeout|oom)-)" || true)
   # libFuzzer exits non-zero on a finding; grep above hides it, so look for the artifact.
-  if ls "$build_dir"/crash-* "$build_dir"/leak-* "$build_dir"/timeout-* "$build_dir"/oom-* >/dev/null 2>&1; then
+  if compgen -G "$build_dir/crash-*" >/dev/null || compgen -G "$build_dir/leak-*" >/dev/null ||
+     compgen -G "$build_dir/timeout-*" >/dev/null || compgen -G "$build_dir/oom-*" >/dev/null; then
     echo "fuzz: $harness found a problem; the input is in $build_dir/" >&2
     exit 1
   fi

@@ -1,5 +1,7 @@
 #include "topology/explicit.hpp"
 
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -108,6 +110,18 @@ Cluster read_explicit_topology(const nlohmann::json& doc, const Catalog& catalog
   }
 }
 
+namespace {
+// The number v to write so that reading it back (v * factor) gives exactly `si`: the file
+// must reproduce the cluster bit for bit. si / factor is within a few ulps of such a v.
+double exact_for_reading(double si, double factor) {
+  double v = si / factor;
+  for (int step = 0; step < 8 && v * factor != si; ++step) {
+    v = std::nextafter(v, v * factor < si ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity());
+  }
+  return v * factor == si ? v : si / factor;
+}
+}  // namespace
+
 std::string write_explicit_topology(const Cluster& c) {
   nlohmann::ordered_json doc;
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
@@ -123,9 +137,9 @@ std::string write_explicit_topology(const Cluster& c) {
     const Link& back = c.link(LinkId(static_cast<std::uint32_t>(l + 1)));
     nlohmann::ordered_json j{{"a", c.node(fwd.from).name},
                              {"b", c.node(fwd.to).name},
-                             {"gbytes_per_s", fwd.bandwidth.value() / 1e9},
-                             {"latency_us", fwd.latency.value() * 1e6}};
-    if (back.bandwidth != fwd.bandwidth) j["reverse_gbytes_per_s"] = back.bandwidth.value() / 1e9;
+                             {"gbytes_per_s", exact_for_reading(fwd.bandwidth.value(), 1e9)},
+                             {"latency_us", exact_for_reading(fwd.latency.value(), 1e-6)}};
+    if (back.bandwidth != fwd.bandwidth) j["reverse_gbytes_per_s"] = exact_for_reading(back.bandwidth.value(), 1e9);
     j["kind"] = fwd.kind;
     links.push_back(std::move(j));
   }
