@@ -320,3 +320,62 @@ TEST_CASE("explicit topologies: errors name the element") {
   bad(R"({"nodes": [{"name": "g0", "kind": "gpu"}], "links": []})",
       "t.json: nodes.0.kind: expected one of \"accelerator\", \"host\", \"nic\", \"switch\", got \"gpu\"");
 }
+
+TEST_CASE("dimension-order routing on a torus") {
+  // Expected: in a 4x4 torus from (0,0) to (2,3), dimension 0 first: a tie (2 hops either
+  // way) goes the positive way through (1,0) and (2,0), then one hop the short way round
+  // to (2,3). For every pair of a 4x6x3 torus and mesh the DOR hop count equals the
+  // minimum-hop count.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  const auto chips = add_torus(c, cat, "t", "tpu-v4", {4, 4}, {true, true}, "ici-v4");
+  TorusRouter r(c, chips, {4, 4}, {true, true});
+  const auto& path = r.route(chips[0], chips[2 * 4 + 3]);
+  REQUIRE(path.size() == 3);
+  CHECK(c.node(c.link(path[0]).to).name == "t(1,0)");
+  CHECK(c.node(c.link(path[1]).to).name == "t(2,0)");
+  CHECK(c.node(c.link(path[2]).to).name == "t(2,3)");
+  for (bool wrap : {true, false}) {
+    Cluster t;
+    const std::vector<bool> w(3, wrap);
+    const auto all = add_torus(t, cat, "t", "tpu-v4", {4, 6, 3}, w, "ici-v4");
+    TorusRouter dor(t, all, {4, 6, 3}, w);
+    ShortestPathRouter bfs(t);
+    for (std::size_t s = 0; s < all.size(); s += 7) {
+      for (std::size_t d = 0; d < all.size(); ++d) {
+        const auto& p = dor.route(all[s], all[d]);
+        CHECK(p.size() == bfs.route(all[s], all[d]).size());
+        // the path is connected and ends at the destination
+        NodeId at = all[s];
+        for (LinkId l : p) {
+          CHECK(t.link(l).from == at);
+          at = t.link(l).to;
+        }
+        CHECK(at == all[d]);
+      }
+    }
+  }
+}
+
+TEST_CASE("equal-cost paths in fat trees") {
+  // Expected: 16 accelerators, 8 per leaf, full bisection (8 spines): accelerators under
+  // different leaves have 8 minimum-hop paths (one per spine), under one leaf 1. In four
+  // DGX H100, GPU 0 of node 0 to GPU 1 of node 1 (4 hops) has 6: 4 over the spines of
+  // rail 0 to rail 1, one through node 0's NVSwitch then rail 1, one through rail 0 then
+  // node 1's NVSwitch. A limit caps the set.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  std::vector<NodeId> acc;
+  for (int i = 0; i < 16; ++i) acc.push_back(c.add_node(NodeKind::kAccelerator, "a" + std::to_string(i), "h100-sxm"));
+  add_fat_tree(c, cat, "f", acc, 8, 1.0, "ib-ndr", "ib-ndr");
+  CHECK(shortest_paths(c, acc[0], acc[9]).size() == 8);
+  CHECK(shortest_paths(c, acc[0], acc[5]).size() == 1);
+  CHECK(shortest_paths(c, acc[0], acc[9], 3).size() == 3);
+  CHECK(shortest_paths(c, acc[0], acc[0]).size() == 1);
+  const Cluster h = build_preset(cat, "dgx-h100", with_nodes(4));
+  const auto g = h.accelerators();
+  const auto paths = shortest_paths(h, g[0], g[9]);
+  CHECK(paths.size() == 6);
+  for (const auto& p : paths) CHECK(p.size() == 4);
+  CHECK(shortest_paths(h, g[0], g[9]) == paths);  // deterministic
+}

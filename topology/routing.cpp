@@ -26,3 +26,108 @@ const std::vector<LinkId>& ShortestPathRouter::route(NodeId src, NodeId dst) {
 }
 
 }  // namespace ddlsim
+
+#include <deque>
+#include <limits>
+
+namespace ddlsim {
+
+std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t limit) {
+  // Hop distance to dst over reversed links (links are full duplex, so the reverse of
+  // every link exists); then walk from src along links that bring dst one hop closer.
+  const std::uint32_t far = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> dist(c.node_count(), far);
+  std::deque<NodeId> queue{dst};
+  dist[dst.value] = 0;
+  while (!queue.empty()) {
+    const NodeId u = queue.front();
+    queue.pop_front();
+    for (LinkId l : c.out_links(u)) {
+      const NodeId v = c.link(l).to;  // u -> v exists, so does v -> u: v is one hop further from dst
+      if (dist[v.value] == far) {
+        dist[v.value] = dist[u.value] + 1;
+        queue.push_back(v);
+      }
+    }
+  }
+  std::vector<std::vector<LinkId>> paths;
+  if (dist[src.value] == far) return paths;
+  std::vector<LinkId> path;
+  // Depth-first over the next-hop choices, in link id order.
+  auto walk = [&](auto&& self, NodeId at) -> void {
+    if (paths.size() >= limit) return;
+    if (at == dst) {
+      paths.push_back(path);
+      return;
+    }
+    std::vector<LinkId> out = c.out_links(at);
+    std::sort(out.begin(), out.end());
+    for (LinkId l : out) {
+      const NodeId next = c.link(l).to;
+      if (dist[next.value] + 1 != dist[at.value]) continue;
+      path.push_back(l);
+      self(self, next);
+      path.pop_back();
+    }
+  };
+  walk(walk, src);
+  return paths;
+}
+
+TorusRouter::TorusRouter(const Cluster& c, std::vector<NodeId> chips, std::vector<int> dims, std::vector<bool> wrap)
+    : dims_(std::move(dims)), wrap_(std::move(wrap)) {
+  const std::size_t n = dims_.size();
+  std::size_t total = 1;
+  for (int k : dims_) total *= static_cast<std::size_t>(k);
+  if (n == 0 || wrap_.size() != n || chips.size() != total) throw GraphError("TorusRouter: chips do not match dims");
+  stride_.assign(n, 1);
+  for (std::size_t d = n - 1; d-- > 0;) stride_[d] = stride_[d + 1] * static_cast<std::size_t>(dims_[d + 1]);
+  index_.assign(c.node_count(), std::numeric_limits<std::uint32_t>::max());
+  for (std::size_t i = 0; i < total; ++i) index_[chips[i].value] = static_cast<std::uint32_t>(i);
+  step_.assign(total * n * 2, LinkId{});
+  for (std::size_t i = 0; i < total; ++i) {
+    for (LinkId l : c.out_links(chips[i])) {
+      const std::uint32_t j = index_[c.link(l).to.value];
+      if (j == std::numeric_limits<std::uint32_t>::max()) continue;
+      for (std::size_t d = 0; d < n; ++d) {
+        const auto k = static_cast<std::size_t>(dims_[d]);
+        const std::size_t x = i / stride_[d] % k;
+        const std::size_t plus = (x + 1) % k, minus = (x + k - 1) % k;
+        const std::size_t base = i - x * stride_[d];
+        if (j == base + plus * stride_[d] && (x + 1 < k || wrap_[d])) step_[(i * n + d) * 2] = l;
+        if (j == base + minus * stride_[d] && (x > 0 || wrap_[d])) step_[(i * n + d) * 2 + 1] = l;
+      }
+    }
+  }
+}
+
+const std::vector<LinkId>& TorusRouter::route(NodeId src, NodeId dst) {
+  const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
+  if (const auto it = routes_.find(key); it != routes_.end()) return it->second;
+  const std::size_t n = dims_.size();
+  if (src.value >= index_.size() || dst.value >= index_.size() ||
+      index_[src.value] == std::numeric_limits<std::uint32_t>::max() ||
+      index_[dst.value] == std::numeric_limits<std::uint32_t>::max()) {
+    throw GraphError("TorusRouter: a node that is not a chip of this torus");
+  }
+  std::size_t at = index_[src.value];
+  const std::size_t target = index_[dst.value];
+  std::vector<LinkId> path;
+  for (std::size_t d = 0; d < n; ++d) {
+    const auto k = static_cast<std::size_t>(dims_[d]);
+    std::size_t x = at / stride_[d] % k;
+    const std::size_t y = target / stride_[d] % k;
+    const std::size_t up = (y + k - x) % k;  // hops going +1
+    const bool plus = wrap_[d] ? up <= k - up : y > x;
+    while (x != y) {
+      const LinkId l = step_[(at * n + d) * 2 + (plus ? 0 : 1)];
+      path.push_back(l);
+      const std::size_t nx = plus ? (x + 1) % k : (x + k - 1) % k;
+      at = at - x * stride_[d] + nx * stride_[d];
+      x = nx;
+    }
+  }
+  return routes_.emplace(key, std::move(path)).first->second;
+}
+
+}  // namespace ddlsim

@@ -31,3 +31,29 @@ class ShortestPathRouter {
 };
 
 }  // namespace ddlsim
+
+namespace ddlsim {
+
+/// Every minimum-hop path from src to dst (the equal-cost multi-path set), at most
+/// `limit` of them, in a deterministic order: lexicographic by the links' ids along the
+/// path. Empty when dst cannot be reached; one empty path when src == dst.
+std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t limit = 64);
+
+/// Dimension-order routing on a torus or mesh built by add_torus (chips in its row-major
+/// order): correct dimension 0 first, then 1, ...; around a ring the shorter way, the
+/// positive direction on a tie. Routes are cached like ShortestPathRouter's.
+class TorusRouter {
+ public:
+  TorusRouter(const Cluster& c, std::vector<NodeId> chips, std::vector<int> dims, std::vector<bool> wrap);
+  const std::vector<LinkId>& route(NodeId src, NodeId dst);
+
+ private:
+  std::vector<int> dims_;
+  std::vector<bool> wrap_;
+  std::vector<std::size_t> stride_;
+  std::vector<std::uint32_t> index_;  // node id -> chip index (or max)
+  std::vector<LinkId> step_;          // [chip][dim][0: +1, 1: -1] -> link
+  std::unordered_map<std::uint64_t, std::vector<LinkId>> routes_;
+};
+
+}  // namespace ddlsim
