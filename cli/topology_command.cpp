@@ -29,7 +29,8 @@ constexpr const char* kTopologyHelp = R"(Usage: ddlsim topology --preset NAME [O
 Builds a cluster from a preset and describes it: nodes by kind, cables by link kind,
 injection bandwidth per accelerator (the sum of its links, one direction), diameter (the
 longest shortest path between two accelerators, in hops) and bisection bandwidth (the
-maximum flow from the first half of the accelerators, in rank order, to the second).
+smallest maximum flow between two halves of the accelerators: rank order, and for a
+torus each even dimension cut in half).
 
 Examples:
   ddlsim topology --list                          # presets, accelerators and links
@@ -91,8 +92,8 @@ void print_text(std::ostream& out, const std::string& title, const TopologyStats
   out << " GB/s per accelerator (sum of its links, one direction)\n";
   out << "diameter:   " << (s.diameter_exact ? "" : "at least ") << s.diameter_hops << " hops between accelerators"
       << (s.diameter_exact ? "" : " (searched from 64 sources)") << "\n";
-  out << "bisection:  " << fmt(s.bisection_gbytes_per_s)
-      << " GB/s (max flow from the first half of the accelerators to the second, rank order)\n";
+  out << "bisection:  " << fmt(s.bisection_gbytes_per_s) << " GB/s (max flow between halves of the accelerators; cut: "
+      << s.bisection_cut << ")\n";
 }
 
 void print_json(std::ostream& out, const std::string& preset, const TopologyStats& s) {
@@ -108,6 +109,7 @@ void print_json(std::ostream& out, const std::string& preset, const TopologyStat
   j["diameter_hops"] = s.diameter_hops;
   j["diameter_exact"] = s.diameter_exact;
   j["bisection_gbytes_per_s"] = s.bisection_gbytes_per_s;
+  j["bisection_cut"] = s.bisection_cut;
   out << j.dump(2) << "\n";
 }
 

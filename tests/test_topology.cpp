@@ -242,6 +242,17 @@ TEST_CASE("topology stats against closed forms") {
     CHECK(s.diameter_exact);
     CHECK(s.links_by_kind.at("ici-v4").cables == (wrap ? 192u : 144u));
   }
+  // The smallest halving of a 4x4x8 torus cuts its longest dimension: 2 x 4 x 4 cables
+  // x 45 GB/s = 1440 GB/s (the rank-order halving, across dimension 0, gives 2880).
+  PresetOptions slice;
+  slice.dims = std::vector<int>{4, 4, 8};
+  const Cluster long_torus = build_preset(cat, "tpu-v4-pod", slice);
+  const TopologyStats lt = topology_stats(long_torus);
+  CHECK(lt.bisection_gbytes_per_s == Approx(1440.0));
+  CHECK(lt.bisection_cut == "torus dimension 2");
+  REQUIRE(long_torus.tori().size() == 1);
+  TorusRouter dor(long_torus, long_torus.tori()[0]);
+  CHECK(dor.route(long_torus.accelerators()[0], long_torus.accelerators().back()).size() == 3);
   const TopologyStats h = topology_stats(build_preset(cat, "dgx-h100", with_nodes(4)));
   CHECK(h.bisection_gbytes_per_s == Approx(800.0));
   CHECK(h.injection_min_gbytes_per_s == Approx(500.0));

@@ -90,6 +90,7 @@ std::vector<NodeId> add_torus(Cluster& c, const Catalog& catalog, const std::str
       }
     }
   }
+  c.add_torus_shape(TorusShape{chips, dims, wrap});
   return chips;
 }
 

@@ -33,6 +33,7 @@ struct Cluster::Impl {
   std::vector<Link> links;
   std::vector<NodeId> accelerators;
   std::unordered_map<std::string, NodeId> by_name;
+  std::vector<TorusShape> tori;
 };
 
 Cluster::Cluster() : impl_(std::make_unique<Impl>()) {}
@@ -149,6 +150,9 @@ BytesPerSecond Cluster::max_flow(const std::vector<NodeId>& from, const std::vec
   const double flow = boost::push_relabel_max_flow(g, source, sink);
   return BytesPerSecond(flow * 1e9);
 }
+
+void Cluster::add_torus_shape(TorusShape shape) { impl_->tori.push_back(std::move(shape)); }
+const std::vector<TorusShape>& Cluster::tori() const { return impl_->tori; }
 
 void Cluster::validate() const {
   const auto& acc = impl_->accelerators;

@@ -42,6 +42,14 @@ struct Link {
   std::string kind;  // catalog link id, e.g. "nvlink4", "ib-ndr"
 };
 
+/// A torus or mesh inside a cluster, as add_torus built it: its chips in row-major order
+/// (last dimension fastest), the size of each dimension and whether it wraps around.
+struct TorusShape {
+  std::vector<NodeId> chips;
+  std::vector<int> dims;
+  std::vector<bool> wrap;
+};
+
 class Cluster {
  public:
   Cluster();
@@ -77,6 +85,10 @@ class Cluster {
   /// each directed link carrying at most its bandwidth (maximum flow, push-relabel). With
   /// the accelerators split in two halves this is the bisection bandwidth of that split.
   [[nodiscard]] BytesPerSecond max_flow(const std::vector<NodeId>& from, const std::vector<NodeId>& to) const;
+
+  /// Shapes recorded by builders, for routing and stats that exploit them.
+  void add_torus_shape(TorusShape shape);
+  [[nodiscard]] const std::vector<TorusShape>& tori() const;
 
   /// Checks that the graph can carry traffic: at least one accelerator, and every
   /// accelerator reaches every other. Throws GraphError naming the first unreachable pair.

@@ -45,6 +45,8 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
 class TorusRouter {
  public:
   TorusRouter(const Cluster& c, std::vector<NodeId> chips, std::vector<int> dims, std::vector<bool> wrap);
+  /// For a shape the cluster recorded (Cluster::tori()).
+  TorusRouter(const Cluster& c, const TorusShape& shape) : TorusRouter(c, shape.chips, shape.dims, shape.wrap) {}
   const std::vector<LinkId>& route(NodeId src, NodeId dst);
 
  private:

@@ -66,6 +66,23 @@ TopologyStats topology_stats(const Cluster& c) {
     const auto half = static_cast<std::ptrdiff_t>(acc.size() / 2);
     const std::vector<NodeId> first(acc.begin(), acc.begin() + half), second(acc.begin() + half, acc.end());
     s.bisection_gbytes_per_s = c.max_flow(first, second).value() / 1e9;
+    s.bisection_cut = "rank order";
+    for (const TorusShape& t : c.tori()) {
+      if (t.chips.size() != acc.size()) continue;
+      std::size_t stride = t.chips.size();
+      for (std::size_t d = 0; d < t.dims.size(); ++d) {
+        const auto k = static_cast<std::size_t>(t.dims[d]);
+        stride /= k;
+        if (k % 2 != 0) continue;
+        std::vector<NodeId> low, high;
+        for (std::size_t i = 0; i < t.chips.size(); ++i) (i / stride % k < k / 2 ? low : high).push_back(t.chips[i]);
+        const double flow = c.max_flow(low, high).value() / 1e9;
+        if (flow < s.bisection_gbytes_per_s) {
+          s.bisection_gbytes_per_s = flow;
+          s.bisection_cut = "torus dimension " + std::to_string(d);
+        }
+      }
+    }
   }
   return s;
 }

@@ -21,11 +21,15 @@ struct TopologyStats {
   double injection_max_gbytes_per_s = 0;
   std::size_t diameter_hops = 0;          // longest shortest path between two accelerators
   bool diameter_exact = true;             // false: searched from a sample of sources only
-  double bisection_gbytes_per_s = 0;      // max flow from the first to the second half of the accelerators
+  double bisection_gbytes_per_s = 0;      // the smallest max flow over the candidate halvings
+  std::string bisection_cut;              // which halving gave it
 };
 
 /// Computes the stats. The diameter is exact up to 4096 accelerators and searched from
-/// 64 evenly spaced sources beyond (a lower bound, flagged).
+/// 64 evenly spaced sources beyond (a lower bound, flagged). The bisection is the
+/// smallest maximum flow between two halves of the accelerators over these halvings: the
+/// rank order (first half, second half), and for a torus that holds every accelerator,
+/// each dimension of even size cut in half.
 TopologyStats topology_stats(const Cluster& c);
 
 }  // namespace ddlsim
