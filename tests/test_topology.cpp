@@ -390,3 +390,32 @@ TEST_CASE("equal-cost paths in fat trees") {
   for (const auto& p : paths) CHECK(p.size() == 4);
   CHECK(shortest_paths(h, g[0], g[9]) == paths);  // deterministic
 }
+
+TEST_CASE("a DGX-1 hybrid cube-mesh") {
+  // Expected: 24 NVLinks of 25 GB/s as 16 cables (8 doubled), so every V100 has 6 x 25 =
+  // 150 GB/s of NVLink (shared/hardware.md); GPU 0 and GPU 5 are not neighbours (2 hops);
+  // between the quads {0..3} and {4..7} the cross cables carry 50 + 50 + 25 + 25 = 150
+  // GB/s. Two servers joined over their 4 EDR NICs each.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  std::vector<NodeId> nics;
+  const auto g = add_dgx1_node(c, cat, "d", &nics);
+  CHECK(nics.size() == 4);
+  CHECK(topology_stats(c).links_by_kind.at("nvlink2").cables == 16);
+  for (NodeId gpu : g) {
+    double nvlink = 0;
+    for (LinkId l : c.out_links(gpu)) {
+      if (c.link(l).kind == "nvlink2") nvlink += c.link(l).bandwidth.value();
+    }
+    CHECK(nvlink == Approx(150e9));
+  }
+  ShortestPathRouter r(c);
+  CHECK(r.route(g[0], g[5]).size() == 2);
+  CHECK(r.route(g[0], g[4]).size() == 1);
+  const std::vector<NodeId> low(g.begin(), g.begin() + 4), high(g.begin() + 4, g.end());
+  CHECK(c.max_flow(low, high).value() == Approx(150e9));
+  const Cluster two = build_preset(cat, "dgx1-v100", with_nodes(2));
+  two.validate();
+  CHECK(two.accelerators().size() == 16);
+  CHECK(topology_stats(two).links_by_kind.at("ib-edr").cables == 8 + 4 * 2);
+}

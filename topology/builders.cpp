@@ -33,6 +33,35 @@ std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const 
   return out;
 }
 
+std::vector<NodeId> add_dgx1_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                  std::vector<NodeId>* nics) {
+  const AcceleratorSpec& acc = catalog.accelerator("v100-32gb");
+  const LinkSpec& nv = catalog.link("nvlink2");
+  const LinkSpec& pcie = catalog.link("pcie3");
+  const LinkSpec& edr = catalog.link("ib-edr");
+  std::vector<NodeId> gpus;
+  for (int g = 0; g < 8; ++g) gpus.push_back(c.add_node(NodeKind::kAccelerator, prefix + ".gpu" + std::to_string(g), acc.id));
+  struct Pair {
+    int a, b, links;
+  };
+  constexpr Pair kNvlinks[] = {{0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {1, 2, 2}, {1, 3, 1}, {2, 3, 2},
+                               {4, 5, 1}, {4, 6, 1}, {4, 7, 2}, {5, 6, 2}, {5, 7, 1}, {6, 7, 2},
+                               {0, 4, 2}, {1, 5, 2}, {2, 6, 1}, {3, 7, 1}};
+  for (const Pair& p : kNvlinks) {
+    c.connect(gpus[static_cast<std::size_t>(p.a)], gpus[static_cast<std::size_t>(p.b)], nv.bandwidth * p.links,
+              nv.latency, nv.id);
+  }
+  for (int s = 0; s < 4; ++s) {
+    const NodeId sw = c.add_node(NodeKind::kSwitch, prefix + ".pcie" + std::to_string(s), "pcie-switch");
+    join(c, gpus[static_cast<std::size_t>(2 * s)], sw, pcie);
+    join(c, gpus[static_cast<std::size_t>(2 * s + 1)], sw, pcie);
+    const NodeId nic = c.add_node(NodeKind::kNic, prefix + ".nic" + std::to_string(s), edr.id);
+    join(c, nic, sw, pcie);
+    if (nics) nics->push_back(nic);
+  }
+  return gpus;
+}
+
 std::vector<NodeId> add_pcie_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                   std::string_view accelerator, int gpus, std::string_view pcie) {
   positive(gpus, "GPUs per node");

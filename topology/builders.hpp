@@ -21,6 +21,16 @@ namespace ddlsim {
 std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                       std::string_view accelerator, int gpus, std::string_view link = {});
 
+/// A DGX-1 with V100s: eight GPUs in NVLink 2's hybrid cube-mesh (two fully connected
+/// quads, 0-3 and 4-7, joined 0-4, 1-5, 2-6, 3-7; 24 NVLinks, six per GPU) where the
+/// pairs 0-3, 0-4, 1-2, 1-5, 2-3, 4-7, 5-6 and 6-7 have two links (one cable of twice
+/// the bandwidth). The shape is the white paper's; the doubled pairs are those nvidia-smi
+/// topo -m reports on a DGX-1V (the white paper does not list them). Each pair of GPUs
+/// (0-1, 2-3, 4-5, 6-7) shares a PCIe 3 switch with one EDR NIC ("<prefix>.nic<j>",
+/// returned in `nics` when given).
+std::vector<NodeId> add_dgx1_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                  std::vector<NodeId>* nics = nullptr);
+
 /// One server whose accelerators share a PCIe switch ("<prefix>.pcie") with the host
 /// ("<prefix>.host"): every GPU-to-GPU transfer crosses the switch on `pcie` links.
 std::vector<NodeId> add_pcie_node(Cluster& c, const Catalog& catalog, const std::string& prefix,

@@ -26,6 +26,19 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
   return c;
 }
 
+Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
+  const int nodes = o.nodes.value_or(1);
+  if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
+  if (o.accelerator || o.dims) throw InputError("dgx1-v100 takes no accelerator or dims (its NVLink mesh is V100's)");
+  const std::string nic = o.nic.value_or("ib-edr");
+  (void)catalog.link(nic);
+  Cluster c;
+  std::vector<std::vector<NodeId>> nics(static_cast<std::size_t>(nodes));
+  for (int n = 0; n < nodes; ++n) add_dgx1_node(c, catalog, "node" + std::to_string(n), &nics[static_cast<std::size_t>(n)]);
+  if (nodes > 1) add_rail_optimized(c, catalog, "net", nics, 32, 1.0, nic, nic);
+  return c;
+}
+
 Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
   const int nodes = o.nodes.value_or(1);
   if (nodes <= 0 || nodes > 3072) throw InputError("nodes: expected 1 to 3072, got " + std::to_string(nodes));
@@ -58,6 +71,7 @@ Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vec
 
 std::vector<PresetInfo> preset_list() {
   return {
+      {"dgx1-v100", "DGX-1 servers (8 x V100 in NVLink 2's hybrid cube-mesh), 4 EDR NICs per server, rail-optimized"},
       {"dgx-a100", "DGX A100 servers (8 x A100 80GB, NVSwitch), HDR per GPU, rail-optimized, 20 servers per leaf"},
       {"dgx-h100", "DGX H100 servers (8 x H100, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
       {"dgx-b200", "DGX B200 servers (8 x B200, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
@@ -70,6 +84,7 @@ std::vector<PresetInfo> preset_list() {
 }
 
 Cluster build_preset(const Catalog& catalog, std::string_view name, const PresetOptions& o) {
+  if (name == "dgx1-v100") return dgx1(catalog, o);
   if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", 20}, o);
   if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", 32}, o);
   if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", 32}, o);

@@ -1,5 +1,7 @@
 // Presets: the reference machines of shared/hardware.md, built from the builders.
 //
+//   dgx1-v100    8 x V100 in NVLink 2's hybrid cube-mesh, 4 EDR NICs behind PCIe switches;
+//                servers joined rail-optimized over their NICs, 32 per leaf
 //   dgx-a100     8 x A100 80GB per server on NVSwitch (NVLink 3), one HDR NIC per GPU;
 //                servers joined rail-optimized, 20 per leaf (a SuperPOD scalable unit),
 //                full bisection (Selene-like up to one SU per leaf group)
