@@ -136,6 +136,7 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       ("preset", po::value<std::string>()->value_name("NAME"), "the machine to build (see --list)")
       ("nodes", po::value<int>()->value_name("N"), "servers (GPU presets; default 1)")
       ("dims", po::value<std::string>()->value_name("AxBxC"), "TPU slice shape, e.g. 4x4x8")
+      ("pods", po::value<int>()->value_name("N"), "TPU slices joined over the data-centre network (default 1)")
       ("accelerator", po::value<std::string>()->value_name("ID"), "replace the preset's accelerator (catalog id)")
       ("nic", po::value<std::string>()->value_name("ID"), "replace the preset's scale-out link (catalog id)")
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
@@ -186,7 +187,7 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
     PresetOptions o;
     if (vm.count("file")) {
       preset = vm["file"].as<std::string>();
-      for (const char* opt : {"nodes", "dims", "accelerator", "nic"}) {
+      for (const char* opt : {"nodes", "dims", "pods", "accelerator", "nic"}) {
         if (vm.count(opt)) throw InputError(std::string("--") + opt + ": applies to presets, not to a topology file");
       }
       std::ifstream in(preset, std::ios::binary);
@@ -198,6 +199,7 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       preset = vm["preset"].as<std::string>();
       if (vm.count("nodes")) o.nodes = vm["nodes"].as<int>();
       if (vm.count("dims")) o.dims = parse_dims(vm["dims"].as<std::string>());
+      if (vm.count("pods")) o.pods = vm["pods"].as<int>();
       if (vm.count("accelerator")) o.accelerator = vm["accelerator"].as<std::string>();
       if (vm.count("nic")) o.nic = vm["nic"].as<std::string>();
       try {

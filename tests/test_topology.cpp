@@ -419,3 +419,27 @@ TEST_CASE("a DGX-1 hybrid cube-mesh") {
   CHECK(two.accelerators().size() == 16);
   CHECK(topology_stats(two).links_by_kind.at("ib-edr").cables == 8 + 4 * 2);
 }
+
+TEST_CASE("TPU pods joined over the data-centre network") {
+  // Expected: two 4x4x4 v4 slices: 128 chips, 32 hosts (4 chips each) with one 25 GB/s DCN
+  // link each to one switch; chips of different pods are 4 hops apart at most through the
+  // network (chip, host, DCN switch, host, chip) and the pods exchange at most 16 x 25 =
+  // 400 GB/s: the bisection, across the DCN.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.dims = std::vector<int>{4, 4, 4};
+  o.pods = 2;
+  const Cluster c = build_preset(cat, "tpu-v4-pod", o);
+  c.validate();
+  CHECK(c.accelerators().size() == 128);
+  const TopologyStats s = topology_stats(c);
+  CHECK(s.nodes_by_kind.at("host") == 32);
+  CHECK(s.links_by_kind.at("dcn-tpu-host").cables == 32);
+  CHECK(s.bisection_gbytes_per_s == Approx(400.0));
+  ShortestPathRouter r(c);
+  CHECK(r.route(c.accelerators()[0], c.accelerators()[64]).size() == 4);
+  PresetOptions bad;
+  bad.pods = 2;
+  CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", bad), "pods: only TPU presets are made of pods; use nodes",
+                       std::exception);
+}

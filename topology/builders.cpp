@@ -123,6 +123,20 @@ std::vector<NodeId> add_torus(Cluster& c, const Catalog& catalog, const std::str
   return chips;
 }
 
+void add_pods_over_dcn(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                       const std::vector<std::vector<NodeId>>& pods, std::string_view dcn_link) {
+  const LinkSpec& dcn = catalog.link(dcn_link);
+  const LinkSpec& pcie = catalog.link("pcie4");
+  const NodeId sw = c.add_node(NodeKind::kSwitch, prefix + ".dcn", "dcn");
+  for (std::size_t p = 0; p < pods.size(); ++p) {
+    for (std::size_t i = 0; i < pods[p].size(); i += 4) {
+      const NodeId host = c.add_node(NodeKind::kHost, prefix + ".pod" + std::to_string(p) + ".host" + std::to_string(i / 4), "host");
+      for (std::size_t k = i; k < std::min(pods[p].size(), i + 4); ++k) join(c, pods[p][k], host, pcie);
+      join(c, host, sw, dcn);
+    }
+  }
+}
+
 std::vector<NodeId> add_leaf_spine(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                    const std::vector<std::vector<NodeId>>& groups, double oversubscription,
                                    std::string_view edge_link, std::string_view fabric_link) {

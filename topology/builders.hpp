@@ -44,6 +44,13 @@ std::vector<NodeId> add_torus(Cluster& c, const Catalog& catalog, const std::str
                               std::string_view accelerator, const std::vector<int>& dims,
                               const std::vector<bool>& wrap, std::string_view link);
 
+/// Joins TPU pods (each a torus of chips, from add_torus) over the data-centre network:
+/// every 4 consecutive chips of a pod share a host ("<prefix>.pod<p>.host<h>", PCIe 4
+/// to each chip), and every host has one `dcn_link` to a shared DCN switch
+/// ("<prefix>.dcn"). Traffic between pods crosses host, DCN switch and host.
+void add_pods_over_dcn(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                       const std::vector<std::vector<NodeId>>& pods, std::string_view dcn_link);
+
 /// A two-level fat tree (leaf/spine Clos) over `endpoints` (accelerators or NICs): every
 /// `per_leaf` consecutive endpoints hang off one leaf switch by `edge_link`; each leaf has
 /// ceil(per_leaf / oversubscription) uplinks, one to each spine, on `fabric_link`.

@@ -13,7 +13,12 @@ struct GpuPreset {
   int servers_per_leaf;
 };
 
+void no_pods(const PresetOptions& o) {
+  if (o.pods) throw InputError("pods: only TPU presets are made of pods; use nodes");
+}
+
 Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) {
+  no_pods(o);
   const int nodes = o.nodes.value_or(1);
   if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
   const std::string acc = o.accelerator.value_or(p.accelerator);
@@ -27,6 +32,7 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
 }
 
 Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
+  no_pods(o);
   const int nodes = o.nodes.value_or(1);
   if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
   if (o.accelerator || o.dims) throw InputError("dgx1-v100 takes no accelerator or dims (its NVLink mesh is V100's)");
@@ -40,6 +46,7 @@ Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
 }
 
 Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
+  no_pods(o);
   const int nodes = o.nodes.value_or(1);
   if (nodes <= 0 || nodes > 3072) throw InputError("nodes: expected 1 to 3072, got " + std::to_string(nodes));
   const std::string acc = o.accelerator.value_or("h100-sxm");
@@ -62,8 +69,19 @@ Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vec
   if (o.dims) dims = *o.dims;
   bool cubes = true;
   for (int d : dims) cubes = cubes && d % 4 == 0;
+  const int pods = o.pods.value_or(1);
+  if (pods <= 0 || pods > 64) throw InputError("pods: expected 1 to 64, got " + std::to_string(pods));
   Cluster c;
-  add_torus(c, catalog, "chip", o.accelerator.value_or(chip), dims, std::vector<bool>(dims.size(), cubes), link);
+  if (pods == 1) {
+    add_torus(c, catalog, "chip", o.accelerator.value_or(chip), dims, std::vector<bool>(dims.size(), cubes), link);
+    return c;
+  }
+  std::vector<std::vector<NodeId>> slices;
+  for (int p = 0; p < pods; ++p) {
+    slices.push_back(add_torus(c, catalog, "pod" + std::to_string(p) + ".chip", o.accelerator.value_or(chip), dims,
+                               std::vector<bool>(dims.size(), cubes), link));
+  }
+  add_pods_over_dcn(c, catalog, "net", slices, "dcn-tpu-host");
   return c;
 }
 
@@ -91,7 +109,7 @@ Cluster build_preset(const Catalog& catalog, std::string_view name, const Preset
   if (name == "llama3-roce") return llama3(catalog, o);
   if (name == "gb200-nvl72") {
     if (o.nodes && *o.nodes != 1) throw InputError("nodes: gb200-nvl72 is one NVL72 rack; joining racks is not modelled yet");
-    if (o.dims || o.nic) throw InputError("gb200-nvl72 takes no dims or nic");
+    if (o.dims || o.nic || o.pods) throw InputError("gb200-nvl72 takes no dims, nic or pods");
     Cluster c;
     add_nvswitch_node(c, catalog, "nvl72", o.accelerator.value_or("b200"), 72, "nvlink5");
     return c;

@@ -16,7 +16,9 @@
 //   tpu-v4-pod   TPU v4 3D torus, 16 x 16 x 16 by default (4x4x4 cubes)
 //   tpu-v5p-pod  TPU v5p 3D torus, 16 x 20 x 28 by default
 // TPU slices wrap around only when every dimension is a multiple of 4 (made of full
-// cubes); smaller slices are meshes.
+// cubes); smaller slices are meshes. With pods > 1, that many slices are joined over the
+// data-centre network (4 chips per host, one 25 GB/s DCN link per host), as PaLM's two
+// TPU v4 pods were.
 #pragma once
 
 #include <optional>
@@ -34,6 +36,7 @@ struct PresetOptions {
   std::optional<std::string> accelerator;  // catalog id replacing the preset's accelerator
   std::optional<std::string> nic;          // catalog link id replacing the scale-out link
   std::optional<std::vector<int>> dims;    // TPU slice shape
+  std::optional<int> pods;                 // TPU presets: pods (slices) joined over the DCN; default 1
 };
 
 struct PresetInfo {
