@@ -34,6 +34,7 @@ struct Cluster::Impl {
   std::vector<NodeId> accelerators;
   std::unordered_map<std::string, NodeId> by_name;
   std::vector<TorusShape> tori;
+  std::vector<std::vector<LinkId>> out;  // per node, its outgoing links: a flat index for fast searches
 };
 
 Cluster::Cluster() : impl_(std::make_unique<Impl>()) {}
@@ -46,6 +47,7 @@ NodeId Cluster::add_node(NodeKind kind, std::string name, std::string model) {
   const NodeId id(static_cast<std::uint32_t>(impl_->nodes.size()));
   if (!impl_->by_name.emplace(name, id).second) throw GraphError("two cluster nodes are named '" + name + "'");
   boost::add_vertex(impl_->graph);
+  impl_->out.emplace_back();
   impl_->nodes.push_back(Node{kind, std::move(name), std::move(model)});
   if (kind == NodeKind::kAccelerator) impl_->accelerators.push_back(id);
   return id;
@@ -71,6 +73,8 @@ LinkId Cluster::connect(NodeId a, NodeId b, BytesPerSecond bandwidth, Seconds la
   impl_->links.push_back(Link{b, a, back, latency, std::move(kind)});
   boost::add_edge(a.value, b.value, fwd.value, impl_->graph);
   boost::add_edge(b.value, a.value, fwd.value + 1, impl_->graph);
+  impl_->out[a.value].push_back(fwd);
+  impl_->out[b.value].emplace_back(fwd.value + 1);
   return fwd;
 }
 
@@ -87,14 +91,7 @@ std::optional<NodeId> Cluster::find(std::string_view name) const {
 
 std::span<const NodeId> Cluster::accelerators() const { return impl_->accelerators; }
 
-std::vector<LinkId> Cluster::out_links(NodeId n) const {
-  std::vector<LinkId> out;
-  const auto index = boost::get(boost::edge_index, impl_->graph);
-  for (auto [it, end] = boost::out_edges(n.value, impl_->graph); it != end; ++it) {
-    out.emplace_back(boost::get(index, *it));
-  }
-  return out;
-}
+std::span<const LinkId> Cluster::out_links(NodeId n) const { return impl_->out.at(n.value); }
 
 namespace {
 // Records, for every vertex, the edge by which the search discovered it.

@@ -74,7 +74,7 @@ class Cluster {
   /// Accelerators in the order they were added (their rank order).
   [[nodiscard]] std::span<const NodeId> accelerators() const;
   /// Directed links leaving n, in the order they were added.
-  [[nodiscard]] std::vector<LinkId> out_links(NodeId n) const;
+  [[nodiscard]] std::span<const LinkId> out_links(NodeId n) const;
 
   /// Breadth-first search from src by hop count: for every node, the link by which the
   /// search first reached it (invalid for src and unreachable nodes). Ties between

@@ -9,18 +9,37 @@ namespace ddlsim {
 const std::vector<LinkId>& ShortestPathRouter::route(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
   if (const auto it = routes_.find(key); it != routes_.end()) return it->second;
-  auto tree_it = trees_.find(src.value);
-  if (tree_it == trees_.end()) tree_it = trees_.emplace(src.value, cluster_->hop_tree(src)).first;
-  const std::vector<LinkId>& tree = tree_it->second;
-  std::vector<LinkId> path;
-  for (NodeId at = dst; at != src;) {
-    const LinkId via = tree.at(at.value);
-    if (!via.valid()) {
-      throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
-    }
-    path.push_back(via);
-    at = cluster_->link(via).from;
+  const std::size_t n = cluster_->node_count();
+  if (src.value >= n || dst.value >= n) throw GraphError("route: a node that does not exist");
+  if (seen_.size() != n) {
+    seen_.assign(n, 0);
+    via_.assign(n, LinkId{});
+    epoch_ = 0;
   }
+  if (++epoch_ == 0) {  // the counter wrapped: forget every mark
+    std::fill(seen_.begin(), seen_.end(), 0);
+    epoch_ = 1;
+  }
+  queue_.clear();
+  queue_.push_back(src);
+  seen_[src.value] = epoch_;
+  bool found = src == dst;
+  for (std::size_t head = 0; head < queue_.size() && !found; ++head) {
+    for (LinkId l : cluster_->out_links(queue_[head])) {
+      const NodeId v = cluster_->link(l).to;
+      if (seen_[v.value] == epoch_) continue;
+      seen_[v.value] = epoch_;
+      via_[v.value] = l;
+      if (v == dst) {
+        found = true;
+        break;
+      }
+      queue_.push_back(v);
+    }
+  }
+  if (!found) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
+  std::vector<LinkId> path;
+  for (NodeId at = dst; at != src; at = cluster_->link(via_[at.value]).from) path.push_back(via_[at.value]);
   std::reverse(path.begin(), path.end());
   return routes_.emplace(key, std::move(path)).first->second;
 }
@@ -60,7 +79,7 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
       paths.push_back(path);
       return;
     }
-    std::vector<LinkId> out = c.out_links(at);
+    std::vector<LinkId> out(c.out_links(at).begin(), c.out_links(at).end());
     std::sort(out.begin(), out.end());
     for (LinkId l : out) {
       const NodeId next = c.link(l).to;
