@@ -25,6 +25,10 @@ Scenario read_scenario(const nlohmann::json& doc) {
   s.description = root.string_or("description", "");
 
   JsonObject cluster = root.object("cluster");
+  if (cluster.has("preset")) {
+    throw InputError("cluster.preset: ddlsim run replays the uniform cluster only, until the network models "
+                     "land; 'ddlsim topology SCENARIO.json' describes a preset cluster");
+  }
   s.cluster = read_uniform_cluster(cluster);
 
   JsonObject workload = root.object("workload");

@@ -23,7 +23,8 @@ namespace ddlsim {
 namespace {
 
 constexpr const char* kTopologyHelp = R"(Usage: ddlsim topology --preset NAME [OPTIONS]
-       ddlsim topology FILE.json [OPTIONS]      (an explicit topology: nodes and links)
+       ddlsim topology FILE.json [OPTIONS]      (an explicit topology: nodes and links,
+                                                or a scenario whose cluster names a preset)
        ddlsim topology --list
 
 Builds a cluster from a preset and describes it: nodes by kind, cables by link kind,
@@ -194,7 +195,23 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       if (!in) throw InputError("cannot read topology " + preset + ": no such file or not readable");
       std::ostringstream ss;
       ss << in.rdbuf();
-      c = read_explicit_topology(parse_json(ss.str(), preset), catalog, preset);
+      const nlohmann::json doc = parse_json(ss.str(), preset);
+      if (doc.is_object() && doc.contains("cluster")) {
+        // A scenario: describe its cluster, which must name a preset.
+        const nlohmann::json& section = doc.at("cluster");
+        if (section.is_object() && !section.contains("preset")) {
+          throw InputError(preset + ": cluster: a uniform cluster (devices, device_tflops, ...) is not a graph; "
+                                    "give the cluster a \"preset\" to describe it");
+        }
+        try {
+          JsonObject cluster(section, "cluster");
+          c = read_preset_cluster(cluster, catalog);
+        } catch (const InputError& e) {
+          throw InputError(preset + ": " + e.what());
+        }
+      } else {
+        c = read_explicit_topology(doc, catalog, preset);
+      }
     } else {
       preset = vm["preset"].as<std::string>();
       if (vm.count("nodes")) o.nodes = vm["nodes"].as<int>();

@@ -60,6 +60,8 @@ JsonArray::JsonArray(const nlohmann::json& value, std::string path) : value_(&va
 
 std::size_t JsonArray::size() const { return value_->size(); }
 
+const nlohmann::json& JsonArray::at(std::size_t i) const { return (*value_)[i]; }
+
 JsonObject JsonArray::object(std::size_t i) const {
   return JsonObject((*value_)[i], path_ + "." + std::to_string(i));
 }

@@ -24,6 +24,7 @@ class JsonArray {
   [[nodiscard]] std::size_t size() const;
   [[nodiscard]] const std::string& path() const { return path_; }
   [[nodiscard]] JsonObject object(std::size_t i) const;
+  [[nodiscard]] const nlohmann::json& at(std::size_t i) const;
 
  private:
   const nlohmann::json* value_;

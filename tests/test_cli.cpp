@@ -382,3 +382,29 @@ TEST_CASE("ddlsim topology: bad input is one line and status 2") {
   CHECK(r.status == 2);
   CHECK(r.err.find("links.ib-ndr.gbytes_per_s: expected a number from 1e-06 to 1e+06, got 0") != std::string::npos);
 }
+
+TEST_CASE("ddlsim topology reads a scenario's preset cluster") {
+  // Expected: a scenario whose cluster is {"preset": "tpu-v4-pod", "dims": [4, 4, 8]}
+  // describes 128 chips with the 1440 GB/s bisection of test_topology; ddlsim run refuses
+  // it with one line (it replays the uniform cluster only); a uniform cluster is not a
+  // graph to describe; a bad dims entry names its path.
+  Scratch s;
+  const std::string f = s.write("s.json", R"({"name": "x", "cluster": {"preset": "tpu-v4-pod", "dims": [4, 4, 8]},
+    "workload": {"model": "synthetic", "layers": 1, "forward_gflop_per_layer": 1, "gradient_mib_per_layer": 1},
+    "strategies": [{"name": "dp"}]})");
+  auto r = ddlsim_cmd({"topology", f, "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("nodes_by_kind").at("accelerator") == 128);
+  CHECK(j.at("bisection_gbytes_per_s").get<double>() == Approx(1440));
+  r = ddlsim_cmd({"run", f});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: cluster.preset: ddlsim run replays the uniform cluster only, until the network models "
+                 "land; 'ddlsim topology SCENARIO.json' describes a preset cluster\n");
+  r = ddlsim_cmd({"topology", s.write("u.json", kSmall)});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("cluster: a uniform cluster (devices, device_tflops, ...) is not a graph") != std::string::npos);
+  r = ddlsim_cmd({"topology", s.write("d.json", R"({"cluster": {"preset": "tpu-v4-pod", "dims": [4, 0]}})")});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("d.json: cluster.dims.1: expected up to 4 sizes from 1 to 4096, got 0") != std::string::npos);
+}

@@ -1,6 +1,10 @@
 #include "topology/presets.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "sim/core/errors.hpp"
 #include "support/input_error.hpp"
+#include "support/json_reader.hpp"
 #include "support/strings.hpp"
 #include "topology/builders.hpp"
 
@@ -124,6 +128,45 @@ Cluster build_preset(const Catalog& catalog, std::string_view name, const Preset
     list += (list.empty() ? "" : ", ") + p.name;
   }
   throw InputError("unknown preset '" + std::string(name) + "'" + did_you_mean(name, names) + "; presets: " + list);
+}
+
+Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog) {
+  std::vector<std::string> names;
+  for (const auto& p : preset_list()) names.push_back(p.name);
+  const std::string name = cluster.choice("preset", names);
+  PresetOptions o;
+  if (cluster.has("nodes")) o.nodes = static_cast<int>(std::min<std::int64_t>(cluster.positive_int("nodes"), 1 << 20));
+  if (cluster.has("pods")) o.pods = static_cast<int>(std::min<std::int64_t>(cluster.positive_int("pods"), 1 << 20));
+  cluster.known("dims");
+  if (cluster.has("dims")) {
+    JsonArray dims = cluster.array("dims");
+    std::vector<int> d;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      const nlohmann::json& v = dims.at(i);
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 4096 || dims.size() > 4) {
+        throw InputError(dims.path() + "." + std::to_string(i) + ": expected up to 4 sizes from 1 to 4096, got " + shown(v));
+      }
+      d.push_back(v.get<int>());
+    }
+    if (d.empty()) throw InputError(dims.path() + ": expected at least one size, got []");
+    o.dims = d;
+  }
+  if (cluster.has("accelerator")) o.accelerator = cluster.string("accelerator");
+  if (cluster.has("nic")) o.nic = cluster.string("nic");
+  cluster.known("accelerator");
+  cluster.known("nic");
+  cluster.known("nodes");
+  cluster.known("pods");
+  cluster.finish();
+  try {
+    Cluster c = build_preset(catalog, name, o);
+    c.validate();
+    return c;
+  } catch (const InputError& e) {
+    throw InputError(cluster.path() + ": " + e.what());
+  } catch (const GraphError& e) {
+    throw InputError(cluster.path() + ": " + e.what());
+  }
 }
 
 }  // namespace ddlsim

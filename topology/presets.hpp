@@ -46,6 +46,13 @@ struct PresetInfo {
 
 std::vector<PresetInfo> preset_list();
 
+class JsonObject;
+
+/// Reads a scenario's "cluster" object naming a preset: {"preset": NAME, "nodes": N,
+/// "dims": [A, B, C], "pods": N, "accelerator": ID, "nic": ID} (all but preset optional)
+/// and builds it. Throws InputError naming the JSON path.
+Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog);
+
 /// Builds a preset; throws InputError for an unknown name (with a suggestion) or an
 /// option the preset does not take.
 Cluster build_preset(const Catalog& catalog, std::string_view name, const PresetOptions& options);
