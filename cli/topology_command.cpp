@@ -91,6 +91,11 @@ void print_text(std::ostream& out, const std::string& title, const TopologyStats
   out << "injection:  " << fmt(s.injection_min_gbytes_per_s);
   if (s.injection_max_gbytes_per_s != s.injection_min_gbytes_per_s) out << " to " << fmt(s.injection_max_gbytes_per_s);
   out << " GB/s per accelerator (sum of its links, one direction)\n";
+  if (!s.oversubscription.empty()) {
+    out << "oversubscription:";
+    for (const auto& [role, ratio] : s.oversubscription) out << " " << role << " " << fmt(ratio) << ":1;";
+    out << " (bandwidth toward the endpoints over bandwidth toward the next tier)\n";
+  }
   out << "diameter:   " << (s.diameter_exact ? "" : "at least ") << s.diameter_hops << " hops between accelerators"
       << (s.diameter_exact ? "" : " (searched from 64 sources)") << "\n";
   out << "bisection:  " << fmt(s.bisection_gbytes_per_s) << " GB/s (max flow between halves of the accelerators; cut: "
@@ -107,6 +112,7 @@ void print_json(std::ostream& out, const std::string& preset, const TopologyStat
   j["links_by_kind"] = links;
   j["injection_min_gbytes_per_s"] = s.injection_min_gbytes_per_s;
   j["injection_max_gbytes_per_s"] = s.injection_max_gbytes_per_s;
+  j["oversubscription"] = s.oversubscription;
   j["diameter_hops"] = s.diameter_hops;
   j["diameter_exact"] = s.diameter_exact;
   j["bisection_gbytes_per_s"] = s.bisection_gbytes_per_s;

@@ -253,6 +253,23 @@ TEST_CASE("topology stats against closed forms") {
   REQUIRE(long_torus.tori().size() == 1);
   TorusRouter dor(long_torus, long_torus.tori()[0]);
   CHECK(dor.route(long_torus.accelerators()[0], long_torus.accelerators().back()).size() == 3);
+  // A leaf/spine of 16 endpoints, 8 per leaf, at 2:1: each leaf has 4 uplinks, so the
+  // halves exchange 4 x 50 = 200 GB/s = (N/2) x 50 / 2, and the leaves report 2:1.
+  {
+    Cluster f;
+    std::vector<NodeId> e;
+    for (int i = 0; i < 16; ++i) e.push_back(f.add_node(NodeKind::kAccelerator, "a" + std::to_string(i), "h100-sxm"));
+    add_fat_tree(f, cat, "f", e, 8, 2.0, "ib-ndr", "ib-ndr");
+    const TopologyStats fs = topology_stats(f);
+    CHECK(fs.bisection_gbytes_per_s == Approx(200.0));
+    CHECK(fs.oversubscription.at("leaf") == Approx(2.0));
+  }
+  // Llama 3's pods: 192 leaves per pod under 16 spines, 28 cores per plane: each spine has
+  // 192 links down and 28 up, 192/28 = 6.9:1 (the paper's 1:7); leaves 1:1.
+  {
+    const TopologyStats ls = topology_stats(build_preset(cat, "llama3-roce", with_nodes(4)));
+    CHECK(ls.oversubscription.at("leaf") == Approx(1.0));
+  }
   const TopologyStats h = topology_stats(build_preset(cat, "dgx-h100", with_nodes(4)));
   CHECK(h.bisection_gbytes_per_s == Approx(800.0));
   CHECK(h.injection_min_gbytes_per_s == Approx(500.0));

@@ -3,6 +3,8 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
+#include <algorithm>
+#include <boost/pending/queue.hpp>
 #include <cmath>
 #include <unordered_map>
 
@@ -35,6 +37,10 @@ struct Cluster::Impl {
   std::unordered_map<std::string, NodeId> by_name;
   std::vector<TorusShape> tori;
   std::vector<std::vector<LinkId>> out;  // per node, its outgoing links: a flat index for fast searches
+  // search_path scratch: colours stay white between searches (only touched ones are reset).
+  mutable std::vector<boost::default_color_type> color;
+  mutable std::vector<LinkId> via;
+  mutable std::vector<std::uint32_t> touched;
 };
 
 Cluster::Cluster() : impl_(std::make_unique<Impl>()) {}
@@ -146,6 +152,57 @@ BytesPerSecond Cluster::max_flow(const std::vector<NodeId>& from, const std::vec
   for (NodeId t : to) add(t.value, sink, total_in);
   const double flow = boost::push_relabel_max_flow(g, source, sink);
   return BytesPerSecond(flow * 1e9);
+}
+
+namespace {
+struct Reached {};  // thrown by the visitor to end a search early
+
+class PathRecorder : public boost::default_bfs_visitor {
+ public:
+  PathRecorder(std::vector<LinkId>& via, std::vector<std::uint32_t>& touched, std::uint32_t dst)
+      : via_(&via), touched_(&touched), dst_(dst) {}
+  void discover_vertex(Graph::vertex_descriptor v, const Graph&) const { touched_->push_back(static_cast<std::uint32_t>(v)); }
+  void tree_edge(Graph::edge_descriptor e, const Graph& g) const {
+    const auto v = boost::target(e, g);
+    (*via_)[v] = LinkId(boost::get(boost::edge_index, g, e));
+    if (v == dst_) {
+      touched_->push_back(static_cast<std::uint32_t>(v));
+      throw Reached{};
+    }
+  }
+
+ private:
+  std::vector<LinkId>* via_;
+  std::vector<std::uint32_t>* touched_;
+  std::uint32_t dst_;
+};
+}  // namespace
+
+std::optional<std::vector<LinkId>> Cluster::search_path(NodeId src, NodeId dst) const {
+  const std::size_t n = impl_->nodes.size();
+  if (src.value >= n || dst.value >= n) throw GraphError("search_path: a node that does not exist");
+  if (src == dst) return std::vector<LinkId>{};
+  Impl& m = *impl_;
+  if (m.color.size() != n) {
+    m.color.assign(n, boost::white_color);
+    m.via.assign(n, LinkId{});
+  }
+  m.touched.clear();
+  bool reached = false;
+  boost::queue<Graph::vertex_descriptor> queue;
+  const auto colors = boost::make_iterator_property_map(m.color.begin(), boost::get(boost::vertex_index, m.graph));
+  try {
+    boost::breadth_first_visit(m.graph, src.value, queue, PathRecorder(m.via, m.touched, dst.value), colors);
+  } catch (const Reached&) {
+    reached = true;
+  }
+  for (std::uint32_t v : m.touched) m.color[v] = boost::white_color;
+  m.color[src.value] = boost::white_color;
+  if (!reached) return std::nullopt;
+  std::vector<LinkId> path;
+  for (NodeId at = dst; at != src; at = m.links[m.via[at.value].value].from) path.push_back(m.via[at.value]);
+  std::reverse(path.begin(), path.end());
+  return path;
 }
 
 void Cluster::add_torus_shape(TorusShape shape) { impl_->tori.push_back(std::move(shape)); }

@@ -81,6 +81,12 @@ class Cluster {
   /// equally short paths go to the link added first.
   [[nodiscard]] std::vector<LinkId> hop_tree(NodeId src) const;
 
+  /// A minimum-hop path from src to dst: Boost.Graph's breadth-first search from src,
+  /// stopped as soon as dst is discovered (ties to the link added first, as in
+  /// hop_tree). nullopt when dst cannot be reached. Reuses scratch memory held by the
+  /// cluster, so it is not safe to call from several threads at once.
+  [[nodiscard]] std::optional<std::vector<LinkId>> search_path(NodeId src, NodeId dst) const;
+
   /// The largest rate at which the `from` nodes together can send to the `to` nodes,
   /// each directed link carrying at most its bandwidth (maximum flow, push-relabel). With
   /// the accelerators split in two halves this is the bisection bandwidth of that split.

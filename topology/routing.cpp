@@ -9,39 +9,9 @@ namespace ddlsim {
 const std::vector<LinkId>& ShortestPathRouter::route(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
   if (const auto it = routes_.find(key); it != routes_.end()) return it->second;
-  const std::size_t n = cluster_->node_count();
-  if (src.value >= n || dst.value >= n) throw GraphError("route: a node that does not exist");
-  if (seen_.size() != n) {
-    seen_.assign(n, 0);
-    via_.assign(n, LinkId{});
-    epoch_ = 0;
-  }
-  if (++epoch_ == 0) {  // the counter wrapped: forget every mark
-    std::fill(seen_.begin(), seen_.end(), 0);
-    epoch_ = 1;
-  }
-  queue_.clear();
-  queue_.push_back(src);
-  seen_[src.value] = epoch_;
-  bool found = src == dst;
-  for (std::size_t head = 0; head < queue_.size() && !found; ++head) {
-    for (LinkId l : cluster_->out_links(queue_[head])) {
-      const NodeId v = cluster_->link(l).to;
-      if (seen_[v.value] == epoch_) continue;
-      seen_[v.value] = epoch_;
-      via_[v.value] = l;
-      if (v == dst) {
-        found = true;
-        break;
-      }
-      queue_.push_back(v);
-    }
-  }
-  if (!found) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
-  std::vector<LinkId> path;
-  for (NodeId at = dst; at != src; at = cluster_->link(via_[at.value]).from) path.push_back(via_[at.value]);
-  std::reverse(path.begin(), path.end());
-  return routes_.emplace(key, std::move(path)).first->second;
+  std::optional<std::vector<LinkId>> path = cluster_->search_path(src, dst);
+  if (!path) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
+  return routes_.emplace(key, std::move(*path)).first->second;
 }
 
 }  // namespace ddlsim

@@ -1,8 +1,8 @@
 // Routing: which directed links a transfer from one node to another crosses.
 //
-// ShortestPathRouter works on any cluster: a minimum-hop path found by breadth-first
-// search (ties to the link added first, so the choice is deterministic). A search stops
-// as soon as it reaches the destination, so a nearby pair (two GPUs of one server) costs
+// ShortestPathRouter works on any cluster: a minimum-hop path found by Boost.Graph's
+// breadth-first search (Cluster::search_path; ties to the link added first, so the choice
+// is deterministic). A search stops as soon as it reaches the destination, so a nearby pair (two GPUs of one server) costs
 // a few steps even in a 16,384-GPU cluster; each answered path is kept, so a repeated
 // look-up is one hash-table probe.
 #pragma once
@@ -28,11 +28,6 @@ class ShortestPathRouter {
  private:
   const Cluster* cluster_;
   std::unordered_map<std::uint64_t, std::vector<LinkId>> routes_;  // by (src << 32 | dst)
-  // Search scratch, reused: a node is seen in this search when seen_[n] == epoch_.
-  std::vector<std::uint32_t> seen_;
-  std::vector<LinkId> via_;
-  std::vector<NodeId> queue_;
-  std::uint32_t epoch_ = 0;
 };
 
 }  // namespace ddlsim

@@ -41,6 +41,25 @@ TopologyStats topology_stats(const Cluster& c) {
     LinkGroup& g = s.links_by_kind[link.kind];
     if (g.cables++ == 0) g.gbytes_per_s = link.bandwidth.value() / 1e9;
   }
+  // Tiers of a Clos: endpoints and server-internal switches 0, leaf 1, spine 2, core 3.
+  auto tier = [&](NodeId n) {
+    const std::string& m = c.node(n).model;
+    return m == "leaf" ? 1 : m == "spine" ? 2 : m == "core" ? 3 : 0;
+  };
+  for (std::size_t i = 0; i < c.node_count(); ++i) {
+    const NodeId n(static_cast<std::uint32_t>(i));
+    const int t = tier(n);
+    if (t == 0 || t == 3) continue;
+    double down = 0, up = 0;
+    for (LinkId l : c.out_links(n)) {
+      const int other = tier(c.link(l).to);
+      (other < t ? down : other > t ? up : down) += c.link(l).bandwidth.value();
+    }
+    if (up > 0) {
+      double& worst = s.oversubscription[c.node(n).model];
+      worst = std::max(worst, down / up);
+    }
+  }
   std::vector<std::vector<NodeId>> next(c.node_count());
   for (std::size_t l = 0; l < c.link_count(); ++l) {
     const Link& link = c.link(LinkId(static_cast<std::uint32_t>(l)));

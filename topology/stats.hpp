@@ -21,6 +21,9 @@ struct TopologyStats {
   double injection_max_gbytes_per_s = 0;
   std::size_t diameter_hops = 0;          // longest shortest path between two accelerators
   bool diameter_exact = true;             // false: searched from a sample of sources only
+  // Oversubscription per switch tier ("leaf", "spine"): the largest ratio, over switches
+  // of that role, of bandwidth toward the endpoints to bandwidth toward the next tier.
+  std::map<std::string, double> oversubscription;
   double bisection_gbytes_per_s = 0;      // the smallest max flow over the candidate halvings
   std::string bisection_cut;              // which halving gave it
 };
