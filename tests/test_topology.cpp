@@ -460,3 +460,18 @@ TEST_CASE("TPU pods joined over the data-centre network") {
   CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", bad), "pods: only TPU presets are made of pods; use nodes",
                        std::exception);
 }
+
+TEST_CASE("a Selene-like DGX A100 SuperPOD beyond one scalable unit") {
+  // Expected: 40 servers = 2 units of 20: 16 rail leaves, 20 spines per unit (40), and 20
+  // core planes of 8 cores (160); full bisection: the units exchange 160 GPUs x 25 GB/s
+  // = 4000 GB/s; leaf and spine both 1:1.
+  const Catalog cat = Catalog::builtin();
+  const Cluster c = build_preset(cat, "dgx-a100", with_nodes(40));
+  c.validate();
+  const TopologyStats s = topology_stats(c);
+  CHECK(c.accelerators().size() == 320);
+  CHECK(s.nodes_by_kind.at("switch") == 40 + 16 + 40 + 160);  // NVSwitches, leaves, spines, cores
+  CHECK(s.bisection_gbytes_per_s == Approx(4000.0));
+  CHECK(s.oversubscription.at("leaf") == Approx(1.0));
+  CHECK(s.oversubscription.at("spine") == Approx(1.0));
+}

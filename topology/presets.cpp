@@ -15,6 +15,7 @@ struct GpuPreset {
   const char* accelerator;
   const char* nic;
   int servers_per_leaf;
+  bool three_level;  // beyond one scalable unit: leaf / spine / core, one pod per unit
 };
 
 void no_pods(const PresetOptions& o) {
@@ -31,7 +32,21 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
   Cluster c;
   std::vector<std::vector<NodeId>> servers;
   for (int n = 0; n < nodes; ++n) servers.push_back(add_nvswitch_node(c, catalog, "node" + std::to_string(n), acc, 8));
-  if (nodes > 1) add_rail_optimized(c, catalog, "net", servers, p.servers_per_leaf, 1.0, nic, nic);
+  if (nodes > 1 && (!p.three_level || nodes <= p.servers_per_leaf)) {
+    add_rail_optimized(c, catalog, "net", servers, p.servers_per_leaf, 1.0, nic, nic);
+  } else if (nodes > 1) {
+    // Selene-like: each scalable unit of servers_per_leaf servers has one leaf per rail
+    // and its own spines; the units' spines meet at the cores, at full bisection.
+    std::vector<std::vector<NodeId>> groups;
+    const auto unit = static_cast<std::size_t>(p.servers_per_leaf);
+    for (std::size_t first = 0; first < servers.size(); first += unit) {
+      for (std::size_t rail = 0; rail < 8; ++rail) {
+        groups.emplace_back();
+        for (std::size_t s = first; s < std::min(servers.size(), first + unit); ++s) groups.back().push_back(servers[s][rail]);
+      }
+    }
+    add_three_level(c, catalog, "net", groups, 8, 1.0, 1.0, nic, nic);
+  }
   return c;
 }
 
@@ -94,7 +109,8 @@ Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vec
 std::vector<PresetInfo> preset_list() {
   return {
       {"dgx1-v100", "DGX-1 servers (8 x V100 in NVLink 2's hybrid cube-mesh), 4 EDR NICs per server, rail-optimized"},
-      {"dgx-a100", "DGX A100 servers (8 x A100 80GB, NVSwitch), HDR per GPU, rail-optimized, 20 servers per leaf"},
+      {"dgx-a100", "DGX A100 servers (8 x A100 80GB, NVSwitch), HDR per GPU, rail-optimized units of 20 "
+                   "servers; beyond one unit a Selene-like leaf/spine/core"},
       {"dgx-h100", "DGX H100 servers (8 x H100, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
       {"dgx-b200", "DGX B200 servers (8 x B200, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
       {"llama3-roce", "Meta Llama 3: 8 x H100 servers, 400 GbE RoCE per GPU, 3-level Clos, 1:7 between pods"},
@@ -107,9 +123,9 @@ std::vector<PresetInfo> preset_list() {
 
 Cluster build_preset(const Catalog& catalog, std::string_view name, const PresetOptions& o) {
   if (name == "dgx1-v100") return dgx1(catalog, o);
-  if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", 20}, o);
-  if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", 32}, o);
-  if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", 32}, o);
+  if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", 20, true}, o);
+  if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", 32, false}, o);
+  if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", 32, false}, o);
   if (name == "llama3-roce") return llama3(catalog, o);
   if (name == "gb200-nvl72") {
     if (o.nodes && *o.nodes != 1) throw InputError("nodes: gb200-nvl72 is one NVL72 rack; joining racks is not modelled yet");

@@ -3,8 +3,9 @@
 //   dgx1-v100    8 x V100 in NVLink 2's hybrid cube-mesh, 4 EDR NICs behind PCIe switches;
 //                servers joined rail-optimized over their NICs, 32 per leaf
 //   dgx-a100     8 x A100 80GB per server on NVSwitch (NVLink 3), one HDR NIC per GPU;
-//                servers joined rail-optimized, 20 per leaf (a SuperPOD scalable unit),
-//                full bisection (Selene-like up to one SU per leaf group)
+//                up to 20 servers (a SuperPOD scalable unit) one leaf per rail under
+//                shared spines; beyond, Selene-like: each unit a pod with its own spines,
+//                the pods joined by cores, full bisection throughout
 //   dgx-h100     8 x H100 on NVSwitch (NVLink 4), one NDR NIC per GPU; rail-optimized,
 //                32 servers per leaf (a SuperPOD SU), full bisection
 //   dgx-b200     8 x B200 on NVSwitch (NVLink 5), one NDR NIC per GPU; as dgx-h100
