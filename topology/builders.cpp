@@ -16,6 +16,18 @@ LinkId join(Cluster& c, NodeId a, NodeId b, const LinkSpec& l) {
   return c.connect(a, b, l.bandwidth, l.latency, l.id);
 }
 
+// `gpus` accelerators "<prefix>.gpu<i>", each joined to the switch sw by link l.
+std::vector<NodeId> gpus_on_switch(Cluster& c, const std::string& prefix, const AcceleratorSpec& acc, int gpus,
+                                   NodeId sw, const LinkSpec& l) {
+  std::vector<NodeId> out;
+  for (int g = 0; g < gpus; ++g) {
+    const NodeId gpu = c.add_node(NodeKind::kAccelerator, prefix + ".gpu" + std::to_string(g), acc.id);
+    join(c, gpu, sw, l);
+    out.push_back(gpu);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
@@ -24,13 +36,7 @@ std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const 
   const AcceleratorSpec& acc = catalog.accelerator(accelerator);
   const LinkSpec& l = catalog.link(link.empty() ? std::string_view(acc.scale_up) : link);
   const NodeId sw = c.add_node(NodeKind::kSwitch, prefix + ".nvswitch", "nvswitch");
-  std::vector<NodeId> out;
-  for (int g = 0; g < gpus; ++g) {
-    const NodeId gpu = c.add_node(NodeKind::kAccelerator, prefix + ".gpu" + std::to_string(g), acc.id);
-    join(c, gpu, sw, l);
-    out.push_back(gpu);
-  }
-  return out;
+  return gpus_on_switch(c, prefix, acc, gpus, sw, l);
 }
 
 std::vector<NodeId> add_dgx1_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
@@ -70,13 +76,7 @@ std::vector<NodeId> add_pcie_node(Cluster& c, const Catalog& catalog, const std:
   const NodeId sw = c.add_node(NodeKind::kSwitch, prefix + ".pcie", "pcie-switch");
   const NodeId host = c.add_node(NodeKind::kHost, prefix + ".host", "host");
   join(c, host, sw, l);
-  std::vector<NodeId> out;
-  for (int g = 0; g < gpus; ++g) {
-    const NodeId gpu = c.add_node(NodeKind::kAccelerator, prefix + ".gpu" + std::to_string(g), acc.id);
-    join(c, gpu, sw, l);
-    out.push_back(gpu);
-  }
-  return out;
+  return gpus_on_switch(c, prefix, acc, gpus, sw, l);
 }
 
 std::vector<NodeId> add_torus(Cluster& c, const Catalog& catalog, const std::string& prefix,
