@@ -30,11 +30,26 @@ TEST_CASE("the built-in catalog holds the published figures") {
   CHECK(c.accelerator("mi300x").peak_for(Dtype::kBf16)->value() == Approx(1307e12));
   CHECK(c.accelerator("tpu-v4").peak_for(Dtype::kBf16)->value() == Approx(275e12));
   CHECK_FALSE(c.accelerator("v100-32gb").peak_for(Dtype::kBf16).has_value());
-  CHECK(c.link("nvlink3").bandwidth.value() == Approx(300e9));
+  CHECK(c.link("nvlink3").bandwidth.value() == Approx(25e9));
+  CHECK(c.accelerator("b200").memory.value() == Approx(192e9));
   CHECK(c.link("ib-ndr").bandwidth.value() == Approx(50e9));
   CHECK(c.link("eth-400g").bandwidth.value() == Approx(50e9));
   CHECK(c.link("ib-hdr").latency.value() == Approx(0.6e-6));
   CHECK(c.link("ici-v4").bandwidth.value() == Approx(45e9));
+}
+
+TEST_CASE("scale-up bandwidth per accelerator is links x bandwidth per link") {
+  // Expected (shared/hardware.md): P100 4 x 20 = 80, V100 6 x 25 = 150, A100 12 x 25 =
+  // 300, H100 and H200 18 x 25 = 450, B200 18 x 50 = 900, MI300X 7 x 64 = 448 GB/s.
+  const Catalog c = Catalog::builtin();
+  const std::pair<const char*, double> expected[] = {{"p100", 80},      {"v100-32gb", 150}, {"a100-80gb", 300},
+                                                     {"h100-sxm", 450}, {"h200", 450},      {"b200", 900},
+                                                     {"mi300x", 448}};
+  for (const auto& [id, gbps] : expected) {
+    INFO(id);
+    const auto& a = c.accelerator(id);
+    CHECK(a.scale_up_links * c.link(a.scale_up).bandwidth.value() == Approx(gbps * 1e9));
+  }
 }
 
 TEST_CASE("the catalog covers every accelerator and link family the project models, each with a source") {
@@ -65,7 +80,7 @@ TEST_CASE("users patch existing entries and add new ones") {
     "accelerators": {
       "h100-sxm": {"memory_gbytes_per_s": 3000},
       "my-chip": {"name": "Mine", "tflops": {"bf16": 500}, "memory_gb": 96, "memory_gbytes_per_s": 4000,
-                  "scale_up": "nvlink4", "source": "our measurements"}
+                  "scale_up": "nvlink4", "scale_up_links": 18, "source": "our measurements"}
     },
     "links": {"my-link": {"name": "ours", "gbytes_per_s": 40, "latency_us": 3, "source": "us"}}
   })"), "mine.json");

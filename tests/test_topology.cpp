@@ -306,14 +306,14 @@ TEST_CASE("explicit topologies: a JSON round trip gives the same cluster") {
 }
 
 TEST_CASE("explicit topologies: links from the catalog or given, asymmetric links") {
-  // Expected: a link naming nvlink4 gets 450 GB/s and 1 us; a given link keeps its
+  // Expected: a cable of 18 nvlink4 links gets 18 x 25 = 450 GB/s and 1 us; a given link keeps its
   // 100 GB/s forward and 50 GB/s back.
   const Catalog cat = Catalog::builtin();
   const Cluster c = read_explicit_topology(nlohmann::json::parse(R"({
     "nodes": [{"name": "g0", "kind": "accelerator", "model": "h100-sxm"},
               {"name": "g1", "kind": "accelerator", "model": "h100-sxm"},
               {"name": "sw", "kind": "switch", "model": "nvswitch"}],
-    "links": [{"a": "g0", "b": "sw", "link": "nvlink4"},
+    "links": [{"a": "g0", "b": "sw", "link": "nvlink4", "count": 18},
               {"a": "g1", "b": "sw", "gbytes_per_s": 100, "reverse_gbytes_per_s": 50, "latency_us": 2}]})"),
                                            cat, "t.json");
   CHECK(c.link(LinkId(0)).bandwidth.value() == Approx(450e9));

@@ -34,7 +34,8 @@ std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const 
                                       std::string_view accelerator, int gpus, std::string_view link) {
   positive(gpus, "GPUs per node");
   const AcceleratorSpec& acc = catalog.accelerator(accelerator);
-  const LinkSpec& l = catalog.link(link.empty() ? std::string_view(acc.scale_up) : link);
+  LinkSpec l = catalog.link(link.empty() ? std::string_view(acc.scale_up) : link);
+  l.bandwidth = l.bandwidth * static_cast<double>(acc.scale_up_links);  // all of a GPU's links to the fabric
   const NodeId sw = c.add_node(NodeKind::kSwitch, prefix + ".nvswitch", "nvswitch");
   return gpus_on_switch(c, prefix, acc, gpus, sw, l);
 }

@@ -16,8 +16,9 @@ namespace ddlsim {
 
 /// One server whose `gpus` accelerators reach each other through an NVSwitch fabric at
 /// their full scale-up bandwidth (DGX A100 / H100 / B200-like): modelled as one switch
-/// node "<prefix>.nvswitch" with one link per GPU of the GPU's scale-up link (`link`, or
-/// the accelerator's catalog scale_up when empty). GPUs are named "<prefix>.gpu<i>".
+/// node "<prefix>.nvswitch" with one cable per GPU carrying all of its scale_up_links
+/// links (`link`, or the accelerator's catalog scale_up when empty): 18 x 25 = 450 GB/s
+/// for an H100. GPUs are named "<prefix>.gpu<i>".
 std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                       std::string_view accelerator, int gpus, std::string_view link = {});
 

@@ -30,6 +30,8 @@ AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
   a.memory = Bytes(o.number("memory_gb", 1e-6, 1e6) * kGB);
   a.memory_bandwidth = BytesPerSecond(o.number("memory_gbytes_per_s", 1e-6, 1e6) * kGB);
   a.scale_up = o.string("scale_up");
+  a.scale_up_links = static_cast<int>(o.positive_int("scale_up_links"));
+  if (a.scale_up_links > 1024) throw InputError(o.field_path("scale_up_links") + ": at most 1024, got " + std::to_string(a.scale_up_links));
   a.source = o.string("source");
   if (a.source.empty()) throw InputError(o.field_path("source") + ": expected a non-empty string naming the source");
   o.finish();

@@ -29,6 +29,9 @@ struct AcceleratorSpec {
   Bytes memory{0.0};
   BytesPerSecond memory_bandwidth{0.0};
   std::string scale_up;  // link id of its scale-up fabric (NVLink generation, ICI, ...)
+  int scale_up_links = 1;  // how many such links the accelerator has
+  /// The accelerator's total scale-up bandwidth per direction needs the link's figure:
+  /// scale_up_links x that link's bandwidth.
   std::string source;
 
   [[nodiscard]] std::optional<FlopsPerSecond> peak_for(Dtype d) const { return peak[static_cast<int>(d)]; }

@@ -80,6 +80,10 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
       }
     }
     if (from_catalog) {
+      // A catalog entry is one link; "count" bundles several into one cable (18 NVLinks).
+      const std::int64_t count = l.positive_int_or("count", 1);
+      if (count > 1024) throw InputError(l.field_path("count") + ": at most 1024 links in one cable, got " + std::to_string(count));
+      gbps *= static_cast<double>(count);
       gbps = l.number_or("gbytes_per_s", 1e-6, 1e6, gbps);
       latency_us = l.number_or("latency_us", 0.0, 1e6, latency_us);
     } else {

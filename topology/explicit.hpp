@@ -2,13 +2,14 @@
 //
 //   {"nodes": [{"name": "gpu0", "kind": "accelerator", "model": "h100-sxm"},
 //              {"name": "sw0", "kind": "switch", "model": "nvswitch"}],
-//    "links": [{"a": "gpu0", "b": "sw0", "link": "nvlink4"},
+//    "links": [{"a": "gpu0", "b": "sw0", "link": "nvlink4", "count": 18},
 //              {"a": "gpu1", "b": "sw0", "gbytes_per_s": 100, "latency_us": 1.5,
 //               "reverse_gbytes_per_s": 50, "kind": "custom"}]}
 //
 // Node kinds: accelerator (model: a catalog accelerator id), host, nic, switch (model:
 // free text, the switch's role). A link names a catalog link ("link") for its bandwidth
-// and latency, or gives them itself (gbytes_per_s per direction, latency_us, optional
+// and latency (with "count": N for a cable bundling N such links, e.g. 18 NVLinks), or
+// gives them itself (gbytes_per_s per direction, latency_us, optional
 // reverse_gbytes_per_s for the b -> a direction, optional kind label); fields given next
 // to "link" override the catalog's.
 #pragma once
