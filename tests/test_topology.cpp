@@ -186,9 +186,8 @@ TEST_CASE("presets build the reference machines") {
   // Expected counts (builders as documented):
   // dgx-h100, 4 servers: 32 GPUs, 4 NVSwitches, 8 rail leaves, 4 spines = 48 nodes;
   //   cables 32 NVLink + 32 NDR edge + 8 x 4 fabric = 96.
-  // llama3-roce, 4 servers: 2 racks of 16 GPUs in one pod, 16 spines, 16 core planes of
-  //   ceil(192 / 7) = 28 cores = 448; nodes 32 + 4 + 2 + 16 + 448 = 502;
-  //   cables 32 + 32 + 2 x 16 + 16 x 28 = 544.
+  // llama3-roce, 4 servers: 2 racks of 16 GPUs in one pod, 16 spines and no cores (one
+  //   pod); nodes 32 + 4 + 2 + 16 = 54; cables 32 + 32 + 2 x 16 = 96.
   // tpu-v4-pod: 16^3 = 4096 chips, 3 x 4096 = 12288 cables; a 2x2x4 slice is a mesh:
   //   8 + 8 + 12 = 28 cables. gb200-nvl72: 72 GPUs + 1 switch.
   const Catalog cat = Catalog::builtin();
@@ -198,8 +197,14 @@ TEST_CASE("presets build the reference machines") {
   CHECK(h.link_count() == 2 * 96);
   h.validate();
   const Cluster l = build_preset(cat, "llama3-roce", with_nodes(4));
-  CHECK(l.node_count() == 502);
-  CHECK(l.link_count() == 2 * 544);
+  CHECK(l.node_count() == 54);
+  CHECK(l.link_count() == 2 * 96);
+  // A DGX H100 SuperPOD of 4 SUs (128 servers, 1024 GPUs): 32 rail leaves under 16
+  // spines, 2 cables from each leaf to each spine (hardware.md).
+  const TopologyStats pod = topology_stats(build_preset(cat, "dgx-h100", with_nodes(128)));
+  CHECK(pod.nodes_by_kind.at("switch") == 128 + 32 + 16);
+  CHECK(pod.links_by_kind.at("ib-ndr").cables == 1024 + 32 * 16 * 2);
+  CHECK(pod.bisection_gbytes_per_s == Approx(512 * 50.0));
   CHECK(l.link(l.out_links(l.accelerators()[0]).back()).kind == "eth-400g");
   const Cluster t = build_preset(cat, "tpu-v4-pod", {});
   CHECK(t.accelerators().size() == 4096);
@@ -265,10 +270,12 @@ TEST_CASE("topology stats against closed forms") {
     CHECK(fs.oversubscription.at("leaf") == Approx(2.0));
   }
   // Llama 3's pods: 192 leaves per pod under 16 spines, 28 cores per plane: each spine has
-  // 192 links down and 28 up, 192/28 = 6.9:1 (the paper's 1:7); leaves 1:1.
+  // 192 links down and 28 up, 192/28 = 6.9:1 (the paper's 1:7); leaves 1:1. 400 servers
+  // = 200 racks, two pods.
   {
-    const TopologyStats ls = topology_stats(build_preset(cat, "llama3-roce", with_nodes(4)));
+    const TopologyStats ls = topology_stats(build_preset(cat, "llama3-roce", with_nodes(400)));
     CHECK(ls.oversubscription.at("leaf") == Approx(1.0));
+    CHECK(ls.oversubscription.at("spine") == Approx(192.0 / 28.0));
   }
   const TopologyStats h = topology_stats(build_preset(cat, "dgx-h100", with_nodes(4)));
   CHECK(h.bisection_gbytes_per_s == Approx(800.0));

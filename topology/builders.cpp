@@ -28,6 +28,27 @@ std::vector<NodeId> gpus_on_switch(Cluster& c, const std::string& prefix, const 
   return out;
 }
 
+// Uplink cables a leaf needs so that its uplink bandwidth is its downlink bandwidth
+// (`down` endpoints on `edge`) divided by the oversubscription: at least one.
+std::size_t uplink_cables(std::size_t down, const LinkSpec& edge, const LinkSpec& fabric, double oversubscription) {
+  const double need = static_cast<double>(down) * edge.bandwidth.value() / (oversubscription * fabric.bandwidth.value());
+  return std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(need - 1e-9)));
+}
+
+// Spines: one per uplink cable, or at most max_spines (0: no limit) with several
+// parallel cables from each leaf to each spine.
+std::size_t uplinks(std::size_t down, const LinkSpec& edge, const LinkSpec& fabric, double oversubscription,
+                    std::size_t max_spines) {
+  const std::size_t cables = uplink_cables(down, edge, fabric, oversubscription);
+  return max_spines == 0 ? cables : std::min(cables, max_spines);
+}
+
+std::size_t parallel_links(std::size_t down, const LinkSpec& edge, const LinkSpec& fabric, double oversubscription,
+                           std::size_t spines) {
+  const std::size_t cables = uplink_cables(down, edge, fabric, oversubscription);
+  return (cables + spines - 1) / spines;
+}
+
 }  // namespace
 
 std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
@@ -140,7 +161,7 @@ void add_pods_over_dcn(Cluster& c, const Catalog& catalog, const std::string& pr
 
 std::vector<NodeId> add_leaf_spine(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                    const std::vector<std::vector<NodeId>>& groups, double oversubscription,
-                                   std::string_view edge_link, std::string_view fabric_link) {
+                                   std::string_view edge_link, std::string_view fabric_link, std::size_t max_spines) {
   if (!(oversubscription >= 1.0) || !std::isfinite(oversubscription)) {
     throw GraphError("fat tree oversubscription must be >= 1, got " + std::to_string(oversubscription));
   }
@@ -150,7 +171,8 @@ std::vector<NodeId> add_leaf_spine(Cluster& c, const Catalog& catalog, const std
   if (widest == 0) throw GraphError("a fat tree needs endpoints");
   const LinkSpec& edge = catalog.link(edge_link);
   const LinkSpec& fabric = catalog.link(fabric_link);
-  const auto spines = static_cast<std::size_t>(std::ceil(static_cast<double>(widest) / oversubscription - 1e-9));
+  const std::size_t spines = uplinks(widest, edge, fabric, oversubscription, max_spines);
+  const std::size_t per_spine = parallel_links(widest, edge, fabric, oversubscription, spines);
   std::vector<NodeId> spine(spines);
   for (std::size_t s = 0; s < spines; ++s) {
     spine[s] = c.add_node(NodeKind::kSwitch, prefix + ".spine" + std::to_string(s), "spine");
@@ -159,7 +181,9 @@ std::vector<NodeId> add_leaf_spine(Cluster& c, const Catalog& catalog, const std
   for (std::size_t f = 0; f < groups.size(); ++f) {
     const NodeId leaf = c.add_node(NodeKind::kSwitch, prefix + ".leaf" + std::to_string(f), "leaf");
     for (NodeId e : groups[f]) join(c, e, leaf, edge);
-    for (std::size_t s = 0; s < spines; ++s) join(c, leaf, spine[s], fabric);
+    for (std::size_t s = 0; s < spines; ++s) {
+      for (std::size_t k = 0; k < per_spine; ++k) join(c, leaf, spine[s], fabric);
+    }
     leaves.push_back(leaf);
   }
   return leaves;
@@ -179,7 +203,7 @@ void add_fat_tree(Cluster& c, const Catalog& catalog, const std::string& prefix,
 std::vector<NodeId> add_rail_optimized(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                        const std::vector<std::vector<NodeId>>& nodes, int servers_per_leaf,
                                        double oversubscription, std::string_view edge_link,
-                                       std::string_view fabric_link) {
+                                       std::string_view fabric_link, std::size_t max_spines) {
   positive(servers_per_leaf, "servers per leaf");
   if (nodes.empty() || nodes.front().empty()) throw GraphError("a rail-optimized fabric needs servers");
   const std::size_t rails = nodes.front().size();
@@ -195,7 +219,7 @@ std::vector<NodeId> add_rail_optimized(Cluster& c, const Catalog& catalog, const
       groups.back().push_back(nodes[s][r]);
     }
   }
-  return add_leaf_spine(c, catalog, prefix, groups, oversubscription, edge_link, fabric_link);
+  return add_leaf_spine(c, catalog, prefix, groups, oversubscription, edge_link, fabric_link, max_spines);
 }
 
 std::vector<NodeId> add_three_level(Cluster& c, const Catalog& catalog, const std::string& prefix,
@@ -213,8 +237,9 @@ std::vector<NodeId> add_three_level(Cluster& c, const Catalog& catalog, const st
   const LinkSpec& fabric = catalog.link(fabric_link);
   const std::size_t per_pod = static_cast<std::size_t>(leaves_per_pod);
   const std::size_t pods = (groups.size() + per_pod - 1) / per_pod;
-  const auto spines = static_cast<std::size_t>(std::ceil(static_cast<double>(widest) / pod_oversubscription - 1e-9));
-  const auto cores = static_cast<std::size_t>(std::ceil(static_cast<double>(per_pod) / core_oversubscription - 1e-9));
+  const std::size_t spines = uplink_cables(widest, edge, fabric, pod_oversubscription);
+  // A spine has one downlink per leaf of its pod; cores only when there are pods to join.
+  const std::size_t cores = pods > 1 ? uplink_cables(std::min(per_pod, groups.size()), fabric, fabric, core_oversubscription) : 0;
   std::vector<std::vector<NodeId>> core(spines);  // core[j][c]: plane j
   for (std::size_t j = 0; j < spines; ++j) {
     for (std::size_t k = 0; k < cores; ++k) {

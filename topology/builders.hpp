@@ -54,24 +54,30 @@ void add_pods_over_dcn(Cluster& c, const Catalog& catalog, const std::string& pr
 
 /// A two-level fat tree (leaf/spine Clos) over `endpoints` (accelerators or NICs): every
 /// `per_leaf` consecutive endpoints hang off one leaf switch by `edge_link`; each leaf has
-/// ceil(per_leaf / oversubscription) uplinks, one to each spine, on `fabric_link`.
+/// uplinks on `fabric_link` carrying its downlink bandwidth over the oversubscription, one
+/// to each spine.
 /// Oversubscription 1 is full bisection bandwidth. Switches are "<prefix>.leaf<i>" and
 /// "<prefix>.spine<j>".
 void add_fat_tree(Cluster& c, const Catalog& catalog, const std::string& prefix, const std::vector<NodeId>& endpoints,
                   int per_leaf, double oversubscription, std::string_view edge_link, std::string_view fabric_link);
 
 /// The same leaf/spine fabric with the leaves' endpoints given explicitly: leaf i serves
-/// groups[i]. Every leaf has ceil(largest group / oversubscription) uplinks, one to each
-/// spine. Returns the leaf switches.
+/// groups[i]. Every leaf gets enough uplink cables that its uplink bandwidth is its
+/// downlink bandwidth (largest group x edge link) over the oversubscription, one to each
+/// spine; with max_spines > 0 and more cables than that, max_spines spines each get
+/// several parallel cables from every leaf (a SuperPOD: 32 uplinks over 16 spines).
+/// Returns the leaf switches.
 std::vector<NodeId> add_leaf_spine(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                    const std::vector<std::vector<NodeId>>& groups, double oversubscription,
-                                   std::string_view edge_link, std::string_view fabric_link);
+                                   std::string_view edge_link, std::string_view fabric_link,
+                                   std::size_t max_spines = 0);
 
 /// A three-level Clos (leaf / spine / core): leaf i serves groups[i]; every
 /// `leaves_per_pod` consecutive leaves form a pod with its own spines (one per leaf
-/// uplink, ceil(largest group / pod_oversubscription) of them); spine j of every pod
-/// links to each core of plane j, and a plane has ceil(leaves_per_pod /
-/// core_oversubscription) cores. Names: "<prefix>.pod<p>.spine<j>", "<prefix>.core<j>.<c>".
+/// uplink cable, sized by bandwidth as in add_leaf_spine); with more than one pod, spine
+/// j of every pod links to each core of plane j, and a plane has enough cores that a
+/// spine's uplinks carry its downlink bandwidth over core_oversubscription. One pod has
+/// no cores. Names: "<prefix>.pod<p>.spine<j>", "<prefix>.core<j>.<c>".
 std::vector<NodeId> add_three_level(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                     const std::vector<std::vector<NodeId>>& groups, int leaves_per_pod,
                                     double pod_oversubscription, double core_oversubscription,
@@ -85,6 +91,6 @@ std::vector<NodeId> add_three_level(Cluster& c, const Catalog& catalog, const st
 std::vector<NodeId> add_rail_optimized(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                        const std::vector<std::vector<NodeId>>& nodes, int servers_per_leaf,
                                        double oversubscription, std::string_view edge_link,
-                                       std::string_view fabric_link);
+                                       std::string_view fabric_link, std::size_t max_spines = 0);
 
 }  // namespace ddlsim

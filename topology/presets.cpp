@@ -14,16 +14,19 @@ namespace {
 struct GpuPreset {
   const char* accelerator;
   const char* nic;
-  int servers_per_leaf;
-  bool three_level;  // beyond one scalable unit: leaf / spine / core, one pod per unit
+  int servers_per_leaf;    // a scalable unit: one leaf per rail
+  int units_per_pod;       // units under one set of spines; beyond, leaf / spine / core
+  std::size_t max_spines;  // spines of a pod (0: one per leaf uplink)
 };
 
-void no_pods(const PresetOptions& o) {
+// GPU server presets take nodes, not the TPU options.
+void no_tpu_options(const PresetOptions& o) {
   if (o.pods) throw InputError("pods: only TPU presets are made of pods; use nodes");
+  if (o.dims) throw InputError("dims: only TPU presets have a shape; use nodes");
 }
 
 Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) {
-  no_pods(o);
+  no_tpu_options(o);
   const int nodes = o.nodes.value_or(1);
   if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
   const std::string acc = o.accelerator.value_or(p.accelerator);
@@ -32,11 +35,12 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
   Cluster c;
   std::vector<std::vector<NodeId>> servers;
   for (int n = 0; n < nodes; ++n) servers.push_back(add_nvswitch_node(c, catalog, "node" + std::to_string(n), acc, 8));
-  if (nodes > 1 && (!p.three_level || nodes <= p.servers_per_leaf)) {
-    add_rail_optimized(c, catalog, "net", servers, p.servers_per_leaf, 1.0, nic, nic);
+  const int pod_servers = p.servers_per_leaf * p.units_per_pod;
+  if (nodes > 1 && nodes <= pod_servers) {
+    add_rail_optimized(c, catalog, "net", servers, p.servers_per_leaf, 1.0, nic, nic, p.max_spines);
   } else if (nodes > 1) {
-    // Selene-like: each scalable unit of servers_per_leaf servers has one leaf per rail
-    // and its own spines; the units' spines meet at the cores, at full bisection.
+    // Selene-like: each pod of units has one leaf per rail and unit, and its own spines;
+    // the pods' spines meet at the cores, at full bisection.
     std::vector<std::vector<NodeId>> groups;
     const auto unit = static_cast<std::size_t>(p.servers_per_leaf);
     for (std::size_t first = 0; first < servers.size(); first += unit) {
@@ -45,13 +49,13 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
         for (std::size_t s = first; s < std::min(servers.size(), first + unit); ++s) groups.back().push_back(servers[s][rail]);
       }
     }
-    add_three_level(c, catalog, "net", groups, 8, 1.0, 1.0, nic, nic);
+    add_three_level(c, catalog, "net", groups, 8 * p.units_per_pod, 1.0, 1.0, nic, nic);
   }
   return c;
 }
 
 Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
-  no_pods(o);
+  no_tpu_options(o);
   const int nodes = o.nodes.value_or(1);
   if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
   if (o.accelerator || o.dims) throw InputError("dgx1-v100 takes no accelerator or dims (its NVLink mesh is V100's)");
@@ -65,7 +69,7 @@ Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
 }
 
 Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
-  no_pods(o);
+  no_tpu_options(o);
   const int nodes = o.nodes.value_or(1);
   if (nodes <= 0 || nodes > 3072) throw InputError("nodes: expected 1 to 3072, got " + std::to_string(nodes));
   const std::string acc = o.accelerator.value_or("h100-sxm");
@@ -123,9 +127,9 @@ std::vector<PresetInfo> preset_list() {
 
 Cluster build_preset(const Catalog& catalog, std::string_view name, const PresetOptions& o) {
   if (name == "dgx1-v100") return dgx1(catalog, o);
-  if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", 20, true}, o);
-  if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", 32, false}, o);
-  if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", 32, false}, o);
+  if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", 20, 1, 0}, o);
+  if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", 32, 4, 16}, o);
+  if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", 32, 4, 16}, o);
   if (name == "llama3-roce") return llama3(catalog, o);
   if (name == "gb200-nvl72") {
     if (o.nodes && *o.nodes != 1) throw InputError("nodes: gb200-nvl72 is one NVL72 rack; joining racks is not modelled yet");

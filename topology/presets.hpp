@@ -7,7 +7,9 @@
 //                shared spines; beyond, Selene-like: each unit a pod with its own spines,
 //                the pods joined by cores, full bisection throughout
 //   dgx-h100     8 x H100 on NVSwitch (NVLink 4), one NDR NIC per GPU; rail-optimized,
-//                32 servers per leaf (a SuperPOD SU), full bisection
+//                32 servers per leaf (a SuperPOD SU); up to 4 SUs (1024 GPUs) under 16
+//                spines, each leaf with 2 cables to every spine; beyond, pods of 4 SUs
+//                joined by cores; full bisection
 //   dgx-b200     8 x B200 on NVSwitch (NVLink 5), one NDR NIC per GPU; as dgx-h100
 //   llama3-roce  Meta's Llama 3 cluster: 8 x H100 per server, 400 GbE RoCE per GPU,
 //                16 GPUs per rack switch, 192 racks per pod at full bisection, pods
