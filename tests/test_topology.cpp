@@ -243,6 +243,10 @@ TEST_CASE("topology stats against closed forms") {
     add_torus(c, cat, "t", "tpu-v4", {4, 4, 4}, {wrap, wrap, wrap}, "ici-v4");
     const TopologyStats s = topology_stats(c);
     CHECK(s.bisection_gbytes_per_s == Approx(wrap ? 1440.0 : 720.0));
+    // The maximum flow between the halves agrees with the closed form.
+    const auto chips = c.accelerators();
+    const std::vector<NodeId> low(chips.begin(), chips.begin() + 32), high(chips.begin() + 32, chips.end());
+    CHECK(c.max_flow(low, high).value() / 1e9 == Approx(wrap ? 1440.0 : 720.0));
     CHECK(s.diameter_hops == (wrap ? 6u : 9u));
     CHECK(s.diameter_exact);
     CHECK(s.links_by_kind.at("ici-v4").cables == (wrap ? 192u : 144u));
@@ -254,7 +258,7 @@ TEST_CASE("topology stats against closed forms") {
   const Cluster long_torus = build_preset(cat, "tpu-v4-pod", slice);
   const TopologyStats lt = topology_stats(long_torus);
   CHECK(lt.bisection_gbytes_per_s == Approx(1440.0));
-  CHECK(lt.bisection_cut == "torus dimension 2");
+  CHECK(lt.bisection_cut == "torus dimension 2 (closed form)");
   REQUIRE(long_torus.tori().size() == 1);
   TorusRouter dor(long_torus, long_torus.tori()[0]);
   CHECK(dor.route(long_torus.accelerators()[0], long_torus.accelerators().back()).size() == 3);
@@ -328,6 +332,8 @@ TEST_CASE("explicit topologies: links from the catalog or given, asymmetric link
   CHECK(c.link(LinkId(2)).bandwidth.value() == Approx(100e9));
   CHECK(c.link(LinkId(3)).bandwidth.value() == Approx(50e9));
   CHECK(c.link(LinkId(2)).kind == "custom");
+  // The bisection is the weaker direction: g1 sends at 100 GB/s but receives at 50.
+  CHECK(topology_stats(c).bisection_gbytes_per_s == Approx(50.0));
 }
 
 TEST_CASE("explicit topologies: errors name the element") {

@@ -94,6 +94,11 @@ Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vec
   for (int d : dims) cubes = cubes && d % 4 == 0;
   const int pods = o.pods.value_or(1);
   if (pods <= 0 || pods > 64) throw InputError("pods: expected 1 to 64, got " + std::to_string(pods));
+  std::size_t chips = static_cast<std::size_t>(pods);
+  for (int d : dims) chips *= static_cast<std::size_t>(d);
+  if (chips > (std::size_t{1} << 20)) {
+    throw InputError("dims: " + std::to_string(chips) + " chips in all, more than the limit of 1048576");
+  }
   Cluster c;
   if (pods == 1) {
     add_torus(c, catalog, "chip", o.accelerator.value_or(chip), dims, std::vector<bool>(dims.size(), cubes), link);

@@ -81,10 +81,32 @@ TopologyStats topology_stats(const Cluster& c) {
     const std::size_t pick = s.diameter_exact ? i : i * (acc.size() - 1) / (kSample - 1);
     s.diameter_hops = std::max(s.diameter_hops, eccentricity(c, next, acc[pick]));
   }
+  // A cluster that is one torus and nothing else (every link a torus link of one kind):
+  // cutting dimension d of size k in half cuts (wrap and k > 2 ? 2 : 1) x N / k cables.
+  if (c.tori().size() == 1 && c.tori()[0].chips.size() == c.node_count() && acc.size() >= 2) {
+    const TorusShape& t = c.tori()[0];
+    const double bw = c.link(LinkId(0)).bandwidth.value() / 1e9;
+    bool uniform = true;
+    for (std::size_t l = 0; l < c.link_count(); ++l) uniform = uniform && c.link(LinkId(static_cast<std::uint32_t>(l))).bandwidth.value() / 1e9 == bw;
+    for (std::size_t d = 0; d < t.dims.size() && uniform; ++d) {
+      const auto k = static_cast<std::size_t>(t.dims[d]);
+      if (k % 2 != 0) continue;
+      const double cut = static_cast<double>((t.wrap[d] && k > 2) ? 2 : 1) * static_cast<double>(acc.size() / k) * bw;
+      if (s.bisection_cut.empty() || cut < s.bisection_gbytes_per_s) {
+        s.bisection_gbytes_per_s = cut;
+        s.bisection_cut = "torus dimension " + std::to_string(d) + " (closed form)";
+      }
+    }
+    if (!s.bisection_cut.empty()) return s;
+  }
   if (acc.size() >= 2) {
     const auto half = static_cast<std::ptrdiff_t>(acc.size() / 2);
     const std::vector<NodeId> first(acc.begin(), acc.begin() + half), second(acc.begin() + half, acc.end());
-    s.bisection_gbytes_per_s = c.max_flow(first, second).value() / 1e9;
+    // Both directions: links may be asymmetric.
+    auto both = [&](const std::vector<NodeId>& a, const std::vector<NodeId>& b) {
+      return std::min(c.max_flow(a, b).value(), c.max_flow(b, a).value()) / 1e9;
+    };
+    s.bisection_gbytes_per_s = both(first, second);
     s.bisection_cut = "rank order";
     for (const TorusShape& t : c.tori()) {
       if (t.chips.size() != acc.size()) continue;
@@ -95,7 +117,7 @@ TopologyStats topology_stats(const Cluster& c) {
         if (k % 2 != 0) continue;
         std::vector<NodeId> low, high;
         for (std::size_t i = 0; i < t.chips.size(); ++i) (i / stride % k < k / 2 ? low : high).push_back(t.chips[i]);
-        const double flow = c.max_flow(low, high).value() / 1e9;
+        const double flow = both(low, high);
         if (flow < s.bisection_gbytes_per_s) {
           s.bisection_gbytes_per_s = flow;
           s.bisection_cut = "torus dimension " + std::to_string(d);

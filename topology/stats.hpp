@@ -32,7 +32,9 @@ struct TopologyStats {
 /// 64 evenly spaced sources beyond (a lower bound, flagged). The bisection is the
 /// smallest maximum flow between two halves of the accelerators over these halvings: the
 /// rank order (first half, second half), and for a torus that holds every accelerator,
-/// each dimension of even size cut in half.
+/// each dimension of even size cut in half; in both directions (links may be
+/// asymmetric). A cluster that is exactly one uniform torus gets the closed form instead:
+/// cutting dimension d of size k costs (wraparound ? 2 : 1) x N / k links.
 TopologyStats topology_stats(const Cluster& c);
 
 }  // namespace ddlsim
