@@ -488,3 +488,24 @@ TEST_CASE("a Selene-like DGX A100 SuperPOD beyond one scalable unit") {
   CHECK(s.oversubscription.at("leaf") == Approx(1.0));
   CHECK(s.oversubscription.at("spine") == Approx(1.0));
 }
+
+TEST_CASE("routes inside a TPU pod stay on the chips' own links") {
+  // Expected: with two 8x8x8 pods joined over the DCN, a route between chips of one pod
+  // uses only ICI links (dimension order: 4 + 4 + 4 = 12 hops from corner to centre),
+  // although the path through hosts and the DCN switch has 4 hops; between pods the route
+  // crosses the DCN.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.dims = std::vector<int>{8, 8, 8};
+  o.pods = 2;
+  const Cluster c = build_preset(cat, "tpu-v4-pod", o);
+  ShortestPathRouter r(c);
+  const auto chips = c.accelerators();
+  const auto& inside = r.route(chips[0], chips[4 * 64 + 4 * 8 + 4]);
+  CHECK(inside.size() == 12);
+  for (LinkId l : inside) CHECK(c.link(l).kind == "ici-v4");
+  const auto& across = r.route(chips[0], chips[512]);
+  bool dcn = false;
+  for (LinkId l : across) dcn = dcn || c.link(l).kind == "dcn-tpu-host";
+  CHECK(dcn);
+}

@@ -6,9 +6,27 @@
 
 namespace ddlsim {
 
+ShortestPathRouter::ShortestPathRouter(const Cluster& cluster) : cluster_(&cluster) {
+  const auto& tori = cluster.tori();
+  if (tori.empty()) return;
+  torus_of_.assign(cluster.node_count(), -1);
+  for (std::size_t t = 0; t < tori.size(); ++t) {
+    for (NodeId n : tori[t].chips) torus_of_[n.value] = static_cast<std::int32_t>(t);
+  }
+  tori_.resize(tori.size());
+}
+
+ShortestPathRouter::~ShortestPathRouter() = default;
+
 const std::vector<LinkId>& ShortestPathRouter::route(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
   if (const auto it = routes_.find(key); it != routes_.end()) return it->second;
+  if (!torus_of_.empty() && src.value < torus_of_.size() && dst.value < torus_of_.size() &&
+      torus_of_[src.value] >= 0 && torus_of_[src.value] == torus_of_[dst.value]) {
+    const auto t = static_cast<std::size_t>(torus_of_[src.value]);
+    if (!tori_[t]) tori_[t] = std::make_unique<TorusRouter>(*cluster_, cluster_->tori()[t]);
+    return routes_.emplace(key, tori_[t]->route(src, dst)).first->second;
+  }
   std::optional<std::vector<LinkId>> path = cluster_->search_path(src, dst);
   if (!path) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
   return routes_.emplace(key, std::move(*path)).first->second;

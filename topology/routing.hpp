@@ -1,6 +1,7 @@
 // Routing: which directed links a transfer from one node to another crosses.
 //
-// ShortestPathRouter works on any cluster: a minimum-hop path found by Boost.Graph's
+// ShortestPathRouter works on any cluster: between two chips of one torus (as recorded by
+// add_torus), the torus's dimension-order route; otherwise a minimum-hop path found by Boost.Graph's
 // breadth-first search (Cluster::search_path; ties to the link added first, so the choice
 // is deterministic). A search stops as soon as it reaches the destination, so a nearby pair (two GPUs of one server) costs
 // a few steps even in a 16,384-GPU cluster; each answered path is kept, so a repeated
@@ -8,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -15,9 +17,12 @@
 
 namespace ddlsim {
 
+class TorusRouter;
+
 class ShortestPathRouter {
  public:
-  explicit ShortestPathRouter(const Cluster& cluster) : cluster_(&cluster) {}
+  explicit ShortestPathRouter(const Cluster& cluster);
+  ~ShortestPathRouter();
 
   /// The links from src to dst, in order; empty when src == dst. Throws GraphError when
   /// dst cannot be reached. The reference stays valid while the router lives.
@@ -28,6 +33,10 @@ class ShortestPathRouter {
  private:
   const Cluster* cluster_;
   std::unordered_map<std::uint64_t, std::vector<LinkId>> routes_;  // by (src << 32 | dst)
+  // Pairs inside one torus the cluster recorded take its dimension-order route (over the
+  // chips' own links, as TPUs do) rather than a shortcut through hosts and the DCN.
+  std::vector<std::int32_t> torus_of_;  // node -> index in cluster.tori(), or -1
+  std::vector<std::unique_ptr<TorusRouter>> tori_;
 };
 
 }  // namespace ddlsim
