@@ -316,6 +316,24 @@ TEST_CASE("explicit topologies: a JSON round trip gives the same cluster") {
   CHECK(sb.diameter_hops == sa.diameter_hops);
 }
 
+TEST_CASE("explicit topologies keep the tori, so routing and bisection survive a round trip") {
+  // Expected: a 4x4x8 v4 slice written and read back still has its torus: the bisection
+  // across dimension 2 (1440 GB/s, closed form) and 3-hop dimension-order corner routes.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.dims = std::vector<int>{4, 4, 8};
+  const Cluster a = build_preset(cat, "tpu-v4-pod", o);
+  const Cluster b = read_explicit_topology(nlohmann::json::parse(write_explicit_topology(a)), cat, "t.json");
+  REQUIRE(b.tori().size() == 1);
+  const TopologyStats s = topology_stats(b);
+  CHECK(s.bisection_gbytes_per_s == Approx(1440.0));
+  CHECK(s.bisection_cut == "torus dimension 2 (closed form)");
+  CHECK(write_explicit_topology(b) == write_explicit_topology(a));
+  CHECK_THROWS_WITH_AS(read_explicit_topology(nlohmann::json::parse(R"({"nodes": [{"name": "g0", "kind": "accelerator",
+      "model": "tpu-v4"}], "links": [], "tori": [{"dims": [2], "wrap": [false], "chips": ["g0"]}]})"), cat, "t.json"),
+      "t.json: tori.0.chips: expected 2 chip names (the product of dims), got 1", std::exception);
+}
+
 TEST_CASE("explicit topologies: links from the catalog or given, asymmetric links") {
   // Expected: a cable of 18 nvlink4 links gets 18 x 25 = 450 GB/s and 1 us; a given link keeps its
   // 100 GB/s forward and 50 GB/s back.

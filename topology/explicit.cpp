@@ -95,6 +95,50 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
     l.finish();
     c.connect(a, b, BytesPerSecond(gbps * 1e9), Seconds(latency_us * 1e-6), kind, BytesPerSecond(reverse * 1e9));
   }
+  root.known("tori");
+  if (root.has("tori")) {
+    JsonArray tori = root.array("tori");
+    for (std::size_t t = 0; t < tori.size(); ++t) {
+      JsonObject o = tori.object(t);
+      TorusShape shape;
+      JsonArray dims = o.array("dims");
+      JsonArray wrap = o.array("wrap");
+      JsonArray chips = o.array("chips");
+      std::size_t total = 1;
+      for (std::size_t d = 0; d < dims.size(); ++d) {
+        const nlohmann::json& v = dims.at(d);
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 4096) {
+          throw InputError(dims.path() + "." + std::to_string(d) + ": expected a size from 1 to 4096, got " + shown(v));
+        }
+        shape.dims.push_back(v.get<int>());
+        total *= static_cast<std::size_t>(v.get<int>());
+        if (total > (std::size_t{1} << 24)) throw InputError(dims.path() + ": more than 2^24 chips");
+      }
+      if (dims.size() == 0 || wrap.size() != dims.size()) {
+        throw InputError(wrap.path() + ": expected one true/false per dimension (" + std::to_string(dims.size()) + ")");
+      }
+      for (std::size_t d = 0; d < wrap.size(); ++d) {
+        if (!wrap.at(d).is_boolean()) throw InputError(wrap.path() + "." + std::to_string(d) + ": expected true or false, got " + shown(wrap.at(d)));
+        shape.wrap.push_back(wrap.at(d).get<bool>());
+      }
+      if (chips.size() != total) {
+        throw InputError(chips.path() + ": expected " + std::to_string(total) + " chip names (the product of dims), got " +
+                         std::to_string(chips.size()));
+      }
+      for (std::size_t i = 0; i < chips.size(); ++i) {
+        const nlohmann::json& v = chips.at(i);
+        const std::string where = chips.path() + "." + std::to_string(i);
+        if (!v.is_string()) throw InputError(where + ": expected a node name, got " + shown(v));
+        const auto it = index.find(v.get<std::string>());
+        if (it == index.end()) throw InputError(where + ": no node named '" + v.get<std::string>() + "'");
+        const NodeId n(static_cast<std::uint32_t>(it->second));
+        if (c.node(n).kind != NodeKind::kAccelerator) throw InputError(where + ": '" + v.get<std::string>() + "' is not an accelerator");
+        shape.chips.push_back(n);
+      }
+      o.finish();
+      c.add_torus_shape(std::move(shape));
+    }
+  }
   root.finish();
   try {
     c.validate();
@@ -149,6 +193,15 @@ std::string write_explicit_topology(const Cluster& c) {
   }
   doc["nodes"] = std::move(nodes);
   doc["links"] = std::move(links);
+  if (!c.tori().empty()) {
+    nlohmann::ordered_json tori = nlohmann::ordered_json::array();
+    for (const TorusShape& t : c.tori()) {
+      nlohmann::ordered_json chips = nlohmann::ordered_json::array();
+      for (NodeId n : t.chips) chips.push_back(c.node(n).name);
+      tori.push_back({{"dims", t.dims}, {"wrap", t.wrap}, {"chips", std::move(chips)}});
+    }
+    doc["tori"] = std::move(tori);
+  }
   return doc.dump(1) + "\n";
 }
 

@@ -6,6 +6,9 @@
 //              {"a": "gpu1", "b": "sw0", "gbytes_per_s": 100, "latency_us": 1.5,
 //               "reverse_gbytes_per_s": 50, "kind": "custom"}]}
 //
+// An optional "tori" array records tori among the accelerators ({"dims": [4, 4],
+// "wrap": [true, true], "chips": [names in row-major order]}), for dimension-order
+// routing and the bisection cuts; --export writes it for clusters built with tori.
 // Node kinds: accelerator (model: a catalog accelerator id), host, nic, switch (model:
 // free text, the switch's role). A link names a catalog link ("link") for its bandwidth
 // and latency (with "count": N for a cable bundling N such links, e.g. 18 NVLinks), or
