@@ -51,13 +51,9 @@ std::vector<int> parse_dims(const std::string& text) {
     const auto x = text.find('x', start);
     const std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
     int v = 0;
-    try {
-      std::size_t used = 0;
-      v = std::stoi(part, &used);
-      if (used != part.size()) v = 0;
-    } catch (const std::exception&) {
-      v = 0;
-    }
+    const bool digits = !part.empty() && part.size() <= 4 &&
+                        part.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) v = std::stoi(part);
     if (v <= 0 || v > 4096) throw InputError("--dims: expected sizes from 1 to 4096 joined by 'x', like 4x4x8, got '" + text + "'");
     dims.push_back(v);
     if (x == std::string::npos) break;
@@ -96,15 +92,16 @@ void print_text(std::ostream& out, const std::string& title, const TopologyStats
     for (const auto& [role, ratio] : s.oversubscription) out << " " << role << " " << fmt(ratio) << ":1;";
     out << " (bandwidth toward the endpoints over bandwidth toward the next tier)\n";
   }
-  out << "diameter:   " << (s.diameter_exact ? "" : "at least ") << s.diameter_hops << " hops between accelerators"
+  out << "diameter:   " << (s.diameter_exact ? "" : "at least ") << s.diameter_hops
+      << (s.diameter_hops == 1 ? " hop" : " hops") << " between accelerators"
       << (s.diameter_exact ? "" : " (searched from 64 sources)") << "\n";
   out << "bisection:  " << fmt(s.bisection_gbytes_per_s) << " GB/s (max flow between halves of the accelerators; cut: "
       << s.bisection_cut << ")\n";
 }
 
-void print_json(std::ostream& out, const std::string& preset, const TopologyStats& s) {
+void print_json(std::ostream& out, const std::string& source, bool is_file, const TopologyStats& s) {
   nlohmann::ordered_json j;
-  j["preset"] = preset;
+  j[is_file ? "file" : "preset"] = source;
   j["nodes_by_kind"] = s.nodes_by_kind;
   j["accelerators_by_model"] = s.accelerators_by_model;
   nlohmann::ordered_json links = nlohmann::ordered_json::object();
@@ -120,16 +117,25 @@ void print_json(std::ostream& out, const std::string& preset, const TopologyStat
   out << j.dump(2) << "\n";
 }
 
+std::string dot_escaped(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
 void write_dot(std::ostream& out, const Cluster& c) {
   out << "graph cluster {\n  node [fontname=\"Helvetica\"];\n";
   for (std::size_t i = 0; i < c.node_count(); ++i) {
     const Node& n = c.node(NodeId(static_cast<std::uint32_t>(i)));
-    out << "  n" << i << " [label=\"" << n.name << "\", shape="
+    out << "  n" << i << " [label=\"" << dot_escaped(n.name) << "\", shape="
         << (n.kind == NodeKind::kAccelerator ? "box" : n.kind == NodeKind::kSwitch ? "ellipse" : "diamond") << "];\n";
   }
   for (std::size_t l = 0; l < c.link_count(); l += 2) {
     const Link& link = c.link(LinkId(static_cast<std::uint32_t>(l)));
-    out << "  n" << link.from.value << " -- n" << link.to.value << " [label=\"" << link.kind << "\"];\n";
+    out << "  n" << link.from.value << " -- n" << link.to.value << " [label=\"" << dot_escaped(link.kind) << "\"];\n";
   }
   out << "}\n";
 }
@@ -232,19 +238,22 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
         throw InputError(preset + ": " + e.what());
       }
     }
-    if (vm.count("export")) {
-      AtomicFile f(vm["export"].as<std::string>());
-      f.stream() << write_explicit_topology(c);
-      f.commit();
-    }
+
     const TopologyStats s = topology_stats(c);
+    // Both output files are written before either is committed: all or nothing.
+    std::optional<AtomicFile> dot, exported;
     if (vm.count("dot")) {
-      AtomicFile f(vm["dot"].as<std::string>());
-      write_dot(f.stream(), c);
-      f.commit();
+      dot.emplace(vm["dot"].as<std::string>());
+      write_dot(dot->stream(), c);
     }
+    if (vm.count("export")) {
+      exported.emplace(vm["export"].as<std::string>());
+      exported->stream() << write_explicit_topology(c);
+    }
+    if (dot) dot->commit();
+    if (exported) exported->commit();
     if (vm.count("json")) {
-      print_json(out, preset, s);
+      print_json(out, preset, vm.count("file") > 0, s);
     } else {
       print_text(out, preset + (o.nodes ? ", " + std::to_string(*o.nodes) + " nodes" : ""), s);
     }

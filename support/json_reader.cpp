@@ -68,7 +68,7 @@ JsonObject JsonArray::object(std::size_t i) const {
 
 JsonObject::JsonObject(const nlohmann::json& value, std::string path) : value_(&value), path_(std::move(path)) {
   if (!value.is_object()) {
-    throw InputError((path_.empty() ? std::string("scenario") : path_) + ": expected an object, got " + shown(value));
+    throw InputError((path_.empty() ? std::string("the document") : path_) + ": expected an object, got " + shown(value));
   }
 }
 

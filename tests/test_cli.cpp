@@ -408,3 +408,37 @@ TEST_CASE("ddlsim topology reads a scenario's preset cluster") {
   CHECK(r.status == 2);
   CHECK(r.err.find("d.json: cluster.dims.1: expected up to 4 sizes from 1 to 4096, got 0") != std::string::npos);
 }
+
+TEST_CASE("ddlsim topology writes dot and explicit files, and refuses options a preset does not take") {
+  // Expected: --dot writes an undirected GraphViz graph with one line per cable; --export
+  // writes a file that `ddlsim topology FILE` describes identically; --dims on a GPU
+  // preset and --pods with a file are one-line errors.
+  Scratch s;
+  const std::string dot = (s.dir / "c.dot").string(), exported = (s.dir / "c.json").string();
+  auto r = ddlsim_cmd({"topology", "--preset", "tpu-v4-pod", "--dims", "2x2x4", "--pods", "2", "--dot", dot, "--export",
+                       exported, "--json"});
+  REQUIRE(r.status == 0);
+  std::stringstream d;
+  d << std::ifstream(dot).rdbuf();
+  CHECK(d.str().rfind("graph cluster {", 0) == 0);
+  std::size_t cables = 0;
+  for (std::size_t at = d.str().find(" -- "); at != std::string::npos; at = d.str().find(" -- ", at + 1)) ++cables;
+  const auto j = nlohmann::json::parse(r.out);
+  std::size_t expected = 0;
+  for (const auto& [kind, g] : j.at("links_by_kind").items()) expected += g.at("cables").get<std::size_t>();
+  CHECK(cables == expected);
+  auto again = ddlsim_cmd({"topology", exported, "--json"});
+  REQUIRE(again.status == 0);
+  auto k = nlohmann::json::parse(again.out);
+  CHECK(k.at("file") == exported);
+  k.erase("file");
+  auto jj = j;
+  jj.erase("preset");
+  CHECK(k == jj);
+  r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--dims", "4x4"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim topology: dims: only TPU presets have a shape; use nodes\n");
+  r = ddlsim_cmd({"topology", exported, "--pods", "2"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim topology: --pods: applies to presets, not to a topology file\n");
+}

@@ -140,10 +140,13 @@ Cluster build_preset(const Catalog& catalog, std::string_view name, const Preset
     if (o.nodes && *o.nodes != 1) throw InputError("nodes: gb200-nvl72 is one NVL72 rack; joining racks is not modelled yet");
     if (o.dims || o.nic || o.pods) throw InputError("gb200-nvl72 takes no dims, nic or pods");
     Cluster c;
-    add_nvswitch_node(c, catalog, "nvl72", o.accelerator.value_or("b200"), 72, "nvlink5");
+    add_nvswitch_node(c, catalog, "nvl72", o.accelerator.value_or("b200"), 72);  // the accelerator's own NVLink
     return c;
   }
-  if (name == "tpu-v3-pod") return tpu(catalog, "tpu-v3", "ici-v3", {32, 32}, o);
+  if (name == "tpu-v3-pod") {
+    if (o.dims && o.dims->size() != 2) throw InputError("dims: TPU v3 is a 2D torus; give two sizes, like 16x32");
+    return tpu(catalog, "tpu-v3", "ici-v3", {32, 32}, o);
+  }
   if (name == "tpu-v4-pod") return tpu(catalog, "tpu-v4", "ici-v4", {16, 16, 16}, o);
   if (name == "tpu-v5p-pod") return tpu(catalog, "tpu-v5p", "ici-v5p", {16, 20, 28}, o);
   std::vector<std::string> names;
@@ -160,8 +163,14 @@ Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog) {
   for (const auto& p : preset_list()) names.push_back(p.name);
   const std::string name = cluster.choice("preset", names);
   PresetOptions o;
-  if (cluster.has("nodes")) o.nodes = static_cast<int>(std::min<std::int64_t>(cluster.positive_int("nodes"), 1 << 20));
-  if (cluster.has("pods")) o.pods = static_cast<int>(std::min<std::int64_t>(cluster.positive_int("pods"), 1 << 20));
+  // Range-checked here, before narrowing to int, so that the error shows the given value.
+  auto count = [&](const char* key, std::int64_t most) {
+    const std::int64_t v = cluster.positive_int(key);
+    if (v > most) throw InputError(cluster.field_path(key) + ": expected 1 to " + std::to_string(most) + ", got " + std::to_string(v));
+    return static_cast<int>(v);
+  };
+  if (cluster.has("nodes")) o.nodes = count("nodes", 4096);
+  if (cluster.has("pods")) o.pods = count("pods", 64);
   cluster.known("dims");
   if (cluster.has("dims")) {
     JsonArray dims = cluster.array("dims");
