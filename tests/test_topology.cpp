@@ -152,7 +152,8 @@ TEST_CASE("bad topologies are errors naming the element") {
   CHECK_THROWS_WITH_AS(r.route(a, b), "no route from 'gpu0' to 'gpu1'", GraphError);
   CHECK_THROWS_WITH_AS(add_torus(c, cat, "t", "tpu-v4", {4, 0}, {true, true}, "ici-v4"),
                        "torus dimension size must be positive, got 0", GraphError);
-  CHECK_THROWS_AS(add_nvswitch_node(c, cat, "n", "h100", 8), std::exception);
+  CHECK_THROWS_WITH_AS(add_nvswitch_node(c, cat, "n", "h100", 8),
+                       doctest::Contains("unknown accelerator 'h100' (did you mean 'h100-sxm'?)"), std::exception);
 }
 
 TEST_CASE("a rail-optimized fabric puts GPU i of every server on rail i") {
