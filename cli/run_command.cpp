@@ -20,6 +20,7 @@
 #include "sim/usage.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
+#include "support/json_reader.hpp"
 #include "support/strings.hpp"
 
 namespace po = boost::program_options;
@@ -96,15 +97,6 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   return a;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read scenario " + path + ": no such file or not readable");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw InputError("cannot read scenario " + path + ": read error");
-  return ss.str();
-}
-
 // Keeps only the strategy named by --strategy; a file output needs exactly one.
 void select_strategy(Scenario& s, const RunArgs& a) {
   if (a.strategy) {
@@ -173,7 +165,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   }
   try {
     const std::string source = a.scenario ? *a.scenario : std::string(kDefaultScenarioName);
-    const std::string text = a.scenario ? read_file(*a.scenario) : std::string(kDefaultScenario);
+    const std::string text = a.scenario ? read_input_file(*a.scenario, "scenario") : std::string(kDefaultScenario);
     const nlohmann::json doc = scenario_document(text, source, a.sets);
     Scenario s = read_scenario(doc);
     if (a.print_scenario) {

@@ -175,11 +175,7 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
     Catalog catalog = Catalog::builtin();
     if (vm.count("catalog")) {
       const std::string path = vm["catalog"].as<std::string>();
-      std::ifstream in(path, std::ios::binary);
-      if (!in) throw InputError("cannot read catalog " + path + ": no such file or not readable");
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      catalog.merge(parse_json(ss.str(), path), path);
+      catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
     }
     if (vm.count("list")) {
       out << "presets:\n";
@@ -203,11 +199,7 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       for (const char* opt : {"nodes", "dims", "pods", "accelerator", "nic"}) {
         if (vm.count(opt)) throw InputError(std::string("--") + opt + ": applies to presets, not to a topology file");
       }
-      std::ifstream in(preset, std::ios::binary);
-      if (!in) throw InputError("cannot read topology " + preset + ": no such file or not readable");
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      const nlohmann::json doc = parse_json(ss.str(), preset);
+      const nlohmann::json doc = parse_json(read_input_file(preset, "topology"), preset);
       if (doc.is_object() && doc.contains("cluster")) {
         // A scenario: describe its cluster, which must name a preset.
         const nlohmann::json& section = doc.at("cluster");

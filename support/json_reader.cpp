@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -18,6 +21,17 @@ std::string shown(const nlohmann::json& value) {
   std::string s = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
+}
+
+std::string read_input_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError("cannot read " + what + " " + path + ": it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot read " + what + " " + path + ": no such file or not readable");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw InputError("cannot read " + what + " " + path + ": read error");
+  return ss.str();
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& source) {

@@ -74,6 +74,10 @@ class JsonObject {
   std::set<std::string> read_;
 };
 
+/// The whole content of a file the user named; InputError "cannot read <what> <path>:
+/// ..." when it cannot be read (missing, a directory, unreadable).
+std::string read_input_file(const std::string& path, const std::string& what);
+
 /// Parses JSON text, turning syntax errors into InputError naming `source` and the
 /// line and column.
 nlohmann::json parse_json(const std::string& text, const std::string& source);
