@@ -1,8 +1,11 @@
 #include "cli/cli.hpp"
 
+#include <new>
 #include <ostream>
 
 #include "cli/commands.hpp"
+#include "sim/core/errors.hpp"
+#include "support/input_error.hpp"
 
 namespace ddlsim {
 namespace {
@@ -34,6 +37,23 @@ Exit status: 0 success; 1 an output file could not be written (or an internal er
 )";
 
 }  // namespace
+
+int exit_for_current_exception(const char* command, std::ostream& err) {
+  err << "ddlsim " << command << ": ";
+  try {
+    throw;
+  } catch (const InputError& e) {
+    err << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const ReplayError& e) {
+    err << "the replay failed: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    err << "out of memory: the input needs more memory than this machine can give\n";
+  } catch (const std::exception& e) {
+    err << e.what() << "\n";
+  }
+  return kExitFailure;
+}
 
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty()) {

@@ -7,6 +7,10 @@
 
 namespace ddlsim {
 
+/// Inside a catch (...) block: writes the exception in flight as one line
+/// "ddlsim COMMAND: ..." and returns its exit status (2 for input errors, 1 otherwise).
+int exit_for_current_exception(const char* command, std::ostream& err);
+
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int topology_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -3,7 +3,6 @@
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <fstream>
-#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -16,7 +15,6 @@
 #include "scenarios/default_scenario.hpp"
 #include "sim/chrome_trace.hpp"
 #include "sim/core/engine.hpp"
-#include "sim/core/errors.hpp"
 #include "sim/usage.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
@@ -181,18 +179,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       print_table(out, s, reports);
     }
     return kExitOk;
-  } catch (const InputError& e) {
-    err << "ddlsim run: " << e.what() << "\n";
-    return kExitBadInput;
-  } catch (const ReplayError& e) {
-    err << "ddlsim run: the replay failed: " << e.what() << "\n";
-    return kExitFailure;
-  } catch (const std::bad_alloc&) {
-    err << "ddlsim run: out of memory: the scenario needs more memory than this machine can give\n";
-    return kExitFailure;
-  } catch (const std::exception& e) {
-    err << "ddlsim run: " << e.what() << "\n";
-    return kExitFailure;
+  } catch (...) {
+    return exit_for_current_exception("run", err);
   }
 }
 

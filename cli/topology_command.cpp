@@ -250,15 +250,8 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       print_text(out, preset + (o.nodes ? ", " + std::to_string(*o.nodes) + " nodes" : ""), s);
     }
     return kExitOk;
-  } catch (const InputError& e) {
-    err << "ddlsim topology: " << e.what() << "\n";
-    return kExitBadInput;
-  } catch (const std::bad_alloc&) {
-    err << "ddlsim topology: out of memory\n";
-    return kExitFailure;
-  } catch (const std::exception& e) {
-    err << "ddlsim topology: " << e.what() << "\n";
-    return kExitFailure;
+  } catch (...) {
+    return exit_for_current_exception("topology", err);
   }
 }
 

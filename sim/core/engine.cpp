@@ -85,9 +85,6 @@ class Replayer {
     out.makespan = now_;
     out.tasks = finished_;
     out.events = events_;
-    out.state_bytes = pending_.capacity() * sizeof(std::uint32_t) + done_.capacity() * sizeof(std::uint64_t) +
-                      queue_.memory_bytes() +
-                      ready_.capacity() * sizeof(TaskId) + sink_.notes().capacity() * sizeof(ReplaySink::Note);
     return out;
   }
 

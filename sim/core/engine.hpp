@@ -24,7 +24,6 @@ struct ReplayResult {
   Seconds makespan{0.0};        // time at which the last task finished
   std::uint64_t tasks = 0;      // tasks replayed
   std::uint64_t events = 0;     // resource events processed
-  std::size_t state_bytes = 0;  // heap bytes the engine itself used (beyond graph and models)
 };
 
 /// Replays task graphs. Keeps its working memory between runs, so that code replaying
