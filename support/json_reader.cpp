@@ -76,6 +76,18 @@ std::size_t JsonArray::size() const { return value_->size(); }
 
 const nlohmann::json& JsonArray::at(std::size_t i) const { return (*value_)[i]; }
 
+std::vector<int> JsonArray::ints(int lo, int hi, const std::string& what) const {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < size(); ++i) {
+    const nlohmann::json& v = at(i);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
+      throw InputError(path_ + "." + std::to_string(i) + ": expected " + what + ", got " + shown(v));
+    }
+    out.push_back(v.get<int>());
+  }
+  return out;
+}
+
 JsonObject JsonArray::object(std::size_t i) const {
   return JsonObject((*value_)[i], path_ + "." + std::to_string(i));
 }

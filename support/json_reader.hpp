@@ -25,6 +25,9 @@ class JsonArray {
   [[nodiscard]] const std::string& path() const { return path_; }
   [[nodiscard]] JsonObject object(std::size_t i) const;
   [[nodiscard]] const nlohmann::json& at(std::size_t i) const;
+  /// Every element as an integer from lo to hi; otherwise InputError
+  /// "<path>.<i>: expected <what>, got <value>".
+  [[nodiscard]] std::vector<int> ints(int lo, int hi, const std::string& what) const;
 
  private:
   const nlohmann::json* value_;

@@ -104,14 +104,10 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
       JsonArray dims = o.array("dims");
       JsonArray wrap = o.array("wrap");
       JsonArray chips = o.array("chips");
+      shape.dims = dims.ints(1, 4096, "a size from 1 to 4096");
       std::size_t total = 1;
-      for (std::size_t d = 0; d < dims.size(); ++d) {
-        const nlohmann::json& v = dims.at(d);
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 4096) {
-          throw InputError(dims.path() + "." + std::to_string(d) + ": expected a size from 1 to 4096, got " + shown(v));
-        }
-        shape.dims.push_back(v.get<int>());
-        total *= static_cast<std::size_t>(v.get<int>());
+      for (int k : shape.dims) {
+        total *= static_cast<std::size_t>(k);
         if (total > (std::size_t{1} << 24)) throw InputError(dims.path() + ": more than 2^24 chips");
       }
       if (dims.size() == 0 || wrap.size() != dims.size()) {

@@ -19,6 +19,15 @@ struct GpuPreset {
   std::size_t max_spines;  // spines of a pod (0: one per leaf uplink)
 };
 
+// The number of servers a GPU preset builds: nodes, default 1, at most `most`.
+int server_count(const PresetOptions& o, int most) {
+  const int nodes = o.nodes.value_or(1);
+  if (nodes <= 0 || nodes > most) {
+    throw InputError("nodes: expected 1 to " + std::to_string(most) + ", got " + std::to_string(nodes));
+  }
+  return nodes;
+}
+
 // GPU server presets take nodes, not the TPU options.
 void no_tpu_options(const PresetOptions& o) {
   if (o.pods) throw InputError("pods: only TPU presets are made of pods; use nodes");
@@ -27,8 +36,7 @@ void no_tpu_options(const PresetOptions& o) {
 
 Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) {
   no_tpu_options(o);
-  const int nodes = o.nodes.value_or(1);
-  if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
+  const int nodes = server_count(o, 4096);
   const std::string acc = o.accelerator.value_or(p.accelerator);
   const std::string nic = o.nic.value_or(p.nic);
   (void)catalog.link(nic);  // checked even when one server needs no network
@@ -56,8 +64,7 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
 
 Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
-  const int nodes = o.nodes.value_or(1);
-  if (nodes <= 0 || nodes > 4096) throw InputError("nodes: expected 1 to 4096, got " + std::to_string(nodes));
+  const int nodes = server_count(o, 4096);
   if (o.accelerator || o.dims) throw InputError("dgx1-v100 takes no accelerator or dims (its NVLink mesh is V100's)");
   const std::string nic = o.nic.value_or("ib-edr");
   (void)catalog.link(nic);
@@ -70,8 +77,7 @@ Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
 
 Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
-  const int nodes = o.nodes.value_or(1);
-  if (nodes <= 0 || nodes > 3072) throw InputError("nodes: expected 1 to 3072, got " + std::to_string(nodes));
+  const int nodes = server_count(o, 3072);
   const std::string acc = o.accelerator.value_or("h100-sxm");
   const std::string nic = o.nic.value_or("eth-400g");
   (void)catalog.link(nic);
@@ -174,15 +180,9 @@ Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog) {
   cluster.known("dims");
   if (cluster.has("dims")) {
     JsonArray dims = cluster.array("dims");
-    std::vector<int> d;
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-      const nlohmann::json& v = dims.at(i);
-      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 4096 || dims.size() > 4) {
-        throw InputError(dims.path() + "." + std::to_string(i) + ": expected up to 4 sizes from 1 to 4096, got " + shown(v));
-      }
-      d.push_back(v.get<int>());
-    }
+    std::vector<int> d = dims.ints(1, 4096, "up to 4 sizes from 1 to 4096");
     if (d.empty()) throw InputError(dims.path() + ": expected at least one size, got []");
+    if (d.size() > 4) throw InputError(dims.path() + ": expected up to 4 sizes from 1 to 4096, got " + std::to_string(d.size()));
     o.dims = d;
   }
   if (cluster.has("accelerator")) o.accelerator = cluster.string("accelerator");
