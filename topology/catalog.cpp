@@ -47,6 +47,8 @@ LinkSpec read_link(const std::string& id, JsonObject& o) {
   l.source = o.string("source");
   if (l.source.empty()) throw InputError(o.field_path("source") + ": expected a non-empty string naming the source");
   l.latency_source = o.string_or("latency_source", "");
+  l.efficiency = o.number_or("efficiency", 1e-3, 1.0, 1.0);
+  l.efficiency_source = o.string_or("efficiency_source", "");
   o.finish();
   return l;
 }

@@ -44,6 +44,12 @@ struct LinkSpec {
   Seconds latency{0.0};           // per hop
   std::string source;
   std::string latency_source;
+  /// The fraction of the line rate that collective traffic (NCCL-like libraries)
+  /// reaches on this link: protocol headers, flow control and synchronisation cost the
+  /// rest. The network models multiply the bandwidth by it. Default 1 (line rate) for
+  /// user entries that do not give it; every built-in entry gives it with its source.
+  double efficiency = 1.0;
+  std::string efficiency_source;
 };
 
 class Catalog {

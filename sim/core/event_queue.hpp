@@ -34,6 +34,12 @@ class EventQueue {
     next_seq_ = 0;
   }
 
+  /// Raises the number of keys to `keys` (never lowers it), keeping every event.
+  void grow(std::size_t keys) {
+    if (keys > (std::size_t{1} << kKeyBits)) throw std::length_error("EventQueue: more than 2^24 keys");
+    if (keys > pos_.size()) pos_.resize(keys, kAbsent);
+  }
+
   /// Sets the event of `key` to `time` (inserting it, or moving an existing one). It goes
   /// after every event already scheduled for the same time.
   /// `time` must be >= 0 and finite (the replay never schedules into the past).

@@ -1,0 +1,155 @@
+// The algorithm selector: closed-form estimates from the routes each algorithm uses.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "sim/collectives.hpp"
+#include "sim/network_fabric.hpp"
+
+namespace ddlsim {
+namespace {
+
+struct Edge {
+  double latency = 0.0;                                    // s, the largest seen
+  double capacity = std::numeric_limits<double>::infinity();  // B/s, the smallest seen
+  bool seen = false;
+  void add(NetworkFabric& f, NodeId a, NodeId b) {
+    const auto& r = f.routes(a, b).front();
+    latency = std::max(latency, f.route_latency(r));
+    capacity = std::min(capacity, f.route_capacity(r));
+    seen = true;
+  }
+  // Time for `steps` steps of `bytes` each over this edge.
+  [[nodiscard]] double steps(double n, double bytes) const { return seen ? n * (latency + bytes / capacity) : 0.0; }
+};
+
+std::vector<std::vector<std::size_t>> by_domain(const CollectiveGroup& g) {
+  std::map<std::uint32_t, std::size_t> index;
+  std::vector<std::vector<std::size_t>> local;
+  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+    const auto [it, fresh] = index.emplace(g.domain[i], local.size());
+    if (fresh) local.emplace_back();
+    local[it->second].push_back(i);
+  }
+  return local;
+}
+
+double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
+                int channels) {
+  using Op = CollectiveOp;
+  const std::size_t p = g.ranks.size();
+  const double P = static_cast<double>(p);
+  const auto node = [&](std::size_t i) { return g.ranks[i]; };
+  switch (a) {
+    case CollectiveAlgorithm::kRing: {
+      // Ring edges inside a domain and between domains; channels multiply the latter.
+      Edge in, out;
+      const auto local = by_domain(g);
+      for (std::size_t d = 0; d < local.size(); ++d) {
+        const auto& l = local[d];
+        for (std::size_t k = 0; k + 1 < l.size(); ++k) in.add(f, node(l[k]), node(l[k + 1]));
+        const auto& next = local[(d + 1) % local.size()];
+        if (local.size() > 1) out.add(f, node(l.back()), node(next.front()));
+        else if (l.size() > 1) in.add(f, node(l.back()), node(l.front()));
+      }
+      const double bw = std::min(in.capacity, out.seen ? out.capacity * channels : in.capacity);
+      const double lat = std::max(in.latency, out.latency);
+      switch (op) {
+        case Op::kAllReduce: return 2.0 * (P - 1.0) * (lat + S / P / bw);
+        case Op::kReduceScatter:
+        case Op::kAllGather: return (P - 1.0) * (lat + S / P / bw);
+        default: {
+          CollectiveSpec spec;
+          spec.op = op;
+          spec.bytes = S;
+          const double c = effective_chunks(spec);
+          return (P - 2.0 + c) * (lat + S / c / bw);
+        }
+      }
+    }
+    case CollectiveAlgorithm::kTree: {
+      Edge e;
+      for (std::size_t i = 1; i < p; ++i) e.add(f, node((i - 1) / 2), node(i));
+      CollectiveSpec spec;
+      spec.algorithm = a;
+      spec.bytes = S;
+      const double c = effective_chunks(spec);
+      const double depth = std::floor(std::log2(P));
+      // Two trees of S/2 each, pipelined in c chunks. With p > 2 a rank inside one tree
+      // sends S/2 up and S/2 to each of two children, and S/2 up as a leaf of the other:
+      // 2S through its busiest link (S for p = 2).
+      const double load = p > 2 ? 2.0 : 1.0;
+      return (2.0 * depth + c - 1.0) * e.latency + (2.0 * depth / c + load) * S / e.capacity;
+    }
+    case CollectiveAlgorithm::kHalvingDoubling: {
+      Edge e;
+      for (std::size_t d = 1; d < p; d <<= 1) e.add(f, node(0), node(d));
+      const double steps = std::log2(P);
+      const double half = steps * e.latency + (P - 1.0) / P * S / e.capacity;
+      return op == Op::kAllReduce ? 2.0 * half : half;
+    }
+    case CollectiveAlgorithm::kDirect: {
+      Edge e;
+      for (std::size_t i = 1; i < p; ++i) e.add(f, node(0), node(i));
+      switch (op) {
+        case Op::kSendRecv: return e.steps(1, S);
+        case Op::kBroadcast:
+        case Op::kReduce: return e.latency + (P - 1.0) * S / e.capacity;
+        case Op::kAllReduce: return 2.0 * (e.latency + (P - 1.0) * S / P / e.capacity);
+        default: return e.latency + (P - 1.0) * S / P / e.capacity;
+      }
+    }
+    case CollectiveAlgorithm::kHierarchical: {
+      const auto local = by_domain(g);
+      const double G = static_cast<double>(local.front().size()), N = static_cast<double>(local.size());
+      Edge in, out;
+      for (std::size_t k = 0; k + 1 < local.front().size(); ++k) in.add(f, node(local[0][k]), node(local[0][k + 1]));
+      out.add(f, node(local[0][0]), node(local[1][0]));
+      return 2.0 * in.steps(G - 1.0, S / G) + out.steps(2.0 * (N - 1.0), S / G / N);
+    }
+    case CollectiveAlgorithm::kTorus: {
+      double t = 0.0, shard = S;
+      std::size_t stride = p;
+      for (int k : g.torus_dims) {
+        stride /= static_cast<std::size_t>(k);
+        Edge e;
+        e.add(f, node(0), node(stride));
+        shard /= k;
+        t += e.steps(k - 1.0, shard);
+      }
+      return op == Op::kAllReduce ? 2.0 * t : t;
+    }
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
+CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes) {
+  using A = CollectiveAlgorithm;
+  std::vector<A> candidates;
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      candidates = {A::kRing, A::kTree, A::kHalvingDoubling, A::kHierarchical, A::kTorus};
+      break;
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllGather: candidates = {A::kRing, A::kHalvingDoubling, A::kTorus}; break;
+    case CollectiveOp::kBroadcast:
+    case CollectiveOp::kReduce: candidates = {A::kRing}; break;
+    case CollectiveOp::kAllToAll:
+    case CollectiveOp::kSendRecv: candidates = {A::kDirect}; break;
+  }
+  CollectiveChoice best{A::kDirect, 1, std::numeric_limits<double>::infinity()};
+  if (group.ranks.size() < 2) return CollectiveChoice{candidates.front(), 1, 0.0};
+  for (A a : candidates) {
+    if (!unsupported_reason(group, op, a).empty()) continue;
+    const int channels = a == A::kRing ? default_channels(group) : a == A::kTree ? 2 : 1;
+    const double t = estimate(fabric, group, op, a, bytes, channels);
+    if (t < best.estimate) best = CollectiveChoice{a, channels, t};
+  }
+  return best;
+}
+
+}  // namespace ddlsim

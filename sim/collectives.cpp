@@ -1,0 +1,542 @@
+#include "sim/collectives.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <map>
+
+#include "sim/network_fabric.hpp"
+#include "support/input_error.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr std::string_view kOpNames[] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast",
+                                         "reduce",     "all-to-all",     "send-recv"};
+constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doubling", "direct", "hierarchical", "torus"};
+
+// Builds the transfers of one collective. Every helper takes, per rank position, the
+// task after which that rank may start (`ready`) and returns, per position, the last
+// transfer into it (its result is complete once that finishes; ranks that receive
+// nothing keep their ready task).
+class Lowering {
+ public:
+  Lowering(TaskGraph& g, ResourceId net, const CollectiveGroup& group, const CollectiveSpec& spec)
+      : g_(g), net_(net), group_(group), chunks_(effective_chunks(spec)), name_(std::string(op_name(spec.op)) + "/" +
+                                                                       std::string(algorithm_name(spec.algorithm))) {}
+
+  std::uint64_t transfers() const { return transfers_; }
+
+  // `steps` steps around the ring `order` (positions in the group), each moving
+  // `segment` bytes from every rank to the next. A rank's step-s send follows its
+  // step s-1 send (one channel sends in order) and, for s > 0, the arrival of the
+  // left neighbour's step s-1 send, which it forwards or reduces into.
+  void ring(const std::vector<std::size_t>& order, int steps, double segment, std::vector<TaskId>& ready) {
+    const std::size_t p = order.size();
+    if (p < 2 || steps <= 0) return;
+    const double piece = segment / chunks_;
+    const std::size_t c = static_cast<std::size_t>(chunks_);
+    std::vector<TaskId> prev(p * c), cur(p * c);  // [position][chunk]: last step's sends
+    std::vector<TaskId> last(p);                  // each position's latest send
+    for (std::size_t r = 0; r < p; ++r) last[r] = ready[order[r]];
+    for (int s = 0; s < steps; ++s) {
+      for (std::size_t r = 0; r < p; ++r) {
+        const std::size_t left = (r + p - 1) % p;
+        for (std::size_t j = 0; j < c; ++j) {
+          const TaskId t = send(order[r], order[(r + 1) % p], piece);
+          g_.add_edge(last[r], t);
+          if (s > 0) g_.add_edge(prev[left * c + j], t);
+          last[r] = t;
+          cur[r * c + j] = t;
+        }
+      }
+      std::swap(prev, cur);
+    }
+    // The final piece into position r came from its left neighbour's last send.
+    for (std::size_t r = 0; r < p; ++r) ready[order[(r + 1) % p]] = last[r];
+  }
+
+  // Pipelines `bytes` along the chain order[0] -> order[1] -> ... in chunks.
+  void chain(const std::vector<std::size_t>& order, double bytes, std::vector<TaskId>& ready) {
+    const std::size_t p = order.size();
+    if (p < 2) return;
+    const double piece = bytes / chunks_;
+    std::vector<TaskId> into(p);  // per hop k (into order[k+1]): the previous chunk's send
+    std::vector<TaskId> recv(p);  // per position k: arrival of the current chunk
+    for (int j = 0; j < chunks_; ++j) {
+      recv[0] = ready[order[0]];
+      for (std::size_t k = 0; k + 1 < p; ++k) {
+        const TaskId t = send(order[k], order[k + 1], piece);
+        g_.add_edge(recv[k], t);
+        if (j > 0) g_.add_edge(into[k], t);
+        else if (k > 0) g_.add_edge(ready[order[k]], t);
+        into[k] = t;
+        recv[k + 1] = t;
+      }
+    }
+    for (std::size_t k = 0; k + 1 < p; ++k) ready[order[k + 1]] = into[k];
+  }
+
+  // Reduce up a binary tree (heap order over `order`: position i's children are 2i+1,
+  // 2i+2) and broadcast back down, `bytes` pipelined in chunks.
+  void tree_all_reduce(const std::vector<std::size_t>& order, double bytes, std::vector<TaskId>& ready) {
+    const std::size_t p = order.size();
+    if (p < 2) return;
+    const double piece = bytes / chunks_;
+    std::vector<TaskId> up(p), down(p);  // per position: its latest send up / receive from the parent
+    std::vector<TaskId> start(p);
+    for (std::size_t i = 0; i < p; ++i) start[i] = ready[order[i]];
+    std::vector<TaskId> down_into(p);    // per child position: the previous chunk sent to it
+    for (int j = 0; j < chunks_; ++j) {
+      for (std::size_t i = p; i-- > 1;) {  // children before parents
+        const TaskId t = send(order[i], order[(i - 1) / 2], piece);
+        g_.add_edge(j == 0 ? start[i] : up[i], t);
+        for (std::size_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < p; ++ch) g_.add_edge(up[ch], t);
+        up[i] = t;
+      }
+      for (std::size_t i = 0; i < p; ++i) {
+        for (std::size_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < p; ++ch) {
+          const TaskId t = send(order[i], order[ch], piece);
+          if (i == 0) {  // the root has chunk j once both children's sums arrived
+            g_.add_edge(j == 0 ? start[0] : down_into[ch], t);
+            for (std::size_t k = 1; k <= 2 && k < p; ++k) g_.add_edge(up[k], t);
+          } else {
+            g_.add_edge(down[i], t);
+          }
+          if (j > 0 && i != 0) g_.add_edge(down_into[ch], t);
+          down_into[ch] = t;
+          down[ch] = t;
+        }
+      }
+    }
+    for (std::size_t i = 1; i < p; ++i) ready[order[i]] = down[i];
+    // The root's result is complete when its children's last sums arrived.
+    TaskId root_done = marker();
+    for (std::size_t k = 1; k <= 2 && k < p; ++k) g_.add_edge(up[k], root_done);
+    ready[order[0]] = root_done;
+  }
+
+  // Recursive halving (reduce-scatter, halving = true) or doubling (all-gather) over a
+  // power-of-two group: at each step every rank exchanges `bytes x fraction` with its
+  // partner at distance d.
+  void halving_doubling(double bytes, bool halving, std::vector<TaskId>& ready) {
+    const std::size_t p = group_.ranks.size();
+    if (p < 2) return;
+    const int steps = std::countr_zero(p);
+    std::vector<TaskId> next(p), sent(p);
+    for (int k = 0; k < steps; ++k) {
+      const std::size_t d = halving ? p >> (k + 1) : std::size_t{1} << k;
+      const double amount = halving ? bytes / static_cast<double>(std::size_t{2} << k)
+                                    : bytes * static_cast<double>(std::size_t{1} << k) / static_cast<double>(p);
+      for (std::size_t r = 0; r < p; ++r) {
+        // What r sends holds what it received last step; it also follows its own last send.
+        const TaskId t = chunked(r, r ^ d, amount, ready[r], k > 0 ? sent[r] : TaskId{});
+        sent[r] = t;
+        next[r ^ d] = t;
+      }
+      ready = next;
+    }
+  }
+
+  // Every position in `from` sends `bytes` to every position in `to` (not itself), at once.
+  void direct(const std::vector<std::size_t>& from, const std::vector<std::size_t>& to, double bytes,
+              std::vector<TaskId>& ready) {
+    std::vector<std::vector<TaskId>> arrivals(group_.ranks.size());
+    for (std::size_t s : from) {
+      for (std::size_t d : to) {
+        if (s == d) continue;
+        arrivals[d].push_back(chunked(s, d, bytes, ready[s]));
+      }
+    }
+    for (std::size_t d = 0; d < arrivals.size(); ++d) {
+      if (arrivals[d].empty()) continue;
+      const TaskId m = marker();
+      for (TaskId t : arrivals[d]) g_.add_edge(t, m);
+      ready[d] = m;
+    }
+  }
+
+  TaskId marker() { return g_.add(Marker{}, name_).id(); }
+
+ private:
+  TaskId send(std::size_t from, std::size_t to, double bytes) {
+    ++transfers_;
+    return g_.add(Transfer{net_, EndpointId(group_.ranks[from].value), EndpointId(group_.ranks[to].value), Bytes(bytes)},
+                  name_)
+        .id();
+  }
+  // `bytes` from one position to another as `chunks_` pieces in sequence after `after`;
+  // returns the last piece.
+  TaskId chunked(std::size_t from, std::size_t to, double bytes, TaskId after, TaskId also = TaskId{}) {
+    TaskId prev = after;
+    for (int j = 0; j < chunks_; ++j) {
+      const TaskId t = send(from, to, bytes / chunks_);
+      g_.add_edge(prev, t);
+      if (j == 0 && also.valid()) g_.add_edge(also, t);
+      prev = t;
+    }
+    return prev;
+  }
+
+  TaskGraph& g_;
+  ResourceId net_;
+  const CollectiveGroup& group_;
+  int chunks_;
+  std::string name_;
+  std::uint64_t transfers_ = 0;
+};
+
+// Ring orders: channel c visits every scale-up domain in turn, entering each at its
+// c-th rank (in group order), so consecutive channels leave a domain through different
+// ranks.
+std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels) {
+  std::vector<std::uint32_t> domains;  // in order of first appearance
+  std::map<std::uint32_t, std::vector<std::size_t>> members;
+  for (std::size_t i = 0; i < group.ranks.size(); ++i) {
+    auto& m = members[group.domain[i]];
+    if (m.empty()) domains.push_back(group.domain[i]);
+    m.push_back(i);
+  }
+  std::vector<std::vector<std::size_t>> orders;
+  for (int c = 0; c < channels; ++c) {
+    std::vector<std::size_t> order;
+    order.reserve(group.ranks.size());
+    for (std::uint32_t d : domains) {
+      const auto& m = members[d];
+      const std::size_t shift = static_cast<std::size_t>(c) % m.size();
+      for (std::size_t k = 0; k < m.size(); ++k) order.push_back(m[(k + shift) % m.size()]);
+    }
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
+struct Hierarchy {
+  std::vector<std::vector<std::size_t>> local;  // per domain: positions, in group order
+};
+Hierarchy hierarchy(const CollectiveGroup& group) {
+  std::map<std::uint32_t, std::size_t> index;
+  Hierarchy h;
+  for (std::size_t i = 0; i < group.ranks.size(); ++i) {
+    const auto [it, fresh] = index.emplace(group.domain[i], h.local.size());
+    if (fresh) h.local.emplace_back();
+    h.local[it->second].push_back(i);
+  }
+  return h;
+}
+
+std::vector<std::size_t> iota(std::size_t n) {
+  std::vector<std::size_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+// The rings along dimension d of a torus in row-major order (last dimension fastest).
+std::vector<std::vector<std::size_t>> torus_rings(const std::vector<int>& dims, std::size_t d) {
+  std::size_t total = 1, stride = 1;
+  for (int k : dims) total *= static_cast<std::size_t>(k);
+  for (std::size_t e = d + 1; e < dims.size(); ++e) stride *= static_cast<std::size_t>(dims[e]);
+  const auto k = static_cast<std::size_t>(dims[d]);
+  std::vector<std::vector<std::size_t>> rings;
+  for (std::size_t i = 0; i < total; ++i) {
+    if ((i / stride) % k != 0) continue;  // i starts a ring: its coordinate d is 0
+    std::vector<std::size_t> ring(k);
+    for (std::size_t x = 0; x < k; ++x) ring[x] = i + x * stride;
+    rings.push_back(std::move(ring));
+  }
+  return rings;
+}
+
+}  // namespace
+
+int effective_chunks(const CollectiveSpec& spec) {
+  if (spec.chunks > 0) return spec.chunks;
+  const bool pipelined = spec.algorithm == CollectiveAlgorithm::kTree ||
+                         (spec.algorithm == CollectiveAlgorithm::kRing &&
+                          (spec.op == CollectiveOp::kBroadcast || spec.op == CollectiveOp::kReduce));
+  if (!pipelined) return 1;
+  return static_cast<int>(std::clamp(std::round(spec.bytes / kAutoChunkBytes), 1.0, double{kMaxAutoChunks}));
+}
+
+std::string_view op_name(CollectiveOp op) { return kOpNames[static_cast<int>(op)]; }
+std::string_view algorithm_name(CollectiveAlgorithm a) { return kAlgorithmNames[static_cast<int>(a)]; }
+
+std::optional<CollectiveOp> parse_op(std::string_view name) {
+  for (CollectiveOp op : kCollectiveOps) {
+    if (op_name(op) == name) return op;
+  }
+  return std::nullopt;
+}
+
+std::optional<CollectiveAlgorithm> parse_algorithm(std::string_view name) {
+  for (CollectiveAlgorithm a : kCollectiveAlgorithms) {
+    if (algorithm_name(a) == name) return a;
+  }
+  return std::nullopt;
+}
+
+double busbw_factor(CollectiveOp op, std::size_t ranks) {
+  const auto p = static_cast<double>(ranks);
+  switch (op) {
+    case CollectiveOp::kAllReduce: return 2.0 * (p - 1.0) / p;
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kAllToAll: return (p - 1.0) / p;
+    default: return 1.0;
+  }
+}
+
+CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> ranks) {
+  const Cluster& c = fabric.cluster();
+  CollectiveGroup g;
+  if (ranks.empty()) ranks.assign(c.accelerators().begin(), c.accelerators().end());
+  g.ranks = std::move(ranks);
+  for (NodeId n : g.ranks) g.domain.push_back(fabric.domain_of_node()[n.value]);
+  for (const TorusShape& t : c.tori()) {
+    if (t.chips == g.ranks) {
+      g.torus_dims = t.dims;
+      break;
+    }
+  }
+  return g;
+}
+
+int default_channels(const CollectiveGroup& group) {
+  const Hierarchy h = hierarchy(group);
+  if (h.local.size() < 2) return 1;
+  std::size_t most = 1;
+  for (const auto& l : h.local) most = std::max(most, l.size());
+  return static_cast<int>(most);
+}
+
+int effective_channels(const CollectiveGroup& group, const CollectiveSpec& spec) {
+  if (spec.channels > 0) return spec.channels;
+  switch (spec.algorithm) {
+    case CollectiveAlgorithm::kRing: return default_channels(group);
+    case CollectiveAlgorithm::kTree: return 2;
+    default: return 1;
+  }
+}
+
+std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a) {
+  using Op = CollectiveOp;
+  const std::size_t p = group.ranks.size();
+  const auto op_is = [op](std::initializer_list<Op> ops) { return std::find(ops.begin(), ops.end(), op) != ops.end(); };
+  const std::string what = std::string(algorithm_name(a)) + " does not implement " + std::string(op_name(op));
+  switch (a) {
+    case CollectiveAlgorithm::kRing:
+      if (op_is({Op::kAllToAll})) return what + " (use direct)";
+      if (op_is({Op::kSendRecv})) return what + " (use direct)";
+      return {};
+    case CollectiveAlgorithm::kTree:
+      if (!op_is({Op::kAllReduce})) return what + " (NCCL's trees serve all-reduce only)";
+      return {};
+    case CollectiveAlgorithm::kHalvingDoubling:
+      if (!op_is({Op::kAllReduce, Op::kReduceScatter, Op::kAllGather})) return what;
+      if (!std::has_single_bit(p)) return "halving-doubling needs a power-of-two number of ranks, not " + std::to_string(p);
+      return {};
+    case CollectiveAlgorithm::kDirect:
+      return {};
+    case CollectiveAlgorithm::kHierarchical: {
+      if (!op_is({Op::kAllReduce})) return what;
+      const Hierarchy h = hierarchy(group);
+      if (h.local.size() < 2) return "hierarchical needs ranks in at least two scale-up domains";
+      for (const auto& l : h.local) {
+        if (l.size() != h.local.front().size()) return "hierarchical needs the same number of ranks in every scale-up domain";
+      }
+      return {};
+    }
+    case CollectiveAlgorithm::kTorus:
+      if (!op_is({Op::kAllReduce, Op::kReduceScatter, Op::kAllGather})) return what;
+      if (group.torus_dims.empty()) return "torus needs the group to be one whole torus of the cluster, in its order";
+      return {};
+  }
+  return what;
+}
+
+std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec) {
+  using Op = CollectiveOp;
+  const std::uint64_t p = group.ranks.size();
+  const auto c = static_cast<std::uint64_t>(effective_chunks(spec));
+  if (p < 2) return 0;
+  switch (spec.algorithm) {
+    case CollectiveAlgorithm::kRing: {
+      const std::uint64_t per = static_cast<std::uint64_t>(effective_channels(group, spec)) * c;
+      switch (spec.op) {
+        case Op::kAllReduce: return 2 * (p - 1) * p * per;
+        case Op::kReduceScatter:
+        case Op::kAllGather: return (p - 1) * p * per;
+        default: return (p - 1) * per;
+      }
+    }
+    case CollectiveAlgorithm::kTree: return static_cast<std::uint64_t>(effective_channels(group, spec)) * 2 * (p - 1) * c;
+    case CollectiveAlgorithm::kHalvingDoubling: {
+      const auto steps = static_cast<std::uint64_t>(std::countr_zero(p));
+      return (spec.op == Op::kAllReduce ? 2 : 1) * steps * p * c;
+    }
+    case CollectiveAlgorithm::kDirect:
+      switch (spec.op) {
+        case Op::kAllReduce: return 2 * p * (p - 1) * c;
+        case Op::kReduceScatter:
+        case Op::kAllGather:
+        case Op::kAllToAll: return p * (p - 1) * c;
+        case Op::kSendRecv: return c;
+        default: return (p - 1) * c;
+      }
+    case CollectiveAlgorithm::kHierarchical: {
+      const Hierarchy h = hierarchy(group);
+      const std::uint64_t n = h.local.size(), g = h.local.front().size();
+      return (2 * (g - 1) * g * n + 2 * (n - 1) * n * g) * c;
+    }
+    case CollectiveAlgorithm::kTorus: {
+      std::uint64_t per_pass = 0;
+      for (int k : group.torus_dims) per_pass += static_cast<std::uint64_t>(k - 1) * p;
+      return (spec.op == Op::kAllReduce ? 2 : 1) * per_pass * c;
+    }
+  }
+  return 0;
+}
+
+LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const CollectiveGroup& group,
+                                   const CollectiveSpec& spec) {
+  using Op = CollectiveOp;
+  const std::size_t p = group.ranks.size();
+  if (p == 0) throw InputError("collective: the group has no ranks");
+  if (group.domain.size() != p) throw InputError("collective: one scale-up domain per rank expected");
+  if (spec.chunks < 0) throw InputError("collective: chunks must be at least 1 (or 0 for automatic)");
+  if (spec.channels < 0) throw InputError("collective: channels must be at least 1 (or 0 for automatic)");
+  const int channels = effective_channels(group, spec);
+  if (spec.algorithm == CollectiveAlgorithm::kTree && channels > 2) {
+    throw InputError("collective: tree takes 1 channel (one tree) or 2 (NCCL's double binary tree), not " +
+                     std::to_string(channels));
+  }
+  if (!(spec.bytes >= 0.0)) throw InputError("collective: bytes must be >= 0");
+  if (spec.root >= p) throw InputError("collective: root " + std::to_string(spec.root) + " is not a rank of the group");
+  if (spec.op == Op::kSendRecv && (spec.peer >= p || spec.peer == spec.root)) {
+    throw InputError("collective: send-recv needs a peer rank other than the root");
+  }
+  if (std::string why = unsupported_reason(group, spec.op, spec.algorithm); !why.empty()) throw InputError(why);
+
+  Lowering low(g, network, group, spec);
+  LoweredCollective out;
+  out.start = low.marker();
+  std::vector<TaskId> ready(p, out.start);
+  const double S = spec.bytes;
+  const double P = static_cast<double>(p);
+  const std::size_t root = spec.root;
+
+  switch (spec.algorithm) {
+    case CollectiveAlgorithm::kRing: {
+      const auto orders = ring_orders(group, channels);
+      const double share = S / channels;
+      std::vector<std::vector<TaskId>> done;
+      for (const auto& order : orders) {
+        std::vector<TaskId> r = ready;
+        switch (spec.op) {
+          case Op::kAllReduce: low.ring(order, 2 * static_cast<int>(p - 1), share / P, r); break;
+          case Op::kReduceScatter:
+          case Op::kAllGather: low.ring(order, static_cast<int>(p - 1), share / P, r); break;
+          case Op::kBroadcast:
+          case Op::kReduce: {
+            // A chain through the ring order, starting (broadcast) or ending (reduce) at the root.
+            const std::size_t at = static_cast<std::size_t>(std::find(order.begin(), order.end(), root) - order.begin());
+            std::vector<std::size_t> chain;
+            for (std::size_t k = 0; k < p; ++k) chain.push_back(order[(at + k) % p]);
+            if (spec.op == Op::kReduce) std::reverse(chain.begin(), chain.end());
+            low.chain(chain, share, r);
+            break;
+          }
+          default: break;
+        }
+        done.push_back(std::move(r));
+      }
+      if (orders.size() == 1) {
+        ready = done.front();
+      } else {
+        for (std::size_t i = 0; i < p; ++i) {
+          ready[i] = low.marker();
+          for (const auto& d : done) g.add_edge(d[i], ready[i]);
+        }
+      }
+      break;
+    }
+    case CollectiveAlgorithm::kTree: {
+      // One tree over the rank order, or (two channels, NCCL's double binary tree) a
+      // second one over the reversed order, each carrying half the data.
+      std::vector<std::size_t> order = iota(p);
+      const int trees = channels;
+      std::vector<TaskId> a = ready, b = ready;
+      low.tree_all_reduce(order, S / trees, a);
+      if (trees == 1) {
+        ready = a;
+        break;
+      }
+      std::reverse(order.begin(), order.end());
+      low.tree_all_reduce(order, S / trees, b);
+      for (std::size_t i = 0; i < p; ++i) {
+        ready[i] = low.marker();
+        g.add_edge(a[i], ready[i]);
+        g.add_edge(b[i], ready[i]);
+      }
+      break;
+    }
+    case CollectiveAlgorithm::kHalvingDoubling:
+      if (spec.op != Op::kAllGather) low.halving_doubling(S, true, ready);
+      if (spec.op != Op::kReduceScatter) low.halving_doubling(S, false, ready);
+      break;
+    case CollectiveAlgorithm::kDirect: {
+      const std::vector<std::size_t> all = iota(p);
+      switch (spec.op) {
+        case Op::kAllReduce:
+          low.direct(all, all, S / P, ready);
+          low.direct(all, all, S / P, ready);
+          break;
+        case Op::kReduceScatter:
+        case Op::kAllGather:
+        case Op::kAllToAll: low.direct(all, all, S / P, ready); break;
+        case Op::kBroadcast: low.direct({root}, all, S, ready); break;
+        case Op::kReduce: low.direct(all, {root}, S, ready); break;
+        case Op::kSendRecv: low.direct({root}, {spec.peer}, S, ready); break;
+      }
+      break;
+    }
+    case CollectiveAlgorithm::kHierarchical: {
+      const Hierarchy h = hierarchy(group);
+      const std::size_t gsize = h.local.front().size(), n = h.local.size();
+      const double G = static_cast<double>(gsize), N = static_cast<double>(n);
+      for (const auto& l : h.local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
+      for (std::size_t k = 0; k < gsize; ++k) {
+        std::vector<std::size_t> across;
+        for (const auto& l : h.local) across.push_back(l[k]);
+        low.ring(across, 2 * static_cast<int>(n - 1), S / G / N, ready);
+      }
+      for (const auto& l : h.local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
+      break;
+    }
+    case CollectiveAlgorithm::kTorus: {
+      const auto& dims = group.torus_dims;
+      std::vector<double> shard(dims.size() + 1, S);  // shard[d]: bytes each rank holds before dimension d
+      for (std::size_t d = 0; d < dims.size(); ++d) shard[d + 1] = shard[d] / dims[d];
+      if (spec.op != Op::kAllGather) {
+        for (std::size_t d = 0; d < dims.size(); ++d) {
+          for (const auto& ring : torus_rings(dims, d)) low.ring(ring, dims[d] - 1, shard[d + 1], ready);
+        }
+      }
+      if (spec.op != Op::kReduceScatter) {
+        for (std::size_t d = dims.size(); d-- > 0;) {
+          for (const auto& ring : torus_rings(dims, d)) low.ring(ring, dims[d] - 1, shard[d + 1], ready);
+        }
+      }
+      break;
+    }
+  }
+  out.end = low.marker();
+  for (TaskId t : ready) {
+    if (t != out.start) g.add_edge(t, out.end);
+  }
+  if (g.in_degree(out.end) == 0) g.add_edge(out.start, out.end);
+  out.transfers = low.transfers();
+  return out;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,139 @@
+// Collectives lowered to point-to-point transfers with dependencies, so that a network
+// model sees the real traffic, step by step.
+//
+// Sizes follow nccl-tests: `bytes` is the all-reduce / broadcast / reduce buffer, the
+// reduce-scatter input (each rank keeps bytes/p), the all-gather output (each rank
+// gives bytes/p), the all-to-all send buffer of each rank (bytes/p to every rank), and
+// the send/recv message. Reductions are assumed to run at memory speed beside the
+// transfers and cost no time of their own.
+//
+// Algorithms (p ranks, S bytes, a: latency and B: bandwidth of one route):
+//  ring     All-reduce: reduce-scatter then all-gather around a ring, 2(p-1) steps of
+//           S/p per rank: 2(p-1)a + 2(p-1)/p S/B. Reduce-scatter and all-gather take the
+//           p-1 steps of their half; broadcast and reduce pipeline chunks along a chain
+//           from (to) the root: (p-2+c)(a + S/(cB)) for c chunks. With several
+//           channels (NCCL's rings) the data is split over rings that enter each
+//           scale-up domain at a different rank, so every rank's scale-out link carries
+//           one ring.
+//  tree     All-reduce over NCCL's double binary tree (two channels; one channel: a
+//           single tree over the rank order): the data halves go over two
+//           binary trees (heap order over the ranks and over the ranks reversed, so a
+//           rank inside one tree is near a leaf of the other), reduced up to the root and
+//           broadcast down, pipelined in chunks: about 2 log2(p) a + S/B.
+//  halving-doubling  Rabenseifner's all-reduce (power-of-two p): reduce-scatter by
+//           recursive halving, all-gather by recursive doubling, exchanging with the
+//           rank at distance p/2, p/4, ... : 2 log2(p) a + 2(p-1)/p S/B. Reduce-scatter and
+//           all-gather take their half.
+//  direct   Every rank sends to every other at once: all-to-all, all-gather,
+//           reduce-scatter, all-reduce (reduce-scatter then all-gather), broadcast and
+//           reduce (root to all, all to root).
+//  hierarchical  All-reduce in three phases: ring reduce-scatter inside each scale-up
+//           domain (g ranks), ring all-reduce of the S/g shards among the ranks with the
+//           same local index across the n domains, ring all-gather inside the domain.
+//  torus    All-reduce, reduce-scatter and all-gather over a group that is one whole
+//           torus: rings along dimension 0, then 1, ... on the shrinking shard, then back
+//           (as TPUs do): sum over d of 2(k_d - 1)(a + S_d/(k_d B)), S_d = S / prod_{e<d} k_e.
+//
+// Chunks split every transfer of an algorithm into c pieces that follow each other on
+// the same route, so that steps pipeline (a rank forwards piece j while piece j+1 is
+// still arriving).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/task_graph.hpp"
+#include "topology/cluster.hpp"
+
+namespace ddlsim {
+
+class NetworkFabric;
+
+enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kSendRecv };
+enum class CollectiveAlgorithm { kRing, kTree, kHalvingDoubling, kDirect, kHierarchical, kTorus };
+
+inline constexpr CollectiveOp kCollectiveOps[] = {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter,
+                                                  CollectiveOp::kAllGather, CollectiveOp::kBroadcast,
+                                                  CollectiveOp::kReduce,    CollectiveOp::kAllToAll,
+                                                  CollectiveOp::kSendRecv};
+inline constexpr CollectiveAlgorithm kCollectiveAlgorithms[] = {
+    CollectiveAlgorithm::kRing,   CollectiveAlgorithm::kTree,         CollectiveAlgorithm::kHalvingDoubling,
+    CollectiveAlgorithm::kDirect, CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kTorus};
+
+std::string_view op_name(CollectiveOp op);            // "all-reduce", ...
+std::string_view algorithm_name(CollectiveAlgorithm a);  // "ring", ...
+std::optional<CollectiveOp> parse_op(std::string_view name);
+std::optional<CollectiveAlgorithm> parse_algorithm(std::string_view name);
+
+/// nccl-tests' bus-bandwidth factor: busbw = algbw x factor (2(p-1)/p for all-reduce,
+/// (p-1)/p for reduce-scatter, all-gather and all-to-all, 1 otherwise).
+double busbw_factor(CollectiveOp op, std::size_t ranks);
+
+/// The ranks of a collective and what the algorithms need to know of their placement.
+struct CollectiveGroup {
+  std::vector<NodeId> ranks;           // in rank order
+  std::vector<std::uint32_t> domain;   // scale-up domain of each rank
+  std::vector<int> torus_dims;         // when the ranks are one whole torus, in its row-major order
+
+  /// The group of the given accelerators of the fabric's cluster (all when empty), with
+  /// their domains and, when they are exactly one recorded torus in order, its shape.
+  static CollectiveGroup of(NetworkFabric& fabric, std::vector<NodeId> ranks = {});
+};
+
+struct CollectiveSpec {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  double bytes = 0.0;
+  int chunks = 0;     // pieces per transfer; 0: automatic (effective_chunks)
+  int channels = 0;   // rings (ring) or trees (tree: 1 or 2); 0: automatic (effective_channels)
+  std::size_t root = 0;  // broadcast, reduce, send/recv source (a position in the group)
+  std::size_t peer = 1;  // send/recv destination (a position in the group)
+};
+
+/// Automatic chunking pipelines what a chain or tree forwards hop by hop (ring broadcast
+/// and reduce, tree all-reduce) in pieces of about kAutoChunkBytes, at most
+/// kMaxAutoChunks of them; ring steps already pipeline and stay whole.
+inline constexpr double kAutoChunkBytes = 1 << 20;
+inline constexpr int kMaxAutoChunks = 64;
+int effective_chunks(const CollectiveSpec& spec);
+
+/// Why `algorithm` cannot run `op` on this group (empty when it can).
+std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm algorithm);
+
+struct LoweredCollective {
+  TaskId start;  // a marker: make the collective depend on something by preceding it
+  TaskId end;    // a marker that finishes when every rank has its result
+  std::uint64_t transfers = 0;
+};
+
+/// Adds the collective's transfers, on network resource `network`, between two markers.
+/// Throws InputError when the algorithm cannot run the operation on the group.
+LoweredCollective lower_collective(TaskGraph& graph, ResourceId network, const CollectiveGroup& group,
+                                   const CollectiveSpec& spec);
+
+/// The number of transfers lower_collective would add (to refuse absurd sizes up front).
+std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec);
+
+/// NCCL-like choice: the algorithm (and channel count) with the smallest closed-form time
+/// estimate for this size on this group, from the latencies and bottleneck capacities
+/// of the routes the algorithm uses. Only algorithms that support the operation compete.
+struct CollectiveChoice {
+  CollectiveAlgorithm algorithm;
+  int channels;
+  double estimate;  // s
+};
+CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
+
+/// The default channel count for ring algorithms on this group: the ranks per scale-up
+/// domain when the group spans several domains (one ring leaves a domain through each
+/// rank's scale-out link), else 1.
+int default_channels(const CollectiveGroup& group);
+
+/// spec.channels, or when 0: default_channels for ring, 2 (double binary tree) for
+/// tree, 1 otherwise.
+int effective_channels(const CollectiveGroup& group, const CollectiveSpec& spec);
+
+}  // namespace ddlsim

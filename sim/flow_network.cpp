@@ -1,0 +1,276 @@
+#include "sim/flow_network.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "sim/core/errors.hpp"
+#include "sim/core/task_graph.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr double kTie = 1e-12;  // relative: finishes this close are one instant
+
+// Min-heap order on (share, link) for std::push_heap / pop_heap.
+bool later(const std::pair<double, std::uint32_t>& a, const std::pair<double, std::uint32_t>& b) {
+  return a.first != b.first ? a.first > b.first : a.second > b.second;
+}
+
+}  // namespace
+
+FlowNetwork::FlowNetwork(std::string name, NetworkFabric& fabric) : name_(std::move(name)), fabric_(&fabric) {}
+
+void FlowNetwork::begin(const TaskGraph& graph) {
+  graph_ = &graph;
+  stats_ = Stats{};
+  flows_.clear();
+  free_.clear();
+  pos_begin_.clear();
+  pos_cap_.clear();
+  pos_pool_.clear();
+  events_.reset(0);
+  const std::size_t links = fabric_->cluster().link_count();
+  on_link_.assign(links, {});
+  load_.assign(links, 0);
+  dirty_.clear();
+  clock_ = 0.0;
+  link_mark_.assign(links, 0);
+  flow_mark_.clear();
+  epoch_ = 0;
+  remaining_.assign(links, 0.0);
+  unfixed_.assign(links, 0);
+}
+
+std::uint32_t FlowNetwork::new_flow() {
+  if (!free_.empty()) {
+    const std::uint32_t f = free_.back();
+    free_.pop_back();
+    return f;
+  }
+  const auto f = static_cast<std::uint32_t>(flows_.size());
+  if (f >= (1u << 24)) {
+    throw ReplayError("network '" + name_ + "': more than 2^24 transfers in flight at once");
+  }
+  flows_.push_back(Flow{});
+  pos_begin_.push_back(0);
+  pos_cap_.push_back(0);
+  flow_mark_.push_back(0);
+  new_rate_.push_back(0.0);
+  events_.grow(flows_.size());
+  return f;
+}
+
+const std::vector<LinkId>& FlowNetwork::choose_route(NodeId src, NodeId dst) {
+  const auto& candidates = fabric_->routes(src, dst);
+  if (candidates.size() == 1) return candidates.front();
+  std::size_t best = 0;
+  double best_share = -1.0;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    double share = std::numeric_limits<double>::infinity();
+    for (LinkId l : candidates[i]) {
+      share = std::min(share, fabric_->capacity(l) / static_cast<double>(load_[l.value] + 1));
+    }
+    if (share > best_share) {
+      best_share = share;
+      best = i;
+    }
+  }
+  return candidates[best];
+}
+
+Seconds FlowNetwork::submit(TaskId task, Seconds now, ReplaySink& sink) {
+  const auto* transfer = std::get_if<Transfer>(&graph_->kind(task));  // accepts() admits only Transfer
+  const NodeId src(transfer->src.value), dst(transfer->dst.value);
+  const std::size_t nodes = fabric_->cluster().node_count();
+  if (src.value >= nodes || dst.value >= nodes) {
+    throw ReplayError("network '" + name_ + "': " + std::string(graph_->name(task)) +
+                      " names an endpoint that is not a node of the cluster");
+  }
+  const std::vector<LinkId>& route = choose_route(src, dst);
+  sink.started(task, now);
+  graph_->prefetch_finish(task);
+  ++stats_.flows;
+
+  const std::uint32_t f = new_flow();
+  Flow& flow = flows_[f];
+  flow.route = route.data();
+  flow.hops = static_cast<std::uint32_t>(route.size());
+  flow.task = task;
+  flow.active = false;
+  flow.linked = false;
+  flow.left = transfer->bytes.value();
+  flow.rate = 0.0;
+  flow.since = now.value();
+  for (LinkId l : route) ++load_[l.value];
+  const double latency = fabric_->route_latency(route);
+  if (latency > 0.0) {
+    events_.schedule(f, now + Seconds(latency));
+  } else {
+    clock_ = now.value();
+    join(f, now.value());
+  }
+  return next_event();
+}
+
+void FlowNetwork::join(std::uint32_t f, double at) {
+  Flow& flow = flows_[f];
+  flow.active = true;
+  flow.since = at;
+  if (flow.hops == 0 || flow.left <= 0.0) {  // nothing to share: it has arrived
+    flow.rate = std::numeric_limits<double>::infinity();
+    flow.linked = false;
+    events_.schedule(f, Seconds(at));
+    return;
+  }
+  events_.cancel(f);  // its finish time comes from the next solve
+  flow.linked = true;
+  if (flow.hops > pos_cap_[f]) {  // this slot's position list is too short: take a new one
+    pos_begin_[f] = static_cast<std::uint32_t>(pos_pool_.size());
+    pos_cap_[f] = flow.hops;
+    pos_pool_.resize(pos_pool_.size() + flow.hops);
+  }
+  std::uint32_t* pos = pos_pool_.data() + pos_begin_[f];
+  for (std::uint32_t h = 0; h < flow.hops; ++h) {
+    auto& on = on_link_[flow.route[h].value];
+    pos[h] = static_cast<std::uint32_t>(on.size());
+    on.push_back(f);
+  }
+  mark_dirty(flow);
+}
+
+void FlowNetwork::leave(std::uint32_t f) {
+  Flow& flow = flows_[f];
+  const std::uint32_t* pos = pos_pool_.data() + pos_begin_[f];
+  for (std::uint32_t h = 0; h < flow.hops; ++h) {
+    const std::uint32_t l = flow.route[h].value;
+    --load_[l];
+    if (!flow.linked) continue;
+    // Swap-remove f from the link's list and tell the flow moved into its place.
+    auto& on = on_link_[l];
+    const std::uint32_t moved = on.back();
+    on[pos[h]] = moved;
+    on.pop_back();
+    if (moved != f) {
+      const Flow& m = flows_[moved];
+      for (std::uint32_t k = 0; k < m.hops; ++k) {
+        if (m.route[k].value == l) {
+          pos_pool_[pos_begin_[moved] + k] = pos[h];
+          break;
+        }
+      }
+    }
+  }
+  if (flow.linked) mark_dirty(flow);
+  free_.push_back(f);
+}
+
+void FlowNetwork::mark_dirty(const Flow& f) {
+  for (std::uint32_t h = 0; h < f.hops; ++h) dirty_.push_back(f.route[h].value);
+}
+
+Seconds FlowNetwork::next_event() const {
+  if (!dirty_.empty()) return Seconds(clock_);  // a solve is due at the time of the change
+  return events_.empty() ? kNever : events_.top_time();
+}
+
+Seconds FlowNetwork::advance(Seconds t, ReplaySink& sink) {
+  if (!dirty_.empty()) solve();
+  while (!events_.empty() && events_.top_time() <= t) {
+    const double at = events_.top_time().value();
+    const double until = at + kTie * at;
+    clock_ = at;
+    while (!events_.empty() && events_.top_time().value() <= until) {
+      const std::uint32_t f = events_.top_key();
+      events_.cancel(f);
+      if (!flows_[f].active) {
+        join(f, at);
+      } else {
+        sink.finished(flows_[f].task, t);
+        leave(f);
+      }
+    }
+    if (!dirty_.empty()) solve();
+  }
+  return next_event();
+}
+
+void FlowNetwork::solve() {
+  ++stats_.solves;
+  if (++epoch_ == 0) {  // the marks wrapped: clear them once every 2^32 solves
+    std::fill(link_mark_.begin(), link_mark_.end(), 0);
+    std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
+    epoch_ = 1;
+  }
+  // The component: every link reachable from a changed link through shared flows.
+  comp_links_.clear();
+  comp_flows_.clear();
+  for (std::uint32_t l : dirty_) {
+    if (link_mark_[l] == epoch_) continue;
+    link_mark_[l] = epoch_;
+    comp_links_.push_back(l);
+  }
+  dirty_.clear();
+  for (std::size_t i = 0; i < comp_links_.size(); ++i) {
+    for (std::uint32_t f : on_link_[comp_links_[i]]) {
+      if (flow_mark_[f] == epoch_) continue;
+      flow_mark_[f] = epoch_;
+      comp_flows_.push_back(f);
+      const Flow& flow = flows_[f];
+      for (std::uint32_t h = 0; h < flow.hops; ++h) {
+        const std::uint32_t l = flow.route[h].value;
+        if (link_mark_[l] == epoch_) continue;
+        link_mark_[l] = epoch_;
+        comp_links_.push_back(l);
+      }
+    }
+  }
+  stats_.flows_resolved += comp_flows_.size();
+
+  // Progressive filling over the component.
+  heap_.clear();
+  for (std::uint32_t l : comp_links_) {
+    const auto n = static_cast<std::uint32_t>(on_link_[l].size());
+    remaining_[l] = fabric_->capacity(LinkId(l));
+    unfixed_[l] = n;
+    if (n > 0) heap_.emplace_back(remaining_[l] / n, l);
+  }
+  std::make_heap(heap_.begin(), heap_.end(), later);
+  double level = 0.0;  // shares only grow as flows are fixed; rounding must not undo that
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const auto [share_key, l] = heap_.back();
+    heap_.pop_back();
+    if (unfixed_[l] == 0 || share_key != remaining_[l] / unfixed_[l]) continue;  // stale entry
+    const double share = std::max(share_key, level);
+    level = share;
+    for (std::uint32_t f : on_link_[l]) {
+      if (flow_mark_[f] != epoch_) continue;  // fixed already
+      flow_mark_[f] = epoch_ - 1;             // fixed (any value but epoch_)
+      new_rate_[f] = share;
+      const Flow& flow = flows_[f];
+      for (std::uint32_t h = 0; h < flow.hops; ++h) {
+        const std::uint32_t k = flow.route[h].value;
+        remaining_[k] -= share;
+        if (--unfixed_[k] > 0 && k != l) {
+          heap_.emplace_back(remaining_[k] / unfixed_[k], k);
+          std::push_heap(heap_.begin(), heap_.end(), later);
+        }
+      }
+    }
+  }
+
+  // New rates take effect at clock_: settle the bytes each flow received until then.
+  for (std::uint32_t f : comp_flows_) {
+    Flow& flow = flows_[f];
+    const double rate = new_rate_[f];
+    if (rate == flow.rate) continue;
+    if (flow.rate > 0.0) {
+      flow.left = std::max(0.0, flow.left - flow.rate * (clock_ - flow.since));
+    }
+    flow.since = clock_;
+    flow.rate = rate;
+    events_.schedule(f, Seconds(clock_ + flow.left / rate));
+  }
+}
+
+}  // namespace ddlsim

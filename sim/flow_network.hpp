@@ -1,0 +1,109 @@
+// The flow network model: transfers are flows that share every directed link's capacity
+// max-min fairly, on any topology.
+//
+// Model. A transfer of b bytes from node s to node d, submitted at time a, takes a route
+// r (a list of directed links, chosen below) and first waits the route's latency
+// L(r) = sum of its links' latencies, using no bandwidth (the time for the first byte to
+// cross the switches). It then becomes an active flow until its b bytes have arrived.
+// Active flows get the max-min fair rates of the links they cross: with c_l the effective
+// capacity of link l (bandwidth x efficiency, NetworkFabric) and F_l the active flows
+// crossing it, the rates x_f are the unique allocation such that
+//     sum_{f in F_l} x_f <= c_l for every link, and
+//     every flow crosses a saturated link on which no other flow gets more than it does.
+// They are found by progressive filling: repeatedly take the link with the smallest
+// fair share (c_l - fixed_l) / unfixed_l, give that share to its unfixed flows and charge
+// them to every link they cross. Alone on its route a transfer therefore takes
+// L(r) + b / min_l c_l, and k equal flows on one bottleneck link get c_l / k each.
+//
+// Rates change only when a flow joins or leaves, and only for flows that share links
+// with it, directly or through other flows (a connected component of the flow/link
+// graph); every change re-solves that component and nothing else, at a cost of
+// O(F_c h log L_c) for F_c flows of h hops on L_c links. Changes at one instant are
+// solved together. A flow's finish time is its rate-weighted remaining bytes.
+//
+// Route choice: among the minimum-hop routes NetworkFabric offers (one, dimension order,
+// inside a torus), a transfer takes the one whose tightest link would give it the
+// largest share, counting the transfers already routed over each link (adaptive
+// routing, as InfiniBand and Spectrum-X fabrics do per flow); ties go to the first.
+//
+// Assumptions: fluid flows (no packets, no queues, no congestion control dynamics: rates
+// settle instantly); latency is paid once per transfer before its bytes flow; the two
+// directions of a cable are independent links. Finishes within a relative 1e-12 of
+// each other are reported together at the earlier time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/core/event_queue.hpp"
+#include "sim/core/resource_model.hpp"
+#include "sim/network_fabric.hpp"
+
+namespace ddlsim {
+
+class FlowNetwork final : public ResourceModel {
+ public:
+  struct Stats {
+    std::uint64_t flows = 0;           // transfers carried
+    std::uint64_t solves = 0;          // component re-solves
+    std::uint64_t flows_resolved = 0;  // flows whose rate a re-solve computed (summed over solves)
+  };
+
+  FlowNetwork(std::string name, NetworkFabric& fabric);
+
+  [[nodiscard]] const std::string& name() const override { return name_; }
+  [[nodiscard]] bool accepts(const TaskKind& kind) const override { return kind.index() == 1; }
+  void begin(const TaskGraph& graph) override;
+  Seconds submit(TaskId task, Seconds now, ReplaySink& sink) override;
+  [[nodiscard]] Seconds next_event() const override;
+  Seconds advance(Seconds t, ReplaySink& sink) override;
+
+  [[nodiscard]] const Stats& stats() const { return stats_; }
+
+ private:
+  struct Flow {
+    const LinkId* route;
+    std::uint32_t hops;
+    TaskId task;
+    bool active;   // false while it waits its route's latency
+    bool linked;   // listed on its links (active and with bytes to move)
+    double left;   // bytes still to arrive at time `since`
+    double rate;   // B/s since `since`
+    double since;
+  };
+
+  std::uint32_t new_flow();
+  const std::vector<LinkId>& choose_route(NodeId src, NodeId dst);
+  void join(std::uint32_t f, double at);
+  void leave(std::uint32_t f);
+  void mark_dirty(const Flow& f);
+  void solve();
+
+  std::string name_;
+  NetworkFabric* fabric_;
+  const TaskGraph* graph_ = nullptr;
+  Stats stats_;
+
+  std::vector<Flow> flows_;
+  std::vector<std::uint32_t> free_;
+  // Where each flow sits in each of its links' lists (pos_pool_[pos_begin_[f] + hop]),
+  // so that leaving costs O(hops) however many flows share a link.
+  std::vector<std::uint32_t> pos_begin_, pos_cap_, pos_pool_;
+  EventQueue events_;  // per flow slot: its join (while waiting) or finish time
+  std::vector<std::vector<std::uint32_t>> on_link_;  // active flows per directed link
+  std::vector<std::uint32_t> load_;                  // flows routed over each link (waiting or active)
+  std::vector<std::uint32_t> dirty_;                 // links whose flows changed since the last solve
+  double clock_ = 0.0;                               // time of the pending changes
+
+  // Solver scratch, sized once per begin().
+  std::vector<std::uint32_t> link_mark_, flow_mark_;
+  std::uint32_t epoch_ = 0;
+  std::vector<double> remaining_;
+  std::vector<std::uint32_t> unfixed_;
+  std::vector<std::uint32_t> comp_links_, comp_flows_;
+  std::vector<double> new_rate_;
+  std::vector<std::pair<double, std::uint32_t>> heap_;
+};
+
+}  // namespace ddlsim

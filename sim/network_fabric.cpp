@@ -1,0 +1,123 @@
+#include "sim/network_fabric.hpp"
+
+#include <limits>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "sim/core/errors.hpp"
+#include "topology/catalog.hpp"
+#include "topology/routing.hpp"
+
+namespace ddlsim {
+namespace {
+
+std::vector<double> catalog_efficiency(const Cluster& c, const Catalog& catalog) {
+  const std::vector<std::string> ids = catalog.link_ids();
+  const std::set<std::string, std::less<>> known(ids.begin(), ids.end());
+  std::vector<double> eff(c.link_count(), 1.0);
+  for (std::uint32_t l = 0; l < c.link_count(); ++l) {
+    const std::string& kind = c.link(LinkId(l)).kind;
+    if (known.contains(kind)) eff[l] = catalog.link(kind).efficiency;
+  }
+  return eff;
+}
+
+std::vector<bool> catalog_scale_up(const Cluster& c, const Catalog& catalog) {
+  std::set<std::string, std::less<>> kinds;
+  for (const std::string& id : catalog.accelerator_ids()) kinds.insert(catalog.accelerator(id).scale_up);
+  std::vector<bool> up(c.link_count(), false);
+  for (std::uint32_t l = 0; l < c.link_count(); ++l) up[l] = kinds.contains(c.link(LinkId(l)).kind);
+  return up;
+}
+
+std::uint32_t find(std::vector<std::uint32_t>& parent, std::uint32_t x) {
+  while (parent[x] != x) x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+}  // namespace
+
+NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog) : cluster_(&cluster) {
+  init(catalog_efficiency(cluster, catalog), catalog_scale_up(cluster, catalog));
+}
+
+NetworkFabric::NetworkFabric(const Cluster& cluster, std::vector<double> efficiency, const std::vector<bool>& scale_up)
+    : cluster_(&cluster) {
+  if (efficiency.size() != cluster.link_count()) throw GraphError("NetworkFabric: one efficiency per directed link expected");
+  init(std::move(efficiency), scale_up.empty() ? std::vector<bool>(cluster.link_count(), false) : scale_up);
+}
+
+NetworkFabric::~NetworkFabric() = default;
+
+void NetworkFabric::init(std::vector<double> efficiency, const std::vector<bool>& scale_up) {
+  const Cluster& c = *cluster_;
+  const std::size_t links = c.link_count();
+  capacity_.resize(links);
+  latency_.resize(links);
+  for (std::uint32_t l = 0; l < links; ++l) {
+    const Link& k = c.link(LinkId(l));
+    if (!(efficiency[l] > 0.0 && efficiency[l] <= 1.0)) throw GraphError("NetworkFabric: efficiency must be in (0, 1]");
+    capacity_[l] = k.bandwidth.value() * efficiency[l];
+    latency_[l] = k.latency.value();
+  }
+
+  // Scale-up domains: union the ends of every scale-up link, then number the classes
+  // that hold accelerators in the order of their first accelerator.
+  std::vector<std::uint32_t> parent(c.node_count());
+  std::iota(parent.begin(), parent.end(), 0u);
+  for (std::uint32_t l = 0; l < links; l += 2) {
+    if (!scale_up[l]) continue;
+    const Link& k = c.link(LinkId(l));
+    parent[find(parent, k.from.value)] = find(parent, k.to.value);
+  }
+  constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
+  domain_.assign(c.node_count(), kNone);
+  std::vector<std::uint32_t> number(c.node_count(), kNone);
+  std::uint32_t next = 0;
+  for (NodeId a : c.accelerators()) {
+    const std::uint32_t root = find(parent, a.value);
+    if (number[root] == kNone) number[root] = next++;
+    domain_[a.value] = number[root];
+  }
+
+  in_torus_.assign(c.node_count(), false);
+  for (const TorusShape& t : c.tori()) {
+    for (NodeId n : t.chips) in_torus_[n.value] = true;
+  }
+  if (!c.tori().empty()) torus_router_ = std::make_unique<ShortestPathRouter>(c);
+}
+
+const std::vector<std::vector<LinkId>>& NetworkFabric::routes(NodeId src, NodeId dst) {
+  const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
+  const auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second;
+  std::vector<std::vector<LinkId>> found;
+  if (src == dst) {
+    found.emplace_back();
+  } else if (in_torus_[src.value] && in_torus_[dst.value]) {
+    // ShortestPathRouter takes the torus's dimension-order route when both chips are in
+    // one recorded torus, and a minimum-hop path otherwise.
+    found.push_back(torus_router_->route(src, dst));
+  } else {
+    found = shortest_paths(*cluster_, src, dst, kMaxCandidates);
+    if (found.empty()) {
+      throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
+    }
+  }
+  return routes_.emplace(key, std::move(found)).first->second;
+}
+
+double NetworkFabric::route_latency(std::span<const LinkId> route) const {
+  double sum = 0.0;
+  for (LinkId l : route) sum += latency_[l.value];
+  return sum;
+}
+
+double NetworkFabric::route_capacity(std::span<const LinkId> route) const {
+  double low = std::numeric_limits<double>::infinity();
+  for (LinkId l : route) low = std::min(low, capacity_[l.value]);
+  return low;
+}
+
+}  // namespace ddlsim

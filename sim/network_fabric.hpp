@@ -1,0 +1,73 @@
+// What the network models know of a cluster: every directed link's effective capacity
+// and latency, and the candidate routes between two nodes.
+//
+// A transfer task's endpoints are cluster nodes: EndpointId(n) is NodeId(n).
+//
+// Effective capacity = the link's bandwidth x its kind's efficiency in the catalog (the
+// fraction of line rate NCCL-like collectives reach; 1 for kinds the catalog does not
+// know, such as an explicit topology's "custom" links).
+//
+// Routes: between two chips of one torus the cluster recorded, the single dimension-order
+// route (as TPUs route); otherwise every minimum-hop path (the equal-cost set, up to
+// kMaxCandidates, in link-id order), of which the flow model picks one per transfer by
+// load and the analytical model takes the first. Answers are cached per (src, dst).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "topology/cluster.hpp"
+
+namespace ddlsim {
+
+class Catalog;
+class ShortestPathRouter;
+
+class NetworkFabric {
+ public:
+  static constexpr std::size_t kMaxCandidates = 16;
+
+  NetworkFabric(const Cluster& cluster, const Catalog& catalog);
+  /// With the efficiency of every directed link given explicitly (tests, custom models),
+  /// and which links are scale-up links (none when empty).
+  NetworkFabric(const Cluster& cluster, std::vector<double> efficiency, const std::vector<bool>& scale_up = {});
+  ~NetworkFabric();
+  NetworkFabric(const NetworkFabric&) = delete;
+  NetworkFabric& operator=(const NetworkFabric&) = delete;
+
+  [[nodiscard]] const Cluster& cluster() const { return *cluster_; }
+  [[nodiscard]] double capacity(LinkId l) const { return capacity_[l.value]; }  // B/s
+  [[nodiscard]] double latency(LinkId l) const { return latency_[l.value]; }    // s
+
+  /// Candidate routes from src to dst (at least one; one empty route when src == dst).
+  /// Throws GraphError when dst cannot be reached. The spans stay valid while the
+  /// fabric lives.
+  const std::vector<std::vector<LinkId>>& routes(NodeId src, NodeId dst);
+
+  /// The sum of the latencies along a route, and its smallest effective capacity
+  /// (infinity for an empty route).
+  [[nodiscard]] double route_latency(std::span<const LinkId> route) const;
+  [[nodiscard]] double route_capacity(std::span<const LinkId> route) const;
+
+  /// The scale-up domain (server, NVLink domain, torus) of every accelerator: two
+  /// accelerators share one when a path joins them over scale-up links only (links whose
+  /// kind is some accelerator's scale_up in the catalog). Domains are numbered from 0 in
+  /// the order of their first accelerator.
+  [[nodiscard]] const std::vector<std::uint32_t>& domain_of_node() const { return domain_; }
+
+ private:
+  void init(std::vector<double> efficiency, const std::vector<bool>& scale_up_kind_link);
+
+  const Cluster* cluster_;
+  std::vector<double> capacity_;
+  std::vector<double> latency_;
+  std::vector<std::uint32_t> domain_;  // per node; max() for nodes that are not accelerators
+  std::unique_ptr<ShortestPathRouter> torus_router_;
+  std::vector<bool> in_torus_;
+  std::unordered_map<std::uint64_t, std::vector<std::vector<LinkId>>> routes_;
+};
+
+}  // namespace ddlsim

@@ -1,0 +1,177 @@
+// The network models against textbook max-min cases and their own closed forms.
+#include <doctest/doctest.h>
+
+#include "network_fixtures.hpp"
+#include "sim/core/errors.hpp"
+#include "topology/catalog.hpp"
+
+using namespace ddlsim;
+using namespace ddlsim::test;
+using doctest::Approx;
+
+namespace {
+TaskId transfer(TaskGraph& g, NodeId a, NodeId b, double bytes) {
+  return g.add(Transfer{ResourceId(0), EndpointId(a.value), EndpointId(b.value), Bytes(bytes)}, "t").id();
+}
+}  // namespace
+
+TEST_CASE("two flows on one link get half of it each") {
+  // Expected: link of 10 GB/s, two 1 GB transfers at once: 5 GB/s each, both end at
+  // 1 / 5 = 0.2 s. The analytical model ignores contention: 0.1 s each.
+  Cluster c;
+  const auto n = add_chips(c, 2);
+  c.connect(n[0], n[1], BytesPerSecond(10e9), Seconds(0.0), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  const TaskId a = transfer(g, n[0], n[1], 1e9), b = transfer(g, n[0], n[1], 1e9);
+  const NetRun flow = run_network(g, f, Model::kFlow);
+  CHECK(flow.end[a.value] == Approx(0.2).epsilon(1e-12));
+  CHECK(flow.end[b.value] == Approx(0.2).epsilon(1e-12));
+  const NetRun ana = run_network(g, f, Model::kAnalytical);
+  CHECK(ana.makespan == Approx(0.1).epsilon(1e-12));
+}
+
+TEST_CASE("the opposite direction of a cable is a separate link") {
+  // Expected: 1 GB each way over a 10 GB/s full-duplex cable: 0.1 s for both.
+  Cluster c;
+  const auto n = add_chips(c, 2);
+  c.connect(n[0], n[1], BytesPerSecond(10e9), Seconds(0.0), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  transfer(g, n[0], n[1], 1e9);
+  transfer(g, n[1], n[0], 1e9);
+  CHECK(run_network(g, f, Model::kFlow).makespan == Approx(0.1).epsilon(1e-12));
+}
+
+TEST_CASE("parking lot: the long flow and each short flow share every link equally") {
+  // Line n0 - n1 - n2 - n3 of links of B = 8 GB/s. One long flow n0 -> n3 of b = 1 GB and
+  // short flows n0->n1, n1->n2, n2->n3 of 2b. Every link carries two flows, so max-min
+  // gives each B/2: the long flow ends at b / (B/2) = 0.25 s. The short flows have moved
+  // b by then and finish their last b at the full B: 0.25 + 1/8 = 0.375 s.
+  Cluster c;
+  const auto n = add_chips(c, 4);
+  for (int i = 0; i < 3; ++i) c.connect(n[i], n[i + 1], BytesPerSecond(8e9), Seconds(0.0), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  const TaskId lng = transfer(g, n[0], n[3], 1e9);
+  std::vector<TaskId> shorts;
+  for (int i = 0; i < 3; ++i) shorts.push_back(transfer(g, n[i], n[i + 1], 2e9));
+  const NetRun r = run_network(g, f, Model::kFlow);
+  CHECK(r.end[lng.value] == Approx(0.25).epsilon(1e-12));
+  for (TaskId s : shorts) CHECK(r.end[s.value] == Approx(0.375).epsilon(1e-12));
+}
+
+TEST_CASE("max-min: a flow limited elsewhere leaves its unused share to others") {
+  // n0 -(10 GB/s)- n1 -(4 GB/s)- n2. Flow A n0->n2, B n0->n1, C n1->n2. The 4 GB/s link
+  // is the bottleneck: A and C get 2 each; B gets the rest of its link, 10 - 2 = 8. With
+  // bytes A = 2 GB, B = 8 GB, C = 2 GB all three end together at 1 s.
+  Cluster c;
+  const auto n = add_chips(c, 3);
+  c.connect(n[0], n[1], BytesPerSecond(10e9), Seconds(0.0), "x");
+  c.connect(n[1], n[2], BytesPerSecond(4e9), Seconds(0.0), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  const TaskId a = transfer(g, n[0], n[2], 2e9), b = transfer(g, n[0], n[1], 8e9), cc = transfer(g, n[1], n[2], 2e9);
+  const NetRun r = run_network(g, f, Model::kFlow);
+  CHECK(r.end[a.value] == Approx(1.0).epsilon(1e-12));
+  CHECK(r.end[b.value] == Approx(1.0).epsilon(1e-12));
+  CHECK(r.end[cc.value] == Approx(1.0).epsilon(1e-12));
+}
+
+TEST_CASE("a transfer alone pays its route's latency plus bytes over the bottleneck") {
+  // Expected: hops of 1 us and 2 us, bandwidths 10 and 5 GB/s, 1 GB: 3e-6 + 0.2 s, the
+  // same in both models; efficiency 0.5 on every link doubles the bandwidth term.
+  Cluster c;
+  const auto n = add_chips(c, 3);
+  c.connect(n[0], n[1], BytesPerSecond(10e9), Seconds(1e-6), "x");
+  c.connect(n[1], n[2], BytesPerSecond(5e9), Seconds(2e-6), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  transfer(g, n[0], n[2], 1e9);
+  CHECK(run_network(g, f, Model::kFlow).makespan == Approx(3e-6 + 0.2).epsilon(1e-12));
+  CHECK(run_network(g, f, Model::kAnalytical).makespan == Approx(3e-6 + 0.2).epsilon(1e-12));
+  NetworkFabric half(c, std::vector<double>(c.link_count(), 0.5));
+  CHECK(run_network(g, half, Model::kFlow).makespan == Approx(3e-6 + 0.4).epsilon(1e-12));
+}
+
+TEST_CASE("a flow that joins later slows the first one only from then on") {
+  // 10 GB/s link; A (1 GB) starts at 0; B (1 GB) starts when a 0.05 s-long transfer on
+  // another link ends. A moves 0.5 GB alone, then both share: A's last 0.5 GB at 5 GB/s
+  // ends at 0.15 s; B has 0.5 GB left then and finishes alone at 0.15 + 0.05 = 0.2 s.
+  Cluster c;
+  const auto n = add_chips(c, 4);
+  c.connect(n[0], n[1], BytesPerSecond(10e9), Seconds(0.0), "x");
+  c.connect(n[2], n[3], BytesPerSecond(10e9), Seconds(0.0), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  const TaskId a = transfer(g, n[0], n[1], 1e9);
+  const TaskId delay = transfer(g, n[2], n[3], 0.5e9);
+  const TaskId b = transfer(g, n[0], n[1], 1e9);
+  g.add_edge(delay, b);
+  const NetRun r = run_network(g, f, Model::kFlow);
+  CHECK(r.end[a.value] == Approx(0.15).epsilon(1e-12));
+  CHECK(r.end[b.value] == Approx(0.2).epsilon(1e-12));
+}
+
+TEST_CASE("adaptive routing spreads flows over equal-cost paths") {
+  // Two leaves joined by two spines (10 GB/s links). Two 1 GB flows from leaf A's
+  // hosts to leaf B's: the second takes the other spine, so both end at 0.1 s, not 0.2.
+  Cluster c;
+  const auto h = add_chips(c, 4);
+  const NodeId la = c.add_node(NodeKind::kSwitch, "la"), lb = c.add_node(NodeKind::kSwitch, "lb");
+  const NodeId s0 = c.add_node(NodeKind::kSwitch, "s0"), s1 = c.add_node(NodeKind::kSwitch, "s1");
+  const BytesPerSecond B(10e9);
+  c.connect(h[0], la, B, Seconds(0.0), "x");
+  c.connect(h[1], la, B, Seconds(0.0), "x");
+  c.connect(h[2], lb, B, Seconds(0.0), "x");
+  c.connect(h[3], lb, B, Seconds(0.0), "x");
+  for (NodeId s : {s0, s1}) {
+    c.connect(la, s, B, Seconds(0.0), "x");
+    c.connect(lb, s, B, Seconds(0.0), "x");
+  }
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  transfer(g, h[0], h[2], 1e9);
+  transfer(g, h[1], h[3], 1e9);
+  CHECK(run_network(g, f, Model::kFlow).makespan == Approx(0.1).epsilon(1e-12));
+}
+
+TEST_CASE("a transfer to itself or of no bytes takes only its latency") {
+  Cluster c;
+  const auto n = add_chips(c, 2);
+  c.connect(n[0], n[1], BytesPerSecond(10e9), Seconds(1e-6), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  const TaskId self = transfer(g, n[0], n[0], 1e9);
+  const TaskId empty = transfer(g, n[0], n[1], 0.0);
+  for (Model m : {Model::kFlow, Model::kAnalytical}) {
+    const NetRun r = run_network(g, f, m);
+    CHECK(r.end[self.value] == 0.0);
+    CHECK(r.end[empty.value] == Approx(1e-6).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("a transfer naming a node the cluster lacks is a replay error") {
+  Cluster c;
+  const auto n = add_chips(c, 2);
+  c.connect(n[0], n[1], BytesPerSecond(10e9), Seconds(0.0), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  g.add(Transfer{ResourceId(0), EndpointId(0), EndpointId(7), Bytes(1.0)}, "bad");
+  CHECK_THROWS_AS(run_network(g, f, Model::kFlow), ReplayError);
+  CHECK_THROWS_AS(run_network(g, f, Model::kAnalytical), ReplayError);
+}
+
+TEST_CASE("catalog efficiencies scale the link capacity by kind") {
+  // Expected: an NVLink 3 link of 300 GB/s at the catalog's efficiency; a kind the
+  // catalog does not know runs at line rate.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  const auto n = add_chips(c, 3);
+  const LinkId nv = c.connect(n[0], n[1], BytesPerSecond(300e9), Seconds(0.0), "nvlink3");
+  const LinkId custom = c.connect(n[1], n[2], BytesPerSecond(10e9), Seconds(0.0), "custom");
+  NetworkFabric f(c, cat);
+  CHECK(f.capacity(nv) == Approx(300e9 * cat.link("nvlink3").efficiency));
+  CHECK(cat.link("nvlink3").efficiency < 1.0);
+  CHECK(f.capacity(custom) == Approx(10e9));
+}
