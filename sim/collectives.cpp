@@ -4,6 +4,8 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <tuple>
+#include <type_traits>
 
 #include "sim/network_fabric.hpp"
 #include "support/input_error.hpp"
@@ -15,15 +17,104 @@ constexpr std::string_view kOpNames[] = {"all-reduce", "reduce-scatter", "all-ga
                                          "reduce",     "all-to-all",     "send-recv"};
 constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doubling", "direct", "hierarchical", "torus"};
 
+// Adds the transfers to a task graph.
+class GraphSink {
+ public:
+  GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec)
+      : g_(g), net_(net), name_(g.intern(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)))) {}
+  TaskId send(NodeId from, NodeId to, double bytes) {
+    return g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes)}, name_).id();
+  }
+  TaskId marker() { return g_.add(Marker{}, name_).id(); }
+  void edge(TaskId a, TaskId b) { g_.add_edge(a, b); }
+
+ private:
+  TaskGraph& g_;
+  ResourceId net_;
+  TaskGraph::Name name_;
+};
+
+// Times the transfers as the analytical network model would, without a graph: a
+// transfer finishes at the latest finish of its predecessors plus its route's latency
+// and bytes over bottleneck capacity. Lowering adds every edge into a task before using
+// that task as a predecessor, so each finish is final when it is first read.
+class TimingSink {
+ public:
+  explicit TimingSink(NetworkFabric& f) : f_(f), cache_(kCache) {}
+  TaskId send(NodeId from, NodeId to, double bytes) {
+    const Price& p = price(from, to);
+    ready_.push_back(0.0);
+    duration_.push_back(p.empty ? p.latency : p.latency + bytes / p.capacity);
+    return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
+  }
+  TaskId marker() {
+    ready_.push_back(0.0);
+    duration_.push_back(0.0);
+    return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
+  }
+  void edge(TaskId a, TaskId b) { ready_[b.value] = std::max(ready_[b.value], finish(a)); }
+  [[nodiscard]] double finish(TaskId t) const { return ready_[t.value] + duration_[t.value]; }
+
+  // Lowering::ring's timing without a handle per transfer: the same maxima and sums in
+  // the same order, on arrays of finish times (a ring is most of a large collective).
+  void ring(const std::vector<NodeId>& order, int steps, double piece, int chunks, std::vector<TaskId>& ready_of) {
+    const std::size_t p = order.size(), c = static_cast<std::size_t>(chunks);
+    std::vector<double> dur(p), last(p), prev(p * c), cur(p * c);
+    for (std::size_t r = 0; r < p; ++r) {
+      const Price& pr = price(order[r], order[(r + 1) % p]);
+      dur[r] = pr.empty ? pr.latency : pr.latency + piece / pr.capacity;
+      last[r] = finish(ready_of[r]);
+    }
+    for (int s = 0; s < steps; ++s) {
+      for (std::size_t r = 0; r < p; ++r) {
+        const std::size_t left = (r + p - 1) % p;
+        for (std::size_t j = 0; j < c; ++j) {
+          double ready = std::max(0.0, last[r]);
+          if (s > 0) ready = std::max(ready, prev[left * c + j]);
+          last[r] = ready + dur[r];
+          cur[r * c + j] = last[r];
+        }
+      }
+      std::swap(prev, cur);
+    }
+    for (std::size_t r = 0; r < p; ++r) {
+      ready_.push_back(last[r]);
+      duration_.push_back(0.0);
+      ready_of[(r + 1) % p] = TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
+    }
+  }
+
+ private:
+  struct Price {
+    std::uint64_t key = ~std::uint64_t{0};
+    double latency = 0.0;
+    double capacity = 0.0;
+    bool empty = true;
+  };
+  static constexpr std::size_t kCache = 1 << 14;  // direct-mapped by (src, dst)
+  const Price& price(NodeId from, NodeId to) {
+    const std::uint64_t key = (std::uint64_t{from.value} << 32) | to.value;
+    Price& slot = cache_[(key * 0x9E3779B97F4A7C15ull) >> 50];
+    if (slot.key != key) {
+      const auto& route = f_.routes(from, to).front();
+      slot = Price{key, f_.route_latency(route), f_.route_capacity(route), route.empty()};
+    }
+    return slot;
+  }
+  NetworkFabric& f_;
+  std::vector<Price> cache_;
+  std::vector<double> ready_, duration_;
+};
+
 // Builds the transfers of one collective. Every helper takes, per rank position, the
 // task after which that rank may start (`ready`) and returns, per position, the last
 // transfer into it (its result is complete once that finishes; ranks that receive
 // nothing keep their ready task).
+template <class Sink>
 class Lowering {
  public:
-  Lowering(TaskGraph& g, ResourceId net, const CollectiveGroup& group, const CollectiveSpec& spec)
-      : g_(g), net_(net), group_(group), chunks_(effective_chunks(spec)), name_(std::string(op_name(spec.op)) + "/" +
-                                                                       std::string(algorithm_name(spec.algorithm))) {}
+  Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec)
+      : sink_(sink), group_(group), chunks_(effective_chunks(spec)) {}
 
   std::uint64_t transfers() const { return transfers_; }
 
@@ -35,6 +126,18 @@ class Lowering {
     const std::size_t p = order.size();
     if (p < 2 || steps <= 0) return;
     const double piece = segment / chunks_;
+    if constexpr (std::is_same_v<Sink, TimingSink>) {
+      std::vector<NodeId> nodes(p);
+      std::vector<TaskId> in(p);
+      for (std::size_t r = 0; r < p; ++r) {
+        nodes[r] = group_.ranks[order[r]];
+        in[r] = ready[order[r]];
+      }
+      sink_.ring(nodes, steps, piece, chunks_, in);
+      for (std::size_t r = 0; r < p; ++r) ready[order[r]] = in[r];
+      transfers_ += p * static_cast<std::size_t>(steps) * static_cast<std::size_t>(chunks_);
+      return;
+    }
     const std::size_t c = static_cast<std::size_t>(chunks_);
     std::vector<TaskId> prev(p * c), cur(p * c);  // [position][chunk]: last step's sends
     std::vector<TaskId> last(p);                  // each position's latest send
@@ -44,8 +147,8 @@ class Lowering {
         const std::size_t left = (r + p - 1) % p;
         for (std::size_t j = 0; j < c; ++j) {
           const TaskId t = send(order[r], order[(r + 1) % p], piece);
-          g_.add_edge(last[r], t);
-          if (s > 0) g_.add_edge(prev[left * c + j], t);
+          sink_.edge(last[r], t);
+          if (s > 0) sink_.edge(prev[left * c + j], t);
           last[r] = t;
           cur[r * c + j] = t;
         }
@@ -67,9 +170,9 @@ class Lowering {
       recv[0] = ready[order[0]];
       for (std::size_t k = 0; k + 1 < p; ++k) {
         const TaskId t = send(order[k], order[k + 1], piece);
-        g_.add_edge(recv[k], t);
-        if (j > 0) g_.add_edge(into[k], t);
-        else if (k > 0) g_.add_edge(ready[order[k]], t);
+        sink_.edge(recv[k], t);
+        if (j > 0) sink_.edge(into[k], t);
+        else if (k > 0) sink_.edge(ready[order[k]], t);
         into[k] = t;
         recv[k + 1] = t;
       }
@@ -90,20 +193,20 @@ class Lowering {
     for (int j = 0; j < chunks_; ++j) {
       for (std::size_t i = p; i-- > 1;) {  // children before parents
         const TaskId t = send(order[i], order[(i - 1) / 2], piece);
-        g_.add_edge(j == 0 ? start[i] : up[i], t);
-        for (std::size_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < p; ++ch) g_.add_edge(up[ch], t);
+        sink_.edge(j == 0 ? start[i] : up[i], t);
+        for (std::size_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < p; ++ch) sink_.edge(up[ch], t);
         up[i] = t;
       }
       for (std::size_t i = 0; i < p; ++i) {
         for (std::size_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < p; ++ch) {
           const TaskId t = send(order[i], order[ch], piece);
           if (i == 0) {  // the root has chunk j once both children's sums arrived
-            g_.add_edge(j == 0 ? start[0] : down_into[ch], t);
-            for (std::size_t k = 1; k <= 2 && k < p; ++k) g_.add_edge(up[k], t);
+            sink_.edge(j == 0 ? start[0] : down_into[ch], t);
+            for (std::size_t k = 1; k <= 2 && k < p; ++k) sink_.edge(up[k], t);
           } else {
-            g_.add_edge(down[i], t);
+            sink_.edge(down[i], t);
           }
-          if (j > 0 && i != 0) g_.add_edge(down_into[ch], t);
+          if (j > 0 && i != 0) sink_.edge(down_into[ch], t);
           down_into[ch] = t;
           down[ch] = t;
         }
@@ -112,7 +215,7 @@ class Lowering {
     for (std::size_t i = 1; i < p; ++i) ready[order[i]] = down[i];
     // The root's result is complete when its children's last sums arrived.
     TaskId root_done = marker();
-    for (std::size_t k = 1; k <= 2 && k < p; ++k) g_.add_edge(up[k], root_done);
+    for (std::size_t k = 1; k <= 2 && k < p; ++k) sink_.edge(up[k], root_done);
     ready[order[0]] = root_done;
   }
 
@@ -151,19 +254,18 @@ class Lowering {
     for (std::size_t d = 0; d < arrivals.size(); ++d) {
       if (arrivals[d].empty()) continue;
       const TaskId m = marker();
-      for (TaskId t : arrivals[d]) g_.add_edge(t, m);
+      for (TaskId t : arrivals[d]) sink_.edge(t, m);
       ready[d] = m;
     }
   }
 
-  TaskId marker() { return g_.add(Marker{}, name_).id(); }
+  TaskId marker() { return sink_.marker(); }
+  void edge(TaskId a, TaskId b) { sink_.edge(a, b); }
 
  private:
   TaskId send(std::size_t from, std::size_t to, double bytes) {
     ++transfers_;
-    return g_.add(Transfer{net_, EndpointId(group_.ranks[from].value), EndpointId(group_.ranks[to].value), Bytes(bytes)},
-                  name_)
-        .id();
+    return sink_.send(group_.ranks[from], group_.ranks[to], bytes);
   }
   // `bytes` from one position to another as `chunks_` pieces in sequence after `after`;
   // returns the last piece.
@@ -171,18 +273,16 @@ class Lowering {
     TaskId prev = after;
     for (int j = 0; j < chunks_; ++j) {
       const TaskId t = send(from, to, bytes / chunks_);
-      g_.add_edge(prev, t);
-      if (j == 0 && also.valid()) g_.add_edge(also, t);
+      sink_.edge(prev, t);
+      if (j == 0 && also.valid()) sink_.edge(also, t);
       prev = t;
     }
     return prev;
   }
 
-  TaskGraph& g_;
-  ResourceId net_;
+  Sink& sink_;
   const CollectiveGroup& group_;
   int chunks_;
-  std::string name_;
   std::uint64_t transfers_ = 0;
 };
 
@@ -397,18 +497,18 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
   return 0;
 }
 
-LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const CollectiveGroup& group,
-                                   const CollectiveSpec& spec) {
+namespace {
+
+void check_request(const CollectiveGroup& group, const CollectiveSpec& spec) {
   using Op = CollectiveOp;
   const std::size_t p = group.ranks.size();
   if (p == 0) throw InputError("collective: the group has no ranks");
   if (group.domain.size() != p) throw InputError("collective: one scale-up domain per rank expected");
   if (spec.chunks < 0) throw InputError("collective: chunks must be at least 1 (or 0 for automatic)");
   if (spec.channels < 0) throw InputError("collective: channels must be at least 1 (or 0 for automatic)");
-  const int channels = effective_channels(group, spec);
-  if (spec.algorithm == CollectiveAlgorithm::kTree && channels > 2) {
+  if (spec.algorithm == CollectiveAlgorithm::kTree && effective_channels(group, spec) > 2) {
     throw InputError("collective: tree takes 1 channel (one tree) or 2 (NCCL's double binary tree), not " +
-                     std::to_string(channels));
+                     std::to_string(effective_channels(group, spec)));
   }
   if (!(spec.bytes >= 0.0)) throw InputError("collective: bytes must be >= 0");
   if (spec.root >= p) throw InputError("collective: root " + std::to_string(spec.root) + " is not a rank of the group");
@@ -416,11 +516,16 @@ LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const Colle
     throw InputError("collective: send-recv needs a peer rank other than the root");
   }
   if (std::string why = unsupported_reason(group, spec.op, spec.algorithm); !why.empty()) throw InputError(why);
+}
 
-  Lowering low(g, network, group, spec);
-  LoweredCollective out;
-  out.start = low.marker();
-  std::vector<TaskId> ready(p, out.start);
+// Lowers the collective between a start marker and the returned end marker.
+template <class Sink>
+std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& group, const CollectiveSpec& spec) {
+  using Op = CollectiveOp;
+  const std::size_t p = group.ranks.size();
+  const int channels = effective_channels(group, spec);
+  const TaskId start = low.marker();
+  std::vector<TaskId> ready(p, start);
   const double S = spec.bytes;
   const double P = static_cast<double>(p);
   const std::size_t root = spec.root;
@@ -455,7 +560,7 @@ LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const Colle
       } else {
         for (std::size_t i = 0; i < p; ++i) {
           ready[i] = low.marker();
-          for (const auto& d : done) g.add_edge(d[i], ready[i]);
+          for (const auto& d : done) low.edge(d[i], ready[i]);
         }
       }
       break;
@@ -475,8 +580,8 @@ LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const Colle
       low.tree_all_reduce(order, S / trees, b);
       for (std::size_t i = 0; i < p; ++i) {
         ready[i] = low.marker();
-        g.add_edge(a[i], ready[i]);
-        g.add_edge(b[i], ready[i]);
+        low.edge(a[i], ready[i]);
+        low.edge(b[i], ready[i]);
       }
       break;
     }
@@ -530,13 +635,38 @@ LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const Colle
       break;
     }
   }
-  out.end = low.marker();
+  const TaskId end = low.marker();
+  bool joined = false;
   for (TaskId t : ready) {
-    if (t != out.start) g.add_edge(t, out.end);
+    if (t == start) continue;
+    low.edge(t, end);
+    joined = true;
   }
-  if (g.in_degree(out.end) == 0) g.add_edge(out.start, out.end);
+  if (!joined) low.edge(start, end);
+  return {start, end};
+}
+
+}  // namespace
+
+LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const CollectiveGroup& group,
+                                   const CollectiveSpec& spec) {
+  check_request(group, spec);
+  // Room for the transfers and about one marker per rank and phase.
+  g.reserve(g.size() + collective_transfer_count(group, spec) + 4 * group.ranks.size() + 2);
+  GraphSink sink(g, network, spec);
+  Lowering<GraphSink> low(sink, group, spec);
+  LoweredCollective out;
+  std::tie(out.start, out.end) = build(low, group, spec);
   out.transfers = low.transfers();
   return out;
 }
+
+double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
+  check_request(group, spec);
+  TimingSink sink(fabric);
+  Lowering<TimingSink> low(sink, group, spec);
+  return sink.finish(build(low, group, spec).second);
+}
+
 
 }  // namespace ddlsim

@@ -114,6 +114,12 @@ struct LoweredCollective {
 LoweredCollective lower_collective(TaskGraph& graph, ResourceId network, const CollectiveGroup& group,
                                    const CollectiveSpec& spec);
 
+/// The collective's time under the analytical network model (each transfer: its first
+/// route's latency plus bytes over its bottleneck capacity, no contention), computed
+/// while lowering, without a task graph or a replay: the same figure as replaying
+/// lower_collective's graph on AnalyticalNetwork, at a fraction of the cost.
+double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec);
+
 /// The number of transfers lower_collective would add (to refuse absurd sizes up front).
 std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec);
 

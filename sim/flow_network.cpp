@@ -1,6 +1,8 @@
 #include "sim/flow_network.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <span>
 #include <limits>
 
 #include "sim/core/errors.hpp"
@@ -29,6 +31,9 @@ void FlowNetwork::begin(const TaskGraph& graph) {
   pos_cap_.clear();
   pos_pool_.clear();
   events_.reset(0);
+  waiting_.clear();
+  waiting_index_.clear();
+  joins_.reset(0);
   const std::size_t links = fabric_->cluster().link_count();
   on_link_.assign(links, {});
   load_.assign(links, 0);
@@ -104,12 +109,31 @@ Seconds FlowNetwork::submit(TaskId task, Seconds now, ReplaySink& sink) {
   for (LinkId l : route) ++load_[l.value];
   const double latency = fabric_->route_latency(route);
   if (latency > 0.0) {
-    events_.schedule(f, now + Seconds(latency));
+    const auto [it, fresh] = waiting_index_.try_emplace(std::bit_cast<std::uint64_t>(latency),
+                                                        static_cast<std::uint32_t>(waiting_.size()));
+    if (fresh) {
+      waiting_.push_back(Waiting{latency, {}, 0});
+      joins_.grow(waiting_.size());
+    }
+    Waiting& w = waiting_[it->second];
+    w.flows.push_back(f);
+    if (w.flows.size() - w.head == 1) schedule_head(it->second);
   } else {
     clock_ = now.value();
     join(f, now.value());
   }
   return next_event();
+}
+
+void FlowNetwork::schedule_head(std::uint32_t fifo) {
+  Waiting& w = waiting_[fifo];
+  if (w.head == w.flows.size()) {
+    w.flows.clear();
+    w.head = 0;
+    joins_.cancel(fifo);
+    return;
+  }
+  joins_.schedule(fifo, Seconds(flows_[w.flows[w.head]].since + w.latency));
 }
 
 void FlowNetwork::join(std::uint32_t f, double at) {
@@ -122,7 +146,6 @@ void FlowNetwork::join(std::uint32_t f, double at) {
     events_.schedule(f, Seconds(at));
     return;
   }
-  events_.cancel(f);  // its finish time comes from the next solve
   flow.linked = true;
   if (flow.hops > pos_cap_[f]) {  // this slot's position list is too short: take a new one
     pos_begin_[f] = static_cast<std::uint32_t>(pos_pool_.size());
@@ -170,24 +193,32 @@ void FlowNetwork::mark_dirty(const Flow& f) {
 
 Seconds FlowNetwork::next_event() const {
   if (!dirty_.empty()) return Seconds(clock_);  // a solve is due at the time of the change
-  return events_.empty() ? kNever : events_.top_time();
+  const Seconds finish = events_.empty() ? kNever : events_.top_time();
+  const Seconds join = joins_.empty() ? kNever : joins_.top_time();
+  return std::min(finish, join);
 }
 
 Seconds FlowNetwork::advance(Seconds t, ReplaySink& sink) {
   if (!dirty_.empty()) solve();
-  while (!events_.empty() && events_.top_time() <= t) {
-    const double at = events_.top_time().value();
+  for (;;) {
+    const double at = std::min(events_.empty() ? kNever : events_.top_time(),
+                               joins_.empty() ? kNever : joins_.top_time()).value();
+    if (!(at <= t.value())) break;
+    // Everything within a relative kTie of `at` happens at this instant: finishes first,
+    // then joins.
     const double until = at + kTie * at;
     clock_ = at;
     while (!events_.empty() && events_.top_time().value() <= until) {
       const std::uint32_t f = events_.top_key();
       events_.cancel(f);
-      if (!flows_[f].active) {
-        join(f, at);
-      } else {
-        sink.finished(flows_[f].task, t);
-        leave(f);
-      }
+      sink.finished(flows_[f].task, t);
+      leave(f);
+    }
+    while (!joins_.empty() && joins_.top_time().value() <= until) {
+      const std::uint32_t fifo = joins_.top_key();
+      Waiting& w = waiting_[fifo];
+      join(w.flows[w.head++], at);
+      schedule_head(fifo);
     }
     if (!dirty_.empty()) solve();
   }
@@ -201,32 +232,61 @@ void FlowNetwork::solve() {
     std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
     epoch_ = 1;
   }
-  // The component: every link reachable from a changed link through shared flows.
-  comp_links_.clear();
-  comp_flows_.clear();
-  for (std::uint32_t l : dirty_) {
-    if (link_mark_[l] == epoch_) continue;
-    link_mark_[l] = epoch_;
-    comp_links_.push_back(l);
-  }
+  seeds_.swap(dirty_);
   dirty_.clear();
-  for (std::size_t i = 0; i < comp_links_.size(); ++i) {
-    for (std::uint32_t f : on_link_[comp_links_[i]]) {
-      if (flow_mark_[f] == epoch_) continue;
-      flow_mark_[f] = epoch_;
-      comp_flows_.push_back(f);
-      const Flow& flow = flows_[f];
-      for (std::uint32_t h = 0; h < flow.hops; ++h) {
-        const std::uint32_t l = flow.route[h].value;
-        if (link_mark_[l] == epoch_) continue;
-        link_mark_[l] = epoch_;
-        comp_links_.push_back(l);
+  // One connected component at a time: every link reachable from a changed link through
+  // shared flows. Components do not interact, so each is solved on its own.
+  for (std::uint32_t seed : seeds_) {
+    if (link_mark_[seed] == epoch_) continue;
+    link_mark_[seed] = epoch_;
+    comp_links_.clear();
+    comp_flows_.clear();
+    comp_links_.push_back(seed);
+    for (std::size_t i = 0; i < comp_links_.size(); ++i) {
+      for (std::uint32_t f : on_link_[comp_links_[i]]) {
+        if (flow_mark_[f] == epoch_) continue;
+        flow_mark_[f] = epoch_;
+        comp_flows_.push_back(f);
+        const Flow& flow = flows_[f];
+        for (std::uint32_t h = 0; h < flow.hops; ++h) {
+          const std::uint32_t l = flow.route[h].value;
+          if (link_mark_[l] == epoch_) continue;
+          link_mark_[l] = epoch_;
+          comp_links_.push_back(l);
+        }
       }
     }
+    if (!comp_flows_.empty()) solve_component();
   }
-  stats_.flows_resolved += comp_flows_.size();
+  seeds_.clear();
+}
 
-  // Progressive filling over the component.
+void FlowNetwork::solve_component() {
+  ++stats_.components;
+  stats_.flows_resolved += comp_flows_.size();
+  if (comp_flows_.size() == 1) {  // alone on its links: its route's bottleneck
+    const std::uint32_t f = comp_flows_.front();
+    const Flow& flow = flows_[f];
+    new_rate_[f] = fabric_->route_capacity(std::span<const LinkId>(flow.route, flow.hops));
+  } else {
+    fill();
+  }
+  // New rates take effect at clock_: settle the bytes each flow received until then.
+  for (std::uint32_t f : comp_flows_) {
+    Flow& flow = flows_[f];
+    const double rate = new_rate_[f];
+    if (rate == flow.rate) continue;
+    if (flow.rate > 0.0) {
+      flow.left = std::max(0.0, flow.left - flow.rate * (clock_ - flow.since));
+    }
+    flow.since = clock_;
+    flow.rate = rate;
+    events_.schedule(f, Seconds(clock_ + flow.left / rate));
+  }
+}
+
+// Progressive filling over the component in comp_links_ / comp_flows_.
+void FlowNetwork::fill() {
   heap_.clear();
   for (std::uint32_t l : comp_links_) {
     const auto n = static_cast<std::uint32_t>(on_link_[l].size());
@@ -257,19 +317,6 @@ void FlowNetwork::solve() {
         }
       }
     }
-  }
-
-  // New rates take effect at clock_: settle the bytes each flow received until then.
-  for (std::uint32_t f : comp_flows_) {
-    Flow& flow = flows_[f];
-    const double rate = new_rate_[f];
-    if (rate == flow.rate) continue;
-    if (flow.rate > 0.0) {
-      flow.left = std::max(0.0, flow.left - flow.rate * (clock_ - flow.since));
-    }
-    flow.since = clock_;
-    flow.rate = rate;
-    events_.schedule(f, Seconds(clock_ + flow.left / rate));
   }
 }
 

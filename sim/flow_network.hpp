@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/event_queue.hpp"
@@ -46,7 +47,8 @@ class FlowNetwork final : public ResourceModel {
  public:
   struct Stats {
     std::uint64_t flows = 0;           // transfers carried
-    std::uint64_t solves = 0;          // component re-solves
+    std::uint64_t solves = 0;          // re-solves (each of one or more components)
+    std::uint64_t components = 0;      // connected components re-solved
     std::uint64_t flows_resolved = 0;  // flows whose rate a re-solve computed (summed over solves)
   };
 
@@ -79,6 +81,8 @@ class FlowNetwork final : public ResourceModel {
   void leave(std::uint32_t f);
   void mark_dirty(const Flow& f);
   void solve();
+  void solve_component();
+  void fill();
 
   std::string name_;
   NetworkFabric* fabric_;
@@ -90,7 +94,18 @@ class FlowNetwork final : public ResourceModel {
   // Where each flow sits in each of its links' lists (pos_pool_[pos_begin_[f] + hop]),
   // so that leaving costs O(hops) however many flows share a link.
   std::vector<std::uint32_t> pos_begin_, pos_cap_, pos_pool_;
-  EventQueue events_;  // per flow slot: its join (while waiting) or finish time
+  EventQueue events_;  // per flow slot: its finish time, once its rate is known
+  // Flows waiting out their route's latency, one FIFO per distinct latency: submits come
+  // in time order, so each FIFO is in join order, and only the FIFOs' heads need a heap.
+  struct Waiting {
+    double latency;
+    std::vector<std::uint32_t> flows;
+    std::size_t head = 0;
+  };
+  std::vector<Waiting> waiting_;
+  std::unordered_map<std::uint64_t, std::uint32_t> waiting_index_;  // latency bits -> FIFO
+  EventQueue joins_;  // per FIFO: its head's join time
+  void schedule_head(std::uint32_t fifo);
   std::vector<std::vector<std::uint32_t>> on_link_;  // active flows per directed link
   std::vector<std::uint32_t> load_;                  // flows routed over each link (waiting or active)
   std::vector<std::uint32_t> dirty_;                 // links whose flows changed since the last solve
@@ -101,7 +116,7 @@ class FlowNetwork final : public ResourceModel {
   std::uint32_t epoch_ = 0;
   std::vector<double> remaining_;
   std::vector<std::uint32_t> unfixed_;
-  std::vector<std::uint32_t> comp_links_, comp_flows_;
+  std::vector<std::uint32_t> seeds_, comp_links_, comp_flows_;
   std::vector<double> new_rate_;
   std::vector<std::pair<double, std::uint32_t>> heap_;
 };

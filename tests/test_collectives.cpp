@@ -190,6 +190,30 @@ TEST_CASE("the transfer count matches what lowering adds") {
   }
 }
 
+TEST_CASE("the analytical fast path gives exactly what a replay on the analytical model gives") {
+  // Expected: identical times (to rounding) for every operation and algorithm, on a
+  // switch and on two DGX A100 nodes (NVSwitch inside, rails and spines between).
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 2;
+  Cluster dgx = build_preset(cat, "dgx-a100", o);
+  Cluster star = star_cluster(8, 25e9, 1e-6);
+  for (Cluster* c : {&star, &dgx}) {
+    NetworkFabric f(*c, cat);
+    const CollectiveGroup g = CollectiveGroup::of(f);
+    for (CollectiveOp op : kCollectiveOps) {
+      for (CollectiveAlgorithm a : kCollectiveAlgorithms) {
+        if (!unsupported_reason(g, op, a).empty()) continue;
+        INFO(c->node_count(), " nodes: ", op_name(op), " ", algorithm_name(a));
+        CollectiveSpec s = spec(op, a, 3e8, 0, 0);
+        s.root = 1;
+        s.peer = 3;
+        CHECK(analytical_collective_time(f, g, s) == Approx(collective_time(f, g, s, Model::kAnalytical)).epsilon(1e-12));
+      }
+    }
+  }
+}
+
 TEST_CASE("impossible requests are refused with the reason") {
   Cluster c = star_cluster(6, 1e9, 1e-6);
   const CollectiveGroup g = flat_group(c);

@@ -41,14 +41,15 @@ namespace ddlsim {
 
 std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t limit) {
   // Hop distance to dst over reversed links (links are full duplex, so the reverse of
-  // every link exists); then walk from src along links that bring dst one hop closer.
+  // every link exists), stopped once src is reached: every node of a minimum-hop path
+  // is nearer to dst than src and so already has its distance. Then walk from src along
+  // links that bring dst one hop closer.
   const std::uint32_t far = std::numeric_limits<std::uint32_t>::max();
   std::vector<std::uint32_t> dist(c.node_count(), far);
-  std::deque<NodeId> queue{dst};
+  std::vector<NodeId> queue{dst};
   dist[dst.value] = 0;
-  while (!queue.empty()) {
-    const NodeId u = queue.front();
-    queue.pop_front();
+  for (std::size_t head = 0; head < queue.size() && dist[src.value] == far; ++head) {
+    const NodeId u = queue[head];
     for (LinkId l : c.out_links(u)) {
       const NodeId v = c.link(l).to;  // u -> v exists, so does v -> u: v is one hop further from dst
       if (dist[v.value] == far) {
@@ -60,21 +61,21 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
   std::vector<std::vector<LinkId>> paths;
   if (dist[src.value] == far) return paths;
   std::vector<LinkId> path;
-  // Depth-first over the next-hop choices, in link id order.
+  // Depth-first over the next-hop choices, in link id order (out_links lists a node's
+  // links in the order they were added, which is id order).
   auto walk = [&](auto&& self, NodeId at) -> void {
     if (paths.size() >= limit) return;
     if (at == dst) {
       paths.push_back(path);
       return;
     }
-    std::vector<LinkId> out(c.out_links(at).begin(), c.out_links(at).end());
-    std::sort(out.begin(), out.end());
-    for (LinkId l : out) {
+    for (LinkId l : c.out_links(at)) {
       const NodeId next = c.link(l).to;
       if (dist[next.value] + 1 != dist[at.value]) continue;
       path.push_back(l);
       self(self, next);
       path.pop_back();
+      if (paths.size() >= limit) return;
     }
   };
   walk(walk, src);

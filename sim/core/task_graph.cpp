@@ -1,5 +1,7 @@
 #include "sim/core/task_graph.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <limits>
 #include <ostream>
@@ -14,6 +16,10 @@ TaskGraph::TaskGraph() {
 }
 
 void TaskGraph::reserve(std::size_t n) {
+  // Grow at least geometrically, so that code reserving a little more before each of
+  // many additions (one collective after another) does not copy the graph every time.
+  if (n <= kinds_.capacity()) return;
+  n = std::max(n, 2 * kinds_.capacity());
   kinds_.reserve(n);
   name_ids_.reserve(n);
   in_degree_.reserve(n);
@@ -56,24 +62,30 @@ void check_amounts(const TaskKind& kind, std::string_view name) {
 }
 }  // namespace
 
+TaskGraph::Name TaskGraph::intern(std::string_view name) {
+  if (name.empty()) return Name{0};
+  auto [it, inserted] = name_index_.try_emplace(std::string(name), static_cast<std::uint32_t>(names_.size()));
+  if (inserted) names_.emplace_back(name);
+  return Name{it->second};
+}
+
 TaskRef TaskGraph::add(const TaskKind& kind, std::string_view name) {
-  check_amounts(kind, name);
+  return add(kind, intern(name));
+}
+
+TaskRef TaskGraph::add(const TaskKind& kind, Name name) {
+  if (name.id >= names_.size()) throw GraphError("task name id " + std::to_string(name.id) + " was not interned");
+  check_amounts(kind, names_[name.id]);
   if (kinds_.size() >= std::numeric_limits<std::uint32_t>::max() - 1) {
     throw GraphError("task graph is full: at most 4294967294 tasks");
   }
   const TaskId id(static_cast<std::uint32_t>(kinds_.size()));
-  std::uint32_t name_id = 0;
-  if (!name.empty()) {
-    auto [it, inserted] = name_index_.try_emplace(std::string(name), static_cast<std::uint32_t>(names_.size()));
-    if (inserted) names_.emplace_back(name);
-    name_id = it->second;
-  }
   if (const ResourceId r = resource_of(kind); r.valid()) {
     if (r.value >= resource_kinds_.size()) resource_kinds_.resize(std::size_t{r.value} + 1, 0);
     resource_kinds_[r.value] |= static_cast<std::uint8_t>(1u << kind.index());
   }
   kinds_.push_back(kind);
-  name_ids_.push_back(name_id);
+  name_ids_.push_back(name.id);
   in_degree_.push_back(0);
   succ_.emplace_back();
   return TaskRef(this, id);

@@ -46,6 +46,14 @@ class TaskGraph {
   void reserve(std::size_t n);
 
   TaskRef add(const TaskKind& kind, std::string_view name = {});
+
+  /// A name interned once, for code that adds many tasks of one name: add(kind, name)
+  /// then skips the look-up.
+  struct Name {
+    std::uint32_t id = 0;
+  };
+  Name intern(std::string_view name);
+  TaskRef add(const TaskKind& kind, Name name);
   /// Adds the dependency `before -> after`: `after` starts only when `before` has finished.
   void add_edge(TaskId before, TaskId after);
 
