@@ -23,6 +23,10 @@ Commands:
                         Build a cluster (DGX A100/H100/B200, Llama 3 RoCE, GB200 NVL72,
                         TPU pods) and describe it: links, injection bandwidth, diameter,
                         bisection bandwidth.
+  collective --preset NAME
+                        Time a collective (all-reduce, all-to-all, ...) over message sizes
+                        on a simulated cluster, like nccl-tests: time, algbw, busbw per
+                        algorithm, on the max-min flow or the analytical network model.
   help COMMAND          Show the help of one command (same as COMMAND --help).
 
 Examples:
@@ -31,6 +35,7 @@ Examples:
   ddlsim run my.json --set cluster.devices=64       # what if the cluster were 64 devices?
   ddlsim run --strategy dp-overlap-bucket-6 --trace step.json   # open in ui.perfetto.dev
   ddlsim topology --preset dgx-h100 --nodes 32      # a DGX H100 SuperPOD scalable unit
+  ddlsim collective --preset dgx-a100 --nodes 4 -b 1M -e 1G --algorithm all
 
 Exit status: 0 success; 1 an output file could not be written (or an internal error);
 2 invalid input (command line, scenario), with one line on stderr saying what and where.
@@ -77,13 +82,15 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     }
     if (rest[0] == "run") return run_command({"--help"}, out, err);
     if (rest[0] == "topology") return topology_command({"--help"}, out, err);
-    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, topology)\n";
+    if (rest[0] == "collective") return collective_command({"--help"}, out, err);
+    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, topology, collective)\n";
     return kExitBadInput;
   }
   if (cmd == "run") return run_command(rest, out, err);
   if (cmd == "topology") return topology_command(rest, out, err);
+  if (cmd == "collective") return collective_command(rest, out, err);
   err << "ddlsim: unknown command '" << cmd << "'" << (cmd.rfind('-', 0) == 0 ? " (an option before the command?)" : "")
-      << "; commands: run, topology, help (see 'ddlsim --help')\n";
+      << "; commands: run, topology, collective, help (see 'ddlsim --help')\n";
   return kExitBadInput;
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/cli.hpp"
+#include "cli/cluster_options.hpp"
 #include "cli/commands.hpp"
 #include "sim/core/errors.hpp"
 #include "support/atomic_file.hpp"
@@ -43,25 +44,6 @@ Examples:
   ddlsim topology two.json                        # describe an explicit topology
 
 Options)";
-
-std::vector<int> parse_dims(const std::string& text) {
-  std::vector<int> dims;
-  std::size_t start = 0;
-  for (;;) {
-    const auto x = text.find('x', start);
-    const std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
-    int v = 0;
-    const bool digits = !part.empty() && part.size() <= 4 &&
-                        part.find_first_not_of("0123456789") == std::string::npos;
-    if (digits) v = std::stoi(part);
-    if (v <= 0 || v > 4096) throw InputError("--dims: expected sizes from 1 to 4096 joined by 'x', like 4x4x8, got '" + text + "'");
-    dims.push_back(v);
-    if (x == std::string::npos) break;
-    start = x + 1;
-  }
-  if (dims.size() > 4) throw InputError("--dims: at most 4 dimensions, got '" + text + "'");
-  return dims;
-}
 
 std::string fmt(double v) {
   char buf[32];
@@ -145,18 +127,11 @@ void write_dot(std::ostream& out, const Cluster& c) {
 int topology_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description d(kTopologyHelp);
   d.add_options()("help,h", "show this help")
-      ("list", "list the presets, and the catalog's accelerators and links")
-      ("preset", po::value<std::string>()->value_name("NAME"), "the machine to build (see --list)")
-      ("nodes", po::value<int>()->value_name("N"), "servers (GPU presets; default 1)")
-      ("dims", po::value<std::string>()->value_name("AxBxC"), "TPU slice shape, e.g. 4x4x8")
-      ("pods", po::value<int>()->value_name("N"), "TPU slices joined over the data-centre network (default 1)")
-      ("accelerator", po::value<std::string>()->value_name("ID"), "replace the preset's accelerator (catalog id)")
-      ("nic", po::value<std::string>()->value_name("ID"), "replace the preset's scale-out link (catalog id)")
-      ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
-      ("json", "print the description as JSON")
+      ("list", "list the presets, and the catalog's accelerators and links");
+  add_cluster_options(d);
+  d.add_options()("json", "print the description as JSON")
       ("dot", po::value<std::string>()->value_name("FILE"), "write the cluster in GraphViz dot syntax")
-      ("export", po::value<std::string>()->value_name("FILE"), "write the cluster as an explicit topology (JSON)")
-      ("file", po::value<std::string>()->value_name("FILE"), "an explicit topology JSON file (or give it first)");
+      ("export", po::value<std::string>()->value_name("FILE"), "write the cluster as an explicit topology (JSON)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
@@ -172,12 +147,12 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
     return kExitOk;
   }
   try {
-    Catalog catalog = Catalog::builtin();
-    if (vm.count("catalog")) {
-      const std::string path = vm["catalog"].as<std::string>();
-      catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
-    }
     if (vm.count("list")) {
+      Catalog catalog = Catalog::builtin();
+      if (vm.count("catalog")) {
+        const std::string path = vm["catalog"].as<std::string>();
+        catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
+      }
       out << "presets:\n";
       for (const auto& p : preset_list()) out << "  " << p.name << "  " << p.summary << "\n";
       out << "accelerators:";
@@ -187,50 +162,8 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       out << "\n";
       return kExitOk;
     }
-    if (vm.count("preset") == vm.count("file")) {
-      throw InputError(vm.count("file") ? "give either --preset or a topology file, not both"
-                                        : "--preset: required, or a topology file (see --list for the presets)");
-    }
-    Cluster c;
-    std::string preset;
-    PresetOptions o;
-    if (vm.count("file")) {
-      preset = vm["file"].as<std::string>();
-      for (const char* opt : {"nodes", "dims", "pods", "accelerator", "nic"}) {
-        if (vm.count(opt)) throw InputError(std::string("--") + opt + ": applies to presets, not to a topology file");
-      }
-      const nlohmann::json doc = parse_json(read_input_file(preset, "topology"), preset);
-      if (doc.is_object() && doc.contains("cluster")) {
-        // A scenario: describe its cluster, which must name a preset.
-        const nlohmann::json& section = doc.at("cluster");
-        if (section.is_object() && !section.contains("preset")) {
-          throw InputError(preset + ": cluster: a uniform cluster (devices, device_tflops, ...) is not a graph; "
-                                    "give the cluster a \"preset\" to describe it");
-        }
-        try {
-          JsonObject cluster(section, "cluster");
-          c = read_preset_cluster(cluster, catalog);
-        } catch (const InputError& e) {
-          throw InputError(preset + ": " + e.what());
-        }
-      } else {
-        c = read_explicit_topology(doc, catalog, preset);
-      }
-    } else {
-      preset = vm["preset"].as<std::string>();
-      if (vm.count("nodes")) o.nodes = vm["nodes"].as<int>();
-      if (vm.count("dims")) o.dims = parse_dims(vm["dims"].as<std::string>());
-      if (vm.count("pods")) o.pods = vm["pods"].as<int>();
-      if (vm.count("accelerator")) o.accelerator = vm["accelerator"].as<std::string>();
-      if (vm.count("nic")) o.nic = vm["nic"].as<std::string>();
-      try {
-        c = build_preset(catalog, preset, o);
-        c.validate();
-      } catch (const GraphError& e) {
-        throw InputError(preset + ": " + e.what());
-      }
-    }
-
+    const LoadedCluster loaded = load_cluster(vm);
+    const Cluster& c = loaded.cluster;
     const TopologyStats s = topology_stats(c);
     // Both output files are written before either is committed: all or nothing.
     std::optional<AtomicFile> dot, exported;
@@ -245,9 +178,9 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
     if (dot) dot->commit();
     if (exported) exported->commit();
     if (vm.count("json")) {
-      print_json(out, preset, vm.count("file") > 0, s);
+      print_json(out, loaded.source, loaded.from_file, s);
     } else {
-      print_text(out, preset + (o.nodes ? ", " + std::to_string(*o.nodes) + " nodes" : ""), s);
+      print_text(out, loaded.title(), s);
     }
     return kExitOk;
   } catch (...) {

@@ -376,7 +376,7 @@ TEST_CASE("ddlsim topology: bad input is one line and status 2") {
   CHECK(r.err.rfind("ddlsim topology: unknown link 'ib-ndrr' (did you mean 'ib-ndr'?)", 0) == 0);
   r = ddlsim_cmd({"topology"});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim topology: --preset: required, or a topology file (see --list for the presets)\n");
+  CHECK(r.err == "ddlsim topology: --preset: required, or a topology file (see 'ddlsim topology --list' for the presets)\n");
   Scratch s;
   r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--catalog", s.write("c.json", R"({"links": {"ib-ndr": {"gbytes_per_s": 0}}})")});
   CHECK(r.status == 2);
@@ -441,4 +441,58 @@ TEST_CASE("ddlsim topology writes dot and explicit files, and refuses options a 
   r = ddlsim_cmd({"topology", exported, "--pods", "2"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim topology: --pods: applies to presets, not to a topology file\n");
+}
+
+TEST_CASE("ddlsim collective prints nccl-tests columns for every size") {
+  // Expected: sizes 1 MiB, 4 MiB, 16 MiB (factor 4); busbw = algbw x 2(n-1)/n for an
+  // all-reduce over 8 ranks; algbw = size / time; with 'all', one row per algorithm that
+  // runs (torus skipped on a switch, with its reason).
+  auto r = ddlsim_cmd({"collective", "--preset", "dgx-h100", "-b", "1M", "-e", "16M", "-f", "4", "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("ranks") == 8);
+  const auto& rows = j.at("results");
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].at("bytes") == 1048576.0);
+  CHECK(rows[2].at("bytes") == 16777216.0);
+  for (const auto& row : rows) {
+    const double t = row.at("time_us").get<double>() * 1e-6;
+    CHECK(row.at("algbw_gbytes_per_s").get<double>() == Approx(row.at("bytes").get<double>() / t / 1e9));
+    CHECK(row.at("busbw_gbytes_per_s").get<double>() == Approx(row.at("algbw_gbytes_per_s").get<double>() * 14.0 / 8.0));
+  }
+  r = ddlsim_cmd({"collective", "--preset", "dgx-h100", "-b", "64K", "-e", "64K", "--algorithm", "all"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("# skipped torus: torus needs the group to be one whole torus") != std::string::npos);
+  for (const char* a : {"ring", "tree", "halving-doubling", "direct"}) CHECK(r.out.find(a) != std::string::npos);
+  // The same request twice gives the same bytes.
+  CHECK(ddlsim_cmd({"collective", "--preset", "dgx-h100", "-b", "64K", "-e", "64K", "--algorithm", "all"}).out == r.out);
+}
+
+TEST_CASE("ddlsim collective: bad input is one line and status 2") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--op", "al-reduce"}, "--op: unknown operation 'al-reduce' (did you mean 'all-reduce'?)"},
+      {{"--algorithm", "rign"}, "--algorithm: unknown algorithm 'rign' (did you mean 'ring'?)"},
+      {{"--algorithm", "torus"}, "--algorithm: torus needs the group to be one whole torus of the cluster, in its order"},
+      {{"--ranks", "0-9"}, "--ranks: rank 9 does not exist (the cluster has 8 accelerators) in '0-9' (expected 'all' or a list like 0-7,16,18)"},
+      {{"--ranks", "3"}, "--ranks: a collective needs at least 2 ranks"},
+      {{"--ranks", "1,1"}, "--ranks: rank 1 is given twice in '1,1' (expected 'all' or a list like 0-7,16,18)"},
+      {{"-e", "2T"}, "--maxbytes: 2T is outside 1 B to 1T (1 TiB)"},
+      {{"-b", "1000000000000000"}, "--minbytes: expected a size like 8, 64K, 1M or 8G, got '1000000000000000'"},
+      {{"-b", "8X"}, "--minbytes: expected a size like 8, 64K, 1M or 8G, got '8X'"},
+      {{"-b", "1M", "-e", "1K"}, "--maxbytes: smaller than --minbytes"},
+      {{"-f", "1"}, "--stepfactor: expected a number above 1 and at most 1024"},
+      {{"--network", "packet"}, "--network: expected flow or analytical, got 'packet'"},
+      {{"--op", "broadcast", "--root", "8"}, "--root: 8 is not a position in --ranks (0 to 7)"},
+      {{"--op", "send-recv", "--peer", "0"}, "--peer: send-recv needs a position in --ranks other than --root"},
+      {{"--algorithm", "halving-doubling", "--ranks", "0-5"}, "--algorithm: halving-doubling needs a power-of-two number of ranks, not 6"},
+  };
+  for (const auto& [extra, line] : cases) {
+    std::vector<std::string> args{"collective", "--preset", "dgx-h100"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    INFO(line);
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    CHECK(r.err == "ddlsim collective: " + line + "\n");
+    CHECK(r.out.empty());
+  }
 }

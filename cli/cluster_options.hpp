@@ -1,0 +1,34 @@
+// The command-line options that name a cluster (a preset with its options, or an
+// explicit topology file, plus catalog patches), shared by the commands that need one.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "topology/catalog.hpp"
+#include "topology/cluster.hpp"
+
+namespace boost::program_options {
+class options_description;
+class variables_map;
+}  // namespace boost::program_options
+
+namespace ddlsim {
+
+/// Adds --preset, --nodes, --dims, --pods, --accelerator, --nic, --catalog and --file.
+void add_cluster_options(boost::program_options::options_description& d);
+
+struct LoadedCluster {
+  Catalog catalog = Catalog::builtin();
+  Cluster cluster;
+  std::string source;     // the preset name or the file
+  bool from_file = false;
+  std::optional<int> nodes;
+  /// "dgx-h100, 4 nodes" or the file name.
+  [[nodiscard]] std::string title() const;
+};
+
+/// Builds the cluster the options name and validates it. Throws InputError.
+LoadedCluster load_cluster(const boost::program_options::variables_map& vm);
+
+}  // namespace ddlsim
