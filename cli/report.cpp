@@ -70,7 +70,7 @@ void print_table(std::ostream& out, const Scenario& s, const std::vector<Strateg
     out << line;
   }
   out << "\nstep: simulated time of one training step; compute: busiest device's compute time; util: compute/step;\n"
-         "comm: time its link carried traffic; exposed: step - compute; TFLOP/s: achieved per device;\n"
+         "comm: time the network carried traffic; exposed: step - compute; TFLOP/s: achieved per device;\n"
          "peak: highest per-device memory high-water mark.\n";
 }
 

@@ -53,6 +53,7 @@ struct RunArgs {
   std::optional<std::string> strategy;
   std::optional<std::string> trace;
   std::optional<std::string> dot;
+  std::optional<std::string> network;
   bool json = false;
   bool print_scenario = false;
   bool help = false;
@@ -71,6 +72,9 @@ po::options_description run_options() {
        "write a Perfetto/Chrome trace of the replay (one strategy: use --strategy when the scenario has several)")
       ("dot", po::value<std::string>()->value_name("FILE"),
        "write the strategy's task graph in GraphViz dot syntax (one strategy)")
+      ("network", po::value<std::string>()->value_name("MODEL"),
+       "flow (links shared max-min fairly among transfers) or analytical (no contention); "
+       "overrides the scenario's simulation.network (default flow)")
       ("print-scenario", "print the scenario as it stands after --set (as JSON) and exit")
       ("scenario", po::value<std::string>()->value_name("FILE"), "the scenario JSON file (or give it first)");
   return d;
@@ -92,6 +96,7 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   if (vm.count("strategy")) a.strategy = vm["strategy"].as<std::string>();
   if (vm.count("trace")) a.trace = vm["trace"].as<std::string>();
   if (vm.count("dot")) a.dot = vm["dot"].as<std::string>();
+  if (vm.count("network")) a.network = vm["network"].as<std::string>();
   return a;
 }
 
@@ -123,7 +128,7 @@ void select_strategy(Scenario& s, const RunArgs& a) {
 }
 
 StrategyReport run_one(const Scenario& s, const DataParallelPlan& plan, const RunArgs& a) {
-  const LoweredStep step = lower_data_parallel(s.workload, s.cluster, plan);
+  const LoweredStep step = lower_data_parallel(s.workload, s.cluster, plan, s.network);
   std::vector<ResourceModel*> resources;
   for (const auto& r : step.resources) resources.push_back(r.get());
   ResourceUsage usage;
@@ -166,6 +171,11 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     const std::string text = a.scenario ? read_input_file(*a.scenario, "scenario") : std::string(kDefaultScenario);
     const nlohmann::json doc = scenario_document(text, source, a.sets);
     Scenario s = read_scenario(doc);
+    if (a.network) {
+      const auto kind = parse_network_model(*a.network);
+      if (!kind) throw InputError("--network: expected flow or analytical, got '" + *a.network + "'");
+      s.network = *kind;
+    }
     if (a.print_scenario) {
       out << doc.dump(2) << "\n";
       return kExitOk;

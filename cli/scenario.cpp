@@ -26,8 +26,9 @@ Scenario read_scenario(const nlohmann::json& doc) {
 
   JsonObject cluster = root.object("cluster");
   if (cluster.has("preset")) {
-    throw InputError("cluster.preset: ddlsim run replays the uniform cluster only, until the network models "
-                     "land; 'ddlsim topology SCENARIO.json' describes a preset cluster");
+    throw InputError("cluster.preset: ddlsim run replays the uniform cluster only, until strategies for real "
+                     "models land; 'ddlsim topology SCENARIO.json' describes a preset cluster and 'ddlsim "
+                     "collective --file SCENARIO.json' times its collectives");
   }
   s.cluster = read_uniform_cluster(cluster);
 
@@ -59,6 +60,13 @@ Scenario read_scenario(const nlohmann::json& doc) {
                        " tasks (3.5 GB); reduce cluster.devices or workload.layers");
     }
     s.strategies.push_back(std::move(plan));
+  }
+  root.known("simulation");
+  if (root.has("simulation")) {
+    JsonObject simulation = root.object("simulation");
+    simulation.known("network");
+    if (simulation.has("network")) s.network = *parse_network_model(simulation.choice("network", {"flow", "analytical"}));
+    simulation.finish();
   }
   root.finish();
   return s;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/network.hpp"
 #include "strategies/data_parallel.hpp"
 #include "topology/uniform_cluster.hpp"
 #include "workloads/synthetic_model.hpp"
@@ -19,6 +20,7 @@ struct Scenario {
   UniformCluster cluster;
   SyntheticModel workload;
   std::vector<DataParallelPlan> strategies;
+  NetworkModelKind network = NetworkModelKind::kFlow;  // "simulation": {"network": ...}
 };
 
 /// Reads the JSON text of a scenario (named `source` in errors), applies the `--set`

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/collectives.hpp"
 #include "sim/compute_stream.hpp"
-#include "sim/shared_channel.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 
@@ -28,18 +28,18 @@ std::uint64_t data_parallel_task_count(const SyntheticModel& model, const Unifor
   const auto p = static_cast<std::uint64_t>(cluster.devices);
   const auto layers = static_cast<std::uint64_t>(model.layers);
   const std::uint64_t buckets = (layers + plan.bucket_layers - 1) / plan.bucket_layers;
-  return p * (5 * layers + (p > 1 ? 2 : 1) * buckets) + buckets + 1;
+  // Per device: 5 tasks per layer and a gradient free per bucket; per bucket a done
+  // marker, and with p > 1 a ring all-reduce of 2(p-1) p transfers between two markers.
+  return p * (5 * layers + buckets) + buckets * (1 + (p > 1 ? 2 * (p - 1) * p + 2 : 0)) + 1;
 }
 
 LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluster& cluster,
-                                const DataParallelPlan& plan) {
+                                const DataParallelPlan& plan, NetworkModelKind network) {
   LoweredStep out;
   const auto p = static_cast<std::uint32_t>(cluster.devices);
   const auto layers = static_cast<std::uint32_t>(model.layers);
   const auto bucket = static_cast<std::uint32_t>(plan.bucket_layers);
   const std::uint32_t buckets = (layers + bucket - 1) / bucket;
-  const double ring_factor = 2.0 * (p - 1) / p;
-  const Seconds ring_latency = cluster.link_latency * (2.0 * (p - 1));
   const Seconds fwd_time = model.forward_flops / cluster.device_flops;
   const Seconds bwd_time = fwd_time * model.backward_to_forward;
   const Flops bwd_flops = model.forward_flops * model.backward_to_forward;
@@ -48,13 +48,20 @@ LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluste
     const std::string dev = "dev" + std::to_string(d);
     out.compute.emplace_back(static_cast<std::uint32_t>(out.resources.size()));
     out.resources.push_back(std::make_unique<ComputeStream>(dev + ".compute"));
-    out.links.emplace_back(static_cast<std::uint32_t>(out.resources.size()));
-    out.resources.push_back(std::make_unique<SharedChannel>(dev + ".link", cluster.link_bandwidth, ring_latency));
     out.pool_names.push_back(dev + ".hbm");
+  }
+  ResourceId net;
+  if (p > 1) {
+    out.cluster = std::make_unique<Cluster>(uniform_star_cluster(cluster));
+    // The scenario's link bandwidth is what collectives reach: efficiency 1.
+    out.fabric = std::make_unique<NetworkFabric>(*out.cluster, std::vector<double>(out.cluster->link_count(), 1.0));
+    net = ResourceId(static_cast<std::uint32_t>(out.resources.size()));
+    out.links.push_back(net);
+    out.resources.push_back(make_network(network, "network", *out.fabric));
   }
 
   TaskGraph& g = out.graph;
-  g.reserve(static_cast<std::size_t>(p) * (5 * layers + 2 * buckets) + buckets + 1);
+  g.reserve(data_parallel_task_count(model, cluster, plan));
   // Bucket b holds layers [first, last] counted from the output: b = 0 is the last layers.
   auto bucket_low_layer = [&](std::uint32_t b) {
     return layers > (b + 1) * bucket ? layers - (b + 1) * bucket : 0u;
@@ -65,6 +72,8 @@ LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluste
   }
   const TaskId step_end = g.add(Marker{}, "step end").id();
 
+  std::vector<Bytes> bucket_bytes(buckets, Bytes(0.0));
+  std::vector<std::vector<TaskId>> ready(buckets, std::vector<TaskId>(p));  // [bucket][device]
   for (std::uint32_t d = 0; d < p; ++d) {
     const PoolId pool(d);
     TaskId prev;
@@ -78,7 +87,6 @@ LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluste
     }
     // Backward, bucket by bucket; remember where each bucket's gradients are complete.
     std::vector<TaskId> bucket_ready(buckets);
-    std::vector<Bytes> bucket_bytes(buckets, Bytes(0.0));
     for (std::uint32_t b = 0; b < buckets; ++b) {
       const std::uint32_t low = bucket_low_layer(b);
       const std::uint32_t high = layers - b * bucket - 1;
@@ -91,27 +99,36 @@ LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluste
         grad.precede(bwd);
         bwd.precede(free_act);
         prev = bwd.id();
-        bucket_bytes[b] += model.gradient_bytes;
+        if (d == 0) bucket_bytes[b] += model.gradient_bytes;
       }
       bucket_ready[b] = prev;
     }
-    // Gradient all-reduce per bucket: after its own backward (overlap) or after the whole
-    // backward pass (no overlap).
+    // A bucket's gradients are ready after its own backward (overlap) or after the whole
+    // backward pass (no overlap); they are freed once its all-reduce is done.
     for (std::uint32_t b = 0; b < buckets; ++b) {
-      const std::string B = std::to_string(b);
-      const TaskId ready = plan.overlap ? bucket_ready[b] : prev;
-      if (p > 1) {
-        const Transfer share{out.links[d], EndpointId(d), EndpointId((d + 1) % p), bucket_bytes[b] * ring_factor};
-        TaskRef xfer = g.add(share, "allreduce B" + B);
-        g.add_edge(ready, xfer.id());
-        g.add_edge(xfer.id(), allreduce_done[b]);
-      } else {
-        g.add_edge(ready, allreduce_done[b]);
-      }
-      TaskRef free_grad = g.add(Free{pool, bucket_bytes[b]}, "free gradients B" + B);
+      ready[b][d] = plan.overlap ? bucket_ready[b] : prev;
+      TaskRef free_grad = g.add(Free{pool, bucket_bytes[b]}, "free gradients B" + std::to_string(b));
       g.add_edge(allreduce_done[b], free_grad.id());
       g.add_edge(free_grad.id(), step_end);
     }
+  }
+
+  // One ring all-reduce per bucket, in the order backward produces them.
+  for (std::uint32_t b = 0; b < buckets; ++b) {
+    if (p == 1) {
+      g.add_edge(ready[b][0], allreduce_done[b]);
+      continue;
+    }
+    CollectiveSpec spec;
+    spec.op = CollectiveOp::kAllReduce;
+    spec.algorithm = CollectiveAlgorithm::kRing;
+    spec.bytes = bucket_bytes[b].value();
+    spec.chunks = 1;
+    spec.channels = 1;
+    const CollectiveGroup group = CollectiveGroup::of(*out.fabric);
+    const LoweredCollective ar = lower_collective(g, net, group, spec);
+    for (std::uint32_t d = 0; d < p; ++d) g.add_edge(ready[b][d], ar.start);
+    g.add_edge(ar.end, allreduce_done[b]);
   }
   return out;
 }

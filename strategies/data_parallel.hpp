@@ -7,11 +7,11 @@
 // last backward finishes, so communication hides behind the remaining backward work;
 // without it, all all-reduces start after the whole backward pass.
 //
-// Until the network issue lowers collectives to point-to-point traffic, an all-reduce of
-// S bytes over p devices is priced as ring all-reduce traffic on each device's own link:
-// 2(p-1)/p * S bytes after a start-up latency of 2(p-1) link latencies, so that alone on
-// the link it takes 2(p-1)a + 2(p-1)/p * S/B. Concurrent buckets share the link's
-// bandwidth. The all-reduce ends when every device's share has arrived.
+// Each bucket's all-reduce is a ring all-reduce lowered to point-to-point transfers
+// (sim/collectives) over the uniform cluster's star (each device's link into one
+// switch), replayed on the chosen network model: alone it takes 2(p-1)a + 2(p-1)/p S/B;
+// concurrent buckets share the links (flow model) or not (analytical model). A bucket's
+// all-reduce starts when every device has its gradients (the devices are identical).
 //
 // Memory (one pool per device): a layer's activations are allocated before its forward
 // and freed after its backward; its gradients are allocated before its backward and freed
@@ -25,6 +25,8 @@
 
 #include "sim/core/resource_model.hpp"
 #include "sim/core/task_graph.hpp"
+#include "sim/network.hpp"
+#include "sim/network_fabric.hpp"
 #include "topology/uniform_cluster.hpp"
 #include "workloads/synthetic_model.hpp"
 
@@ -43,10 +45,13 @@ DataParallelPlan read_data_parallel_plan(JsonObject& strategy, std::int64_t laye
 
 /// A training step lowered to a task graph, with the resource models it runs on.
 struct LoweredStep {
+  // The network's cluster and fabric come first so that they outlive the models.
+  std::unique_ptr<Cluster> cluster;
+  std::unique_ptr<NetworkFabric> fabric;
   TaskGraph graph;
   std::vector<std::unique_ptr<ResourceModel>> resources;  // indexed by ResourceId
   std::vector<ResourceId> compute;                        // per device
-  std::vector<ResourceId> links;                          // per device
+  std::vector<ResourceId> links;                          // the network (none with one device)
   std::vector<std::string> pool_names;                    // per PoolId (one per device)
 };
 
@@ -55,6 +60,6 @@ std::uint64_t data_parallel_task_count(const SyntheticModel& model, const Unifor
                                        const DataParallelPlan& plan);
 
 LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluster& cluster,
-                                const DataParallelPlan& plan);
+                                const DataParallelPlan& plan, NetworkModelKind network = NetworkModelKind::kFlow);
 
 }  // namespace ddlsim

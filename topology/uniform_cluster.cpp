@@ -19,4 +19,15 @@ UniformCluster read_uniform_cluster(JsonObject& cluster) {
   return c;
 }
 
+Cluster uniform_star_cluster(const UniformCluster& u) {
+  Cluster c;
+  std::vector<NodeId> devices;
+  for (std::int64_t d = 0; d < u.devices; ++d) {
+    devices.push_back(c.add_node(NodeKind::kAccelerator, "dev" + std::to_string(d)));
+  }
+  const NodeId hub = c.add_node(NodeKind::kSwitch, "switch");
+  for (NodeId d : devices) c.connect(d, hub, u.link_bandwidth, u.link_latency * 0.5, "uniform");
+  return c;
+}
+
 }  // namespace ddlsim
