@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev doctest-dev libbenchmark-dev
   python3-matplotlib
   clang libclang-rt-14-dev
+  libsimgrid-dev  # tests only: cross-checks the flow network model against SimGrid
 )
 
 missing=()
