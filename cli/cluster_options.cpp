@@ -2,6 +2,9 @@
 
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "cli/cli.hpp"
 
 #include "sim/core/errors.hpp"
 #include "support/input_error.hpp"
@@ -46,6 +49,25 @@ void add_cluster_options(po::options_description& d) {
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
       ("file", po::value<std::string>()->value_name("FILE"),
        "an explicit topology JSON file, or a scenario whose cluster names a preset (or give it first)");
+}
+
+std::optional<int> parse_cluster_command(const std::vector<std::string>& args, const po::options_description& d,
+                                         const char* command, po::variables_map& vm, std::ostream& out,
+                                         std::ostream& err) {
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  try {
+    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "ddlsim " << command << ": " << e.what() << " (see 'ddlsim " << command << " --help')\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help")) {
+    out << d << "\n";
+    return kExitOk;
+  }
+  return std::nullopt;
 }
 
 std::string LoadedCluster::title() const {

@@ -2,8 +2,10 @@
 // explicit topology file, plus catalog patches), shared by the commands that need one.
 #pragma once
 
+#include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "topology/catalog.hpp"
 #include "topology/cluster.hpp"
@@ -27,6 +29,13 @@ struct LoadedCluster {
   /// "dgx-h100, 4 nodes" or the file name.
   [[nodiscard]] std::string title() const;
 };
+
+/// Parses a command line with options `d`, a first positional argument going to --file.
+/// Returns the exit status when the command should stop here (--help printed to `out`:
+/// 0; a malformed command line, one line on `err`: 2), nullopt when it should go on.
+std::optional<int> parse_cluster_command(const std::vector<std::string>& args,
+                                         const boost::program_options::options_description& d, const char* command,
+                                         boost::program_options::variables_map& vm, std::ostream& out, std::ostream& err);
 
 /// Builds the cluster the options name and validates it. Throws InputError.
 LoadedCluster load_cluster(const boost::program_options::variables_map& vm);

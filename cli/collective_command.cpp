@@ -144,20 +144,8 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       ("root", po::value<std::size_t>()->value_name("R")->default_value(0), "root of broadcast/reduce, sender of send-recv (a position in --ranks)")
       ("peer", po::value<std::size_t>()->value_name("R")->default_value(1), "receiver of send-recv (a position in --ranks)")
       ("json", "print the results as JSON");
-  po::positional_options_description pos;
-  pos.add("file", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    err << "ddlsim collective: " << e.what() << " (see 'ddlsim collective --help')\n";
-    return kExitBadInput;
-  }
-  if (vm.count("help")) {
-    out << d << "\n";
-    return kExitOk;
-  }
+  if (const auto stop = parse_cluster_command(args, d, "collective", vm, out, err)) return *stop;
   try {
     const std::string op_text = vm["op"].as<std::string>();
     const auto op = parse_op(op_text);

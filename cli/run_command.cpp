@@ -128,7 +128,7 @@ void select_strategy(Scenario& s, const RunArgs& a) {
 }
 
 StrategyReport run_one(const Scenario& s, const DataParallelPlan& plan, const RunArgs& a) {
-  const LoweredStep step = lower_data_parallel(s.workload, s.cluster, plan, s.network);
+  const LoweredStep step = lower_data_parallel(s.workload, s.cluster, plan, s.network, s.collective_algorithm);
   std::vector<ResourceModel*> resources;
   for (const auto& r : step.resources) resources.push_back(r.get());
   ResourceUsage usage;

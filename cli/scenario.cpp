@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "sim/collectives.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 #include "support/json_set.hpp"
@@ -65,7 +66,13 @@ Scenario read_scenario(const nlohmann::json& doc) {
   if (root.has("simulation")) {
     JsonObject simulation = root.object("simulation");
     simulation.known("network");
+    simulation.known("collective_algorithm");
     if (simulation.has("network")) s.network = *parse_network_model(simulation.choice("network", {"flow", "analytical"}));
+    if (simulation.has("collective_algorithm")) {
+      std::vector<std::string> names{"auto"};
+      for (CollectiveAlgorithm a : kCollectiveAlgorithms) names.emplace_back(algorithm_name(a));
+      s.collective_algorithm = parse_algorithm(simulation.choice("collective_algorithm", names));
+    }
     simulation.finish();
   }
   root.finish();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct Scenario {
   SyntheticModel workload;
   std::vector<DataParallelPlan> strategies;
   NetworkModelKind network = NetworkModelKind::kFlow;  // "simulation": {"network": ...}
+  std::optional<CollectiveAlgorithm> collective_algorithm;  // nullopt: "auto"
 };
 
 /// Reads the JSON text of a scenario (named `source` in errors), applies the `--set`

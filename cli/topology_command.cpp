@@ -132,20 +132,8 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
   d.add_options()("json", "print the description as JSON")
       ("dot", po::value<std::string>()->value_name("FILE"), "write the cluster in GraphViz dot syntax")
       ("export", po::value<std::string>()->value_name("FILE"), "write the cluster as an explicit topology (JSON)");
-  po::positional_options_description pos;
-  pos.add("file", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    err << "ddlsim topology: " << e.what() << " (see 'ddlsim topology --help')\n";
-    return kExitBadInput;
-  }
-  if (vm.count("help")) {
-    out << d << "\n";
-    return kExitOk;
-  }
+  if (const auto stop = parse_cluster_command(args, d, "topology", vm, out, err)) return *stop;
   try {
     if (vm.count("list")) {
       Catalog catalog = Catalog::builtin();

@@ -5,8 +5,8 @@
 #      (Debug, in build-asan/), so memory errors and undefined behaviour fail the run;
 #   3. each libFuzzer harness for a short, bounded time (scripts/fuzz.sh; FUZZ_SECONDS,
 #      default 20 per harness);
-#   4. the replay benchmark once on its smallest graphs, to prove it runs (a smoke
-#      test, not a measurement).
+#   4. the benchmarks once (the replay benchmark on its smallest graphs), to prove they
+#      run (a smoke test, not a measurement).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -26,6 +26,7 @@ bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 echo "benchmark smoke run (100000-task graphs only):"
 "$build_dir/bench/replay_bench" --benchmark_filter='/100000$' --benchmark_min_time=0.01
 "$build_dir/bench/topology_bench" --benchmark_min_time=0.01
+"$build_dir/bench/network_bench" --benchmark_min_time=0.01
 
 # One closing line for both CTest runs (reached only if every step above succeeded).
 passed=$(grep -oE "tests passed, 0 tests failed out of [0-9]+" "$log" | awk '{s += $NF} END {print s + 0}')

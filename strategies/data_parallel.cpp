@@ -34,7 +34,8 @@ std::uint64_t data_parallel_task_count(const SyntheticModel& model, const Unifor
 }
 
 LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluster& cluster,
-                                const DataParallelPlan& plan, NetworkModelKind network) {
+                                const DataParallelPlan& plan, NetworkModelKind network,
+                                std::optional<CollectiveAlgorithm> allreduce) {
   LoweredStep out;
   const auto p = static_cast<std::uint32_t>(cluster.devices);
   const auto layers = static_cast<std::uint32_t>(model.layers);
@@ -113,7 +114,8 @@ LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluste
     }
   }
 
-  // One ring all-reduce per bucket, in the order backward produces them.
+  // One all-reduce per bucket, in the order backward produces them.
+  const CollectiveGroup group = p > 1 ? CollectiveGroup::of(*out.fabric) : CollectiveGroup{};
   for (std::uint32_t b = 0; b < buckets; ++b) {
     if (p == 1) {
       g.add_edge(ready[b][0], allreduce_done[b]);
@@ -121,11 +123,17 @@ LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluste
     }
     CollectiveSpec spec;
     spec.op = CollectiveOp::kAllReduce;
-    spec.algorithm = CollectiveAlgorithm::kRing;
     spec.bytes = bucket_bytes[b].value();
-    spec.chunks = 1;
-    spec.channels = 1;
-    const CollectiveGroup group = CollectiveGroup::of(*out.fabric);
+    if (allreduce) {
+      spec.algorithm = *allreduce;
+    } else {
+      const CollectiveChoice pick = choose_algorithm(*out.fabric, group, spec.op, spec.bytes);
+      spec.algorithm = pick.algorithm;
+      spec.channels = pick.channels;
+    }
+    if (std::string why = unsupported_reason(group, spec.op, spec.algorithm); !why.empty()) {
+      throw InputError("simulation.collective_algorithm: " + why);
+    }
     const LoweredCollective ar = lower_collective(g, net, group, spec);
     for (std::uint32_t d = 0; d < p; ++d) g.add_edge(ready[b][d], ar.start);
     g.add_edge(ar.end, allreduce_done[b]);

@@ -7,7 +7,7 @@
 // last backward finishes, so communication hides behind the remaining backward work;
 // without it, all all-reduces start after the whole backward pass.
 //
-// Each bucket's all-reduce is a ring all-reduce lowered to point-to-point transfers
+// Each bucket's all-reduce (ring unless told otherwise) is lowered to point-to-point transfers
 // (sim/collectives) over the uniform cluster's star (each device's link into one
 // switch), replayed on the chosen network model: alone it takes 2(p-1)a + 2(p-1)/p S/B;
 // concurrent buckets share the links (flow model) or not (analytical model). A bucket's
@@ -20,11 +20,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/core/resource_model.hpp"
 #include "sim/core/task_graph.hpp"
+#include "sim/collectives.hpp"
 #include "sim/network.hpp"
 #include "sim/network_fabric.hpp"
 #include "topology/uniform_cluster.hpp"
@@ -59,7 +61,10 @@ struct LoweredStep {
 std::uint64_t data_parallel_task_count(const SyntheticModel& model, const UniformCluster& cluster,
                                        const DataParallelPlan& plan);
 
+/// `allreduce` forces the buckets' all-reduce algorithm; nullopt lets choose_algorithm
+/// pick by size (ring when it cannot run, InputError naming the reason).
 LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluster& cluster,
-                                const DataParallelPlan& plan, NetworkModelKind network = NetworkModelKind::kFlow);
+                                const DataParallelPlan& plan, NetworkModelKind network = NetworkModelKind::kFlow,
+                                std::optional<CollectiveAlgorithm> allreduce = CollectiveAlgorithm::kRing);
 
 }  // namespace ddlsim

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "network_fixtures.hpp"
 #include "sim/compute_stream.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/flow_network.hpp"
@@ -100,14 +101,6 @@ std::vector<Case> cases() {
   return out;
 }
 
-class Ends final : public Observer {
- public:
-  void on_begin(const TaskGraph& g, std::span<ResourceModel* const>) override { end.assign(g.size(), -1.0); }
-  void on_task_start(TaskId, ResourceId, Seconds) override {}
-  void on_task_end(TaskId t, ResourceId, Seconds at) override { end[t.value] = at.value(); }
-  std::vector<double> end;
-};
-
 void run_ddlsim(Case& k) {
   NetworkFabric fabric(k.cluster, std::vector<double>(k.cluster.link_count(), 1.0));
   TaskGraph g;
@@ -126,7 +119,7 @@ void run_ddlsim(Case& k) {
   }
   std::vector<ResourceModel*> ptrs;
   for (auto& m : models) ptrs.push_back(m.get());
-  Ends ends;
+  test::EndTimes ends;
   Observer* obs[] = {&ends};
   replay(g, ptrs, obs);
   for (TaskId t : transfers) k.ddlsim_end.push_back(ends.end[t.value]);

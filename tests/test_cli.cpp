@@ -56,7 +56,8 @@ const char* kSmall = R"({
   "workload": {"model": "synthetic", "layers": 4, "forward_gflop_per_layer": 100,
                "gradient_mib_per_layer": 100, "activation_mib_per_layer": 1000},
   "strategies": [{"name": "serial", "overlap": false, "bucket_layers": 4},
-                 {"name": "overlap", "overlap": true, "bucket_layers": 1}]
+                 {"name": "overlap", "overlap": true, "bucket_layers": 1}],
+  "simulation": {"collective_algorithm": "ring"}
 })";
 
 // Runs `ddlsim run FILE` on kSmall with one --set applied, expecting exit 2 and `line`.
@@ -184,6 +185,11 @@ TEST_CASE("bad input: unknown keys, with a suggestion") {
   expect_bad_set("simulation.netwrk=flow", "simulation.netwrk: unknown key (did you mean 'network'?)");
   expect_bad_set("simulation.network=packet", "simulation.network: expected one of \"flow\", \"analytical\", got \"packet\"");
   expect_bad_set("simulator.network=flow", "simulator: unknown key (did you mean 'simulation'?)");
+  expect_bad_set("simulation.collective_algorithm=rign",
+                 "simulation.collective_algorithm: expected one of \"auto\", \"ring\", \"tree\", \"halving-doubling\", "
+                 "\"direct\", \"hierarchical\", \"torus\", got \"rign\" (did you mean 'ring'?)");
+  expect_bad_set("simulation.collective_algorithm=torus",
+                 "simulation.collective_algorithm: torus needs the group to be one whole torus of the cluster, in its order");
 }
 
 TEST_CASE("bad input: missing fields") {
