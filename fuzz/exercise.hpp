@@ -20,7 +20,7 @@ inline void exercise(const Scenario& s) {
   ReplayEngine engine;
   for (const auto& plan : s.strategies) {
     if (data_parallel_task_count(s.workload, s.cluster, plan) > kMaxTasks) continue;
-    const LoweredStep step = lower_data_parallel(s.workload, s.cluster, plan);
+    const LoweredStep step = lower_data_parallel(s.workload, s.cluster, plan, s.network, s.collective_algorithm);
     std::vector<ResourceModel*> resources;
     for (const auto& r : step.resources) resources.push_back(r.get());
     ResourceUsage usage;
