@@ -1,0 +1,154 @@
+// The operator-graph IR: a model as operators over named tensors with logical shapes.
+//
+// Every operator carries its costs for one training step of the batch its input shapes
+// describe (an OpCost): forward and backward FLOPs, bytes it reads and writes in each
+// pass, the parameters it owns, and the activation bytes it keeps from its forward for
+// its backward. Conventions:
+//  - a multiply-add is 2 FLOPs; a matmul (m x k)(k x n) is 2mkn forward and 4mkn backward
+//    (the gradients of its input and of its weight);
+//  - elementwise and normalisation operators count a small fixed number of FLOPs per
+//    element (see each builder function); their time is bound by memory anyway;
+//  - bytes are the operator's unavoidable traffic to device memory (each input read once,
+//    each output written once), in the tensors' data types;
+//  - saved bytes follow Korthikanti et al. ("Reducing Activation Recomputation in Large
+//    Transformer Models", 2022): a linear layer keeps its input, a batched matmul both
+//    inputs, softmax its output, dropout a 1-byte mask, GeLU its input, layer norm its
+//    input; a residual add keeps nothing.
+// Shapes are logical (the whole batch, unsharded); strategies derive per-device shards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddlsim {
+
+enum class DataType : std::uint8_t { kFp32, kBf16, kFp16, kFp8, kInt64 };
+std::string_view data_type_name(DataType t);
+double data_type_bytes(DataType t);
+
+enum class OpKind : std::uint8_t {
+  kLinear,
+  kMatmul,          // batched matmul of two activations
+  kConv2d,
+  kPool,
+  kFlashAttention,  // fused attention (scores, softmax, context) that recomputes in backward
+  kSoftmax,
+  kLayerNorm,
+  kRmsNorm,
+  kBatchNorm,
+  kGelu,
+  kRelu,
+  kSwiGlu,
+  kEmbedding,
+  kDropout,
+  kAdd,
+  kCrossEntropy,
+};
+std::string_view op_kind_name(OpKind k);
+
+using Shape = std::vector<std::int64_t>;
+std::int64_t elements(const Shape& s);
+
+struct Tensor {
+  std::string name;
+  Shape shape;
+  DataType dtype;
+};
+
+struct OpCost {
+  double fwd_flops = 0.0;    // FLOP
+  double bwd_flops = 0.0;    // FLOP
+  double fwd_bytes = 0.0;    // bytes read and written by the forward pass
+  double bwd_bytes = 0.0;    // bytes read and written by the backward pass
+  double params = 0.0;       // parameters (count)
+  double saved_bytes = 0.0;  // activation bytes kept from forward to backward
+
+  OpCost& operator+=(const OpCost& o);
+};
+
+/// The matrix-multiply shape of a GEMM-like operator: `batch` independent (m x k)(k x n)
+/// products (zero for others). The compute model's efficiency depends on it.
+struct GemmShape {
+  std::int64_t batch = 0, m = 0, n = 0, k = 0;
+};
+
+struct Operator {
+  OpKind kind;
+  std::string name;
+  int layer = -1;  // index of the repeated block it belongs to, -1 outside them
+  std::vector<std::uint32_t> inputs;  // tensor ids
+  std::uint32_t output = 0;           // tensor id
+  GemmShape gemm;
+  DataType dtype = DataType::kBf16;
+  OpCost cost;
+};
+
+/// A model: tensors and the operators that produce them, in execution order. Builder
+/// functions add an operator and return its output tensor's id; they throw
+/// std::invalid_argument on shapes that do not fit (a bug in a builder, not user input).
+class OperatorGraph {
+ public:
+  explicit OperatorGraph(std::string name = {}) : name_(std::move(name)) {}
+
+  [[nodiscard]] const std::string& name() const { return name_; }
+  [[nodiscard]] const std::vector<Tensor>& tensors() const { return tensors_; }
+  [[nodiscard]] const std::vector<Operator>& ops() const { return ops_; }
+  [[nodiscard]] const Tensor& tensor(std::uint32_t id) const { return tensors_.at(id); }
+  [[nodiscard]] OpCost totals() const;
+
+  /// Operators added from now on belong to repeated block `layer` (-1: none).
+  void set_layer(int layer) { layer_ = layer; }
+
+  std::uint32_t input(std::string name, Shape shape, DataType dtype);
+  /// The same data seen with another shape of as many elements (head split, flatten).
+  std::uint32_t view(std::string name, std::uint32_t x, Shape shape);
+
+  /// Views of consecutive parts of x's last dimension (a fused QKV output split into Q,
+  /// K and V), costing nothing; the sizes must add up to that dimension.
+  std::vector<std::uint32_t> split(const std::string& name, std::uint32_t x, const std::vector<std::int64_t>& sizes);
+
+  /// y = x W (+ b): x [..., k] -> y [..., n]; weights k x n in x's dtype. With
+  /// `shared_weight` the weight belongs to another operator (a tied output embedding)
+  /// and is not counted again.
+  std::uint32_t linear(std::string name, std::uint32_t x, std::int64_t n, bool bias, bool shared_weight = false);
+  /// a [B..., m, k] x b [B..., k, n] (b_transposed: b is [B..., n, k]) -> [B..., m, n].
+  std::uint32_t matmul(std::string name, std::uint32_t a, std::uint32_t b, bool b_transposed);
+  /// x [N, C, H, W] -> [N, K, P, Q] with K filters of R x R, stride and padding.
+  std::uint32_t conv2d(std::string name, std::uint32_t x, std::int64_t filters, std::int64_t kernel,
+                       std::int64_t stride, std::int64_t pad, bool bias);
+  /// Max or average pooling over R x R windows: [N, C, H, W] -> [N, C, P, Q].
+  std::uint32_t pool(std::string name, std::uint32_t x, std::int64_t kernel, std::int64_t stride, std::int64_t pad);
+  /// Fused attention over q [B, heads, s, d], k and v [B, kv_heads, s, d] (grouped-query
+  /// when kv_heads < heads) -> [B, heads, s, d]; causal halves the score work.
+  std::uint32_t flash_attention(std::string name, std::uint32_t q, std::uint32_t k, std::uint32_t v, bool causal);
+  std::uint32_t softmax(std::string name, std::uint32_t x);
+  std::uint32_t layer_norm(std::string name, std::uint32_t x);
+  std::uint32_t rms_norm(std::string name, std::uint32_t x);
+  std::uint32_t batch_norm(std::string name, std::uint32_t x);  // over [N, C, H, W]
+  std::uint32_t gelu(std::string name, std::uint32_t x);
+  std::uint32_t relu(std::string name, std::uint32_t x);
+  /// silu(gate) * up, elementwise.
+  std::uint32_t swiglu(std::string name, std::uint32_t gate, std::uint32_t up);
+  /// ids [...] (int64) -> [..., hidden] rows of a vocab x hidden table in `dtype`.
+  std::uint32_t embedding(std::string name, std::uint32_t ids, std::int64_t vocab, std::int64_t hidden, DataType dtype);
+  std::uint32_t dropout(std::string name, std::uint32_t x);
+  std::uint32_t add(std::string name, std::uint32_t a, std::uint32_t b);
+  /// Softmax cross-entropy of logits [..., V] against integer labels: a loss per row.
+  std::uint32_t cross_entropy(std::string name, std::uint32_t logits);
+
+ private:
+  std::uint32_t add_tensor(std::string name, Shape shape, DataType dtype);
+  std::uint32_t add_op(OpKind kind, std::string name, std::vector<std::uint32_t> inputs, Shape out_shape,
+                       DataType dtype, OpCost cost, GemmShape gemm = {});
+  std::uint32_t elementwise(OpKind kind, std::string name, std::uint32_t x, double flops_per_element,
+                            double saved_bytes_per_element);
+
+  std::string name_;
+  std::vector<Tensor> tensors_;
+  std::vector<Operator> ops_;
+  int layer_ = -1;
+};
+
+}  // namespace ddlsim

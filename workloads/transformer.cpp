@@ -1,0 +1,111 @@
+#include "workloads/transformer.hpp"
+
+#include <stdexcept>
+
+namespace ddlsim {
+
+TransformerConfig gpt_config(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                             std::int64_t seq, std::int64_t vocab) {
+  TransformerConfig c;
+  c.name = std::move(name);
+  c.layers = layers;
+  c.hidden = hidden;
+  c.heads = heads;
+  c.kv_heads = heads;
+  c.ffn = 4 * hidden;
+  c.seq = seq;
+  c.vocab = vocab;
+  return c;
+}
+
+TransformerConfig llama_config(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                               std::int64_t kv_heads, std::int64_t ffn, std::int64_t seq, std::int64_t vocab) {
+  TransformerConfig c;
+  c.name = std::move(name);
+  c.family = TransformerConfig::Family::kLlama;
+  c.layers = layers;
+  c.hidden = hidden;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.ffn = ffn;
+  c.seq = seq;
+  c.vocab = vocab;
+  c.tied_embedding = false;
+  c.bias = false;
+  c.learned_positions = false;
+  c.dropout = false;
+  c.flash_attention = true;
+  return c;
+}
+
+std::string transformer_problem(const TransformerConfig& c) {
+  const std::pair<const char*, std::int64_t> sizes[] = {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
+                                                        {"kv_heads", c.kv_heads}, {"ffn", c.ffn}, {"seq", c.seq},
+                                                        {"vocab", c.vocab}};
+  for (const auto& [field, v] : sizes) {
+    if (v <= 0) return std::string(field) + " must be positive, got " + std::to_string(v);
+  }
+  if (c.hidden % c.heads != 0) {
+    return "heads (" + std::to_string(c.heads) + ") must divide hidden (" + std::to_string(c.hidden) + ")";
+  }
+  if (c.heads % c.kv_heads != 0) {
+    return "kv_heads (" + std::to_string(c.kv_heads) + ") must divide heads (" + std::to_string(c.heads) + ")";
+  }
+  return {};
+}
+
+OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) {
+  if (std::string why = transformer_problem(c); !why.empty()) throw std::invalid_argument(c.name + ": " + why);
+  if (batch <= 0) throw std::invalid_argument(c.name + ": batch must be positive");
+  const bool gpt = c.family == TransformerConfig::Family::kGpt;
+  const std::int64_t b = batch, s = c.seq, h = c.hidden, a = c.heads, g = c.kv_heads, d = c.head_dim();
+  OperatorGraph G(c.name);
+  const std::uint32_t tokens = G.input("tokens", {b, s}, DataType::kInt64);
+  std::uint32_t x = G.embedding("embed", tokens, c.vocab, h, c.dtype);
+  if (c.learned_positions) {
+    const std::uint32_t pos = G.input("positions", {b, s}, DataType::kInt64);
+    x = G.add("embed.add", x, G.embedding("embed.positions", pos, s, h, c.dtype));
+  }
+  if (c.dropout) x = G.dropout("embed.dropout", x);
+
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    G.set_layer(static_cast<int>(l));
+    const std::string L = "layer" + std::to_string(l) + ".";
+    // Attention block.
+    const std::uint32_t n1 = gpt ? G.layer_norm(L + "ln1", x) : G.rms_norm(L + "norm1", x);
+    const std::uint32_t qkv = G.linear(L + "qkv", n1, h + 2 * g * d, c.bias);
+    const auto parts = G.split(L + "qkv", qkv, {h, g * d, g * d});
+    const std::uint32_t q = G.view(L + "q", parts[0], {b, a, s, d});
+    const std::uint32_t k = G.view(L + "k", parts[1], {b, g, s, d});
+    const std::uint32_t v = G.view(L + "v", parts[2], {b, g, s, d});
+    std::uint32_t ctx;
+    if (c.flash_attention) {
+      ctx = G.flash_attention(L + "attention", q, k, v, true);
+    } else {
+      std::uint32_t p = G.softmax(L + "attention.softmax", G.matmul(L + "attention.scores", q, k, true));
+      if (c.dropout) p = G.dropout(L + "attention.dropout", p);
+      ctx = G.matmul(L + "attention.context", p, v, false);
+    }
+    std::uint32_t o = G.linear(L + "proj", G.view(L + "context", ctx, {b, s, h}), h, c.bias);
+    if (c.dropout) o = G.dropout(L + "proj.dropout", o);
+    x = G.add(L + "residual1", x, o);
+    // MLP block.
+    const std::uint32_t n2 = gpt ? G.layer_norm(L + "ln2", x) : G.rms_norm(L + "norm2", x);
+    std::uint32_t m;
+    if (gpt) {
+      m = G.linear(L + "fc2", G.gelu(L + "gelu", G.linear(L + "fc1", n2, c.ffn, c.bias)), h, c.bias);
+    } else {
+      const auto gu = G.split(L + "gate_up", G.linear(L + "gate_up", n2, 2 * c.ffn, c.bias), {c.ffn, c.ffn});
+      m = G.linear(L + "down", G.swiglu(L + "swiglu", gu[0], gu[1]), h, c.bias);
+    }
+    if (c.dropout) m = G.dropout(L + "mlp.dropout", m);
+    x = G.add(L + "residual2", x, m);
+  }
+  G.set_layer(-1);
+  x = gpt ? G.layer_norm("final_norm", x) : G.rms_norm("final_norm", x);
+  const std::uint32_t logits = G.linear("output", x, c.vocab, false, c.tied_embedding);
+  G.cross_entropy("loss", logits);
+  return G;
+}
+
+}  // namespace ddlsim

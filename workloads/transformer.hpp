@@ -1,0 +1,58 @@
+// Decoder-only transformers (GPT, Llama and their relatives) as operator graphs.
+//
+// One block per layer, pre-normalisation:
+//   GPT (Megatron):  x + Dropout(Proj(Attn(QKV(LN(x)))));  then  x + Dropout(FC2(GeLU(FC1(LN(x)))))
+//   Llama:           x + O(Attn(QKV(RMS(x))));              then  x + Down(SwiGLU(GateUp(RMS(x))))
+// with learned position embeddings and a tied output embedding for GPT, rotary positions
+// (not costed: an elementwise op on Q and K) and an untied output for Llama, grouped-query
+// attention when kv_heads < heads. Attention is either plain -- scores = Q K^T, softmax,
+// dropout, context = P V, as separate operators that keep their inputs -- or fused
+// (flash-style: keeps Q, K, V, the output and a log-sum-exp, and recomputes the scores
+// in backward). Layout changes (head splits, transposes) are views and cost nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "workloads/operator_graph.hpp"
+
+namespace ddlsim {
+
+struct TransformerConfig {
+  std::string name;
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;  // = heads without grouped-query attention
+  std::int64_t ffn = 0;       // hidden size of the MLP
+  std::int64_t seq = 0;       // sequence length of a sample
+  std::int64_t vocab = 0;
+  enum class Family { kGpt, kLlama } family = Family::kGpt;
+  bool tied_embedding = true;     // the output layer reuses the input embedding
+  bool bias = true;               // linear layers have biases (GPT)
+  bool learned_positions = true;  // a seq x hidden position table (GPT)
+  bool dropout = true;            // dropout after attention probabilities, projections, MLP (GPT training)
+  bool flash_attention = false;
+  DataType dtype = DataType::kBf16;
+
+  [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+};
+
+/// Megatron-style GPT: layer norm, GeLU MLP of 4h, biases, learned positions, tied
+/// embedding, dropout, plain attention.
+TransformerConfig gpt_config(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                             std::int64_t seq, std::int64_t vocab);
+/// Llama: RMS norm, SwiGLU MLP, no biases, rotary positions, untied embedding, no
+/// dropout, flash attention, grouped-query attention with kv_heads.
+TransformerConfig llama_config(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                               std::int64_t kv_heads, std::int64_t ffn, std::int64_t seq, std::int64_t vocab);
+
+/// Why the configuration cannot be built (empty when it can): non-positive sizes, heads
+/// not dividing hidden, kv_heads not dividing heads.
+std::string transformer_problem(const TransformerConfig& c);
+
+/// One training step of `batch` sequences: embedding, the layers (operators of layer i
+/// carry layer = i), final norm, output layer and cross-entropy loss.
+OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch);
+
+}  // namespace ddlsim
