@@ -27,6 +27,10 @@ Commands:
                         Time a collective (all-reduce, all-to-all, ...) over message sizes
                         on a simulated cluster, like nccl-tests: time, algbw, busbw per
                         algorithm, on the max-min flow or the analytical network model.
+  workload --preset NAME | --hf-config FILE
+                        Build a model (GPT, Llama, HuggingFace config, VGG, ResNet, MLP) as
+                        operators and print each one's parameters, FLOPs, activation memory
+                        and predicted time on an accelerator.
   help COMMAND          Show the help of one command (same as COMMAND --help).
 
 Examples:
@@ -36,6 +40,7 @@ Examples:
   ddlsim run --strategy dp-overlap-bucket-6 --trace step.json   # open in ui.perfetto.dev
   ddlsim topology --preset dgx-h100 --nodes 32      # a DGX H100 SuperPOD scalable unit
   ddlsim collective --preset dgx-a100 --nodes 4 -b 1M -e 1G --algorithm all
+  ddlsim workload --preset llama3-8b --seq 8192 --device h100-sxm
 
 Exit status: 0 success; 1 an output file could not be written (or an internal error);
 2 invalid input (command line, scenario), with one line on stderr saying what and where.
@@ -83,14 +88,16 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (rest[0] == "run") return run_command({"--help"}, out, err);
     if (rest[0] == "topology") return topology_command({"--help"}, out, err);
     if (rest[0] == "collective") return collective_command({"--help"}, out, err);
-    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, topology, collective)\n";
+    if (rest[0] == "workload") return workload_command({"--help"}, out, err);
+    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, topology, collective, workload)\n";
     return kExitBadInput;
   }
   if (cmd == "run") return run_command(rest, out, err);
   if (cmd == "topology") return topology_command(rest, out, err);
   if (cmd == "collective") return collective_command(rest, out, err);
+  if (cmd == "workload") return workload_command(rest, out, err);
   err << "ddlsim: unknown command '" << cmd << "'" << (cmd.rfind('-', 0) == 0 ? " (an option before the command?)" : "")
-      << "; commands: run, topology, collective, help (see 'ddlsim --help')\n";
+      << "; commands: run, topology, collective, workload, help (see 'ddlsim --help')\n";
   return kExitBadInput;
 }
 

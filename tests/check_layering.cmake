@@ -5,7 +5,7 @@ set(allowed_sim_core "sim/core")
 set(allowed_support "support")
 set(allowed_topology "topology;sim/core;support")
 set(allowed_workloads "workloads;sim/core;support")
-set(allowed_sim "sim;topology;support")
+set(allowed_sim "sim;topology;workloads;support")
 set(allowed_strategies "strategies;sim;topology;workloads;support")
 set(allowed_cli "cli;scenarios;strategies;sim;topology;workloads;support")
 

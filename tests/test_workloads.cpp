@@ -107,3 +107,99 @@ TEST_CASE("impossible transformer shapes are named") {
   CHECK(transformer_problem(llama_config("l", 2, 1024, 16, 5, 4096, 128, 100)) == "kv_heads (5) must divide heads (16)");
   CHECK(transformer_problem(gpt_config("g", 0, 1024, 16, 128, 100)) == "layers must be positive, got 0");
 }
+
+// --- HuggingFace configs and presets ---
+
+#include <nlohmann/json.hpp>
+
+#include "support/input_error.hpp"
+#include "workloads/hf_config.hpp"
+#include "workloads/presets.hpp"
+
+namespace {
+// Meta-Llama-3-8B's config.json as published on the HuggingFace hub.
+const char* kLlama3_8b = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+  "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 500000.0,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.40.0.dev0",
+  "use_cache": true, "vocab_size": 128256})";
+
+std::string what(const nlohmann::json& doc, std::optional<std::int64_t> seq = std::nullopt) {
+  try {
+    read_hf_config(doc, "config.json", seq);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("a HuggingFace Llama 3 8B config builds the same model as the preset") {
+  // Expected: 8,030,261,248 parameters (Meta's 8.03B), the preset's figure.
+  const TransformerConfig c = read_hf_config(nlohmann::json::parse(kLlama3_8b), "config.json");
+  const double params = build_transformer(c, 1).totals().params;
+  CHECK(params == 8030261248.0);
+  CHECK(params == build_workload_preset("llama3-8b", WorkloadOptions{}).totals().params);
+}
+
+TEST_CASE("HuggingFace GPT-2, Mistral and Qwen2 configs") {
+  // GPT-2 small: 124,439,808 parameters (HuggingFace's count, tied embedding).
+  const auto gpt2 = nlohmann::json::parse(R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+    "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257, "n_inner": null, "activation_function": "gelu_new",
+    "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-05})");
+  CHECK(build_transformer(read_hf_config(gpt2, "gpt2.json"), 1).totals().params == 124439808.0);
+  CHECK(build_workload_preset("gpt2", WorkloadOptions{}).totals().params == 124439808.0);
+  // Mistral 7B v0.1: 7,241,732,096 parameters; its 4096-token sliding window is refused
+  // for longer sequences and accepted up to it.
+  const auto mistral = nlohmann::json::parse(R"({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "max_position_embeddings": 32768,
+    "sliding_window": 4096, "vocab_size": 32000, "hidden_act": "silu", "tie_word_embeddings": false})");
+  CHECK(what(mistral) ==
+        "config.json: sliding_window: attention over a window of 4096 tokens, shorter than the sequence of 32768, is not modelled");
+  CHECK(build_transformer(read_hf_config(mistral, "m.json", 4096), 1).totals().params == 7241732096.0);
+  // Qwen2 0.5B: Q, K, V biases and a tied embedding: 494,032,768 parameters.
+  const auto qwen = nlohmann::json::parse(R"({"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864,
+    "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+    "vocab_size": 151936, "tie_word_embeddings": true, "use_sliding_window": false, "sliding_window": 32768,
+    "max_window_layers": 24})");
+  CHECK(build_transformer(read_hf_config(qwen, "q.json", 4096), 1).totals().params == 494032768.0);
+}
+
+TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
+  auto doc = nlohmann::json::parse(kLlama3_8b);
+  doc["num_local_experts"] = 8;
+  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are not modelled (a dense transformer only)");
+  doc = nlohmann::json::parse(kLlama3_8b);
+  doc["hidden_act"] = "gelu";
+  CHECK(what(doc) == "config.json: hidden_act: expected one of \"silu\", got \"gelu\"");
+  doc = nlohmann::json::parse(kLlama3_8b);
+  doc["head_dim"] = 256;
+  CHECK(what(doc) == "config.json: head_dim: a head size other than hidden_size / num_attention_heads (128) is not modelled");
+  doc = nlohmann::json::parse(kLlama3_8b);
+  doc["hiden_size"] = 1;
+  CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
+  doc = nlohmann::json::parse(kLlama3_8b);
+  doc["model_type"] = "falcon";
+  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"qwen2\", \"gpt2\", got \"falcon\"", 0) == 0);
+  doc = nlohmann::json::parse(kLlama3_8b);
+  doc["num_key_value_heads"] = 5;
+  CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");
+  CHECK(what(nlohmann::json::parse(kLlama3_8b), 0) == "config.json: sequence length: expected 1 to 10000000, got 0");
+}
+
+TEST_CASE("workload presets: published sizes") {
+  // Llama 2 7B 6.74B, Llama 3 70B 70.6B, Megatron's 1T configuration 1.008T (Narayanan et
+  // al. Table 1), each within 1%; an unknown name gets a suggestion.
+  CHECK(build_workload_preset("llama2-7b", {}).totals().params == Approx(6.74e9).epsilon(0.01));
+  CHECK(build_workload_preset("llama3-70b", {}).totals().params == Approx(70.6e9).epsilon(0.01));
+  CHECK(build_workload_preset("megatron-1t", {}).totals().params == Approx(1.008e12).epsilon(0.01));
+  try {
+    build_workload_preset("llama3-8", {});
+    FAIL("expected an error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).rfind("unknown workload preset 'llama3-8' (did you mean 'llama3-8b'?)", 0) == 0);
+  }
+}

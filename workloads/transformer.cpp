@@ -31,7 +31,9 @@ TransformerConfig llama_config(std::string name, std::int64_t layers, std::int64
   c.seq = seq;
   c.vocab = vocab;
   c.tied_embedding = false;
-  c.bias = false;
+  c.qkv_bias = false;
+  c.proj_bias = false;
+  c.mlp_bias = false;
   c.learned_positions = false;
   c.dropout = false;
   c.flash_attention = true;
@@ -73,7 +75,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     const std::string L = "layer" + std::to_string(l) + ".";
     // Attention block.
     const std::uint32_t n1 = gpt ? G.layer_norm(L + "ln1", x) : G.rms_norm(L + "norm1", x);
-    const std::uint32_t qkv = G.linear(L + "qkv", n1, h + 2 * g * d, c.bias);
+    const std::uint32_t qkv = G.linear(L + "qkv", n1, h + 2 * g * d, c.qkv_bias);
     const auto parts = G.split(L + "qkv", qkv, {h, g * d, g * d});
     const std::uint32_t q = G.view(L + "q", parts[0], {b, a, s, d});
     const std::uint32_t k = G.view(L + "k", parts[1], {b, g, s, d});
@@ -86,17 +88,17 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       if (c.dropout) p = G.dropout(L + "attention.dropout", p);
       ctx = G.matmul(L + "attention.context", p, v, false);
     }
-    std::uint32_t o = G.linear(L + "proj", G.view(L + "context", ctx, {b, s, h}), h, c.bias);
+    std::uint32_t o = G.linear(L + "proj", G.view(L + "context", ctx, {b, s, h}), h, c.proj_bias);
     if (c.dropout) o = G.dropout(L + "proj.dropout", o);
     x = G.add(L + "residual1", x, o);
     // MLP block.
     const std::uint32_t n2 = gpt ? G.layer_norm(L + "ln2", x) : G.rms_norm(L + "norm2", x);
     std::uint32_t m;
     if (gpt) {
-      m = G.linear(L + "fc2", G.gelu(L + "gelu", G.linear(L + "fc1", n2, c.ffn, c.bias)), h, c.bias);
+      m = G.linear(L + "fc2", G.gelu(L + "gelu", G.linear(L + "fc1", n2, c.ffn, c.mlp_bias)), h, c.mlp_bias);
     } else {
-      const auto gu = G.split(L + "gate_up", G.linear(L + "gate_up", n2, 2 * c.ffn, c.bias), {c.ffn, c.ffn});
-      m = G.linear(L + "down", G.swiglu(L + "swiglu", gu[0], gu[1]), h, c.bias);
+      const auto gu = G.split(L + "gate_up", G.linear(L + "gate_up", n2, 2 * c.ffn, c.mlp_bias), {c.ffn, c.ffn});
+      m = G.linear(L + "down", G.swiglu(L + "swiglu", gu[0], gu[1]), h, c.mlp_bias);
     }
     if (c.dropout) m = G.dropout(L + "mlp.dropout", m);
     x = G.add(L + "residual2", x, m);

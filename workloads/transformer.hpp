@@ -29,7 +29,9 @@ struct TransformerConfig {
   std::int64_t vocab = 0;
   enum class Family { kGpt, kLlama } family = Family::kGpt;
   bool tied_embedding = true;     // the output layer reuses the input embedding
-  bool bias = true;               // linear layers have biases (GPT)
+  bool qkv_bias = true;           // the Q, K, V projection has a bias (GPT, Qwen2)
+  bool proj_bias = true;          // the attention output projection has a bias (GPT)
+  bool mlp_bias = true;           // the MLP's linear layers have biases (GPT)
   bool learned_positions = true;  // a seq x hidden position table (GPT)
   bool dropout = true;            // dropout after attention probabilities, projections, MLP (GPT training)
   bool flash_attention = false;

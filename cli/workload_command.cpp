@@ -1,0 +1,222 @@
+// `ddlsim workload`: a model's operators with their costs, and their predicted time on
+// one accelerator.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "cli/cli.hpp"
+#include "cli/commands.hpp"
+#include "sim/compute_model.hpp"
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "topology/catalog.hpp"
+#include "workloads/hf_config.hpp"
+#include "workloads/presets.hpp"
+
+namespace po = boost::program_options;
+
+namespace ddlsim {
+namespace {
+
+constexpr const char* kWorkloadHelp = R"(Usage: ddlsim workload --preset NAME [OPTIONS]
+       ddlsim workload --hf-config config.json [OPTIONS]
+       ddlsim workload --list
+
+Builds a model as an operator graph for one training step and prints, per operator
+(operators repeated in every layer are one row, with their count): parameters, forward
+and backward GFLOP, activation memory kept for backward, and the predicted forward and
+backward time on one accelerator; then the totals.
+
+Predicted time per operator = max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x
+efficiency)) + a launch overhead, with efficiencies by operator class and GEMM shape
+(sim/data/compute_efficiency.json) and peaks from the hardware catalog. A calibration
+file of measured GEMM throughputs (scripts/calibrate_compute.py writes one) replaces the
+GEMM efficiencies with measurements.
+
+Units: GFLOP = 10^9 FLOP; MiB = 2^20 bytes; ms = 10^-3 s; parameters as counts.
+
+Examples:
+  ddlsim workload --preset llama3-8b --batch 1 --seq 8192
+  ddlsim workload --preset gpt3-175b --attention plain --device a100-80gb
+  ddlsim workload --hf-config config.json --seq 4096 --json
+  ddlsim workload --preset resnet50 --batch 256 --device h100-sxm
+
+Options)";
+
+struct Row {
+  std::string name;
+  std::string kind;
+  int count = 0;
+  OpCost cost;
+  double fwd_s = 0, bwd_s = 0;
+};
+
+// Operators of layer i are named "layer<i>.<rest>": one row per <rest>.
+std::string row_name(const Operator& op) {
+  if (op.layer >= 0 && op.name.rfind("layer", 0) == 0) {
+    const std::size_t dot = op.name.find('.');
+    if (dot != std::string::npos) return "layer*." + op.name.substr(dot + 1);
+  }
+  return op.name;
+}
+
+std::string fmt(const char* spec, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, spec, v);
+  return buf;
+}
+
+std::optional<DataType> parse_dtype(const std::string& s) {
+  if (s == "fp32") return DataType::kFp32;
+  if (s == "bf16") return DataType::kBf16;
+  if (s == "fp16") return DataType::kFp16;
+  if (s == "fp8") return DataType::kFp8;
+  return std::nullopt;
+}
+
+}  // namespace
+
+int workload_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description d(kWorkloadHelp);
+  d.add_options()("help,h", "show this help")
+      ("list", "list the workload presets")
+      ("preset", po::value<std::string>()->value_name("NAME"), "a named model (see --list)")
+      ("hf-config", po::value<std::string>()->value_name("FILE"),
+       "a HuggingFace config.json (llama, mistral, qwen2, gpt2)")
+      ("batch", po::value<std::int64_t>()->value_name("N")->default_value(1), "samples (sequences) per step")
+      ("seq", po::value<std::int64_t>()->value_name("N"), "tokens per sequence (transformers; default the model's)")
+      ("dtype", po::value<std::string>()->value_name("TYPE"),
+       "fp32, bf16, fp16 or fp8 (default bf16 for transformers, fp32 for CNNs and MLPs)")
+      ("attention", po::value<std::string>()->value_name("KIND"),
+       "plain (separate scores, softmax, context) or flash (fused); default: the model's")
+      ("device", po::value<std::string>()->value_name("ID")->default_value("h100-sxm"),
+       "the catalog accelerator to predict times on")
+      ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
+      ("calibration", po::value<std::string>()->value_name("FILE"), "measured GEMM throughputs for --device")
+      ("json", "print the table as JSON");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "ddlsim workload: " << e.what() << " (see 'ddlsim workload --help')\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help")) {
+    out << d << "\n";
+    return kExitOk;
+  }
+  try {
+    if (vm.count("list")) {
+      for (const auto& p : workload_preset_list()) out << "  " << p.name << "  " << p.summary << "\n";
+      return kExitOk;
+    }
+    if (vm.count("preset") == vm.count("hf-config")) {
+      throw InputError(vm.count("preset") ? "give either --preset or --hf-config, not both"
+                                          : "--preset: required, or --hf-config (see --list for the presets)");
+    }
+    WorkloadOptions o;
+    o.batch = vm["batch"].as<std::int64_t>();
+    if (vm.count("seq")) o.seq = vm["seq"].as<std::int64_t>();
+    if (vm.count("dtype")) {
+      o.dtype = parse_dtype(vm["dtype"].as<std::string>());
+      if (!o.dtype) throw InputError("--dtype: expected fp32, bf16, fp16 or fp8, got '" + vm["dtype"].as<std::string>() + "'");
+    }
+    if (vm.count("attention")) {
+      const std::string a = vm["attention"].as<std::string>();
+      if (a != "plain" && a != "flash") throw InputError("--attention: expected plain or flash, got '" + a + "'");
+      o.flash_attention = a == "flash";
+    }
+    Catalog catalog = Catalog::builtin();
+    if (vm.count("catalog")) {
+      const std::string path = vm["catalog"].as<std::string>();
+      catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
+    }
+    ComputeModel model(catalog.accelerator(vm["device"].as<std::string>()));
+    if (vm.count("calibration")) {
+      const std::string path = vm["calibration"].as<std::string>();
+      model.calibrate(parse_json(read_input_file(path, "calibration"), path), path);
+    }
+    OperatorGraph g;
+    std::string source;
+    if (vm.count("preset")) {
+      source = vm["preset"].as<std::string>();
+      g = build_workload_preset(source, o);
+    } else {
+      source = vm["hf-config"].as<std::string>();
+      const TransformerConfig c = read_hf_config(parse_json(read_input_file(source, "HuggingFace config"), source), source, o.seq);
+      WorkloadOptions rest = o;
+      rest.seq.reset();
+      g = build_transformer_with(c, rest);
+    }
+
+    std::vector<Row> rows;
+    std::map<std::string, std::size_t> index;
+    Row total{"total", "", 0, {}, 0, 0};
+    for (const Operator& op : g.ops()) {
+      const std::string name = row_name(op);
+      const auto [it, fresh] = index.emplace(name, rows.size());
+      if (fresh) rows.push_back(Row{name, std::string(op_kind_name(op.kind)), 0, {}, 0, 0});
+      Row& r = rows[it->second];
+      const double f = model.time(op, Pass::kForward).value(), b = model.time(op, Pass::kBackward).value();
+      r.count += 1;
+      r.cost += op.cost;
+      r.fwd_s += f;
+      r.bwd_s += b;
+      total.count += 1;
+      total.cost += op.cost;
+      total.fwd_s += f;
+      total.bwd_s += b;
+    }
+    const double step_flops = total.cost.fwd_flops + total.cost.bwd_flops;
+    const double step_s = total.fwd_s + total.bwd_s;
+    const std::string dtype_name(data_type_name(g.ops().empty() ? DataType::kFp32 : g.ops().back().dtype));
+    if (vm.count("json")) {
+      nlohmann::ordered_json j;
+      j["workload"] = g.name();
+      j["source"] = source;
+      j["batch"] = o.batch;
+      j["device"] = model.device().id;
+      auto row_json = [](const Row& r) {
+        return nlohmann::ordered_json{{"operator", r.name}, {"kind", r.kind}, {"count", r.count},
+                                      {"parameters", r.cost.params}, {"forward_flops", r.cost.fwd_flops},
+                                      {"backward_flops", r.cost.bwd_flops}, {"forward_bytes", r.cost.fwd_bytes},
+                                      {"backward_bytes", r.cost.bwd_bytes}, {"activation_bytes", r.cost.saved_bytes},
+                                      {"forward_time_s", r.fwd_s}, {"backward_time_s", r.bwd_s}};
+      };
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (const Row& r : rows) list.push_back(row_json(r));
+      j["operators"] = list;
+      j["total"] = row_json(total);
+      j["step_compute_time_s"] = step_s;
+      j["achieved_tflops"] = step_flops / step_s / 1e12;
+      out << j.dump(2) << "\n";
+      return kExitOk;
+    }
+    out << "workload: " << g.name() << " (" << source << "), batch " << o.batch << ", " << g.ops().size()
+        << " operators\n";
+    out << "device:   " << model.device().id << " (" << model.device().name << ")\n\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "%-28s %-15s %6s %14s %12s %12s %12s %10s %10s\n", "operator", "kind", "count",
+                  "parameters", "fwd GFLOP", "bwd GFLOP", "act (MiB)", "fwd (ms)", "bwd (ms)");
+    out << line;
+    auto print = [&](const Row& r) {
+      std::snprintf(line, sizeof line, "%-28s %-15s %6d %14.0f %12.3f %12.3f %12.2f %10.4f %10.4f\n", r.name.c_str(),
+                    r.kind.c_str(), r.count, r.cost.params, r.cost.fwd_flops / 1e9, r.cost.bwd_flops / 1e9,
+                    r.cost.saved_bytes / 1048576.0, r.fwd_s * 1e3, r.bwd_s * 1e3);
+      out << line;
+    };
+    for (const Row& r : rows) print(r);
+    print(total);
+    out << "\nstep compute on one " << model.device().id << ": " << fmt("%.3f", step_s * 1e3) << " ms for "
+        << fmt("%.4g", step_flops / 1e12) << " TFLOP, " << fmt("%.1f", step_flops / step_s / 1e12) << " TFLOP/s achieved\n";
+    (void)dtype_name;
+    return kExitOk;
+  } catch (...) {
+    return exit_for_current_exception("workload", err);
+  }
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,149 @@
+#include "sim/compute_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "compute_efficiency_data.hpp"
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+
+namespace ddlsim {
+namespace {
+
+void read_device(const nlohmann::json& entry, DeviceEfficiency& e) {
+  if (entry.contains("gemm")) {
+    const auto& g = entry["gemm"];
+    e.gemm.max = g.value("max", e.gemm.max);
+    e.gemm.half_m = g.value("half_m", e.gemm.half_m);
+    e.gemm.half_n = g.value("half_n", e.gemm.half_n);
+    e.gemm.half_k = g.value("half_k", e.gemm.half_k);
+  }
+  if (entry.contains("attention")) {
+    e.attention_forward = entry["attention"].value("forward", e.attention_forward);
+    e.attention_backward = entry["attention"].value("backward", e.attention_backward);
+  }
+  if (entry.contains("convolution")) e.convolution = entry["convolution"].value("max", e.convolution);
+  e.memory = entry.value("memory", e.memory);
+  if (entry.contains("launch_us")) e.launch = Seconds(entry["launch_us"].get<double>() * 1e-6);
+}
+
+double saturation(double x, double half) { return x / (x + half); }
+
+Dtype catalog_dtype(DataType t) {
+  switch (t) {
+    case DataType::kBf16: return Dtype::kBf16;
+    case DataType::kFp16: return Dtype::kFp16;
+    case DataType::kFp8: return Dtype::kFp8;
+    default: return Dtype::kFp32;
+  }
+}
+
+}  // namespace
+
+ComputeModel::ComputeModel(const AcceleratorSpec& device) : device_(device) {
+  const nlohmann::json data = nlohmann::json::parse(kComputeEfficiencyJson);
+  const auto& devices = data.at("devices");
+  read_device(devices.at("default"), eff_);
+  if (devices.contains(device.id)) read_device(devices.at(device.id), eff_);
+}
+
+double ComputeModel::peak(DataType dtype) const {
+  const auto p = device_.peak_for(catalog_dtype(dtype));
+  if (!p) {
+    throw InputError("accelerator '" + device_.id + "' has no " + std::string(kDtypeNames[static_cast<int>(catalog_dtype(dtype))]) +
+                     " peak in the catalog");
+  }
+  return p->value();
+}
+
+double ComputeModel::gemm_efficiency(const GemmShape& g, DataType dtype) const {
+  const double m = static_cast<double>(g.m), n = static_cast<double>(g.n), k = static_cast<double>(g.k);
+  std::vector<std::pair<double, double>> near;  // (distance, efficiency) of measurements of this dtype
+  for (const GemmMeasurement& x : measured_) {
+    if (x.dtype != dtype) continue;
+    const double d = std::hypot(std::log(m / static_cast<double>(x.m)), std::log(n / static_cast<double>(x.n)),
+                                std::log(k / static_cast<double>(x.k)));
+    near.emplace_back(d, x.flops_per_s / peak(dtype));
+  }
+  if (!near.empty()) {
+    std::sort(near.begin(), near.end());
+    if (near.size() > 4) near.resize(4);
+    if (near.front().first < 1e-9) return near.front().second;  // a measured shape
+    double weight = 0.0, sum = 0.0;
+    for (const auto& [d, e] : near) {
+      weight += 1.0 / d;
+      sum += e / d;
+    }
+    return sum / weight;
+  }
+  return eff_.gemm.max * shape_factor(g);
+}
+
+double ComputeModel::shape_factor(const GemmShape& g) const {
+  return saturation(static_cast<double>(g.m), eff_.gemm.half_m) * saturation(static_cast<double>(g.n), eff_.gemm.half_n) *
+         saturation(static_cast<double>(g.k), eff_.gemm.half_k);
+}
+
+Seconds ComputeModel::time(const Operator& op, Pass pass) const {
+  const bool fwd = pass == Pass::kForward;
+  const double flops = fwd ? op.cost.fwd_flops : op.cost.bwd_flops;
+  const double bytes = fwd ? op.cost.fwd_bytes : op.cost.bwd_bytes;
+  if (flops == 0.0 && bytes == 0.0) return Seconds(0.0);
+  double compute = 0.0;
+  if (flops > 0.0 && op.dtype != DataType::kInt64) {
+    double e = 0.0;
+    switch (op.kind) {
+      case OpKind::kLinear:
+      case OpKind::kMatmul: e = gemm_efficiency(op.gemm, op.dtype); break;
+      case OpKind::kConv2d: e = eff_.convolution * shape_factor(op.gemm); break;
+      case OpKind::kFlashAttention:  // per head: (s x d)(d x s) and back
+        e = (fwd ? eff_.attention_forward : eff_.attention_backward) * shape_factor(op.gemm);
+        break;
+      default: e = 1.0;  // elementwise: arithmetic at peak, the memory term dominates
+    }
+    compute = flops / (peak(op.dtype) * e);
+  }
+  const double memory = bytes / (device_.memory_bandwidth.value() * eff_.memory);
+  return Seconds(std::max(compute, memory)) + eff_.launch;
+}
+
+void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& source) {
+  try {
+    JsonObject o(doc, "");
+    const std::string dev = o.string("device");
+    if (dev != device_.id) {
+      throw InputError(o.field_path("device") + ": the file calibrates '" + dev + "', not '" + device_.id + "'");
+    }
+    std::vector<GemmMeasurement> points;
+    JsonArray gemm = o.array("gemm");
+    for (std::size_t i = 0; i < gemm.size(); ++i) {
+      JsonObject g = gemm.object(i);
+      GemmMeasurement x;
+      x.m = g.positive_int("m");
+      x.n = g.positive_int("n");
+      x.k = g.positive_int("k");
+      const std::string dt = g.choice("dtype", {"fp32", "bf16", "fp16", "fp8"});
+      x.dtype = dt == "fp32" ? DataType::kFp32 : dt == "bf16" ? DataType::kBf16 : dt == "fp16" ? DataType::kFp16 : DataType::kFp8;
+      const double tflops = g.number("tflops", 1e-6, 1e6);
+      x.flops_per_s = tflops * 1e12;
+      if (x.flops_per_s > peak(x.dtype) * 1.05) {
+        throw InputError(g.field_path("tflops") + ": " + std::to_string(tflops) + " is above the catalog's " +
+                         std::to_string(peak(x.dtype) / 1e12) + " TFLOP/s peak for " + dt);
+      }
+      g.known("source");
+      g.finish();
+      points.push_back(x);
+    }
+    if (o.has("launch_us")) eff_.launch = Seconds(o.number("launch_us", 0.0, 1e3) * 1e-6);
+    o.known("source");
+    o.known("gpu");
+    o.known("software");
+    o.finish();
+    measured_ = std::move(points);
+  } catch (const InputError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+}
+
+}  // namespace ddlsim

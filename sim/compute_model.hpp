@@ -1,0 +1,80 @@
+// The compute cost model: how long an operator takes on an accelerator.
+//
+//   time = max(FLOPs / (peak(dtype) x e_compute), bytes / (HBM bandwidth x e_memory)) + launch
+//
+// the roofline of the operator's arithmetic and memory traffic, each at the fraction of
+// the device's peak that real kernels reach, plus a launch overhead per kernel. e_compute
+// depends on the operator and its shape: a GEMM-like operator of shape (m x k)(k x n)
+// reaches  max x m/(m + m_half) x n/(n + n_half) x k/(k + k_half)  of peak (small and
+// skinny GEMMs fill few tiles); fused attention has its own forward and backward
+// efficiencies; elementwise operators are bound by memory. The figures are data per
+// device kind with their sources (sim/data/compute_efficiency.json, embedded); a
+// calibration file of measured GEMM throughputs overrides the GEMM efficiency with the
+// measurements nearest in shape (inverse-distance weighting in log m, log n, log k).
+// Peaks and bandwidths come from the hardware catalog. fp32 operators run at the fp32
+// peak (PyTorch's default: TF32 off for matmuls); int64 ones are memory-bound.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/core/units.hpp"
+#include "topology/catalog.hpp"
+#include "workloads/operator_graph.hpp"
+
+namespace ddlsim {
+
+struct GemmEfficiency {
+  double max = 0.8;
+  double half_m = 64, half_n = 64, half_k = 32;
+};
+
+struct DeviceEfficiency {
+  GemmEfficiency gemm;
+  double attention_forward = 0.6;
+  double attention_backward = 0.45;
+  double convolution = 0.65;
+  double memory = 0.85;
+  Seconds launch{3e-6};
+};
+
+/// A measured GEMM: shape, dtype and achieved FLOP/s.
+struct GemmMeasurement {
+  std::int64_t m = 0, n = 0, k = 0;
+  DataType dtype = DataType::kBf16;
+  double flops_per_s = 0.0;
+};
+
+enum class Pass { kForward, kBackward };
+
+class ComputeModel {
+ public:
+  /// The model of `device` (a catalog accelerator) with the built-in efficiencies.
+  ComputeModel(const AcceleratorSpec& device);
+
+  /// Reads a calibration file: {"device": ID, "gemm": [{"m", "n", "k", "dtype",
+  /// "tflops"}, ...], "launch_us": optional}. Its device must be this model's. Throws
+  /// InputError naming `source` and the field.
+  void calibrate(const nlohmann::json& doc, const std::string& source);
+
+  [[nodiscard]] const AcceleratorSpec& device() const { return device_; }
+  [[nodiscard]] const DeviceEfficiency& efficiency() const { return eff_; }
+
+  /// The operator's time in one pass.
+  [[nodiscard]] Seconds time(const Operator& op, Pass pass) const;
+  /// The fraction of the dtype's peak a GEMM of this shape reaches.
+  [[nodiscard]] double gemm_efficiency(const GemmShape& g, DataType dtype) const;
+  /// The dtype's peak on this device (FLOP/s); fp32's for int64. InputError when the
+  /// device has no peak for it (fp8 on an A100, ...).
+  [[nodiscard]] double peak(DataType dtype) const;
+  /// m/(m + m_half) x n/(n + n_half) x k/(k + k_half) for this device.
+  [[nodiscard]] double shape_factor(const GemmShape& g) const;
+
+ private:
+  AcceleratorSpec device_;
+  DeviceEfficiency eff_;
+  std::vector<GemmMeasurement> measured_;
+};
+
+}  // namespace ddlsim

@@ -1,0 +1,88 @@
+// The compute cost model: roofline terms, shape-dependent GEMM efficiency, calibration.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/compute_model.hpp"
+#include "support/input_error.hpp"
+#include "topology/catalog.hpp"
+
+using namespace ddlsim;
+using doctest::Approx;
+
+namespace {
+const Operator& only_op(const OperatorGraph& g) { return g.ops().back(); }
+
+OperatorGraph gemm(std::int64_t m, std::int64_t n, std::int64_t k, DataType dt = DataType::kBf16) {
+  OperatorGraph g;
+  g.linear("gemm", g.input("x", {m, k}, dt), n, false);
+  return g;
+}
+}  // namespace
+
+TEST_CASE("a large bf16 GEMM on an H200 runs at the measured ~788 TFLOP/s") {
+  // The calibration point the built-in H200 efficiency was set from (shared/hardware.md:
+  // 8192^3 through PyTorch, ~80% of the 989 TFLOP/s peak): within 2%.
+  const Catalog cat = Catalog::builtin();
+  const ComputeModel m(cat.accelerator("h200"));
+  const OperatorGraph g = gemm(8192, 8192, 8192);
+  const double t = (m.time(only_op(g), Pass::kForward) - m.efficiency().launch).value();
+  CHECK(2.0 * 8192.0 * 8192.0 * 8192.0 / t / 1e12 == Approx(788).epsilon(0.02));
+}
+
+TEST_CASE("a memory-bound operator takes its bytes over the usable HBM bandwidth, plus the launch") {
+  // Expected: GeLU over 2^24 bf16 elements reads and writes 2 x 2^25 bytes; on an H100
+  // (3350 GB/s) at the default 85%: 2^26 / (3.35e12 x 0.85) s + 3 us.
+  const Catalog cat = Catalog::builtin();
+  const ComputeModel m(cat.accelerator("h100-sxm"));
+  OperatorGraph g;
+  g.gelu("gelu", g.input("x", {1 << 24}, DataType::kBf16));
+  CHECK(m.time(only_op(g), Pass::kForward).value() == Approx(67108864.0 / (3.35e12 * 0.85) + 3e-6).epsilon(1e-12));
+}
+
+TEST_CASE("skinny GEMMs run far below peak") {
+  // With m at its half size (64), m/(m + 64) = 1/2 replaces 8192/8256: the efficiency is
+  // half of the square GEMM's, over 8192/8256.
+  const Catalog cat = Catalog::builtin();
+  const ComputeModel m(cat.accelerator("h100-sxm"));
+  const double square = m.gemm_efficiency(GemmShape{1, 8192, 8192, 8192}, DataType::kBf16);
+  const double skinny = m.gemm_efficiency(GemmShape{1, 64, 8192, 8192}, DataType::kBf16);
+  CHECK(square > 0.7);
+  CHECK(skinny == Approx(square / 2 * 8256.0 / 8192.0).epsilon(1e-12));
+}
+
+TEST_CASE("a calibration file replaces the GEMM efficiency with measurements") {
+  // Expected: a measured shape is predicted at exactly its measured throughput; a shape
+  // between two measurements gets a throughput between theirs.
+  const Catalog cat = Catalog::builtin();
+  ComputeModel m(cat.accelerator("a100-80gb"));
+  m.calibrate(nlohmann::json::parse(R"({"device": "a100-80gb", "source": "test",
+    "gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 250},
+             {"m": 1024, "n": 1024, "k": 1024, "dtype": "bf16", "tflops": 150}]})"), "cal.json");
+  CHECK(m.gemm_efficiency(GemmShape{1, 4096, 4096, 4096}, DataType::kBf16) == Approx(250.0 / 312.0));
+  const double mid = m.gemm_efficiency(GemmShape{1, 2048, 2048, 2048}, DataType::kBf16) * 312.0;
+  CHECK(mid > 150.0);
+  CHECK(mid < 250.0);
+  const OperatorGraph g = gemm(4096, 4096, 4096);
+  CHECK((m.time(only_op(g), Pass::kForward) - m.efficiency().launch).value() ==
+        Approx(2.0 * 4096.0 * 4096.0 * 4096.0 / 250e12));
+}
+
+TEST_CASE("bad calibration files and unsupported dtypes are errors that say why") {
+  const Catalog cat = Catalog::builtin();
+  ComputeModel m(cat.accelerator("a100-80gb"));
+  auto error = [&](const char* text) {
+    try {
+      m.calibrate(nlohmann::json::parse(text), "cal.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error(R"({"device": "h100-sxm", "gemm": []})") == "cal.json: device: the file calibrates 'h100-sxm', not 'a100-80gb'");
+  CHECK(error(R"({"device": "a100-80gb", "gemm": [{"m": 1, "n": 1, "k": 1, "dtype": "bf16", "tflops": 400}]})") ==
+        "cal.json: gemm.0.tflops: 400.000000 is above the catalog's 312.000000 TFLOP/s peak for bf16");
+  CHECK(error(R"({"device": "a100-80gb", "gemm": [{"m": 0, "n": 1, "k": 1, "dtype": "bf16", "tflops": 1}]})") ==
+        "cal.json: gemm.0.m: expected a positive integer, got 0");
+  CHECK_THROWS_AS((void)m.peak(DataType::kFp8), InputError);
+}

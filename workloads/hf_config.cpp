@@ -1,0 +1,104 @@
+#include "workloads/hf_config.hpp"
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "support/strings.hpp"
+
+namespace ddlsim {
+namespace {
+
+// Fields that do not change the cost of a training step.
+const char* const kIgnorable[] = {
+    "_name_or_path", "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id",
+    "initializer_range", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rope_scaling",
+    "torch_dtype", "transformers_version", "use_cache", "pretraining_tp", "tokenizer_class", "id2label",
+    "label2id", "task_specific_params", "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
+    "summary_type", "summary_use_proj", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+    "reorder_and_upcast_attn", "n_ctx", "max_window_layers", "use_sliding_window", "attention_dropout",
+    "resid_pdrop", "embd_pdrop", "attn_pdrop", "hidden_dropout", "output_attentions", "output_hidden_states",
+    "return_dict", "is_decoder", "tie_encoder_decoder", "bad_words_ids", "chunk_size_feed_forward"};
+
+// Fields that name features the cost model does not have.
+const char* const kMixtureOfExperts[] = {"num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts",
+                                         "moe_intermediate_size", "shared_expert_intermediate_size",
+                                         "router_aux_loss_coef", "output_router_logits", "decoder_sparse_step",
+                                         "n_shared_experts", "moe_layer_freq"};
+
+std::int64_t positive(JsonObject& o, const std::string& key) { return o.positive_int(key); }
+
+}  // namespace
+
+TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& source, std::optional<std::int64_t> seq) {
+  try {
+    JsonObject o(doc, "");
+    for (const char* k : kMixtureOfExperts) {
+      if (o.has(k)) {
+        throw InputError(o.field_path(k) + ": mixture-of-experts layers are not modelled (a dense transformer only)");
+      }
+    }
+    for (const char* k : kIgnorable) o.known(k);
+    const std::vector<std::string> types{"llama", "mistral", "qwen2", "gpt2"};
+    const std::string type = o.choice("model_type", types);
+    TransformerConfig c;
+    c.name = doc.contains("_name_or_path") && doc["_name_or_path"].is_string() && !doc["_name_or_path"].get<std::string>().empty()
+                 ? doc["_name_or_path"].get<std::string>()
+                 : type;
+    if (type == "gpt2") {
+      const std::int64_t h = positive(o, "n_embd");
+      c = gpt_config(c.name, positive(o, "n_layer"), h, positive(o, "n_head"), positive(o, "n_positions"),
+                     positive(o, "vocab_size"));
+      if (doc.contains("n_inner") && !doc["n_inner"].is_null()) c.ffn = o.positive_int("n_inner");
+      else o.known("n_inner");
+      if (o.has("activation_function")) {
+        o.choice("activation_function", {"gelu_new", "gelu", "gelu_fast", "gelu_pytorch_tanh"});
+      }
+      c.tied_embedding = o.boolean_or("tie_word_embeddings", true);
+    } else {
+      const std::int64_t heads = positive(o, "num_attention_heads");
+      c = llama_config(c.name, positive(o, "num_hidden_layers"), positive(o, "hidden_size"), heads,
+                       o.has("num_key_value_heads") ? positive(o, "num_key_value_heads") : heads,
+                       positive(o, "intermediate_size"), positive(o, "max_position_embeddings"),
+                       positive(o, "vocab_size"));
+      c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
+      if (o.has("hidden_act")) o.choice("hidden_act", {"silu"});
+      if (o.has("head_dim") && o.positive_int("head_dim") * heads != c.hidden) {
+        throw InputError(o.field_path("head_dim") + ": a head size other than hidden_size / num_attention_heads (" +
+                         std::to_string(c.hidden / heads) + ") is not modelled");
+      }
+      const bool attention_bias = o.boolean_or("attention_bias", false);
+      c.qkv_bias = attention_bias || type == "qwen2";  // Qwen2 always has Q, K, V biases
+      c.proj_bias = attention_bias;
+      c.mlp_bias = o.boolean_or("mlp_bias", false);
+      o.known("sliding_window");
+      const bool sliding = type == "mistral" || (doc.contains("use_sliding_window") && doc["use_sliding_window"].is_boolean() &&
+                                                  doc["use_sliding_window"].get<bool>());
+      if (sliding && doc.contains("sliding_window") && !doc["sliding_window"].is_null()) {
+        const std::int64_t window = o.positive_int("sliding_window");
+        const std::int64_t train_seq = seq.value_or(c.seq);
+        if (window < train_seq) {
+          throw InputError(o.field_path("sliding_window") + ": attention over a window of " + std::to_string(window) +
+                           " tokens, shorter than the sequence of " + std::to_string(train_seq) +
+                           ", is not modelled");
+        }
+      }
+    }
+    o.finish();
+    if (seq) {
+      if (*seq <= 0 || *seq > 10'000'000) throw InputError("sequence length: expected 1 to 10000000, got " + std::to_string(*seq));
+      if (c.learned_positions && *seq > c.seq) {
+        throw InputError("sequence length " + std::to_string(*seq) + " exceeds the model's " + std::to_string(c.seq) +
+                         " learned positions");
+      }
+      c.seq = *seq;
+    }
+    if (std::string why = transformer_problem(c); !why.empty()) throw InputError(why);
+    return c;
+  } catch (const InputError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+}
+
+}  // namespace ddlsim

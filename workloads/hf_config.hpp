@@ -1,0 +1,26 @@
+// Reading a HuggingFace `config.json` into a transformer configuration.
+//
+// Supported model types: llama, mistral, qwen2 (RMS norm, SwiGLU, grouped-query
+// attention, rotary positions) and gpt2 (layer norm, GeLU, learned positions, tied
+// embedding). Every field of the file is either used, known not to change the cost of a
+// training step (token ids, epsilons, rope settings, dtype, ...), or refused by name:
+// features ddlsim cannot model (mixture-of-experts, sliding-window attention shorter than
+// the sequence, a head_dim other than hidden / heads, activations other than the
+// family's) and fields it does not know at all, so that nothing is silently ignored.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+
+#include "workloads/transformer.hpp"
+
+namespace ddlsim {
+
+/// `seq`: the training sequence length (default: the model's maximum positions).
+/// Throws InputError naming `source` and the field.
+TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& source,
+                                 std::optional<std::int64_t> seq = std::nullopt);
+
+}  // namespace ddlsim

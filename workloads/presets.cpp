@@ -1,0 +1,125 @@
+#include "workloads/presets.hpp"
+
+#include <functional>
+
+#include "support/input_error.hpp"
+#include "support/strings.hpp"
+#include "workloads/cnn.hpp"
+
+namespace ddlsim {
+namespace {
+
+struct Entry {
+  const char* name;
+  const char* summary;
+  std::function<TransformerConfig()> transformer;  // empty for CNNs and MLPs
+};
+
+TransformerConfig megatron(const char* name, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+  return gpt_config(name, layers, hidden, heads, 2048, 51200);
+}
+
+TransformerConfig gpt2(const char* name, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+  TransformerConfig c = gpt_config(name, layers, hidden, heads, 1024, 50257);
+  return c;
+}
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> e = {
+      {"gpt3-175b", "GPT-3 175B: 96 layers, hidden 12288, 96 heads, seq 2048, vocab 51200",
+       [] { return gpt_config("gpt3-175b", 96, 12288, 96, 2048, 51200); }},
+      {"megatron-1.7b", "Narayanan et al. 2021: 24 layers, hidden 2304, 24 heads", [] { return megatron("megatron-1.7b", 24, 2304, 24); }},
+      {"megatron-3.6b", "Narayanan et al. 2021: 30 layers, hidden 3072, 32 heads", [] { return megatron("megatron-3.6b", 30, 3072, 32); }},
+      {"megatron-7.5b", "Narayanan et al. 2021: 36 layers, hidden 4096, 32 heads", [] { return megatron("megatron-7.5b", 36, 4096, 32); }},
+      {"megatron-18b", "Narayanan et al. 2021: 40 layers, hidden 6144, 48 heads", [] { return megatron("megatron-18b", 40, 6144, 48); }},
+      {"megatron-39b", "Narayanan et al. 2021: 48 layers, hidden 8192, 64 heads", [] { return megatron("megatron-39b", 48, 8192, 64); }},
+      {"megatron-76b", "Narayanan et al. 2021: 60 layers, hidden 10240, 80 heads", [] { return megatron("megatron-76b", 60, 10240, 80); }},
+      {"megatron-145b", "Narayanan et al. 2021: 80 layers, hidden 12288, 96 heads", [] { return megatron("megatron-145b", 80, 12288, 96); }},
+      {"megatron-310b", "Narayanan et al. 2021: 96 layers, hidden 16384, 128 heads", [] { return megatron("megatron-310b", 96, 16384, 128); }},
+      {"megatron-530b", "Narayanan et al. 2021: 105 layers, hidden 20480, 128 heads", [] { return megatron("megatron-530b", 105, 20480, 128); }},
+      {"megatron-1t", "Narayanan et al. 2021: 128 layers, hidden 25600, 160 heads", [] { return megatron("megatron-1t", 128, 25600, 160); }},
+      {"gpt2", "GPT-2 124M: 12 layers, hidden 768, 12 heads, seq 1024, vocab 50257", [] { return gpt2("gpt2", 12, 768, 12); }},
+      {"gpt2-medium", "GPT-2 355M: 24 layers, hidden 1024, 16 heads", [] { return gpt2("gpt2-medium", 24, 1024, 16); }},
+      {"gpt2-large", "GPT-2 774M: 36 layers, hidden 1280, 20 heads", [] { return gpt2("gpt2-large", 36, 1280, 20); }},
+      {"gpt2-xl", "GPT-2 1.5B: 48 layers, hidden 1600, 25 heads", [] { return gpt2("gpt2-xl", 48, 1600, 25); }},
+      {"llama2-7b", "Llama 2 7B: 32 layers, hidden 4096, 32 heads, FFN 11008, seq 4096, vocab 32000",
+       [] { return llama_config("llama2-7b", 32, 4096, 32, 32, 11008, 4096, 32000); }},
+      {"llama2-13b", "Llama 2 13B: 40 layers, hidden 5120, 40 heads, FFN 13824",
+       [] { return llama_config("llama2-13b", 40, 5120, 40, 40, 13824, 4096, 32000); }},
+      {"llama2-70b", "Llama 2 70B: 80 layers, hidden 8192, 64 heads (8 KV), FFN 28672",
+       [] { return llama_config("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000); }},
+      {"llama3-8b", "Llama 3 8B: 32 layers, hidden 4096, 32 heads (8 KV), FFN 14336, seq 8192, vocab 128256",
+       [] { return llama_config("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256); }},
+      {"llama3-70b", "Llama 3 70B: 80 layers, hidden 8192, 64 heads (8 KV), FFN 28672",
+       [] { return llama_config("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256); }},
+      {"llama3-405b", "Llama 3 405B: 126 layers, hidden 16384, 128 heads (8 KV), FFN 53248",
+       [] { return llama_config("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256); }},
+      {"vgg16", "VGG-16 at 224x224, fp32", nullptr},
+      {"vgg19", "VGG-19 at 224x224, fp32", nullptr},
+      {"resnet50", "ResNet-50 (torchvision v1.5) at 224x224, fp32", nullptr},
+      {"mlp-mnist", "MLP 784-1024-1024-10, fp32", nullptr},
+  };
+  return e;
+}
+
+const Entry& find(std::string_view name) {
+  for (const Entry& e : entries()) {
+    if (e.name == name) return e;
+  }
+  std::vector<std::string> names;
+  for (const Entry& e : entries()) names.emplace_back(e.name);
+  throw InputError("unknown workload preset '" + std::string(name) + "'" + did_you_mean(name, names) +
+                   " (see 'ddlsim workload --list')");
+}
+
+}  // namespace
+
+std::vector<WorkloadPresetInfo> workload_preset_list() {
+  std::vector<WorkloadPresetInfo> out;
+  for (const Entry& e : entries()) out.push_back({e.name, e.summary});
+  return out;
+}
+
+std::optional<TransformerConfig> transformer_preset(std::string_view name) {
+  const Entry& e = find(name);
+  if (!e.transformer) return std::nullopt;
+  return e.transformer();
+}
+
+OperatorGraph build_transformer_with(TransformerConfig c, const WorkloadOptions& o) {
+  if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("batch: expected 1 to 1000000, got " + std::to_string(o.batch));
+  if (o.seq) {
+    if (*o.seq <= 0 || *o.seq > 10'000'000) {
+      throw InputError("sequence length: expected 1 to 10000000, got " + std::to_string(*o.seq));
+    }
+    if (c.learned_positions && *o.seq > c.seq) {
+      throw InputError("sequence length " + std::to_string(*o.seq) + " exceeds " + c.name + "'s " + std::to_string(c.seq) +
+                       " learned positions");
+    }
+    c.seq = *o.seq;
+  }
+  if (o.dtype) c.dtype = *o.dtype;
+  if (o.flash_attention) c.flash_attention = *o.flash_attention;
+  if (std::string why = transformer_problem(c); !why.empty()) throw InputError(c.name + ": " + why);
+  // Refuse shapes whose arithmetic would overflow or whose graph would not fit: the
+  // plain attention scores alone are batch x heads x seq^2 elements.
+  const double scores = static_cast<double>(o.batch) * static_cast<double>(c.heads) * static_cast<double>(c.seq) *
+                        static_cast<double>(c.seq);
+  if (scores > 1e18) throw InputError("batch x heads x seq^2 = " + std::to_string(scores) + " is beyond what ddlsim models");
+  return build_transformer(c, o.batch);
+}
+
+OperatorGraph build_workload_preset(std::string_view name, const WorkloadOptions& o) {
+  const Entry& e = find(name);
+  if (e.transformer) return build_transformer_with(e.transformer(), o);
+  if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("batch: expected 1 to 1000000, got " + std::to_string(o.batch));
+  if (o.seq) throw InputError("--seq: " + std::string(name) + " is not a transformer");
+  if (o.flash_attention) throw InputError("--attention: " + std::string(name) + " is not a transformer");
+  const DataType dt = o.dtype.value_or(DataType::kFp32);
+  if (name == "vgg16") return build_vgg(16, o.batch, dt);
+  if (name == "vgg19") return build_vgg(19, o.batch, dt);
+  if (name == "resnet50") return build_resnet50(o.batch, dt);
+  return build_mlp({784, 1024, 1024, 10}, o.batch, dt);
+}
+
+}  // namespace ddlsim
