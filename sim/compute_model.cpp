@@ -139,6 +139,7 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
     o.known("source");
     o.known("gpu");
     o.known("software");
+    o.known("layer");  // a measured transformer layer, for comparison (not used to calibrate)
     o.finish();
     measured_ = std::move(points);
   } catch (const InputError& e) {

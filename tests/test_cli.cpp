@@ -515,3 +515,57 @@ TEST_CASE("ddlsim collective: bad input is one line and status 2") {
     CHECK(r.out.empty());
   }
 }
+
+TEST_CASE("ddlsim workload prints each operator and totals that add up") {
+  // Expected: GPT-2 small has 124,439,808 parameters; the JSON rows add up to the total,
+  // and the step time is the sum of the operators' forward and backward times.
+  auto r = ddlsim_cmd({"workload", "--preset", "gpt2", "--batch", "8", "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("total").at("parameters").get<double>() == 124439808.0);
+  double params = 0, flops = 0;
+  int count = 0;
+  for (const auto& row : j.at("operators")) {
+    params += row.at("parameters").get<double>();
+    flops += row.at("forward_flops").get<double>();
+    count += row.at("count").get<int>();
+  }
+  CHECK(params == 124439808.0);
+  CHECK(flops == Approx(j.at("total").at("forward_flops").get<double>()));
+  CHECK(count == j.at("total").at("count").get<int>());
+  const auto& t = j.at("total");
+  CHECK(j.at("step_compute_time_s").get<double>() ==
+        Approx(t.at("forward_time_s").get<double>() + t.at("backward_time_s").get<double>()));
+  r = ddlsim_cmd({"workload", "--preset", "resnet50", "--batch", "32"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("stage1.block1.conv1") != std::string::npos);
+  CHECK(ddlsim_cmd({"workload", "--list"}).out.find("llama3-405b") != std::string::npos);
+}
+
+TEST_CASE("ddlsim workload: bad input is one line and status 2") {
+  Scratch s;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--preset", "llama3-8"}, "unknown workload preset 'llama3-8' (did you mean 'llama3-8b'?) (see 'ddlsim workload --list')"},
+      {{}, "--preset: required, or --hf-config (see --list for the presets)"},
+      {{"--preset", "gpt2", "--seq", "2048"}, "sequence length 2048 exceeds gpt2's 1024 learned positions"},
+      {{"--preset", "gpt2", "--batch", "0"}, "batch: expected 1 to 1000000, got 0"},
+      {{"--preset", "resnet50", "--seq", "10"}, "--seq: resnet50 is not a transformer"},
+      {{"--preset", "gpt2", "--dtype", "int4"}, "--dtype: expected fp32, bf16, fp16 or fp8, got 'int4'"},
+      {{"--preset", "gpt2", "--attention", "sparse"}, "--attention: expected plain or flash, got 'sparse'"},
+      {{"--preset", "gpt2", "--device", "h100"}, "unknown accelerator 'h100' (did you mean 'h100-sxm'?)"},
+      {{"--preset", "gpt2", "--dtype", "fp8", "--device", "a100-80gb"}, "accelerator 'a100-80gb' has no fp8 peak in the catalog"},
+      {{"--hf-config", s.write("moe.json", R"({"model_type": "mistral", "num_local_experts": 8})")},
+       (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are not modelled (a dense transformer only)"},
+      {{"--hf-config", s.write("bad.json", "{\"model_type\": ")}, ""},
+  };
+  for (const auto& [extra, line] : cases) {
+    std::vector<std::string> args{"workload"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    INFO(line);
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    if (!line.empty()) CHECK(r.err.rfind("ddlsim workload: " + line, 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.out.empty());
+  }
+}

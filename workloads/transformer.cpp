@@ -1,6 +1,7 @@
 #include "workloads/transformer.hpp"
 
 #include <stdexcept>
+#include <string_view>
 
 namespace ddlsim {
 
@@ -46,6 +47,17 @@ std::string transformer_problem(const TransformerConfig& c) {
                                                         {"vocab", c.vocab}};
   for (const auto& [field, v] : sizes) {
     if (v <= 0) return std::string(field) + " must be positive, got " + std::to_string(v);
+  }
+  // Beyond any real model; also keeps the graph and its arithmetic finite.
+  const std::pair<const char*, std::int64_t> limits[] = {{"layers", 100'000}, {"hidden", 1'000'000},
+                                                         {"ffn", 10'000'000}, {"seq", 10'000'000},
+                                                         {"vocab", 100'000'000}};
+  for (const auto& [field, limit] : limits) {
+    for (const auto& [f, v] : sizes) {
+      if (std::string_view(f) == field && v > limit) {
+        return std::string(field) + " must be at most " + std::to_string(limit) + ", got " + std::to_string(v);
+      }
+    }
   }
   if (c.hidden % c.heads != 0) {
     return "heads (" + std::to_string(c.heads) + ") must divide hidden (" + std::to_string(c.hidden) + ")";

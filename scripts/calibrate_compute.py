@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Measure GEMM throughput on a GPU and write a ddlsim compute calibration file.
+
+Runs on a machine with PyTorch and a CUDA GPU (not on ddlsim's build machines):
+
+    python3 scripts/calibrate_compute.py --device h100-sxm --out calibration/h100.json
+
+For every (m, n, k) of a grid of square, skinny and transformer-like shapes, and each
+dtype asked for, it times torch.matmul with CUDA events (warm-up runs first, then the
+median of --repeats timed runs of --iterations back-to-back calls) and records the
+achieved TFLOP/s (2 m n k / time). It also times one transformer layer (Llama-style:
+RMSNorm, QKV, flash attention via scaled_dot_product_attention, output projection,
+SwiGLU MLP) forward and backward, and writes both into the JSON file that
+`ddlsim workload --calibration FILE` reads:
+
+    {"device": "h100-sxm", "gpu": "<torch.cuda.get_device_name()>",
+     "software": "torch X, CUDA Y", "source": "scripts/calibrate_compute.py on <date>",
+     "gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 712.3}, ...],
+     "layer": {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "seq": 4096,
+               "batch": 1, "forward_ms": ..., "backward_ms": ...}}
+
+"device" must be the ddlsim catalog id of the GPU measured (ddlsim refuses a file for
+another device). The "layer" entry is not used for calibration: it is the measurement to
+compare the compute model's prediction against (`ddlsim workload` on the same layer).
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", required=True, help="ddlsim catalog id of this GPU, e.g. h100-sxm, h200, a100-80gb")
+    p.add_argument("--out", required=True, help="the calibration JSON file to write")
+    p.add_argument("--dtypes", default="bf16", help="comma-separated: bf16, fp16, fp32")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per shape (the median is kept)")
+    p.add_argument("--iterations", type=int, default=10, help="calls per timed run")
+    p.add_argument("--quick", action="store_true", help="a small grid, for a first try")
+    return p.parse_args()
+
+
+def shapes(quick):
+    sizes = [256, 1024, 4096, 8192] if quick else [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+    out = [(s, s, s) for s in sizes]
+    # Skinny and transformer-like shapes: tokens x hidden x (hidden, 3 hidden, 4 hidden).
+    for tokens in ([2048, 8192] if quick else [512, 2048, 8192, 32768]):
+        for hidden in ([4096] if quick else [2048, 4096, 8192]):
+            for n in (hidden, 3 * hidden, 4 * hidden):
+                out.append((tokens, n, hidden))
+    for m in ([16, 64] if quick else [8, 16, 32, 64, 128]):
+        out.append((m, 8192, 8192))
+    return sorted(set(out))
+
+
+def time_ms(torch, fn, repeats, iterations):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iterations):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / iterations)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def measure_gemms(torch, args):
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 on fp32 units, as ddlsim assumes
+    points = []
+    for name in args.dtypes.split(","):
+        dt = dtypes[name.strip()]
+        for m, n, k in shapes(args.quick):
+            a = torch.randn(m, k, device="cuda", dtype=dt)
+            b = torch.randn(k, n, device="cuda", dtype=dt)
+            ms = time_ms(torch, lambda: torch.matmul(a, b), args.repeats, args.iterations)
+            tflops = 2.0 * m * n * k / (ms * 1e-3) / 1e12
+            points.append({"m": m, "n": n, "k": k, "dtype": name.strip(), "tflops": round(tflops, 2)})
+            print(f"gemm {name} {m}x{n}x{k}: {ms:.4f} ms, {tflops:.1f} TFLOP/s", file=sys.stderr)
+            del a, b
+    return points
+
+
+def measure_layer(torch, args):
+    import torch.nn.functional as F
+    hidden, heads, kv_heads, ffn, seq, batch = 4096, 32, 8, 14336, 4096, 1
+    d = hidden // heads
+    dt = torch.bfloat16
+    w = lambda *s: torch.randn(*s, device="cuda", dtype=dt, requires_grad=True) * 0.02
+    wqkv, wo = w(hidden, hidden + 2 * kv_heads * d), w(hidden, hidden)
+    wgu, wdown = w(hidden, 2 * ffn), w(ffn, hidden)
+    x = torch.randn(batch, seq, hidden, device="cuda", dtype=dt, requires_grad=True)
+
+    def rms(t):
+        return t * torch.rsqrt(t.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(t.dtype)
+
+    def layer(t):
+        qkv = rms(t) @ wqkv
+        q, k, v = qkv.split([hidden, kv_heads * d, kv_heads * d], dim=-1)
+        q = q.view(batch, seq, heads, d).transpose(1, 2)
+        k = k.view(batch, seq, kv_heads, d).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
+        v = v.view(batch, seq, kv_heads, d).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq, hidden)
+        t = t + a @ wo
+        g, u = (rms(t) @ wgu).split([ffn, ffn], dim=-1)
+        return t + (F.silu(g) * u) @ wdown
+
+    fwd = time_ms(torch, lambda: layer(x), args.repeats, args.iterations)
+    out = layer(x)
+    grad = torch.ones_like(out)
+
+    def fwd_bwd():
+        layer(x).backward(grad)
+
+    both = time_ms(torch, fwd_bwd, args.repeats, max(1, args.iterations // 2))
+    print(f"layer: forward {fwd:.3f} ms, forward+backward {both:.3f} ms", file=sys.stderr)
+    return {"hidden": hidden, "heads": heads, "kv_heads": kv_heads, "ffn": ffn, "seq": seq, "batch": batch,
+            "dtype": "bf16", "forward_ms": round(fwd, 4), "backward_ms": round(both - fwd, 4)}
+
+
+def main():
+    args = parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("calibrate_compute.py: PyTorch is not installed (pip install torch, on the GPU machine)")
+    if not torch.cuda.is_available():
+        sys.exit("calibrate_compute.py: no CUDA GPU is visible to PyTorch")
+    doc = {
+        "device": args.device,
+        "gpu": torch.cuda.get_device_name(),
+        "software": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
+        "source": "scripts/calibrate_compute.py on " + datetime.date.today().isoformat(),
+        "gemm": measure_gemms(torch, args),
+        "layer": measure_layer(torch, args),
+    }
+    tmp = args.out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, args.out)  # whole or not at all
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
