@@ -1,11 +1,14 @@
 #include "cli/scenario.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "sim/collectives.hpp"
 #include "support/input_error.hpp"
+#include "support/strings.hpp"
+#include "workloads/presets.hpp"
 #include "support/json_reader.hpp"
 #include "support/json_set.hpp"
 
@@ -34,6 +37,22 @@ Scenario read_scenario(const nlohmann::json& doc) {
   s.cluster = read_uniform_cluster(cluster);
 
   JsonObject workload = root.object("workload");
+  const nlohmann::json& w = doc.at("workload");
+  const bool named = w.contains("model") && w["model"].is_string();
+  std::vector<std::string> models{"synthetic"};
+  for (const auto& p : workload_preset_list()) models.push_back(p.name);
+  const bool real = w.contains("hf_config") ||
+                    (named && w["model"] != "synthetic" &&
+                     std::find(models.begin(), models.end(), w["model"].get<std::string>()) != models.end());
+  if (real) {
+    throw InputError("workload.model: ddlsim run replays the synthetic model only, until strategies for real models "
+                     "land; 'ddlsim workload SCENARIO.json' describes this workload");
+  }
+  if (named && w["model"] != "synthetic") {
+    const std::string m = w["model"].get<std::string>();
+    throw InputError("workload.model: unknown model '" + m + "'" + did_you_mean(m, models) +
+                     " (\"synthetic\" or a preset of 'ddlsim workload --list')");
+  }
   workload.choice("model", {"synthetic"});
   s.workload = read_synthetic_model(workload);
 

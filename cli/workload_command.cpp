@@ -2,6 +2,7 @@
 // one accelerator.
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -13,6 +14,7 @@
 #include "support/json_reader.hpp"
 #include "topology/catalog.hpp"
 #include "workloads/hf_config.hpp"
+#include "workloads/model_workload.hpp"
 #include "workloads/presets.hpp"
 
 namespace po = boost::program_options;
@@ -22,6 +24,7 @@ namespace {
 
 constexpr const char* kWorkloadHelp = R"(Usage: ddlsim workload --preset NAME [OPTIONS]
        ddlsim workload --hf-config config.json [OPTIONS]
+       ddlsim workload SCENARIO.json [OPTIONS]   (its "workload": {"model": NAME, "batch": N, ...})
        ddlsim workload --list
 
 Builds a model as an operator graph for one training step and prints, per operator
@@ -95,10 +98,13 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
        "the catalog accelerator to predict times on")
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
       ("calibration", po::value<std::string>()->value_name("FILE"), "measured GEMM throughputs for --device")
-      ("json", "print the table as JSON");
+      ("json", "print the table as JSON")
+      ("scenario", po::value<std::string>()->value_name("FILE"), "a scenario whose workload names a model (or give it first)");
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(d).run(), vm);
+    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     err << "ddlsim workload: " << e.what() << " (see 'ddlsim workload --help')\n";
@@ -113,9 +119,10 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       for (const auto& p : workload_preset_list()) out << "  " << p.name << "  " << p.summary << "\n";
       return kExitOk;
     }
-    if (vm.count("preset") == vm.count("hf-config")) {
-      throw InputError(vm.count("preset") ? "give either --preset or --hf-config, not both"
-                                          : "--preset: required, or --hf-config (see --list for the presets)");
+    const int sources = static_cast<int>(vm.count("preset") + vm.count("hf-config") + vm.count("scenario"));
+    if (sources != 1) {
+      throw InputError(sources > 1 ? "give one of --preset, --hf-config or a scenario file, not several"
+                                   : "--preset: required, or --hf-config or a scenario file (see --list for the presets)");
     }
     WorkloadOptions o;
     o.batch = vm["batch"].as<std::int64_t>();
@@ -144,6 +151,26 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("preset")) {
       source = vm["preset"].as<std::string>();
       g = build_workload_preset(source, o);
+    } else if (vm.count("scenario")) {
+      source = vm["scenario"].as<std::string>();
+      for (const char* opt : {"batch", "seq", "dtype", "attention"}) {
+        if (!vm[opt].defaulted() && vm.count(opt)) {
+          throw InputError(std::string("--") + opt + ": the scenario's workload sets it; edit the scenario, or use --preset with the option");
+        }
+      }
+      const nlohmann::json doc = parse_json(read_input_file(source, "scenario"), source);
+      try {
+        JsonObject root(doc, "");
+        JsonObject w = root.object("workload");
+        if (doc.at("workload").value("model", std::string()) == "synthetic") {
+          throw InputError("workload.model: the synthetic model has no operators to describe");
+        }
+        const ModelWorkload mw = read_model_workload(w, std::filesystem::path(source).parent_path().string());
+        o = mw.options;
+        g = build_model_workload(mw);
+      } catch (const InputError& e) {
+        throw InputError(source + ": " + e.what());
+      }
     } else {
       source = vm["hf-config"].as<std::string>();
       const TransformerConfig c = read_hf_config(parse_json(read_input_file(source, "HuggingFace config"), source), source, o.seq);

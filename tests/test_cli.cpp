@@ -203,7 +203,8 @@ TEST_CASE("bad input: missing fields") {
 
 TEST_CASE("bad input: unknown choices and duplicate names") {
   expect_bad_set("workload.model=synthetc",
-                 "workload.model: expected one of \"synthetic\", got \"synthetc\" (did you mean 'synthetic'?)");
+                 "workload.model: unknown model 'synthetc' (did you mean 'synthetic'?) (\"synthetic\" or a preset of "
+                 "'ddlsim workload --list')");
   expect_bad_set("strategies.1.name=serial", "strategies.1.name: \"serial\" is already the name of strategies.0");
 }
 
@@ -546,7 +547,7 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
   Scratch s;
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--preset", "llama3-8"}, "unknown workload preset 'llama3-8' (did you mean 'llama3-8b'?) (see 'ddlsim workload --list')"},
-      {{}, "--preset: required, or --hf-config (see --list for the presets)"},
+      {{}, "--preset: required, or --hf-config or a scenario file (see --list for the presets)"},
       {{"--preset", "gpt2", "--seq", "2048"}, "sequence length 2048 exceeds gpt2's 1024 learned positions"},
       {{"--preset", "gpt2", "--batch", "0"}, "batch: expected 1 to 1000000, got 0"},
       {{"--preset", "resnet50", "--seq", "10"}, "--seq: resnet50 is not a transformer"},
@@ -568,4 +569,30 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("ddlsim workload reads a scenario whose workload names a model; ddlsim run refuses it for now") {
+  // Expected: the scenario's llama3-8b at batch 2 has the preset's 8,030,261,248
+  // parameters; ddlsim run says it replays the synthetic model only; a misspelt model
+  // gets a suggestion naming the JSON path.
+  Scratch s;
+  const std::string f = s.write("w.json", R"({"name": "x", "cluster": {"devices": 8, "device_tflops": 100,
+    "device_memory_gib": 80, "link_gbytes_per_s": 25}, "workload": {"model": "llama3-8b", "batch": 2, "seq": 1024},
+    "strategies": [{"name": "dp"}]})");
+  auto r = ddlsim_cmd({"workload", f, "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("batch") == 2);
+  CHECK(j.at("total").at("parameters").get<double>() == 8030261248.0);
+  r = ddlsim_cmd({"run", f});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: workload.model: ddlsim run replays the synthetic model only, until strategies for real "
+                 "models land; 'ddlsim workload SCENARIO.json' describes this workload\n");
+  const std::string bad = s.write("b.json", R"({"workload": {"model": "lama3-8b"}})");
+  r = ddlsim_cmd({"workload", bad});
+  CHECK(r.status == 2);
+  CHECK(r.err.rfind("ddlsim workload: " + bad + ": workload.model: unknown model 'lama3-8b' (did you mean 'llama3-8b'?)", 0) == 0);
+  r = ddlsim_cmd({"workload", s.write("c.json", kSmall)});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("workload.model: the synthetic model has no operators to describe") != std::string::npos);
 }

@@ -1,0 +1,58 @@
+#include "workloads/model_workload.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "support/strings.hpp"
+#include "workloads/hf_config.hpp"
+
+namespace ddlsim {
+
+ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
+  ModelWorkload out;
+  if (w.has("model") == w.has("hf_config")) {
+    throw InputError(w.has("model") ? w.field_path("hf_config") + ": give either model or hf_config, not both"
+                                    : w.field_path("model") + ": missing (a workload preset name, or give hf_config)");
+  }
+  if (w.has("model")) {
+    const std::string name = w.string("model");
+    std::vector<std::string> names;
+    for (const auto& p : workload_preset_list()) names.push_back(p.name);
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      throw InputError(w.field_path("model") + ": unknown model '" + name + "'" + did_you_mean(name, names) +
+                       " (see 'ddlsim workload --list'; \"synthetic\" takes the synthetic model's fields)");
+    }
+    out.preset = name;
+  } else {
+    const std::string path = w.string("hf_config");
+    if (path.empty()) throw InputError(w.field_path("hf_config") + ": expected a file name, got \"\"");
+    const std::filesystem::path p(path);
+    out.hf_config = p.is_absolute() || base_dir.empty() ? path : (std::filesystem::path(base_dir) / p).string();
+  }
+  out.options.batch = w.positive_int_or("batch", 1);
+  if (out.options.batch > 1'000'000) {
+    throw InputError(w.field_path("batch") + ": at most 1000000, got " + std::to_string(out.options.batch));
+  }
+  if (w.has("seq")) out.options.seq = w.positive_int("seq");
+  if (w.has("dtype")) {
+    const std::string d = w.choice("dtype", {"fp32", "bf16", "fp16", "fp8"});
+    out.options.dtype = d == "fp32" ? DataType::kFp32 : d == "bf16" ? DataType::kBf16 : d == "fp16" ? DataType::kFp16 : DataType::kFp8;
+  }
+  if (w.has("attention")) out.options.flash_attention = w.choice("attention", {"plain", "flash"}) == "flash";
+  w.finish();
+  return out;
+}
+
+OperatorGraph build_model_workload(const ModelWorkload& w) {
+  if (w.preset) return build_workload_preset(*w.preset, w.options);
+  const TransformerConfig c =
+      read_hf_config(parse_json(read_input_file(*w.hf_config, "HuggingFace config"), *w.hf_config), *w.hf_config, w.options.seq);
+  WorkloadOptions rest = w.options;
+  rest.seq.reset();
+  return build_transformer_with(c, rest);
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,35 @@
+// A scenario's workload when it names a real model rather than the synthetic one:
+//
+//   "workload": {"model": "llama3-8b", "batch": 8, "seq": 4096, "dtype": "bf16",
+//                "attention": "flash"}
+//   "workload": {"hf_config": "path/to/config.json", "batch": 8, "seq": 4096}
+//
+// model: a workload preset (ddlsim workload --list); hf_config: a HuggingFace config.json,
+// relative to the scenario file's folder. batch: samples per step (default 1); seq,
+// dtype, attention: as `ddlsim workload`'s options (defaults: the model's).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "workloads/operator_graph.hpp"
+#include "workloads/presets.hpp"
+
+namespace ddlsim {
+
+class JsonObject;
+
+struct ModelWorkload {
+  std::optional<std::string> preset;
+  std::optional<std::string> hf_config;  // path as resolved against the scenario's folder
+  WorkloadOptions options;
+};
+
+/// Reads the object; `base_dir` is the scenario file's folder ("" for the current one).
+/// Throws InputError naming the JSON path.
+ModelWorkload read_model_workload(JsonObject& workload, const std::string& base_dir);
+
+/// Builds the model (reading the HuggingFace file if one is named). Throws InputError.
+OperatorGraph build_model_workload(const ModelWorkload& w);
+
+}  // namespace ddlsim
