@@ -1,0 +1,111 @@
+#include "strategies/memory.hpp"
+
+#include <algorithm>
+
+namespace ddlsim {
+namespace {
+
+constexpr double kWeightBytes = 2, kGradBytes = 2, kOptimizerBytes = 12;
+
+// Parameters of one layer: sharded by tp (the linear weights and column-parallel
+// biases) and replicated (norms, row-parallel biases).
+struct LayerParams {
+  double sharded = 0, replicated = 0;
+};
+
+LayerParams layer_params(const TransformerConfig& m) {
+  const double h = static_cast<double>(m.hidden), d = static_cast<double>(m.head_dim());
+  const double g = static_cast<double>(m.kv_heads), f = static_cast<double>(m.ffn);
+  const bool gpt = m.family == TransformerConfig::Family::kGpt;
+  LayerParams p;
+  const double qkv_out = h + 2 * g * d;
+  p.sharded += h * qkv_out + (m.qkv_bias ? qkv_out : 0) + h * h;  // QKV and output projection
+  p.replicated += m.proj_bias ? h : 0;
+  if (gpt) {
+    p.sharded += 2 * h * f + (m.mlp_bias ? f : 0);
+    p.replicated += m.mlp_bias ? h : 0;
+  } else {
+    p.sharded += 3 * h * f + (m.mlp_bias ? 2 * f : 0);
+    p.replicated += m.mlp_bias ? h : 0;
+  }
+  p.replicated += gpt ? 4 * h : 2 * h;  // two norms (layer norm: scale and shift)
+  return p;
+}
+
+}  // namespace
+
+ModelStates model_states(double params, int dp, DataParallelMode mode) {
+  const double n = dp;
+  ModelStates s{kWeightBytes * params, kGradBytes * params, kOptimizerBytes * params};
+  if (mode != DataParallelMode::kAllReduce) s.optimizer /= n;
+  if (mode == DataParallelMode::kZero2 || mode == DataParallelMode::kZero3) s.gradients /= n;
+  if (mode == DataParallelMode::kZero3) s.weights /= n;
+  return s;
+}
+
+double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sp, Recompute rc) {
+  const double s = static_cast<double>(m.seq), b = static_cast<double>(micro_batch), h = static_cast<double>(m.hidden);
+  const double a = static_cast<double>(m.heads), t = tp, B = data_type_bytes(m.dtype);
+  const double kv = static_cast<double>(m.kv_heads) / a, f = static_cast<double>(m.ffn) / h;
+  const double sbh = s * b * h;
+  if (rc == Recompute::kFull) return sbh * B / (sp ? t : 1.0);
+  const double mask = m.dropout ? 1.0 : 0.0;
+  // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs,
+  // residual dropout masks.
+  const double replicated = 4 * B + 2 * mask;
+  double sharded = B /* output projection input */;
+  double scores = 0;  // the a s / h terms
+  if (m.flash_attention) {
+    sharded += B * (2 + 2 * kv) + 4.0 * a / h;  // Q, K, V, output; fp32 log-sum-exp per row and head
+  } else {
+    sharded += B * (1 + kv) + B * kv;  // Q, K for the scores; V for the context
+    scores = (2 * B + mask) * a * s / h;  // softmax output, dropout mask, probabilities
+  }
+  if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * f;  // GeLU input, second linear input
+  else sharded += 3 * B * f;                                             // SwiGLU inputs, down projection input
+  if (rc == Recompute::kSelective) scores = 0;
+  return sbh * ((sp ? replicated / t : replicated) + (sharded + scores) / t);
+}
+
+double in_flight_micro_batches(const ParallelPlan& p, int stage) {
+  const double m = static_cast<double>(p.micro_batches()), pp = p.pp;
+  switch (p.schedule) {
+    case PipelineSchedule::kGPipe: return m;
+    case PipelineSchedule::k1F1B: return std::min(m, pp - stage);
+    case PipelineSchedule::kInterleaved1F1B:
+      return std::min(m, (pp - stage) * (1.0 + (pp - 1.0) / (pp * p.virtual_stages)));
+  }
+  return m;
+}
+
+std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerConfig& m) {
+  const std::vector<int> layers = stage_layer_counts(p, m);
+  const LayerParams lp = layer_params(m);
+  const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab), t = p.tp;
+  const double embedding = V * h / t + (m.learned_positions ? static_cast<double>(m.seq) * h : 0.0);
+  const double final_norm = m.family == TransformerConfig::Family::kGpt ? 2 * h : h;
+  const double layer_act = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, p.recompute);
+  std::vector<DeviceMemory> out;
+  for (int i = 0; i < p.pp; ++i) {
+    DeviceMemory d;
+    d.parameters = layers[static_cast<std::size_t>(i)] * (lp.sharded / t + lp.replicated);
+    if (i == 0) d.parameters += embedding;
+    if (i == p.pp - 1) {
+      d.parameters += final_norm;
+      if (!m.tied_embedding || p.pp > 1) d.parameters += V * h / t;  // output layer (a tied copy when split)
+    }
+    const ModelStates s = model_states(d.parameters, p.dp, p.dp_mode);
+    d.weights = s.weights;
+    d.gradients = s.gradients;
+    d.optimizer = s.optimizer;
+    d.activations = layers[static_cast<std::size_t>(i)] * layer_act * in_flight_micro_batches(p, i);
+    if (i == p.pp - 1) {
+      // The loss keeps one micro-batch's logits (vocab-parallel over tp).
+      d.activations += static_cast<double>(m.seq) * static_cast<double>(p.micro_batch) * V / t * data_type_bytes(m.dtype);
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace ddlsim

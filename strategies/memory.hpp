@@ -1,0 +1,65 @@
+// Memory per device under a parallel plan: model states and activations.
+//
+// Model states (mixed-precision Adam, the ZeRO paper's accounting, Rajbhandari et al.
+// 2020): per parameter 2 bytes of 16-bit weights, 2 of 16-bit gradients and K = 12 of
+// optimizer state (fp32 master weights, Adam's first and second moments). ZeRO-1 shards
+// the optimizer state over the dp ranks, ZeRO-2 also the gradients, ZeRO-3 (FSDP) also
+// the weights. A device holds its pipeline stage's parameters divided by tp (layer norms
+// and biases of row-parallel layers replicated); the first stage the input embedding, the
+// last the final norm and the output layer (with a tied embedding and pp > 1, a copy of
+// the embedding for it, as Megatron does).
+//
+// Activations (Korthikanti et al. 2022, generalised): per layer and micro-batch, in units
+// of s b h bytes with B bytes per element, t = tp, g/a the key-value share of the heads:
+//   attention: norm input B, QKV input B, [plain] Q and K B(1 + g/a), softmax output
+//     B a s/h, dropout mask a s/h, probabilities B a s/h and V B g/a, [flash] Q, K, V and
+//     output B(2 + 2g/a) and a fp32 log-sum-exp per row; output projection input B,
+//     dropout mask 1;
+//   MLP: norm input B, first linear input B, GeLU input and second linear input
+//     B f/h each (SwiGLU: its two inputs 2B f/h and the down projection's input B f/h),
+//     dropout mask 1.
+// Without sequence parallelism the norm inputs, the QKV and first-MLP-linear inputs and
+// the residual dropout masks are replicated on every tp rank and the rest is divided by
+// t; with it everything is divided by t. For GPT this gives s b h (34 + 5as/h) at t = 1,
+// s b h (10 + 24/t + 5as/(ht)) with tp, s b h (34/t + 5as/(ht)) with sequence parallelism.
+// Selective recomputation drops the a s/h terms (the scores are recomputed); full
+// recomputation keeps only each layer's input (B, divided by t with sequence
+// parallelism). A pipeline stage keeps the activations of the micro-batches in flight:
+// GPipe all m; 1F1B min(m, pp - i) on stage i; interleaved 1F1B (pp - i)(1 + (pp-1)/(pp v))
+// capped at m (Korthikanti et al.'s figure for the first stage, scaled).
+#pragma once
+
+#include <vector>
+
+#include "strategies/plan.hpp"
+
+namespace ddlsim {
+
+struct DeviceMemory {
+  double parameters = 0;  // count held by the device (before ZeRO sharding)
+  double weights = 0;     // bytes
+  double gradients = 0;
+  double optimizer = 0;
+  double activations = 0;
+  [[nodiscard]] double total() const { return weights + gradients + optimizer + activations; }
+};
+
+/// Model-state bytes of `params` parameters replicated over dp ranks in this mode:
+/// {weights, gradients, optimizer}.
+struct ModelStates {
+  double weights, gradients, optimizer;
+  [[nodiscard]] double total() const { return weights + gradients + optimizer; }
+};
+ModelStates model_states(double params, int dp, DataParallelMode mode);
+
+/// Activation bytes one layer keeps for one micro-batch of `micro_batch` sequences.
+double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sequence_parallel,
+                              Recompute recompute);
+
+/// Micro-batches whose activations stage `stage` holds at once.
+double in_flight_micro_batches(const ParallelPlan& plan, int stage);
+
+/// Memory of a device of each pipeline stage (all tp and dp ranks of a stage alike).
+std::vector<DeviceMemory> stage_memory(const ParallelPlan& plan, const TransformerConfig& m);
+
+}  // namespace ddlsim

@@ -1,0 +1,62 @@
+#include "strategies/plan.hpp"
+
+namespace ddlsim {
+
+std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std::size_t devices) {
+  const auto n = [](std::int64_t v) { return std::to_string(v); };
+  if (p.dp < 1 || p.tp < 1 || p.pp < 1) return "dp, tp and pp must be at least 1";
+  if (p.virtual_stages < 1) return "virtual_stages must be at least 1";
+  if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";
+  const std::uint64_t total = static_cast<std::uint64_t>(p.dp) * p.tp * p.pp;
+  if (total > devices) {
+    return "dp x tp x pp = " + n(static_cast<std::int64_t>(total)) + " devices, but the cluster has " +
+           n(static_cast<std::int64_t>(devices));
+  }
+  if (m.heads % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the attention heads (" + n(m.heads) + ")";
+  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
+    return "tp (" + n(p.tp) + ") and the key-value heads (" + n(m.kv_heads) + ") must divide one another";
+  }
+  if (m.ffn % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the FFN size (" + n(m.ffn) + ")";
+  if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
+  if (p.sequence_parallel && m.seq % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the sequence (" + n(m.seq) + ") with sequence parallelism";
+  if (p.global_batch % (static_cast<std::int64_t>(p.dp) * p.micro_batch) != 0) {
+    return "the global batch (" + n(p.global_batch) + ") must be divisible by dp x micro_batch (" +
+           n(static_cast<std::int64_t>(p.dp) * p.micro_batch) + ")";
+  }
+  if (p.schedule != PipelineSchedule::kInterleaved1F1B && p.virtual_stages != 1) {
+    return "virtual_stages applies to the interleaved schedule only";
+  }
+  const std::int64_t chunks = static_cast<std::int64_t>(p.pp) * p.virtual_stages;
+  if (!p.stage_layers.empty()) {
+    if (p.virtual_stages != 1) return "a layer partition cannot be given with interleaving";
+    if (p.stage_layers.size() != static_cast<std::size_t>(p.pp)) {
+      return "the layer partition has " + n(static_cast<std::int64_t>(p.stage_layers.size())) + " stages, pp is " + n(p.pp);
+    }
+    std::int64_t sum = 0;
+    for (int l : p.stage_layers) {
+      if (l < 1) return "every pipeline stage needs at least one layer";
+      sum += l;
+    }
+    if (sum != m.layers) return "the layer partition adds up to " + n(sum) + " layers, the model has " + n(m.layers);
+  } else if (p.schedule == PipelineSchedule::kInterleaved1F1B) {
+    if (m.layers % chunks != 0) {
+      return "pp x virtual_stages (" + n(chunks) + ") must divide the layers (" + n(m.layers) + ")";
+    }
+  } else if (m.layers < p.pp) {
+    return "pp (" + n(p.pp) + ") exceeds the layers (" + n(m.layers) + ")";
+  }
+  if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.micro_batches() % p.pp != 0) {
+    return "the interleaved schedule needs the micro-batches per step (" + n(p.micro_batches()) +
+           ") to be a multiple of pp (" + n(p.pp) + ")";
+  }
+  return {};
+}
+
+std::vector<int> stage_layer_counts(const ParallelPlan& p, const TransformerConfig& m) {
+  if (!p.stage_layers.empty()) return p.stage_layers;
+  std::vector<int> out(static_cast<std::size_t>(p.pp), static_cast<int>(m.layers / p.pp));
+  for (std::int64_t i = 0; i < m.layers % p.pp; ++i) ++out[static_cast<std::size_t>(i)];
+  return out;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,53 @@
+// A parallel plan for a transformer: how many devices split it which way, and how.
+//
+// Devices form a mesh of dp x pp x tp (tp innermost: consecutive ranks, inside a server;
+// then pp; then dp, as Megatron and Llama 3 order them), so rank r has
+//   tp rank = r mod tp,  pp rank = (r / tp) mod pp,  dp rank = r / (tp pp).
+// A step processes global_batch samples: each data-parallel replica takes
+// global_batch / dp of them in micro-batches of micro_batch, m = global_batch / (dp x
+// micro_batch) micro-batches per step, through pp pipeline stages scheduled by GPipe
+// (all forwards, then all backwards), 1F1B (one forward, one backward in the steady
+// state) or interleaved 1F1B (v model chunks per device).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "workloads/transformer.hpp"
+
+namespace ddlsim {
+
+enum class PipelineSchedule { kGPipe, k1F1B, kInterleaved1F1B };
+enum class DataParallelMode { kAllReduce, kZero1, kZero2, kZero3 };  // FSDP full sharding = ZeRO-3
+enum class Recompute { kNone, kSelective, kFull };
+
+struct ParallelPlan {
+  std::string name;
+  int dp = 1, tp = 1, pp = 1;
+  int virtual_stages = 1;  // model chunks per device (interleaved 1F1B only)
+  std::int64_t global_batch = 1;
+  std::int64_t micro_batch = 1;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  DataParallelMode dp_mode = DataParallelMode::kAllReduce;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
+  /// Layers per pipeline stage (pp entries summing to the layers); empty: balanced.
+  std::vector<int> stage_layers;
+
+  [[nodiscard]] int devices() const { return dp * tp * pp; }
+  [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
+};
+
+/// Why the plan cannot run this model on `devices` accelerators (empty when it can):
+/// tp not dividing heads (or kv_heads, or the FFN), pp x v not dividing the layers (or a
+/// partition that does not add up), a batch not divisible by dp x micro-batch, an
+/// interleaved schedule whose micro-batches are not a multiple of pp, more devices than
+/// the cluster has, ...
+std::string plan_problem(const ParallelPlan& plan, const TransformerConfig& model, std::size_t devices);
+
+/// The layers of each pipeline stage: the plan's partition, or balanced (the first
+/// layers % pp stages get one more).
+std::vector<int> stage_layer_counts(const ParallelPlan& plan, const TransformerConfig& model);
+
+}  // namespace ddlsim

@@ -1,0 +1,101 @@
+// Parallel plans: validation and the memory model, against published formulas.
+#include <doctest/doctest.h>
+
+#include "strategies/memory.hpp"
+#include "strategies/plan.hpp"
+#include "workloads/transformer.hpp"
+
+using namespace ddlsim;
+using doctest::Approx;
+
+namespace {
+double graph_layer_saved(const TransformerConfig& c, std::int64_t b) {
+  double bytes = 0;
+  const OperatorGraph g = build_transformer(c, b);
+  for (const Operator& op : g.ops()) {
+    if (op.layer == 0) bytes += op.cost.saved_bytes;
+  }
+  return bytes;
+}
+}  // namespace
+
+TEST_CASE("model states follow the ZeRO paper's 7.5B-parameter example on 64 GPUs") {
+  // Rajbhandari et al. 2020, Figure 1 (K = 12): 120 GB replicated, 31.4 GB with ZeRO-1
+  // (optimizer states sharded), 16.6 GB with ZeRO-2 (and gradients), 1.9 GB with ZeRO-3.
+  const double psi = 7.5e9;
+  CHECK(model_states(psi, 64, DataParallelMode::kAllReduce).total() == Approx(120e9));
+  CHECK(model_states(psi, 64, DataParallelMode::kZero1).total() == Approx(31.4e9).epsilon(0.002));
+  CHECK(model_states(psi, 64, DataParallelMode::kZero2).total() == Approx(16.6e9).epsilon(0.003));
+  CHECK(model_states(psi, 64, DataParallelMode::kZero3).total() == Approx(1.9e9).epsilon(0.02));
+}
+
+TEST_CASE("activation bytes per layer follow Korthikanti et al.'s Table 2") {
+  // GPT-3 175B shapes, micro-batch 1, t = 8: no parallelism sbh(34 + 5as/h); tensor
+  // parallel sbh(10 + 24/t + 5as/(ht)); with sequence parallelism sbh(34/t + 5as/(ht));
+  // selective recomputation with sequence parallelism sbh 34/t; full recomputation 2sbh.
+  const TransformerConfig m = gpt_config("gpt3", 96, 12288, 96, 2048, 51200);
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 8, sbh = s * b * h;
+  CHECK(layer_activation_bytes(m, 1, 1, false, Recompute::kNone) == Approx(sbh * (34 + 5 * a * s / h)));
+  CHECK(layer_activation_bytes(m, 1, 8, false, Recompute::kNone) == Approx(sbh * (10 + 24 / t + 5 * a * s / (h * t))));
+  CHECK(layer_activation_bytes(m, 1, 8, true, Recompute::kNone) == Approx(sbh * (34 / t + 5 * a * s / (h * t))));
+  CHECK(layer_activation_bytes(m, 1, 8, true, Recompute::kSelective) == Approx(sbh * 34 / t));
+  CHECK(layer_activation_bytes(m, 1, 8, false, Recompute::kFull) == Approx(2 * sbh));
+}
+
+TEST_CASE("the activation formula agrees with the operator graph at t = 1") {
+  // Expected: the closed form equals the saved bytes of layer 0's operators, for a GPT
+  // (plain attention, dropout) and for a Llama with grouped-query flash attention.
+  const TransformerConfig gpt = gpt_config("g", 2, 1024, 16, 512, 1000);
+  CHECK(layer_activation_bytes(gpt, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(gpt, 3)).epsilon(1e-12));
+  const TransformerConfig llama = llama_config("l", 2, 1024, 16, 4, 2816, 512, 1000);
+  CHECK(layer_activation_bytes(llama, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(llama, 3)).epsilon(1e-12));
+}
+
+TEST_CASE("pipeline schedules keep the expected micro-batches in flight") {
+  // pp 4, m 8: GPipe keeps all 8 on every stage; 1F1B keeps pp - i on stage i.
+  ParallelPlan p;
+  p.pp = 4;
+  p.global_batch = 8;
+  p.schedule = PipelineSchedule::kGPipe;
+  CHECK(in_flight_micro_batches(p, 0) == 8);
+  p.schedule = PipelineSchedule::k1F1B;
+  CHECK(in_flight_micro_batches(p, 0) == 4);
+  CHECK(in_flight_micro_batches(p, 3) == 1);
+}
+
+TEST_CASE("stage parameters add up to the model's, plus the tied embedding's copy when split") {
+  // Expected: one stage holds every parameter of the graph; four stages hold them plus a
+  // second copy of the tied V x h embedding on the last stage (Megatron's layout).
+  const TransformerConfig m = gpt_config("g", 8, 1024, 16, 512, 1000);
+  const double total = build_transformer(m, 1).totals().params;
+  ParallelPlan one;
+  CHECK(stage_memory(one, m).front().parameters == Approx(total).epsilon(1e-12));
+  ParallelPlan four;
+  four.pp = 4;
+  double sum = 0;
+  for (const auto& d : stage_memory(four, m)) sum += d.parameters;
+  CHECK(sum == Approx(total + 1000.0 * 1024).epsilon(1e-12));
+  // 16 bytes per parameter without ZeRO.
+  const DeviceMemory d = stage_memory(one, m).front();
+  CHECK(d.weights + d.gradients + d.optimizer == Approx(16 * total));
+}
+
+TEST_CASE("impossible plans are refused with the reason") {
+  const TransformerConfig m = gpt_config("g", 24, 2048, 16, 2048, 51200);
+  auto why = [&](auto edit) {
+    ParallelPlan p;
+    p.global_batch = 64;
+    edit(p);
+    return plan_problem(p, m, 64);
+  };
+  CHECK(why([](ParallelPlan& p) { p.tp = 3; }) == "tp (3) must divide the attention heads (16)");
+  CHECK(why([](ParallelPlan& p) { p.pp = 5; p.stage_layers = {5, 5, 5, 5, 5}; }) ==
+        "the layer partition adds up to 25 layers, the model has 24");
+  CHECK(why([](ParallelPlan& p) { p.dp = 3; p.global_batch = 64; }) ==
+        "the global batch (64) must be divisible by dp x micro_batch (3)");
+  CHECK(why([](ParallelPlan& p) { p.dp = 16; p.tp = 8; }) == "dp x tp x pp = 128 devices, but the cluster has 64");
+  CHECK(why([](ParallelPlan& p) { p.pp = 5; p.schedule = PipelineSchedule::kInterleaved1F1B; p.virtual_stages = 2; }) ==
+        "pp x virtual_stages (10) must divide the layers (24)");
+  CHECK(why([](ParallelPlan& p) { p.sequence_parallel = true; }) == "sequence parallelism needs tp > 1");
+  CHECK(why([](ParallelPlan&) {}).empty());
+}
