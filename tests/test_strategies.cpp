@@ -1,7 +1,15 @@
-// Parallel plans: validation and the memory model, against published formulas.
+// Parallel plans: validation, the memory model and pipeline schedules, against
+// published formulas.
 #include <doctest/doctest.h>
 
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "sim/compute_stream.hpp"
+#include "sim/core/engine.hpp"
 #include "strategies/memory.hpp"
+#include "strategies/pipeline.hpp"
 #include "strategies/plan.hpp"
 #include "workloads/transformer.hpp"
 
@@ -98,4 +106,80 @@ TEST_CASE("impossible plans are refused with the reason") {
         "pp x virtual_stages (10) must divide the layers (24)");
   CHECK(why([](ParallelPlan& p) { p.sequence_parallel = true; }) == "sequence parallelism needs tp > 1");
   CHECK(why([](ParallelPlan&) {}).empty());
+}
+
+// --- Pipeline schedules ---
+
+namespace {
+// Replays a schedule with free communication: each device a compute stream running its
+// ops in program order; a forward of virtual stage s waits for that micro-batch's forward
+// on stage s - 1, a backward for the backward on stage s + 1 and its own forward. A chunk
+// takes f / v forward and b / v backward.
+double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, double b) {
+  const auto sched = pipeline_schedule(kind, pp, v, m);
+  TaskGraph g;
+  std::vector<std::unique_ptr<ResourceModel>> streams;
+  std::map<std::tuple<bool, int, int>, TaskId> task;  // (forward, virtual stage, micro-batch)
+  std::vector<std::vector<TaskId>> order(static_cast<std::size_t>(pp));
+  for (int i = 0; i < pp; ++i) {
+    streams.push_back(std::make_unique<ComputeStream>("stage" + std::to_string(i)));
+    for (const PipelineOp& op : sched[static_cast<std::size_t>(i)]) {
+      const int s = op.chunk * pp + i;
+      const TaskId t = g.add(Compute{ResourceId(static_cast<std::uint32_t>(i)), Seconds((op.forward ? f : b) / v), Flops(0.0)},
+                             op.forward ? "F" : "B").id();
+      task[{op.forward, s, op.micro_batch}] = t;
+      if (!order[static_cast<std::size_t>(i)].empty()) g.add_edge(order[static_cast<std::size_t>(i)].back(), t);
+      order[static_cast<std::size_t>(i)].push_back(t);
+    }
+  }
+  const int stages = pp * v;
+  for (const auto& [key, t] : task) {
+    const auto [fwd, s, mb] = key;
+    if (fwd && s > 0) g.add_edge(task.at({true, s - 1, mb}), t);
+    if (!fwd) {
+      g.add_edge(task.at({true, s, mb}), t);
+      if (s < stages - 1) g.add_edge(task.at({false, s + 1, mb}), t);
+    }
+  }
+  std::vector<ResourceModel*> ptrs;
+  for (auto& s : streams) ptrs.push_back(s.get());
+  return replay(g, ptrs).makespan.value();
+}
+}  // namespace
+
+TEST_CASE("GPipe and 1F1B leave a bubble of (p-1)/(m+p-1) with free communication") {
+  // Expected: step = (m + p - 1)(f + b), for p 4, m 8 and p 8, m 3 (fewer micro-batches
+  // than stages).
+  for (auto kind : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+    for (auto [p, m] : {std::pair{4, 8}, std::pair{8, 3}}) {
+      const double f = 1.0, b = 2.0;
+      const double step = replay_schedule(kind, p, 1, m, f, b);
+      CHECK(step == Approx((m + p - 1) * (f + b)));
+      CHECK((step - m * (f + b)) / step == Approx((p - 1.0) / (m + p - 1.0)));
+    }
+  }
+}
+
+TEST_CASE("interleaving v chunks divides the bubble by v") {
+  // Expected: step = m (f + b) + (p - 1)(f + b) / v for p 4, m 8, v 2 and p 4, m 4, v 3.
+  for (auto [p, m, v] : {std::tuple{4, 8, 2}, std::tuple{4, 4, 3}}) {
+    const double f = 1.0, b = 2.0;
+    CHECK(replay_schedule(PipelineSchedule::kInterleaved1F1B, p, v, m, f, b) ==
+          Approx(m * (f + b) + (p - 1) * (f + b) / v));
+  }
+}
+
+TEST_CASE("1F1B keeps at most p - i micro-batches in flight on stage i") {
+  // Expected: walking stage i's program, forwards minus backwards never exceeds p - i.
+  const int p = 4, m = 8;
+  const auto sched = pipeline_schedule(PipelineSchedule::k1F1B, p, 1, m);
+  for (int i = 0; i < p; ++i) {
+    int live = 0, most = 0;
+    for (const auto& op : sched[static_cast<std::size_t>(i)]) {
+      live += op.forward ? 1 : -1;
+      most = std::max(most, live);
+    }
+    CHECK(most == p - i);
+    CHECK(live == 0);
+  }
 }

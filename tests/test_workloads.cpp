@@ -2,7 +2,12 @@
 // or paper figure) before it is computed.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "support/input_error.hpp"
 #include "workloads/cnn.hpp"
+#include "workloads/hf_config.hpp"
+#include "workloads/presets.hpp"
 #include "workloads/transformer.hpp"
 
 using namespace ddlsim;
@@ -109,12 +114,6 @@ TEST_CASE("impossible transformer shapes are named") {
 }
 
 // --- HuggingFace configs and presets ---
-
-#include <nlohmann/json.hpp>
-
-#include "support/input_error.hpp"
-#include "workloads/hf_config.hpp"
-#include "workloads/presets.hpp"
 
 namespace {
 // Meta-Llama-3-8B's config.json as published on the HuggingFace hub.

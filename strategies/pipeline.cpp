@@ -1,0 +1,59 @@
+#include "strategies/pipeline.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ddlsim {
+
+std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, int pp, int v, int m) {
+  if (pp < 1 || v < 1 || m < 1) throw std::invalid_argument("pipeline_schedule: pp, v and m must be positive");
+  if (kind != PipelineSchedule::kInterleaved1F1B && v != 1) {
+    throw std::invalid_argument("pipeline_schedule: model chunks need the interleaved schedule");
+  }
+  if (kind == PipelineSchedule::kInterleaved1F1B && m % pp != 0) {
+    throw std::invalid_argument("pipeline_schedule: interleaving needs micro-batches in multiples of pp");
+  }
+  std::vector<std::vector<PipelineOp>> out(static_cast<std::size_t>(pp));
+  for (int i = 0; i < pp; ++i) {
+    auto& ops = out[static_cast<std::size_t>(i)];
+    switch (kind) {
+      case PipelineSchedule::kGPipe:
+        for (int k = 0; k < m; ++k) ops.push_back({true, 0, k});
+        for (int k = 0; k < m; ++k) ops.push_back({false, 0, k});
+        break;
+      case PipelineSchedule::k1F1B: {
+        const int warmup = std::min(pp - i - 1, m);
+        int f = 0, b = 0;
+        for (; f < warmup; ++f) ops.push_back({true, 0, f});
+        while (f < m) {
+          ops.push_back({true, 0, f++});
+          ops.push_back({false, 0, b++});
+        }
+        while (b < m) ops.push_back({false, 0, b++});
+        break;
+      }
+      case PipelineSchedule::kInterleaved1F1B: {
+        const int total = m * v;
+        auto chunk_of = [&](int k, bool forward) {
+          const int c = (k / pp) % v;
+          return forward ? c : v - 1 - c;
+        };
+        auto micro_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
+        const int warmup = std::min(total, (pp - i - 1) * 2 + (v - 1) * pp);
+        int f = 0, b = 0;
+        for (; f < warmup; ++f) ops.push_back({true, chunk_of(f, true), micro_of(f)});
+        while (f < total) {
+          ops.push_back({true, chunk_of(f, true), micro_of(f)});
+          ++f;
+          ops.push_back({false, chunk_of(b, false), micro_of(b)});
+          ++b;
+        }
+        for (; b < total; ++b) ops.push_back({false, chunk_of(b, false), micro_of(b)});
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,35 @@
+// Pipeline schedules: the order in which each device runs the forward and backward
+// passes of its model chunks over the micro-batches of a step.
+//
+//   GPipe        all m forwards, then all m backwards.
+//   1F1B         (PipeDream-Flush) stage i runs min(pp - i - 1, m) warm-up forwards,
+//                then alternates one forward and one backward, then drains the backwards;
+//                at most pp - i micro-batches are in flight.
+//   interleaved  (Megatron's interleaved 1F1B) each device holds v model chunks: chunk c
+//                of device i is virtual stage c pp + i of a pp v stage pipeline.
+//                Micro-batches go in groups of pp; the k-th forward of a device runs chunk
+//                (k / pp) mod v on micro-batch (k / (pp v)) pp + k mod pp, backwards run
+//                the chunks in reverse; (pp - i - 1) 2 + (v - 1) pp warm-up forwards.
+// With free communication and equal stages of forward time f and backward time b per
+// device, a step of GPipe or 1F1B takes (m + pp - 1)(f + b), a bubble share of
+// (pp - 1)/(m + pp - 1); interleaving divides the bubble by v.
+#pragma once
+
+#include <vector>
+
+#include "strategies/plan.hpp"
+
+namespace ddlsim {
+
+struct PipelineOp {
+  bool forward;
+  int chunk;        // model chunk on this device (0 .. v-1)
+  int micro_batch;  // 0 .. m-1
+};
+
+/// Each device's (pipeline rank's) operations in program order. Throws
+/// std::invalid_argument for counts the schedule cannot take (plan_problem checks them).
+std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, int pp, int virtual_stages,
+                                                       int micro_batches);
+
+}  // namespace ddlsim
