@@ -8,9 +8,14 @@
 
 #include "sim/compute_stream.hpp"
 #include "sim/core/engine.hpp"
+#include "sim/collectives.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/pipeline.hpp"
 #include "strategies/plan.hpp"
+#include "strategies/stage_costs.hpp"
+#include "strategies/transformer_step.hpp"
+#include "support/input_error.hpp"
+#include "topology/presets.hpp"
 #include "workloads/transformer.hpp"
 
 using namespace ddlsim;
@@ -182,4 +187,136 @@ TEST_CASE("1F1B keeps at most p - i micro-batches in flight on stage i") {
     CHECK(most == p - i);
     CHECK(live == 0);
   }
+}
+
+// --- A whole training step on a real cluster ---
+
+namespace {
+struct StepRig {
+  Catalog catalog = Catalog::builtin();
+  Cluster cluster;
+  std::unique_ptr<NetworkFabric> fabric;
+  std::unique_ptr<ComputeModel> compute;
+  StepRig(const char* preset, int nodes) {
+    PresetOptions o;
+    o.nodes = nodes;
+    cluster = build_preset(catalog, preset, o);
+    fabric = std::make_unique<NetworkFabric>(cluster, catalog);
+    compute = std::make_unique<ComputeModel>(catalog.accelerator(cluster.node(cluster.accelerators()[0]).model));
+  }
+  LoweredTrainingStep lower(const TransformerConfig& m, const ParallelPlan& p, double bucket = 25.0 * 1024 * 1024) {
+    TrainingStepInputs in;
+    in.model = &m;
+    in.plan = &p;
+    in.fabric = fabric.get();
+    in.compute = compute.get();
+    in.bucket_bytes = bucket;
+    return lower_transformer_step(in);
+  }
+  double run(LoweredTrainingStep& s) {
+    std::vector<ResourceModel*> ptrs;
+    for (auto& r : s.resources) ptrs.push_back(r.get());
+    return replay(s.graph, ptrs).makespan.value();
+  }
+  double optimizer(double params) const {
+    Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
+    opt.cost.fwd_bytes = params * 28.0;
+    opt.cost.fwd_flops = params * 10.0;
+    return compute->time(opt, Pass::kForward).value();
+  }
+};
+
+double params_of(const TransformerConfig& m) { return build_transformer(m, 1).totals().params; }
+}  // namespace
+
+TEST_CASE("one device runs its micro-batches back to back, then the optimizer") {
+  // Expected: m x (embedding + L layers + output and loss, forward and backward) + the
+  // optimizer step over every parameter, from stage_costs' figures.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  ParallelPlan p;
+  p.global_batch = 4;
+  p.micro_batch = 1;
+  const StageCosts c = stage_costs(m, p, *rig.compute);
+  LoweredTrainingStep s = rig.lower(m, p);
+  const double per_mb = (c.first_forward + c.last_forward + c.last_backward + c.first_backward +
+                         (c.attention.forward + c.mlp.forward + c.attention.backward + c.mlp.backward) * 4.0)
+                            .value();
+  CHECK(rig.run(s) == Approx(4 * per_mb + rig.optimizer(params_of(m))).epsilon(1e-9));
+}
+
+TEST_CASE("tensor parallelism adds two all-reduces per layer to each pass") {
+  // Expected on one DGX H100 with tp 8: per micro-batch and layer, forward and backward
+  // each add 2 all-reduces of micro_batch x seq x hidden x 2 bytes, priced by the
+  // analytical collective model on the 8 GPUs.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  ParallelPlan p;
+  p.tp = 8;
+  p.global_batch = 2;
+  const StageCosts c = stage_costs(m, p, *rig.compute);
+  LoweredTrainingStep s = rig.lower(m, p);
+  CHECK(s.tp_collectives == 2u * 4 * 4);
+  const CollectiveGroup grp = CollectiveGroup::of(*rig.fabric);
+  CollectiveSpec spec;
+  spec.bytes = c.tp_bytes;
+  const CollectiveChoice pick = choose_algorithm(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes);
+  spec.algorithm = pick.algorithm;
+  spec.channels = pick.channels;
+  const double ar = analytical_collective_time(*rig.fabric, grp, spec);
+  const double per_mb = (c.first_forward + c.last_forward + c.last_backward + c.first_backward +
+                         (c.attention.forward + c.mlp.forward + c.attention.backward + c.mlp.backward) * 4.0)
+                            .value() + 4 * 4 * ar;
+  // Layers, vocab-parallel embedding, positions and the final norm.
+  const double device_params = c.layer_params * 4 + 32000.0 * 1024 / 8 + 1024.0 * 1024 + 2 * 1024;
+  CHECK(rig.run(s) == Approx(2 * per_mb + rig.optimizer(device_params)).epsilon(1e-6));
+}
+
+TEST_CASE("data parallelism sends 2(d-1)/d of the gradient bytes per device") {
+  // Expected: dp 8 on one DGX H100, one bucket: each device sends 2(d-1)/d x 2 bytes x
+  // its parameters (ring or halving-doubling alike).
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 2, 512, 8, 512, 8000);
+  ParallelPlan p;
+  p.dp = 8;
+  p.global_batch = 8;
+  LoweredTrainingStep s = rig.lower(m, p, 1e12);
+  CHECK(s.dp_bytes_per_device == Approx(2.0 * 7 / 8 * 2 * params_of(m)).epsilon(1e-9));
+  CHECK(rig.run(s) > 0);
+}
+
+TEST_CASE("a 1F1B pipeline stays close to (m + p - 1)(f + b)") {
+  // Expected: pp 4 with 2 layers per stage, 8 micro-batches, on a DGX A100 (ranks are
+  // tp-innermost, so with tp 1 the four stages are GPUs 0-3 of one server and the sends
+  // cross NVSwitch): at least the compute-only (m + p - 1)(f + b), with f and b one
+  // stage's layers; at most 5% above it plus the embedding, output layer and optimizer
+  // work the first and last stages add.
+  StepRig rig("dgx-a100", 4);
+  const TransformerConfig m = gpt_config("g", 8, 2048, 16, 2048, 32000);
+  ParallelPlan p;
+  p.pp = 4;
+  p.global_batch = 8;
+  p.stage_layers = {2, 2, 2, 2};
+  const StageCosts c = stage_costs(m, p, *rig.compute);
+  LoweredTrainingStep s = rig.lower(m, p);
+  const double f = ((c.attention.forward + c.mlp.forward) * 2.0).value();
+  const double b = ((c.attention.backward + c.mlp.backward) * 2.0).value();
+  const double bound = (8 + 4 - 1) * (f + b);
+  const double t = rig.run(s);
+  CHECK(t >= bound);
+  CHECK(t <= bound * 1.05 + (c.first_forward + c.first_backward + c.last_forward + c.last_backward).value() * 8 +
+                 rig.optimizer(params_of(m)));
+}
+
+TEST_CASE("plans the lowering cannot run are refused with the reason") {
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  ParallelPlan p;
+  p.tp = 3;
+  CHECK_THROWS_WITH_AS(rig.lower(m, p), "tp (3) must divide the attention heads (16)", InputError);
+  p.tp = 1;
+  p.dp = 2;
+  p.global_batch = 2;
+  p.dp_mode = DataParallelMode::kZero3;
+  CHECK_THROWS_AS(rig.lower(m, p), InputError);
 }

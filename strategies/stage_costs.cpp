@@ -1,0 +1,79 @@
+#include "strategies/stage_costs.hpp"
+
+#include <string_view>
+
+namespace ddlsim {
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// How an operator of the builders splits under tensor parallelism.
+enum class Split { kColumns, kRows, kHeads, kInner, kReplicated };
+
+Split split_of(const Operator& op) {
+  const std::string_view n = op.name;
+  if (ends_with(n, ".qkv") || ends_with(n, ".fc1") || ends_with(n, ".gate_up") || n == "output") return Split::kColumns;
+  if (ends_with(n, ".proj") || ends_with(n, ".fc2") || ends_with(n, ".down")) return Split::kRows;
+  if (n.find(".attention") != std::string_view::npos) return Split::kHeads;
+  if (ends_with(n, ".gelu") || ends_with(n, ".swiglu") || n == "loss") return Split::kInner;
+  return Split::kReplicated;  // norms, residual adds and dropouts, embeddings
+}
+
+Operator sharded(Operator op, int tp, bool sp) {
+  const Split s = split_of(op);
+  const double t = tp;
+  if (s == Split::kReplicated && !(sp && op.kind != OpKind::kEmbedding)) return op;
+  op.cost.fwd_flops /= t;
+  op.cost.bwd_flops /= t;
+  op.cost.fwd_bytes /= t;
+  op.cost.bwd_bytes /= t;
+  op.cost.params /= (s == Split::kReplicated ? 1.0 : t);
+  op.cost.saved_bytes /= t;
+  const auto div = [tp](std::int64_t& v) { v = std::max<std::int64_t>(1, v / tp); };
+  switch (s) {
+    case Split::kColumns: div(op.gemm.n); break;
+    case Split::kRows: div(op.gemm.k); break;
+    case Split::kHeads: div(op.gemm.batch); break;
+    default: break;
+  }
+  return op;
+}
+
+bool attention_core(const Operator& op) { return op.name.find(".attention") != std::string::npos; }
+
+}  // namespace
+
+StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute) {
+  TransformerConfig one = model;
+  one.layers = 1;
+  const OperatorGraph g = build_transformer(one, plan.micro_batch);
+  StageCosts c;
+  bool in_mlp = false;
+  for (const Operator& raw : g.ops()) {
+    const Operator op = sharded(raw, plan.tp, plan.sequence_parallel);
+    const Seconds f = compute.time(op, Pass::kForward), b = compute.time(op, Pass::kBackward);
+    if (op.layer < 0) {
+      const bool first = op.kind == OpKind::kEmbedding || op.name.rfind("embed", 0) == 0;
+      (first ? c.first_forward : c.last_forward) += f;
+      (first ? c.first_backward : c.last_backward) += b;
+      continue;
+    }
+    HalfLayer& half = in_mlp ? c.mlp : c.attention;
+    half.forward += f;
+    half.backward += b;
+    if (plan.recompute == Recompute::kFull) half.recompute += f;
+    if (plan.recompute == Recompute::kSelective && attention_core(op)) half.recompute += f;
+    c.layer_params += op.cost.params;
+    c.layer_flops += op.cost.fwd_flops + op.cost.bwd_flops;
+    if (ends_with(op.name, ".residual1")) in_mlp = true;
+  }
+  const double act = static_cast<double>(plan.micro_batch) * static_cast<double>(model.seq) *
+                     static_cast<double>(model.hidden) * data_type_bytes(model.dtype);
+  c.tp_bytes = act;
+  c.p2p_bytes = act / plan.tp;  // Megatron's scatter-gather: each tp rank sends its 1/t
+  return c;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,38 @@
+// What one device of a pipeline stage computes per micro-batch, priced by the compute
+// model: the operators of one transformer layer (and the embedding, output layer and
+// loss on the first and last stages) sharded by tensor parallelism, in two halves that
+// end where Megatron's tensor-parallel all-reduces fall (after the attention output
+// projection and after the MLP's second linear layer).
+//
+// Sharding with tp = t (Megatron): the QKV, first MLP linear and output-layer weights are
+// split by columns (n / t), the attention output projection and second MLP linear by rows
+// (k / t), attention by heads (batch / t); the operators between them work on 1/t of the
+// data. Norms, residual adds and residual dropouts are replicated, or with sequence
+// parallelism split by the sequence (1/t). Costs and GEMM shapes are scaled accordingly.
+#pragma once
+
+#include "sim/compute_model.hpp"
+#include "strategies/plan.hpp"
+
+namespace ddlsim {
+
+struct HalfLayer {
+  Seconds forward{0.0};
+  Seconds backward{0.0};
+  Seconds recompute{0.0};  // extra work before the backward under the plan's recomputation
+};
+
+struct StageCosts {
+  HalfLayer attention;  // norm, QKV, attention, output projection, dropout, residual
+  HalfLayer mlp;        // norm, MLP, dropout, residual
+  Seconds first_forward{0.0}, first_backward{0.0};  // the embedding, on the first stage
+  Seconds last_forward{0.0}, last_backward{0.0};    // final norm, output layer, loss, on the last stage
+  double tp_bytes = 0.0;     // one tensor-parallel all-reduce: micro_batch x seq x hidden activations
+  double p2p_bytes = 0.0;    // activations sent between stages per micro-batch and tp rank
+  double layer_params = 0.0;  // parameters of one layer on one device
+  double layer_flops = 0.0;   // forward + backward FLOPs of one layer on one device (no recomputation)
+};
+
+StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute);
+
+}  // namespace ddlsim

@@ -1,0 +1,307 @@
+#include "strategies/transformer_step.hpp"
+
+#include <map>
+#include <tuple>
+
+#include "sim/collectives.hpp"
+#include "sim/compute_stream.hpp"
+#include "strategies/pipeline.hpp"
+#include "strategies/stage_costs.hpp"
+#include "support/input_error.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr double kGradBytes = 2.0;       // 16-bit gradients
+constexpr double kOptimizerBytes = 28.0;  // per updated parameter, see the header
+
+class StepLowering {
+ public:
+  StepLowering(const TrainingStepInputs& in, LoweredTrainingStep& out)
+      : in_(in), m_(*in.model), p_(*in.plan), out_(out), g_(out.graph) {}
+
+  void run() {
+    if (std::string why = plan_problem(p_, m_, in_.fabric->cluster().accelerators().size()); !why.empty()) {
+      throw InputError(why);
+    }
+    if (p_.dp_mode == DataParallelMode::kZero3) {
+      throw InputError("ZeRO-3 (fully sharded data parallelism) is not lowered to a task graph yet");
+    }
+    costs_ = stage_costs(m_, p_, *in_.compute);
+    v_ = p_.schedule == PipelineSchedule::kInterleaved1F1B ? p_.virtual_stages : 1;
+    stages_ = p_.pp * v_;
+    mb_ = static_cast<int>(p_.micro_batches());
+    chunk_layers_ = chunk_layer_counts();
+    make_resources();
+    const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
+    for (int d = 0; d < p_.dp; ++d) {
+      for (int i = 0; i < p_.pp; ++i) lower_program(d, i, programs[static_cast<std::size_t>(i)]);
+    }
+    connect_pipeline();
+    const TaskId end = g_.add(Marker{}, "step end").id();
+    data_parallel_and_optimizer(end);
+  }
+
+ private:
+  using Key = std::tuple<int, int, int, bool>;  // (dp, virtual stage, micro-batch, forward)
+
+  std::uint32_t rank(int d, int i, int k) const {
+    return static_cast<std::uint32_t>((d * p_.pp + i) * p_.tp + k);
+  }
+  NodeId node(std::uint32_t r) const { return in_.fabric->cluster().accelerators()[r]; }
+  std::size_t group(int d, int i) const { return static_cast<std::size_t>(d * p_.pp + i); }
+
+  std::vector<int> chunk_layer_counts() const {
+    if (v_ == 1) return stage_layer_counts(p_, m_);
+    return std::vector<int>(static_cast<std::size_t>(stages_), static_cast<int>(m_.layers / stages_));
+  }
+
+  void make_resources() {
+    auto add = [&](std::unique_ptr<ResourceModel> r) {
+      out_.resources.push_back(std::move(r));
+      return ResourceId(static_cast<std::uint32_t>(out_.resources.size() - 1));
+    };
+    out_.network = add(make_network(in_.network, "network", *in_.fabric));
+    for (int d = 0; d < p_.dp; ++d) {
+      for (int i = 0; i < p_.pp; ++i) {
+        const std::string name = "dp" + std::to_string(d) + ".pp" + std::to_string(i);
+        out_.compute.push_back(add(std::make_unique<ComputeStream>(name + ".compute")));
+        if (p_.tp > 1) {
+          out_.tp_comm.push_back(add(std::make_unique<ComputeStream>(name + ".tp")));
+          std::vector<NodeId> ranks;
+          for (int k = 0; k < p_.tp; ++k) ranks.push_back(node(rank(d, i, k)));
+          const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
+          CollectiveSpec spec;
+          spec.op = CollectiveOp::kAllReduce;
+          spec.bytes = costs_.tp_bytes;
+          const CollectiveChoice pick = choose_algorithm(*in_.fabric, grp, spec.op, spec.bytes);
+          spec.algorithm = pick.algorithm;
+          spec.channels = pick.channels;
+          tp_time_.push_back(Seconds(analytical_collective_time(*in_.fabric, grp, spec)));
+        }
+      }
+    }
+  }
+
+  TaskId compute(std::size_t grp, Seconds t, TaskId after, const char* name) {
+    const TaskId task = g_.add(Compute{out_.compute[grp], t, Flops(0.0)}, name).id();
+    g_.add_edge(after, task);
+    return task;
+  }
+  TaskId tp_all_reduce(std::size_t grp, TaskId after) {
+    if (p_.tp == 1) return after;
+    ++out_.tp_collectives;
+    const TaskId task = g_.add(Compute{out_.tp_comm[grp], tp_time_[grp], Flops(0.0)}, "tp all-reduce").id();
+    g_.add_edge(after, task);
+    return task;
+  }
+
+  void lower_program(int d, int i, const std::vector<PipelineOp>& program) {
+    const std::size_t grp = group(d, i);
+    TaskId prev;
+    for (const PipelineOp& op : program) {
+      const int s = op.chunk * p_.pp + i;
+      const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? i : s)];
+      const TaskId entry = g_.add(Marker{}, op.forward ? "forward" : "backward").id();
+      if (prev.valid()) g_.add_edge(prev, entry);
+      TaskId t = entry;
+      const bool last_mb_backward = !op.forward && op.micro_batch == mb_ - 1;
+      if (op.forward) {
+        if (s == 0) t = compute(grp, costs_.first_forward, t, "embedding");
+        if (p_.tp == 1) {
+          t = compute(grp, (costs_.attention.forward + costs_.mlp.forward) * layers, t, "layers forward");
+        } else {
+          for (int l = 0; l < layers; ++l) {
+            t = tp_all_reduce(grp, compute(grp, costs_.attention.forward, t, "attention forward"));
+            t = tp_all_reduce(grp, compute(grp, costs_.mlp.forward, t, "mlp forward"));
+          }
+        }
+        if (s == stages_ - 1) t = compute(grp, costs_.last_forward, t, "output and loss");
+      } else {
+        if (s == stages_ - 1) {
+          t = compute(grp, costs_.last_backward, t, "output and loss backward");
+          if (last_mb_backward) produced(d, i, t, output_params());
+        }
+        const Seconds attn = costs_.attention.backward, mlp = costs_.mlp.backward;
+        for (int l = 0; l < layers; ++l) {
+          if (p_.tp == 1) {
+            const Seconds rc = costs_.attention.recompute + costs_.mlp.recompute;
+            t = compute(grp, attn + mlp + rc, t, "layer backward");
+          } else {
+            if (p_.recompute == Recompute::kFull) {
+              t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute, t, "recompute attention"));
+              t = tp_all_reduce(grp, compute(grp, costs_.mlp.recompute, t, "recompute mlp"));
+            }
+            t = tp_all_reduce(grp, compute(grp, mlp, t, "mlp backward"));
+            const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
+            t = tp_all_reduce(grp, compute(grp, attn + extra, t, "attention backward"));
+          }
+          if (last_mb_backward) produced(d, i, t, costs_.layer_params);
+        }
+        if (s == 0) {
+          t = compute(grp, costs_.first_backward, t, "embedding backward");
+          if (last_mb_backward) produced(d, i, t, embedding_params());
+        }
+      }
+      entries_[{d, s, op.micro_batch, op.forward}] = entry;
+      exits_[{d, s, op.micro_batch, op.forward}] = t;
+      prev = t;
+    }
+    last_[grp] = prev;
+  }
+
+  double embedding_params() const {
+    return static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp +
+           (m_.learned_positions ? static_cast<double>(m_.seq) * static_cast<double>(m_.hidden) : 0.0);
+  }
+  // The final norm and the output layer (a copy of a tied embedding when it is split).
+  double output_params() const {
+    const double norm = static_cast<double>(m_.hidden) * (m_.family == TransformerConfig::Family::kGpt ? 2.0 : 1.0);
+    const double out = (!m_.tied_embedding || p_.pp > 1) ? static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp : 0.0;
+    return norm + out;
+  }
+
+  // Gradients become final in the last micro-batch's backward, in program order; every
+  // replica produces the same sequence.
+  void produced(int d, int i, TaskId t, double params) {
+    if (params > 0.0) contributions_[group(d, i)].emplace_back(t, params);
+  }
+
+  // Buckets of about bucket_bytes over stage i's contributions, in production order:
+  // (first, end) index ranges, from replica 0 (all alike).
+  std::vector<std::pair<std::size_t, std::size_t>> buckets(int i) const {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    const auto it = contributions_.find(group(0, i));
+    if (it == contributions_.end()) return out;
+    const auto& c = it->second;
+    std::size_t first = 0;
+    double bytes = 0.0;
+    for (std::size_t j = 0; j < c.size(); ++j) {
+      bytes += c[j].second * kGradBytes;
+      if (bytes >= in_.bucket_bytes || j + 1 == c.size()) {
+        out.emplace_back(first, j + 1);
+        first = j + 1;
+        bytes = 0.0;
+      }
+    }
+    return out;
+  }
+
+  void connect_pipeline() {
+    for (int d = 0; d < p_.dp; ++d) {
+      for (int s = 0; s < stages_; ++s) {
+        for (int mb = 0; mb < mb_; ++mb) {
+          if (s + 1 < stages_) send(d, s, s + 1, mb, true);   // activations forward
+          if (s > 0) send(d, s, s - 1, mb, false);            // gradients backward
+        }
+      }
+    }
+  }
+  void send(int d, int from, int to, int mb, bool forward) {
+    const TaskId src = exits_.at({d, from, mb, forward}), dst = entries_.at({d, to, mb, forward});
+    const int i = from % p_.pp, j = to % p_.pp;
+    if (i == j) {  // both chunks on one device (pp = 1 with interleaving is refused; kept for safety)
+      g_.add_edge(src, dst);
+      return;
+    }
+    for (int k = 0; k < p_.tp; ++k) {
+      const TaskId t = g_.add(Transfer{out_.network, EndpointId(node(rank(d, i, k)).value),
+                                       EndpointId(node(rank(d, j, k)).value), Bytes(costs_.p2p_bytes)},
+                              forward ? "send activations" : "send gradients").id();
+      ++out_.transfers;
+      g_.add_edge(src, t);
+      g_.add_edge(t, dst);
+    }
+  }
+
+  void data_parallel_and_optimizer(TaskId end) {
+    const bool zero = p_.dp_mode == DataParallelMode::kZero1 || p_.dp_mode == DataParallelMode::kZero2;
+    const std::uint32_t first_dp_task = static_cast<std::uint32_t>(g_.size());
+    for (int i = 0; i < p_.pp; ++i) {
+      const TaskId stage_done = g_.add(Marker{}, "gradients reduced").id();
+      double stage_params = 0.0;
+      for (const auto& [t, params] : contributions_[group(0, i)]) stage_params += params;
+      if (p_.dp > 1) {
+        for (const auto& [first, last] : buckets(i)) {
+          double bytes = 0.0;
+          for (std::size_t j = first; j < last; ++j) bytes += contributions_[group(0, i)][j].second * kGradBytes;
+          for (int k = 0; k < p_.tp; ++k) {
+            const LoweredCollective c =
+                dp_collective(i, k, zero ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, bytes);
+            for (int d = 0; d < p_.dp; ++d) g_.add_edge(contributions_[group(d, i)][last - 1].first, c.start);
+            g_.add_edge(c.end, stage_done);
+          }
+        }
+      }
+      for (int d = 0; d < p_.dp; ++d) {
+        const std::size_t grp = group(d, i);
+        g_.add_edge(last_[grp], stage_done);
+        double params = stage_params;
+        if (zero) params /= p_.dp;
+        Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
+        opt.cost.fwd_bytes = params * kOptimizerBytes;
+        opt.cost.fwd_flops = params * 10.0;
+        const TaskId step = compute(grp, in_.compute->time(opt, Pass::kForward), stage_done, "optimizer step");
+        if (zero && p_.dp > 1) {
+          optimizer_[i].push_back(step);
+        } else {
+          g_.add_edge(step, end);
+        }
+      }
+      if (zero && p_.dp > 1) {
+        for (int k = 0; k < p_.tp; ++k) {
+          const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, stage_params * 2.0);
+          for (TaskId t : optimizer_[i]) g_.add_edge(t, c.start);
+          g_.add_edge(c.end, end);
+        }
+      }
+    }
+    // Bytes device 0 sends in the data-parallel collectives.
+    const std::uint32_t n0 = node(rank(0, 0, 0)).value;
+    for (std::uint32_t t = first_dp_task; t < g_.size(); ++t) {
+      if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t))); x != nullptr && x->src.value == n0) {
+        out_.dp_bytes_per_device += x->bytes.value();
+      }
+    }
+  }
+
+  LoweredCollective dp_collective(int i, int k, CollectiveOp op, double bytes) {
+    std::vector<NodeId> ranks;
+    for (int d = 0; d < p_.dp; ++d) ranks.push_back(node(rank(d, i, k)));
+    const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
+    CollectiveSpec spec;
+    spec.op = op;
+    spec.bytes = bytes;
+    const CollectiveChoice pick = choose_algorithm(*in_.fabric, grp, op, bytes);
+    spec.algorithm = pick.algorithm;
+    spec.channels = pick.channels;
+    const LoweredCollective c = lower_collective(g_, out_.network, grp, spec);
+    out_.transfers += c.transfers;
+    return c;
+  }
+
+  const TrainingStepInputs& in_;
+  const TransformerConfig& m_;
+  const ParallelPlan& p_;
+  LoweredTrainingStep& out_;
+  TaskGraph& g_;
+  StageCosts costs_;
+  int v_ = 1, stages_ = 1, mb_ = 1;
+  std::vector<int> chunk_layers_;
+  std::vector<Seconds> tp_time_;
+  std::map<Key, TaskId> entries_, exits_;
+  std::map<std::size_t, TaskId> last_;
+  // Per (dp, pp) replica: (task after which, parameters) whose gradients are final.
+  std::map<std::size_t, std::vector<std::pair<TaskId, double>>> contributions_;
+  std::map<int, std::vector<TaskId>> optimizer_;
+};
+
+}  // namespace
+
+LoweredTrainingStep lower_transformer_step(const TrainingStepInputs& in) {
+  LoweredTrainingStep out;
+  StepLowering(in, out).run();
+  return out;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,67 @@
+// One training step of a transformer under a parallel plan, lowered to a task graph on a
+// real cluster.
+//
+// Devices are the cluster's first dp x pp x tp accelerators in rank order (tp innermost,
+// then pp, then dp). Each pipeline stage of each data-parallel replica runs its schedule's
+// program (strategies/pipeline) on one compute stream: per micro-batch and model chunk,
+// the embedding (first stage), per layer the attention half and the MLP half (costs from
+// strategies/stage_costs, recomputation added before each backward), the output layer
+// and loss (last stage).
+//
+// What is exploited, and why the result stays the full replay's: the tp ranks of a stage
+// compute identical work and meet at every tensor-parallel all-reduce, so one compute
+// stream stands for all of them; those all-reduces run inside the scale-up domain (plan
+// ranks tp-innermost put a group on one server), on links no other traffic of the step
+// uses, so each is priced once by the analytical model of its collective (equal to its
+// transfers' replay when nothing else shares the links) on a per-group stream. Everything
+// that crosses servers is replayed transfer by transfer on the network model: pipeline
+// sends (each tp rank sends its 1/t of the activations, Megatron's scatter-gather) and the
+// data-parallel gradient collectives of every tp rank.
+//
+// Data parallelism: gradients are reduced in buckets of about `bucket_bytes` (2 bytes per
+// parameter), in the order the last micro-batch's backward produces them, each bucket
+// starting as soon as it is complete on every replica (all-reduce; ZeRO-1/2 reduce-scatter
+// and, after the optimizer step, all-gather the updated 16-bit weights). The optimizer
+// step is memory-bound: 28 bytes per parameter it updates (read the 16-bit gradient, fp32
+// master weight and Adam moments, write them and the 16-bit weight). ZeRO-3 is not
+// lowered yet (InputError).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/compute_model.hpp"
+#include "sim/core/resource_model.hpp"
+#include "sim/core/task_graph.hpp"
+#include "sim/network.hpp"
+#include "sim/network_fabric.hpp"
+#include "strategies/plan.hpp"
+
+namespace ddlsim {
+
+struct TrainingStepInputs {
+  const TransformerConfig* model = nullptr;
+  const ParallelPlan* plan = nullptr;
+  NetworkFabric* fabric = nullptr;  // over the cluster
+  const ComputeModel* compute = nullptr;
+  NetworkModelKind network = NetworkModelKind::kFlow;
+  double bucket_bytes = 25.0 * 1024 * 1024;
+};
+
+struct LoweredTrainingStep {
+  TaskGraph graph;
+  std::vector<std::unique_ptr<ResourceModel>> resources;  // indexed by ResourceId
+  std::vector<ResourceId> compute;  // per (dp, pp) stage replica, dp-major
+  std::vector<ResourceId> tp_comm;  // per (dp, pp) when tp > 1
+  ResourceId network;
+  std::uint64_t tp_collectives = 0;  // priced analytically
+  std::uint64_t transfers = 0;       // replayed on the network model (pipeline and data-parallel)
+  double dp_bytes_per_device = 0;    // bytes one device sends in the data-parallel collectives
+};
+
+/// Throws InputError for a plan that cannot run (plan_problem) or is not lowered yet.
+LoweredTrainingStep lower_transformer_step(const TrainingStepInputs& in);
+
+}  // namespace ddlsim
