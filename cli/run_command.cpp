@@ -12,6 +12,7 @@
 #include "cli/commands.hpp"
 #include "cli/report.hpp"
 #include "cli/scenario.hpp"
+#include "cli/training.hpp"
 #include "scenarios/default_scenario.hpp"
 #include "sim/chrome_trace.hpp"
 #include "sim/core/engine.hpp"
@@ -152,6 +153,36 @@ StrategyReport run_one(const Scenario& s, const DataParallelPlan& plan, const Ru
   return make_report(plan.name, s, step, result, usage, memory);
 }
 
+// A scenario that trains a real transformer on a preset cluster.
+int run_training(const nlohmann::json& doc, const std::string& source, const RunArgs& a, std::ostream& out) {
+  if (a.print_scenario) {
+    out << doc.dump(2) << "\n";
+    return kExitOk;
+  }
+  const std::string base = a.scenario ? std::filesystem::path(*a.scenario).parent_path().string() : std::string();
+  TrainingScenario s = read_training_scenario(doc, base);
+  (void)source;
+  if (a.network) {
+    const auto kind = parse_network_model(*a.network);
+    if (!kind) throw InputError("--network: expected flow or analytical, got '" + *a.network + "'");
+    s.network = *kind;
+  }
+  if (a.trace || a.dot) throw InputError(std::string(a.trace ? "--trace" : "--dot") + ": not available for training scenarios yet");
+  if (a.strategy) {
+    std::vector<std::string> names;
+    for (const auto& t : s.strategies) names.push_back(t.plan.name);
+    std::erase_if(s.strategies, [&](const TrainingStrategy& t) { return t.plan.name != *a.strategy; });
+    if (s.strategies.empty()) {
+      throw InputError("--strategy " + *a.strategy + ": the scenario has no such strategy" + did_you_mean(*a.strategy, names));
+    }
+  }
+  std::vector<TrainingReport> reports;
+  for (const auto& t : s.strategies) reports.push_back(run_training_strategy(s, t));
+  if (a.json) print_training_json(out, s, reports);
+  else print_training_table(out, s, reports);
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -170,6 +201,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     const std::string source = a.scenario ? *a.scenario : std::string(kDefaultScenarioName);
     const std::string text = a.scenario ? read_input_file(*a.scenario, "scenario") : std::string(kDefaultScenario);
     const nlohmann::json doc = scenario_document(text, source, a.sets);
+    if (is_training_scenario(doc)) return run_training(doc, source, a, out);
     Scenario s = read_scenario(doc);
     if (a.network) {
       const auto kind = parse_network_model(*a.network);

@@ -189,6 +189,10 @@ std::string JsonObject::string_or(const std::string& key, const std::string& fal
 std::int64_t JsonObject::positive_int_or(const std::string& key, std::int64_t fallback) {
   return has(key) ? positive_int(key) : (read_.insert(key), fallback);
 }
+std::string JsonObject::choice_or(const std::string& key, const std::vector<std::string>& choices,
+                                  const std::string& fallback) {
+  return has(key) ? choice(key, choices) : (read_.insert(key), fallback);
+}
 double JsonObject::number_or(const std::string& key, double lo, double hi, double fallback) {
   return has(key) ? number(key, lo, hi) : (read_.insert(key), fallback);
 }

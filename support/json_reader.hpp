@@ -59,6 +59,7 @@ class JsonObject {
   std::string string_or(const std::string& key, const std::string& fallback);
   std::int64_t positive_int_or(const std::string& key, std::int64_t fallback);
   double number_or(const std::string& key, double lo, double hi, double fallback);
+  std::string choice_or(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback);
   bool boolean_or(const std::string& key, bool fallback);
 
   /// Declares an optional key as known without reading it, so that finish() accepts it

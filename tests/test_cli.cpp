@@ -405,8 +405,8 @@ TEST_CASE("ddlsim topology: bad input is one line and status 2") {
 TEST_CASE("ddlsim topology reads a scenario's preset cluster") {
   // Expected: a scenario whose cluster is {"preset": "tpu-v4-pod", "dims": [4, 4, 8]}
   // describes 128 chips with the 1440 GB/s bisection of test_topology; ddlsim run refuses
-  // it with one line (it replays the uniform cluster only); a uniform cluster is not a
-  // graph to describe; a bad dims entry names its path.
+  // the synthetic workload on it with one line (that model runs on a uniform cluster); a
+  // uniform cluster is not a graph to describe; a bad dims entry names its path.
   Scratch s;
   const std::string f = s.write("s.json", R"({"name": "x", "cluster": {"preset": "tpu-v4-pod", "dims": [4, 4, 8]},
     "workload": {"model": "synthetic", "layers": 1, "forward_gflop_per_layer": 1, "gradient_mib_per_layer": 1},
@@ -418,9 +418,8 @@ TEST_CASE("ddlsim topology reads a scenario's preset cluster") {
   CHECK(j.at("bisection_gbytes_per_s").get<double>() == Approx(1440));
   r = ddlsim_cmd({"run", f});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim run: cluster.preset: ddlsim run replays the uniform cluster only, until strategies for real "
-                 "models land; 'ddlsim topology SCENARIO.json' describes a preset cluster and 'ddlsim collective "
-                 "--file SCENARIO.json' times its collectives\n");
+  CHECK(r.err == "ddlsim run: workload.model: the synthetic model runs on a uniform cluster (cluster.devices, ...); "
+                 "on a preset cluster, name a transformer (see 'ddlsim workload --list')\n");
   r = ddlsim_cmd({"topology", s.write("u.json", kSmall)});
   CHECK(r.status == 2);
   CHECK(r.err.find("cluster: a uniform cluster (devices, device_tflops, ...) is not a graph") != std::string::npos);
@@ -595,4 +594,57 @@ TEST_CASE("ddlsim workload reads a scenario whose workload names a model; ddlsim
   r = ddlsim_cmd({"workload", s.write("c.json", kSmall)});
   CHECK(r.status == 2);
   CHECK(r.err.find("workload.model: the synthetic model has no operators to describe") != std::string::npos);
+}
+
+namespace {
+const char* kTraining = R"({"name": "t", "cluster": {"preset": "dgx-a100", "nodes": 2},
+  "workload": {"model": "megatron-1.7b", "seq": 1024},
+  "strategies": [{"name": "dp", "global_batch": 64, "micro_batch": 2, "recompute": "full"},
+                 {"name": "tp-pp", "tp": 4, "pp": 2, "global_batch": 64, "micro_batch": 2, "zero": 1}]})";
+}  // namespace
+
+TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {
+  // Expected: samples/s x step time = the global batch; tokens/s = samples/s x seq;
+  // MFU = model TFLOP/s per device / the A100's 312 TFLOP/s bf16 peak; full
+  // recomputation makes HFU exceed MFU; the same run twice prints the same bytes.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const auto r = ddlsim_cmd({"run", f, "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("accelerators") == 16);
+  for (const auto& st : j.at("strategies")) {
+    const double step = st.at("step_time_s").get<double>();
+    CHECK(st.at("samples_per_s").get<double>() * step == Approx(64));
+    CHECK(st.at("tokens_per_s").get<double>() == Approx(st.at("samples_per_s").get<double>() * 1024));
+    CHECK(st.at("mfu").get<double>() == Approx(st.at("model_tflops_per_device").get<double>() / 312.0));
+    CHECK(st.at("devices") == 16);
+  }
+  const auto& dp = j.at("strategies").at(0);
+  CHECK(dp.at("hfu").get<double>() > dp.at("mfu").get<double>());
+  CHECK(j.at("strategies").at(1).at("plan") == "dp 2 x tp 4 x pp 2");
+  CHECK(ddlsim_cmd({"run", f, "--json"}).out == r.out);
+  CHECK(ddlsim_cmd({"run", f, "--network", "analytical", "--strategy", "tp-pp"}).status == 0);
+}
+
+TEST_CASE("training scenarios: bad input is one line naming the JSON path, status 2") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"strategies.1.tp=5", "strategies.1: tp (5) must divide the attention heads (24)"},
+      {"strategies.0.global_batch=65", "strategies.0: the global batch (65) must be divisible by dp x micro_batch (32)"},
+      {"strategies.0.schedule=1f1", "strategies.0.schedule: expected one of \"1f1b\", \"gpipe\", \"interleaved\", got \"1f1\" (did you mean '1f1b'?)"},
+      {"strategies.0.zero=1.5", "strategies.0.zero: expected 0, 1, 2 or 3"},
+      {"strategies.0.t_p=2", "strategies.0.t_p: unknown key (did you mean 'tp'?)"},
+      {"workload.batch=8", "workload.batch: the strategies set the batch (global_batch, micro_batch)"},
+      {"workload.model=resnet50", "workload.model: ddlsim run lowers transformers only so far; 'resnet50' is not one"},
+      {"strategies.1.pp=32", "strategies.1: dp x tp x pp = 128 devices, but the cluster has 16"},
+  };
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  for (const auto& [set, line] : cases) {
+    INFO(set);
+    const auto r = ddlsim_cmd({"run", f, "--set", set});
+    CHECK(r.status == 2);
+    CHECK(r.err == "ddlsim run: " + line + "\n");
+    CHECK(r.out.empty());
+  }
 }

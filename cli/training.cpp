@@ -1,0 +1,266 @@
+#include "cli/training.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "sim/compute_model.hpp"
+#include "sim/core/engine.hpp"
+#include "sim/usage.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/transformer_step.hpp"
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "topology/presets.hpp"
+#include "workloads/hf_config.hpp"
+#include "workloads/model_workload.hpp"
+#include "workloads/presets.hpp"
+
+namespace ddlsim {
+namespace {
+
+TransformerConfig read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json& raw) {
+  if (raw.contains("model") && raw["model"] == "synthetic") {
+    throw InputError("workload.model: the synthetic model runs on a uniform cluster (cluster.devices, ...); on a preset "
+                     "cluster, name a transformer (see 'ddlsim workload --list')");
+  }
+  if (w.has("batch")) {
+    throw InputError(w.field_path("batch") + ": the strategies set the batch (global_batch, micro_batch)");
+  }
+  const ModelWorkload mw = read_model_workload(w, base_dir);
+  TransformerConfig c;
+  if (mw.preset) {
+    const auto t = transformer_preset(*mw.preset);
+    if (!t) throw InputError("workload.model: ddlsim run lowers transformers only so far; '" + *mw.preset + "' is not one");
+    c = *t;
+  } else {
+    // Reading the HuggingFace file through the workload builder checks every field.
+    const OperatorGraph check = build_model_workload(mw);
+    (void)check;
+    c = read_hf_config(parse_json(read_input_file(*mw.hf_config, "HuggingFace config"), *mw.hf_config), *mw.hf_config, mw.options.seq);
+  }
+  if (mw.options.seq) c.seq = *mw.options.seq;
+  if (mw.options.dtype) c.dtype = *mw.options.dtype;
+  if (mw.options.flash_attention) c.flash_attention = *mw.options.flash_attention;
+  if (std::string why = transformer_problem(c); !why.empty()) throw InputError("workload: " + why);
+  return c;
+}
+
+TrainingStrategy read_strategy(JsonObject& o, const TransformerConfig& m, std::size_t devices) {
+  TrainingStrategy t;
+  ParallelPlan& p = t.plan;
+  p.name = o.string("name");
+  if (p.name.empty()) throw InputError(o.field_path("name") + ": expected a non-empty string, got \"\"");
+  auto small = [&](const char* key, std::int64_t fallback) {
+    const std::int64_t v = o.positive_int_or(key, fallback);
+    if (v > 1'000'000) throw InputError(o.field_path(key) + ": at most 1000000, got " + std::to_string(v));
+    return static_cast<int>(v);
+  };
+  p.tp = small("tp", 1);
+  p.pp = small("pp", 1);
+  const std::int64_t fill = static_cast<std::int64_t>(devices) / (static_cast<std::int64_t>(p.tp) * p.pp);
+  p.dp = small("dp", std::max<std::int64_t>(fill, 1));
+  p.global_batch = o.positive_int("global_batch");
+  if (p.global_batch > 100'000'000) throw InputError(o.field_path("global_batch") + ": at most 100000000");
+  p.micro_batch = o.positive_int_or("micro_batch", 1);
+  const std::string sched = o.choice_or("schedule", {"1f1b", "gpipe", "interleaved"}, "1f1b");
+  p.schedule = sched == "gpipe" ? PipelineSchedule::kGPipe
+               : sched == "interleaved" ? PipelineSchedule::kInterleaved1F1B
+                                        : PipelineSchedule::k1F1B;
+  p.virtual_stages = small("virtual_stages", 1);
+  const double zero = o.number_or("zero", 0, 3, 0);
+  if (zero != static_cast<int>(zero)) throw InputError(o.field_path("zero") + ": expected 0, 1, 2 or 3");
+  p.dp_mode = zero == 1 ? DataParallelMode::kZero1 : zero == 2 ? DataParallelMode::kZero2
+              : zero == 3 ? DataParallelMode::kZero3 : DataParallelMode::kAllReduce;
+  p.sequence_parallel = o.boolean_or("sequence_parallel", false);
+  const std::string rc = o.choice_or("recompute", {"none", "selective", "full"}, "none");
+  p.recompute = rc == "full" ? Recompute::kFull : rc == "selective" ? Recompute::kSelective : Recompute::kNone;
+  if (o.has("stage_layers")) {
+    JsonArray a = o.array("stage_layers");
+    p.stage_layers = a.ints(1, 1'000'000, "a positive number of layers");
+  }
+  t.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
+  o.finish();
+  if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
+  // Refuse plans whose graph would exhaust memory before building them.
+  const double ops = static_cast<double>(p.dp) * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
+                     (2.0 + 8.0 * static_cast<double>(m.layers) / p.pp);
+  if (ops > 60e6) {
+    throw InputError(o.path() + ": this plan would replay about " + std::to_string(static_cast<long long>(ops)) +
+                     " compute tasks, more than the limit of 60000000; use fewer micro-batches or data-parallel replicas");
+  }
+  return t;
+}
+
+double peak_of(const TrainingScenario& s) {
+  const NodeId first = s.cluster.accelerators()[0];
+  const AcceleratorSpec& a = s.catalog.accelerator(s.cluster.node(first).model);
+  const Dtype d = s.model.dtype == DataType::kFp32 ? Dtype::kFp32 : s.model.dtype == DataType::kFp16 ? Dtype::kFp16
+                  : s.model.dtype == DataType::kFp8 ? Dtype::kFp8 : Dtype::kBf16;
+  const auto p = a.peak_for(d);
+  if (!p) throw InputError("workload.dtype: accelerator '" + a.id + "' has no peak for it in the catalog");
+  return p->value();
+}
+
+}  // namespace
+
+bool is_training_scenario(const nlohmann::json& doc) {
+  return doc.is_object() && doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("preset");
+}
+
+TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir) {
+  JsonObject root(doc, "");
+  TrainingScenario s;
+  s.name = root.string("name");
+  if (s.name.empty()) throw InputError("name: expected a non-empty string, got \"\"");
+  s.description = root.string_or("description", "");
+  JsonObject cluster = root.object("cluster");
+  s.cluster = read_preset_cluster(cluster, s.catalog);
+  s.cluster_title = doc["cluster"]["preset"].get<std::string>();
+  if (doc["cluster"].contains("nodes")) s.cluster_title += ", " + doc["cluster"]["nodes"].dump() + " nodes";
+  JsonObject w = root.object("workload");
+  s.model = read_model(w, base_dir, doc.at("workload"));
+  JsonArray list = root.array("strategies");
+  if (list.size() == 0) throw InputError("strategies: expected at least one strategy, got []");
+  std::map<std::string, std::size_t> names;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    JsonObject o = list.object(i);
+    TrainingStrategy t = read_strategy(o, s.model, s.cluster.accelerators().size());
+    if (const auto [it, fresh] = names.emplace(t.plan.name, i); !fresh) {
+      throw InputError(o.field_path("name") + ": \"" + t.plan.name + "\" is already the name of strategies." +
+                       std::to_string(it->second));
+    }
+    s.strategies.push_back(std::move(t));
+  }
+  root.known("simulation");
+  if (root.has("simulation")) {
+    JsonObject sim = root.object("simulation");
+    if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));
+    sim.finish();
+  }
+  root.finish();
+  (void)peak_of(s);
+  return s;
+}
+
+TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy) {
+  const ParallelPlan& p = strategy.plan;
+  NetworkFabric fabric(s.cluster, s.catalog);
+  const AcceleratorSpec& acc = s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
+  const ComputeModel compute(acc);
+  TrainingStepInputs in;
+  in.model = &s.model;
+  in.plan = &p;
+  in.fabric = &fabric;
+  in.compute = &compute;
+  in.network = s.network;
+  in.bucket_bytes = strategy.bucket_bytes;
+  LoweredTrainingStep step = lower_transformer_step(in);
+  std::vector<ResourceModel*> models;
+  for (auto& r : step.resources) models.push_back(r.get());
+  ResourceUsage usage;
+  Observer* observers[] = {&usage};
+  const ReplayResult result = replay(step.graph, models, observers);
+
+  TrainingReport r;
+  r.name = p.name;
+  r.plan = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp);
+  r.devices = p.devices();
+  r.step_time_s = result.makespan.value();
+  r.samples_per_s = static_cast<double>(p.global_batch) / r.step_time_s;
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq);
+  // Model FLOPs per token: 6N + 12 l h s, N the parameters that take part in matmuls (the
+  // input embedding table only when it is tied to the output layer; no position table).
+  const OperatorGraph one = build_transformer(s.model, 1);
+  const double h = static_cast<double>(s.model.hidden), l = static_cast<double>(s.model.layers);
+  const double seq = static_cast<double>(s.model.seq), V = static_cast<double>(s.model.vocab);
+  double N = one.totals().params - (s.model.learned_positions ? seq * h : 0.0) - (s.model.tied_embedding ? 0.0 : V * h);
+  const double per_token = 6 * N + 12 * l * h * seq;
+  double extra = 0;  // recomputed FLOPs per token
+  const double layer_matmul = (N - V * h) / l;
+  if (p.recompute == Recompute::kFull) extra = l * (2 * layer_matmul + 4 * h * seq);
+  if (p.recompute == Recompute::kSelective) extra = l * 4 * h * seq;
+  const double tokens = static_cast<double>(p.global_batch) * seq;
+  const double peak = peak_of(s);
+  r.model_tflops_per_device = per_token * tokens / r.step_time_s / r.devices / 1e12;
+  r.hardware_tflops_per_device = (per_token + extra) * tokens / r.step_time_s / r.devices / 1e12;
+  r.mfu = r.model_tflops_per_device * 1e12 / peak;
+  r.hfu = r.hardware_tflops_per_device * 1e12 / peak;
+  for (ResourceId id : step.compute) r.compute_busy_s = std::max(r.compute_busy_s, usage.entries()[id.value].busy.value());
+  r.exposed_comm_s = r.step_time_s - r.compute_busy_s;
+  for (const DeviceMemory& d : stage_memory(p, s.model)) {
+    if (d.total() > r.peak_memory_bytes) {
+      r.peak_memory_bytes = d.total();
+      r.weights_bytes = d.weights;
+      r.gradients_bytes = d.gradients;
+      r.optimizer_bytes = d.optimizer;
+      r.activations_bytes = d.activations;
+    }
+  }
+  r.device_memory_bytes = acc.memory.value();
+  r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;
+  r.tasks = result.tasks;
+  r.transfers = step.transfers;
+  return r;
+}
+
+void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports) {
+  out << "scenario: " << s.name << "\n";
+  out << "cluster:  " << s.cluster_title << " (" << s.cluster.accelerators().size() << " accelerators), network "
+      << network_model_name(s.network) << "\n";
+  out << "workload: " << s.model.name << ", " << s.model.layers << " layers, hidden " << s.model.hidden << ", seq "
+      << s.model.seq << "\n\n";
+  std::size_t w = 8;
+  for (const auto& r : reports) w = std::max(w, r.name.size());
+  char line[320];
+  std::snprintf(line, sizeof line, "%-*s  %-22s %10s %12s %14s %10s %7s %7s %11s  %s\n", static_cast<int>(w), "strategy",
+                "plan", "step (s)", "samples/s", "tokens/s", "TFLOP/s", "MFU %", "HFU %", "peak (GiB)", "memory");
+  out << line;
+  for (const auto& r : reports) {
+    std::snprintf(line, sizeof line, "%-*s  %-22s %10.3f %12.2f %14.0f %10.1f %7.1f %7.1f %11.2f  %s\n",
+                  static_cast<int>(w), r.name.c_str(), r.plan.c_str(), r.step_time_s, r.samples_per_s, r.tokens_per_s,
+                  r.model_tflops_per_device, r.mfu * 100, r.hfu * 100, r.peak_memory_bytes / 1073741824.0,
+                  r.fits_in_memory ? "fits" : "OUT OF MEMORY");
+    out << line;
+  }
+  out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs (6N + 12 l h s per token) per device\n"
+         "per second; MFU/HFU: model/hardware (with recomputation) FLOP/s over the accelerator's peak; peak: the\n"
+         "fullest device's weights, gradients, optimizer states and activations (memory model).\n";
+}
+
+void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports) {
+  nlohmann::ordered_json j;
+  j["scenario"] = s.name;
+  j["cluster"] = s.cluster_title;
+  j["accelerators"] = s.cluster.accelerators().size();
+  j["network"] = network_model_name(s.network);
+  j["workload"] = s.model.name;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& r : reports) {
+    list.push_back({{"name", r.name},
+                    {"plan", r.plan},
+                    {"devices", r.devices},
+                    {"step_time_s", r.step_time_s},
+                    {"samples_per_s", r.samples_per_s},
+                    {"tokens_per_s", r.tokens_per_s},
+                    {"model_tflops_per_device", r.model_tflops_per_device},
+                    {"mfu", r.mfu},
+                    {"hardware_tflops_per_device", r.hardware_tflops_per_device},
+                    {"hfu", r.hfu},
+                    {"breakdown", {{"compute_s", r.compute_busy_s}, {"exposed_comm_s", r.exposed_comm_s}}},
+                    {"peak_memory_bytes", r.peak_memory_bytes},
+                    {"memory_breakdown_bytes",
+                     {{"weights", r.weights_bytes}, {"gradients", r.gradients_bytes}, {"optimizer", r.optimizer_bytes},
+                      {"activations", r.activations_bytes}}},
+                    {"device_memory_bytes", r.device_memory_bytes},
+                    {"fits_in_memory", r.fits_in_memory},
+                    {"tasks", r.tasks},
+                    {"transfers", r.transfers}});
+  }
+  j["strategies"] = list;
+  out << j.dump(2) << "\n";
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,78 @@
+// `ddlsim run` for a scenario that trains a real transformer on a real cluster:
+//
+//   {"name": ..., "description": ...,
+//    "cluster": {"preset": "dgx-a100", "nodes": 4, ...},
+//    "workload": {"model": "megatron-1.7b" | "hf_config": FILE, "seq": N, "dtype": ..., "attention": ...},
+//    "strategies": [{"name": "ptd-p", "tp": 8, "pp": 2, "dp": 2, "global_batch": 512,
+//                    "micro_batch": 4, "schedule": "1f1b", "virtual_stages": 1, "zero": 1,
+//                    "sequence_parallel": true, "recompute": "selective",
+//                    "stage_layers": [12, 12], "bucket_mib": 25}],
+//    "simulation": {"network": "flow"}}
+//
+// Every field, unit and default is in README.md ("Training scenarios").
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/network.hpp"
+#include "strategies/plan.hpp"
+#include "topology/catalog.hpp"
+#include "topology/cluster.hpp"
+
+namespace ddlsim {
+
+struct TrainingStrategy {
+  ParallelPlan plan;
+  double bucket_bytes = 25.0 * 1024 * 1024;
+};
+
+struct TrainingScenario {
+  std::string name;
+  std::string description;
+  Catalog catalog = Catalog::builtin();
+  Cluster cluster;
+  std::string cluster_title;
+  TransformerConfig model;
+  std::vector<TrainingStrategy> strategies;
+  NetworkModelKind network = NetworkModelKind::kFlow;
+};
+
+/// Whether the document is a training scenario (its cluster names a preset), as opposed
+/// to the synthetic uniform-cluster format.
+bool is_training_scenario(const nlohmann::json& doc);
+
+/// Validates a training scenario; `base_dir` resolves a HuggingFace file. Throws
+/// InputError naming the JSON path of the first problem.
+TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir);
+
+struct TrainingReport {
+  std::string name;
+  std::string plan;  // "dp 4 x tp 8 x pp 2"
+  int devices = 0;
+  double step_time_s = 0;
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double model_tflops_per_device = 0;     // (6N + 12 l h s) per token, no recomputation
+  double mfu = 0;                         // model_tflops_per_device / peak
+  double hardware_tflops_per_device = 0;  // with recomputation
+  double hfu = 0;
+  double compute_busy_s = 0;   // busiest stage's compute stream
+  double exposed_comm_s = 0;   // step_time_s - compute_busy_s
+  double peak_memory_bytes = 0;  // the fullest device (memory model)
+  double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;  // of that device
+  double device_memory_bytes = 0;
+  bool fits_in_memory = true;
+  std::uint64_t tasks = 0;
+  std::uint64_t transfers = 0;
+};
+
+/// Lowers and replays one strategy.
+TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy);
+
+void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
+void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
+
+}  // namespace ddlsim
