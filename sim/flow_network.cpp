@@ -13,10 +13,6 @@ namespace {
 
 constexpr double kTie = 1e-12;  // relative: finishes this close are one instant
 
-// Min-heap order on (share, link) for std::push_heap / pop_heap.
-bool later(const std::pair<double, std::uint32_t>& a, const std::pair<double, std::uint32_t>& b) {
-  return a.first != b.first ? a.first > b.first : a.second > b.second;
-}
 
 }  // namespace
 
@@ -37,10 +33,12 @@ void FlowNetwork::begin(const TaskGraph& graph) {
   const std::size_t links = fabric_->cluster().link_count();
   on_link_.assign(links, {});
   load_.assign(links, 0);
+  demand_.assign(links, 0.0);
   dirty_.clear();
   clock_ = 0.0;
   link_mark_.assign(links, 0);
   flow_mark_.clear();
+  fixed_mark_.clear();
   epoch_ = 0;
   remaining_.assign(links, 0.0);
   unfixed_.assign(links, 0);
@@ -60,6 +58,7 @@ std::uint32_t FlowNetwork::new_flow() {
   pos_begin_.push_back(0);
   pos_cap_.push_back(0);
   flow_mark_.push_back(0);
+  fixed_mark_.push_back(0);
   new_rate_.push_back(0.0);
   events_.grow(flows_.size());
   return f;
@@ -106,6 +105,7 @@ Seconds FlowNetwork::submit(TaskId task, Seconds now, ReplaySink& sink) {
   flow.left = transfer->bytes.value();
   flow.rate = 0.0;
   flow.since = now.value();
+  flow.cap = fabric_->route_capacity(route);
   for (LinkId l : route) ++load_[l.value];
   const double latency = fabric_->route_latency(route);
   if (latency > 0.0) {
@@ -157,6 +157,7 @@ void FlowNetwork::join(std::uint32_t f, double at) {
     auto& on = on_link_[flow.route[h].value];
     pos[h] = static_cast<std::uint32_t>(on.size());
     on.push_back(f);
+    demand_[flow.route[h].value] += flow.cap;
   }
   mark_dirty(flow);
 }
@@ -168,6 +169,8 @@ void FlowNetwork::leave(std::uint32_t f) {
     const std::uint32_t l = flow.route[h].value;
     --load_[l];
     if (!flow.linked) continue;
+    demand_[l] -= flow.cap;
+    if (on_link_[l].size() == 1) demand_[l] = 0.0;  // no rounding residue on an empty link
     // Swap-remove f from the link's list and tell the flow moved into its place.
     auto& on = on_link_[l];
     const std::uint32_t moved = on.back();
@@ -225,35 +228,45 @@ Seconds FlowNetwork::advance(Seconds t, ReplaySink& sink) {
   return next_event();
 }
 
+bool FlowNetwork::saturable(std::uint32_t l) const {
+  return on_link_[l].size() > 1 && demand_[l] > fabric_->capacity(LinkId(l)) * (1.0 + 1e-12);
+}
+
 void FlowNetwork::solve() {
   ++stats_.solves;
   if (++epoch_ == 0) {  // the marks wrapped: clear them once every 2^32 solves
     std::fill(link_mark_.begin(), link_mark_.end(), 0);
     std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
+    std::fill(fixed_mark_.begin(), fixed_mark_.end(), 0);
     epoch_ = 1;
   }
   seeds_.swap(dirty_);
   dirty_.clear();
-  // One connected component at a time: every link reachable from a changed link through
-  // shared flows. Components do not interact, so each is solved on its own.
+  // One connected component at a time: the flows on a changed link, and everything
+  // coupled to them through links that can saturate. Components do not interact.
   for (std::uint32_t seed : seeds_) {
     if (link_mark_[seed] == epoch_) continue;
     link_mark_[seed] = epoch_;
     comp_links_.clear();
     comp_flows_.clear();
-    comp_links_.push_back(seed);
-    for (std::size_t i = 0; i < comp_links_.size(); ++i) {
-      for (std::uint32_t f : on_link_[comp_links_[i]]) {
+    std::size_t scan = 0;
+    auto visit_link = [&](std::uint32_t l) {
+      for (std::uint32_t f : on_link_[l]) {
         if (flow_mark_[f] == epoch_) continue;
         flow_mark_[f] = epoch_;
         comp_flows_.push_back(f);
-        const Flow& flow = flows_[f];
-        for (std::uint32_t h = 0; h < flow.hops; ++h) {
-          const std::uint32_t l = flow.route[h].value;
-          if (link_mark_[l] == epoch_) continue;
-          link_mark_[l] = epoch_;
-          comp_links_.push_back(l);
-        }
+      }
+    };
+    if (saturable(seed)) comp_links_.push_back(seed);
+    visit_link(seed);
+    while (scan < comp_flows_.size()) {
+      const Flow& flow = flows_[comp_flows_[scan++]];
+      for (std::uint32_t h = 0; h < flow.hops; ++h) {
+        const std::uint32_t l = flow.route[h].value;
+        if (link_mark_[l] == epoch_ || !saturable(l)) continue;
+        link_mark_[l] = epoch_;
+        comp_links_.push_back(l);
+        visit_link(l);
       }
     }
     if (!comp_flows_.empty()) solve_component();
@@ -264,10 +277,8 @@ void FlowNetwork::solve() {
 void FlowNetwork::solve_component() {
   ++stats_.components;
   stats_.flows_resolved += comp_flows_.size();
-  if (comp_flows_.size() == 1) {  // alone on its links: its route's bottleneck
-    const std::uint32_t f = comp_flows_.front();
-    const Flow& flow = flows_[f];
-    new_rate_[f] = fabric_->route_capacity(std::span<const LinkId>(flow.route, flow.hops));
+  if (comp_links_.empty()) {  // nothing can saturate: every flow runs at its route's bottleneck
+    for (std::uint32_t f : comp_flows_) new_rate_[f] = flows_[f].cap;
   } else {
     fill();
   }
@@ -285,37 +296,97 @@ void FlowNetwork::solve_component() {
   }
 }
 
-// Progressive filling over the component in comp_links_ / comp_flows_.
+// Progressive filling over the component: the saturable links in comp_links_ are the
+// constraints, each flow also bounded by its own route bottleneck.
 void FlowNetwork::fill() {
-  heap_.clear();
+  constexpr double kSame = 1e-12;  // relative: shares this close are one level
+  live_links_.clear();
   for (std::uint32_t l : comp_links_) {
-    const auto n = static_cast<std::uint32_t>(on_link_[l].size());
     remaining_[l] = fabric_->capacity(LinkId(l));
-    unfixed_[l] = n;
-    if (n > 0) heap_.emplace_back(remaining_[l] / n, l);
+    unfixed_[l] = static_cast<std::uint32_t>(on_link_[l].size());
+    live_links_.push_back(l);
   }
-  std::make_heap(heap_.begin(), heap_.end(), later);
-  double level = 0.0;  // shares only grow as flows are fixed; rounding must not undo that
-  while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
-    const auto [share_key, l] = heap_.back();
-    heap_.pop_back();
-    if (unfixed_[l] == 0 || share_key != remaining_[l] / unfixed_[l]) continue;  // stale entry
-    const double share = std::max(share_key, level);
-    level = share;
-    for (std::uint32_t f : on_link_[l]) {
-      if (flow_mark_[f] != epoch_) continue;  // fixed already
-      flow_mark_[f] = epoch_ - 1;             // fixed (any value but epoch_)
-      new_rate_[f] = share;
-      const Flow& flow = flows_[f];
-      for (std::uint32_t h = 0; h < flow.hops; ++h) {
-        const std::uint32_t k = flow.route[h].value;
-        remaining_[k] -= share;
-        if (--unfixed_[k] > 0 && k != l) {
-          heap_.emplace_back(remaining_[k] / unfixed_[k], k);
-          std::push_heap(heap_.begin(), heap_.end(), later);
-        }
+  live_flows_.assign(comp_flows_.begin(), comp_flows_.end());
+  double level = 0.0;  // levels only rise; rounding must not undo that
+  auto fix = [&](std::uint32_t f, double rate) {
+    fixed_mark_[f] = epoch_;
+    new_rate_[f] = rate;
+    const Flow& flow = flows_[f];
+    for (std::uint32_t h = 0; h < flow.hops; ++h) {
+      const std::uint32_t k = flow.route[h].value;
+      if (link_mark_[k] != epoch_ || !saturable(k)) continue;  // not a constraint here
+      remaining_[k] -= rate;
+      --unfixed_[k];
+    }
+  };
+  // A few rounds that fix every link and flow at the lowest level at once (most
+  // components have one or two levels); past that, one link or flow at a time from a
+  // heap, so that many distinct levels cost O(F h log L) rather than O(levels x L).
+  int rounds = 0;
+  while (!live_flows_.empty() && rounds++ < 4) {
+    double share = std::numeric_limits<double>::infinity();
+    for (std::uint32_t l : live_links_) share = std::min(share, remaining_[l] / unfixed_[l]);
+    double own = std::numeric_limits<double>::infinity();
+    for (std::uint32_t f : live_flows_) own = std::min(own, flows_[f].cap);
+    level = std::max(level, std::min(share, own));
+    const double top = level * (1.0 + kSame);
+    // Flows whose own bottleneck is reached keep it; then every flow on a link at the
+    // level gets the level.
+    for (std::uint32_t f : live_flows_) {
+      if (fixed_mark_[f] != epoch_ && flows_[f].cap <= top) fix(f, std::min(flows_[f].cap, std::max(level, 0.0)));
+    }
+    for (std::uint32_t l : live_links_) {
+      if (unfixed_[l] == 0 || remaining_[l] / unfixed_[l] > top) continue;
+      for (std::uint32_t f : on_link_[l]) {
+        if (fixed_mark_[f] != epoch_) fix(f, level);
       }
+    }
+    std::erase_if(live_links_, [&](std::uint32_t l) { return unfixed_[l] == 0; });
+    std::erase_if(live_flows_, [&](std::uint32_t f) { return fixed_mark_[f] == epoch_; });
+  }
+  if (live_flows_.empty()) return;
+  // Heap phase: links by share (lazily updated: stale entries are skipped), flows by cap.
+  using Entry = std::pair<double, std::uint32_t>;
+  auto later = [](const Entry& a, const Entry& b) { return a.first != b.first ? a.first > b.first : a.second > b.second; };
+  heap_.clear();
+  for (std::uint32_t l : live_links_) heap_.emplace_back(remaining_[l] / unfixed_[l], l);
+  std::make_heap(heap_.begin(), heap_.end(), later);
+  std::sort(live_flows_.begin(), live_flows_.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return flows_[a].cap != flows_[b].cap ? flows_[a].cap < flows_[b].cap : a < b;
+  });
+  std::size_t next_flow = 0;
+  auto fix_and_push = [&](std::uint32_t f, double rate) {
+    fix(f, rate);
+    const Flow& flow = flows_[f];
+    for (std::uint32_t h = 0; h < flow.hops; ++h) {
+      const std::uint32_t k = flow.route[h].value;
+      if (link_mark_[k] != epoch_ || !saturable(k) || unfixed_[k] == 0) continue;
+      heap_.emplace_back(remaining_[k] / unfixed_[k], k);
+      std::push_heap(heap_.begin(), heap_.end(), later);
+    }
+  };
+  for (;;) {
+    while (next_flow < live_flows_.size() && fixed_mark_[live_flows_[next_flow]] == epoch_) ++next_flow;
+    while (!heap_.empty()) {  // drop stale entries
+      const auto [key, l] = heap_.front();
+      if (unfixed_[l] != 0 && key == remaining_[l] / unfixed_[l]) break;
+      std::pop_heap(heap_.begin(), heap_.end(), later);
+      heap_.pop_back();
+    }
+    const bool have_flow = next_flow < live_flows_.size();
+    if (!have_flow) break;
+    const double cap = flows_[live_flows_[next_flow]].cap;
+    if (heap_.empty() || cap <= heap_.front().first) {
+      level = std::max(level, cap);
+      fix_and_push(live_flows_[next_flow], cap);
+      continue;
+    }
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const auto [key, l] = heap_.back();
+    heap_.pop_back();
+    level = std::max(level, key);
+    for (std::uint32_t f : on_link_[l]) {
+      if (fixed_mark_[f] != epoch_) fix_and_push(f, level);
     }
   }
 }

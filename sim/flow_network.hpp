@@ -10,16 +10,19 @@
 // crossing it, the rates x_f are the unique allocation such that
 //     sum_{f in F_l} x_f <= c_l for every link, and
 //     every flow crosses a saturated link on which no other flow gets more than it does.
-// They are found by progressive filling: repeatedly take the link with the smallest
-// fair share (c_l - fixed_l) / unfixed_l, give that share to its unfixed flows and charge
-// them to every link they cross. Alone on its route a transfer therefore takes
+// They are found by progressive filling: raise a common level; when it reaches a link's
+// fair share (c_l - fixed_l) / unfixed_l, or a flow's own route bottleneck, fix those
+// flows there and charge them to every link they cross; repeat. All links and flows that
+// reach one level are fixed together. Alone on its route a transfer therefore takes
 // L(r) + b / min_l c_l, and k equal flows on one bottleneck link get c_l / k each.
 //
-// Rates change only when a flow joins or leaves, and only for flows that share links
-// with it, directly or through other flows (a connected component of the flow/link
-// graph); every change re-solves that component and nothing else, at a cost of
-// O(F_c h log L_c) for F_c flows of h hops on L_c links. Changes at one instant are
-// solved together. A flow's finish time is its rate-weighted remaining bytes.
+// Rates change only when a flow joins or leaves, and only for flows coupled to it:
+// sharing, directly or through other flows, a link that can saturate (one whose flows'
+// route bottlenecks add up to more than its capacity; a link that cannot saturate never
+// binds, so dropping it changes no rate). Every change re-solves that connected
+// component and nothing else, at a cost of O(levels x (L_c + F_c h)) for F_c flows of h
+// hops on L_c links. Changes at one instant are solved together. A flow's finish time is
+// its rate-weighted remaining bytes.
 //
 // Route choice: among the minimum-hop routes NetworkFabric offers (one, dimension order,
 // inside a torus), a transfer takes the one whose tightest link would give it the
@@ -73,6 +76,7 @@ class FlowNetwork final : public ResourceModel {
     double left;   // bytes still to arrive at time `since`
     double rate;   // B/s since `since`
     double since;
+    double cap;    // its route's bottleneck capacity: an upper bound on its rate
   };
 
   std::uint32_t new_flow();
@@ -109,15 +113,20 @@ class FlowNetwork final : public ResourceModel {
   std::vector<std::vector<std::uint32_t>> on_link_;  // active flows per directed link
   std::vector<std::uint32_t> load_;                  // flows routed over each link (waiting or active)
   std::vector<std::uint32_t> dirty_;                 // links whose flows changed since the last solve
+  // Sum of the route bottlenecks of the flows on each link. A link whose demand fits
+  // its capacity can never be saturated, so it constrains nothing and couples nothing.
+  std::vector<double> demand_;
+  [[nodiscard]] bool saturable(std::uint32_t l) const;
   double clock_ = 0.0;                               // time of the pending changes
 
   // Solver scratch, sized once per begin().
-  std::vector<std::uint32_t> link_mark_, flow_mark_;
+  std::vector<std::uint32_t> link_mark_, flow_mark_, fixed_mark_;  // visited / rate fixed in the current solve
   std::uint32_t epoch_ = 0;
   std::vector<double> remaining_;
   std::vector<std::uint32_t> unfixed_;
   std::vector<std::uint32_t> seeds_, comp_links_, comp_flows_;
   std::vector<double> new_rate_;
+  std::vector<std::uint32_t> live_links_, live_flows_;
   std::vector<std::pair<double, std::uint32_t>> heap_;
 };
 
