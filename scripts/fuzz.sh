@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, with AddressSanitizer and UBSan) into
-# build-fuzz/ and runs each for SECONDS (default 10) on its seed corpus in fuzz/corpus/.
+# build-fuzz/ and runs each for SECONDS (default 8) on its seed corpus in fuzz/corpus/.
 # New inputs libFuzzer finds go to build-fuzz/corpus/, not into the repository; a crash
 # leaves its input in build-fuzz/ and makes this script fail. Run longer on demand:
 #   bash scripts/fuzz.sh 600
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${1:-10}
+seconds=${1:-8}
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DDDLSIM_FUZZ=ON -DDDLSIM_TESTS=OFF -DDDLSIM_BENCH=OFF -DDDLSIM_WERROR=OFF >/dev/null
-ninja -C "$build_dir" fuzz_scenario fuzz_set fuzz_topology fuzz_catalog fuzz_hf_config fuzz_calibration
-for harness in scenario set topology catalog hf_config calibration; do
+ninja -C "$build_dir" fuzz_scenario fuzz_set fuzz_topology fuzz_catalog fuzz_hf_config fuzz_calibration fuzz_training
+for harness in scenario set topology catalog hf_config calibration training; do
   work="$build_dir/corpus/$harness"
   mkdir -p "$work"
   echo "fuzz: $harness for ${seconds}s"

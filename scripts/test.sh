@@ -4,7 +4,7 @@
 #   2. the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer
 #      (Debug, in build-asan/), so memory errors and undefined behaviour fail the run;
 #   3. each libFuzzer harness for a short, bounded time (scripts/fuzz.sh; FUZZ_SECONDS,
-#      default 10 per harness);
+#      default 8 per harness);
 #   4. the benchmarks once (the replay benchmark on its smallest graphs), to prove they
 #      run (a smoke test, not a measurement).
 set -euo pipefail
@@ -21,7 +21,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDLSIM_SANITIZE=ON 
 ninja -C build-asan
 ctest --test-dir build-asan --output-on-failure | tee -a "$log"
 
-bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-8}"
 
 echo "benchmark smoke run (100000-task graphs only):"
 "$build_dir/bench/replay_bench" --benchmark_filter='/100000$' --benchmark_min_time=0.01
