@@ -8,9 +8,10 @@
 // know, such as an explicit topology's "custom" links).
 //
 // Routes: between two chips of one torus the cluster recorded, the single dimension-order
-// route (as TPUs route); otherwise every minimum-hop path (the equal-cost set, up to
-// kMaxCandidates, in link-id order), of which the flow model picks one per transfer by
-// load and the analytical model takes the first. Answers are cached per (src, dst).
+// route (as TPUs route); otherwise up to kMaxCandidates distinct minimum-hop paths (of the
+// equal-cost set), chosen to differ from the first hop on, of which the flow model picks
+// one per transfer by load and the analytical model takes the first. Answers are cached
+// per (src, dst).
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,7 @@ class NetworkFabric {
 
  private:
   void init(std::vector<double> efficiency, const std::vector<bool>& scale_up_kind_link);
+  std::vector<std::vector<LinkId>> diverse_paths(NodeId src, NodeId dst);
 
   const Cluster* cluster_;
   std::vector<double> capacity_;
@@ -68,6 +70,8 @@ class NetworkFabric {
   std::unique_ptr<ShortestPathRouter> torus_router_;
   std::vector<bool> in_torus_;
   std::unordered_map<std::uint64_t, std::vector<std::vector<LinkId>>> routes_;
+  std::vector<std::uint32_t> dist_;  // scratch for diverse_paths: hop distance to the destination
+  std::vector<NodeId> touched_;
 };
 
 }  // namespace ddlsim
