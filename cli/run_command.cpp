@@ -55,6 +55,7 @@ struct RunArgs {
   std::optional<std::string> trace;
   std::optional<std::string> dot;
   std::optional<std::string> network;
+  std::optional<std::string> csv;
   bool json = false;
   bool print_scenario = false;
   bool help = false;
@@ -73,6 +74,8 @@ po::options_description run_options() {
        "write a Perfetto/Chrome trace of the replay (one strategy: use --strategy when the scenario has several)")
       ("dot", po::value<std::string>()->value_name("FILE"),
        "write the strategy's task graph in GraphViz dot syntax (one strategy)")
+      ("csv", po::value<std::string>()->value_name("FILE"),
+       "also write one CSV row per strategy (training scenarios; columns as the JSON fields)")
       ("network", po::value<std::string>()->value_name("MODEL"),
        "flow (links shared max-min fairly among transfers) or analytical (no contention); "
        "overrides the scenario's simulation.network (default flow)")
@@ -97,6 +100,7 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   if (vm.count("strategy")) a.strategy = vm["strategy"].as<std::string>();
   if (vm.count("trace")) a.trace = vm["trace"].as<std::string>();
   if (vm.count("dot")) a.dot = vm["dot"].as<std::string>();
+  if (vm.count("csv")) a.csv = vm["csv"].as<std::string>();
   if (vm.count("network")) a.network = vm["network"].as<std::string>();
   return a;
 }
@@ -178,6 +182,11 @@ int run_training(const nlohmann::json& doc, const std::string& source, const Run
   }
   std::vector<TrainingReport> reports;
   for (const auto& t : s.strategies) reports.push_back(run_training_strategy(s, t));
+  if (a.csv) {
+    AtomicFile csv(*a.csv);
+    print_training_csv(csv.stream(), reports);
+    csv.commit();
+  }
   if (a.json) print_training_json(out, s, reports);
   else print_training_table(out, s, reports);
   return kExitOk;
@@ -212,6 +221,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       out << doc.dump(2) << "\n";
       return kExitOk;
     }
+    if (a.csv) throw InputError("--csv: available for training scenarios (a preset cluster and a real model) only");
     select_strategy(s, a);
     std::vector<StrategyReport> reports;
     for (const auto& plan : s.strategies) reports.push_back(run_one(s, plan, a));

@@ -230,6 +230,27 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
          "fullest device's weights, gradients, optimizer states and activations (memory model).\n";
 }
 
+void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& reports) {
+  out << "name,plan,devices,step_time_s,samples_per_s,tokens_per_s,model_tflops_per_device,mfu,"
+         "hardware_tflops_per_device,hfu,breakdown.compute_s,breakdown.exposed_comm_s,peak_memory_bytes,"
+         "memory_breakdown_bytes.weights,memory_breakdown_bytes.gradients,memory_breakdown_bytes.optimizer,"
+         "memory_breakdown_bytes.activations,device_memory_bytes,fits_in_memory,tasks,transfers\n";
+  auto quoted = [](const std::string& v) {
+    std::string q = "\"";
+    for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  for (const auto& r : reports) {
+    char nums[640];
+    std::snprintf(nums, sizeof nums, "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
+                  r.devices, r.step_time_s, r.samples_per_s, r.tokens_per_s, r.model_tflops_per_device, r.mfu,
+                  r.hardware_tflops_per_device, r.hfu, r.compute_busy_s, r.exposed_comm_s, r.peak_memory_bytes,
+                  r.weights_bytes, r.gradients_bytes, r.optimizer_bytes, r.activations_bytes, r.device_memory_bytes);
+    out << quoted(r.name) << "," << quoted(r.plan) << "," << nums << "," << (r.fits_in_memory ? "true" : "false") << ","
+        << r.tasks << "," << r.transfers << "\n";
+  }
+}
+
 void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports) {
   nlohmann::ordered_json j;
   j["scenario"] = s.name;

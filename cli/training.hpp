@@ -74,5 +74,8 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
 
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
+/// One header line, then one row per strategy; the columns are the JSON fields
+/// (breakdowns flattened as breakdown.compute_s, memory_breakdown_bytes.weights, ...).
+void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& reports);
 
 }  // namespace ddlsim

@@ -625,6 +625,23 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
   CHECK(j.at("strategies").at(1).at("plan") == "dp 2 x tp 4 x pp 2");
   CHECK(ddlsim_cmd({"run", f, "--json"}).out == r.out);
   CHECK(ddlsim_cmd({"run", f, "--network", "analytical", "--strategy", "tp-pp"}).status == 0);
+  // --csv: a header and one row per strategy, the step time as in the JSON.
+  const std::string csv = (s.dir / "r.csv").string();
+  REQUIRE(ddlsim_cmd({"run", f, "--csv", csv}).status == 0);
+  std::stringstream text;
+  text << std::ifstream(csv).rdbuf();
+  const std::string all = text.str();
+  CHECK(all.rfind("name,plan,devices,step_time_s,", 0) == 0);
+  CHECK(std::count(all.begin(), all.end(), '\n') == 3);
+  const std::string row = all.substr(all.find('\n') + 1);
+  CHECK(row.rfind("\"dp\",\"dp 16 x tp 1 x pp 1\",16,", 0) == 0);
+  const std::size_t at = std::string("\"dp\",\"dp 16 x tp 1 x pp 1\",16,").size();
+  CHECK(std::stod(row.substr(at)) == Approx(dp.at("step_time_s").get<double>()));
+  // The synthetic format has no CSV yet: one line, status 2, no file.
+  const auto bad = ddlsim_cmd({"run", "--csv", (s.dir / "x.csv").string()});
+  CHECK(bad.status == 2);
+  CHECK(bad.err == "ddlsim run: --csv: available for training scenarios (a preset cluster and a real model) only\n");
+  CHECK_FALSE(fs::exists(s.dir / "x.csv"));
 }
 
 TEST_CASE("training scenarios: bad input is one line naming the JSON path, status 2") {
