@@ -21,6 +21,22 @@
 namespace ddlsim {
 namespace {
 
+struct Times {
+  double start = 0, end = 0;
+};
+
+// Start and end of every task, to break the critical device's step down.
+class TaskTimes final : public Observer {
+ public:
+  void on_begin(const TaskGraph& g, std::span<ResourceModel* const>) override { times_.assign(g.size(), Times{}); }
+  void on_task_start(TaskId t, ResourceId, Seconds at) override { times_[t.value].start = at.value(); }
+  void on_task_end(TaskId t, ResourceId, Seconds at) override { times_[t.value].end = at.value(); }
+  [[nodiscard]] const Times& of(TaskId t) const { return times_[t.value]; }
+
+ private:
+  std::vector<Times> times_;
+};
+
 TransformerConfig read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json& raw) {
   if (raw.contains("model") && raw["model"] == "synthetic") {
     throw InputError("workload.model: the synthetic model runs on a uniform cluster (cluster.devices, ...); on a preset "
@@ -161,7 +177,8 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   std::vector<ResourceModel*> models;
   for (auto& r : step.resources) models.push_back(r.get());
   ResourceUsage usage;
-  Observer* observers[] = {&usage};
+  TaskTimes times;
+  Observer* observers[] = {&usage, &times};
   const ReplayResult result = replay(step.graph, models, observers);
 
   TrainingReport r;
@@ -188,8 +205,27 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   r.hardware_tflops_per_device = (per_token + extra) * tokens / r.step_time_s / r.devices / 1e12;
   r.mfu = r.model_tflops_per_device * 1e12 / peak;
   r.hfu = r.hardware_tflops_per_device * 1e12 / peak;
-  for (ResourceId id : step.compute) r.compute_busy_s = std::max(r.compute_busy_s, usage.entries()[id.value].busy.value());
-  r.exposed_comm_s = r.step_time_s - r.compute_busy_s;
+  // The critical device: the stage replica whose compute stream is busiest.
+  std::size_t g = 0;
+  for (std::size_t i = 0; i < step.compute.size(); ++i) {
+    const double busy = usage.entries()[step.compute[i].value].busy.value();
+    if (busy > r.compute_busy_s) {
+      r.compute_busy_s = busy;
+      g = i;
+    }
+  }
+  if (!step.tp_comm.empty()) r.exposed_tp_s = usage.entries()[step.tp_comm[g].value].busy.value();
+  const Times& last = times.of(step.last_backward[g]);
+  const Times& opt = times.of(step.optimizer[g]);
+  r.exposed_dp_s = (opt.start - last.end) + (r.step_time_s - opt.end);
+  const double opt_s = opt.end - opt.start;
+  const double per_micro_batch = (r.compute_busy_s - opt_s + r.exposed_tp_s) / static_cast<double>(p.micro_batches());
+  const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
+  const double pipeline_idle = std::max(0.0, r.step_time_s - r.compute_busy_s - r.exposed_tp_s - r.exposed_dp_s);
+  r.bubble_s = std::min(pipeline_idle, (p.pp - 1) / v * per_micro_batch);
+  r.exposed_pp_s = pipeline_idle - r.bubble_s;
+  r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s;
+  r.idle_s = r.step_time_s - r.compute_busy_s - r.exposed_tp_s;
   for (const DeviceMemory& d : stage_memory(p, s.model)) {
     if (d.total() > r.peak_memory_bytes) {
       r.peak_memory_bytes = d.total();
@@ -241,10 +277,12 @@ void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& re
     return q + "\"";
   };
   for (const auto& r : reports) {
-    char nums[640];
-    std::snprintf(nums, sizeof nums, "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
+    char nums[800];
+    std::snprintf(nums, sizeof nums,
+                  "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
                   r.devices, r.step_time_s, r.samples_per_s, r.tokens_per_s, r.model_tflops_per_device, r.mfu,
-                  r.hardware_tflops_per_device, r.hfu, r.compute_busy_s, r.exposed_comm_s, r.peak_memory_bytes,
+                  r.hardware_tflops_per_device, r.hfu, r.compute_busy_s, r.exposed_tp_s, r.exposed_pp_s, r.exposed_dp_s,
+                  r.bubble_s, r.idle_s, r.peak_memory_bytes,
                   r.weights_bytes, r.gradients_bytes, r.optimizer_bytes, r.activations_bytes, r.device_memory_bytes);
     out << quoted(r.name) << "," << quoted(r.plan) << "," << nums << "," << (r.fits_in_memory ? "true" : "false") << ","
         << r.tasks << "," << r.transfers << "\n";
@@ -270,7 +308,11 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                     {"mfu", r.mfu},
                     {"hardware_tflops_per_device", r.hardware_tflops_per_device},
                     {"hfu", r.hfu},
-                    {"breakdown", {{"compute_s", r.compute_busy_s}, {"exposed_comm_s", r.exposed_comm_s}}},
+                    {"breakdown",
+                     {{"compute_s", r.compute_busy_s},
+                      {"exposed_comm_s", {{"tp", r.exposed_tp_s}, {"pp", r.exposed_pp_s}, {"dp", r.exposed_dp_s}, {"other", 0.0}}},
+                      {"bubble_s", r.bubble_s},
+                      {"idle_s", r.idle_s}}},
                     {"peak_memory_bytes", r.peak_memory_bytes},
                     {"memory_breakdown_bytes",
                      {{"weights", r.weights_bytes}, {"gradients", r.gradients_bytes}, {"optimizer", r.optimizer_bytes},

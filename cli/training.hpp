@@ -59,8 +59,14 @@ struct TrainingReport {
   double mfu = 0;                         // model_tflops_per_device / peak
   double hardware_tflops_per_device = 0;  // with recomputation
   double hfu = 0;
-  double compute_busy_s = 0;   // busiest stage's compute stream
-  double exposed_comm_s = 0;   // step_time_s - compute_busy_s
+  // The critical device (the stage replica with the most compute): where its step goes.
+  double compute_busy_s = 0;   // its compute stream's busy time (forward, backward, recomputation, optimizer)
+  double exposed_comm_s = 0;   // tp + pp + dp below
+  double exposed_tp_s = 0;     // tensor-parallel all-reduces (blocking)
+  double exposed_pp_s = 0;     // pipeline time waiting beyond the schedule's bubble (sends, imbalance)
+  double exposed_dp_s = 0;     // waiting for the gradient reduction before, and the weight all-gather after, the optimizer
+  double bubble_s = 0;         // the schedule's bubble: (pp - 1) / v x its per-micro-batch work
+  double idle_s = 0;           // step_time_s - compute_busy_s - exposed_tp_s
   double peak_memory_bytes = 0;  // the fullest device (memory model)
   double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;  // of that device
   double device_memory_bytes = 0;

@@ -148,6 +148,8 @@ class StepLowering {
       prev = t;
     }
     last_[grp] = prev;
+    if (out_.last_backward.size() <= grp) out_.last_backward.resize(grp + 1);
+    out_.last_backward[grp] = prev;
   }
 
   double embedding_params() const {
@@ -242,6 +244,8 @@ class StepLowering {
         opt.cost.fwd_bytes = params * kOptimizerBytes;
         opt.cost.fwd_flops = params * 10.0;
         const TaskId step = compute(grp, in_.compute->time(opt, Pass::kForward), stage_done, "optimizer step");
+        if (out_.optimizer.size() <= grp) out_.optimizer.resize(grp + 1);
+        out_.optimizer[grp] = step;
         if (zero && p_.dp > 1) {
           optimizer_[i].push_back(step);
         } else {

@@ -55,6 +55,8 @@ struct LoweredTrainingStep {
   std::vector<std::unique_ptr<ResourceModel>> resources;  // indexed by ResourceId
   std::vector<ResourceId> compute;  // per (dp, pp) stage replica, dp-major
   std::vector<ResourceId> tp_comm;  // per (dp, pp) when tp > 1
+  std::vector<TaskId> last_backward;  // per (dp, pp): the last task of its pipeline program
+  std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   ResourceId network;
   std::uint64_t tp_collectives = 0;  // priced analytically
   std::uint64_t transfers = 0;       // replayed on the network model (pipeline and data-parallel)

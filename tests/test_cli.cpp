@@ -622,6 +622,19 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
   }
   const auto& dp = j.at("strategies").at(0);
   CHECK(dp.at("hfu").get<double>() > dp.at("mfu").get<double>());
+  // The critical device's step adds up: compute + exposed tp, pp and dp + the bubble; a
+  // plan without tp or pp has neither tp time nor a bubble.
+  for (const auto& st : j.at("strategies")) {
+    const auto& b = st.at("breakdown");
+    const auto& x = b.at("exposed_comm_s");
+    CHECK(st.at("step_time_s").get<double>() ==
+          Approx(b.at("compute_s").get<double>() + x.at("tp").get<double>() + x.at("pp").get<double>() +
+                 x.at("dp").get<double>() + b.at("bubble_s").get<double>()));
+  }
+  CHECK(dp.at("breakdown").at("exposed_comm_s").at("tp") == 0.0);
+  CHECK(dp.at("breakdown").at("bubble_s") == 0.0);
+  CHECK(dp.at("breakdown").at("exposed_comm_s").at("dp").get<double>() > 0.0);
+  CHECK(j.at("strategies").at(1).at("breakdown").at("bubble_s").get<double>() > 0.0);
   CHECK(j.at("strategies").at(1).at("plan") == "dp 2 x tp 4 x pp 2");
   CHECK(ddlsim_cmd({"run", f, "--json"}).out == r.out);
   CHECK(ddlsim_cmd({"run", f, "--network", "analytical", "--strategy", "tp-pp"}).status == 0);
