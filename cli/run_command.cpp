@@ -158,14 +158,13 @@ StrategyReport run_one(const Scenario& s, const DataParallelPlan& plan, const Ru
 }
 
 // A scenario that trains a real transformer on a preset cluster.
-int run_training(const nlohmann::json& doc, const std::string& source, const RunArgs& a, std::ostream& out) {
+int run_training(const nlohmann::json& doc, const RunArgs& a, std::ostream& out) {
   if (a.print_scenario) {
     out << doc.dump(2) << "\n";
     return kExitOk;
   }
   const std::string base = a.scenario ? std::filesystem::path(*a.scenario).parent_path().string() : std::string();
   TrainingScenario s = read_training_scenario(doc, base);
-  (void)source;
   if (a.network) {
     const auto kind = parse_network_model(*a.network);
     if (!kind) throw InputError("--network: expected flow or analytical, got '" + *a.network + "'");
@@ -210,7 +209,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     const std::string source = a.scenario ? *a.scenario : std::string(kDefaultScenarioName);
     const std::string text = a.scenario ? read_input_file(*a.scenario, "scenario") : std::string(kDefaultScenario);
     const nlohmann::json doc = scenario_document(text, source, a.sets);
-    if (is_training_scenario(doc)) return run_training(doc, source, a, out);
+    if (is_training_scenario(doc)) return run_training(doc, a, out);
     Scenario s = read_scenario(doc);
     if (a.network) {
       const auto kind = parse_network_model(*a.network);

@@ -14,7 +14,6 @@
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 #include "topology/presets.hpp"
-#include "workloads/hf_config.hpp"
 #include "workloads/model_workload.hpp"
 #include "workloads/presets.hpp"
 
@@ -46,22 +45,9 @@ TransformerConfig read_model(JsonObject& w, const std::string& base_dir, const n
     throw InputError(w.field_path("batch") + ": the strategies set the batch (global_batch, micro_batch)");
   }
   const ModelWorkload mw = read_model_workload(w, base_dir);
-  TransformerConfig c;
-  if (mw.preset) {
-    const auto t = transformer_preset(*mw.preset);
-    if (!t) throw InputError("workload.model: ddlsim run lowers transformers only so far; '" + *mw.preset + "' is not one");
-    c = *t;
-  } else {
-    // Reading the HuggingFace file through the workload builder checks every field.
-    const OperatorGraph check = build_model_workload(mw);
-    (void)check;
-    c = read_hf_config(parse_json(read_input_file(*mw.hf_config, "HuggingFace config"), *mw.hf_config), *mw.hf_config, mw.options.seq);
-  }
-  if (mw.options.seq) c.seq = *mw.options.seq;
-  if (mw.options.dtype) c.dtype = *mw.options.dtype;
-  if (mw.options.flash_attention) c.flash_attention = *mw.options.flash_attention;
-  if (std::string why = transformer_problem(c); !why.empty()) throw InputError("workload: " + why);
-  return c;
+  const auto c = model_workload_transformer(mw);
+  if (!c) throw InputError("workload.model: ddlsim run lowers transformers only so far; '" + *mw.preset + "' is not one");
+  return *c;
 }
 
 TrainingStrategy read_strategy(JsonObject& o, const TransformerConfig& m, std::size_t devices) {
@@ -110,14 +96,8 @@ TrainingStrategy read_strategy(JsonObject& o, const TransformerConfig& m, std::s
   return t;
 }
 
-double peak_of(const TrainingScenario& s) {
-  const NodeId first = s.cluster.accelerators()[0];
-  const AcceleratorSpec& a = s.catalog.accelerator(s.cluster.node(first).model);
-  const Dtype d = s.model.dtype == DataType::kFp32 ? Dtype::kFp32 : s.model.dtype == DataType::kFp16 ? Dtype::kFp16
-                  : s.model.dtype == DataType::kFp8 ? Dtype::kFp8 : Dtype::kBf16;
-  const auto p = a.peak_for(d);
-  if (!p) throw InputError("workload.dtype: accelerator '" + a.id + "' has no peak for it in the catalog");
-  return p->value();
+const AcceleratorSpec& accelerator_of(const TrainingScenario& s) {
+  return s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
 }
 
 }  // namespace
@@ -157,14 +137,18 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
     sim.finish();
   }
   root.finish();
-  (void)peak_of(s);
+  try {
+    (void)ComputeModel(accelerator_of(s)).peak(s.model.dtype);
+  } catch (const InputError& e) {
+    throw InputError(std::string("workload.dtype: ") + e.what());
+  }
   return s;
 }
 
 TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy) {
   const ParallelPlan& p = strategy.plan;
   NetworkFabric fabric(s.cluster, s.catalog);
-  const AcceleratorSpec& acc = s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
+  const AcceleratorSpec& acc = accelerator_of(s);
   const ComputeModel compute(acc);
   TrainingStepInputs in;
   in.model = &s.model;
@@ -200,7 +184,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   if (p.recompute == Recompute::kFull) extra = l * (2 * layer_matmul + 4 * h * seq);
   if (p.recompute == Recompute::kSelective) extra = l * 4 * h * seq;
   const double tokens = static_cast<double>(p.global_batch) * seq;
-  const double peak = peak_of(s);
+  const double peak = compute.peak(s.model.dtype);
   r.model_tflops_per_device = per_token * tokens / r.step_time_s / r.devices / 1e12;
   r.hardware_tflops_per_device = (per_token + extra) * tokens / r.step_time_s / r.devices / 1e12;
   r.mfu = r.model_tflops_per_device * 1e12 / peak;

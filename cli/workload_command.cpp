@@ -13,7 +13,6 @@
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 #include "topology/catalog.hpp"
-#include "workloads/hf_config.hpp"
 #include "workloads/model_workload.hpp"
 #include "workloads/presets.hpp"
 
@@ -173,10 +172,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       }
     } else {
       source = vm["hf-config"].as<std::string>();
-      const TransformerConfig c = read_hf_config(parse_json(read_input_file(source, "HuggingFace config"), source), source, o.seq);
-      WorkloadOptions rest = o;
-      rest.seq.reset();
-      g = build_transformer_with(c, rest);
+      g = build_model_workload(ModelWorkload{std::nullopt, source, o});
     }
 
     std::vector<Row> rows;
@@ -199,7 +195,6 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     }
     const double step_flops = total.cost.fwd_flops + total.cost.bwd_flops;
     const double step_s = total.fwd_s + total.bwd_s;
-    const std::string dtype_name(data_type_name(g.ops().empty() ? DataType::kFp32 : g.ops().back().dtype));
     if (vm.count("json")) {
       nlohmann::ordered_json j;
       j["workload"] = g.name();
@@ -239,7 +234,6 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     print(total);
     out << "\nstep compute on one " << model.device().id << ": " << fmt("%.3f", step_s * 1e3) << " ms for "
         << fmt("%.4g", step_flops / 1e12) << " TFLOP, " << fmt("%.1f", step_flops / step_s / 1e12) << " TFLOP/s achieved\n";
-    (void)dtype_name;
     return kExitOk;
   } catch (...) {
     return exit_for_current_exception("workload", err);

@@ -66,7 +66,6 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     if (plan.recompute == Recompute::kFull) half.recompute += f;
     if (plan.recompute == Recompute::kSelective && attention_core(op)) half.recompute += f;
     c.layer_params += op.cost.params;
-    c.layer_flops += op.cost.fwd_flops + op.cost.bwd_flops;
     if (ends_with(op.name, ".residual1")) in_mlp = true;
   }
   const double act = static_cast<double>(plan.micro_batch) * static_cast<double>(model.seq) *

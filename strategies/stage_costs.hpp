@@ -30,7 +30,6 @@ struct StageCosts {
   double tp_bytes = 0.0;     // one tensor-parallel all-reduce: micro_batch x seq x hidden activations
   double p2p_bytes = 0.0;    // activations sent between stages per micro-batch and tp rank
   double layer_params = 0.0;  // parameters of one layer on one device
-  double layer_flops = 0.0;   // forward + backward FLOPs of one layer on one device (no recomputation)
 };
 
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute);

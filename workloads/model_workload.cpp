@@ -46,13 +46,31 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
   return out;
 }
 
-OperatorGraph build_model_workload(const ModelWorkload& w) {
-  if (w.preset) return build_workload_preset(*w.preset, w.options);
-  const TransformerConfig c =
-      read_hf_config(parse_json(read_input_file(*w.hf_config, "HuggingFace config"), *w.hf_config), *w.hf_config, w.options.seq);
+namespace {
+// The HuggingFace file, read with the sequence length (read_hf_config checks it against
+// the model), and the options other than the sequence length.
+std::pair<TransformerConfig, WorkloadOptions> read_hf_workload(const ModelWorkload& w) {
+  const std::string& path = *w.hf_config;
   WorkloadOptions rest = w.options;
   rest.seq.reset();
+  return {read_hf_config(parse_json(read_input_file(path, "HuggingFace config"), path), path, w.options.seq), rest};
+}
+}  // namespace
+
+OperatorGraph build_model_workload(const ModelWorkload& w) {
+  if (w.preset) return build_workload_preset(*w.preset, w.options);
+  const auto [c, rest] = read_hf_workload(w);
   return build_transformer_with(c, rest);
+}
+
+std::optional<TransformerConfig> model_workload_transformer(const ModelWorkload& w) {
+  if (w.preset) {
+    const auto t = transformer_preset(*w.preset);
+    if (!t) return std::nullopt;
+    return with_options(*t, w.options);
+  }
+  const auto [c, rest] = read_hf_workload(w);
+  return with_options(c, rest);
 }
 
 }  // namespace ddlsim

@@ -32,4 +32,8 @@ ModelWorkload read_model_workload(JsonObject& workload, const std::string& base_
 /// Builds the model (reading the HuggingFace file if one is named). Throws InputError.
 OperatorGraph build_model_workload(const ModelWorkload& w);
 
+/// The transformer configuration the workload names, its options applied (everything
+/// but the batch); nullopt when it names a CNN or MLP preset. Throws InputError.
+std::optional<TransformerConfig> model_workload_transformer(const ModelWorkload& w);
+
 }  // namespace ddlsim

@@ -86,8 +86,7 @@ std::optional<TransformerConfig> transformer_preset(std::string_view name) {
   return e.transformer();
 }
 
-OperatorGraph build_transformer_with(TransformerConfig c, const WorkloadOptions& o) {
-  if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("batch: expected 1 to 1000000, got " + std::to_string(o.batch));
+TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
   if (o.seq) {
     if (*o.seq <= 0 || *o.seq > 10'000'000) {
       throw InputError("sequence length: expected 1 to 10000000, got " + std::to_string(*o.seq));
@@ -101,6 +100,12 @@ OperatorGraph build_transformer_with(TransformerConfig c, const WorkloadOptions&
   if (o.dtype) c.dtype = *o.dtype;
   if (o.flash_attention) c.flash_attention = *o.flash_attention;
   if (std::string why = transformer_problem(c); !why.empty()) throw InputError(c.name + ": " + why);
+  return c;
+}
+
+OperatorGraph build_transformer_with(TransformerConfig config, const WorkloadOptions& o) {
+  if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("batch: expected 1 to 1000000, got " + std::to_string(o.batch));
+  const TransformerConfig c = with_options(std::move(config), o);
   // Refuse shapes whose arithmetic would overflow or whose graph would not fit: the
   // plain attention scores alone are batch x heads x seq^2 elements.
   const double scores = static_cast<double>(o.batch) * static_cast<double>(c.heads) * static_cast<double>(c.seq) *

@@ -41,6 +41,9 @@ struct WorkloadOptions {
 
 /// Builds any preset with the options. Throws InputError for an unknown name or a bad size.
 OperatorGraph build_workload_preset(std::string_view name, const WorkloadOptions& options);
+/// The configuration with the options' sequence length, dtype and attention applied and
+/// checked (the batch is not part of a configuration). Throws InputError.
+TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& options);
 /// Builds a transformer configuration with the options applied and checked.
 OperatorGraph build_transformer_with(TransformerConfig c, const WorkloadOptions& options);
 
