@@ -70,13 +70,6 @@ std::string fmt(const char* spec, double v) {
   return buf;
 }
 
-std::optional<DataType> parse_dtype(const std::string& s) {
-  if (s == "fp32") return DataType::kFp32;
-  if (s == "bf16") return DataType::kBf16;
-  if (s == "fp16") return DataType::kFp16;
-  if (s == "fp8") return DataType::kFp8;
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -127,7 +120,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     o.batch = vm["batch"].as<std::int64_t>();
     if (vm.count("seq")) o.seq = vm["seq"].as<std::int64_t>();
     if (vm.count("dtype")) {
-      o.dtype = parse_dtype(vm["dtype"].as<std::string>());
+      o.dtype = parse_float_type(vm["dtype"].as<std::string>());
       if (!o.dtype) throw InputError("--dtype: expected fp32, bf16, fp16 or fp8, got '" + vm["dtype"].as<std::string>() + "'");
     }
     if (vm.count("attention")) {

@@ -123,8 +123,8 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
       x.m = g.positive_int("m");
       x.n = g.positive_int("n");
       x.k = g.positive_int("k");
-      const std::string dt = g.choice("dtype", {"fp32", "bf16", "fp16", "fp8"});
-      x.dtype = dt == "fp32" ? DataType::kFp32 : dt == "bf16" ? DataType::kBf16 : dt == "fp16" ? DataType::kFp16 : DataType::kFp8;
+      const std::string dt = g.choice("dtype", kFloatTypeNames);
+      x.dtype = *parse_float_type(dt);
       const double tflops = g.number("tflops", 1e-6, 1e6);
       x.flops_per_s = tflops * 1e12;
       if (x.flops_per_s > peak(x.dtype) * 1.05) {

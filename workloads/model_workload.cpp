@@ -38,8 +38,7 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
   }
   if (w.has("seq")) out.options.seq = w.positive_int("seq");
   if (w.has("dtype")) {
-    const std::string d = w.choice("dtype", {"fp32", "bf16", "fp16", "fp8"});
-    out.options.dtype = d == "fp32" ? DataType::kFp32 : d == "bf16" ? DataType::kBf16 : d == "fp16" ? DataType::kFp16 : DataType::kFp8;
+    out.options.dtype = parse_float_type(w.choice("dtype", kFloatTypeNames));
   }
   if (w.has("attention")) out.options.flash_attention = w.choice("attention", {"plain", "flash"}) == "flash";
   w.finish();

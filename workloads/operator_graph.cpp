@@ -26,6 +26,13 @@ std::string_view data_type_name(DataType t) {
   return names[static_cast<int>(t)];
 }
 
+std::optional<DataType> parse_float_type(std::string_view name) {
+  for (DataType t : {DataType::kFp32, DataType::kBf16, DataType::kFp16, DataType::kFp8}) {
+    if (data_type_name(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
 double data_type_bytes(DataType t) {
   constexpr double bytes[] = {4, 2, 2, 1, 8};
   return bytes[static_cast<int>(t)];

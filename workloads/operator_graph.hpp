@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,9 @@ namespace ddlsim {
 
 enum class DataType : std::uint8_t { kFp32, kBf16, kFp16, kFp8, kInt64 };
 std::string_view data_type_name(DataType t);
+/// The floating-point types by name ("fp32", "bf16", "fp16", "fp8"), as users write them.
+inline const std::vector<std::string> kFloatTypeNames = {"fp32", "bf16", "fp16", "fp8"};
+std::optional<DataType> parse_float_type(std::string_view name);
 double data_type_bytes(DataType t);
 
 enum class OpKind : std::uint8_t {
