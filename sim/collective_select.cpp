@@ -25,16 +25,6 @@ struct Edge {
   [[nodiscard]] double steps(double n, double bytes) const { return seen ? n * (latency + bytes / capacity) : 0.0; }
 };
 
-std::vector<std::vector<std::size_t>> by_domain(const CollectiveGroup& g) {
-  std::map<std::uint32_t, std::size_t> index;
-  std::vector<std::vector<std::size_t>> local;
-  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-    const auto [it, fresh] = index.emplace(g.domain[i], local.size());
-    if (fresh) local.emplace_back();
-    local[it->second].push_back(i);
-  }
-  return local;
-}
 
 double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
                 int channels) {
@@ -46,7 +36,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
     case CollectiveAlgorithm::kRing: {
       // Ring edges inside a domain and between domains; channels multiply the latter.
       Edge in, out;
-      const auto local = by_domain(g);
+      const auto local = g.by_domain();
       for (std::size_t d = 0; d < local.size(); ++d) {
         const auto& l = local[d];
         for (std::size_t k = 0; k + 1 < l.size(); ++k) in.add(f, node(l[k]), node(l[k + 1]));
@@ -102,7 +92,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       }
     }
     case CollectiveAlgorithm::kHierarchical: {
-      const auto local = by_domain(g);
+      const auto local = g.by_domain();
       const double G = static_cast<double>(local.front().size()), N = static_cast<double>(local.size());
       Edge in, out;
       for (std::size_t k = 0; k + 1 < local.front().size(); ++k) in.add(f, node(local[0][k]), node(local[0][k + 1]));

@@ -290,19 +290,12 @@ class Lowering {
 // c-th rank (in group order), so consecutive channels leave a domain through different
 // ranks.
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels) {
-  std::vector<std::uint32_t> domains;  // in order of first appearance
-  std::map<std::uint32_t, std::vector<std::size_t>> members;
-  for (std::size_t i = 0; i < group.ranks.size(); ++i) {
-    auto& m = members[group.domain[i]];
-    if (m.empty()) domains.push_back(group.domain[i]);
-    m.push_back(i);
-  }
+  const auto domains = group.by_domain();
   std::vector<std::vector<std::size_t>> orders;
   for (int c = 0; c < channels; ++c) {
     std::vector<std::size_t> order;
     order.reserve(group.ranks.size());
-    for (std::uint32_t d : domains) {
-      const auto& m = members[d];
+    for (const auto& m : domains) {
       const std::size_t shift = static_cast<std::size_t>(c) % m.size();
       for (std::size_t k = 0; k < m.size(); ++k) order.push_back(m[(k + shift) % m.size()]);
     }
@@ -311,19 +304,6 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   return orders;
 }
 
-struct Hierarchy {
-  std::vector<std::vector<std::size_t>> local;  // per domain: positions, in group order
-};
-Hierarchy hierarchy(const CollectiveGroup& group) {
-  std::map<std::uint32_t, std::size_t> index;
-  Hierarchy h;
-  for (std::size_t i = 0; i < group.ranks.size(); ++i) {
-    const auto [it, fresh] = index.emplace(group.domain[i], h.local.size());
-    if (fresh) h.local.emplace_back();
-    h.local[it->second].push_back(i);
-  }
-  return h;
-}
 
 std::vector<std::size_t> iota(std::size_t n) {
   std::vector<std::size_t> v(n);
@@ -386,6 +366,17 @@ double busbw_factor(CollectiveOp op, std::size_t ranks) {
   }
 }
 
+std::vector<std::vector<std::size_t>> CollectiveGroup::by_domain() const {
+  std::map<std::uint32_t, std::size_t> index;
+  std::vector<std::vector<std::size_t>> local;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const auto [it, fresh] = index.emplace(domain[i], local.size());
+    if (fresh) local.emplace_back();
+    local[it->second].push_back(i);
+  }
+  return local;
+}
+
 CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> ranks) {
   const Cluster& c = fabric.cluster();
   CollectiveGroup g;
@@ -402,10 +393,10 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
 }
 
 int default_channels(const CollectiveGroup& group) {
-  const Hierarchy h = hierarchy(group);
-  if (h.local.size() < 2) return 1;
+  const auto local = group.by_domain();
+  if (local.size() < 2) return 1;
   std::size_t most = 1;
-  for (const auto& l : h.local) most = std::max(most, l.size());
+  for (const auto& l : local) most = std::max(most, l.size());
   return static_cast<int>(most);
 }
 
@@ -439,10 +430,10 @@ std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, Co
       return {};
     case CollectiveAlgorithm::kHierarchical: {
       if (!op_is({Op::kAllReduce})) return what;
-      const Hierarchy h = hierarchy(group);
-      if (h.local.size() < 2) return "hierarchical needs ranks in at least two scale-up domains";
-      for (const auto& l : h.local) {
-        if (l.size() != h.local.front().size()) return "hierarchical needs the same number of ranks in every scale-up domain";
+      const auto local = group.by_domain();
+      if (local.size() < 2) return "hierarchical needs ranks in at least two scale-up domains";
+      for (const auto& l : local) {
+        if (l.size() != local.front().size()) return "hierarchical needs the same number of ranks in every scale-up domain";
       }
       return {};
     }
@@ -484,8 +475,8 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
         default: return (p - 1) * c;
       }
     case CollectiveAlgorithm::kHierarchical: {
-      const Hierarchy h = hierarchy(group);
-      const std::uint64_t n = h.local.size(), g = h.local.front().size();
+      const auto local = group.by_domain();
+      const std::uint64_t n = local.size(), g = local.front().size();
       return (2 * (g - 1) * g * n + 2 * (n - 1) * n * g) * c;
     }
     case CollectiveAlgorithm::kTorus: {
@@ -606,16 +597,16 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       break;
     }
     case CollectiveAlgorithm::kHierarchical: {
-      const Hierarchy h = hierarchy(group);
-      const std::size_t gsize = h.local.front().size(), n = h.local.size();
+      const auto local = group.by_domain();
+      const std::size_t gsize = local.front().size(), n = local.size();
       const double G = static_cast<double>(gsize), N = static_cast<double>(n);
-      for (const auto& l : h.local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
+      for (const auto& l : local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
       for (std::size_t k = 0; k < gsize; ++k) {
         std::vector<std::size_t> across;
-        for (const auto& l : h.local) across.push_back(l[k]);
+        for (const auto& l : local) across.push_back(l[k]);
         low.ring(across, 2 * static_cast<int>(n - 1), S / G / N, ready);
       }
-      for (const auto& l : h.local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
+      for (const auto& l : local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
       break;
     }
     case CollectiveAlgorithm::kTorus: {

@@ -78,6 +78,10 @@ struct CollectiveGroup {
   std::vector<std::uint32_t> domain;   // scale-up domain of each rank
   std::vector<int> torus_dims;         // when the ranks are one whole torus, in its row-major order
 
+  /// Positions in the group per scale-up domain, domains in order of their first rank,
+  /// positions in group order.
+  [[nodiscard]] std::vector<std::vector<std::size_t>> by_domain() const;
+
   /// The group of the given accelerators of the fabric's cluster (all when empty), with
   /// their domains and, when they are exactly one recorded torus in order, its shape.
   static CollectiveGroup of(NetworkFabric& fabric, std::vector<NodeId> ranks = {});
