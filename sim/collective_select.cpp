@@ -142,4 +142,14 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
   return best;
 }
 
+CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes) {
+  const CollectiveChoice pick = choose_algorithm(fabric, group, op, bytes);
+  CollectiveSpec spec;
+  spec.op = op;
+  spec.bytes = bytes;
+  spec.algorithm = pick.algorithm;
+  spec.channels = pick.channels;
+  return spec;
+}
+
 }  // namespace ddlsim

@@ -137,6 +137,10 @@ struct CollectiveChoice {
 };
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 
+/// A specification of `op` on `bytes` with the algorithm and channels choose_algorithm
+/// picks (chunks automatic).
+CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
+
 /// The default channel count for ring algorithms on this group: the ranks per scale-up
 /// domain when the group spans several domains (one ring leaves a domain through each
 /// rank's scale-out link), else 1.

@@ -121,15 +121,11 @@ LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluste
       g.add_edge(ready[b][0], allreduce_done[b]);
       continue;
     }
-    CollectiveSpec spec;
-    spec.op = CollectiveOp::kAllReduce;
-    spec.bytes = bucket_bytes[b].value();
-    if (allreduce) {
+    const double bytes = bucket_bytes[b].value();
+    CollectiveSpec spec = allreduce ? CollectiveSpec{} : chosen_spec(*out.fabric, group, CollectiveOp::kAllReduce, bytes);
+    if (allreduce) {  // forced: an all-reduce (the default op) of this algorithm
+      spec.bytes = bytes;
       spec.algorithm = *allreduce;
-    } else {
-      const CollectiveChoice pick = choose_algorithm(*out.fabric, group, spec.op, spec.bytes);
-      spec.algorithm = pick.algorithm;
-      spec.channels = pick.channels;
     }
     if (std::string why = unsupported_reason(group, spec.op, spec.algorithm); !why.empty()) {
       throw InputError("simulation.collective_algorithm: " + why);

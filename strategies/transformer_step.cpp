@@ -71,12 +71,7 @@ class StepLowering {
           std::vector<NodeId> ranks;
           for (int k = 0; k < p_.tp; ++k) ranks.push_back(node(rank(d, i, k)));
           const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
-          CollectiveSpec spec;
-          spec.op = CollectiveOp::kAllReduce;
-          spec.bytes = costs_.tp_bytes;
-          const CollectiveChoice pick = choose_algorithm(*in_.fabric, grp, spec.op, spec.bytes);
-          spec.algorithm = pick.algorithm;
-          spec.channels = pick.channels;
+          const CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllReduce, costs_.tp_bytes);
           tp_time_.push_back(Seconds(analytical_collective_time(*in_.fabric, grp, spec)));
         }
       }
@@ -273,13 +268,7 @@ class StepLowering {
     std::vector<NodeId> ranks;
     for (int d = 0; d < p_.dp; ++d) ranks.push_back(node(rank(d, i, k)));
     const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
-    CollectiveSpec spec;
-    spec.op = op;
-    spec.bytes = bytes;
-    const CollectiveChoice pick = choose_algorithm(*in_.fabric, grp, op, bytes);
-    spec.algorithm = pick.algorithm;
-    spec.channels = pick.channels;
-    const LoweredCollective c = lower_collective(g_, out_.network, grp, spec);
+    const LoweredCollective c = lower_collective(g_, out_.network, grp, chosen_spec(*in_.fabric, grp, op, bytes));
     out_.transfers += c.transfers;
     return c;
   }

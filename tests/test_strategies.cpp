@@ -258,12 +258,8 @@ TEST_CASE("tensor parallelism adds two all-reduces per layer to each pass") {
   LoweredTrainingStep s = rig.lower(m, p);
   CHECK(s.tp_collectives == 2u * 4 * 4);
   const CollectiveGroup grp = CollectiveGroup::of(*rig.fabric);
-  CollectiveSpec spec;
-  spec.bytes = c.tp_bytes;
-  const CollectiveChoice pick = choose_algorithm(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes);
-  spec.algorithm = pick.algorithm;
-  spec.channels = pick.channels;
-  const double ar = analytical_collective_time(*rig.fabric, grp, spec);
+  const double ar =
+      analytical_collective_time(*rig.fabric, grp, chosen_spec(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes));
   const double per_mb = (c.first_forward + c.last_forward + c.last_backward + c.first_backward +
                          (c.attention.forward + c.mlp.forward + c.attention.backward + c.mlp.backward) * 4.0)
                             .value() + 4 * 4 * ar;
