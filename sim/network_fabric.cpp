@@ -101,58 +101,12 @@ const std::vector<std::vector<LinkId>>& NetworkFabric::routes(NodeId src, NodeId
     // one recorded torus, and a minimum-hop path otherwise.
     found.push_back(torus_router_->route(src, dst));
   } else {
-    found = diverse_paths(src, dst);
+    found = spread_shortest_paths(*cluster_, src, dst, kMaxCandidates, scratch_);
     if (found.empty()) {
       throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
     }
   }
   return routes_.emplace(key, std::move(found)).first->second;
-}
-
-std::vector<std::vector<LinkId>> NetworkFabric::diverse_paths(NodeId src, NodeId dst) {
-  const Cluster& c = *cluster_;
-  constexpr std::uint32_t kFar = std::numeric_limits<std::uint32_t>::max();
-  if (dist_.size() != c.node_count()) dist_.assign(c.node_count(), kFar);
-  // Hop distances to dst over reversed links (every link has its reverse), stopped once
-  // src is reached: every node of a minimum-hop path from src is nearer to dst.
-  touched_.clear();
-  touched_.push_back(dst);
-  dist_[dst.value] = 0;
-  for (std::size_t head = 0; head < touched_.size() && dist_[src.value] == kFar; ++head) {
-    const NodeId u = touched_[head];
-    for (LinkId l : c.out_links(u)) {
-      const NodeId v = c.link(l).to;
-      if (dist_[v.value] == kFar) {
-        dist_[v.value] = dist_[u.value] + 1;
-        touched_.push_back(v);
-      }
-    }
-  }
-  std::vector<std::vector<LinkId>> paths;
-  if (dist_[src.value] != kFar) {
-    // Walk src -> dst kMaxCandidates times; at hop d of walk j take the next hop with index
-    // (j + salt + d) mod (number of next hops) among the links that bring dst one hop closer,
-    // so the candidates differ from the first hop on (as ECMP hashing spreads flows over
-    // spines and cores) rather than only in their last hops.
-    const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
-    std::vector<LinkId> next;
-    for (std::size_t j = 0; j < kMaxCandidates; ++j) {
-      std::vector<LinkId> path;
-      NodeId at = src;
-      for (std::uint32_t d = 0; at != dst; ++d) {
-        next.clear();
-        for (LinkId l : c.out_links(at)) {
-          if (dist_[c.link(l).to.value] + 1 == dist_[at.value]) next.push_back(l);
-        }
-        const LinkId pick = next[(j + (salt >> (d % 32)) + d) % next.size()];
-        path.push_back(pick);
-        at = c.link(pick).to;
-      }
-      if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(std::move(path));
-    }
-  }
-  for (NodeId n : touched_) dist_[n.value] = kFar;
-  return paths;
 }
 
 double NetworkFabric::route_latency(std::span<const LinkId> route) const {

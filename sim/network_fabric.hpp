@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "topology/cluster.hpp"
+#include "topology/routing.hpp"
 
 namespace ddlsim {
 
@@ -61,7 +62,6 @@ class NetworkFabric {
 
  private:
   void init(std::vector<double> efficiency, const std::vector<bool>& scale_up_kind_link);
-  std::vector<std::vector<LinkId>> diverse_paths(NodeId src, NodeId dst);
 
   const Cluster* cluster_;
   std::vector<double> capacity_;
@@ -70,8 +70,7 @@ class NetworkFabric {
   std::unique_ptr<ShortestPathRouter> torus_router_;
   std::vector<bool> in_torus_;
   std::unordered_map<std::uint64_t, std::vector<std::vector<LinkId>>> routes_;
-  std::vector<std::uint32_t> dist_;  // scratch for diverse_paths: hop distance to the destination
-  std::vector<NodeId> touched_;
+  PathScratch scratch_;
 };
 
 }  // namespace ddlsim

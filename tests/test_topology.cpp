@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "sim/core/errors.hpp"
@@ -527,4 +528,29 @@ TEST_CASE("routes inside a TPU pod stay on the chips' own links") {
   bool dcn = false;
   for (LinkId l : across) dcn = dcn || c.link(l).kind == "dcn-tpu-host";
   CHECK(dcn);
+}
+
+TEST_CASE("spread shortest paths leave through different spines") {
+  // Expected: two leaves joined by four spines: from a host on leaf A to one on leaf B,
+  // asking for 8 paths gives the 4 distinct minimum-hop paths (4 hops each), one per spine.
+  Cluster c;
+  const NodeId a = c.add_node(NodeKind::kAccelerator, "a"), b = c.add_node(NodeKind::kAccelerator, "b");
+  const NodeId la = c.add_node(NodeKind::kSwitch, "la"), lb = c.add_node(NodeKind::kSwitch, "lb");
+  c.connect(a, la, BytesPerSecond(1e9), Seconds(0.0), "x");
+  c.connect(b, lb, BytesPerSecond(1e9), Seconds(0.0), "x");
+  for (int s = 0; s < 4; ++s) {
+    const NodeId sp = c.add_node(NodeKind::kSwitch, "s" + std::to_string(s));
+    c.connect(la, sp, BytesPerSecond(1e9), Seconds(0.0), "x");
+    c.connect(lb, sp, BytesPerSecond(1e9), Seconds(0.0), "x");
+  }
+  PathScratch scratch;
+  const auto paths = spread_shortest_paths(c, a, b, 8, scratch);
+  REQUIRE(paths.size() == 4);
+  std::set<std::uint32_t> spines;
+  for (const auto& p : paths) {
+    CHECK(p.size() == 4);
+    spines.insert(c.link(p[1]).to.value);
+  }
+  CHECK(spines.size() == 4);
+  CHECK(spread_shortest_paths(c, a, b, 8, scratch) == paths);  // deterministic, scratch reusable
 }

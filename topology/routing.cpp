@@ -1,6 +1,7 @@
 #include "topology/routing.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "sim/core/errors.hpp"
 
@@ -32,32 +33,44 @@ const std::vector<LinkId>& ShortestPathRouter::route(NodeId src, NodeId dst) {
   return routes_.emplace(key, std::move(*path)).first->second;
 }
 
-}  // namespace ddlsim
 
-#include <deque>
-#include <limits>
+namespace {
 
-namespace ddlsim {
+constexpr std::uint32_t kFar = std::numeric_limits<std::uint32_t>::max();
 
-std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t limit) {
-  // Hop distance to dst over reversed links (links are full duplex, so the reverse of
-  // every link exists), stopped once src is reached: every node of a minimum-hop path
-  // is nearer to dst than src and so already has its distance. Then walk from src along
-  // links that bring dst one hop closer.
-  const std::uint32_t far = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::uint32_t> dist(c.node_count(), far);
-  std::vector<NodeId> queue{dst};
-  dist[dst.value] = 0;
-  for (std::size_t head = 0; head < queue.size() && dist[src.value] == far; ++head) {
-    const NodeId u = queue[head];
+// Hop distances to dst over reversed links (links are full duplex, so the reverse of
+// every link exists), stopped once src is reached: every node of a minimum-hop path is
+// nearer to dst than src and so already has its distance. `s.dist` must hold kFar for
+// every node; the nodes given a distance are listed in `s.touched` (reset_distances
+// restores kFar for them).
+void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s) {
+  if (s.dist.size() != c.node_count()) s.dist.assign(c.node_count(), kFar);
+  s.touched.assign(1, dst);
+  s.dist[dst.value] = 0;
+  for (std::size_t head = 0; head < s.touched.size() && s.dist[src.value] == kFar; ++head) {
+    const NodeId u = s.touched[head];
     for (LinkId l : c.out_links(u)) {
       const NodeId v = c.link(l).to;  // u -> v exists, so does v -> u: v is one hop further from dst
-      if (dist[v.value] == far) {
-        dist[v.value] = dist[u.value] + 1;
-        queue.push_back(v);
+      if (s.dist[v.value] == kFar) {
+        s.dist[v.value] = s.dist[u.value] + 1;
+        s.touched.push_back(v);
       }
     }
   }
+}
+
+void reset_distances(PathScratch& s) {
+  for (NodeId n : s.touched) s.dist[n.value] = kFar;
+}
+
+}  // namespace
+
+std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t limit) {
+  // Distances to dst, then walk from src along links that bring dst one hop closer.
+  PathScratch scratch;
+  distances_to(c, src, dst, scratch);
+  const std::vector<std::uint32_t>& dist = scratch.dist;
+  const std::uint32_t far = kFar;
   std::vector<std::vector<LinkId>> paths;
   if (dist[src.value] == far) return paths;
   std::vector<LinkId> path;
@@ -79,6 +92,36 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
     }
   };
   walk(walk, src);
+  return paths;
+}
+
+std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
+                                                       PathScratch& scratch) {
+  distances_to(c, src, dst, scratch);
+  const std::vector<std::uint32_t>& dist = scratch.dist;
+  std::vector<std::vector<LinkId>> paths;
+  if (dist[src.value] != kFar) {
+    // Walk src -> dst `count` times; at hop d of walk j take the next hop with index
+    // (j + salt + d) mod (number of next hops) among the links that bring dst one hop
+    // closer, so the paths differ from the first hop on.
+    const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
+    std::vector<LinkId> next;
+    for (std::size_t j = 0; j < count; ++j) {
+      std::vector<LinkId> path;
+      NodeId at = src;
+      for (std::uint32_t d = 0; at != dst; ++d) {
+        next.clear();
+        for (LinkId l : c.out_links(at)) {
+          if (dist[c.link(l).to.value] + 1 == dist[at.value]) next.push_back(l);
+        }
+        const LinkId pick = next[(j + (salt >> (d % 32)) + d) % next.size()];
+        path.push_back(pick);
+        at = c.link(pick).to;
+      }
+      if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(std::move(path));
+    }
+  }
+  reset_distances(scratch);
   return paths;
 }
 

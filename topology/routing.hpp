@@ -48,6 +48,19 @@ namespace ddlsim {
 /// path. Empty when dst cannot be reached; one empty path when src == dst.
 std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t limit = 64);
 
+/// Scratch memory for path searches, reused across calls (sized to the cluster on first use).
+struct PathScratch {
+  std::vector<std::uint32_t> dist;
+  std::vector<NodeId> touched;
+};
+
+/// Up to `count` distinct minimum-hop paths from src to dst that differ from the first
+/// hop on (walks that take a different next hop at every level, as ECMP hashing spreads
+/// flows over spines and cores), deterministic for a given (src, dst). Empty when dst
+/// cannot be reached; one empty path when src == dst.
+std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
+                                                       PathScratch& scratch);
+
 /// Dimension-order routing on a torus or mesh built by add_torus (chips in its row-major
 /// order): correct dimension 0 first, then 1, ...; around a ring the shorter way, the
 /// positive direction on a tie. Routes are cached like ShortestPathRouter's.
