@@ -33,6 +33,8 @@ class StepLowering {
     mb_ = static_cast<int>(p_.micro_batches());
     chunk_layers_ = chunk_layer_counts();
     make_resources();
+    out_.last_backward.resize(static_cast<std::size_t>(p_.dp * p_.pp));
+    out_.optimizer.resize(static_cast<std::size_t>(p_.dp * p_.pp));
     const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
     for (int d = 0; d < p_.dp; ++d) {
       for (int i = 0; i < p_.pp; ++i) lower_program(d, i, programs[static_cast<std::size_t>(i)]);
@@ -142,8 +144,6 @@ class StepLowering {
       exits_[{d, s, op.micro_batch, op.forward}] = t;
       prev = t;
     }
-    last_[grp] = prev;
-    if (out_.last_backward.size() <= grp) out_.last_backward.resize(grp + 1);
     out_.last_backward[grp] = prev;
   }
 
@@ -232,14 +232,13 @@ class StepLowering {
       }
       for (int d = 0; d < p_.dp; ++d) {
         const std::size_t grp = group(d, i);
-        g_.add_edge(last_[grp], stage_done);
+        g_.add_edge(out_.last_backward[grp], stage_done);
         double params = stage_params;
         if (zero) params /= p_.dp;
         Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
         opt.cost.fwd_bytes = params * kOptimizerBytes;
         opt.cost.fwd_flops = params * 10.0;
         const TaskId step = compute(grp, in_.compute->time(opt, Pass::kForward), stage_done, "optimizer step");
-        if (out_.optimizer.size() <= grp) out_.optimizer.resize(grp + 1);
         out_.optimizer[grp] = step;
         if (zero && p_.dp > 1) {
           optimizer_[i].push_back(step);
@@ -283,7 +282,6 @@ class StepLowering {
   std::vector<int> chunk_layers_;
   std::vector<Seconds> tp_time_;
   std::map<Key, TaskId> entries_, exits_;
-  std::map<std::size_t, TaskId> last_;
   // Per (dp, pp) replica: (task after which, parameters) whose gradients are final.
   std::map<std::size_t, std::vector<std::pair<TaskId, double>>> contributions_;
   std::map<int, std::vector<TaskId>> optimizer_;

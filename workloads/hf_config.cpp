@@ -27,8 +27,6 @@ const char* const kMixtureOfExperts[] = {"num_local_experts", "num_experts", "nu
                                          "router_aux_loss_coef", "output_router_logits", "decoder_sparse_step",
                                          "n_shared_experts", "moe_layer_freq"};
 
-std::int64_t positive(JsonObject& o, const std::string& key) { return o.positive_int(key); }
-
 }  // namespace
 
 TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& source, std::optional<std::int64_t> seq) {
@@ -47,9 +45,9 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                  ? doc["_name_or_path"].get<std::string>()
                  : type;
     if (type == "gpt2") {
-      const std::int64_t h = positive(o, "n_embd");
-      c = gpt_config(c.name, positive(o, "n_layer"), h, positive(o, "n_head"), positive(o, "n_positions"),
-                     positive(o, "vocab_size"));
+      const std::int64_t h = o.positive_int("n_embd");
+      c = gpt_config(c.name, o.positive_int("n_layer"), h, o.positive_int("n_head"), o.positive_int("n_positions"),
+                     o.positive_int("vocab_size"));
       if (doc.contains("n_inner") && !doc["n_inner"].is_null()) c.ffn = o.positive_int("n_inner");
       else o.known("n_inner");
       if (o.has("activation_function")) {
@@ -57,11 +55,11 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       }
       c.tied_embedding = o.boolean_or("tie_word_embeddings", true);
     } else {
-      const std::int64_t heads = positive(o, "num_attention_heads");
-      c = llama_config(c.name, positive(o, "num_hidden_layers"), positive(o, "hidden_size"), heads,
-                       o.has("num_key_value_heads") ? positive(o, "num_key_value_heads") : heads,
-                       positive(o, "intermediate_size"), positive(o, "max_position_embeddings"),
-                       positive(o, "vocab_size"));
+      const std::int64_t heads = o.positive_int("num_attention_heads");
+      c = llama_config(c.name, o.positive_int("num_hidden_layers"), o.positive_int("hidden_size"), heads,
+                       o.has("num_key_value_heads") ? o.positive_int("num_key_value_heads") : heads,
+                       o.positive_int("intermediate_size"), o.positive_int("max_position_embeddings"),
+                       o.positive_int("vocab_size"));
       c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
       if (o.has("hidden_act")) o.choice("hidden_act", {"silu"});
       if (o.has("head_dim") && o.positive_int("head_dim") * heads != c.hidden) {
