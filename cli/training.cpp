@@ -81,6 +81,7 @@ TrainingStrategy read_strategy(JsonObject& o, const TransformerConfig& m, std::s
   p.recompute = rc == "full" ? Recompute::kFull : rc == "selective" ? Recompute::kSelective : Recompute::kNone;
   if (o.has("stage_layers")) {
     JsonArray a = o.array("stage_layers");
+    if (a.size() == 0) throw InputError(a.path() + ": expected the layers of each of the " + std::to_string(p.pp) + " stages, got []");
     p.stage_layers = a.ints(1, 1'000'000, "a positive number of layers");
   }
   t.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;

@@ -667,6 +667,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"workload.batch=8", "workload.batch: the strategies set the batch (global_batch, micro_batch)"},
       {"workload.model=resnet50", "workload.model: ddlsim run lowers transformers only so far; 'resnet50' is not one"},
       {"strategies.1.pp=32", "strategies.1: dp x tp x pp = 128 devices, but the cluster has 16"},
+      {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
   };
   Scratch s;
   const std::string f = s.write("t.json", kTraining);
