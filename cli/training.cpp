@@ -84,7 +84,8 @@ TrainingStrategy read_strategy(JsonObject& o, const TransformerConfig& m, std::s
     if (a.size() == 0) throw InputError(a.path() + ": expected the layers of each of the " + std::to_string(p.pp) + " stages, got []");
     p.stage_layers = a.ints(1, 1'000'000, "a positive number of layers");
   }
-  t.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
+  p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
+  p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   o.finish();
   if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
   // Refuse plans whose graph would exhaust memory before building them.
@@ -157,7 +158,6 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   in.fabric = &fabric;
   in.compute = &compute;
   in.network = s.network;
-  in.bucket_bytes = strategy.bucket_bytes;
   LoweredTrainingStep step = lower_transformer_step(in);
   std::vector<ResourceModel*> models;
   for (auto& r : step.resources) models.push_back(r.get());

@@ -26,7 +26,6 @@ namespace ddlsim {
 
 struct TrainingStrategy {
   ParallelPlan plan;
-  double bucket_bytes = 25.0 * 1024 * 1024;
 };
 
 struct TrainingScenario {

@@ -34,6 +34,11 @@ struct ParallelPlan {
   Recompute recompute = Recompute::kNone;
   /// Layers per pipeline stage (pp entries summing to the layers); empty: balanced.
   std::vector<int> stage_layers;
+  /// Gradient reduction (all-reduce; ZeRO-1/2 reduce-scatter) in buckets of about this
+  /// many bytes, each started as soon as backward has produced it when
+  /// overlap_grad_reduce, else all after the whole backward.
+  double bucket_bytes = 25.0 * 1024 * 1024;
+  bool overlap_grad_reduce = true;
 
   [[nodiscard]] int devices() const { return dp * tp * pp; }
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }

@@ -1,5 +1,6 @@
 #include "strategies/transformer_step.hpp"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -24,17 +25,16 @@ class StepLowering {
     if (std::string why = plan_problem(p_, m_, in_.fabric->cluster().accelerators().size()); !why.empty()) {
       throw InputError(why);
     }
-    if (p_.dp_mode == DataParallelMode::kZero3) {
-      throw InputError("ZeRO-3 (fully sharded data parallelism) is not lowered to a task graph yet");
-    }
     costs_ = stage_costs(m_, p_, *in_.compute);
     v_ = p_.schedule == PipelineSchedule::kInterleaved1F1B ? p_.virtual_stages : 1;
     stages_ = p_.pp * v_;
     mb_ = static_cast<int>(p_.micro_batches());
+    zero3_ = p_.dp_mode == DataParallelMode::kZero3 && p_.dp > 1;
     chunk_layers_ = chunk_layer_counts();
     make_resources();
     out_.last_backward.resize(static_cast<std::size_t>(p_.dp * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(p_.dp * p_.pp));
+    for (int i = 0; i < p_.pp; ++i) stage_done_.push_back(g_.add(Marker{}, "gradients reduced").id());
     const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
     for (int d = 0; d < p_.dp; ++d) {
       for (int i = 0; i < p_.pp; ++i) lower_program(d, i, programs[static_cast<std::size_t>(i)]);
@@ -46,6 +46,21 @@ class StepLowering {
 
  private:
   using Key = std::tuple<int, int, int, bool>;  // (dp, virtual stage, micro-batch, forward)
+  // What a stage chunk computes in order: the embedding (first chunk), `count` layers
+  // (one unit per layer, except merged when nothing happens between them), the output
+  // layer and loss (last chunk); the parameters of one device.
+  enum class UnitKind { kEmbedding, kLayers, kOutput };
+  struct Unit {
+    UnitKind kind;
+    int count;
+    double params;
+  };
+  // A ZeRO-3 collective of one unit, micro-batch and pass, shared by all replicas of a
+  // stage: (virtual stage, micro-batch, forward, unit, all-gather (else reduce-scatter)).
+  using CollKey = std::tuple<int, int, bool, int, bool>;
+  struct Markers {
+    TaskId start, end;
+  };
 
   std::uint32_t rank(int d, int i, int k) const {
     return static_cast<std::uint32_t>((d * p_.pp + i) * p_.tp + k);
@@ -56,6 +71,19 @@ class StepLowering {
   std::vector<int> chunk_layer_counts() const {
     if (v_ == 1) return stage_layer_counts(p_, m_);
     return std::vector<int>(static_cast<std::size_t>(stages_), static_cast<int>(m_.layers / stages_));
+  }
+
+  std::vector<Unit> units(int s, bool forward) const {
+    std::vector<Unit> u;
+    if (s == 0) u.push_back({UnitKind::kEmbedding, 1, embedding_params()});
+    const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
+    if (forward && p_.tp == 1 && !zero3_) {
+      if (layers > 0) u.push_back({UnitKind::kLayers, layers, costs_.layer_params * layers});
+    } else {
+      for (int l = 0; l < layers; ++l) u.push_back({UnitKind::kLayers, 1, costs_.layer_params});
+    }
+    if (s == stages_ - 1) u.push_back({UnitKind::kOutput, 1, output_params()});
+    return u;
   }
 
   void make_resources() {
@@ -80,9 +108,11 @@ class StepLowering {
     }
   }
 
-  TaskId compute(std::size_t grp, Seconds t, TaskId after, const char* name) {
+  // A compute task after `after` (and `also`, when valid).
+  TaskId compute(std::size_t grp, Seconds t, TaskId after, const char* name, TaskId also = TaskId()) {
     const TaskId task = g_.add(Compute{out_.compute[grp], t, Flops(0.0)}, name).id();
     g_.add_edge(after, task);
+    if (also.valid()) g_.add_edge(also, task);
     return task;
   }
   TaskId tp_all_reduce(std::size_t grp, TaskId after) {
@@ -93,52 +123,108 @@ class StepLowering {
     return task;
   }
 
+  // The ZeRO-3 collective `key` of stage i (created with the first replica that asks,
+  // one per tp rank between two shared markers); the calling replica starts it after
+  // `trigger`.
+  // All-gathers of one micro-batch and pass run one after another (`previous`).
+  Markers zero3_collective(int i, const CollKey& key, double bytes, TaskId trigger, const CollKey* previous) {
+    auto it = zero3_colls_.find(key);
+    if (it == zero3_colls_.end()) {
+      const bool gather = std::get<4>(key);
+      const Markers mk{g_.add(Marker{}, gather ? "gather weights" : "scatter gradients").id(),
+                       g_.add(Marker{}, gather ? "weights gathered" : "gradients scattered").id()};
+      for (int k = 0; k < p_.tp; ++k) {
+        const LoweredCollective c =
+            dp_collective(i, k, gather ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter, bytes);
+        g_.add_edge(mk.start, c.start);
+        g_.add_edge(c.end, mk.end);
+      }
+      if (previous != nullptr) g_.add_edge(zero3_colls_.at(*previous).end, mk.start);
+      it = zero3_colls_.emplace(key, mk).first;
+    }
+    g_.add_edge(trigger, it->second.start);
+    return it->second;
+  }
+
+  // One unit's forward after `t` (and `ready`); returns its last task.
+  TaskId forward_unit(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
+    switch (u.kind) {
+      case UnitKind::kEmbedding: return compute(grp, costs_.first_forward, t, "embedding", ready);
+      case UnitKind::kOutput: return compute(grp, costs_.last_forward, t, "output and loss", ready);
+      case UnitKind::kLayers: break;
+    }
+    if (p_.tp == 1) {
+      return compute(grp, (costs_.attention.forward + costs_.mlp.forward) * u.count, t,
+                     u.count == 1 ? "layer forward" : "layers forward", ready);
+    }
+    for (int l = 0; l < u.count; ++l) {
+      t = tp_all_reduce(grp, compute(grp, costs_.attention.forward, t, "attention forward", ready));
+      t = tp_all_reduce(grp, compute(grp, costs_.mlp.forward, t, "mlp forward"));
+      ready = TaskId();
+    }
+    return t;
+  }
+
+  // One unit's backward (one layer, or the embedding or output layer).
+  TaskId backward_unit(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
+    switch (u.kind) {
+      case UnitKind::kEmbedding: return compute(grp, costs_.first_backward, t, "embedding backward", ready);
+      case UnitKind::kOutput: return compute(grp, costs_.last_backward, t, "output and loss backward", ready);
+      case UnitKind::kLayers: break;
+    }
+    const Seconds attn = costs_.attention.backward, mlp = costs_.mlp.backward;
+    if (p_.tp == 1) {
+      const Seconds rc = costs_.attention.recompute + costs_.mlp.recompute;
+      return compute(grp, attn + mlp + rc, t, "layer backward", ready);
+    }
+    if (p_.recompute == Recompute::kFull) {
+      t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute, t, "recompute attention", ready));
+      t = tp_all_reduce(grp, compute(grp, costs_.mlp.recompute, t, "recompute mlp"));
+      ready = TaskId();
+    }
+    t = tp_all_reduce(grp, compute(grp, mlp, t, "mlp backward", ready));
+    const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
+    return tp_all_reduce(grp, compute(grp, attn + extra, t, "attention backward"));
+  }
+
   void lower_program(int d, int i, const std::vector<PipelineOp>& program) {
     const std::size_t grp = group(d, i);
     TaskId prev;
     for (const PipelineOp& op : program) {
       const int s = op.chunk * p_.pp + i;
-      const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? i : s)];
       const TaskId entry = g_.add(Marker{}, op.forward ? "forward" : "backward").id();
       if (prev.valid()) g_.add_edge(prev, entry);
       TaskId t = entry;
       const bool last_mb_backward = !op.forward && op.micro_batch == mb_ - 1;
-      if (op.forward) {
-        if (s == 0) t = compute(grp, costs_.first_forward, t, "embedding");
-        if (p_.tp == 1) {
-          t = compute(grp, (costs_.attention.forward + costs_.mlp.forward) * layers, t, "layers forward");
-        } else {
-          for (int l = 0; l < layers; ++l) {
-            t = tp_all_reduce(grp, compute(grp, costs_.attention.forward, t, "attention forward"));
-            t = tp_all_reduce(grp, compute(grp, costs_.mlp.forward, t, "mlp forward"));
-          }
+      std::vector<Unit> us = units(s, op.forward);
+      if (!op.forward) std::reverse(us.begin(), us.end());
+      const int n = static_cast<int>(us.size());
+      // ZeRO-3: gather unit j's weights (units in this pass's order), the first one at
+      // the pass's start, each next one while the unit before it computes.
+      auto gather = [&](int j, TaskId trigger) {
+        const CollKey key{s, op.micro_batch, op.forward, j, true};
+        const CollKey prev_key{s, op.micro_batch, op.forward, j - 1, true};
+        return zero3_collective(i, key, us[static_cast<std::size_t>(j)].params * 2.0, trigger,
+                                j > 0 ? &prev_key : nullptr);
+      };
+      for (int j = 0; j < n; ++j) {
+        const Unit& u = us[static_cast<std::size_t>(j)];
+        TaskId ready;
+        if (zero3_) {
+          if (j == 0) gather(0, entry);
+          if (j + 1 < n) gather(j + 1, t);
+          ready = zero3_colls_.at(CollKey{s, op.micro_batch, op.forward, j, true}).end;
         }
-        if (s == stages_ - 1) t = compute(grp, costs_.last_forward, t, "output and loss");
-      } else {
-        if (s == stages_ - 1) {
-          t = compute(grp, costs_.last_backward, t, "output and loss backward");
-          if (last_mb_backward) produced(d, i, t, output_params());
+        if (op.forward) {
+          t = forward_unit(grp, u, t, ready);
+          continue;
         }
-        const Seconds attn = costs_.attention.backward, mlp = costs_.mlp.backward;
-        for (int l = 0; l < layers; ++l) {
-          if (p_.tp == 1) {
-            const Seconds rc = costs_.attention.recompute + costs_.mlp.recompute;
-            t = compute(grp, attn + mlp + rc, t, "layer backward");
-          } else {
-            if (p_.recompute == Recompute::kFull) {
-              t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute, t, "recompute attention"));
-              t = tp_all_reduce(grp, compute(grp, costs_.mlp.recompute, t, "recompute mlp"));
-            }
-            t = tp_all_reduce(grp, compute(grp, mlp, t, "mlp backward"));
-            const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
-            t = tp_all_reduce(grp, compute(grp, attn + extra, t, "attention backward"));
-          }
-          if (last_mb_backward) produced(d, i, t, costs_.layer_params);
+        t = backward_unit(grp, u, t, ready);
+        if (zero3_) {
+          const Markers rs = zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * 2.0, t, nullptr);
+          if (d == 0) g_.add_edge(rs.end, stage_done_[static_cast<std::size_t>(i)]);
         }
-        if (s == 0) {
-          t = compute(grp, costs_.first_backward, t, "embedding backward");
-          if (last_mb_backward) produced(d, i, t, embedding_params());
-        }
+        if (last_mb_backward) produced(d, i, t, u.params);
       }
       entries_[{d, s, op.micro_batch, op.forward}] = entry;
       exits_[{d, s, op.micro_batch, op.forward}] = t;
@@ -165,7 +251,7 @@ class StepLowering {
   }
 
   // Buckets of about bucket_bytes over stage i's contributions, in production order:
-  // (first, end) index ranges, from replica 0 (all alike).
+  // (first, end) index ranges, from replica 0 (all alike). Without overlap, one bucket.
   std::vector<std::pair<std::size_t, std::size_t>> buckets(int i) const {
     std::vector<std::pair<std::size_t, std::size_t>> out;
     const auto it = contributions_.find(group(0, i));
@@ -175,7 +261,7 @@ class StepLowering {
     double bytes = 0.0;
     for (std::size_t j = 0; j < c.size(); ++j) {
       bytes += c[j].second * kGradBytes;
-      if (bytes >= in_.bucket_bytes || j + 1 == c.size()) {
+      if ((p_.overlap_grad_reduce && bytes >= p_.bucket_bytes) || j + 1 == c.size()) {
         out.emplace_back(first, j + 1);
         first = j + 1;
         bytes = 0.0;
@@ -212,63 +298,71 @@ class StepLowering {
   }
 
   void data_parallel_and_optimizer(TaskId end) {
-    const bool zero = p_.dp_mode == DataParallelMode::kZero1 || p_.dp_mode == DataParallelMode::kZero2;
-    const std::uint32_t first_dp_task = static_cast<std::uint32_t>(g_.size());
+    const bool zero12 = p_.dp_mode == DataParallelMode::kZero1 || p_.dp_mode == DataParallelMode::kZero2;
+    const bool sharded = p_.dp_mode != DataParallelMode::kAllReduce && p_.dp > 1;
     for (int i = 0; i < p_.pp; ++i) {
-      const TaskId stage_done = g_.add(Marker{}, "gradients reduced").id();
+      const TaskId stage_done = stage_done_[static_cast<std::size_t>(i)];
+      const auto& produced_by_0 = contributions_[group(0, i)];
       double stage_params = 0.0;
-      for (const auto& [t, params] : contributions_[group(0, i)]) stage_params += params;
-      if (p_.dp > 1) {
+      for (const auto& [t, params] : produced_by_0) stage_params += params;
+      if (p_.dp > 1 && !zero3_) {
         for (const auto& [first, last] : buckets(i)) {
           double bytes = 0.0;
-          for (std::size_t j = first; j < last; ++j) bytes += contributions_[group(0, i)][j].second * kGradBytes;
+          for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * kGradBytes;
+          const TaskId ready = g_.add(Marker{}, "bucket ready").id();
+          for (int d = 0; d < p_.dp; ++d) {
+            g_.add_edge(p_.overlap_grad_reduce ? contributions_[group(d, i)][last - 1].first
+                                               : out_.last_backward[group(d, i)],
+                        ready);
+          }
           for (int k = 0; k < p_.tp; ++k) {
             const LoweredCollective c =
-                dp_collective(i, k, zero ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, bytes);
-            for (int d = 0; d < p_.dp; ++d) g_.add_edge(contributions_[group(d, i)][last - 1].first, c.start);
+                dp_collective(i, k, zero12 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, bytes);
+            g_.add_edge(ready, c.start);
             g_.add_edge(c.end, stage_done);
           }
         }
       }
+      std::vector<TaskId> steps;
       for (int d = 0; d < p_.dp; ++d) {
         const std::size_t grp = group(d, i);
         g_.add_edge(out_.last_backward[grp], stage_done);
-        double params = stage_params;
-        if (zero) params /= p_.dp;
+        const double params = sharded ? stage_params / p_.dp : stage_params;
         Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
         opt.cost.fwd_bytes = params * kOptimizerBytes;
         opt.cost.fwd_flops = params * 10.0;
         const TaskId step = compute(grp, in_.compute->time(opt, Pass::kForward), stage_done, "optimizer step");
         out_.optimizer[grp] = step;
-        if (zero && p_.dp > 1) {
-          optimizer_[i].push_back(step);
-        } else {
-          g_.add_edge(step, end);
-        }
+        steps.push_back(step);
+        if (!(zero12 && p_.dp > 1)) g_.add_edge(step, end);
       }
-      if (zero && p_.dp > 1) {
+      if (zero12 && p_.dp > 1) {
         for (int k = 0; k < p_.tp; ++k) {
           const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, stage_params * 2.0);
-          for (TaskId t : optimizer_[i]) g_.add_edge(t, c.start);
+          for (TaskId t : steps) g_.add_edge(t, c.start);
           g_.add_edge(c.end, end);
         }
       }
     }
-    // Bytes device 0 sends in the data-parallel collectives.
-    const std::uint32_t n0 = node(rank(0, 0, 0)).value;
-    for (std::uint32_t t = first_dp_task; t < g_.size(); ++t) {
-      if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t))); x != nullptr && x->src.value == n0) {
-        out_.dp_bytes_per_device += x->bytes.value();
-      }
-    }
   }
 
+  // A data-parallel collective among stage i's tp rank k of every replica; counts the
+  // bytes the first device sends in it.
   LoweredCollective dp_collective(int i, int k, CollectiveOp op, double bytes) {
     std::vector<NodeId> ranks;
     for (int d = 0; d < p_.dp; ++d) ranks.push_back(node(rank(d, i, k)));
     const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
+    const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
     const LoweredCollective c = lower_collective(g_, out_.network, grp, chosen_spec(*in_.fabric, grp, op, bytes));
     out_.transfers += c.transfers;
+    if (i == 0 && k == 0) {
+      const std::uint32_t n0 = node(rank(0, 0, 0)).value;
+      for (std::uint32_t t = first; t < g_.size(); ++t) {
+        if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t))); x != nullptr && x->src.value == n0) {
+          out_.dp_bytes_per_device += x->bytes.value();
+        }
+      }
+    }
     return c;
   }
 
@@ -280,11 +374,13 @@ class StepLowering {
   StageCosts costs_;
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
+  bool zero3_ = false;
   std::vector<Seconds> tp_time_;
+  std::vector<TaskId> stage_done_;  // per pp stage: every gradient of the step reduced
   std::map<Key, TaskId> entries_, exits_;
+  std::map<CollKey, Markers> zero3_colls_;
   // Per (dp, pp) replica: (task after which, parameters) whose gradients are final.
   std::map<std::size_t, std::vector<std::pair<TaskId, double>>> contributions_;
-  std::map<int, std::vector<TaskId>> optimizer_;
 };
 
 }  // namespace

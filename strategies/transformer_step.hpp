@@ -18,13 +18,18 @@
 // sends (each tp rank sends its 1/t of the activations, Megatron's scatter-gather) and the
 // data-parallel gradient collectives of every tp rank.
 //
-// Data parallelism: gradients are reduced in buckets of about `bucket_bytes` (2 bytes per
-// parameter), in the order the last micro-batch's backward produces them, each bucket
-// starting as soon as it is complete on every replica (all-reduce; ZeRO-1/2 reduce-scatter
-// and, after the optimizer step, all-gather the updated 16-bit weights). The optimizer
-// step is memory-bound: 28 bytes per parameter it updates (read the 16-bit gradient, fp32
-// master weight and Adam moments, write them and the 16-bit weight). ZeRO-3 is not
-// lowered yet (InputError).
+// Data parallelism: gradients are reduced in buckets of about plan.bucket_bytes (2 bytes
+// per parameter), in the order the last micro-batch's backward produces them, each bucket
+// starting as soon as it is complete on every replica (or, without
+// plan.overlap_grad_reduce, all of them after the stage's whole backward): all-reduce, or
+// for ZeRO-1/2 reduce-scatter and, after the optimizer step, all-gather of the updated
+// 16-bit weights. ZeRO-3 (FSDP) keeps only 1/dp of every weight: before each layer's
+// forward and again before its backward, in every micro-batch, the data-parallel group
+// all-gathers the layer's 16-bit weights (the next layer's gather prefetched while this
+// one computes, one gather in flight), and reduce-scatters its gradients after its
+// backward; the embedding and the output layer are gathered the same way. The optimizer
+// step is memory-bound: 28 bytes per parameter it updates (read the 16-bit gradient,
+// fp32 master weight and Adam moments, write them and the 16-bit weight).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +52,6 @@ struct TrainingStepInputs {
   NetworkFabric* fabric = nullptr;  // over the cluster
   const ComputeModel* compute = nullptr;
   NetworkModelKind network = NetworkModelKind::kFlow;
-  double bucket_bytes = 25.0 * 1024 * 1024;
 };
 
 struct LoweredTrainingStep {
@@ -63,7 +67,7 @@ struct LoweredTrainingStep {
   double dp_bytes_per_device = 0;    // bytes one device sends in the data-parallel collectives
 };
 
-/// Throws InputError for a plan that cannot run (plan_problem) or is not lowered yet.
+/// Throws InputError for a plan that cannot run (plan_problem).
 LoweredTrainingStep lower_transformer_step(const TrainingStepInputs& in);
 
 }  // namespace ddlsim
