@@ -31,6 +31,9 @@ Commands:
                         Build a model (GPT, Llama, HuggingFace config, VGG, ResNet, MLP) as
                         operators and print each one's parameters, FLOPs, activation memory
                         and predicted time on an accelerator.
+  validate [--suite NAME]
+                        Replay measured training steps (vTrain's 1,549 A100 iteration
+                        times) and report the error and rank correlation per model size.
   help COMMAND          Show the help of one command (same as COMMAND --help).
 
 Examples:
@@ -89,15 +92,17 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (rest[0] == "topology") return topology_command({"--help"}, out, err);
     if (rest[0] == "collective") return collective_command({"--help"}, out, err);
     if (rest[0] == "workload") return workload_command({"--help"}, out, err);
-    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, topology, collective, workload)\n";
+    if (rest[0] == "validate") return validate_command({"--help"}, out, err);
+    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, topology, collective, workload, validate)\n";
     return kExitBadInput;
   }
   if (cmd == "run") return run_command(rest, out, err);
   if (cmd == "topology") return topology_command(rest, out, err);
   if (cmd == "collective") return collective_command(rest, out, err);
   if (cmd == "workload") return workload_command(rest, out, err);
+  if (cmd == "validate") return validate_command(rest, out, err);
   err << "ddlsim: unknown command '" << cmd << "'" << (cmd.rfind('-', 0) == 0 ? " (an option before the command?)" : "")
-      << "; commands: run, topology, collective, workload, help (see 'ddlsim --help')\n";
+      << "; commands: run, topology, collective, workload, validate, help (see 'ddlsim --help')\n";
   return kExitBadInput;
 }
 

@@ -7,7 +7,7 @@ set(allowed_topology "topology;sim/core;support")
 set(allowed_workloads "workloads;sim/core;support")
 set(allowed_sim "sim;topology;workloads;support")
 set(allowed_strategies "strategies;sim;topology;workloads;support")
-set(allowed_cli "cli;scenarios;strategies;sim;topology;workloads;support")
+set(allowed_cli "cli;scenarios;validation;strategies;sim;topology;workloads;support")
 
 set(failures "")
 foreach(folder sim_core support topology workloads sim strategies cli)

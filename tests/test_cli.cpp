@@ -679,3 +679,26 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
     CHECK(r.out.empty());
   }
 }
+
+TEST_CASE("validate: --check fails (status 3) when a figure is worse than recorded") {
+  // Expected: recording the single-node suite and checking against that record passes;
+  // a record claiming a smaller mean error for one model size fails with one line naming
+  // it; an unknown suite is bad input.
+  Scratch s;
+  const std::string rec = (s.dir / "acc.json").string();
+  auto r = ddlsim_cmd({"validate", "--suite", "vtrain-single", "--record", rec, "--jobs", "1"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("vtrain-single  all ") != std::string::npos);
+  r = ddlsim_cmd({"validate", "--suite", "vtrain-single", "--check", rec, "--jobs", "2"});
+  CHECK(r.status == 0);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(rec));
+  const std::string model = j["vtrain-single"].begin().key();
+  j["vtrain-single"][model]["mean_abs_error"] = j["vtrain-single"][model]["mean_abs_error"].get<double>() - 0.01;
+  std::ofstream(rec) << j.dump();
+  r = ddlsim_cmd({"validate", "--suite", "vtrain-single", "--check", rec});
+  CHECK(r.status == 3);
+  CHECK(r.err.find("worse than recorded: vtrain-single / " + model + ": mean_abs_error") != std::string::npos);
+  r = ddlsim_cmd({"validate", "--suite", "vtrain"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --suite: unknown suite 'vtrain' (suites: vtrain-single, vtrain-multi, all)\n");
+}

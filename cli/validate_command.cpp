@@ -1,0 +1,191 @@
+// `ddlsim validate`: every measured case replayed, predicted against measured, and the
+// accuracy per suite and model size.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <thread>
+
+#include "cli/cli.hpp"
+#include "cli/commands.hpp"
+#include "cli/validation.hpp"
+#include "support/atomic_file.hpp"
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+
+namespace po = boost::program_options;
+
+namespace ddlsim {
+namespace {
+
+constexpr const char* kValidateHelp = R"(Usage: ddlsim validate [--suite NAME] [OPTIONS]
+
+Replays measured training steps and compares ddlsim's step time with the measurement.
+Suites (data in validation/, embedded in the binary, each with its source and licence):
+  vtrain-single  1,440 iteration times of GPT models (0.2B-1.3B) on one node of 2-8
+                 A100s, over every tp x dp x pp and micro-batch (vTrain, MICRO 2024)
+  vtrain-multi   109 iteration times of GPT 3.6B-175B on 64-512 A100s (vTrain)
+Cases are built from what the source states of the setup (cli/validation.hpp says
+how); nothing is fitted to the measurements.
+
+Printed per suite and model size: cases, mean and worst absolute percentage error of
+the step time, and Kendall's tau between predicted and measured times among the
+strategies of one model on one GPU count and batch (1 = same order, -1 = reversed).
+
+Examples:
+  ddlsim validate --suite vtrain-single
+  ddlsim validate --csv cases.csv --json > accuracy.json
+  ddlsim validate --check validation/accuracy.json    # fails (exit 3) if accuracy got worse
+
+Exit status: 0 done; 2 bad input; 3 --check found a figure worse than recorded.
+
+Options)";
+
+void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%-14s %-30s %6s %13s %9s %12s\n", "suite", "model", "cases", "mean |err| %",
+                "worst %", "Kendall tau");
+  out << line;
+  for (const Accuracy& a : table) {
+    std::snprintf(line, sizeof line, "%-14s %-30s %6d %13.2f %9.2f %12.3f\n", a.suite.c_str(), a.model.c_str(), a.cases,
+                  a.mean_abs_error * 100, a.worst_abs_error * 100, a.kendall_tau);
+    out << line;
+    if (a.refused > 0) out << "  (" << a.refused << " cases refused by ddlsim; see --csv)\n";
+  }
+}
+
+nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const Accuracy& a : table) {
+    j[a.suite][a.model] = {{"cases", a.cases},
+                           {"refused", a.refused},
+                           {"mean_abs_error", a.mean_abs_error},
+                           {"worst_abs_error", a.worst_abs_error},
+                           {"kendall_tau", a.kendall_tau},
+                           {"pairs", a.pairs}};
+  }
+  return j;
+}
+
+void write_csv(const std::string& path, const std::vector<ValidationCase>& cases) {
+  AtomicFile f(path);
+  std::ostream& o = f.stream();
+  o << "suite,model,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_s,predicted_s,error,refused\n";
+  for (const ValidationCase& c : cases) {
+    char nums[320];
+    std::snprintf(nums, sizeof nums, "%d,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d,%d,%.17g,%.17g,%.17g", c.gpus,
+                  static_cast<long long>(c.global_batch), static_cast<long long>(c.micro_batch),
+                  static_cast<long long>(c.hidden), static_cast<long long>(c.heads), static_cast<long long>(c.layers),
+                  static_cast<long long>(c.seq), c.tp, c.dp, c.pp, c.measured_s, c.predicted_s,
+                  c.refused.empty() ? c.error() : 0.0);
+    o << c.suite << ",\"" << c.model << "\"," << nums << ",\"" << c.refused << "\"\n";
+  }
+  f.commit();
+}
+
+// Figures worse than the recorded ones (mean and worst error may not grow, tau not
+// shrink, beyond the recorded rounding of 1e-4), one line each.
+std::vector<std::string> regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,
+                                     const std::string& path) {
+  std::vector<std::string> out;
+  constexpr double kSlack = 1e-4;
+  for (const Accuracy& a : table) {
+    if (!recorded.contains(a.suite) || !recorded[a.suite].contains(a.model)) continue;
+    JsonObject r(recorded[a.suite][a.model], a.suite + "." + a.model);
+    auto worse = [&](const char* field, double now, bool lower_is_better) {
+      const double was = r.number(field, -1.0, 1e6);
+      if (lower_is_better ? now > was + kSlack : now < was - kSlack) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s / %s: %s is %.4f, recorded %.4f in %s", a.suite.c_str(), a.model.c_str(),
+                      field, now, was, path.c_str());
+        out.emplace_back(buf);
+      }
+    };
+    worse("mean_abs_error", a.mean_abs_error, true);
+    worse("worst_abs_error", a.worst_abs_error, true);
+    worse("kendall_tau", a.kendall_tau, false);
+    if (a.refused > 0) out.push_back(a.suite + " / " + a.model + ": " + std::to_string(a.refused) + " cases refused");
+  }
+  return out;
+}
+
+}  // namespace
+
+int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description d(kValidateHelp);
+  d.add_options()("help,h", "show this help")
+      ("suite", po::value<std::string>()->value_name("NAME")->default_value("all"),
+       "vtrain-single, vtrain-multi or all")
+      ("network", po::value<std::string>()->value_name("MODEL")->default_value("flow"), "flow or analytical")
+      ("jobs,j", po::value<int>()->value_name("N"), "threads (default: the machine's cores)")
+      ("csv", po::value<std::string>()->value_name("FILE"), "write every case, predicted against measured")
+      ("json", "print the accuracy table as JSON")
+      ("check", po::value<std::string>()->value_name("FILE"), "fail if any figure is worse than this recorded table (JSON)")
+      ("record", po::value<std::string>()->value_name("FILE"), "write the accuracy table as JSON, for --check");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "ddlsim validate: " << e.what() << " (see 'ddlsim validate --help')\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help")) {
+    out << d << "\n";
+    return kExitOk;
+  }
+  try {
+    const std::string suite = vm["suite"].as<std::string>();
+    std::vector<ValidationCase> cases;
+    for (const char* name : kValidationSuites) {
+      if (suite != "all" && suite != name) continue;
+      for (ValidationCase& c : validation_cases(name)) cases.push_back(std::move(c));
+    }
+    if (cases.empty()) validation_cases(suite);  // throws the unknown-suite error
+    const auto network = parse_network_model(vm["network"].as<std::string>());
+    if (!network) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
+    int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (vm.count("jobs")) {
+      jobs = vm["jobs"].as<int>();
+      if (jobs < 1 || jobs > 1024) throw InputError("--jobs: expected 1 to 1024, got " + std::to_string(jobs));
+    }
+    nlohmann::json recorded;
+    if (vm.count("check")) {
+      const std::string path = vm["check"].as<std::string>();
+      recorded = parse_json(read_input_file(path, "recorded accuracy"), path);
+      if (!recorded.is_object()) throw InputError(path + ": expected an object of suites");
+    }
+    run_validation(cases, *network, jobs);
+    const std::vector<Accuracy> table = accuracy_table(cases);
+    if (vm.count("csv")) write_csv(vm["csv"].as<std::string>(), cases);
+    if (vm.count("record")) {
+      AtomicFile f(vm["record"].as<std::string>());
+      nlohmann::ordered_json j = accuracy_json(table);
+      // Rounded to the check's slack, so that the file stays readable and stable.
+      for (auto& [s, models] : j.items()) {
+        for (auto& [m, a] : models.items()) {
+          for (const char* k : {"mean_abs_error", "worst_abs_error", "kendall_tau"}) {
+            a[k] = std::round(a[k].get<double>() * 1e4) / 1e4;
+          }
+        }
+      }
+      f.stream() << j.dump(2) << "\n";
+      f.commit();
+    }
+    if (vm.count("json")) {
+      out << accuracy_json(table).dump(2) << "\n";
+    } else {
+      print_table(out, table);
+    }
+    if (vm.count("check")) {
+      const auto bad = regressions(table, recorded, vm["check"].as<std::string>());
+      for (const std::string& b : bad) err << "ddlsim validate: worse than recorded: " << b << "\n";
+      if (!bad.empty()) return 3;
+    }
+    return kExitOk;
+  } catch (...) {
+    return exit_for_current_exception("validate", err);
+  }
+}
+
+}  // namespace ddlsim

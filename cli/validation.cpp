@@ -1,0 +1,201 @@
+#include "cli/validation.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "cli/training.hpp"
+#include "support/input_error.hpp"
+#include "topology/presets.hpp"
+#include "validation/validation_data.hpp"
+#include "workloads/transformer.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr std::int64_t kVtrainVocab = 50257;
+
+std::vector<std::string> split_csv_line(std::string line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) out.push_back(cell);
+  return out;
+}
+
+// Rows of a CSV as header -> cell maps.
+std::vector<std::map<std::string, std::string>> read_csv(std::string_view text) {
+  std::stringstream in{std::string(text)};
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split_csv_line(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> cells = split_csv_line(line);
+    if (cells.empty()) continue;
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string size_label(const ValidationCase& c, const std::string& billions) {
+  char buf[96];
+  if (billions.empty()) {
+    // Megatron's count: 12 l h^2 (1 + 13/(12h)) + (V + s) h.
+    const double h = static_cast<double>(c.hidden), l = static_cast<double>(c.layers);
+    const double n = 12 * l * h * h * (1 + 13 / (12 * h)) + static_cast<double>(kVtrainVocab + c.seq) * h;
+    std::snprintf(buf, sizeof buf, "%.2gB (h %lld, %lld layers)", n / 1e9, static_cast<long long>(c.hidden),
+                  static_cast<long long>(c.layers));
+  } else {
+    std::snprintf(buf, sizeof buf, "%sB (h %lld, %lld layers)", billions.c_str(), static_cast<long long>(c.hidden),
+                  static_cast<long long>(c.layers));
+  }
+  return buf;
+}
+
+std::vector<ValidationCase> vtrain_cases(const std::string& suite, std::string_view csv) {
+  std::vector<ValidationCase> out;
+  for (auto& row : read_csv(csv)) {
+    auto num = [&](const char* col) { return std::stod(row.at(col)); };
+    ValidationCase c;
+    c.suite = suite;
+    c.gpus = static_cast<int>(num("# GPUs"));
+    c.global_batch = static_cast<std::int64_t>(num("global batch"));
+    c.micro_batch = static_cast<std::int64_t>(num("micro batch"));
+    c.hidden = static_cast<std::int64_t>(num("hidden size"));
+    c.heads = static_cast<std::int64_t>(num("attention heads"));
+    c.layers = static_cast<std::int64_t>(num("# layers"));
+    c.seq = static_cast<std::int64_t>(num("sequence length"));
+    c.tp = static_cast<int>(num("tensor parallelism"));
+    c.dp = static_cast<int>(num("data parallelism"));
+    c.pp = static_cast<int>(num("pipeline parallelism"));
+    c.measured_s = num("iteration time (ms)") / 1e3;
+    const auto p = row.find("Parameters (billion)");
+    c.model = size_label(c, p == row.end() ? std::string() : p->second);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+double predict(ValidationCase& c, NetworkModelKind network) {
+  TrainingScenario s;
+  s.name = c.suite;
+  PresetOptions o;
+  o.nodes = (c.gpus + 7) / 8;
+  o.nic = "ib-edr";
+  s.cluster = build_preset(s.catalog, "dgx-a100", o);
+  s.cluster_title = "dgx-a100";
+  s.model = gpt_config("gpt", c.layers, c.hidden, c.heads, c.seq, kVtrainVocab);
+  s.network = network;
+  TrainingStrategy t;
+  ParallelPlan& p = t.plan;
+  p.name = "case";
+  p.tp = c.tp;
+  p.pp = c.pp;
+  p.dp = c.dp;
+  p.global_batch = c.global_batch;
+  p.micro_batch = c.micro_batch;
+  p.schedule = PipelineSchedule::k1F1B;
+  p.recompute = Recompute::kFull;
+  p.overlap_grad_reduce = false;
+  if (std::string why = plan_problem(p, s.model, s.cluster.accelerators().size()); !why.empty()) {
+    c.refused = why;
+    return 0;
+  }
+  return run_training_strategy(s, t).step_time_s;
+}
+
+}  // namespace
+
+std::vector<ValidationCase> validation_cases(const std::string& suite) {
+  if (suite == "vtrain-single") return vtrain_cases(suite, kVtrainSingle);
+  if (suite == "vtrain-multi") return vtrain_cases(suite, kVtrainMulti);
+  throw InputError("--suite: unknown suite '" + suite + "' (suites: vtrain-single, vtrain-multi, all)");
+}
+
+void run_validation(std::vector<ValidationCase>& cases, NetworkModelKind network, int jobs) {
+  // Largest first, so that the last thread does not start the slowest case last.
+  std::vector<std::size_t> order(cases.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return cases[a].global_batch * cases[a].layers * cases[a].gpus > cases[b].global_batch * cases[b].layers * cases[b].gpus;
+  });
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < order.size(); i = next++) {
+      ValidationCase& c = cases[order[i]];
+      c.predicted_s = predict(c, network);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 1; j < std::max(1, jobs); ++j) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+}
+
+std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
+  std::vector<Accuracy> out;
+  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  auto entry = [&](const std::string& suite, const std::string& model) -> Accuracy& {
+    auto [it, fresh] = index.emplace(std::make_pair(suite, model), out.size());
+    if (fresh) out.push_back(Accuracy{suite, model});
+    return out[it->second];
+  };
+  // Groups of cases that differ only in strategy.
+  using GroupKey = std::tuple<std::string, std::string, int, std::int64_t>;
+  std::map<GroupKey, std::vector<const ValidationCase*>> groups;
+  // Every entry first: references into `out` stay valid while counting.
+  for (const ValidationCase& c : cases) entry(c.suite, c.model);
+  for (const ValidationCase& c : cases) entry(c.suite, "all");
+  for (const ValidationCase& c : cases) {
+    for (Accuracy* a : {&entry(c.suite, c.model), &entry(c.suite, "all")}) {
+      ++a->cases;
+      if (!c.refused.empty()) {
+        ++a->refused;
+        continue;
+      }
+      const double e = std::abs(c.error());
+      a->mean_abs_error += e;
+      a->worst_abs_error = std::max(a->worst_abs_error, e);
+    }
+    if (c.refused.empty()) groups[{c.suite, c.model, c.gpus, c.global_batch}].push_back(&c);
+  }
+  std::map<std::pair<std::string, std::string>, std::int64_t> net;  // concordant - discordant
+  for (const auto& [key, g] : groups) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      for (std::size_t j = i + 1; j < g.size(); ++j) {
+        const double dm = g[i]->measured_s - g[j]->measured_s, dp = g[i]->predicted_s - g[j]->predicted_s;
+        const int sign = (dm * dp > 0) ? 1 : (dm * dp < 0) ? -1 : 0;
+        for (const std::string& model : {std::get<1>(key), std::string("all")}) {
+          Accuracy& a = entry(std::get<0>(key), model);
+          ++a.pairs;
+          net[{a.suite, a.model}] += sign;
+        }
+      }
+    }
+  }
+  for (Accuracy& a : out) {
+    const int ran = a.cases - a.refused;
+    if (ran > 0) a.mean_abs_error /= ran;
+    if (a.pairs > 0) a.kendall_tau = static_cast<double>(net[{a.suite, a.model}]) / static_cast<double>(a.pairs);
+  }
+  // Each suite's "all" after its models.
+  std::vector<Accuracy> ordered;
+  for (const Accuracy& a : out) {
+    if (a.model == "all") continue;
+    if (!ordered.empty() && ordered.back().suite != a.suite) ordered.push_back(out[index.at({ordered.back().suite, "all"})]);
+    ordered.push_back(a);
+  }
+  if (!ordered.empty()) ordered.push_back(out[index.at({ordered.back().suite, "all"})]);
+  return ordered;
+}
+
+}  // namespace ddlsim

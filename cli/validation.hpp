@@ -1,0 +1,67 @@
+// Measured training steps replayed by ddlsim: the cases of `ddlsim validate`, and the
+// statistics that say how close the predictions are.
+//
+// Suites (data in validation/, embedded in the binary):
+//   vtrain-single  1,440 iteration times of Megatron-DeepSpeed GPT models (hidden 1024 or
+//                  2048, 12 to 24 layers, sequence 1024) on one node of 2 to 8 A100s, over
+//                  every tp x dp x pp and micro-batch the vTrain authors ran;
+//   vtrain-multi   109 iteration times of GPT 3.6B to 175B on 64, 256 and 512 A100s.
+// (Bang et al., MICRO 2024; validation/vtrain/README.md.)
+//
+// How a case becomes a scenario, from what vTrain states of the setup and nothing fitted:
+// GPT as Megatron builds it (learned positions, tied embedding, vocabulary 50,257,
+// 16-bit), 1F1B, full recomputation, no gradient bucketing (the data-parallel all-reduce
+// after the whole backward); DGX A100 servers (8 A100 on NVSwitch) as many as the case
+// needs, with 800 Gb/s per server as one 100 Gb/s InfiniBand EDR NIC per GPU. vTrain's
+// 150 GB/s intra-node figure is its model's parameter, not the hardware's: the NVSwitch
+// links are the catalog's NVLink 3 (checked against nccl-tests in the network tests).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/network.hpp"
+
+namespace ddlsim {
+
+struct ValidationCase {
+  std::string suite;  // "vtrain-single", ...
+  std::string model;  // model-size label, e.g. "0.2B (h 1024, 12 layers)"
+  int gpus = 0;
+  std::int64_t global_batch = 0, micro_batch = 0;
+  std::int64_t hidden = 0, heads = 0, layers = 0, seq = 0;
+  int tp = 1, dp = 1, pp = 1;
+  double measured_s = 0;
+  // Filled by run_validation:
+  double predicted_s = 0;
+  std::string refused;  // why ddlsim refused the plan (empty when it ran)
+
+  [[nodiscard]] double error() const { return (predicted_s - measured_s) / measured_s; }  // signed fraction
+};
+
+inline constexpr const char* kValidationSuites[] = {"vtrain-single", "vtrain-multi"};
+
+/// The cases of one suite. Throws InputError for an unknown suite name.
+std::vector<ValidationCase> validation_cases(const std::string& suite);
+
+/// Replays every case (on `jobs` threads; results do not depend on it).
+void run_validation(std::vector<ValidationCase>& cases, NetworkModelKind network, int jobs);
+
+/// Accuracy over a set of cases: mean and worst absolute percentage error, and Kendall's
+/// tau between predicted and measured times over the pairs of cases that differ only in
+/// their strategy (same suite, model, GPU count and global batch): tau = (concordant -
+/// discordant) / pairs, pooled over those groups.
+struct Accuracy {
+  std::string suite, model;  // model "all" for a suite's total
+  int cases = 0, refused = 0;
+  double mean_abs_error = 0;   // fraction
+  double worst_abs_error = 0;  // fraction
+  double kendall_tau = 0;
+  std::int64_t pairs = 0;
+};
+
+/// Per suite and model size (in order of first appearance), then per suite "all".
+std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases);
+
+}  // namespace ddlsim
