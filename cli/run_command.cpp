@@ -105,18 +105,14 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   return a;
 }
 
-// Keeps only the strategy named by --strategy; a file output needs exactly one.
-void select_strategy(Scenario& s, const RunArgs& a) {
-  if (a.strategy) {
-    std::vector<std::string> names;
-    for (const auto& p : s.strategies) names.push_back(p.name);
-    std::erase_if(s.strategies, [&](const DataParallelPlan& p) { return p.name != *a.strategy; });
-    if (s.strategies.empty()) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      throw InputError("--strategy " + *a.strategy + ": the scenario has no such strategy" +
-                       did_you_mean(*a.strategy, names) + "; it has: " + list);
-    }
+// After --strategy kept `kept` of the scenario's strategies `names`: none kept is an
+// error listing them; a file output (--trace, --dot) needs exactly one, and two files.
+void check_strategy_choice(const std::vector<std::string>& names, std::size_t kept, const RunArgs& a) {
+  if (a.strategy && kept == 0) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw InputError("--strategy " + *a.strategy + ": the scenario has no such strategy" +
+                     did_you_mean(*a.strategy, names) + "; it has: " + list);
   }
   if (a.trace && a.dot) {
     std::error_code ec;
@@ -126,10 +122,20 @@ void select_strategy(Scenario& s, const RunArgs& a) {
       throw InputError("--trace and --dot name the same file, " + *a.trace + "; give them different names");
     }
   }
-  if ((a.trace || a.dot) && s.strategies.size() > 1) {
-    throw InputError(std::string(a.trace ? "--trace" : "--dot") + ": the scenario has " +
-                     std::to_string(s.strategies.size()) + " strategies; choose one with --strategy NAME");
+  if ((a.trace || a.dot) && kept > 1) {
+    throw InputError(std::string(a.trace ? "--trace" : "--dot") + ": the scenario has " + std::to_string(kept) +
+                     " strategies; choose one with --strategy NAME");
   }
+}
+
+// Keeps only the strategy named by --strategy.
+void select_strategy(Scenario& s, const RunArgs& a) {
+  std::vector<std::string> names;
+  for (const auto& p : s.strategies) names.push_back(p.name);
+  if (a.strategy) {
+    std::erase_if(s.strategies, [&](const DataParallelPlan& p) { return p.name != *a.strategy; });
+  }
+  check_strategy_choice(names, s.strategies.size(), a);
 }
 
 StrategyReport run_one(const Scenario& s, const DataParallelPlan& plan, const RunArgs& a) {
@@ -170,17 +176,17 @@ int run_training(const nlohmann::json& doc, const RunArgs& a, std::ostream& out)
     if (!kind) throw InputError("--network: expected flow or analytical, got '" + *a.network + "'");
     s.network = *kind;
   }
-  if (a.trace || a.dot) throw InputError(std::string(a.trace ? "--trace" : "--dot") + ": not available for training scenarios yet");
+  std::vector<std::string> names;
+  for (const auto& t : s.strategies) names.push_back(t.plan.name);
   if (a.strategy) {
-    std::vector<std::string> names;
-    for (const auto& t : s.strategies) names.push_back(t.plan.name);
     std::erase_if(s.strategies, [&](const TrainingStrategy& t) { return t.plan.name != *a.strategy; });
-    if (s.strategies.empty()) {
-      throw InputError("--strategy " + *a.strategy + ": the scenario has no such strategy" + did_you_mean(*a.strategy, names));
-    }
   }
+  check_strategy_choice(names, s.strategies.size(), a);
+  TrainingOutputs outputs;
+  outputs.trace = a.trace;
+  outputs.dot = a.dot;
   std::vector<TrainingReport> reports;
-  for (const auto& t : s.strategies) reports.push_back(run_training_strategy(s, t));
+  for (const auto& t : s.strategies) reports.push_back(run_training_strategy(s, t, outputs));
   if (a.csv) {
     AtomicFile csv(*a.csv);
     print_training_csv(csv.stream(), reports);

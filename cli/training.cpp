@@ -6,11 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "sim/chrome_trace.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/usage.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/transformer_step.hpp"
+#include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 #include "topology/presets.hpp"
@@ -102,6 +104,25 @@ const AcceleratorSpec& accelerator_of(const TrainingScenario& s) {
   return s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
 }
 
+// The links with the highest utilization (ties: lower link id first), at most
+// kBusiestLinks of them, none that carried nothing.
+std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s) {
+  std::vector<std::uint32_t> ids;
+  for (std::uint32_t l = 0; l < bytes.size(); ++l) {
+    if (bytes[l] > 0) ids.push_back(l);
+  }
+  auto util = [&](std::uint32_t l) { return bytes[l] / (c.link(LinkId(l)).bandwidth.value() * step_s); };
+  const std::size_t n = std::min(kBusiestLinks, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                    [&](std::uint32_t a, std::uint32_t b) { return util(a) > util(b) || (util(a) == util(b) && a < b); });
+  std::vector<LinkUse> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Link& k = c.link(LinkId(ids[i]));
+    out.push_back({c.node(k.from).name + " -> " + c.node(k.to).name, k.kind, bytes[ids[i]], util(ids[i])});
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_training_scenario(const nlohmann::json& doc) {
@@ -147,7 +168,8 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   return s;
 }
 
-TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy) {
+TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,
+                                     const TrainingOutputs& outputs) {
   const ParallelPlan& p = strategy.plan;
   NetworkFabric fabric(s.cluster, s.catalog);
   const AcceleratorSpec& acc = accelerator_of(s);
@@ -163,8 +185,21 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   for (auto& r : step.resources) models.push_back(r.get());
   ResourceUsage usage;
   TaskTimes times;
-  Observer* observers[] = {&usage, &times};
+  std::vector<Observer*> observers{&usage, &times};
+  std::optional<AtomicFile> trace_file;
+  std::optional<ChromeTrace> trace;
+  if (outputs.trace) {
+    trace_file.emplace(*outputs.trace);
+    trace.emplace(trace_file->stream());
+    observers.push_back(&*trace);
+  }
+  if (outputs.dot) {
+    AtomicFile dot(*outputs.dot);
+    step.graph.write_dot(dot.stream());
+    dot.commit();
+  }
   const ReplayResult result = replay(step.graph, models, observers);
+  if (trace_file) trace_file->commit();
 
   TrainingReport r;
   r.name = p.name;
@@ -224,6 +259,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;
   r.tasks = result.tasks;
   r.transfers = step.transfers;
+  r.busiest_links = busiest_links(s.cluster, step.network_model->link_bytes(), r.step_time_s);
   return r;
 }
 
@@ -245,6 +281,18 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
                   r.model_tflops_per_device, r.mfu * 100, r.hfu * 100, r.peak_memory_bytes / 1073741824.0,
                   r.fits_in_memory ? "fits" : "OUT OF MEMORY");
     out << line;
+  }
+  out << "\nbusiest links (bytes over line bandwidth x step time):\n";
+  for (const auto& r : reports) {
+    std::snprintf(line, sizeof line, "  %-*s", static_cast<int>(w), r.name.c_str());
+    out << line;
+    if (r.busiest_links.empty()) out << "  none (no traffic on the network)";
+    for (std::size_t i = 0; i < r.busiest_links.size() && i < 2; ++i) {
+      const LinkUse& l = r.busiest_links[i];
+      std::snprintf(line, sizeof line, "  %s (%s) %.0f%%", l.link.c_str(), l.kind.c_str(), l.utilization * 100);
+      out << line;
+    }
+    out << "\n";
   }
   out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs (6N + 12 l h s per token) per device\n"
          "per second; MFU/HFU: model/hardware (with recomputation) FLOP/s over the accelerator's peak; peak: the\n"
@@ -273,6 +321,16 @@ void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& re
         << r.tasks << "," << r.transfers << "\n";
   }
 }
+
+namespace {
+nlohmann::ordered_json links_json(const std::vector<LinkUse>& links) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const LinkUse& l : links) {
+    a.push_back({{"link", l.link}, {"kind", l.kind}, {"bytes", l.bytes}, {"utilization", l.utilization}});
+  }
+  return a;
+}
+}  // namespace
 
 void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports) {
   nlohmann::ordered_json j;
@@ -305,7 +363,8 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                     {"device_memory_bytes", r.device_memory_bytes},
                     {"fits_in_memory", r.fits_in_memory},
                     {"tasks", r.tasks},
-                    {"transfers", r.transfers}});
+                    {"transfers", r.transfers},
+                    {"most_utilized_links", links_json(r.busiest_links)}});
   }
   j["strategies"] = list;
   out << j.dump(2) << "\n";

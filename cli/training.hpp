@@ -47,6 +47,14 @@ bool is_training_scenario(const nlohmann::json& doc);
 /// InputError naming the JSON path of the first problem.
 TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir);
 
+/// A link's traffic over one step.
+struct LinkUse {
+  std::string link;  // "from -> to" by node name
+  std::string kind;  // catalog link id
+  double bytes = 0;
+  double utilization = 0;  // bytes / (line bandwidth x step time)
+};
+
 struct TrainingReport {
   std::string name;
   std::string plan;  // "dp 4 x tp 8 x pp 2"
@@ -72,10 +80,20 @@ struct TrainingReport {
   bool fits_in_memory = true;
   std::uint64_t tasks = 0;
   std::uint64_t transfers = 0;
+  std::vector<LinkUse> busiest_links;  // the most utilized links, most first (at most kBusiestLinks)
+};
+
+inline constexpr std::size_t kBusiestLinks = 5;
+
+/// Files a replay may write besides the report (written whole or not at all).
+struct TrainingOutputs {
+  std::optional<std::string> trace;  // Perfetto / Chrome trace of the replay
+  std::optional<std::string> dot;    // the task graph in GraphViz syntax
 };
 
 /// Lowers and replays one strategy.
-TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy);
+TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,
+                                     const TrainingOutputs& outputs = {});
 
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);

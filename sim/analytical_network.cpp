@@ -15,6 +15,7 @@ AnalyticalNetwork::AnalyticalNetwork(std::string name, NetworkFabric& fabric)
 
 void AnalyticalNetwork::begin(const TaskGraph& graph) {
   graph_ = &graph;
+  reset_link_bytes(fabric_->cluster().link_count());
   heap_.clear();
   seq_ = 0;
 }
@@ -27,6 +28,7 @@ Seconds AnalyticalNetwork::submit(TaskId task, Seconds now, ReplaySink& sink) {
                       " names an endpoint that is not a node of the cluster");
   }
   const auto& route = fabric_->routes(NodeId(transfer->src.value), NodeId(transfer->dst.value)).front();
+  carry(route, transfer->bytes.value());
   double duration = fabric_->route_latency(route);
   if (!route.empty()) duration += transfer->bytes.value() / fabric_->route_capacity(route);
   sink.started(task, now);

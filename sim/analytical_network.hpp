@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "sim/core/resource_model.hpp"
+#include "sim/network.hpp"
 #include "sim/network_fabric.hpp"
 
 namespace ddlsim {
 
-class AnalyticalNetwork final : public ResourceModel {
+class AnalyticalNetwork final : public NetworkModel {
  public:
   AnalyticalNetwork(std::string name, NetworkFabric& fabric);
 

@@ -20,6 +20,7 @@ FlowNetwork::FlowNetwork(std::string name, NetworkFabric& fabric) : name_(std::m
 
 void FlowNetwork::begin(const TaskGraph& graph) {
   graph_ = &graph;
+  reset_link_bytes(fabric_->cluster().link_count());
   stats_ = Stats{};
   flows_.clear();
   free_.clear();
@@ -107,6 +108,7 @@ Seconds FlowNetwork::submit(TaskId task, Seconds now, ReplaySink& sink) {
   flow.since = now.value();
   flow.cap = fabric_->route_capacity(route);
   for (LinkId l : route) ++load_[l.value];
+  carry(route, flow.left);
   const double latency = fabric_->route_latency(route);
   if (latency > 0.0) {
     const auto [it, fresh] = waiting_index_.try_emplace(std::bit_cast<std::uint64_t>(latency),

@@ -42,11 +42,12 @@
 
 #include "sim/core/event_queue.hpp"
 #include "sim/core/resource_model.hpp"
+#include "sim/network.hpp"
 #include "sim/network_fabric.hpp"
 
 namespace ddlsim {
 
-class FlowNetwork final : public ResourceModel {
+class FlowNetwork final : public NetworkModel {
  public:
   struct Stats {
     std::uint64_t flows = 0;           // transfers carried

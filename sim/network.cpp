@@ -15,7 +15,7 @@ std::string_view network_model_name(NetworkModelKind kind) {
   return kind == NetworkModelKind::kFlow ? "flow" : "analytical";
 }
 
-std::unique_ptr<ResourceModel> make_network(NetworkModelKind kind, std::string name, NetworkFabric& fabric) {
+std::unique_ptr<NetworkModel> make_network(NetworkModelKind kind, std::string name, NetworkFabric& fabric) {
   if (kind == NetworkModelKind::kFlow) return std::make_unique<FlowNetwork>(std::move(name), fabric);
   return std::make_unique<AnalyticalNetwork>(std::move(name), fabric);
 }

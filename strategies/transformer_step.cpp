@@ -91,7 +91,9 @@ class StepLowering {
       out_.resources.push_back(std::move(r));
       return ResourceId(static_cast<std::uint32_t>(out_.resources.size() - 1));
     };
-    out_.network = add(make_network(in_.network, "network", *in_.fabric));
+    std::unique_ptr<NetworkModel> net = make_network(in_.network, "network", *in_.fabric);
+    out_.network_model = net.get();
+    out_.network = add(std::move(net));
     for (int d = 0; d < p_.dp; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
         const std::string name = "dp" + std::to_string(d) + ".pp" + std::to_string(i);

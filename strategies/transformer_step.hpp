@@ -62,6 +62,7 @@ struct LoweredTrainingStep {
   std::vector<TaskId> last_backward;  // per (dp, pp): the last task of its pipeline program
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   ResourceId network;
+  const NetworkModel* network_model = nullptr;  // resources[network], for its per-link bytes
   std::uint64_t tp_collectives = 0;  // priced analytically
   std::uint64_t transfers = 0;       // replayed on the network model (pipeline and data-parallel)
   double dp_bytes_per_device = 0;    // bytes one device sends in the data-parallel collectives

@@ -32,6 +32,7 @@ struct NetRun {
   double makespan = 0.0;
   std::vector<double> end;  // per task: finish time
   FlowNetwork::Stats stats;
+  std::vector<double> link_bytes;  // per directed link
 };
 
 class EndTimes final : public Observer {
@@ -44,7 +45,7 @@ class EndTimes final : public Observer {
 
 /// Replays `g`, whose transfers all name ResourceId 0, on one network model.
 inline NetRun run_network(const TaskGraph& g, NetworkFabric& fabric, Model model) {
-  std::unique_ptr<ResourceModel> net;
+  std::unique_ptr<NetworkModel> net;
   FlowNetwork* flow = nullptr;
   if (model == Model::kFlow) {
     auto f = std::make_unique<FlowNetwork>("net", fabric);
@@ -59,6 +60,7 @@ inline NetRun run_network(const TaskGraph& g, NetworkFabric& fabric, Model model
   NetRun out;
   out.makespan = replay(g, models, obs).makespan.value();
   out.end = times.end;
+  out.link_bytes = net->link_bytes();
   if (flow != nullptr) out.stats = flow->stats();
   return out;
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -638,6 +639,17 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
   CHECK(j.at("strategies").at(1).at("plan") == "dp 2 x tp 4 x pp 2");
   CHECK(ddlsim_cmd({"run", f, "--json"}).out == r.out);
   CHECK(ddlsim_cmd({"run", f, "--network", "analytical", "--strategy", "tp-pp"}).status == 0);
+  // The most utilized links: at most 5, by utilization = bytes / (line rate x step);
+  // the DP all-reduce of 16 ranks over 2 servers crosses the HDR NICs (25 GB/s).
+  const auto& links = dp.at("most_utilized_links");
+  REQUIRE(links.size() == 5);
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    if (i > 0) CHECK(links[i - 1].at("utilization").get<double>() >= links[i].at("utilization").get<double>());
+    if (links[i].at("kind") == "ib-hdr") {
+      CHECK(links[i].at("utilization").get<double>() ==
+            Approx(links[i].at("bytes").get<double>() / (25e9 * dp.at("step_time_s").get<double>())));
+    }
+  }
   // --csv: a header and one row per strategy, the step time as in the JSON.
   const std::string csv = (s.dir / "r.csv").string();
   REQUIRE(ddlsim_cmd({"run", f, "--csv", csv}).status == 0);
@@ -678,6 +690,33 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
     CHECK(r.err == "ddlsim run: " + line + "\n");
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("training scenarios write a trace and a task graph of one strategy") {
+  // Expected: --trace with two strategies is refused (one line, status 2, no file);
+  // with --strategy it writes a JSON trace whose tracks include the compute streams and
+  // the network, and --dot a digraph.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const std::string trace = (s.dir / "step.json").string(), dot = (s.dir / "step.dot").string();
+  auto r = ddlsim_cmd({"run", f, "--trace", trace});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: --trace: the scenario has 2 strategies; choose one with --strategy NAME\n");
+  CHECK_FALSE(fs::exists(trace));
+  r = ddlsim_cmd({"run", f, "--strategy", "tp-pp", "--trace", trace, "--dot", dot});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(std::ifstream(trace));
+  std::set<std::string> tracks;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.at("name") == "thread_name") tracks.insert(e.at("args").at("name").get<std::string>());
+  }
+  CHECK(tracks.count("dp0.pp1.compute") == 1);
+  CHECK(tracks.count("dp1.pp0.tp") == 1);
+  CHECK(tracks.count("network") == 1);
+  std::ifstream d(dot);
+  std::string first;
+  std::getline(d, first);
+  CHECK(first.rfind("digraph", 0) == 0);
 }
 
 TEST_CASE("validate: --check fails (status 3) when a figure is worse than recorded") {

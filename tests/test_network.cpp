@@ -1,6 +1,8 @@
 // The network models against textbook max-min cases and their own closed forms.
 #include <doctest/doctest.h>
 
+#include <map>
+
 #include "network_fixtures.hpp"
 #include "sim/core/errors.hpp"
 #include "topology/catalog.hpp"
@@ -29,6 +31,31 @@ TEST_CASE("two flows on one link get half of it each") {
   CHECK(flow.end[b.value] == Approx(0.2).epsilon(1e-12));
   const NetRun ana = run_network(g, f, Model::kAnalytical);
   CHECK(ana.makespan == Approx(0.1).epsilon(1e-12));
+}
+
+TEST_CASE("each link counts the bytes of every transfer routed over it") {
+  // Expected: a0 - s - a1; 1 GB from a0 to a1 and 0.5 GB back: a0->s and s->a1 carry
+  // 1e9 bytes, a1->s and s->a0 5e8, in both models.
+  Cluster c;
+  const auto n = add_chips(c, 2);
+  const NodeId sw = c.add_node(NodeKind::kSwitch, "s");
+  c.connect(n[0], sw, BytesPerSecond(10e9), Seconds(0.0), "x");
+  c.connect(sw, n[1], BytesPerSecond(10e9), Seconds(0.0), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  transfer(g, n[0], n[1], 1e9);
+  transfer(g, n[1], n[0], 5e8);
+  for (Model m : {Model::kFlow, Model::kAnalytical}) {
+    const NetRun r = run_network(g, f, m);
+    std::map<std::pair<std::string, std::string>, double> by_name;
+    for (std::uint32_t l = 0; l < c.link_count(); ++l) {
+      by_name[{c.node(c.link(LinkId(l)).from).name, c.node(c.link(LinkId(l)).to).name}] = r.link_bytes[l];
+    }
+    CHECK(by_name[{"a0", "s"}] == 1e9);
+    CHECK(by_name[{"s", "a1"}] == 1e9);
+    CHECK(by_name[{"a1", "s"}] == 5e8);
+    CHECK(by_name[{"s", "a0"}] == 5e8);
+  }
 }
 
 TEST_CASE("the opposite direction of a cable is a separate link") {
