@@ -17,8 +17,9 @@ Usage: ddlsim COMMAND [OPTIONS] [ARGS]
 
 Commands:
   run [SCENARIO.json]   Replay every strategy of a scenario on its cluster and report step
-                        time, compute utilization, exposed communication and peak memory.
-                        Without a file, runs the embedded default scenario.
+                        time, throughput, MFU, where the time goes and peak memory.
+                        Without a file, runs the embedded default scenario (a GPT on 4
+                        DGX A100 servers: DP, ZeRO-3, TP+DP, PTD-P).
   topology --preset NAME
                         Build a cluster (DGX A100/H100/B200, Llama 3 RoCE, GB200 NVL72,
                         TPU pods) and describe it: links, injection bandwidth, diameter,
@@ -39,8 +40,9 @@ Commands:
 Examples:
   ddlsim run                                        # the embedded default scenario
   ddlsim run scenarios/default.json --json          # machine-readable report
-  ddlsim run my.json --set cluster.devices=64       # what if the cluster were 64 devices?
-  ddlsim run --strategy dp-overlap-bucket-6 --trace step.json   # open in ui.perfetto.dev
+  ddlsim run --set cluster.nodes=8                  # what if the cluster had 8 servers?
+  ddlsim run --strategy ptd-p --trace step.json     # open in ui.perfetto.dev
+  ddlsim validate --suite vtrain-multi              # predicted against measured step times
   ddlsim topology --preset dgx-h100 --nodes 32      # a DGX H100 SuperPOD scalable unit
   ddlsim collective --preset dgx-a100 --nodes 4 -b 1M -e 1G --algorithm all
   ddlsim workload --preset llama3-8b --seq 8192 --device h100-sxm

@@ -30,20 +30,24 @@ namespace {
 constexpr const char* kRunHelp = R"(Usage: ddlsim run [SCENARIO.json] [OPTIONS]
 
 Replays one training step of every strategy in the scenario on its cluster and prints,
-per strategy: step time, compute busy time and utilization, link busy time, exposed
-communication (step time minus compute time), achieved TFLOP/s per device and peak
-memory per device against the device's capacity. Without SCENARIO.json the embedded
-default scenario (scenarios/default.json) runs.
+per strategy: step time, samples and tokens per second, model TFLOP/s per device, MFU
+and HFU, the fullest device's memory against its capacity, and the busiest links
+(--json adds where the critical device's step goes: compute, exposed tensor-, pipeline-
+and data-parallel communication, bubble, idle). Without SCENARIO.json the embedded
+default scenario runs: a 1.7B GPT on 4 DGX A100 servers under data parallelism, ZeRO-3,
+TP+DP and PTD-P (scenarios/default.json).
 
 The scenario is checked before anything runs: an unknown key, a wrong type, a missing
-field or an out-of-range value stops with one line naming its JSON path and exit status 2.
+field, an out-of-range value or an impossible plan (tp not dividing the heads, ...)
+stops with one line naming its JSON path and exit status 2.
 
 Examples:
-  ddlsim run                                   # embedded default scenario, as a table
+  ddlsim run                                   # the embedded default scenario, as a table
   ddlsim run scenarios/default.json --json     # the same as JSON (fields in README.md)
-  ddlsim run --set cluster.devices=64 --set strategies.1.bucket_layers=4
-  ddlsim run --set cluster.link_gbytes_per_s=50          # what if links were twice as fast?
-  ddlsim run --strategy dp-overlap-bucket-6 --trace step.json   # open in ui.perfetto.dev
+  ddlsim run --set cluster.nodes=8 --set strategies.3.pp=4    # what if: 8 servers, 4 stages
+  ddlsim run --set cluster.nic=ib-ndr          # what if the NICs were 400 Gb/s?
+  ddlsim run --strategy ptd-p --trace step.json   # open in ui.perfetto.dev
+  ddlsim run --csv results.csv                 # one row per strategy
   ddlsim run --print-scenario > my.json        # start your own scenario from the default
 
 Options)";
@@ -68,7 +72,7 @@ po::options_description run_options() {
       ("json", "print the report as JSON instead of a table")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"),
        "override a scenario field before validation; repeatable. PATH is dot-separated, array elements "
-       "by index (strategies.0.overlap=false); VALUE is JSON, or else a string")
+       "by index (strategies.0.tp=4); VALUE is JSON, or else a string")
       ("strategy", po::value<std::string>()->value_name("NAME"), "replay only this strategy of the scenario")
       ("trace", po::value<std::string>()->value_name("FILE"),
        "write a Perfetto/Chrome trace of the replay (one strategy: use --strategy when the scenario has several)")

@@ -45,8 +45,8 @@ Scenario read_scenario(const nlohmann::json& doc) {
                     (named && w["model"] != "synthetic" &&
                      std::find(models.begin(), models.end(), w["model"].get<std::string>()) != models.end());
   if (real) {
-    throw InputError("workload.model: ddlsim run replays the synthetic model only, until strategies for real models "
-                     "land; 'ddlsim workload SCENARIO.json' describes this workload");
+    throw InputError("workload.model: a uniform cluster (cluster.devices, ...) runs the synthetic model only; to train "
+                     "a real model, name a cluster preset (\"cluster\": {\"preset\": \"dgx-a100\", \"nodes\": 4})");
   }
   if (named && w["model"] != "synthetic") {
     const std::string m = w["model"].get<std::string>();

@@ -1,12 +1,15 @@
 // libFuzzer harness: arbitrary bytes as `--set` expressions (one per line, at most 8)
-// applied to the embedded default scenario, then validated and replayed. As for
-// scenario files, only InputError may come out.
+// applied to the embedded default scenario (a training scenario), then validated and,
+// for strategies small enough to replay quickly (at most 16 accelerators, 16
+// micro-batches, no ZeRO-3 over more than 8 replicas), replayed. As for scenario files,
+// only InputError may come out.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cli/training.hpp"
 #include "exercise.hpp"
 #include "scenarios/default_scenario.hpp"
 #include "support/input_error.hpp"
@@ -22,7 +25,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     const auto doc = ddlsim::scenario_document(std::string(ddlsim::kDefaultScenario), "default.json", sets);
-    ddlsim::fuzz::exercise(ddlsim::read_scenario(doc));
+    if (!ddlsim::is_training_scenario(doc)) {
+      ddlsim::fuzz::exercise(ddlsim::read_scenario(doc));
+      return 0;
+    }
+    const ddlsim::TrainingScenario s = ddlsim::read_training_scenario(doc, "");
+    if (s.cluster.accelerators().size() > 16) return 0;
+    for (const auto& t : s.strategies) {
+      const bool big_zero3 = t.plan.dp_mode == ddlsim::DataParallelMode::kZero3 && t.plan.dp > 8;
+      if (t.plan.micro_batches() <= 16 && !big_zero3) ddlsim::run_training_strategy(s, t);
+    }
   } catch (const ddlsim::InputError&) {
   }
   return 0;

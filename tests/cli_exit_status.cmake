@@ -14,7 +14,7 @@ if(NOT out STREQUAL "")
   message(FATAL_ERROR "unexpected stdout: ${out}")
 endif()
 execute_process(COMMAND ${DDLSIM} run RESULT_VARIABLE status OUTPUT_VARIABLE out)
-if(NOT status EQUAL 0 OR NOT out MATCHES "dp-overlap-bucket-6")
+if(NOT status EQUAL 0 OR NOT out MATCHES "ptd-p")
   message(FATAL_ERROR "default scenario: exit ${status}, output: ${out}")
 endif()
 
