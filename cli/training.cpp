@@ -259,7 +259,10 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;
   r.tasks = result.tasks;
   r.transfers = step.transfers;
-  r.busiest_links = busiest_links(s.cluster, step.network_model->link_bytes(), r.step_time_s);
+  std::vector<double> link_bytes = step.priced_link_bytes;
+  const std::vector<double>& carried = step.network_model->link_bytes();
+  for (std::size_t l = 0; l < link_bytes.size(); ++l) link_bytes[l] += carried[l];
+  r.busiest_links = busiest_links(s.cluster, link_bytes, r.step_time_s);
   return r;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/core/resource_model.hpp"
+#include "sim/finish_heap.hpp"
 #include "sim/network.hpp"
 #include "sim/network_fabric.hpp"
 
@@ -27,20 +28,14 @@ class AnalyticalNetwork final : public NetworkModel {
   [[nodiscard]] bool accepts(const TaskKind& kind) const override { return kind.index() == 1; }
   void begin(const TaskGraph& graph) override;
   Seconds submit(TaskId task, Seconds now, ReplaySink& sink) override;
-  [[nodiscard]] Seconds next_event() const override;
+  [[nodiscard]] Seconds next_event() const override { return pending_.next(); }
   Seconds advance(Seconds t, ReplaySink& sink) override;
 
  private:
-  struct Pending {
-    double finish;
-    std::uint64_t seq;
-    TaskId task;
-  };
   std::string name_;
   NetworkFabric* fabric_;
   const TaskGraph* graph_ = nullptr;
-  std::vector<Pending> heap_;  // min-heap on (finish, seq)
-  std::uint64_t seq_ = 0;
+  FinishHeap pending_;
 };
 
 }  // namespace ddlsim

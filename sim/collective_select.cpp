@@ -16,7 +16,7 @@ struct Edge {
   double capacity = std::numeric_limits<double>::infinity();  // B/s, the smallest seen
   bool seen = false;
   void add(NetworkFabric& f, NodeId a, NodeId b) {
-    const auto& r = f.routes(a, b).front();
+    const auto& r = f.first_route(a, b);
     latency = std::max(latency, f.route_latency(r));
     capacity = std::min(capacity, f.route_capacity(r));
     seen = true;

@@ -40,11 +40,16 @@ class GraphSink {
 // that task as a predecessor, so each finish is final when it is first read.
 class TimingSink {
  public:
-  explicit TimingSink(NetworkFabric& f) : f_(f), cache_(kCache) {}
+  /// With `traffic`, also counts the bytes on every link and those `first` sends.
+  explicit TimingSink(NetworkFabric& f, CollectiveTraffic* traffic = nullptr, NodeId first = NodeId())
+      : f_(f), cache_(kCache), traffic_(traffic), first_(first) {
+    if (traffic_ != nullptr) link_bytes_.assign(f.cluster().link_count(), 0.0);
+  }
   TaskId send(NodeId from, NodeId to, double bytes) {
     const Price& p = price(from, to);
     ready_.push_back(0.0);
     duration_.push_back(p.empty ? p.latency : p.latency + bytes / p.capacity);
+    count(from, p, bytes);
     return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
   }
   TaskId marker() {
@@ -64,6 +69,7 @@ class TimingSink {
       const Price& pr = price(order[r], order[(r + 1) % p]);
       dur[r] = pr.empty ? pr.latency : pr.latency + piece / pr.capacity;
       last[r] = finish(ready_of[r]);
+      count(order[r], pr, piece * static_cast<double>(steps) * static_cast<double>(chunks));
     }
     for (int s = 0; s < steps; ++s) {
       for (std::size_t r = 0; r < p; ++r) {
@@ -84,26 +90,43 @@ class TimingSink {
     }
   }
 
+  /// The counted traffic, each link once in LinkId order.
+  void collect() {
+    if (traffic_ == nullptr) return;
+    for (std::uint32_t l = 0; l < link_bytes_.size(); ++l) {
+      if (link_bytes_[l] > 0.0) traffic_->links.emplace_back(LinkId(l), link_bytes_[l]);
+    }
+  }
+
  private:
   struct Price {
     std::uint64_t key = ~std::uint64_t{0};
     double latency = 0.0;
     double capacity = 0.0;
     bool empty = true;
+    const std::vector<LinkId>* route = nullptr;
   };
   static constexpr std::size_t kCache = 1 << 14;  // direct-mapped by (src, dst)
   const Price& price(NodeId from, NodeId to) {
     const std::uint64_t key = (std::uint64_t{from.value} << 32) | to.value;
     Price& slot = cache_[(key * 0x9E3779B97F4A7C15ull) >> 50];
     if (slot.key != key) {
-      const auto& route = f_.routes(from, to).front();
-      slot = Price{key, f_.route_latency(route), f_.route_capacity(route), route.empty()};
+      const auto& route = f_.first_route(from, to);
+      slot = Price{key, f_.route_latency(route), f_.route_capacity(route), route.empty(), &route};
     }
     return slot;
+  }
+  void count(NodeId from, const Price& p, double bytes) {
+    if (traffic_ == nullptr) return;
+    for (LinkId l : *p.route) link_bytes_[l.value] += bytes;
+    if (from == first_) traffic_->first_rank_sends += bytes;
   }
   NetworkFabric& f_;
   std::vector<Price> cache_;
   std::vector<double> ready_, duration_;
+  CollectiveTraffic* traffic_;
+  NodeId first_;
+  std::vector<double> link_bytes_;
 };
 
 // Builds the transfers of one collective. Every helper takes, per rank position, the
@@ -657,6 +680,16 @@ double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& 
   TimingSink sink(fabric);
   Lowering<TimingSink> low(sink, group, spec);
   return sink.finish(build(low, group, spec).second);
+}
+
+CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
+  check_request(group, spec);
+  CollectiveCost out;
+  TimingSink sink(fabric, &out.traffic, group.ranks.front());
+  Lowering<TimingSink> low(sink, group, spec);
+  out.time = sink.finish(build(low, group, spec).second);
+  sink.collect();
+  return out;
 }
 
 

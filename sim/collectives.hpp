@@ -124,6 +124,19 @@ LoweredCollective lower_collective(TaskGraph& graph, ResourceId network, const C
 /// lower_collective's graph on AnalyticalNetwork, at a fraction of the cost.
 double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec);
 
+/// The same time, and the traffic the collective's transfers put on the network: the
+/// bytes each link carries (on the route the analytical model takes) and the bytes the
+/// group's first rank sends.
+struct CollectiveTraffic {
+  std::vector<std::pair<LinkId, double>> links;  // each link once, in LinkId order
+  double first_rank_sends = 0.0;
+};
+struct CollectiveCost {
+  double time = 0.0;  // s
+  CollectiveTraffic traffic;
+};
+CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec);
+
 /// The number of transfers lower_collective would add (to refuse absurd sizes up front).
 std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec);
 

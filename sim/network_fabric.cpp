@@ -109,6 +109,17 @@ const std::vector<std::vector<LinkId>>& NetworkFabric::routes(NodeId src, NodeId
   return routes_.emplace(key, std::move(found)).first->second;
 }
 
+const std::vector<LinkId>& NetworkFabric::first_route(NodeId src, NodeId dst) {
+  const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
+  if (const auto it = routes_.find(key); it != routes_.end()) return it->second.front();
+  if (const auto it = first_routes_.find(key); it != first_routes_.end()) return it->second;
+  if (src == dst || (in_torus_[src.value] && in_torus_[dst.value])) return routes(src, dst).front();
+  // The first spread walk does not depend on how many follow it.
+  std::vector<std::vector<LinkId>> one = spread_shortest_paths(*cluster_, src, dst, 1, scratch_);
+  if (one.empty()) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
+  return first_routes_.emplace(key, std::move(one.front())).first->second;
+}
+
 double NetworkFabric::route_latency(std::span<const LinkId> route) const {
   double sum = 0.0;
   for (LinkId l : route) sum += latency_[l.value];

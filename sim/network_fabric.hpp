@@ -48,6 +48,9 @@ class NetworkFabric {
   /// Throws GraphError when dst cannot be reached. The spans stay valid while the
   /// fabric lives.
   const std::vector<std::vector<LinkId>>& routes(NodeId src, NodeId dst);
+  /// routes(src, dst).front(), the route the analytical model takes, found without the
+  /// other candidates when they are not cached (one walk instead of kMaxCandidates).
+  const std::vector<LinkId>& first_route(NodeId src, NodeId dst);
 
   /// The sum of the latencies along a route, and its smallest effective capacity
   /// (infinity for an empty route).
@@ -70,6 +73,7 @@ class NetworkFabric {
   std::unique_ptr<ShortestPathRouter> torus_router_;
   std::vector<bool> in_torus_;
   std::unordered_map<std::uint64_t, std::vector<std::vector<LinkId>>> routes_;
+  std::unordered_map<std::uint64_t, std::vector<LinkId>> first_routes_;  // pairs routes_ lacks
   PathScratch scratch_;
 };
 

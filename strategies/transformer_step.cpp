@@ -6,6 +6,7 @@
 
 #include "sim/collectives.hpp"
 #include "sim/compute_stream.hpp"
+#include "sim/delay_pool.hpp"
 #include "strategies/pipeline.hpp"
 #include "strategies/stage_costs.hpp"
 #include "support/input_error.hpp"
@@ -31,17 +32,23 @@ class StepLowering {
     mb_ = static_cast<int>(p_.micro_batches());
     zero3_ = p_.dp_mode == DataParallelMode::kZero3 && p_.dp > 1;
     chunk_layers_ = chunk_layer_counts();
+    priced_ = in_.network == NetworkModelKind::kAnalytical && in_.price_collectives;
+    price_tp_groups();
+    dpl_ = priced_ && in_.fold_replicas && replicas_identical() ? 1 : p_.dp;
+    out_.lowered_replicas = dpl_;
+    out_.priced_link_bytes.assign(in_.fabric->cluster().link_count(), 0.0);
     make_resources();
-    out_.last_backward.resize(static_cast<std::size_t>(p_.dp * p_.pp));
-    out_.optimizer.resize(static_cast<std::size_t>(p_.dp * p_.pp));
+    out_.last_backward.resize(static_cast<std::size_t>(dpl_ * p_.pp));
+    out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     for (int i = 0; i < p_.pp; ++i) stage_done_.push_back(g_.add(Marker{}, "gradients reduced").id());
     const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
-    for (int d = 0; d < p_.dp; ++d) {
+    for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) lower_program(d, i, programs[static_cast<std::size_t>(i)]);
     }
     connect_pipeline();
     const TaskId end = g_.add(Marker{}, "step end").id();
     data_parallel_and_optimizer(end);
+    count_unlowered_traffic();
   }
 
  private:
@@ -94,18 +101,79 @@ class StepLowering {
     std::unique_ptr<NetworkModel> net = make_network(in_.network, "network", *in_.fabric);
     out_.network_model = net.get();
     out_.network = add(std::move(net));
-    for (int d = 0; d < p_.dp; ++d) {
+    if (priced_) out_.collectives = add(std::make_unique<DelayPool>("dp collectives"));
+    for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
         const std::string name = "dp" + std::to_string(d) + ".pp" + std::to_string(i);
         out_.compute.push_back(add(std::make_unique<ComputeStream>(name + ".compute")));
-        if (p_.tp > 1) {
-          out_.tp_comm.push_back(add(std::make_unique<ComputeStream>(name + ".tp")));
-          std::vector<NodeId> ranks;
-          for (int k = 0; k < p_.tp; ++k) ranks.push_back(node(rank(d, i, k)));
-          const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
-          const CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllReduce, costs_.tp_bytes);
-          tp_time_.push_back(Seconds(analytical_collective_time(*in_.fabric, grp, spec)));
+        if (p_.tp > 1) out_.tp_comm.push_back(add(std::make_unique<ComputeStream>(name + ".tp")));
+      }
+    }
+  }
+
+  // Every tensor-parallel group's all-reduce, priced by the analytical model (with the
+  // traffic it puts on the links), for all replicas: the lowering uses the times, the
+  // replica check compares them, the link report counts the traffic.
+  void price_tp_groups() {
+    if (p_.tp == 1) return;
+    for (int d = 0; d < p_.dp; ++d) {
+      for (int i = 0; i < p_.pp; ++i) {
+        std::vector<NodeId> ranks;
+        for (int k = 0; k < p_.tp; ++k) ranks.push_back(node(rank(d, i, k)));
+        const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
+        const CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllReduce, costs_.tp_bytes);
+        tp_cost_.push_back(analytical_collective_cost(*in_.fabric, grp, spec));
+      }
+    }
+    tp_uses_.assign(tp_cost_.size(), 0);
+  }
+
+  // A pipeline send's time on the analytical model (its route's latency plus bytes over
+  // its bottleneck), as AnalyticalNetwork will replay it.
+  double p2p_time(std::uint32_t from, std::uint32_t to) const {
+    const auto& route = in_.fabric->first_route(node(from), node(to));
+    return in_.fabric->route_latency(route) + (route.empty() ? 0.0 : costs_.p2p_bytes / in_.fabric->route_capacity(route));
+  }
+
+  // Whether every data-parallel replica is provably the same as the first under the
+  // analytical model: identical compute (always), identical tensor-parallel all-reduce
+  // times and identical pipeline send times, bit for bit. Then all replicas run the same
+  // schedule to the same instants, each data-parallel collective (shared by all of
+  // them) starts when the first replica is ready, and replaying the first alone gives
+  // the full replay's step.
+  bool replicas_identical() const {
+    for (int d = 1; d < p_.dp; ++d) {
+      for (int i = 0; i < p_.pp; ++i) {
+        if (p_.tp > 1 && tp_cost_[group(d, i)].time != tp_cost_[group(0, i)].time) return false;
+        if (p_.pp == 1) continue;
+        const int j = (i + 1) % p_.pp;
+        for (int k = 0; k < p_.tp; ++k) {
+          if (p2p_time(rank(d, i, k), rank(d, j, k)) != p2p_time(rank(0, i, k), rank(0, j, k)) ||
+              p2p_time(rank(d, j, k), rank(d, i, k)) != p2p_time(rank(0, j, k), rank(0, i, k))) {
+            return false;
+          }
         }
+      }
+    }
+    return true;
+  }
+
+  // Traffic the replay does not carry as transfers, added to priced_link_bytes: every
+  // tensor-parallel all-reduce (priced), and with folded replicas the others' all-reduces
+  // and pipeline sends (on the routes the analytical model takes).
+  void count_unlowered_traffic() {
+    auto add = [&](const CollectiveTraffic& t, double times) {
+      for (const auto& [l, b] : t.links) out_.priced_link_bytes[l.value] += b * times;
+    };
+    for (int d = 0; d < p_.dp; ++d) {
+      for (int i = 0; i < p_.pp && p_.tp > 1; ++i) {
+        add(tp_cost_[group(d, i)].traffic, static_cast<double>(tp_uses_[group(d < dpl_ ? d : 0, i)]));
+      }
+      if (d < dpl_) continue;
+      for (const auto& [from, to] : sends_) {
+        const auto& route = in_.fabric->first_route(node(from + static_cast<std::uint32_t>(d * p_.pp * p_.tp)),
+                                                    node(to + static_cast<std::uint32_t>(d * p_.pp * p_.tp)));
+        for (LinkId l : route) out_.priced_link_bytes[l.value] += costs_.p2p_bytes;
       }
     }
   }
@@ -120,7 +188,8 @@ class StepLowering {
   TaskId tp_all_reduce(std::size_t grp, TaskId after) {
     if (p_.tp == 1) return after;
     ++out_.tp_collectives;
-    const TaskId task = g_.add(Compute{out_.tp_comm[grp], tp_time_[grp], Flops(0.0)}, "tp all-reduce").id();
+    ++tp_uses_[grp];
+    const TaskId task = g_.add(Compute{out_.tp_comm[grp], Seconds(tp_cost_[grp].time), Flops(0.0)}, "tp all-reduce").id();
     g_.add_edge(after, task);
     return task;
   }
@@ -273,7 +342,7 @@ class StepLowering {
   }
 
   void connect_pipeline() {
-    for (int d = 0; d < p_.dp; ++d) {
+    for (int d = 0; d < dpl_; ++d) {
       for (int s = 0; s < stages_; ++s) {
         for (int mb = 0; mb < mb_; ++mb) {
           if (s + 1 < stages_) send(d, s, s + 1, mb, true);   // activations forward
@@ -290,6 +359,7 @@ class StepLowering {
       return;
     }
     for (int k = 0; k < p_.tp; ++k) {
+      if (dpl_ < p_.dp) sends_.emplace_back(rank(d, i, k), rank(d, j, k));
       const TaskId t = g_.add(Transfer{out_.network, EndpointId(node(rank(d, i, k)).value),
                                        EndpointId(node(rank(d, j, k)).value), Bytes(costs_.p2p_bytes)},
                               forward ? "send activations" : "send gradients").id();
@@ -312,7 +382,7 @@ class StepLowering {
           double bytes = 0.0;
           for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * kGradBytes;
           const TaskId ready = g_.add(Marker{}, "bucket ready").id();
-          for (int d = 0; d < p_.dp; ++d) {
+          for (int d = 0; d < dpl_; ++d) {
             g_.add_edge(p_.overlap_grad_reduce ? contributions_[group(d, i)][last - 1].first
                                                : out_.last_backward[group(d, i)],
                         ready);
@@ -326,7 +396,7 @@ class StepLowering {
         }
       }
       std::vector<TaskId> steps;
-      for (int d = 0; d < p_.dp; ++d) {
+      for (int d = 0; d < dpl_; ++d) {
         const std::size_t grp = group(d, i);
         g_.add_edge(out_.last_backward[grp], stage_done);
         const double params = sharded ? stage_params / p_.dp : stage_params;
@@ -354,6 +424,22 @@ class StepLowering {
     std::vector<NodeId> ranks;
     for (int d = 0; d < p_.dp; ++d) ranks.push_back(node(rank(d, i, k)));
     const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
+    if (priced_) {
+      // One task for the whole collective: the analytical model's time for it, which
+      // is what its transfers take on AnalyticalNetwork (they never contend).
+      auto it = dp_cost_.find({i, k, op, bytes});
+      if (it == dp_cost_.end()) {
+        it = dp_cost_.emplace(std::make_tuple(i, k, op, bytes),
+                              analytical_collective_cost(*in_.fabric, grp, chosen_spec(*in_.fabric, grp, op, bytes)))
+                 .first;
+      }
+      const CollectiveCost& c = it->second;
+      for (const auto& [l, b] : c.traffic.links) out_.priced_link_bytes[l.value] += b;
+      if (i == 0 && k == 0) out_.dp_bytes_per_device += c.traffic.first_rank_sends;
+      ++out_.priced_collectives;
+      const TaskId t = g_.add(Compute{out_.collectives, Seconds(c.time), Flops(0.0)}, op_name(op)).id();
+      return LoweredCollective{t, t, 0};
+    }
     const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
     const LoweredCollective c = lower_collective(g_, out_.network, grp, chosen_spec(*in_.fabric, grp, op, bytes));
     out_.transfers += c.transfers;
@@ -377,7 +463,12 @@ class StepLowering {
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
-  std::vector<Seconds> tp_time_;
+  bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
+  int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
+  std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
+  std::vector<std::uint64_t> tp_uses_;   // per lowered group: its all-reduces
+  std::map<std::tuple<int, int, CollectiveOp, double>, CollectiveCost> dp_cost_;  // (pp, tp rank, op, bytes)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> sends_;  // replica 0's sends (ranks), when folded
   std::vector<TaskId> stage_done_;  // per pp stage: every gradient of the step reduced
   std::map<Key, TaskId> entries_, exits_;
   std::map<CollKey, Markers> zero3_colls_;

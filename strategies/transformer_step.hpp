@@ -52,12 +52,19 @@ struct TrainingStepInputs {
   NetworkFabric* fabric = nullptr;  // over the cluster
   const ComputeModel* compute = nullptr;
   NetworkModelKind network = NetworkModelKind::kFlow;
+  // With the analytical network: each data-parallel collective as one task of its
+  // analytical time (price_collectives), and a single replica replayed when all are
+  // provably identical (fold_replicas). Both leave the step exactly what replaying every
+  // transfer of every replica gives (up to rounding); off only to show that.
+  bool price_collectives = true;
+  bool fold_replicas = true;
 };
 
 struct LoweredTrainingStep {
   TaskGraph graph;
   std::vector<std::unique_ptr<ResourceModel>> resources;  // indexed by ResourceId
-  std::vector<ResourceId> compute;  // per (dp, pp) stage replica, dp-major
+  ResourceId collectives;             // the DelayPool of priced collectives, when they are
+  std::vector<ResourceId> compute;  // per lowered (dp, pp) stage replica, dp-major
   std::vector<ResourceId> tp_comm;  // per (dp, pp) when tp > 1
   std::vector<TaskId> last_backward;  // per (dp, pp): the last task of its pipeline program
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
@@ -65,6 +72,12 @@ struct LoweredTrainingStep {
   const NetworkModel* network_model = nullptr;  // resources[network], for its per-link bytes
   std::uint64_t tp_collectives = 0;  // priced analytically
   std::uint64_t transfers = 0;       // replayed on the network model (pipeline and data-parallel)
+  std::uint64_t priced_collectives = 0;  // data-parallel collectives run as one priced task
+  int lowered_replicas = 1;          // data-parallel replicas in the graph (dp, or 1 when folded)
+  // Bytes per link (by LinkId) of the traffic that is not replayed as transfers (priced
+  // collectives, tensor-parallel all-reduces, folded replicas); add the network model's
+  // link_bytes() for the whole step's.
+  std::vector<double> priced_link_bytes;
   double dp_bytes_per_device = 0;    // bytes one device sends in the data-parallel collectives
 };
 

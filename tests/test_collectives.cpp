@@ -209,6 +209,22 @@ TEST_CASE("the analytical fast path gives exactly what a replay on the analytica
         s.root = 1;
         s.peer = 3;
         CHECK(analytical_collective_time(f, g, s) == Approx(collective_time(f, g, s, Model::kAnalytical)).epsilon(1e-12));
+        // Its traffic: per link, what the replay's transfers carried; and what rank 0 sent.
+        const CollectiveCost cost = analytical_collective_cost(f, g, s);
+        CHECK(cost.time == analytical_collective_time(f, g, s));
+        TaskGraph tg;
+        lower_collective(tg, ResourceId(0), g, s);
+        const NetRun run = run_network(tg, f, Model::kAnalytical);
+        std::vector<double> counted(c->link_count(), 0.0);
+        for (const auto& [l, b] : cost.traffic.links) counted[l.value] = b;
+        for (std::size_t l = 0; l < counted.size(); ++l) CHECK(counted[l] == Approx(run.link_bytes[l]).epsilon(1e-12));
+        double first = 0;
+        for (std::uint32_t t = 0; t < tg.size(); ++t) {
+          if (const auto* x = std::get_if<Transfer>(&tg.kind(TaskId(t))); x != nullptr && x->src.value == g.ranks[0].value) {
+            first += x->bytes.value();
+          }
+        }
+        CHECK(cost.traffic.first_rank_sends == Approx(first).epsilon(1e-12));
       }
     }
   }

@@ -6,6 +6,7 @@
 #include "network_fixtures.hpp"
 #include "sim/core/errors.hpp"
 #include "topology/catalog.hpp"
+#include "topology/presets.hpp"
 
 using namespace ddlsim;
 using namespace ddlsim::test;
@@ -201,4 +202,21 @@ TEST_CASE("catalog efficiencies scale the link capacity by kind") {
   CHECK(f.capacity(nv) == Approx(300e9 * cat.link("nvlink3").efficiency));
   CHECK(cat.link("nvlink3").efficiency < 1.0);
   CHECK(f.capacity(custom) == Approx(10e9));
+}
+
+TEST_CASE("the first route alone is the first of the candidate routes") {
+  // Expected: first_route, asked before routes(), returns what routes().front() returns
+  // afterwards, on a two-pod DGX A100 fabric.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 24;
+  const Cluster c = build_preset(cat, "dgx-a100", o);
+  NetworkFabric f(c, cat);
+  const auto& acc = c.accelerators();
+  for (std::size_t i = 0; i < acc.size(); i += 7) {
+    const NodeId a = acc[i], b = acc[(i * 31 + 5) % acc.size()];
+    const std::vector<LinkId> first = f.first_route(a, b);
+    CHECK(f.routes(a, b).front() == first);
+    CHECK(&f.first_route(a, b) == &f.routes(a, b).front());  // now answered from the candidates
+  }
 }

@@ -204,12 +204,16 @@ struct StepRig {
     fabric = std::make_unique<NetworkFabric>(cluster, catalog);
     compute = std::make_unique<ComputeModel>(catalog.accelerator(cluster.node(cluster.accelerators()[0]).model));
   }
-  LoweredTrainingStep lower(const TransformerConfig& m, const ParallelPlan& p) {
+  LoweredTrainingStep lower(const TransformerConfig& m, const ParallelPlan& p,
+                            NetworkModelKind net = NetworkModelKind::kFlow, bool exploit = true) {
     TrainingStepInputs in;
     in.model = &m;
     in.plan = &p;
     in.fabric = fabric.get();
     in.compute = compute.get();
+    in.network = net;
+    in.price_collectives = exploit;
+    in.fold_replicas = exploit;
     return lower_transformer_step(in);
   }
   double run(LoweredTrainingStep& s) {
@@ -297,6 +301,38 @@ TEST_CASE("without overlap the gradient reduction is one bucket after the whole 
   CHECK(rig.run(*std::make_unique<LoweredTrainingStep>(rig.lower(m, p))) == Approx(one_bucket).epsilon(1e-12));
   p.overlap_grad_reduce = true;
   CHECK(rig.run(*std::make_unique<LoweredTrainingStep>(rig.lower(m, p))) < one_bucket * 0.98);
+}
+
+TEST_CASE("priced collectives and folded replicas give exactly the full analytical replay") {
+  // Expected: on the analytical network, replaying one replica with every data-parallel
+  // collective as one priced task gives the same step (to rounding) and the same bytes
+  // per device and on every link as replaying every transfer of every replica, for DP + TP + PP, ZeRO-1,
+  // ZeRO-3 and interleaved plans on 4 DGX A100s; and the folded graph is smaller.
+  StepRig rig("dgx-a100", 4);
+  const TransformerConfig m = gpt_config("g", 8, 1024, 16, 1024, 32000);
+  std::vector<ParallelPlan> plans(4);
+  plans[0].dp = 4, plans[0].tp = 4, plans[0].pp = 2, plans[0].global_batch = 32;
+  plans[1].dp = 32, plans[1].global_batch = 64, plans[1].dp_mode = DataParallelMode::kZero1;
+  plans[1].bucket_bytes = 4e6;
+  plans[2].dp = 8, plans[2].tp = 2, plans[2].pp = 2, plans[2].global_batch = 16;
+  plans[2].dp_mode = DataParallelMode::kZero3;
+  plans[3].dp = 2, plans[3].tp = 8, plans[3].pp = 2, plans[3].global_batch = 8;
+  plans[3].schedule = PipelineSchedule::kInterleaved1F1B, plans[3].virtual_stages = 2;
+  for (const ParallelPlan& p : plans) {
+    INFO("dp ", p.dp, " tp ", p.tp, " pp ", p.pp);
+    LoweredTrainingStep full = rig.lower(m, p, NetworkModelKind::kAnalytical, false);
+    LoweredTrainingStep fast = rig.lower(m, p, NetworkModelKind::kAnalytical, true);
+    CHECK(full.lowered_replicas == p.dp);
+    CHECK(fast.lowered_replicas == 1);
+    CHECK(fast.graph.size() < full.graph.size());
+    CHECK(rig.run(fast) == Approx(rig.run(full)).epsilon(1e-12));
+    CHECK(fast.dp_bytes_per_device == Approx(full.dp_bytes_per_device).epsilon(1e-12));
+    // Every link's bytes: replayed plus priced traffic, the same in both.
+    for (std::size_t l = 0; l < full.priced_link_bytes.size(); ++l) {
+      CHECK(fast.priced_link_bytes[l] + fast.network_model->link_bytes()[l] ==
+            Approx(full.priced_link_bytes[l] + full.network_model->link_bytes()[l]).epsilon(1e-12));
+    }
+  }
 }
 
 TEST_CASE("ZeRO-3 moves 3(d-1)/d of the weight bytes per device and micro-batch") {

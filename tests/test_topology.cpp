@@ -554,3 +554,62 @@ TEST_CASE("spread shortest paths leave through different spines") {
   CHECK(spines.size() == 4);
   CHECK(spread_shortest_paths(c, a, b, 8, scratch) == paths);  // deterministic, scratch reusable
 }
+
+TEST_CASE("path searches meet in the middle and find what a full search from dst finds") {
+  // Expected: the bidirectional distance search gives exactly the paths of the plain
+  // rule applied to full breadth-first distances to dst (re-implemented here from the
+  // documented rule: at hop d of walk j take next hop (j + (salt >> (d mod 32)) + d) mod
+  // n among the links that bring dst one hop closer), for pairs of accelerators and
+  // switches on a multi-pod DGX A100 fabric, a DGX H100 SuperPOD and Llama 3's RoCE Clos,
+  // including src == dst; and shortest_paths returns paths of that length.
+  const Catalog cat = Catalog::builtin();
+  std::vector<Cluster> clusters;
+  PresetOptions o;
+  o.nodes = 48;
+  clusters.push_back(build_preset(cat, "dgx-a100", o));
+  o.nodes = 40;
+  clusters.push_back(build_preset(cat, "dgx-h100", o));
+  o.nodes = 16;
+  clusters.push_back(build_preset(cat, "llama3-roce", o));
+  for (const Cluster& c : clusters) {
+    PathScratch scratch;
+    std::uint64_t x = 12345;
+    for (int trial = 0; trial < 60; ++trial) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      const NodeId src(static_cast<std::uint32_t>((x >> 33) % c.node_count()));
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      const NodeId dst = trial == 0 ? src : NodeId(static_cast<std::uint32_t>((x >> 33) % c.node_count()));
+      // Reference: full distances to dst.
+      std::vector<std::uint32_t> dist(c.node_count(), ~0u);
+      std::vector<NodeId> queue{dst};
+      dist[dst.value] = 0;
+      for (std::size_t h = 0; h < queue.size(); ++h) {
+        for (LinkId l : c.out_links(queue[h])) {
+          const NodeId v = c.link(l).to;
+          if (dist[v.value] == ~0u) {
+            dist[v.value] = dist[queue[h].value] + 1;
+            queue.push_back(v);
+          }
+        }
+      }
+      std::vector<std::vector<LinkId>> expected;
+      const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
+      for (std::size_t j = 0; j < 16; ++j) {
+        std::vector<LinkId> path;
+        NodeId at = src;
+        for (std::uint32_t d = 0; at != dst; ++d) {
+          std::vector<LinkId> next;
+          for (LinkId l : c.out_links(at)) {
+            if (dist[c.link(l).to.value] + 1 == dist[at.value]) next.push_back(l);
+          }
+          path.push_back(next[(j + (salt >> (d % 32)) + d) % next.size()]);
+          at = c.link(path.back()).to;
+        }
+        if (std::find(expected.begin(), expected.end(), path) == expected.end()) expected.push_back(path);
+      }
+      INFO(c.node(src).name, " -> ", c.node(dst).name);
+      CHECK(spread_shortest_paths(c, src, dst, 16, scratch) == expected);
+      for (const auto& p : shortest_paths(c, src, dst, 4)) CHECK(p.size() == dist[src.value]);
+    }
+  }
+}

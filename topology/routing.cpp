@@ -38,25 +38,67 @@ namespace {
 
 constexpr std::uint32_t kFar = std::numeric_limits<std::uint32_t>::max();
 
-// Hop distances to dst over reversed links (links are full duplex, so the reverse of
-// every link exists), stopped once src is reached: every node of a minimum-hop path is
-// nearer to dst than src and so already has its distance. `s.dist` must hold kFar for
-// every node; the nodes given a distance are listed in `s.touched` (reset_distances
-// restores kFar for them).
+// Distances to dst for the walks of a minimum-hop path search from src: exact on every
+// node of every minimum-hop path from src to dst, kFar on nodes of no such path that
+// the search did not reach. A bidirectional breadth-first search: layers grow from src
+// (s.from_src) and from dst (s.dist), the smaller frontier first, until they meet; the
+// first meeting after a whole layer gives the distance D = min(from_src + dist) over
+// nodes labelled by both. Every minimum-hop path then crosses the meeting set (its node
+// at from_src = r_src is also within dst's radius, since r_src + r_dst >= D): nodes of
+// such paths beyond it already have their distance to dst, and those before it (from_src
+// < r_src) are found backwards from the meeting set, each getting D - from_src. In a
+// fat tree this visits two balls of half the diameter instead of the whole cluster. The
+// nodes given a distance are listed in s.touched (reset_distances restores kFar).
 void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s) {
   if (s.dist.size() != c.node_count()) s.dist.assign(c.node_count(), kFar);
+  if (s.from_src.size() != c.node_count()) s.from_src.assign(c.node_count(), kFar);
   s.touched.assign(1, dst);
+  s.touched_src.assign(1, src);
   s.dist[dst.value] = 0;
-  for (std::size_t head = 0; head < s.touched.size() && s.dist[src.value] == kFar; ++head) {
-    const NodeId u = s.touched[head];
-    for (LinkId l : c.out_links(u)) {
-      const NodeId v = c.link(l).to;  // u -> v exists, so does v -> u: v is one hop further from dst
-      if (s.dist[v.value] == kFar) {
-        s.dist[v.value] = s.dist[u.value] + 1;
-        s.touched.push_back(v);
+  s.from_src[src.value] = 0;
+  std::uint32_t best = src == dst ? 0 : kFar;
+  // Frontiers: [begin, end) of each side's touched list.
+  std::size_t t_begin = 0, s_begin = 0;
+  while (best == kFar) {
+    const std::size_t t_size = s.touched.size() - t_begin, s_size = s.touched_src.size() - s_begin;
+    if (t_size == 0 || s_size == 0) break;  // one side is exhausted: no route
+    const bool grow_src = s_size < t_size;
+    std::vector<NodeId>& list = grow_src ? s.touched_src : s.touched;
+    std::vector<std::uint32_t>& mine = grow_src ? s.from_src : s.dist;
+    const std::vector<std::uint32_t>& other = grow_src ? s.dist : s.from_src;
+    std::size_t& begin = grow_src ? s_begin : t_begin;
+    const std::size_t end = list.size();
+    for (std::size_t i = begin; i < end; ++i) {
+      const NodeId u = list[i];
+      for (LinkId l : c.out_links(u)) {
+        const NodeId v = c.link(l).to;  // links are full duplex: the reverse exists too
+        if (mine[v.value] != kFar) continue;
+        mine[v.value] = mine[u.value] + 1;
+        list.push_back(v);
+        if (other[v.value] != kFar) best = std::min(best, mine[v.value] + other[v.value]);
+      }
+    }
+    begin = end;
+  }
+  if (best != kFar && best > 0) {
+    // Backwards from the meeting set through the source side's layers.
+    std::vector<NodeId> marked;
+    for (NodeId v : s.touched_src) {
+      if (s.dist[v.value] != kFar && s.from_src[v.value] + s.dist[v.value] == best) marked.push_back(v);
+    }
+    for (std::size_t i = 0; i < marked.size(); ++i) {
+      const NodeId v = marked[i];
+      if (s.from_src[v.value] == 0) continue;
+      for (LinkId l : c.out_links(v)) {
+        const NodeId u = c.link(l).to;
+        if (s.from_src[u.value] + 1 != s.from_src[v.value] || s.dist[u.value] != kFar) continue;
+        s.dist[u.value] = best - s.from_src[u.value];
+        s.touched.push_back(u);
+        marked.push_back(u);
       }
     }
   }
+  for (NodeId n : s.touched_src) s.from_src[n.value] = kFar;
 }
 
 void reset_distances(PathScratch& s) {

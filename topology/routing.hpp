@@ -50,8 +50,10 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
 
 /// Scratch memory for path searches, reused across calls (sized to the cluster on first use).
 struct PathScratch {
-  std::vector<std::uint32_t> dist;
+  std::vector<std::uint32_t> dist;      // to dst
   std::vector<NodeId> touched;
+  std::vector<std::uint32_t> from_src;  // from src (bidirectional search)
+  std::vector<NodeId> touched_src;
 };
 
 /// Up to `count` distinct minimum-hop paths from src to dst that differ from the first
