@@ -157,6 +157,7 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   if (root.has("simulation")) {
     JsonObject sim = root.object("simulation");
     if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));
+    s.stream_rings = sim.choice_or("rings", {"streamed", "steps"}, "streamed") == "streamed";
     sim.finish();
   }
   root.finish();
@@ -180,6 +181,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   in.fabric = &fabric;
   in.compute = &compute;
   in.network = s.network;
+  in.stream_rings = s.stream_rings;
   LoweredTrainingStep step = lower_transformer_step(in);
   std::vector<ResourceModel*> models;
   for (auto& r : step.resources) models.push_back(r.get());

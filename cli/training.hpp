@@ -7,7 +7,7 @@
 //                    "micro_batch": 4, "schedule": "1f1b", "virtual_stages": 1, "zero": 1,
 //                    "sequence_parallel": true, "recompute": "selective",
 //                    "stage_layers": [12, 12], "bucket_mib": 25}],
-//    "simulation": {"network": "flow"}}
+//    "simulation": {"network": "flow", "rings": "streamed"}}
 //
 // Every field, unit and default is in README.md ("Training scenarios").
 #pragma once
@@ -37,6 +37,7 @@ struct TrainingScenario {
   TransformerConfig model;
   std::vector<TrainingStrategy> strategies;
   NetworkModelKind network = NetworkModelKind::kFlow;
+  bool stream_rings = true;  // simulation.rings: "streamed" (default) or "steps"
 };
 
 /// Whether the document is a training scenario (its cluster names a preset), as opposed

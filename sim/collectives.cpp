@@ -22,8 +22,8 @@ class GraphSink {
  public:
   GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec)
       : g_(g), net_(net), name_(g.intern(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)))) {}
-  TaskId send(NodeId from, NodeId to, double bytes) {
-    return g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes)}, name_).id();
+  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1) {
+    return g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies}, name_).id();
   }
   TaskId marker() { return g_.add(Marker{}, name_).id(); }
   void edge(TaskId a, TaskId b) { g_.add_edge(a, b); }
@@ -45,10 +45,11 @@ class TimingSink {
       : f_(f), cache_(kCache), traffic_(traffic), first_(first) {
     if (traffic_ != nullptr) link_bytes_.assign(f.cluster().link_count(), 0.0);
   }
-  TaskId send(NodeId from, NodeId to, double bytes) {
+  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1) {
     const Price& p = price(from, to);
     ready_.push_back(0.0);
-    duration_.push_back(p.empty ? p.latency : p.latency + bytes / p.capacity);
+    const double latency = p.latency * latencies;
+    duration_.push_back(p.empty ? latency : latency + bytes / p.capacity);
     count(from, p, bytes);
     return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
   }
@@ -137,7 +138,7 @@ template <class Sink>
 class Lowering {
  public:
   Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec)
-      : sink_(sink), group_(group), chunks_(effective_chunks(spec)) {}
+      : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed) {}
 
   std::uint64_t transfers() const { return transfers_; }
 
@@ -148,6 +149,19 @@ class Lowering {
   void ring(const std::vector<std::size_t>& order, int steps, double segment, std::vector<TaskId>& ready) {
     const std::size_t p = order.size();
     if (p < 2 || steps <= 0) return;
+    if (streamed_) {
+      // One transfer per rank for the whole phase: all its steps' bytes, paying its
+      // route's latency once per step, after its own and its left neighbour's start.
+      std::vector<TaskId> into(p);
+      for (std::size_t r = 0; r < p; ++r) {
+        const TaskId t = send(order[r], order[(r + 1) % p], segment * steps, static_cast<std::uint32_t>(steps));
+        sink_.edge(ready[order[r]], t);
+        sink_.edge(ready[order[(r + p - 1) % p]], t);
+        into[(r + 1) % p] = t;
+      }
+      for (std::size_t r = 0; r < p; ++r) ready[order[r]] = into[r];
+      return;
+    }
     const double piece = segment / chunks_;
     if constexpr (std::is_same_v<Sink, TimingSink>) {
       std::vector<NodeId> nodes(p);
@@ -286,9 +300,9 @@ class Lowering {
   void edge(TaskId a, TaskId b) { sink_.edge(a, b); }
 
  private:
-  TaskId send(std::size_t from, std::size_t to, double bytes) {
+  TaskId send(std::size_t from, std::size_t to, double bytes, std::uint32_t latencies = 1) {
     ++transfers_;
-    return sink_.send(group_.ranks[from], group_.ranks[to], bytes);
+    return sink_.send(group_.ranks[from], group_.ranks[to], bytes, latencies);
   }
   // `bytes` from one position to another as `chunks_` pieces in sequence after `after`;
   // returns the last piece.
@@ -306,6 +320,7 @@ class Lowering {
   Sink& sink_;
   const CollectiveGroup& group_;
   int chunks_;
+  bool streamed_;
   std::uint64_t transfers_ = 0;
 };
 
@@ -473,13 +488,16 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
   const std::uint64_t p = group.ranks.size();
   const auto c = static_cast<std::uint64_t>(effective_chunks(spec));
   if (p < 2) return 0;
+  // A streamed ring phase is one transfer per rank instead of one per step and chunk.
+  const std::uint64_t s = spec.streamed ? 1 : 0;
   switch (spec.algorithm) {
     case CollectiveAlgorithm::kRing: {
-      const std::uint64_t per = static_cast<std::uint64_t>(effective_channels(group, spec)) * c;
+      const std::uint64_t channels = static_cast<std::uint64_t>(effective_channels(group, spec));
+      const std::uint64_t per = channels * c;
       switch (spec.op) {
-        case Op::kAllReduce: return 2 * (p - 1) * p * per;
+        case Op::kAllReduce: return s ? p * channels : 2 * (p - 1) * p * per;  // one phase of 2(p-1) steps
         case Op::kReduceScatter:
-        case Op::kAllGather: return (p - 1) * p * per;
+        case Op::kAllGather: return s ? p * channels : (p - 1) * p * per;
         default: return (p - 1) * per;
       }
     }
@@ -500,12 +518,13 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
     case CollectiveAlgorithm::kHierarchical: {
       const auto local = group.by_domain();
       const std::uint64_t n = local.size(), g = local.front().size();
+      if (s) return 3 * g * n;  // reduce-scatter inside, all-reduce across, all-gather inside
       return (2 * (g - 1) * g * n + 2 * (n - 1) * n * g) * c;
     }
     case CollectiveAlgorithm::kTorus: {
       std::uint64_t per_pass = 0;
-      for (int k : group.torus_dims) per_pass += static_cast<std::uint64_t>(k - 1) * p;
-      return (spec.op == Op::kAllReduce ? 2 : 1) * per_pass * c;
+      for (int k : group.torus_dims) per_pass += s ? p : static_cast<std::uint64_t>(k - 1) * p;
+      return (spec.op == Op::kAllReduce ? 2 : 1) * per_pass * (s ? 1 : c);
     }
   }
   return 0;

@@ -95,6 +95,12 @@ struct CollectiveSpec {
   int channels = 0;   // rings (ring) or trees (tree: 1 or 2); 0: automatic (effective_channels)
   std::size_t root = 0;  // broadcast, reduce, send/recv source (a position in the group)
   std::size_t peer = 1;  // send/recv destination (a position in the group)
+  // Rings (ring, hierarchical and torus phases) as streams: each rank's sends of a phase
+  // as one transfer of all its steps' bytes that pays its route's latency once per step
+  // (NCCL pipelines slices around the ring, so a rank forwards while it receives), in
+  // place of a transfer per step and chunk. Alone on a uniform ring it takes the same
+  // time; it makes far fewer transfers for the flow model to solve.
+  bool streamed = false;
 };
 
 /// Automatic chunking pipelines what a chain or tree forwards hop by hop (ring broadcast

@@ -441,7 +441,9 @@ class StepLowering {
       return LoweredCollective{t, t, 0};
     }
     const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
-    const LoweredCollective c = lower_collective(g_, out_.network, grp, chosen_spec(*in_.fabric, grp, op, bytes));
+    CollectiveSpec spec = chosen_spec(*in_.fabric, grp, op, bytes);
+    spec.streamed = in_.stream_rings;
+    const LoweredCollective c = lower_collective(g_, out_.network, grp, spec);
     out_.transfers += c.transfers;
     if (i == 0 && k == 0) {
       const std::uint32_t n0 = node(rank(0, 0, 0)).value;

@@ -58,6 +58,9 @@ struct TrainingStepInputs {
   // transfer of every replica gives (up to rounding); off only to show that.
   bool price_collectives = true;
   bool fold_replicas = true;
+  // Data-parallel rings replayed as streams (CollectiveSpec::streamed) rather than step
+  // by step: far fewer flows for the flow model, the same time for a ring alone.
+  bool stream_rings = true;
 };
 
 struct LoweredTrainingStep {

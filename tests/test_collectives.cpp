@@ -302,3 +302,44 @@ TEST_CASE("DGX A100 nodes with 8 HDR NICs each, ring all-reduce: busbw within 10
     CHECK(ring_busbw("dgx-a100", nodes, 8e9) == Approx(192).epsilon(0.10));
   }
 }
+
+TEST_CASE("streamed rings take the step-by-step time alone, with one transfer per rank and phase") {
+  // Expected: on a switch (uniform ring) and on two DGX A100 servers (NVLink inside, HDR
+  // between: the slowest link sets every step's pace either way), a streamed ring,
+  // hierarchical or torus collective replayed alone on the flow and analytical models
+  // takes the step-by-step time (the slowest rank's steps x (latency + piece over
+  // bandwidth)), the analytical fast path agrees with both, and a streamed ring
+  // all-reduce on p ranks and c channels (one phase of 2(p-1) steps per channel) is
+  // p c transfers.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 2;
+  Cluster dgx = build_preset(cat, "dgx-a100", o);
+  Cluster star = star_cluster(8, 25e9, 2e-6);
+  for (Cluster* c : {&star, &dgx}) {
+    NetworkFabric f(*c, cat);
+    const CollectiveGroup g = CollectiveGroup::of(f);
+    for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+      for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kHierarchical}) {
+        if (!unsupported_reason(g, op, a).empty()) continue;
+        INFO(c->node_count(), " nodes: ", op_name(op), " ", algorithm_name(a));
+        CollectiveSpec steps = spec(op, a, 2e8, 1, a == CollectiveAlgorithm::kRing ? 2 : 1);
+        CollectiveSpec streamed = steps;
+        streamed.streamed = true;
+        for (Model m : {Model::kFlow, Model::kAnalytical}) {
+          CHECK(collective_time(f, g, streamed, m) == Approx(collective_time(f, g, steps, m)).epsilon(1e-9));
+        }
+        CHECK(analytical_collective_time(f, g, streamed) == Approx(collective_time(f, g, steps, Model::kAnalytical)).epsilon(1e-9));
+        {  // the count bounds the lowering (it sizes the graph and refuses absurd requests)
+          TaskGraph tg;
+          CHECK(lower_collective(tg, ResourceId(0), g, streamed).transfers <= collective_transfer_count(g, streamed));
+        }
+        if (a == CollectiveAlgorithm::kRing && op == CollectiveOp::kAllReduce) {
+          TaskGraph tg;
+          CHECK(lower_collective(tg, ResourceId(0), g, streamed).transfers == g.ranks.size() * 2);
+          CHECK(collective_transfer_count(g, streamed) == g.ranks.size() * 2);
+        }
+      }
+    }
+  }
+}

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <variant>
 
+#include <cstdint>
+
 #include "sim/core/ids.hpp"
 #include "sim/core/units.hpp"
 
@@ -29,6 +31,7 @@ struct Transfer {
   EndpointId src;
   EndpointId dst;
   Bytes bytes;
+  std::uint32_t latencies = 1;  // times the channel's latency is paid before the bytes flow
 };
 
 struct Marker {};
