@@ -100,9 +100,11 @@ Seconds ComputeModel::time(const Operator& op, Pass pass) const {
       case OpKind::kFlashAttention:  // per head: (s x d)(d x s) and back
         e = (fwd ? eff_.attention_forward : eff_.attention_backward) * shape_factor(op.gemm);
         break;
-      default: e = 1.0;  // elementwise: arithmetic at peak, the memory term dominates
+      default: e = 0.0;  // elementwise, norms, softmax, losses: a few FLOPs per byte, memory-bound
     }
-    compute = flops / (peak(op.dtype) * e);
+    // (The catalog's peaks are the matrix units'; elementwise work runs on vector units
+    // at far fewer FLOPs per byte than any device's ridge point, so only bytes count.)
+    if (e > 0.0) compute = flops / (peak(op.dtype) * e);
   }
   const double memory = bytes / (device_.memory_bandwidth.value() * eff_.memory);
   return Seconds(std::max(compute, memory)) + eff_.launch;

@@ -224,7 +224,6 @@ struct StepRig {
   double optimizer(double params) const {
     Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
     opt.cost.fwd_bytes = params * 28.0;
-    opt.cost.fwd_flops = params * 10.0;
     return compute->time(opt, Pass::kForward).value();
   }
 };

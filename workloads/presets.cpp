@@ -54,6 +54,20 @@ const std::vector<Entry>& entries() {
        [] { return llama_config("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256); }},
       {"llama3-405b", "Llama 3 405B: 126 layers, hidden 16384, 128 heads (8 KV), FFN 53248",
        [] { return llama_config("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256); }},
+      {"bloom-176b", "BLOOM 176B: 70 layers, hidden 14336, 112 heads, seq 2048, vocab 250680, ALiBi (no position table)",
+       [] {
+         TransformerConfig c = gpt_config("bloom-176b", 70, 14336, 112, 2048, 250680);
+         c.learned_positions = false;  // ALiBi biases the attention scores instead
+         return c;
+       }},
+      {"opt-175b", "OPT-175B: 96 layers, hidden 12288, 96 heads, seq 2048, vocab 50272",
+       [] { return gpt_config("opt-175b", 96, 12288, 96, 2048, 50272); }},
+      {"palm-540b", "PaLM 540B: 118 layers, hidden 18432, 48 heads (multi-query), SwiGLU FFN 4 x hidden, seq 2048, vocab 256000 (568B parameters as built; the paper counts 540B)",
+       [] {
+         TransformerConfig c = llama_config("palm-540b", 118, 18432, 48, 1, 73728, 2048, 256000);
+         c.tied_embedding = true;  // PaLM shares the input and output embeddings
+         return c;
+       }},
       {"vgg16", "VGG-16 at 224x224, fp32", nullptr},
       {"vgg19", "VGG-19 at 224x224, fp32", nullptr},
       {"resnet50", "ResNet-50 (torchvision v1.5) at 224x224, fp32", nullptr},
