@@ -27,6 +27,7 @@ echo "benchmark smoke run (100000-task graphs only):"
 "$build_dir/bench/replay_bench" --benchmark_filter='/100000$' --benchmark_min_time=0.01
 "$build_dir/bench/topology_bench" --benchmark_min_time=0.01
 "$build_dir/bench/network_bench" --benchmark_min_time=0.01
+"$build_dir/bench/training_bench" --benchmark_filter='Gpt3.*analytical'
 
 # One closing line for both CTest runs (reached only if every step above succeeded).
 passed=$(grep -oE "tests passed, 0 tests failed out of [0-9]+" "$log" | awk '{s += $NF} END {print s + 0}')

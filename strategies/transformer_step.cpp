@@ -419,32 +419,44 @@ class StepLowering {
     }
   }
 
-  // A data-parallel collective among stage i's tp rank k of every replica; counts the
-  // bytes the first device sends in it.
+  // A data-parallel collective among stage i's tp rank k of every replica, after the
+  // previous one on that communicator: NCCL runs the collectives of one communicator
+  // one at a time, in the order they are issued (buckets, ZeRO gathers and scatters).
+  // Counts the bytes the first device sends in it.
   LoweredCollective dp_collective(int i, int k, CollectiveOp op, double bytes) {
-    std::vector<NodeId> ranks;
-    for (int d = 0; d < p_.dp; ++d) ranks.push_back(node(rank(d, i, k)));
-    const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
+    LoweredCollective c = dp_collective_alone(i, k, op, bytes);
+    auto [tail, fresh] = dp_tail_.try_emplace({i, k}, c.end);
+    if (!fresh) {
+      g_.add_edge(tail->second, c.start);
+      tail->second = c.end;
+    }
+    return c;
+  }
+
+  LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes) {
+    const auto key = std::make_tuple(i, k, op, bytes);
+    auto it = dp_choice_.find(key);
+    if (it == dp_choice_.end()) {
+      std::vector<NodeId> ranks;
+      for (int d = 0; d < p_.dp; ++d) ranks.push_back(node(rank(d, i, k)));
+      Choice ch{CollectiveGroup::of(*in_.fabric, ranks), {}, {}};
+      ch.spec = chosen_spec(*in_.fabric, ch.group, op, bytes);
+      ch.spec.streamed = in_.stream_rings;
+      // Priced: the analytical model's time for the whole collective, which is what its
+      // transfers take on AnalyticalNetwork (they never contend).
+      if (priced_) ch.cost = analytical_collective_cost(*in_.fabric, ch.group, ch.spec);
+      it = dp_choice_.emplace(key, std::move(ch)).first;
+    }
+    const Choice& ch = it->second;
     if (priced_) {
-      // One task for the whole collective: the analytical model's time for it, which
-      // is what its transfers take on AnalyticalNetwork (they never contend).
-      auto it = dp_cost_.find({i, k, op, bytes});
-      if (it == dp_cost_.end()) {
-        it = dp_cost_.emplace(std::make_tuple(i, k, op, bytes),
-                              analytical_collective_cost(*in_.fabric, grp, chosen_spec(*in_.fabric, grp, op, bytes)))
-                 .first;
-      }
-      const CollectiveCost& c = it->second;
-      for (const auto& [l, b] : c.traffic.links) out_.priced_link_bytes[l.value] += b;
-      if (i == 0 && k == 0) out_.dp_bytes_per_device += c.traffic.first_rank_sends;
+      for (const auto& [l, b] : ch.cost.traffic.links) out_.priced_link_bytes[l.value] += b;
+      if (i == 0 && k == 0) out_.dp_bytes_per_device += ch.cost.traffic.first_rank_sends;
       ++out_.priced_collectives;
-      const TaskId t = g_.add(Compute{out_.collectives, Seconds(c.time), Flops(0.0)}, op_name(op)).id();
+      const TaskId t = g_.add(Compute{out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, op_name(op)).id();
       return LoweredCollective{t, t, 0};
     }
     const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
-    CollectiveSpec spec = chosen_spec(*in_.fabric, grp, op, bytes);
-    spec.streamed = in_.stream_rings;
-    const LoweredCollective c = lower_collective(g_, out_.network, grp, spec);
+    const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec);
     out_.transfers += c.transfers;
     if (i == 0 && k == 0) {
       const std::uint32_t n0 = node(rank(0, 0, 0)).value;
@@ -470,7 +482,13 @@ class StepLowering {
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
   std::vector<std::uint64_t> tp_uses_;   // per lowered group: its all-reduces
-  std::map<std::tuple<int, int, CollectiveOp, double>, CollectiveCost> dp_cost_;  // (pp, tp rank, op, bytes)
+  struct Choice {
+    CollectiveGroup group;
+    CollectiveSpec spec;
+    CollectiveCost cost;  // when priced
+  };
+  std::map<std::tuple<int, int, CollectiveOp, double>, Choice> dp_choice_;  // (pp, tp rank, op, bytes)
+  std::map<std::pair<int, int>, TaskId> dp_tail_;  // (pp, tp rank): the last collective's end
   std::vector<std::pair<std::uint32_t, std::uint32_t>> sends_;  // replica 0's sends (ranks), when folded
   std::vector<TaskId> stage_done_;  // per pp stage: every gradient of the step reduced
   std::map<Key, TaskId> entries_, exits_;
