@@ -187,12 +187,13 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   for (auto& r : step.resources) models.push_back(r.get());
   ResourceUsage usage;
   TaskTimes times;
-  std::vector<Observer*> observers{&usage, &times};
+  MemoryTracker memory;
+  std::vector<Observer*> observers{&usage, &times, &memory};
   std::optional<AtomicFile> trace_file;
   std::optional<ChromeTrace> trace;
   if (outputs.trace) {
     trace_file.emplace(*outputs.trace);
-    trace.emplace(trace_file->stream());
+    trace.emplace(trace_file->stream(), step.pool_names);
     observers.push_back(&*trace);
   }
   if (outputs.dot) {
@@ -248,14 +249,18 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   r.exposed_pp_s = pipeline_idle - r.bubble_s;
   r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s;
   r.idle_s = r.step_time_s - r.compute_busy_s - r.exposed_tp_s;
-  for (const DeviceMemory& d : stage_memory(p, s.model)) {
-    if (d.total() > r.peak_memory_bytes) {
-      r.peak_memory_bytes = d.total();
-      r.weights_bytes = d.weights;
-      r.gradients_bytes = d.gradients;
-      r.optimizer_bytes = d.optimizer;
-      r.activations_bytes = d.activations;
-    }
+  // The fullest device: the highest high-water mark of the replay's memory pools (one
+  // per stage replica), its model states from the memory model, the rest activations.
+  const std::vector<DeviceMemory> stages = stage_memory(p, s.model);
+  for (std::size_t g = 0; g < memory.pools().size(); ++g) {
+    const double peak = memory.pools()[g].peak.value();
+    if (peak <= r.peak_memory_bytes) continue;
+    const DeviceMemory& d = stages[g % static_cast<std::size_t>(p.pp)];
+    r.peak_memory_bytes = peak;
+    r.weights_bytes = d.weights;
+    r.gradients_bytes = d.gradients;
+    r.optimizer_bytes = d.optimizer;
+    r.activations_bytes = peak - (d.weights + d.gradients + d.optimizer);
   }
   r.device_memory_bytes = acc.memory.value();
   r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;

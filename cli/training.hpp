@@ -75,7 +75,7 @@ struct TrainingReport {
   double exposed_dp_s = 0;     // waiting for the gradient reduction before, and the weight all-gather after, the optimizer
   double bubble_s = 0;         // the schedule's bubble: (pp - 1) / v x its per-micro-batch work
   double idle_s = 0;           // step_time_s - compute_busy_s - exposed_tp_s
-  double peak_memory_bytes = 0;  // the fullest device (memory model)
+  double peak_memory_bytes = 0;  // the fullest device: the replay's high-water mark of its memory
   double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;  // of that device
   double device_memory_bytes = 0;
   bool fits_in_memory = true;

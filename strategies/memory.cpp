@@ -100,8 +100,10 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     d.optimizer = s.optimizer;
     d.activations = layers[static_cast<std::size_t>(i)] * layer_act * in_flight_micro_batches(p, i);
     if (i == p.pp - 1) {
-      // The loss keeps one micro-batch's logits (vocab-parallel over tp).
-      d.activations += static_cast<double>(m.seq) * static_cast<double>(p.micro_batch) * V / t * data_type_bytes(m.dtype);
+      // The loss keeps each in-flight micro-batch's logits (vocab-parallel over tp): one
+      // under 1F1B, where the last stage runs each backward right after its forward.
+      d.activations += static_cast<double>(m.seq) * static_cast<double>(p.micro_batch) * V / t * data_type_bytes(m.dtype) *
+                       in_flight_micro_batches(p, i);
     }
     out.push_back(d);
   }

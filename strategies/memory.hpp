@@ -26,7 +26,10 @@
 // recomputation keeps only each layer's input (B, divided by t with sequence
 // parallelism). A pipeline stage keeps the activations of the micro-batches in flight:
 // GPipe all m; 1F1B min(m, pp - i) on stage i; interleaved 1F1B (pp - i)(1 + (pp-1)/(pp v))
-// capped at m (Korthikanti et al.'s figure for the first stage, scaled).
+// capped at m (Korthikanti et al.'s figure for the first stage, scaled). The last stage
+// also keeps the logits (seq x micro_batch x vocab / t elements) of each micro-batch in
+// flight. The replay tracks the same quantities over time (transformer_step's memory
+// pools); under GPipe and 1F1B its peaks equal these figures exactly.
 #pragma once
 
 #include <vector>

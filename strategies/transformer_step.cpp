@@ -7,6 +7,7 @@
 #include "sim/collectives.hpp"
 #include "sim/compute_stream.hpp"
 #include "sim/delay_pool.hpp"
+#include "strategies/memory.hpp"
 #include "strategies/pipeline.hpp"
 #include "strategies/stage_costs.hpp"
 #include "support/input_error.hpp"
@@ -41,6 +42,7 @@ class StepLowering {
     out_.last_backward.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     for (int i = 0; i < p_.pp; ++i) stage_done_.push_back(g_.add(Marker{}, "gradients reduced").id());
+    memory_plan();
     const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) lower_program(d, i, programs[static_cast<std::size_t>(i)]);
@@ -258,13 +260,36 @@ class StepLowering {
     return tp_all_reduce(grp, compute(grp, attn + extra, t, "attention backward"));
   }
 
+  // Memory over the step, per stage replica: its model states from the start, and each
+  // forward's activations (its chunk's layers for one micro-batch, and the logits on the
+  // last chunk) from that forward until its backward ends: the replay's high-water mark
+  // is the schedule's real peak (min(m, pp - i) micro-batches on stage i under 1F1B).
+  void memory_plan() {
+    layer_act_ = layer_activation_bytes(m_, p_.micro_batch, p_.tp, p_.sequence_parallel, p_.recompute);
+    logits_ = static_cast<double>(m_.seq) * static_cast<double>(p_.micro_batch) * static_cast<double>(m_.vocab) / p_.tp *
+              data_type_bytes(m_.dtype);
+    for (const DeviceMemory& dm : stage_memory(p_, m_)) states_.push_back(dm.weights + dm.gradients + dm.optimizer);
+    for (int d = 0; d < dpl_; ++d) {
+      for (int i = 0; i < p_.pp; ++i) {
+        out_.pool_names.push_back("dp" + std::to_string(d) + ".pp" + std::to_string(i) + ".hbm");
+      }
+    }
+  }
+  double chunk_activations(int s) const {
+    const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
+    return layers * layer_act_ + (s == stages_ - 1 ? logits_ : 0.0);
+  }
+
   void lower_program(int d, int i, const std::vector<PipelineOp>& program) {
     const std::size_t grp = group(d, i);
-    TaskId prev;
+    const PoolId pool(static_cast<std::uint32_t>(grp));
+    TaskId prev = g_.add(Allocate{pool, Bytes(states_[static_cast<std::size_t>(i)])}, "model states").id();
+    TaskId last_exit;
     for (const PipelineOp& op : program) {
       const int s = op.chunk * p_.pp + i;
-      const TaskId entry = g_.add(Marker{}, op.forward ? "forward" : "backward").id();
-      if (prev.valid()) g_.add_edge(prev, entry);
+      const TaskId entry = op.forward ? g_.add(Allocate{pool, Bytes(chunk_activations(s))}, "forward").id()
+                                      : g_.add(Marker{}, "backward").id();
+      g_.add_edge(prev, entry);
       TaskId t = entry;
       const bool last_mb_backward = !op.forward && op.micro_batch == mb_ - 1;
       std::vector<Unit> us = units(s, op.forward);
@@ -299,9 +324,13 @@ class StepLowering {
       }
       entries_[{d, s, op.micro_batch, op.forward}] = entry;
       exits_[{d, s, op.micro_batch, op.forward}] = t;
-      prev = t;
+      last_exit = prev = t;
+      if (!op.forward) {
+        prev = g_.add(Free{pool, Bytes(chunk_activations(s))}, "free activations").id();
+        g_.add_edge(t, prev);
+      }
     }
-    out_.last_backward[grp] = prev;
+    out_.last_backward[grp] = last_exit;
   }
 
   double embedding_params() const {
@@ -478,6 +507,8 @@ class StepLowering {
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
+  double layer_act_ = 0, logits_ = 0;  // bytes: one layer's activations and the logits, per micro-batch
+  std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas

@@ -69,7 +69,8 @@ struct LoweredTrainingStep {
   ResourceId collectives;             // the DelayPool of priced collectives, when they are
   std::vector<ResourceId> compute;  // per lowered (dp, pp) stage replica, dp-major
   std::vector<ResourceId> tp_comm;  // per (dp, pp) when tp > 1
-  std::vector<TaskId> last_backward;  // per (dp, pp): the last task of its pipeline program
+  std::vector<TaskId> last_backward;  // per (dp, pp): the last compute task of its pipeline program
+  std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   ResourceId network;
   const NetworkModel* network_model = nullptr;  // resources[network], for its per-link bytes
