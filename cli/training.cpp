@@ -86,6 +86,18 @@ TrainingStrategy read_strategy(JsonObject& o, const TransformerConfig& m, std::s
     if (a.size() == 0) throw InputError(a.path() + ": expected the layers of each of the " + std::to_string(p.pp) + " stages, got []");
     p.stage_layers = a.ints(1, 1'000'000, "a positive number of layers");
   }
+  if (o.has("order")) {
+    JsonArray a = o.array("order");
+    p.order.clear();
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      const std::string axis = a.choice(j, {"tp", "pp", "dp"});
+      p.order.push_back(axis == "tp" ? MeshAxis::kTp : axis == "pp" ? MeshAxis::kPp : MeshAxis::kDp);
+    }
+    if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||
+        std::count(p.order.begin(), p.order.end(), MeshAxis::kPp) != 1) {
+      throw InputError(a.path() + ": expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]");
+    }
+  }
   p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   o.finish();

@@ -1,5 +1,7 @@
 #include "strategies/plan.hpp"
 
+#include <algorithm>
+
 namespace ddlsim {
 
 std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std::size_t devices) {
@@ -7,6 +9,10 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.dp < 1 || p.tp < 1 || p.pp < 1) return "dp, tp and pp must be at least 1";
   if (p.virtual_stages < 1) return "virtual_stages must be at least 1";
   if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";
+  if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||
+      std::count(p.order.begin(), p.order.end(), MeshAxis::kPp) != 1) {
+    return "order must name each of tp, pp and dp once";
+  }
   const std::uint64_t total = static_cast<std::uint64_t>(p.dp) * p.tp * p.pp;
   if (total > devices) {
     return "dp x tp x pp = " + n(static_cast<std::int64_t>(total)) + " devices, but the cluster has " +

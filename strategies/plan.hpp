@@ -1,7 +1,8 @@
 // A parallel plan for a transformer: how many devices split it which way, and how.
 //
-// Devices form a mesh of dp x pp x tp (tp innermost: consecutive ranks, inside a server;
-// then pp; then dp, as Megatron and Llama 3 order them), so rank r has
+// Devices form a mesh of dp x pp x tp laid over the cluster's accelerators in rank order,
+// in the plan's axis order, innermost first: by default tp innermost (consecutive ranks,
+// inside a server), then pp, then dp, as Megatron and Llama 3 order them, so rank r has
 //   tp rank = r mod tp,  pp rank = (r / tp) mod pp,  dp rank = r / (tp pp).
 // A step processes global_batch samples: each data-parallel replica takes
 // global_batch / dp of them in micro-batches of micro_batch, m = global_batch / (dp x
@@ -21,11 +22,14 @@ namespace ddlsim {
 enum class PipelineSchedule { kGPipe, k1F1B, kInterleaved1F1B };
 enum class DataParallelMode { kAllReduce, kZero1, kZero2, kZero3 };  // FSDP full sharding = ZeRO-3
 enum class Recompute { kNone, kSelective, kFull };
+enum class MeshAxis { kTp, kPp, kDp };
 
 struct ParallelPlan {
   std::string name;
   int dp = 1, tp = 1, pp = 1;
   int virtual_stages = 1;  // model chunks per device (interleaved 1F1B only)
+  /// How the mesh's axes map onto consecutive ranks, innermost first (a permutation).
+  std::vector<MeshAxis> order{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp};
   std::int64_t global_batch = 1;
   std::int64_t micro_batch = 1;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;

@@ -71,8 +71,17 @@ class StepLowering {
     TaskId start, end;
   };
 
+  // The rank of (dp d, pp i, tp k) in the plan's order, innermost axis first.
   std::uint32_t rank(int d, int i, int k) const {
-    return static_cast<std::uint32_t>((d * p_.pp + i) * p_.tp + k);
+    std::uint32_t r = 0;
+    for (auto a = p_.order.rbegin(); a != p_.order.rend(); ++a) {
+      switch (*a) {
+        case MeshAxis::kTp: r = r * static_cast<std::uint32_t>(p_.tp) + static_cast<std::uint32_t>(k); break;
+        case MeshAxis::kPp: r = r * static_cast<std::uint32_t>(p_.pp) + static_cast<std::uint32_t>(i); break;
+        case MeshAxis::kDp: r = r * static_cast<std::uint32_t>(p_.dp) + static_cast<std::uint32_t>(d); break;
+      }
+    }
+    return r;
   }
   NodeId node(std::uint32_t r) const { return in_.fabric->cluster().accelerators()[r]; }
   std::size_t group(int d, int i) const { return static_cast<std::size_t>(d * p_.pp + i); }
@@ -172,9 +181,8 @@ class StepLowering {
         add(tp_cost_[group(d, i)].traffic, static_cast<double>(tp_uses_[group(d < dpl_ ? d : 0, i)]));
       }
       if (d < dpl_) continue;
-      for (const auto& [from, to] : sends_) {
-        const auto& route = in_.fabric->first_route(node(from + static_cast<std::uint32_t>(d * p_.pp * p_.tp)),
-                                                    node(to + static_cast<std::uint32_t>(d * p_.pp * p_.tp)));
+      for (const auto& [i, j, k] : sends_) {
+        const auto& route = in_.fabric->first_route(node(rank(d, i, k)), node(rank(d, j, k)));
         for (LinkId l : route) out_.priced_link_bytes[l.value] += costs_.p2p_bytes;
       }
     }
@@ -388,7 +396,7 @@ class StepLowering {
       return;
     }
     for (int k = 0; k < p_.tp; ++k) {
-      if (dpl_ < p_.dp) sends_.emplace_back(rank(d, i, k), rank(d, j, k));
+      if (dpl_ < p_.dp) sends_.emplace_back(i, j, k);
       const TaskId t = g_.add(Transfer{out_.network, EndpointId(node(rank(d, i, k)).value),
                                        EndpointId(node(rank(d, j, k)).value), Bytes(costs_.p2p_bytes)},
                               forward ? "send activations" : "send gradients").id();
@@ -520,7 +528,7 @@ class StepLowering {
   };
   std::map<std::tuple<int, int, CollectiveOp, double>, Choice> dp_choice_;  // (pp, tp rank, op, bytes)
   std::map<std::pair<int, int>, TaskId> dp_tail_;  // (pp, tp rank): the last collective's end
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> sends_;  // replica 0's sends (ranks), when folded
+  std::vector<std::tuple<int, int, int>> sends_;  // replica 0's sends (pp from, pp to, tp rank), when folded
   std::vector<TaskId> stage_done_;  // per pp stage: every gradient of the step reduced
   std::map<Key, TaskId> entries_, exits_;
   std::map<CollKey, Markers> zero3_colls_;

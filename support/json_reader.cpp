@@ -76,6 +76,25 @@ std::size_t JsonArray::size() const { return value_->size(); }
 
 const nlohmann::json& JsonArray::at(std::size_t i) const { return (*value_)[i]; }
 
+namespace {
+// `v` (at `path`) as one of `choices`; otherwise InputError "<path>: expected one of ...".
+std::string one_of(const nlohmann::json& v, const std::string& path, const std::vector<std::string>& choices) {
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("\"" + c + "\"");
+  const std::string s = v.is_string() ? v.get<std::string>() : std::string();
+  if (v.is_string()) {
+    for (const auto& c : choices) {
+      if (c == s) return s;
+    }
+  }
+  throw InputError(path + ": expected one of " + list + ", got " + shown(v) + (v.is_string() ? did_you_mean(s, choices) : ""));
+}
+}  // namespace
+
+std::string JsonArray::choice(std::size_t i, const std::vector<std::string>& choices) const {
+  return one_of(at(i), path_ + "." + std::to_string(i), choices);
+}
+
 std::vector<int> JsonArray::ints(int lo, int hi, const std::string& what) const {
   std::vector<int> out;
   for (std::size_t i = 0; i < size(); ++i) {
@@ -168,15 +187,7 @@ bool JsonObject::boolean(const std::string& key) {
 }
 
 std::string JsonObject::choice(const std::string& key, const std::vector<std::string>& choices) {
-  const auto& v = at(key);
-  std::string list;
-  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("\"" + c + "\"");
-  if (!v.is_string()) fail(key, "one of " + list);
-  const std::string s = v.get<std::string>();
-  for (const auto& c : choices) {
-    if (c == s) return s;
-  }
-  throw InputError(field_path(key) + ": expected one of " + list + ", got " + shown(v) + did_you_mean(s, choices));
+  return one_of(at(key), field_path(key), choices);
 }
 
 JsonObject JsonObject::object(const std::string& key) { return JsonObject(at(key), field_path(key)); }

@@ -28,6 +28,8 @@ class JsonArray {
   /// Every element as an integer from lo to hi; otherwise InputError
   /// "<path>.<i>: expected <what>, got <value>".
   [[nodiscard]] std::vector<int> ints(int lo, int hi, const std::string& what) const;
+  /// Element i as one of `choices`; otherwise InputError naming "<path>.<i>".
+  [[nodiscard]] std::string choice(std::size_t i, const std::vector<std::string>& choices) const;
 
  private:
   const nlohmann::json* value_;

@@ -682,6 +682,8 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"workload.model=resnet50", "workload.model: ddlsim run lowers transformers only so far; 'resnet50' is not one"},
       {"strategies.1.pp=32", "strategies.1: dp x tp x pp = 128 devices, but the cluster has 16"},
       {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
+      {"strategies.1.order=[\"tp\",\"dp\"]", "strategies.1.order: expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]"},
+      {"strategies.1.order=[\"tp\",\"pp\",\"xp\"]", "strategies.1.order.2: expected one of \"tp\", \"pp\", \"dp\", got \"xp\" (did you mean 'tp'?)"},
   };
   Scratch s;
   const std::string f = s.write("t.json", kTraining);

@@ -440,3 +440,28 @@ TEST_CASE("the replay's memory high-water marks follow the schedule") {
     if (sched == PipelineSchedule::kInterleaved1F1B) CHECK(mem.pools()[0].peak.value() > mem.pools()[3].peak.value());
   }
 }
+
+TEST_CASE("the mesh's axis order decides which ranks share a server") {
+  // Expected: tp 8 x dp 2 on two DGX A100s, a plan whose traffic is mostly
+  // tensor-parallel (2 layers, 4 x 4096-token micro-batches: 134 MB per all-reduce, 16
+  // per micro-batch, against 50 MB of gradients per rank). The default order (tp
+  // innermost) keeps each tensor-parallel group inside a server, on NVSwitch; dp
+  // innermost puts each group's 8 ranks on both servers (ranks 0, 2, ..., 14), so its
+  // all-reduces cross the 25 GB/s NICs (hierarchically: NVLink inside each server, four
+  // NICs between) and the step is more than 10% slower.
+  StepRig rig("dgx-a100", 2);
+  const TransformerConfig m = gpt_config("g", 2, 4096, 32, 4096, 32000);
+  ParallelPlan p;
+  p.tp = 8;
+  p.dp = 2;
+  p.micro_batch = 4;
+  p.global_batch = 16;
+  LoweredTrainingStep inner = rig.lower(m, p);
+  const double t_inner = rig.run(inner);
+  p.order = {MeshAxis::kDp, MeshAxis::kTp, MeshAxis::kPp};
+  LoweredTrainingStep outer = rig.lower(m, p);
+  const double t_outer = rig.run(outer);
+  CHECK(t_outer > t_inner * 1.1);
+  p.order = {MeshAxis::kDp, MeshAxis::kDp, MeshAxis::kPp};
+  CHECK_THROWS_WITH_AS(rig.lower(m, p), "order must name each of tp, pp and dp once", InputError);
+}
