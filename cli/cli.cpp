@@ -32,6 +32,10 @@ Commands:
                         Build a model (GPT, Llama, HuggingFace config, VGG, ResNet, MLP) as
                         operators and print each one's parameters, FLOPs, activation memory
                         and predicted time on an accelerator.
+  search [SCENARIO.json] [--method grid]
+                        Find a parallel plan for the scenario's model and cluster: every
+                        Megatron-style plan that fits in memory, ranked by an estimate,
+                        the best replayed; --out writes the winner as a strategy.
   validate [--suite NAME]
                         Replay measured training steps (vTrain's 1,549 A100 iteration
                         times) and report the error and rank correlation per model size.
@@ -95,7 +99,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (rest[0] == "collective") return collective_command({"--help"}, out, err);
     if (rest[0] == "workload") return workload_command({"--help"}, out, err);
     if (rest[0] == "validate") return validate_command({"--help"}, out, err);
-    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, topology, collective, workload, validate)\n";
+    if (rest[0] == "search") return search_command({"--help"}, out, err);
+    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, search, topology, collective, workload, validate)\n";
     return kExitBadInput;
   }
   if (cmd == "run") return run_command(rest, out, err);
@@ -103,8 +108,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (cmd == "collective") return collective_command(rest, out, err);
   if (cmd == "workload") return workload_command(rest, out, err);
   if (cmd == "validate") return validate_command(rest, out, err);
+  if (cmd == "search") return search_command(rest, out, err);
   err << "ddlsim: unknown command '" << cmd << "'" << (cmd.rfind('-', 0) == 0 ? " (an option before the command?)" : "")
-      << "; commands: run, topology, collective, workload, validate, help (see 'ddlsim --help')\n";
+      << "; commands: run, search, topology, collective, workload, validate, help (see 'ddlsim --help')\n";
   return kExitBadInput;
 }
 

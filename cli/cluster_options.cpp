@@ -1,5 +1,7 @@
 #include "cli/cluster_options.hpp"
 
+#include "cli/options.hpp"
+
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -54,20 +56,7 @@ void add_cluster_options(po::options_description& d) {
 std::optional<int> parse_cluster_command(const std::vector<std::string>& args, const po::options_description& d,
                                          const char* command, po::variables_map& vm, std::ostream& out,
                                          std::ostream& err) {
-  po::positional_options_description pos;
-  pos.add("file", 1);
-  try {
-    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    err << "ddlsim " << command << ": " << e.what() << " (see 'ddlsim " << command << " --help')\n";
-    return kExitBadInput;
-  }
-  if (vm.count("help")) {
-    out << d << "\n";
-    return kExitOk;
-  }
-  return std::nullopt;
+  return parse_command_options(args, d, "file", command, vm, out, err);
 }
 
 std::string LoadedCluster::title() const {

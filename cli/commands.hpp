@@ -14,6 +14,7 @@ int exit_for_current_exception(const char* command, std::ostream& err);
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int collective_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int workload_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int topology_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -8,6 +8,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "cli/validation.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
@@ -123,17 +124,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("check", po::value<std::string>()->value_name("FILE"), "fail if any figure is worse than this recorded table (JSON)")
       ("record", po::value<std::string>()->value_name("FILE"), "write the accuracy table as JSON, for --check");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(d).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    err << "ddlsim validate: " << e.what() << " (see 'ddlsim validate --help')\n";
-    return kExitBadInput;
-  }
-  if (vm.count("help")) {
-    out << d << "\n";
-    return kExitOk;
-  }
+  if (const auto done = parse_command_options(args, d, nullptr, "validate", vm, out, err)) return *done;
   try {
     const std::string suite = vm["suite"].as<std::string>();
     std::vector<ValidationCase> cases;

@@ -9,6 +9,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "sim/compute_model.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
@@ -92,20 +93,8 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       ("calibration", po::value<std::string>()->value_name("FILE"), "measured GEMM throughputs for --device")
       ("json", "print the table as JSON")
       ("scenario", po::value<std::string>()->value_name("FILE"), "a scenario whose workload names a model (or give it first)");
-  po::positional_options_description pos;
-  pos.add("scenario", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    err << "ddlsim workload: " << e.what() << " (see 'ddlsim workload --help')\n";
-    return kExitBadInput;
-  }
-  if (vm.count("help")) {
-    out << d << "\n";
-    return kExitOk;
-  }
+  if (const auto done = parse_command_options(args, d, "scenario", "workload", vm, out, err)) return *done;
   try {
     if (vm.count("list")) {
       for (const auto& p : workload_preset_list()) out << "  " << p.name << "  " << p.summary << "\n";

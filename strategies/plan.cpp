@@ -65,4 +65,16 @@ std::vector<int> stage_layer_counts(const ParallelPlan& p, const TransformerConf
   return out;
 }
 
+std::uint32_t mesh_rank(const ParallelPlan& p, int d, int i, int k) {
+  std::uint32_t r = 0;
+  for (auto a = p.order.rbegin(); a != p.order.rend(); ++a) {
+    switch (*a) {
+      case MeshAxis::kTp: r = r * static_cast<std::uint32_t>(p.tp) + static_cast<std::uint32_t>(k); break;
+      case MeshAxis::kPp: r = r * static_cast<std::uint32_t>(p.pp) + static_cast<std::uint32_t>(i); break;
+      case MeshAxis::kDp: r = r * static_cast<std::uint32_t>(p.dp) + static_cast<std::uint32_t>(d); break;
+    }
+  }
+  return r;
+}
+
 }  // namespace ddlsim

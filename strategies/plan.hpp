@@ -55,6 +55,10 @@ struct ParallelPlan {
 /// the cluster has, ...
 std::string plan_problem(const ParallelPlan& plan, const TransformerConfig& model, std::size_t devices);
 
+/// The rank (position among the cluster's accelerators) of mesh coordinate (dp d, pp i,
+/// tp k) in the plan's axis order, innermost first.
+std::uint32_t mesh_rank(const ParallelPlan& plan, int d, int i, int k);
+
 /// The layers of each pipeline stage: the plan's partition, or balanced (the first
 /// layers % pp stages get one more).
 std::vector<int> stage_layer_counts(const ParallelPlan& plan, const TransformerConfig& model);

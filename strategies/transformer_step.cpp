@@ -71,18 +71,7 @@ class StepLowering {
     TaskId start, end;
   };
 
-  // The rank of (dp d, pp i, tp k) in the plan's order, innermost axis first.
-  std::uint32_t rank(int d, int i, int k) const {
-    std::uint32_t r = 0;
-    for (auto a = p_.order.rbegin(); a != p_.order.rend(); ++a) {
-      switch (*a) {
-        case MeshAxis::kTp: r = r * static_cast<std::uint32_t>(p_.tp) + static_cast<std::uint32_t>(k); break;
-        case MeshAxis::kPp: r = r * static_cast<std::uint32_t>(p_.pp) + static_cast<std::uint32_t>(i); break;
-        case MeshAxis::kDp: r = r * static_cast<std::uint32_t>(p_.dp) + static_cast<std::uint32_t>(d); break;
-      }
-    }
-    return r;
-  }
+  std::uint32_t rank(int d, int i, int k) const { return mesh_rank(p_, d, i, k); }
   NodeId node(std::uint32_t r) const { return in_.fabric->cluster().accelerators()[r]; }
   std::size_t group(int d, int i) const { return static_cast<std::size_t>(d * p_.pp + i); }
 

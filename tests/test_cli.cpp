@@ -745,3 +745,37 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim validate: --suite: unknown suite 'vtrain' (suites: vtrain-single, vtrain-multi, all)\n");
 }
+
+TEST_CASE("search: the best plan is never worse than the scenario's own, and --out runs") {
+  // Expected: on kTraining (16 A100s), the grid's best replayed plan is at most the best
+  // baseline's step time (baselines are replayed alongside); --out writes a scenario
+  // whose first strategy is "search-best" and that 'ddlsim run' replays to the same step;
+  // SBP methods are refused with one line; same input, same output.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining), best = (s.dir / "best.json").string();
+  auto r = ddlsim_cmd({"search", f, "--json", "--replay", "4", "--out", best, "--network", "analytical"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("enumerated").get<int>() >= j.at("estimated").get<int>());
+  double best_baseline = 1e300, best_found = 1e300;
+  for (const auto& e : j.at("ranked")) {
+    best_found = std::min(best_found, e.at("step_time_s").get<double>());
+    if (e.at("baseline").get<bool>()) best_baseline = std::min(best_baseline, e.at("step_time_s").get<double>());
+  }
+  CHECK(best_baseline < 1e300);
+  CHECK(best_found <= best_baseline);
+  CHECK(j.at("ranked").at(0).at("step_time_s").get<double>() == best_found);
+  const auto written = nlohmann::json::parse(std::ifstream(best));
+  CHECK(written.at("strategies").at(0).at("name") == "search-best");
+  const auto run = ddlsim_cmd({"run", best, "--json", "--strategy", "search-best", "--network", "analytical"});
+  REQUIRE(run.status == 0);
+  CHECK(nlohmann::json::parse(run.out).at("strategies").at(0).at("step_time_s").get<double>() == Approx(best_found).epsilon(1e-12));
+  CHECK(ddlsim_cmd({"search", f, "--json", "--replay", "4", "--network", "analytical"}).out == r.out);
+  CHECK(r.err.rfind("ddlsim search: ", 0) == 0);  // the search time
+  r = ddlsim_cmd({"search", f, "--method", "mcmc"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim search: --method mcmc: not implemented yet (SBP-based search comes next); use grid\n");
+  r = ddlsim_cmd({"search", s.write("small.json", kSmall)});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim search: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");
+}

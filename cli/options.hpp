@@ -1,0 +1,21 @@
+// Reading a subcommand's options: the one shared shape of every `ddlsim COMMAND`.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddlsim {
+
+/// Parses `args` against `d` (with `positional`, when given, as the name of the one
+/// positional argument). On a parse error writes "ddlsim COMMAND: ... (see 'ddlsim
+/// COMMAND --help')" to err and returns the bad-input status; on --help prints `d` to
+/// out and returns success; otherwise fills vm and returns nullopt.
+std::optional<int> parse_command_options(const std::vector<std::string>& args,
+                                         const boost::program_options::options_description& d, const char* positional,
+                                         const char* command, boost::program_options::variables_map& vm,
+                                         std::ostream& out, std::ostream& err);
+
+}  // namespace ddlsim

@@ -1,0 +1,58 @@
+#include "cli/search.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "sim/compute_model.hpp"
+
+namespace ddlsim {
+
+SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult out;
+  const std::size_t devices = s.cluster.accelerators().size();
+  const std::vector<ParallelPlan> grid = grid_plans(s.model, devices, o.space);
+  out.enumerated = grid.size();
+  const AcceleratorSpec& acc = s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
+  const ComputeModel compute(acc);
+  NetworkFabric fabric(s.cluster, s.catalog);
+  std::vector<SearchCandidate> estimated;
+  for (const ParallelPlan& p : grid) {
+    if (plan_peak_memory(p, s.model) > acc.memory.value()) {
+      ++out.pruned;
+      continue;
+    }
+    estimated.push_back(SearchCandidate{p, false, estimate_step(s.model, p, fabric, compute), {}});
+  }
+  out.estimated = estimated.size();
+  std::stable_sort(estimated.begin(), estimated.end(),
+                   [](const SearchCandidate& a, const SearchCandidate& b) { return a.estimate_s < b.estimate_s; });
+
+  // The baselines, then the best estimates that are not a baseline's plan.
+  std::vector<SearchCandidate> todo;
+  for (const TrainingStrategy& t : s.strategies) {
+    if (t.plan.global_batch != o.space.global_batch) continue;  // not comparable
+    todo.push_back(SearchCandidate{t.plan, true, estimate_step(s.model, t.plan, fabric, compute), {}});
+  }
+  out.baselines = todo.size();
+  for (std::size_t i = 0, taken = 0; i < estimated.size() && taken < static_cast<std::size_t>(o.replays); ++i) {
+    bool known = false;
+    for (std::size_t b = 0; b < out.baselines; ++b) known = known || same_plan(todo[b].plan, estimated[i].plan);
+    if (known) continue;
+    todo.push_back(estimated[i]);
+    todo.back().plan.name = "grid-" + std::to_string(++taken);
+  }
+  for (SearchCandidate& c : todo) {
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!c.baseline && spent > o.budget_s) break;
+    if (o.progress) o.progress(out.ranked.size(), todo.size());
+    c.report = run_training_strategy(s, TrainingStrategy{c.plan});
+    out.ranked.push_back(std::move(c));
+  }
+  std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
+    return a.report.step_time_s < b.report.step_time_s;
+  });
+  return out;
+}
+
+}  // namespace ddlsim

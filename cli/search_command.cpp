@@ -1,0 +1,210 @@
+// `ddlsim search`: find a parallel plan for a training scenario's model and cluster.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <unistd.h>
+
+#include "cli/cli.hpp"
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "cli/scenario.hpp"
+#include "cli/search.hpp"
+#include "cli/training.hpp"
+#include "scenarios/default_scenario.hpp"
+#include "support/atomic_file.hpp"
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+
+namespace po = boost::program_options;
+
+namespace ddlsim {
+namespace {
+
+constexpr const char* kSearchHelp = R"(Usage: ddlsim search [SCENARIO.json] [--method grid] [OPTIONS]
+
+Searches parallel plans for the scenario's model on its cluster (a training scenario:
+a cluster preset and a transformer; without a file, the embedded default) and ranks
+them by replayed step time.
+
+  grid   every Megatron-style plan: tp dividing the heads, pp the layers, dp filling the
+         cluster, micro-batch 1-16, 1F1B or interleaved (v = 2), ZeRO 0-3,
+         recomputation none/selective/full, sequence parallelism with tp > 1. Plans the
+         memory model says do not fit the accelerator are pruned; the rest are ranked by
+         a closed-form estimate (strategies/search.hpp), and the best --replay of them,
+         with the scenario's own strategies as baselines, are replayed.
+  (autoddl and mcmc, SBP-based, are not implemented yet.)
+
+Prints the replayed plans ranked by step time (with each one's estimate, so the cost
+model's error shows), the best plan, and how many plans were enumerated, pruned,
+estimated and replayed; the search time goes to stderr (stdout is the same for the same
+input, unless --budget cuts the replays short). --out writes the scenario with the best plan as its
+first strategy ("search-best"), ready for 'ddlsim run'.
+
+Examples:
+  ddlsim search                                     # the default scenario's GPT, 32 A100s
+  ddlsim search my.json --replay 20 --top 5 --out best.json
+  ddlsim search my.json --global-batch 1024 --network flow
+
+Options)";
+
+nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name) {
+  nlohmann::ordered_json j;
+  j["name"] = name;
+  j["tp"] = p.tp;
+  j["pp"] = p.pp;
+  j["dp"] = p.dp;
+  j["global_batch"] = p.global_batch;
+  j["micro_batch"] = p.micro_batch;
+  j["schedule"] = p.schedule == PipelineSchedule::kGPipe ? "gpipe" : p.schedule == PipelineSchedule::k1F1B ? "1f1b" : "interleaved";
+  if (p.virtual_stages > 1) j["virtual_stages"] = p.virtual_stages;
+  j["zero"] = p.dp_mode == DataParallelMode::kAllReduce ? 0 : p.dp_mode == DataParallelMode::kZero1 ? 1
+              : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3;
+  j["sequence_parallel"] = p.sequence_parallel;
+  j["recompute"] = p.recompute == Recompute::kNone ? "none" : p.recompute == Recompute::kSelective ? "selective" : "full";
+  return j;
+}
+
+
+}  // namespace
+
+int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description d(kSearchHelp);
+  d.add_options()("help,h", "show this help")
+      ("method", po::value<std::string>()->value_name("NAME")->default_value("grid"), "grid (autoddl, mcmc: not yet)")
+      ("global-batch", po::value<std::int64_t>()->value_name("N"), "sequences per step (default: the first strategy's)")
+      ("replay", po::value<int>()->value_name("N")->default_value(8), "replay the N plans with the best estimates")
+      ("top", po::value<int>()->value_name("K")->default_value(10), "print the K best replayed plans")
+      ("budget", po::value<double>()->value_name("SECONDS"), "stop replaying once this much time has passed")
+      ("network", po::value<std::string>()->value_name("MODEL"), "flow or analytical for the replays (default: the scenario's)")
+      ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"), "override a scenario field")
+      ("out", po::value<std::string>()->value_name("FILE"), "write the scenario with the best plan as its first strategy")
+      ("json", "print the result as JSON")
+      ("scenario", po::value<std::string>()->value_name("FILE"), "the scenario (or give it first)");
+  po::variables_map vm;
+  if (const auto done = parse_command_options(args, d, "scenario", "search", vm, out, err)) return *done;
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string method = vm["method"].as<std::string>();
+    if (method == "autoddl" || method == "mcmc") {
+      throw InputError("--method " + method + ": not implemented yet (SBP-based search comes next); use grid");
+    }
+    if (method != "grid") throw InputError("--method: expected grid, autoddl or mcmc, got '" + method + "'");
+    const int replays = vm["replay"].as<int>(), top = vm["top"].as<int>();
+    if (replays < 0 || replays > 10000) throw InputError("--replay: expected 0 to 10000, got " + std::to_string(replays));
+    if (top < 1 || top > 10000) throw InputError("--top: expected 1 to 10000, got " + std::to_string(top));
+    double budget = 1e300;
+    if (vm.count("budget")) {
+      budget = vm["budget"].as<double>();
+      if (!(budget > 0)) throw InputError("--budget: expected a positive number of seconds");
+    }
+    const bool file = vm.count("scenario") > 0;
+    const std::string source = file ? vm["scenario"].as<std::string>() : std::string(kDefaultScenarioName);
+    const std::string text = file ? read_input_file(source, "scenario") : std::string(kDefaultScenario);
+    const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    const nlohmann::json doc = scenario_document(text, source, sets);
+    if (!is_training_scenario(doc)) {
+      throw InputError("the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans");
+    }
+    TrainingScenario s = read_training_scenario(doc, file ? std::filesystem::path(source).parent_path().string() : "");
+    if (vm.count("network")) {
+      const auto kind = parse_network_model(vm["network"].as<std::string>());
+      if (!kind) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
+      s.network = *kind;
+    }
+    SearchSpace space;
+    space.global_batch = vm.count("global-batch") ? vm["global-batch"].as<std::int64_t>() : s.strategies.front().plan.global_batch;
+    if (space.global_batch < 1 || space.global_batch > 100'000'000) throw InputError("--global-batch: expected 1 to 100000000");
+
+    SearchOptions opts;
+    opts.space = space;
+    opts.replays = replays;
+    opts.budget_s = budget;
+    const bool tty = &err == &std::cerr && ::isatty(2);
+    if (tty) {
+      opts.progress = [&](std::size_t done, std::size_t total) {
+        err << "\rddlsim search: replaying " << done + 1 << "/" << total << std::flush;
+      };
+    }
+    const SearchResult result = grid_search(s, opts);
+    if (tty) err << "\r" << std::string(40, ' ') << "\r";
+    const std::vector<SearchCandidate>& replayed = result.ranked;
+    const std::size_t devices = s.cluster.accelerators().size();
+    // The search time goes to stderr: stdout stays the same for the same input.
+    auto report_time = [&] {
+      char t[96];
+      std::snprintf(t, sizeof t, "ddlsim search: %.2f s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      err << t;
+    };
+    if (replayed.empty()) throw InputError("no plan to replay: every grid plan is pruned and no strategy has this global batch");
+    const SearchCandidate& best = replayed.front();
+
+    if (vm.count("out")) {
+      nlohmann::ordered_json o = nlohmann::ordered_json::parse(doc.dump());
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      list.push_back(plan_json(best.plan, "search-best"));
+      for (const auto& st : o["strategies"]) {
+        if (st.value("name", "") != "search-best") list.push_back(st);
+      }
+      o["strategies"] = list;
+      AtomicFile f(vm["out"].as<std::string>());
+      f.stream() << o.dump(2) << "\n";
+      f.commit();
+    }
+    if (vm.count("json")) {
+      nlohmann::ordered_json j;
+      j["scenario"] = s.name;
+      j["method"] = method;
+      j["global_batch"] = space.global_batch;
+      j["enumerated"] = result.enumerated;
+      j["pruned_by_memory"] = result.pruned;
+      j["estimated"] = result.estimated;
+      j["replayed"] = replayed.size();
+      nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
+      for (const SearchCandidate& e : replayed) {
+        nlohmann::ordered_json r = plan_json(e.plan, e.plan.name);
+        r["baseline"] = e.baseline;
+        r["estimate_s"] = e.estimate_s;
+        r["step_time_s"] = e.report.step_time_s;
+        r["mfu"] = e.report.mfu;
+        r["peak_memory_bytes"] = e.report.peak_memory_bytes;
+        r["fits_in_memory"] = e.report.fits_in_memory;
+        ranked.push_back(r);
+      }
+      j["ranked"] = ranked;
+      out << j.dump(2) << "\n";
+      report_time();
+      return kExitOk;
+    }
+    out << "scenario: " << s.name << " (" << s.model.name << " on " << devices << " accelerators, global batch "
+        << space.global_batch << ", network " << network_model_name(s.network) << ")\n\n";
+    char line[320];
+    std::snprintf(line, sizeof line, "%4s  %-14s %-68s %12s %10s %6s %10s\n", "rank", "name", "plan", "estimate (s)",
+                  "step (s)", "MFU %", "peak (GiB)");
+    out << line;
+    for (std::size_t i = 0; i < replayed.size() && i < static_cast<std::size_t>(top); ++i) {
+      const SearchCandidate& e = replayed[i];
+      std::snprintf(line, sizeof line, "%4zu  %-14s %-68s %12.3f %10.3f %6.1f %10.2f%s\n", i + 1, e.plan.name.c_str(),
+                    describe_plan(e.plan).c_str(), e.estimate_s, e.report.step_time_s, e.report.mfu * 100,
+                    e.report.peak_memory_bytes / 1073741824.0, e.report.fits_in_memory ? "" : "  OUT OF MEMORY");
+      out << line;
+    }
+    out << "\nbest: " << describe_plan(best.plan) << " (" << best.plan.name << "), " << best.report.step_time_s
+        << " s per step\n      " << plan_json(best.plan, "search-best").dump() << "\n";
+    std::snprintf(line, sizeof line,
+                  "\ngrid: %zu plans enumerated, %zu pruned by the memory model, %zu estimated, %zu replayed "
+                  "(%zu baselines)\n",
+                  result.enumerated, result.pruned, result.estimated, replayed.size(), result.baselines);
+    out << line;
+    report_time();
+    return kExitOk;
+  } catch (...) {
+    return exit_for_current_exception("search", err);
+  }
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,163 @@
+#include "strategies/search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "sim/collectives.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/stage_costs.hpp"
+
+namespace ddlsim {
+namespace {
+
+constexpr double kGradBytes = 2.0;        // 16-bit gradients and weights
+constexpr double kOptimizerBytes = 28.0;  // per updated parameter (transformer_step.hpp)
+
+std::vector<int> divisors(std::int64_t n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n && d <= 1'000'000; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// The analytical time of `op` on `bytes` over the given ranks (0 for fewer than two).
+double collective(NetworkFabric& f, const std::vector<std::uint32_t>& ranks, CollectiveOp op, double bytes) {
+  if (ranks.size() < 2 || bytes <= 0) return 0.0;
+  std::vector<NodeId> nodes;
+  for (std::uint32_t r : ranks) nodes.push_back(f.cluster().accelerators()[r]);
+  const CollectiveGroup g = CollectiveGroup::of(f, nodes);
+  return analytical_collective_time(f, g, chosen_spec(f, g, op, bytes));
+}
+
+}  // namespace
+
+std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
+  std::vector<ParallelPlan> out;
+  const auto n = static_cast<std::int64_t>(devices);
+  for (int tp : divisors(model.heads)) {
+    if (tp > n) break;
+    for (int pp : divisors(model.layers)) {
+      if (static_cast<std::int64_t>(tp) * pp > n) break;
+      const std::int64_t rest = n / (static_cast<std::int64_t>(tp) * pp);
+      std::vector<int> dps;
+      if (space.all_devices) {
+        if (rest * tp * pp == n) dps.push_back(static_cast<int>(rest));
+      } else {
+        for (int d = 1; d <= rest; ++d) dps.push_back(d);
+      }
+      for (int dp : dps) {
+        for (std::int64_t mb : space.micro_batches) {
+          for (PipelineSchedule sched : space.schedules) {
+            if (sched != PipelineSchedule::k1F1B && pp == 1) continue;  // no pipeline: one schedule
+            for (DataParallelMode mode : space.dp_modes) {
+              if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
+              for (Recompute rc : space.recomputes) {
+                ParallelPlan p;
+                p.tp = tp;
+                p.pp = pp;
+                p.dp = dp;
+                p.global_batch = space.global_batch;
+                p.micro_batch = mb;
+                p.schedule = sched;
+                p.virtual_stages = sched == PipelineSchedule::kInterleaved1F1B ? 2 : 1;
+                p.dp_mode = mode;
+                p.recompute = rc;
+                p.sequence_parallel = tp > 1 && model.seq % tp == 0;
+                if (plan_problem(p, model, devices).empty()) out.push_back(p);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+double plan_peak_memory(const ParallelPlan& plan, const TransformerConfig& model) {
+  double peak = 0;
+  for (const DeviceMemory& d : stage_memory(plan, model)) peak = std::max(peak, d.total());
+  return peak;
+}
+
+double estimate_step(const TransformerConfig& model, const ParallelPlan& p, NetworkFabric& fabric,
+                     const ComputeModel& compute) {
+  const StageCosts c = stage_costs(model, p, compute);
+  const std::vector<int> layers = stage_layer_counts(p, model);
+  const double L = *std::max_element(layers.begin(), layers.end());
+  std::vector<std::uint32_t> tp_ranks, dp_ranks;
+  for (int k = 0; k < p.tp; ++k) tp_ranks.push_back(mesh_rank(p, 0, 0, k));
+  for (int d = 0; d < p.dp; ++d) dp_ranks.push_back(mesh_rank(p, d, 0, 0));
+  const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
+  const double ars_bwd = p.recompute == Recompute::kFull ? 4 : 2;  // recomputed forwards all-reduce again
+  double send = 0;
+  if (p.pp > 1) {
+    const auto& route = fabric.first_route(fabric.cluster().accelerators()[mesh_rank(p, 0, 0, 0)],
+                                           fabric.cluster().accelerators()[mesh_rank(p, 0, 1, 0)]);
+    send = fabric.route_latency(route) + c.p2p_bytes / fabric.route_capacity(route);
+  }
+  // One layer's forward and backward (with recomputation and all-reduces), per micro-batch.
+  double f = (c.attention.forward + c.mlp.forward).value() + 2 * ar;
+  double b = (c.attention.backward + c.mlp.backward + c.attention.recompute + c.mlp.recompute).value() + ars_bwd * ar;
+  const std::vector<DeviceMemory> mem = stage_memory(p, model);
+  double stage_params = 0;
+  for (const DeviceMemory& d : mem) stage_params = std::max(stage_params, d.parameters);
+  if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) {
+    // Each layer's weights gathered for forward and backward, its gradients scattered.
+    const double bytes = c.layer_params * kGradBytes;
+    const double ag = collective(fabric, dp_ranks, CollectiveOp::kAllGather, bytes);
+    const double rs = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, bytes);
+    f = std::max(f, ag);
+    b = std::max(b, ag + rs);
+  }
+  const double extra_f = std::max(c.first_forward, c.last_forward).value();
+  const double extra_b = std::max(c.first_backward, c.last_backward).value();
+  const double F = L * f + extra_f + send, B = L * b + extra_b + send;
+  const double m = static_cast<double>(p.micro_batches());
+  const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
+  double step = (m + (p.pp - 1) / v) * (F + B);
+  if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
+    const double grads = stage_params * kGradBytes;
+    double dp_time = 0;
+    if (p.dp_mode == DataParallelMode::kAllReduce) {
+      dp_time = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads);
+    } else {
+      dp_time = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads) +
+                collective(fabric, dp_ranks, CollectiveOp::kAllGather, grads);
+    }
+    step += p.overlap_grad_reduce ? std::max(0.0, dp_time - B) : dp_time;
+  }
+  const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / p.dp;
+  Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
+  opt.cost.fwd_bytes = updated * kOptimizerBytes;
+  step += compute.time(opt, Pass::kForward).value();
+  return step;
+}
+
+bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
+  auto key = [](const ParallelPlan& p) {
+    return std::tie(p.dp, p.tp, p.pp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
+                    p.sequence_parallel, p.recompute, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.order);
+  };
+  return key(a) == key(b);
+}
+
+std::string describe_plan(const ParallelPlan& p) {
+  std::string s = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+                  ", mb " + std::to_string(p.micro_batch);
+  if (p.pp > 1) {
+    s += p.schedule == PipelineSchedule::kGPipe ? ", gpipe"
+         : p.schedule == PipelineSchedule::k1F1B ? ", 1f1b"
+                                                 : ", interleaved v" + std::to_string(p.virtual_stages);
+  }
+  if (p.dp_mode != DataParallelMode::kAllReduce) {
+    s += ", zero " + std::to_string(p.dp_mode == DataParallelMode::kZero1 ? 1 : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3);
+  }
+  if (p.sequence_parallel) s += ", sp";
+  if (p.recompute != Recompute::kNone) s += p.recompute == Recompute::kFull ? ", full recompute" : ", selective recompute";
+  return s;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,56 @@
+// Searching Megatron-style plans: the grid of (dp, tp, pp, micro-batch, schedule, ZeRO
+// stage, recomputation) for a model on a cluster, pruned by the memory model and ranked
+// by a closed-form step-time estimate, so that only the most promising few need a replay.
+//
+// The estimate (estimate_step) is the analytical cost model of the search, in the
+// spirit of Calculon and AutoDDL's: per micro-batch, the busiest pipeline stage's forward
+// F and backward B (its layers' operator times from the compute model, the tensor-
+// parallel all-reduces at their analytical collective time, and a pipeline send each
+// way); the pipeline takes (m + (pp - 1)/v)(F + B); the data-parallel reduction adds
+// what of it does not hide behind the last micro-batch's backward (all of it without
+// overlap); ZeRO-3 replaces each layer's compute c with max(c, its gathers and scatters);
+// the optimizer step adds its memory-bound time. It ignores contention and the pipeline's
+// fill and drain details the replay resolves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/compute_model.hpp"
+#include "sim/network_fabric.hpp"
+#include "strategies/plan.hpp"
+
+namespace ddlsim {
+
+/// Which values the grid tries.
+struct SearchSpace {
+  std::int64_t global_batch = 0;
+  std::vector<std::int64_t> micro_batches{1, 2, 4, 8, 16};
+  std::vector<PipelineSchedule> schedules{PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B};
+  std::vector<DataParallelMode> dp_modes{DataParallelMode::kAllReduce, DataParallelMode::kZero1, DataParallelMode::kZero2,
+                                         DataParallelMode::kZero3};
+  std::vector<Recompute> recomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  bool all_devices = true;  // dp x tp x pp = the cluster's accelerators (else any count up to it)
+};
+
+/// Every plan of the grid that plan_problem accepts, in a fixed order: tp, pp, dp,
+/// micro-batch, schedule (interleaved with v = 2), ZeRO stage, recomputation, all
+/// ascending; sequence parallelism whenever tp > 1 (it only saves memory).
+std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space);
+
+/// The largest per-device memory of the plan under the memory model (bytes).
+double plan_peak_memory(const ParallelPlan& plan, const TransformerConfig& model);
+
+/// The closed-form step time (s) described above, on the fabric's first dp x pp x tp
+/// accelerators in the plan's order.
+double estimate_step(const TransformerConfig& model, const ParallelPlan& plan, NetworkFabric& fabric,
+                     const ComputeModel& compute);
+
+/// Whether two plans are the same but for their names.
+bool same_plan(const ParallelPlan& a, const ParallelPlan& b);
+
+/// A short readable form: "dp 16 x tp 8 x pp 8, mb 1, interleaved v2, zero 1, sp, selective".
+std::string describe_plan(const ParallelPlan& plan);
+
+}  // namespace ddlsim
