@@ -1,0 +1,160 @@
+#include "strategies/sbp.hpp"
+
+#include <functional>
+
+#include "support/input_error.hpp"
+
+namespace ddlsim {
+namespace {
+
+// The six rules of a matmul along one mesh dimension: A, B, C.
+const MatmulSignature& rule(std::size_t r) {
+  static const MatmulSignature rules[] = {
+      {{S(0)}, {kB}, {S(0)}}, {{kB}, {S(1)}, {S(1)}}, {{S(1)}, {S(0)}, {kP}},
+      {{kP}, {kB}, {kP}},     {{kB}, {kP}, {kP}},     {{kB}, {kB}, {kB}},
+  };
+  return rules[r];
+}
+constexpr std::size_t kRules = 6;
+
+}  // namespace
+
+std::string to_string(const Sbp& s) {
+  switch (s.kind) {
+    case SbpKind::kSplit: return "S(" + std::to_string(s.axis) + ")";
+    case SbpKind::kBroadcast: return "B";
+    case SbpKind::kPartialSum: return "P";
+  }
+  return "?";
+}
+
+std::string to_string(const NdSbp& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + to_string(s[i]);
+  return out + "]";
+}
+
+std::size_t DeviceMesh::size() const {
+  std::size_t n = 1;
+  for (int d : dims) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+std::vector<NodeId> DeviceMesh::line(std::size_t index, std::size_t dim) const {
+  std::size_t stride = 1;
+  for (std::size_t d = dim + 1; d < dims.size(); ++d) stride *= static_cast<std::size_t>(dims[d]);
+  const std::size_t coord = (index / stride) % static_cast<std::size_t>(dims[dim]);
+  const std::size_t base = index - coord * stride;
+  std::vector<NodeId> out;
+  for (int c = 0; c < dims[dim]; ++c) out.push_back(devices[base + static_cast<std::size_t>(c) * stride]);
+  return out;
+}
+
+bool valid_matmul(const MatmulSignature& sig) {
+  if (sig.a.size() != sig.b.size() || sig.a.size() != sig.c.size()) return false;
+  for (std::size_t d = 0; d < sig.a.size(); ++d) {
+    bool ok = false;
+    for (std::size_t r = 0; r < kRules && !ok; ++r) {
+      const MatmulSignature& x = rule(r);
+      ok = sig.a[d] == x.a[0] && sig.b[d] == x.b[0] && sig.c[d] == x.c[0];
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<MatmulSignature> matmul_signatures(std::size_t mesh_dims) {
+  std::vector<MatmulSignature> out;
+  MatmulSignature cur;
+  std::function<void(std::size_t)> build = [&](std::size_t d) {
+    if (d == mesh_dims) {
+      out.push_back(cur);
+      return;
+    }
+    for (std::size_t r = 0; r < kRules; ++r) {
+      cur.a.push_back(rule(r).a[0]);
+      cur.b.push_back(rule(r).b[0]);
+      cur.c.push_back(rule(r).c[0]);
+      build(d + 1);
+      cur.a.pop_back();
+      cur.b.pop_back();
+      cur.c.pop_back();
+    }
+  };
+  build(0);
+  return out;
+}
+
+std::vector<std::int64_t> local_shape(const std::vector<std::int64_t>& shape, const NdSbp& sbp, const DeviceMesh& mesh) {
+  std::vector<std::int64_t> out = shape;
+  for (std::size_t d = 0; d < sbp.size() && d < mesh.dims.size(); ++d) {
+    if (sbp[d].kind != SbpKind::kSplit) continue;
+    const auto axis = static_cast<std::size_t>(sbp[d].axis);
+    if (axis >= out.size()) throw InputError("SBP " + to_string(sbp) + " splits axis " + std::to_string(axis) +
+                                             " of a tensor with " + std::to_string(shape.size()) + " axes");
+    out[axis] = (out[axis] + mesh.dims[d] - 1) / mesh.dims[d];
+  }
+  return out;
+}
+
+std::vector<BoxingStep> boxing_steps(const NdSbp& from, const NdSbp& to, double tensor_bytes, const DeviceMesh& mesh) {
+  if (from.size() != mesh.dims.size() || to.size() != mesh.dims.size()) {
+    throw InputError("boxing " + to_string(from) + " -> " + to_string(to) + ": the mesh has " +
+                     std::to_string(mesh.dims.size()) + " dimensions");
+  }
+  std::vector<BoxingStep> out;
+  NdSbp cur = from;
+  for (std::size_t d = 0; d < cur.size(); ++d) {
+    if (cur[d] == to[d]) continue;
+    // The part the devices along d share: the tensor over the other dimensions' splits.
+    double part = tensor_bytes;
+    for (std::size_t e = 0; e < cur.size(); ++e) {
+      if (e != d && cur[e].kind == SbpKind::kSplit) part /= mesh.dims[e];
+    }
+    const double n = mesh.dims[d];
+    BoxingStep step;
+    step.mesh_dim = d;
+    step.bytes = part;
+    const SbpKind a = cur[d].kind, b = to[d].kind;
+    step.local = !(a == SbpKind::kPartialSum || (a == SbpKind::kSplit && b != SbpKind::kPartialSum));
+    if (a == SbpKind::kPartialSum && b == SbpKind::kBroadcast) {
+      step.op = CollectiveOp::kAllReduce;
+      step.sent_per_device = 2 * (n - 1) / n * part;
+    } else if (a == SbpKind::kPartialSum && b == SbpKind::kSplit) {
+      step.op = CollectiveOp::kReduceScatter;
+      step.sent_per_device = (n - 1) / n * part;
+    } else if (a == SbpKind::kSplit && b == SbpKind::kBroadcast) {
+      step.op = CollectiveOp::kAllGather;
+      step.sent_per_device = (n - 1) / n * part;
+    } else if (a == SbpKind::kSplit && b == SbpKind::kSplit) {
+      step.op = CollectiveOp::kAllToAll;
+      step.bytes = part / n;  // each device's buffer (nccl-tests' all-to-all size)
+      step.sent_per_device = (n - 1) / n * step.bytes;
+    }
+    if (n < 2) {
+      step.local = true;
+      step.sent_per_device = 0;
+    }
+    out.push_back(step);
+    cur[d] = to[d];
+  }
+  return out;
+}
+
+double boxing_bytes_per_device(const NdSbp& from, const NdSbp& to, double tensor_bytes, const DeviceMesh& mesh) {
+  double sent = 0;
+  for (const BoxingStep& s : boxing_steps(from, to, tensor_bytes, mesh)) sent += s.sent_per_device;
+  return sent;
+}
+
+double boxing_time(const NdSbp& from, const NdSbp& to, double tensor_bytes, const DeviceMesh& mesh, NetworkFabric& fabric) {
+  double t = 0;
+  for (const BoxingStep& s : boxing_steps(from, to, tensor_bytes, mesh)) {
+    if (s.local) continue;
+    const CollectiveGroup g = CollectiveGroup::of(fabric, mesh.line(0, s.mesh_dim));
+    t += analytical_collective_time(fabric, g, chosen_spec(fabric, g, s.op, s.bytes));
+  }
+  return t;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,128 @@
+// SBP signatures, boxing and the communication volume of distributed matmul schemes,
+// against their published forms.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "sim/collectives.hpp"
+#include "strategies/sbp.hpp"
+#include "support/input_error.hpp"
+#include "topology/presets.hpp"
+
+using namespace ddlsim;
+using doctest::Approx;
+
+namespace {
+DeviceMesh mesh_of(std::vector<int> dims) {
+  DeviceMesh m;
+  m.dims = std::move(dims);
+  for (std::size_t i = 0; i < m.size(); ++i) m.devices.push_back(NodeId(static_cast<std::uint32_t>(i)));
+  return m;
+}
+}  // namespace
+
+TEST_CASE("matmul signatures: the six rules per mesh dimension, and nothing else") {
+  // Expected: S(0) x B -> S(0), B x S(1) -> S(1), S(1) x S(0) -> P, P x B -> P,
+  // B x P -> P, B x B -> B are valid; a split of the same axis on both inputs, or a
+  // k-split whose result is not a partial sum, is not; a 2-D mesh has 6^2 signatures.
+  CHECK(valid_matmul({{S(0)}, {kB}, {S(0)}}));
+  CHECK(valid_matmul({{kB}, {S(1)}, {S(1)}}));
+  CHECK(valid_matmul({{S(1)}, {S(0)}, {kP}}));
+  CHECK(valid_matmul({{kP}, {kB}, {kP}}));
+  CHECK(valid_matmul({{kB}, {kP}, {kP}}));
+  CHECK(valid_matmul({{kB}, {kB}, {kB}}));
+  CHECK_FALSE(valid_matmul({{S(0)}, {S(0)}, {S(0)}}));
+  CHECK_FALSE(valid_matmul({{S(1)}, {S(0)}, {kB}}));
+  CHECK_FALSE(valid_matmul({{kP}, {kP}, {kP}}));
+  CHECK(valid_matmul({{S(0), S(1)}, {kB, S(0)}, {S(0), kP}}));   // data x model split
+  CHECK_FALSE(valid_matmul({{S(0), S(1)}, {kB, kB}, {S(0), kP}}));
+  const auto all = matmul_signatures(2);
+  CHECK(all.size() == 36);
+  for (const auto& s : all) CHECK(valid_matmul(s));
+  CHECK(to_string(all[2].a) == "[S(0), S(1)]");
+}
+
+TEST_CASE("local shapes divide split axes by their mesh dimension") {
+  const DeviceMesh m = mesh_of({2, 4});
+  CHECK(local_shape({64, 32}, {S(0), S(1)}, m) == std::vector<std::int64_t>{32, 8});
+  CHECK(local_shape({64, 32}, {S(0), S(0)}, m) == std::vector<std::int64_t>{8, 32});
+  CHECK(local_shape({64, 32}, {kP, kB}, m) == std::vector<std::int64_t>{64, 32});
+  CHECK_THROWS_AS(local_shape({64}, {S(1), kB}, m), InputError);
+}
+
+TEST_CASE("boxing on one mesh dimension: the collective and the bytes each device sends") {
+  // Expected on a group of n = 8 and a tensor of T bytes: P -> B all-reduce 2(n-1)/n T;
+  // P -> S reduce-scatter and S -> B all-gather (n-1)/n T; S(0) -> S(1) all-to-all of
+  // T/n per device, (n-1)/n of it sent; B -> S, B -> P, S -> P local.
+  const DeviceMesh m = mesh_of({8});
+  const double T = 1 << 20;
+  auto one = [&](Sbp a, Sbp b) { return boxing_steps({a}, {b}, T, m); };
+  CHECK(one(kP, kB).at(0).op == CollectiveOp::kAllReduce);
+  CHECK(boxing_bytes_per_device({kP}, {kB}, T, m) == Approx(2.0 * 7 / 8 * T));
+  CHECK(one(kP, S(0)).at(0).op == CollectiveOp::kReduceScatter);
+  CHECK(boxing_bytes_per_device({kP}, {S(0)}, T, m) == Approx(7.0 / 8 * T));
+  CHECK(one(S(1), kB).at(0).op == CollectiveOp::kAllGather);
+  CHECK(boxing_bytes_per_device({S(1)}, {kB}, T, m) == Approx(7.0 / 8 * T));
+  CHECK(one(S(0), S(1)).at(0).op == CollectiveOp::kAllToAll);
+  CHECK(boxing_bytes_per_device({S(0)}, {S(1)}, T, m) == Approx(7.0 / 8 * T / 8));
+  for (auto [a, b] : {std::pair{kB, S(0)}, std::pair{kB, kP}, std::pair{S(0), kP}}) {
+    CHECK(one(a, b).at(0).local);
+    CHECK(boxing_bytes_per_device({a}, {b}, T, m) == 0.0);
+  }
+  CHECK(boxing_steps({S(0)}, {S(0)}, T, m).empty());
+}
+
+TEST_CASE("2D, 2.5D and 3D matmul: per-device communication against their forms") {
+  // C(n, n) = A(n, n) x B(n, n), fp32 (W = 4 n^2 bytes per matrix), P devices.
+  // 2D (SUMMA) on q x q, q = sqrt(P): A [S(0), S(1)] -> [S(0), B] and B [S(0), S(1)] ->
+  //   [B, S(1)], each an all-gather of a W/q block: 2 (q-1)/q W/q ~ 2 W / sqrt(P).
+  // 3D on q x q x q, q = P^(1/3): A [S(0), S(0), S(1)] -> [S(0), B, S(1)], B [S(1), S(1),
+  //   S(0)] -> [B, S(1), S(0)], C [S(0), S(1), P] -> [S(0), S(1), S(0)], each on a W/q^2
+  //   part: 3 (q-1)/q W/q^2 ~ 3 W / P^(2/3).
+  // 2.5D on s x s x c, s = sqrt(P/c): A and B gathered over s within each of the c layers
+  //   (parts W/(s c)), C reduce-scattered over the c layers (part W/s^2):
+  //   2 (s-1)/s W/(s c) + (c-1)/c W/s^2 ~ 2 W / sqrt(c P) + W c / P.
+  const double n = 8192, W = 4 * n * n;
+  for (int q : {4, 8}) {
+    const DeviceMesh m = mesh_of({q, q});
+    const double v = boxing_bytes_per_device({S(0), S(1)}, {S(0), kB}, W, m) +
+                     boxing_bytes_per_device({S(0), S(1)}, {kB, S(1)}, W, m);
+    CHECK(v == Approx(2.0 * (q - 1) / q * W / q));
+    CHECK(v * std::sqrt(q * q) / W == Approx(2.0 * (q - 1) / q));  // ~ 2 W / sqrt(P)
+  }
+  for (int q : {2, 4}) {
+    const DeviceMesh m = mesh_of({q, q, q});
+    const double v = boxing_bytes_per_device({S(0), S(0), S(1)}, {S(0), kB, S(1)}, W, m) +
+                     boxing_bytes_per_device({S(1), S(1), S(0)}, {kB, S(1), S(0)}, W, m) +
+                     boxing_bytes_per_device({S(0), S(1), kP}, {S(0), S(1), S(0)}, W, m);
+    CHECK(v == Approx(3.0 * (q - 1) / q * W / (q * q)));
+    CHECK(v * std::pow(q * q * q, 2.0 / 3.0) / W == Approx(3.0 * (q - 1) / q));  // ~ 3 W / P^(2/3)
+  }
+  for (auto [s, c] : {std::pair{4, 2}, std::pair{8, 4}}) {
+    const DeviceMesh m = mesh_of({s, s, c});
+    const double v = boxing_bytes_per_device({S(0), S(1), S(1)}, {S(0), kB, S(1)}, W, m) +
+                     boxing_bytes_per_device({S(0), S(1), S(0)}, {kB, S(1), S(0)}, W, m) +
+                     boxing_bytes_per_device({S(0), S(1), kP}, {S(0), S(1), S(0)}, W, m);
+    CHECK(v == Approx(2.0 * (s - 1) / s * W / (s * c) + (c - 1.0) / c * W / (s * s)));
+  }
+}
+
+TEST_CASE("boxing is priced on the real topology") {
+  // Expected: P -> B over the 8 GPUs of one DGX A100 takes exactly the analytical time
+  // of the chosen all-reduce on them; along the slow dimension of a 2 x 8 mesh over two
+  // servers (one GPU per server per group) it takes longer than along the fast one.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 2;
+  const Cluster c = build_preset(cat, "dgx-a100", o);
+  NetworkFabric f(c, cat);
+  DeviceMesh m;
+  m.dims = {2, 8};
+  m.devices.assign(c.accelerators().begin(), c.accelerators().end());
+  const double T = 64 << 20;
+  const CollectiveGroup server = CollectiveGroup::of(f, m.line(0, 1));
+  CHECK(boxing_time({kB, kP}, {kB, kB}, T, m, f) ==
+        analytical_collective_time(f, server, chosen_spec(f, server, CollectiveOp::kAllReduce, T)));
+  CHECK(boxing_time({kP, kB}, {kB, kB}, T, m, f) > boxing_time({kB, kP}, {kB, kB}, T, m, f));
+  CHECK(boxing_time({kB, kB}, {S(0), kB}, T, m, f) == 0.0);
+}
