@@ -318,7 +318,7 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
   }
   out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs (6N + 12 l h s per token) per device\n"
          "per second; MFU/HFU: model/hardware (with recomputation) FLOP/s over the accelerator's peak; peak: the\n"
-         "fullest device's weights, gradients, optimizer states and activations (memory model).\n";
+         "fullest device's weights, gradients, optimizer states and activations at the replay's high-water mark.\n";
 }
 
 void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& reports) {
