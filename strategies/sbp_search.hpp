@@ -1,0 +1,88 @@
+// AutoDDL-style search over SBP signatures for a chain of linear layers (a transformer
+// layer's QKV, output projection and MLP, or an MLP): an analytical cost per plan and a
+// coordinate descent over the layers' signatures and the mesh's shape (Chen et al.,
+// "AutoDDL: Automatic Distributed Deep Learning with Near-Optimal Bandwidth Cost", 2023).
+//
+// The chain. Layer i computes Y_i = X_i W_i (X: m x k_i activations, W: k_i x n_i
+// weights, 16-bit); X_0 arrives split by the batch over every mesh dimension (S(0), as
+// a data loader gives it); between layers an elementwise step (GeLU, attention over
+// heads) needs a complete, not partial-sum, input. A plan gives each layer a matmul
+// signature (strategies/sbp.hpp), one of 6 per mesh dimension.
+//
+// The cost of one training step of the chain (forward and backward):
+//   compute: per layer 3 x 2 m k n FLOPs (forward, and the two backward matmuls) over
+//     the devices that share the work (mesh dimensions whose rule splits it: S(0) x B,
+//     B x S(1), S(1) x S(0)), at the compute model's time for the local GEMM shape;
+//   boxing: forward, Y_i's layout re-laid to what layer i+1 takes (through a complete
+//     layout first when Y_i is a partial sum and an elementwise step follows), and
+//     backward the same bytes back (the gradient of a tensor re-laid the other way
+//     costs the same collectives in reverse);
+//   gradient synchronization: along each mesh dimension where layer i's weights are
+//     broadcast while its activations are split or partial (S(0) x B, P x B), the
+//     weight gradient is a partial sum and is all-reduced, on the weights' local bytes.
+// Collectives are priced on the real topology (analytical times, one after another).
+// It is the model the search uses; replaying SBP plans is the next step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/compute_model.hpp"
+#include "strategies/sbp.hpp"
+
+namespace ddlsim {
+
+struct LinearLayer {
+  std::string name;
+  std::int64_t k = 0, n = 0;  // weights: k x n
+  bool elementwise_after = true;  // an elementwise step (needing a complete input) follows
+};
+
+struct SbpChain {
+  std::int64_t m = 0;  // rows of the activations (batch x sequence)
+  std::vector<LinearLayer> layers;
+};
+
+/// One signature per layer, on a mesh of `dims`.
+struct SbpPlan {
+  std::vector<int> dims;
+  std::vector<MatmulSignature> layers;
+};
+
+struct SbpCost {
+  double compute_s = 0, boxing_s = 0, gradient_sync_s = 0;
+  [[nodiscard]] double total() const { return compute_s + boxing_s + gradient_sync_s; }
+};
+
+/// The cost above of `plan` over `devices` (as many as the mesh has), on the fabric.
+SbpCost sbp_cost(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices, NetworkFabric& fabric,
+                 const ComputeModel& compute);
+
+/// Data parallelism in SBP terms: every layer S(0) x B -> S(0) on every mesh dimension.
+SbpPlan data_parallel_plan(const SbpChain& chain, std::vector<int> dims);
+/// Megatron tensor parallelism on a 1-D mesh: layers alternate column (B x S(1) ->
+/// S(1)) and row (S(1) x S(0) -> P) splits, starting with a column split.
+SbpPlan megatron_plan(const SbpChain& chain, int devices);
+
+struct SbpSearchResult {
+  SbpPlan plan;
+  SbpCost cost;
+  std::uint64_t evaluated = 0;  // plans whose cost was computed
+};
+
+/// Coordinate descent: for each mesh shape (every ordered factorization of the device
+/// count into 1 or 2 dimensions), start from data parallelism and repeatedly give one
+/// layer at a time the signature that lowers the total, until a whole pass changes
+/// nothing; the best over shapes. Deterministic.
+SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
+                               const ComputeModel& compute);
+
+/// Every plan of every shape (small cases only: 36^layers per 2-D shape), the best.
+SbpSearchResult exhaustive_sbp_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
+                                      const ComputeModel& compute);
+
+/// "[S(0), B] x [B, S(1)] -> [S(0), S(1)]" per layer, one per line, with the mesh.
+std::string describe_sbp_plan(const SbpChain& chain, const SbpPlan& plan);
+
+}  // namespace ddlsim
