@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 #include <map>
 
 #include "support/input_error.hpp"
@@ -25,29 +26,48 @@ class Pricer {
     mesh_.devices.assign(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(mesh_.size()));
   }
 
-  SbpCost cost(const SbpPlan& plan) {
-    SbpCost c;
+  // The plan's steps in forward order: the boxing of each layer's input, the layer, the
+  // completion of a partial output before an elementwise step.
+  std::vector<SbpStage> schedule(const SbpPlan& plan) {
+    std::vector<SbpStage> out;
     const std::size_t D = mesh_.dims.size();
     NdSbp from(D, S(0));  // the batch as the data loader gives it
-    bool backward = false;  // the input needs no gradient
     for (std::size_t i = 0; i < chain_.layers.size(); ++i) {
       const LinearLayer& l = chain_.layers[i];
       const MatmulSignature& sig = plan.layers[i];
       const double in_bytes = static_cast<double>(chain_.m) * static_cast<double>(l.k) * kElementBytes;
-      c.boxing_s += box(from, sig.a, in_bytes) * (backward ? 2 : 1);
-      c.compute_s += matmul_time(l, sig);
-      c.gradient_sync_s += gradient_sync(l, sig);
+      if (!(from == sig.a)) out.push_back(boxing_stage(from, sig.a, in_bytes, i > 0));  // the input needs no gradient
+      SbpStage layer;
+      layer.kind = SbpStage::Kind::kLayer;
+      layer.layer = i;
+      std::tie(layer.forward_s, layer.backward_s) = matmul_times(l, sig);
+      layer.weights = sig.b;
+      layer.grad = weight_gradient(sig);
+      layer.weight_bytes = static_cast<double>(l.k) * static_cast<double>(l.n) * kElementBytes;
+      out.push_back(layer);
       // The output, made complete for an elementwise step if need be.
       const double out_bytes = static_cast<double>(chain_.m) * static_cast<double>(l.n) * kElementBytes;
       from = sig.c;
-      if (l.elementwise_after && std::any_of(from.begin(), from.end(), [](const Sbp& s) { return s.kind == SbpKind::kPartialSum; })) {
+      if (l.elementwise_after && std::any_of(from.begin(), from.end(), [](const Sbp& x) { return x.kind == SbpKind::kPartialSum; })) {
         const std::size_t next = i + 1;
         const NdSbp* target = next < chain_.layers.size() ? &plan.layers[next].a : nullptr;
         const NdSbp layout = best_complete(from, target, out_bytes);
-        c.boxing_s += 2 * box(from, layout, out_bytes);  // the completion, forward and backward
+        out.push_back(boxing_stage(from, layout, out_bytes, true));
         from = layout;
       }
-      backward = true;
+    }
+    return out;
+  }
+
+  SbpCost cost(const SbpPlan& plan) {
+    SbpCost c;
+    for (const SbpStage& st : schedule(plan)) {
+      if (st.kind == SbpStage::Kind::kBoxing) {
+        c.boxing_s += box(st.from, st.to, st.bytes) * (st.backward ? 2 : 1);
+      } else {
+        c.compute_s += st.forward_s + st.backward_s;
+        c.gradient_sync_s += box(st.grad, st.weights, st.weight_bytes);
+      }
     }
     return c;
   }
@@ -89,8 +109,8 @@ class Pricer {
     return best;
   }
 
-  // Forward and both backward matmuls on the local shapes.
-  double matmul_time(const LinearLayer& l, const MatmulSignature& sig) const {
+  // The forward, and both backward matmuls, on the local shapes.
+  std::pair<double, double> matmul_times(const LinearLayer& l, const MatmulSignature& sig) const {
     std::int64_t m = chain_.m, k = l.k, n = l.n;
     for (std::size_t d = 0; d < mesh_.dims.size(); ++d) {
       const int size = mesh_.dims[d];
@@ -104,22 +124,29 @@ class Pricer {
     op.cost.bwd_flops = 2 * op.cost.fwd_flops;
     op.cost.fwd_bytes = (mm * kk + kk * nn + mm * nn) * kElementBytes;
     op.cost.bwd_bytes = 2 * op.cost.fwd_bytes;
-    return (compute_.time(op, Pass::kForward) + compute_.time(op, Pass::kBackward)).value();
+    return {compute_.time(op, Pass::kForward).value(), compute_.time(op, Pass::kBackward).value()};
   }
 
   // The weight gradient is a partial sum along every dimension where the weights are
-  // broadcast but the batch or k is split or partial (S(0) x B, P x B): all-reduce it.
-  double gradient_sync(const LinearLayer& l, const MatmulSignature& sig) {
+  // broadcast but the batch or k is split or partial (S(0) x B, P x B): all-reduced.
+  static NdSbp weight_gradient(const MatmulSignature& sig) {
     NdSbp grad = sig.b;
-    bool any = false;
     for (std::size_t d = 0; d < grad.size(); ++d) {
       if (sig.b[d].kind == SbpKind::kBroadcast && (splits(sig.a[d], 0) || sig.a[d].kind == SbpKind::kPartialSum)) {
         grad[d] = kP;
-        any = true;
       }
     }
-    if (!any) return 0.0;
-    return box(grad, sig.b, static_cast<double>(l.k) * static_cast<double>(l.n) * kElementBytes);
+    return grad;
+  }
+
+  static SbpStage boxing_stage(const NdSbp& from, const NdSbp& to, double bytes, bool backward) {
+    SbpStage st;
+    st.kind = SbpStage::Kind::kBoxing;
+    st.from = from;
+    st.to = to;
+    st.bytes = bytes;
+    st.backward = backward;
+    return st;
   }
 
   const SbpChain& chain_;
@@ -144,6 +171,12 @@ SbpCost sbp_cost(const SbpChain& chain, const SbpPlan& plan, const std::vector<N
                  const ComputeModel& compute) {
   Pricer p(chain, plan.dims, devices, fabric, compute);
   return p.cost(plan);
+}
+
+std::vector<SbpStage> sbp_schedule(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
+                                   NetworkFabric& fabric, const ComputeModel& compute) {
+  Pricer p(chain, plan.dims, devices, fabric, compute);
+  return p.schedule(plan);
 }
 
 SbpPlan data_parallel_plan(const SbpChain& chain, std::vector<int> dims) {

@@ -55,6 +55,25 @@ struct SbpCost {
   [[nodiscard]] double total() const { return compute_s + boxing_s + gradient_sync_s; }
 };
 
+/// One step of a plan in forward order: a re-layout of an activation (between layers,
+/// or completing a partial sum; `backward`: its gradient is re-laid back too, the dual
+/// collectives of the same bytes), or a layer (its forward and backward times, and its
+/// weight gradient's layout `grad`, to be brought to the weights' when they differ).
+struct SbpStage {
+  enum class Kind { kBoxing, kLayer } kind = Kind::kBoxing;
+  NdSbp from, to;
+  double bytes = 0;
+  bool backward = true;
+  std::size_t layer = 0;
+  double forward_s = 0, backward_s = 0;
+  NdSbp grad, weights;
+  double weight_bytes = 0;
+};
+
+/// The plan's steps, as the cost below counts them (and the lowering replays them).
+std::vector<SbpStage> sbp_schedule(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
+                                   NetworkFabric& fabric, const ComputeModel& compute);
+
 /// The cost above of `plan` over `devices` (as many as the mesh has), on the fabric.
 SbpCost sbp_cost(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices, NetworkFabric& fabric,
                  const ComputeModel& compute);

@@ -1,0 +1,128 @@
+#include "strategies/sbp_lowering.hpp"
+
+#include "sim/collectives.hpp"
+#include "sim/compute_stream.hpp"
+#include "support/input_error.hpp"
+
+namespace ddlsim {
+namespace {
+
+class SbpLowering {
+ public:
+  SbpLowering(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices, NetworkFabric& fabric,
+              const ComputeModel& compute, NetworkModelKind network, LoweredSbpStep& out)
+      : chain_(chain), plan_(plan), fabric_(fabric), compute_(compute), out_(out), g_(out.graph) {
+    mesh_.dims = plan.dims;
+    if (mesh_.size() > devices.size()) throw InputError("the mesh needs more devices than given");
+    mesh_.devices.assign(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(mesh_.size()));
+    std::unique_ptr<NetworkModel> net = make_network(network, "network", fabric);
+    out_.resources.push_back(std::move(net));
+    out_.network = ResourceId(0);
+    for (std::size_t p = 0; p < mesh_.size(); ++p) {
+      out_.resources.push_back(std::make_unique<ComputeStream>("dev" + std::to_string(p) + ".compute"));
+      out_.compute.push_back(ResourceId(static_cast<std::uint32_t>(out_.resources.size() - 1)));
+    }
+  }
+
+  void run() {
+    const std::vector<SbpStage> stages = sbp_schedule(chain_, plan_, mesh_.devices, fabric_, compute_);
+    const TaskId start = g_.add(Marker{}, "step start").id();
+    last_.assign(mesh_.size(), start);
+    for (const SbpStage& st : stages) {
+      if (st.kind == SbpStage::Kind::kBoxing) {
+        relay(st.from, st.to, st.bytes, last_);
+      } else {
+        computes(st.forward_s, "forward");
+      }
+    }
+    std::vector<TaskId> gradients;  // ends of the weight-gradient collectives
+    for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
+      const SbpStage& st = *it;
+      if (st.kind == SbpStage::Kind::kBoxing) {
+        if (st.backward) relay(gradient_sbp(st.to), gradient_sbp(st.from), st.bytes, last_);
+        continue;
+      }
+      computes(st.backward_s, "backward");
+      if (!(st.grad == st.weights)) {
+        std::vector<TaskId> sync = last_;  // off the backward's path: it overlaps
+        relay(st.grad, st.weights, st.weight_bytes, sync);
+        gradients.insert(gradients.end(), sync.begin(), sync.end());
+      }
+    }
+    const TaskId end = g_.add(Marker{}, "step end").id();
+    for (TaskId t : last_) g_.add_edge(t, end);
+    for (TaskId t : gradients) g_.add_edge(t, end);
+  }
+
+ private:
+  void computes(double seconds, const char* name) {
+    for (std::size_t p = 0; p < mesh_.size(); ++p) {
+      const TaskId t = g_.add(Compute{out_.compute[p], Seconds(seconds), Flops(0.0)}, name).id();
+      g_.add_edge(last_[p], t);
+      last_[p] = t;
+    }
+  }
+
+  // The mesh positions along dimension d through position `index`.
+  std::vector<std::size_t> line(std::size_t index, std::size_t d) const {
+    std::size_t stride = 1;
+    for (std::size_t e = d + 1; e < mesh_.dims.size(); ++e) stride *= static_cast<std::size_t>(mesh_.dims[e]);
+    const std::size_t base = index - ((index / stride) % static_cast<std::size_t>(mesh_.dims[d])) * stride;
+    std::vector<std::size_t> out;
+    for (int c = 0; c < mesh_.dims[d]; ++c) out.push_back(base + static_cast<std::size_t>(c) * stride);
+    return out;
+  }
+
+  // Re-lays a tensor from `from` to `to`: per boxing step, a collective on every line.
+  void relay(const NdSbp& from, const NdSbp& to, double bytes, std::vector<TaskId>& last) {
+    for (const BoxingStep& step : boxing_steps(from, to, bytes, mesh_)) {
+      if (step.local) continue;
+      std::size_t stride = 1;
+      for (std::size_t e = step.mesh_dim + 1; e < mesh_.dims.size(); ++e) stride *= static_cast<std::size_t>(mesh_.dims[e]);
+      for (std::size_t index = 0; index < mesh_.size(); ++index) {
+        if ((index / stride) % static_cast<std::size_t>(mesh_.dims[step.mesh_dim]) != 0) continue;  // one per line
+        const std::vector<std::size_t> members = line(index, step.mesh_dim);
+        std::vector<NodeId> nodes;
+        for (std::size_t p : members) nodes.push_back(mesh_.devices[p]);
+        const CollectiveGroup group = CollectiveGroup::of(fabric_, nodes);
+        CollectiveSpec spec = chosen_spec(fabric_, group, step.op, step.bytes);
+        spec.streamed = true;
+        const LoweredCollective c = lower_collective(g_, out_.network, group, spec);
+        ++out_.collectives;
+        for (std::size_t p : members) {
+          g_.add_edge(last[p], c.start);
+          last[p] = c.end;
+        }
+      }
+    }
+  }
+
+  const SbpChain& chain_;
+  const SbpPlan& plan_;
+  NetworkFabric& fabric_;
+  const ComputeModel& compute_;
+  LoweredSbpStep& out_;
+  TaskGraph& g_;
+  DeviceMesh mesh_;
+  std::vector<TaskId> last_;  // per device: its latest task on the step's path
+};
+
+}  // namespace
+
+NdSbp gradient_sbp(const NdSbp& s) {
+  NdSbp g = s;
+  for (Sbp& x : g) {
+    if (x.kind == SbpKind::kBroadcast) x = kP;
+    else if (x.kind == SbpKind::kPartialSum) x = kB;
+  }
+  return g;
+}
+
+LoweredSbpStep lower_sbp_chain(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
+                               NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network) {
+  LoweredSbpStep out;
+  SbpLowering(chain, plan, devices, fabric, compute, network, out).run();
+  return out;
+}
+
+}  // namespace ddlsim
