@@ -3,10 +3,12 @@
 #pragma once
 
 #include <functional>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
 #include "cli/training.hpp"
+#include "strategies/sbp_search.hpp"
 #include "strategies/search.hpp"
 
 namespace ddlsim {
@@ -29,6 +31,24 @@ struct SearchResult {
   std::size_t enumerated = 0, pruned = 0, estimated = 0, baselines = 0;
   std::vector<SearchCandidate> ranked;  // replayed, fastest first (ties: baselines, then grid order)
 };
+
+struct SbpSearchOptions {
+  std::int64_t global_batch = 0;
+  bool mcmc = false;  // else autoddl
+  std::uint64_t seed = 1;
+  int iterations = 500;
+  bool json = false;
+};
+
+/// One transformer layer's linear layers as an SBP chain: QKV (with grouped key-value
+/// heads), output projection, MLP (gate and up together for SwiGLU), on global_batch x
+/// seq rows.
+SbpChain transformer_layer_chain(const TransformerConfig& model, std::int64_t global_batch);
+
+/// `ddlsim search --method autoddl|mcmc`: searches the scenario's layer chain over all
+/// its accelerators, replays the result with data parallelism and Megatron in SBP terms
+/// on the scenario's network, and prints them ranked by replayed time.
+void sbp_search(const TrainingScenario& s, const SbpSearchOptions& options, std::ostream& out);
 
 /// Runs the grid search on the scenario's model and cluster (its network model for the
 /// replays). Baselines are the scenario's strategies with the space's global batch.

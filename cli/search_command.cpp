@@ -36,7 +36,13 @@ them by replayed step time.
          memory model says do not fit the accelerator are pruned; the rest are ranked by
          a closed-form estimate (strategies/search.hpp), and the best --replay of them,
          with the scenario's own strategies as baselines, are replayed.
-  (autoddl and mcmc, SBP-based, are not implemented yet.)
+  autoddl  AutoDDL-style: one layer's linear layers (QKV, projection, MLP) as SBP
+         signatures on 1-D and 2-D meshes of all the accelerators, found by coordinate
+         descent on an analytical cost (strategies/sbp_search.hpp), then replayed with
+         data parallelism and Megatron in SBP terms for comparison.
+  mcmc   FlexFlow-style: the same space searched by Metropolis-Hastings (--seed,
+         --iterations) with the replay of each plan as its cost.
+  The SBP methods cover the linear layers only and cannot write --out yet.
 
 Prints the replayed plans ranked by step time (with each one's estimate, so the cost
 model's error shows), the best plan, and how many plans were enumerated, pruned,
@@ -74,7 +80,9 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
 int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description d(kSearchHelp);
   d.add_options()("help,h", "show this help")
-      ("method", po::value<std::string>()->value_name("NAME")->default_value("grid"), "grid (autoddl, mcmc: not yet)")
+      ("method", po::value<std::string>()->value_name("NAME")->default_value("grid"), "grid, autoddl or mcmc")
+      ("seed", po::value<std::uint64_t>()->value_name("N")->default_value(1), "mcmc: the random walk's seed")
+      ("iterations", po::value<int>()->value_name("N")->default_value(500), "mcmc: proposals")
       ("global-batch", po::value<std::int64_t>()->value_name("N"), "sequences per step (default: the first strategy's)")
       ("replay", po::value<int>()->value_name("N")->default_value(8), "replay the N plans with the best estimates")
       ("top", po::value<int>()->value_name("K")->default_value(10), "print the K best replayed plans")
@@ -88,11 +96,17 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   if (const auto done = parse_command_options(args, d, "scenario", "search", vm, out, err)) return *done;
   try {
     const auto t0 = std::chrono::steady_clock::now();
+    // The search time goes to stderr: stdout stays the same for the same input.
+    auto report_time = [&] {
+      char t[96];
+      std::snprintf(t, sizeof t, "ddlsim search: %.2f s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      err << t;
+    };
     const std::string method = vm["method"].as<std::string>();
-    if (method == "autoddl" || method == "mcmc") {
-      throw InputError("--method " + method + ": not implemented yet (SBP-based search comes next); use grid");
+    if (method != "grid" && method != "autoddl" && method != "mcmc") {
+      throw InputError("--method: expected grid, autoddl or mcmc, got '" + method + "'");
     }
-    if (method != "grid") throw InputError("--method: expected grid, autoddl or mcmc, got '" + method + "'");
     const int replays = vm["replay"].as<int>(), top = vm["top"].as<int>();
     if (replays < 0 || replays > 10000) throw InputError("--replay: expected 0 to 10000, got " + std::to_string(replays));
     if (top < 1 || top > 10000) throw InputError("--top: expected 1 to 10000, got " + std::to_string(top));
@@ -119,6 +133,19 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     space.global_batch = vm.count("global-batch") ? vm["global-batch"].as<std::int64_t>() : s.strategies.front().plan.global_batch;
     if (space.global_batch < 1 || space.global_batch > 100'000'000) throw InputError("--global-batch: expected 1 to 100000000");
 
+    if (method != "grid") {
+      if (vm.count("out")) throw InputError("--out: SBP plans cannot be written as scenario strategies yet (use --method grid)");
+      SbpSearchOptions so;
+      so.global_batch = space.global_batch;
+      so.mcmc = method == "mcmc";
+      so.seed = vm["seed"].as<std::uint64_t>();
+      so.iterations = vm["iterations"].as<int>();
+      if (so.iterations < 1 || so.iterations > 1'000'000) throw InputError("--iterations: expected 1 to 1000000");
+      so.json = vm.count("json") > 0;
+      sbp_search(s, so, out);
+      report_time();
+      return kExitOk;
+    }
     SearchOptions opts;
     opts.space = space;
     opts.replays = replays;
@@ -133,13 +160,6 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (tty) err << "\r" << std::string(40, ' ') << "\r";
     const std::vector<SearchCandidate>& replayed = result.ranked;
     const std::size_t devices = s.cluster.accelerators().size();
-    // The search time goes to stderr: stdout stays the same for the same input.
-    auto report_time = [&] {
-      char t[96];
-      std::snprintf(t, sizeof t, "ddlsim search: %.2f s\n",
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      err << t;
-    };
     if (replayed.empty()) throw InputError("no plan to replay: every grid plan is pruned and no strategy has this global batch");
     const SearchCandidate& best = replayed.front();
 

@@ -156,16 +156,15 @@ class Pricer {
   std::map<std::string, double> memo_;
 };
 
-// Mesh shapes of n devices: (n), then (a, n / a) for every divisor 2 <= a <= n / 2.
-std::vector<std::vector<int>> mesh_shapes(std::size_t n) {
+}  // namespace
+
+std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n) {
   std::vector<std::vector<int>> out{{static_cast<int>(n)}};
   for (std::size_t a = 2; a * 2 <= n; ++a) {
     if (n % a == 0) out.push_back({static_cast<int>(a), static_cast<int>(n / a)});
   }
   return out;
 }
-
-}  // namespace
 
 SbpCost sbp_cost(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices, NetworkFabric& fabric,
                  const ComputeModel& compute) {
@@ -203,7 +202,7 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
                                const ComputeModel& compute) {
   SbpSearchResult best;
   double best_total = 1e300;
-  for (const std::vector<int>& dims : mesh_shapes(devices.size())) {
+  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size())) {
     Pricer pricer(chain, dims, devices, fabric, compute);
     SbpPlan plan = data_parallel_plan(chain, dims);
     double total = pricer.cost(plan).total();
@@ -238,7 +237,7 @@ SbpSearchResult exhaustive_sbp_search(const SbpChain& chain, const std::vector<N
                                       const ComputeModel& compute) {
   SbpSearchResult best;
   double best_total = 1e300;
-  for (const std::vector<int>& dims : mesh_shapes(devices.size())) {
+  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size())) {
     Pricer pricer(chain, dims, devices, fabric, compute);
     const std::vector<MatmulSignature> options = matmul_signatures(dims.size());
     SbpPlan plan = data_parallel_plan(chain, dims);

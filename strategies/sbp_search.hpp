@@ -78,6 +78,10 @@ std::vector<SbpStage> sbp_schedule(const SbpChain& chain, const SbpPlan& plan, c
 SbpCost sbp_cost(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices, NetworkFabric& fabric,
                  const ComputeModel& compute);
 
+/// Mesh shapes of n devices the searches try: (n), then (a, n / a) for every divisor
+/// 2 <= a <= n / 2.
+std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n);
+
 /// Data parallelism in SBP terms: every layer S(0) x B -> S(0) on every mesh dimension.
 SbpPlan data_parallel_plan(const SbpChain& chain, std::vector<int> dims);
 /// Megatron tensor parallelism on a 1-D mesh: layers alternate column (B x S(1) ->

@@ -750,7 +750,7 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
   // Expected: on kTraining (16 A100s), the grid's best replayed plan is at most the best
   // baseline's step time (baselines are replayed alongside); --out writes a scenario
   // whose first strategy is "search-best" and that 'ddlsim run' replays to the same step;
-  // SBP methods are refused with one line; same input, same output.
+  // SBP methods cannot write --out yet (one line); same input, same output.
   Scratch s;
   const std::string f = s.write("t.json", kTraining), best = (s.dir / "best.json").string();
   auto r = ddlsim_cmd({"search", f, "--json", "--replay", "4", "--out", best, "--network", "analytical"});
@@ -772,10 +772,40 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
   CHECK(nlohmann::json::parse(run.out).at("strategies").at(0).at("step_time_s").get<double>() == Approx(best_found).epsilon(1e-12));
   CHECK(ddlsim_cmd({"search", f, "--json", "--replay", "4", "--network", "analytical"}).out == r.out);
   CHECK(r.err.rfind("ddlsim search: ", 0) == 0);  // the search time
-  r = ddlsim_cmd({"search", f, "--method", "mcmc"});
+  r = ddlsim_cmd({"search", f, "--method", "mcmc", "--out", best});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim search: --method mcmc: not implemented yet (SBP-based search comes next); use grid\n");
+  CHECK(r.err == "ddlsim search: --out: SBP plans cannot be written as scenario strategies yet (use --method grid)\n");
+  r = ddlsim_cmd({"search", f, "--method", "anneal"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim search: --method: expected grid, autoddl or mcmc, got 'anneal'\n");
   r = ddlsim_cmd({"search", s.write("small.json", kSmall)});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim search: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");
+}
+
+TEST_CASE("search --method autoddl and mcmc rank their plan against data parallelism and Megatron") {
+  // Expected: on kTraining (16 A100s) both print three replayed plans (the found one,
+  // data-parallel, megatron) fastest first; mcmc's plan replays no slower than data
+  // parallelism (its walk starts there and keeps the best replayed); the same seed
+  // gives the same output.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  for (const char* method : {"autoddl", "mcmc"}) {
+    INFO(method);
+    const auto r = ddlsim_cmd({"search", f, "--method", method, "--json", "--iterations", "200", "--network", "analytical"});
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j.at("ranked").size() == 3);
+    double found = 0, dp = 0, previous = 0;
+    for (const auto& e : j.at("ranked")) {
+      const double t = e.at("layer_step_s").get<double>();
+      CHECK(t >= previous);
+      previous = t;
+      if (e.at("name") == method) found = t;
+      if (e.at("name") == "data-parallel") dp = t;
+    }
+    CHECK(found > 0);
+    if (std::string(method) == "mcmc") CHECK(found <= dp);
+    CHECK(ddlsim_cmd({"search", f, "--method", method, "--json", "--iterations", "200", "--network", "analytical"}).out == r.out);
+  }
 }

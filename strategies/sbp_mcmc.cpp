@@ -1,0 +1,113 @@
+#include "strategies/sbp_mcmc.hpp"
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "sim/core/engine.hpp"
+#include "strategies/sbp_lowering.hpp"
+
+namespace ddlsim {
+namespace {
+
+// splitmix64: a fixed sequence for a seed, the same everywhere.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+ private:
+  std::uint64_t s_;
+};
+
+std::string key_of(const SbpPlan& p) {
+  std::string k;
+  for (int d : p.dims) k += std::to_string(d) + "x";
+  for (const MatmulSignature& s : p.layers) k += to_string(s.a) + to_string(s.b) + to_string(s.c) + ";";
+  return k;
+}
+
+}  // namespace
+
+double replay_sbp_plan(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
+                       NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network) {
+  LoweredSbpStep s = lower_sbp_chain(chain, plan, devices, fabric, compute, network);
+  std::vector<ResourceModel*> ptrs;
+  for (auto& r : s.resources) ptrs.push_back(r.get());
+  return replay(s.graph, ptrs).makespan.value();
+}
+
+McmcResult mcmc_sbp_search(const SbpChain& chain, const SbpPlan& start, const std::vector<NodeId>& devices,
+                           NetworkFabric& fabric, const ComputeModel& compute, const McmcOptions& o) {
+  McmcResult out;
+  std::map<std::string, double> seen;
+  auto cost = [&](const SbpPlan& p) {
+    const std::string k = key_of(p);
+    const auto it = seen.find(k);
+    if (it != seen.end()) return it->second;
+    ++out.replayed;
+    return seen[k] = replay_sbp_plan(chain, p, devices, fabric, compute, o.network);
+  };
+  const std::vector<std::vector<int>> shapes = sbp_mesh_shapes(devices.size());
+  Rng rng(o.seed);
+  SbpPlan cur = start;
+  double t = cost(cur);
+  out.plan = cur;
+  out.step_s = t;
+  for (int it = 0; it < o.iterations; ++it) {
+    SbpPlan next = cur;
+    if (shapes.size() > 1 && rng.below(10) == 0) {
+      next = data_parallel_plan(chain, shapes[rng.below(shapes.size())]);
+    } else {
+      const std::vector<MatmulSignature> options = matmul_signatures(cur.dims.size());
+      next.layers[rng.below(next.layers.size())] = options[rng.below(options.size())];
+    }
+    const double tn = cost(next);
+    if (tn <= t || rng.unit() < std::exp(-o.beta * (tn - t) / t)) {
+      cur = next;
+      t = tn;
+      ++out.accepted;
+      if (t < out.step_s) {
+        out.plan = cur;
+        out.step_s = t;
+      }
+    }
+  }
+  return out;
+}
+
+McmcResult exhaustive_replay_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
+                                    const ComputeModel& compute, NetworkModelKind network) {
+  McmcResult best;
+  best.step_s = 1e300;
+  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size())) {
+    const std::vector<MatmulSignature> options = matmul_signatures(dims.size());
+    SbpPlan plan = data_parallel_plan(chain, dims);
+    std::function<void(std::size_t)> visit = [&](std::size_t i) {
+      if (i == plan.layers.size()) {
+        const double t = replay_sbp_plan(chain, plan, devices, fabric, compute, network);
+        ++best.replayed;
+        if (t < best.step_s) {
+          best.step_s = t;
+          best.plan = plan;
+        }
+        return;
+      }
+      for (const MatmulSignature& sig : options) {
+        plan.layers[i] = sig;
+        visit(i + 1);
+      }
+    };
+    visit(0);
+  }
+  return best;
+}
+
+}  // namespace ddlsim

@@ -1,0 +1,47 @@
+// FlexFlow-style search over SBP plans for a chain of linear layers: Metropolis-Hastings
+// with random per-layer proposals, the replay of the lowered plan (sbp_lowering) as the
+// cost (Jia et al., "Beyond Data and Model Parallelism for Deep Neural Networks", 2019).
+//
+// From a start plan, each step proposes a new signature for one layer chosen at random
+// (or, with probability 1/10, data parallelism on another mesh shape), replays it, and
+// accepts it with probability min(1, exp(-beta (t' - t) / t)), beta = 20: always when
+// faster, rarely when much slower. The best plan seen is the result. A seeded generator
+// (splitmix64) makes the walk the same for the same seed on every platform.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/network.hpp"
+#include "strategies/sbp_search.hpp"
+
+namespace ddlsim {
+
+/// Replays the plan lowered on the given network model: its step time (s).
+double replay_sbp_plan(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
+                       NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network);
+
+struct McmcOptions {
+  std::uint64_t seed = 1;
+  int iterations = 500;
+  double beta = 20.0;
+  NetworkModelKind network = NetworkModelKind::kAnalytical;
+};
+
+struct McmcResult {
+  SbpPlan plan;
+  double step_s = 0;            // its replayed time
+  std::uint64_t replayed = 0;   // distinct plans replayed
+  std::uint64_t accepted = 0;   // proposals accepted
+};
+
+/// The walk above from `start` (on `start.dims`), over mesh shapes of the devices'
+/// count in 1 or 2 dimensions.
+McmcResult mcmc_sbp_search(const SbpChain& chain, const SbpPlan& start, const std::vector<NodeId>& devices,
+                           NetworkFabric& fabric, const ComputeModel& compute, const McmcOptions& options);
+
+/// Every plan of every shape replayed (small cases only), the fastest.
+McmcResult exhaustive_replay_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
+                                    const ComputeModel& compute, NetworkModelKind network);
+
+}  // namespace ddlsim
