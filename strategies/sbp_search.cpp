@@ -10,8 +10,6 @@
 namespace ddlsim {
 namespace {
 
-constexpr double kElementBytes = 2.0;  // 16-bit activations and weights
-
 bool splits(const Sbp& s, int axis) { return s.kind == SbpKind::kSplit && s.axis == axis; }
 
 // Everything a plan's cost needs, with boxing prices memoized (the descent asks for the
@@ -35,7 +33,7 @@ class Pricer {
     for (std::size_t i = 0; i < chain_.layers.size(); ++i) {
       const LinearLayer& l = chain_.layers[i];
       const MatmulSignature& sig = plan.layers[i];
-      const double in_bytes = static_cast<double>(chain_.m) * static_cast<double>(l.k) * kElementBytes;
+      const double in_bytes = static_cast<double>(rows(l)) * static_cast<double>(l.k) * bytes_;
       if (!(from == sig.a)) out.push_back(boxing_stage(from, sig.a, in_bytes, i > 0));  // the input needs no gradient
       SbpStage layer;
       layer.kind = SbpStage::Kind::kLayer;
@@ -43,10 +41,10 @@ class Pricer {
       std::tie(layer.forward_s, layer.backward_s) = matmul_times(l, sig);
       layer.weights = sig.b;
       layer.grad = weight_gradient(sig);
-      layer.weight_bytes = static_cast<double>(l.k) * static_cast<double>(l.n) * kElementBytes;
+      layer.weight_bytes = static_cast<double>(l.k) * static_cast<double>(l.n) * bytes_;
       out.push_back(layer);
       // The output, made complete for an elementwise step if need be.
-      const double out_bytes = static_cast<double>(chain_.m) * static_cast<double>(l.n) * kElementBytes;
+      const double out_bytes = static_cast<double>(rows(l)) * static_cast<double>(l.n) * bytes_;
       from = sig.c;
       if (l.elementwise_after && std::any_of(from.begin(), from.end(), [](const Sbp& x) { return x.kind == SbpKind::kPartialSum; })) {
         const std::size_t next = i + 1;
@@ -111,18 +109,18 @@ class Pricer {
 
   // The forward, and both backward matmuls, on the local shapes.
   std::pair<double, double> matmul_times(const LinearLayer& l, const MatmulSignature& sig) const {
-    std::int64_t m = chain_.m, k = l.k, n = l.n;
+    std::int64_t m = rows(l), k = l.k, n = l.n;
     for (std::size_t d = 0; d < mesh_.dims.size(); ++d) {
       const int size = mesh_.dims[d];
       if (splits(sig.a[d], 0)) m = (m + size - 1) / size;
       if (splits(sig.a[d], 1)) k = (k + size - 1) / size;
       if (splits(sig.b[d], 1)) n = (n + size - 1) / size;
     }
-    Operator op{OpKind::kLinear, "linear", 0, {}, 0, {1, m, n, k}, DataType::kBf16, {}};
+    Operator op{OpKind::kLinear, "linear", 0, {}, 0, {1, m, n, k}, chain_.dtype, {}};
     const double mm = static_cast<double>(m), kk = static_cast<double>(k), nn = static_cast<double>(n);
     op.cost.fwd_flops = 2 * mm * kk * nn;
     op.cost.bwd_flops = 2 * op.cost.fwd_flops;
-    op.cost.fwd_bytes = (mm * kk + kk * nn + mm * nn) * kElementBytes;
+    op.cost.fwd_bytes = (mm * kk + kk * nn + mm * nn) * bytes_;
     op.cost.bwd_bytes = 2 * op.cost.fwd_bytes;
     return {compute_.time(op, Pass::kForward).value(), compute_.time(op, Pass::kBackward).value()};
   }
@@ -149,7 +147,10 @@ class Pricer {
     return st;
   }
 
+  std::int64_t rows(const LinearLayer& l) const { return l.rows > 0 ? l.rows : chain_.m; }
+
   const SbpChain& chain_;
+  const double bytes_ = data_type_bytes(chain_.dtype);
   DeviceMesh mesh_;
   NetworkFabric& fabric_;
   const ComputeModel& compute_;
@@ -157,6 +158,19 @@ class Pricer {
 };
 
 }  // namespace
+
+SbpChain chain_of(const OperatorGraph& graph) {
+  SbpChain c;
+  for (const Operator& op : graph.ops()) {
+    if (op.kind != OpKind::kLinear && op.kind != OpKind::kConv2d) continue;
+    if (c.layers.empty()) {
+      c.m = op.gemm.m;
+      c.dtype = op.dtype;
+    }
+    c.layers.push_back(LinearLayer{op.name, op.gemm.k, op.gemm.n, true, op.gemm.m});
+  }
+  return c;
+}
 
 std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n) {
   std::vector<std::vector<int>> out{{static_cast<int>(n)}};

@@ -4,7 +4,7 @@
 // "AutoDDL: Automatic Distributed Deep Learning with Near-Optimal Bandwidth Cost", 2023).
 //
 // The chain. Layer i computes Y_i = X_i W_i (X: m x k_i activations, W: k_i x n_i
-// weights, 16-bit); X_0 arrives split by the batch over every mesh dimension (S(0), as
+// weights, in the chain's dtype); X_0 arrives split by the batch over every mesh dimension (S(0), as
 // a data loader gives it); between layers an elementwise step (GeLU, attention over
 // heads) needs a complete, not partial-sum, input. A plan gives each layer a matmul
 // signature (strategies/sbp.hpp), one of 6 per mesh dimension.
@@ -37,12 +37,20 @@ struct LinearLayer {
   std::string name;
   std::int64_t k = 0, n = 0;  // weights: k x n
   bool elementwise_after = true;  // an elementwise step (needing a complete input) follows
+  std::int64_t rows = 0;          // its activations' rows when they differ from the chain's (0: the chain's m)
 };
 
 struct SbpChain {
-  std::int64_t m = 0;  // rows of the activations (batch x sequence)
+  std::int64_t m = 0;  // rows of the activations (batch x sequence; for a convolution batch x pixels)
   std::vector<LinearLayer> layers;
+  DataType dtype = DataType::kBf16;  // of activations and weights
 };
+
+/// The GEMM-like operators (linear layers, and convolutions as implicit GEMMs: rows =
+/// batch x output pixels, k = input channels x kernel area, n = output channels) of an
+/// operator graph in order, each followed by an elementwise step; batched matmuls
+/// (attention) are not chain layers.
+SbpChain chain_of(const OperatorGraph& graph);
 
 /// One signature per layer, on a mesh of `dims`.
 struct SbpPlan {
