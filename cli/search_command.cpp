@@ -24,36 +24,39 @@ namespace po = boost::program_options;
 namespace ddlsim {
 namespace {
 
-constexpr const char* kSearchHelp = R"(Usage: ddlsim search [SCENARIO.json] [--method grid] [OPTIONS]
+constexpr const char* kSearchHelp = R"(Usage: ddlsim search [SCENARIO.json] [--method grid|autoddl|mcmc] [OPTIONS]
 
 Searches parallel plans for the scenario's model on its cluster (a training scenario:
 a cluster preset and a transformer; without a file, the embedded default) and ranks
 them by replayed step time.
 
-  grid   every Megatron-style plan: tp dividing the heads, pp the layers, dp filling the
-         cluster, micro-batch 1-16, 1F1B or interleaved (v = 2), ZeRO 0-3,
-         recomputation none/selective/full, sequence parallelism with tp > 1. Plans the
-         memory model says do not fit the accelerator are pruned; the rest are ranked by
-         a closed-form estimate (strategies/search.hpp), and the best --replay of them,
-         with the scenario's own strategies as baselines, are replayed.
+  grid     every Megatron-style plan: tp dividing the heads, pp the layers, dp filling
+           the cluster, micro-batch 1-16, 1F1B or interleaved (v = 2), ZeRO 0-3,
+           recomputation none/selective/full, sequence parallelism with tp > 1. Plans
+           the memory model says do not fit the accelerator are pruned; the rest are
+           ranked by a closed-form estimate (strategies/search.hpp), and the best
+           --replay of them, with the scenario's own strategies as baselines, are
+           replayed.
   autoddl  AutoDDL-style: one layer's linear layers (QKV, projection, MLP) as SBP
-         signatures on 1-D and 2-D meshes of all the accelerators, found by coordinate
-         descent on an analytical cost (strategies/sbp_search.hpp), then replayed with
-         data parallelism and Megatron in SBP terms for comparison.
-  mcmc   FlexFlow-style: the same space searched by Metropolis-Hastings (--seed,
-         --iterations) with the replay of each plan as its cost.
+           signatures on 1-D and 2-D meshes of all the accelerators, found by
+           coordinate descent on an analytical cost (strategies/sbp_search.hpp), then
+           replayed with data parallelism and Megatron in SBP terms for comparison.
+  mcmc     FlexFlow-style: the same space searched by Metropolis-Hastings (--seed,
+           --iterations) with the replay of each plan as its cost.
   The SBP methods cover the linear layers only and cannot write --out yet.
 
 Prints the replayed plans ranked by step time (with each one's estimate, so the cost
 model's error shows), the best plan, and how many plans were enumerated, pruned,
-estimated and replayed; the search time goes to stderr (stdout is the same for the same
-input, unless --budget cuts the replays short). --out writes the scenario with the best plan as its
-first strategy ("search-best"), ready for 'ddlsim run'.
+estimated and replayed; the search time goes to stderr (stdout is the same for the
+same input, unless --budget cuts the replays short). --out writes the scenario with
+the best plan as its first strategy ("search-best"), ready for 'ddlsim run'.
 
 Examples:
   ddlsim search                                     # the default scenario's GPT, 32 A100s
   ddlsim search my.json --replay 20 --top 5 --out best.json
   ddlsim search my.json --global-batch 1024 --network flow
+  ddlsim search --method autoddl                    # SBP plans for the default's layer
+  ddlsim search my.json --method mcmc --seed 2 --iterations 1000
 
 Options)";
 
