@@ -84,31 +84,6 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
   f.commit();
 }
 
-// Figures worse than the recorded ones (mean and worst error may not grow, tau not
-// shrink, beyond the recorded rounding of 1e-4), one line each.
-std::vector<std::string> regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,
-                                     const std::string& path) {
-  std::vector<std::string> out;
-  constexpr double kSlack = 1e-4;
-  for (const Accuracy& a : table) {
-    if (!recorded.contains(a.suite) || !recorded[a.suite].contains(a.model)) continue;
-    JsonObject r(recorded[a.suite][a.model], a.suite + "." + a.model);
-    auto worse = [&](const char* field, double now, bool lower_is_better) {
-      const double was = r.number(field, -1.0, 1e6);
-      if (lower_is_better ? now > was + kSlack : now < was - kSlack) {
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "%s / %s: %s is %.4f, recorded %.4f in %s", a.suite.c_str(), a.model.c_str(),
-                      field, now, was, path.c_str());
-        out.emplace_back(buf);
-      }
-    };
-    worse("mean_abs_error", a.mean_abs_error, true);
-    worse("worst_abs_error", a.worst_abs_error, true);
-    worse("kendall_tau", a.kendall_tau, false);
-    if (a.refused > 0) out.push_back(a.suite + " / " + a.model + ": " + std::to_string(a.refused) + " cases refused");
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -144,7 +119,6 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("check")) {
       const std::string path = vm["check"].as<std::string>();
       recorded = parse_json(read_input_file(path, "recorded accuracy"), path);
-      if (!recorded.is_object()) throw InputError(path + ": expected an object of suites");
     }
     run_validation(cases, *network, jobs);
     const std::vector<Accuracy> table = accuracy_table(cases);
@@ -169,7 +143,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       print_table(out, table);
     }
     if (vm.count("check")) {
-      const auto bad = regressions(table, recorded, vm["check"].as<std::string>());
+      const auto bad = accuracy_regressions(table, recorded, vm["check"].as<std::string>());
       for (const std::string& b : bad) err << "ddlsim validate: worse than recorded: " << b << "\n";
       if (!bad.empty()) return 3;
     }

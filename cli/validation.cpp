@@ -1,6 +1,7 @@
 #include "cli/validation.hpp"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "cli/training.hpp"
 #include "support/input_error.hpp"
+#include "support/json_reader.hpp"
 #include "topology/presets.hpp"
 #include "validation/validation_data.hpp"
 #include "workloads/transformer.hpp"
@@ -196,6 +198,31 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
   }
   if (!ordered.empty()) ordered.push_back(out[index.at({ordered.back().suite, "all"})]);
   return ordered;
+}
+
+std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,
+                                              const std::string& path) {
+  if (!recorded.is_object()) throw InputError(path + ": expected an object of suites");
+  std::vector<std::string> out;
+  constexpr double kSlack = 1e-4;
+  for (const Accuracy& a : table) {
+    if (!recorded.contains(a.suite) || !recorded[a.suite].contains(a.model)) continue;
+    JsonObject r(recorded[a.suite][a.model], a.suite + "." + a.model);
+    auto worse = [&](const char* field, double now, bool lower_is_better) {
+      const double was = r.number(field, -1.0, 1e6);
+      if (lower_is_better ? now > was + kSlack : now < was - kSlack) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s / %s: %s is %.4f, recorded %.4f in %s", a.suite.c_str(), a.model.c_str(),
+                      field, now, was, path.c_str());
+        out.emplace_back(buf);
+      }
+    };
+    worse("mean_abs_error", a.mean_abs_error, true);
+    worse("worst_abs_error", a.worst_abs_error, true);
+    worse("kendall_tau", a.kendall_tau, false);
+    if (a.refused > 0) out.push_back(a.suite + " / " + a.model + ": " + std::to_string(a.refused) + " cases refused");
+  }
+  return out;
 }
 
 }  // namespace ddlsim

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "sim/network.hpp"
 
 namespace ddlsim {
@@ -63,5 +65,13 @@ struct Accuracy {
 
 /// Per suite and model size (in order of first appearance), then per suite "all".
 std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases);
+
+/// The figures of `table` worse than those recorded in `recorded` (a JSON object of
+/// suites of model sizes, as `ddlsim validate --record` writes; `path` names it in the
+/// lines): a mean or worst error above, or a tau below, the recorded one by more than
+/// its rounding (1e-4), and refused cases; one line each. Throws InputError naming the
+/// JSON path for a malformed record.
+std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,
+                                              const std::string& path);
 
 }  // namespace ddlsim
