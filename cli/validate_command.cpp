@@ -119,9 +119,13 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("check")) {
       const std::string path = vm["check"].as<std::string>();
       recorded = parse_json(read_input_file(path, "recorded accuracy"), path);
+      (void)accuracy_regressions({}, recorded, path);  // refuses a record that is not an object, up front
     }
     run_validation(cases, *network, jobs);
     const std::vector<Accuracy> table = accuracy_table(cases);
+    // Compared before anything is written: a malformed record stops with one line.
+    const std::vector<std::string> bad =
+        vm.count("check") ? accuracy_regressions(table, recorded, vm["check"].as<std::string>()) : std::vector<std::string>{};
     if (vm.count("csv")) write_csv(vm["csv"].as<std::string>(), cases);
     if (vm.count("record")) {
       AtomicFile f(vm["record"].as<std::string>());
@@ -142,12 +146,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     } else {
       print_table(out, table);
     }
-    if (vm.count("check")) {
-      const auto bad = accuracy_regressions(table, recorded, vm["check"].as<std::string>());
-      for (const std::string& b : bad) err << "ddlsim validate: worse than recorded: " << b << "\n";
-      if (!bad.empty()) return 3;
-    }
-    return kExitOk;
+    for (const std::string& b : bad) err << "ddlsim validate: worse than recorded: " << b << "\n";
+    return bad.empty() ? kExitOk : 3;
   } catch (...) {
     return exit_for_current_exception("validate", err);
   }

@@ -207,7 +207,7 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
   constexpr double kSlack = 1e-4;
   for (const Accuracy& a : table) {
     if (!recorded.contains(a.suite) || !recorded[a.suite].contains(a.model)) continue;
-    JsonObject r(recorded[a.suite][a.model], a.suite + "." + a.model);
+    JsonObject r(recorded[a.suite][a.model], path + ": " + a.suite + "." + a.model);
     auto worse = [&](const char* field, double now, bool lower_is_better) {
       const double was = r.number(field, -1.0, 1e6);
       if (lower_is_better ? now > was + kSlack : now < was - kSlack) {

@@ -741,6 +741,17 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   r = ddlsim_cmd({"validate", "--suite", "vtrain-single", "--check", rec});
   CHECK(r.status == 3);
   CHECK(r.err.find("worse than recorded: vtrain-single / " + model + ": mean_abs_error") != std::string::npos);
+  // A malformed record stops with one line naming it, before any table is printed.
+  std::ofstream(rec) << R"({"vtrain-single": {"all": {"mean_abs_error": "x"}}})";
+  r = ddlsim_cmd({"validate", "--suite", "vtrain-single", "--check", rec});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ddlsim validate: " + rec + ": vtrain-single.all.mean_abs_error: expected a number from -1 to 1e+06, got \"x\"\n");
+  std::ofstream(rec) << "[1]";
+  r = ddlsim_cmd({"validate", "--suite", "vtrain-single", "--check", rec});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ddlsim validate: " + rec + ": expected an object of suites\n");
   r = ddlsim_cmd({"validate", "--suite", "vtrain"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim validate: --suite: unknown suite 'vtrain' (suites: vtrain-single, vtrain-multi, all)\n");
