@@ -38,8 +38,6 @@ void sbp_search(const TrainingScenario& s, const SbpSearchOptions& o, std::ostre
                     replay_sbp_plan(chain, plan, devices, fabric, compute, s.network)});
   };
   std::uint64_t evaluated = 0;
-  const SbpSearchResult a = autoddl_search(chain, devices, fabric, compute);
-  evaluated = a.evaluated;
   if (o.mcmc) {
     McmcOptions mo;
     mo.seed = o.seed;
@@ -50,6 +48,8 @@ void sbp_search(const TrainingScenario& s, const SbpSearchOptions& o, std::ostre
     evaluated = r.replayed;
     add("mcmc", r.plan);
   } else {
+    const SbpSearchResult a = autoddl_search(chain, devices, fabric, compute);
+    evaluated = a.evaluated;
     add("autoddl", a.plan);
   }
   add("data-parallel", data_parallel_plan(chain, {static_cast<int>(devices.size())}));

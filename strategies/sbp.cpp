@@ -40,13 +40,37 @@ std::size_t DeviceMesh::size() const {
   return n;
 }
 
-std::vector<NodeId> DeviceMesh::line(std::size_t index, std::size_t dim) const {
+DeviceMesh DeviceMesh::over(std::vector<int> dims, const std::vector<NodeId>& devices) {
+  DeviceMesh m;
+  m.dims = std::move(dims);
+  if (m.size() > devices.size()) {
+    throw InputError("a mesh of " + std::to_string(m.size()) + " devices over " + std::to_string(devices.size()));
+  }
+  m.devices.assign(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(m.size()));
+  return m;
+}
+
+std::vector<std::size_t> DeviceMesh::line_positions(std::size_t index, std::size_t dim) const {
   std::size_t stride = 1;
   for (std::size_t d = dim + 1; d < dims.size(); ++d) stride *= static_cast<std::size_t>(dims[d]);
-  const std::size_t coord = (index / stride) % static_cast<std::size_t>(dims[dim]);
-  const std::size_t base = index - coord * stride;
+  const std::size_t base = index - ((index / stride) % static_cast<std::size_t>(dims[dim])) * stride;
+  std::vector<std::size_t> out;
+  for (int c = 0; c < dims[dim]; ++c) out.push_back(base + static_cast<std::size_t>(c) * stride);
+  return out;
+}
+
+std::vector<NodeId> DeviceMesh::line(std::size_t index, std::size_t dim) const {
   std::vector<NodeId> out;
-  for (int c = 0; c < dims[dim]; ++c) out.push_back(devices[base + static_cast<std::size_t>(c) * stride]);
+  for (std::size_t p : line_positions(index, dim)) out.push_back(devices[p]);
+  return out;
+}
+
+std::vector<std::vector<std::size_t>> DeviceMesh::lines(std::size_t dim) const {
+  std::vector<std::vector<std::size_t>> out;
+  for (std::size_t index = 0; index < size(); ++index) {
+    std::vector<std::size_t> l = line_positions(index, dim);
+    if (l.front() == index) out.push_back(std::move(l));  // each line once, from its first position
+  }
   return out;
 }
 

@@ -53,8 +53,15 @@ struct DeviceMesh {
   std::vector<int> dims;
   std::vector<NodeId> devices;  // product(dims) of them, in mesh order
   [[nodiscard]] std::size_t size() const;
-  /// The devices along dimension `dim` through the device at mesh position `index`.
+  /// The mesh of `dims` over the first product(dims) of `devices`; InputError when
+  /// there are fewer.
+  static DeviceMesh over(std::vector<int> dims, const std::vector<NodeId>& devices);
+  /// The mesh positions along dimension `dim` through mesh position `index`.
+  [[nodiscard]] std::vector<std::size_t> line_positions(std::size_t index, std::size_t dim) const;
+  /// The devices at those positions.
   [[nodiscard]] std::vector<NodeId> line(std::size_t index, std::size_t dim) const;
+  /// Every line along `dim`, as positions, each once (ordered by its first position).
+  [[nodiscard]] std::vector<std::vector<std::size_t>> lines(std::size_t dim) const;
 };
 
 /// A matmul's SBPs: A(m, k) x B(k, n) -> C(m, n).

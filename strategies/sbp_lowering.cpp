@@ -2,7 +2,6 @@
 
 #include "sim/collectives.hpp"
 #include "sim/compute_stream.hpp"
-#include "support/input_error.hpp"
 
 namespace ddlsim {
 namespace {
@@ -11,10 +10,8 @@ class SbpLowering {
  public:
   SbpLowering(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices, NetworkFabric& fabric,
               const ComputeModel& compute, NetworkModelKind network, LoweredSbpStep& out)
-      : chain_(chain), plan_(plan), fabric_(fabric), compute_(compute), out_(out), g_(out.graph) {
-    mesh_.dims = plan.dims;
-    if (mesh_.size() > devices.size()) throw InputError("the mesh needs more devices than given");
-    mesh_.devices.assign(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(mesh_.size()));
+      : chain_(chain), plan_(plan), fabric_(fabric), compute_(compute), out_(out), g_(out.graph),
+        mesh_(DeviceMesh::over(plan.dims, devices)) {
     std::unique_ptr<NetworkModel> net = make_network(network, "network", fabric);
     out_.resources.push_back(std::move(net));
     out_.network = ResourceId(0);
@@ -63,25 +60,11 @@ class SbpLowering {
     }
   }
 
-  // The mesh positions along dimension d through position `index`.
-  std::vector<std::size_t> line(std::size_t index, std::size_t d) const {
-    std::size_t stride = 1;
-    for (std::size_t e = d + 1; e < mesh_.dims.size(); ++e) stride *= static_cast<std::size_t>(mesh_.dims[e]);
-    const std::size_t base = index - ((index / stride) % static_cast<std::size_t>(mesh_.dims[d])) * stride;
-    std::vector<std::size_t> out;
-    for (int c = 0; c < mesh_.dims[d]; ++c) out.push_back(base + static_cast<std::size_t>(c) * stride);
-    return out;
-  }
-
   // Re-lays a tensor from `from` to `to`: per boxing step, a collective on every line.
   void relay(const NdSbp& from, const NdSbp& to, double bytes, std::vector<TaskId>& last) {
     for (const BoxingStep& step : boxing_steps(from, to, bytes, mesh_)) {
       if (step.local) continue;
-      std::size_t stride = 1;
-      for (std::size_t e = step.mesh_dim + 1; e < mesh_.dims.size(); ++e) stride *= static_cast<std::size_t>(mesh_.dims[e]);
-      for (std::size_t index = 0; index < mesh_.size(); ++index) {
-        if ((index / stride) % static_cast<std::size_t>(mesh_.dims[step.mesh_dim]) != 0) continue;  // one per line
-        const std::vector<std::size_t> members = line(index, step.mesh_dim);
+      for (const std::vector<std::size_t>& members : mesh_.lines(step.mesh_dim)) {
         std::vector<NodeId> nodes;
         for (std::size_t p : members) nodes.push_back(mesh_.devices[p]);
         const CollectiveGroup group = CollectiveGroup::of(fabric_, nodes);

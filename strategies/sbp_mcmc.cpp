@@ -1,7 +1,6 @@
 #include "strategies/sbp_mcmc.hpp"
 
 #include <cmath>
-#include <functional>
 #include <map>
 
 #include "sim/core/engine.hpp"
@@ -87,26 +86,14 @@ McmcResult exhaustive_replay_search(const SbpChain& chain, const std::vector<Nod
                                     const ComputeModel& compute, NetworkModelKind network) {
   McmcResult best;
   best.step_s = 1e300;
-  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size())) {
-    const std::vector<MatmulSignature> options = matmul_signatures(dims.size());
-    SbpPlan plan = data_parallel_plan(chain, dims);
-    std::function<void(std::size_t)> visit = [&](std::size_t i) {
-      if (i == plan.layers.size()) {
-        const double t = replay_sbp_plan(chain, plan, devices, fabric, compute, network);
-        ++best.replayed;
-        if (t < best.step_s) {
-          best.step_s = t;
-          best.plan = plan;
-        }
-        return;
-      }
-      for (const MatmulSignature& sig : options) {
-        plan.layers[i] = sig;
-        visit(i + 1);
-      }
-    };
-    visit(0);
-  }
+  for_each_sbp_plan(chain, devices.size(), [&](const SbpPlan& plan) {
+    const double t = replay_sbp_plan(chain, plan, devices, fabric, compute, network);
+    ++best.replayed;
+    if (t < best.step_s) {
+      best.step_s = t;
+      best.plan = plan;
+    }
+  });
   return best;
 }
 

@@ -4,8 +4,8 @@
 #include <functional>
 #include <tuple>
 #include <map>
+#include <memory>
 
-#include "support/input_error.hpp"
 
 namespace ddlsim {
 namespace {
@@ -18,11 +18,7 @@ class Pricer {
  public:
   Pricer(const SbpChain& chain, std::vector<int> dims, const std::vector<NodeId>& devices, NetworkFabric& fabric,
          const ComputeModel& compute)
-      : chain_(chain), fabric_(fabric), compute_(compute) {
-    mesh_.dims = std::move(dims);
-    if (mesh_.size() > devices.size()) throw InputError("the mesh needs more devices than given");
-    mesh_.devices.assign(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(mesh_.size()));
-  }
+      : chain_(chain), mesh_(DeviceMesh::over(std::move(dims), devices)), fabric_(fabric), compute_(compute) {}
 
   // The plan's steps in forward order: the boxing of each layer's input, the layer, the
   // completion of a partial output before an elementwise step.
@@ -56,6 +52,8 @@ class Pricer {
     }
     return out;
   }
+
+  [[nodiscard]] const std::vector<int>& dims() const { return mesh_.dims; }
 
   SbpCost cost(const SbpPlan& plan) {
     SbpCost c;
@@ -247,31 +245,38 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
   return best;
 }
 
-SbpSearchResult exhaustive_sbp_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
-                                      const ComputeModel& compute) {
-  SbpSearchResult best;
-  double best_total = 1e300;
-  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size())) {
-    Pricer pricer(chain, dims, devices, fabric, compute);
+void for_each_sbp_plan(const SbpChain& chain, std::size_t devices, const std::function<void(const SbpPlan&)>& visit) {
+  for (const std::vector<int>& dims : sbp_mesh_shapes(devices)) {
     const std::vector<MatmulSignature> options = matmul_signatures(dims.size());
     SbpPlan plan = data_parallel_plan(chain, dims);
-    std::function<void(std::size_t)> visit = [&](std::size_t i) {
+    std::function<void(std::size_t)> layer = [&](std::size_t i) {
       if (i == plan.layers.size()) {
-        const double t = pricer.cost(plan).total();
-        ++best.evaluated;
-        if (t < best_total) {
-          best_total = t;
-          best.plan = plan;
-        }
+        visit(plan);
         return;
       }
       for (const MatmulSignature& sig : options) {
         plan.layers[i] = sig;
-        visit(i + 1);
+        layer(i + 1);
       }
     };
-    visit(0);
+    layer(0);
   }
+}
+
+SbpSearchResult exhaustive_sbp_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
+                                      const ComputeModel& compute) {
+  SbpSearchResult best;
+  double best_total = 1e300;
+  std::unique_ptr<Pricer> pricer;  // for the current shape (plans come shape by shape)
+  for_each_sbp_plan(chain, devices.size(), [&](const SbpPlan& plan) {
+    if (!pricer || pricer->dims() != plan.dims) pricer = std::make_unique<Pricer>(chain, plan.dims, devices, fabric, compute);
+    const double t = pricer->cost(plan).total();
+    ++best.evaluated;
+    if (t < best_total) {
+      best_total = t;
+      best.plan = plan;
+    }
+  });
   best.cost = sbp_cost(chain, best.plan, devices, fabric, compute);
   return best;
 }

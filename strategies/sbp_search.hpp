@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,10 @@ struct SbpSearchResult {
 /// nothing; the best over shapes. Deterministic.
 SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
                                const ComputeModel& compute);
+
+/// Calls `visit` with every plan of every mesh shape (sbp_mesh_shapes), shape by shape:
+/// 6^(dims x layers) of them per shape, for small cases only.
+void for_each_sbp_plan(const SbpChain& chain, std::size_t devices, const std::function<void(const SbpPlan&)>& visit);
 
 /// Every plan of every shape (small cases only: 36^layers per 2-D shape), the best.
 SbpSearchResult exhaustive_sbp_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
