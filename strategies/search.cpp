@@ -11,9 +11,6 @@
 namespace ddlsim {
 namespace {
 
-constexpr double kGradBytes = 2.0;        // 16-bit gradients and weights
-constexpr double kOptimizerBytes = 28.0;  // per updated parameter (transformer_step.hpp)
-
 std::vector<int> divisors(std::int64_t n) {
   std::vector<int> out;
   for (int d = 1; d <= n && d <= 1'000'000; ++d) {
@@ -106,7 +103,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   for (const DeviceMemory& d : mem) stage_params = std::max(stage_params, d.parameters);
   if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) {
     // Each layer's weights gathered for forward and backward, its gradients scattered.
-    const double bytes = c.layer_params * kGradBytes;
+    const double bytes = c.layer_params * kGradientBytes;
     const double ag = collective(fabric, dp_ranks, CollectiveOp::kAllGather, bytes);
     const double rs = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, bytes);
     f = std::max(f, ag);
@@ -119,7 +116,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
   double step = (m + (p.pp - 1) / v) * (F + B);
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
-    const double grads = stage_params * kGradBytes;
+    const double grads = stage_params * kGradientBytes;
     double dp_time = 0;
     if (p.dp_mode == DataParallelMode::kAllReduce) {
       dp_time = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads);
@@ -130,9 +127,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     step += p.overlap_grad_reduce ? std::max(0.0, dp_time - B) : dp_time;
   }
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / p.dp;
-  Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
-  opt.cost.fwd_bytes = updated * kOptimizerBytes;
-  step += compute.time(opt, Pass::kForward).value();
+  step += optimizer_step_time(updated, compute).value();
   return step;
 }
 

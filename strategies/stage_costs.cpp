@@ -75,4 +75,11 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   return c;
 }
 
+Seconds optimizer_step_time(double params, const ComputeModel& compute) {
+  constexpr double kOptimizerBytes = 28.0;
+  Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
+  opt.cost.fwd_bytes = params * kOptimizerBytes;
+  return compute.time(opt, Pass::kForward);
+}
+
 }  // namespace ddlsim

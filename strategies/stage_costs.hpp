@@ -34,4 +34,14 @@ struct StageCosts {
 
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute);
 
+/// Bytes of a 16-bit gradient or weight, per parameter.
+inline constexpr double kGradientBytes = 2.0;
+
+/// The mixed-precision Adam step over `params` parameters: memory-bound, 28 bytes per
+/// parameter (read the 16-bit gradient, the fp32 master weight and both moments, write
+/// them and the 16-bit weight). About 10 FLOPs per 28 bytes is far below every device's
+/// ridge point, so only the bytes are priced (and accelerators without an fp32 peak,
+/// TPUs, need none).
+Seconds optimizer_step_time(double params, const ComputeModel& compute);
+
 }  // namespace ddlsim

@@ -15,9 +15,6 @@
 namespace ddlsim {
 namespace {
 
-constexpr double kGradBytes = 2.0;       // 16-bit gradients
-constexpr double kOptimizerBytes = 28.0;  // per updated parameter, see the header
-
 class StepLowering {
  public:
   StepLowering(const TrainingStepInputs& in, LoweredTrainingStep& out)
@@ -357,7 +354,7 @@ class StepLowering {
     std::size_t first = 0;
     double bytes = 0.0;
     for (std::size_t j = 0; j < c.size(); ++j) {
-      bytes += c[j].second * kGradBytes;
+      bytes += c[j].second * kGradientBytes;
       if ((p_.overlap_grad_reduce && bytes >= p_.bucket_bytes) || j + 1 == c.size()) {
         out.emplace_back(first, j + 1);
         first = j + 1;
@@ -406,7 +403,7 @@ class StepLowering {
       if (p_.dp > 1 && !zero3_) {
         for (const auto& [first, last] : buckets(i)) {
           double bytes = 0.0;
-          for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * kGradBytes;
+          for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * kGradientBytes;
           const TaskId ready = g_.add(Marker{}, "bucket ready").id();
           for (int d = 0; d < dpl_; ++d) {
             g_.add_edge(p_.overlap_grad_reduce ? contributions_[group(d, i)][last - 1].first
@@ -426,11 +423,7 @@ class StepLowering {
         const std::size_t grp = group(d, i);
         g_.add_edge(out_.last_backward[grp], stage_done);
         const double params = sharded ? stage_params / p_.dp : stage_params;
-        Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
-        // About 10 FLOPs per 28 bytes: far below every device's ridge point, so only the
-        // bytes are priced (and accelerators without an fp32 peak, TPUs, need none).
-        opt.cost.fwd_bytes = params * kOptimizerBytes;
-        const TaskId step = compute(grp, in_.compute->time(opt, Pass::kForward), stage_done, "optimizer step");
+        const TaskId step = compute(grp, optimizer_step_time(params, *in_.compute), stage_done, "optimizer step");
         out_.optimizer[grp] = step;
         steps.push_back(step);
         if (!(zero12 && p_.dp > 1)) g_.add_edge(step, end);

@@ -28,8 +28,8 @@
 // all-gathers the layer's 16-bit weights (the next layer's gather prefetched while this
 // one computes, one gather in flight), and reduce-scatters its gradients after its
 // backward; the embedding and the output layer are gathered the same way. The optimizer
-// step is memory-bound: 28 bytes per parameter it updates (read the 16-bit gradient,
-// fp32 master weight and Adam moments, write them and the 16-bit weight).
+// step over the parameters a device updates is priced by optimizer_step_time
+// (strategies/stage_costs.hpp).
 #pragma once
 
 #include <cstdint>
