@@ -218,10 +218,10 @@ struct StepRig {
     in.fold_replicas = exploit;
     return lower_transformer_step(in);
   }
-  double run(LoweredTrainingStep& s) {
+  double run(LoweredTrainingStep& s, std::span<Observer* const> observers = {}) {
     std::vector<ResourceModel*> ptrs;
     for (auto& r : s.resources) ptrs.push_back(r.get());
-    return replay(s.graph, ptrs).makespan.value();
+    return replay(s.graph, ptrs, observers).makespan.value();
   }
   double optimizer(double params) const {
     Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
@@ -423,11 +423,9 @@ TEST_CASE("the replay's memory high-water marks follow the schedule") {
     p.schedule = sched;
     if (sched == PipelineSchedule::kInterleaved1F1B) p.virtual_stages = 2;
     LoweredTrainingStep s = rig.lower(m, p);
-    std::vector<ResourceModel*> ptrs;
-    for (auto& r : s.resources) ptrs.push_back(r.get());
     MemoryTracker mem;
     Observer* obs[] = {&mem};
-    replay(s.graph, ptrs, obs);
+    rig.run(s, obs);
     REQUIRE(mem.pools().size() == 8);  // 2 replicas x 4 stages
     const std::vector<DeviceMemory> model = stage_memory(p, m);
     for (int i = 0; i < 4; ++i) {
