@@ -38,7 +38,9 @@ class TaskTimes final : public Observer {
   std::vector<Times> times_;
 };
 
-TransformerConfig read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json& raw) {
+// The workload: a transformer (Megatron-style and SBP strategies) or a CNN / MLP preset
+// (SBP strategies only).
+void read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json& raw, TrainingScenario& s) {
   if (raw.contains("model") && raw["model"] == "synthetic") {
     throw InputError("workload.model: the synthetic model runs on a uniform cluster (cluster.devices, ...); on a preset "
                      "cluster, name a transformer (see 'ddlsim workload --list')");
@@ -46,13 +48,70 @@ TransformerConfig read_model(JsonObject& w, const std::string& base_dir, const n
   if (w.has("batch")) {
     throw InputError(w.field_path("batch") + ": the strategies set the batch (global_batch, micro_batch)");
   }
-  const ModelWorkload mw = read_model_workload(w, base_dir);
-  const auto c = model_workload_transformer(mw);
-  if (!c) throw InputError("workload.model: ddlsim run lowers transformers only so far; '" + *mw.preset + "' is not one");
-  return *c;
+  s.workload = read_model_workload(w, base_dir);
+  if (const auto c = model_workload_transformer(s.workload)) {
+    s.model = *c;
+    return;
+  }
+  s.transformer = false;
+  if (s.workload.options.seq) throw InputError("workload.seq: " + *s.workload.preset + " is not a transformer; it has no sequence");
+  if (s.workload.options.flash_attention) {
+    throw InputError("workload.attention: " + *s.workload.preset + " is not a transformer; it has no attention");
+  }
+  s.model = TransformerConfig{};
+  s.model.name = *s.workload.preset;
+  s.model.dtype = s.workload.options.dtype.value_or(DataType::kFp32);
 }
 
-TrainingStrategy read_strategy(JsonObject& o, const TransformerConfig& m, std::size_t devices) {
+// {"name", "global_batch", "sbp": {"mesh": [...], "signatures": {ROLE: SIGNATURE, ...}}}
+TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices) {
+  TrainingStrategy t;
+  t.plan.name = o.string("name");
+  if (t.plan.name.empty()) throw InputError(o.field_path("name") + ": expected a non-empty string, got \"\"");
+  t.plan.global_batch = o.positive_int("global_batch");
+  if (t.plan.global_batch > 1'000'000) throw InputError(o.field_path("global_batch") + ": at most 1000000 for an SBP strategy");
+  JsonObject sb = o.object("sbp");
+  SbpStrategy st;
+  JsonArray mesh = sb.array("mesh");
+  st.mesh = mesh.ints(1, 1'000'000, "a mesh dimension's size (1 to 1000000)");
+  if (st.mesh.empty() || st.mesh.size() > 3) {
+    throw InputError(mesh.path() + ": expected 1 to 3 dimensions, got " + std::to_string(st.mesh.size()));
+  }
+  std::size_t product = 1;
+  for (int d : st.mesh) product *= static_cast<std::size_t>(d);
+  if (product != devices) {
+    throw InputError(mesh.path() + ": the mesh has " + std::to_string(product) + " devices; the cluster has " +
+                     std::to_string(devices) + " accelerators");
+  }
+  JsonObject sigs = sb.object("signatures");
+  const std::string sigs_path = sigs.path();
+  for (const auto& [role, value] : raw.at("sbp").at("signatures").items()) {
+    sigs.known(role);
+    const std::string path = sigs.field_path(role);
+    if (!value.is_string()) throw InputError(path + ": expected a signature like \"[S(0), B] x [B, S(1)] -> [S(0), S(1)]\", got " + value.dump());
+    try {
+      st.signatures.push_back({role, parse_matmul_signature(value.get<std::string>(), st.mesh.size())});
+    } catch (const InputError& e) {
+      throw InputError(path + ": " + e.what());
+    }
+  }
+  sigs.finish();
+  sb.finish();
+  o.finish();
+  t.sbp = std::move(st);
+  const SbpChain chain = scenario_chain(s, t.plan.global_batch, true);
+  const SbpPlan plan = sbp_plan_of(chain, *t.sbp, sigs_path);
+  if (const std::string why = sbp_plan_problem(chain, plan); !why.empty()) throw InputError(sigs_path + ": " + why);
+  return t;
+}
+
+TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices) {
+  if (o.has("sbp")) return read_sbp_strategy(o, raw, s, devices);
+  if (!s.transformer) {
+    throw InputError(o.path() + ": " + s.model.name + " is not a transformer; give an SBP strategy (\"sbp\": {\"mesh\": [...], "
+                     "\"signatures\": {...}}; 'ddlsim search --method autoddl' writes one)");
+  }
+  const TransformerConfig& m = s.model;
   TrainingStrategy t;
   ParallelPlan& p = t.plan;
   p.name = o.string("name");
@@ -112,6 +171,18 @@ TrainingStrategy read_strategy(JsonObject& o, const TransformerConfig& m, std::s
   return t;
 }
 
+}  // namespace
+
+double model_matmul_params(const TransformerConfig& m) {
+  const OperatorGraph one = build_transformer(m, 1);
+  const double h = static_cast<double>(m.hidden), seq = static_cast<double>(m.seq), V = static_cast<double>(m.vocab);
+  return one.totals().params - (m.learned_positions ? seq * h : 0.0) - (m.tied_embedding ? 0.0 : V * h);
+}
+
+double model_flops_per_token(const TransformerConfig& m) {
+  return 6 * model_matmul_params(m) + 12 * static_cast<double>(m.layers) * static_cast<double>(m.hidden) * static_cast<double>(m.seq);
+}
+
 const AcceleratorSpec& accelerator_of(const TrainingScenario& s) {
   return s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
 }
@@ -135,8 +206,6 @@ std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& 
   return out;
 }
 
-}  // namespace
-
 bool is_training_scenario(const nlohmann::json& doc) {
   return doc.is_object() && doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("preset");
 }
@@ -152,13 +221,13 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   s.cluster_title = doc["cluster"]["preset"].get<std::string>();
   if (doc["cluster"].contains("nodes")) s.cluster_title += ", " + doc["cluster"]["nodes"].dump() + " nodes";
   JsonObject w = root.object("workload");
-  s.model = read_model(w, base_dir, doc.at("workload"));
+  read_model(w, base_dir, doc.at("workload"), s);
   JsonArray list = root.array("strategies");
   if (list.size() == 0) throw InputError("strategies: expected at least one strategy, got []");
   std::map<std::string, std::size_t> names;
   for (std::size_t i = 0; i < list.size(); ++i) {
     JsonObject o = list.object(i);
-    TrainingStrategy t = read_strategy(o, s.model, s.cluster.accelerators().size());
+    TrainingStrategy t = read_strategy(o, list.at(i), s, s.cluster.accelerators().size());
     if (const auto [it, fresh] = names.emplace(t.plan.name, i); !fresh) {
       throw InputError(o.field_path("name") + ": \"" + t.plan.name + "\" is already the name of strategies." +
                        std::to_string(it->second));
@@ -183,6 +252,7 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
 
 TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,
                                      const TrainingOutputs& outputs) {
+  if (strategy.sbp) return run_sbp_strategy(s, strategy, outputs);
   const ParallelPlan& p = strategy.plan;
   NetworkFabric fabric(s.cluster, s.catalog);
   const AcceleratorSpec& acc = accelerator_of(s);
@@ -225,11 +295,10 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq);
   // Model FLOPs per token: 6N + 12 l h s, N the parameters that take part in matmuls (the
   // input embedding table only when it is tied to the output layer; no position table).
-  const OperatorGraph one = build_transformer(s.model, 1);
   const double h = static_cast<double>(s.model.hidden), l = static_cast<double>(s.model.layers);
   const double seq = static_cast<double>(s.model.seq), V = static_cast<double>(s.model.vocab);
-  double N = one.totals().params - (s.model.learned_positions ? seq * h : 0.0) - (s.model.tied_embedding ? 0.0 : V * h);
-  const double per_token = 6 * N + 12 * l * h * seq;
+  const double N = model_matmul_params(s.model);
+  const double per_token = model_flops_per_token(s.model);
   double extra = 0;  // recomputed FLOPs per token
   const double layer_matmul = (N - V * h) / l;
   if (p.recompute == Recompute::kFull) extra = l * (2 * layer_matmul + 4 * h * seq);
@@ -323,7 +392,8 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
 
 void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& reports) {
   out << "name,plan,devices,step_time_s,samples_per_s,tokens_per_s,model_tflops_per_device,mfu,"
-         "hardware_tflops_per_device,hfu,breakdown.compute_s,breakdown.exposed_comm_s,peak_memory_bytes,"
+         "hardware_tflops_per_device,hfu,breakdown.compute_s,breakdown.exposed_comm_s.tp,breakdown.exposed_comm_s.pp,"
+         "breakdown.exposed_comm_s.dp,breakdown.exposed_comm_s.other,breakdown.bubble_s,breakdown.idle_s,peak_memory_bytes,"
          "memory_breakdown_bytes.weights,memory_breakdown_bytes.gradients,memory_breakdown_bytes.optimizer,"
          "memory_breakdown_bytes.activations,device_memory_bytes,fits_in_memory,tasks,transfers\n";
   auto quoted = [](const std::string& v) {
@@ -334,10 +404,10 @@ void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& re
   for (const auto& r : reports) {
     char nums[800];
     std::snprintf(nums, sizeof nums,
-                  "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
+                  "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
                   r.devices, r.step_time_s, r.samples_per_s, r.tokens_per_s, r.model_tflops_per_device, r.mfu,
                   r.hardware_tflops_per_device, r.hfu, r.compute_busy_s, r.exposed_tp_s, r.exposed_pp_s, r.exposed_dp_s,
-                  r.bubble_s, r.idle_s, r.peak_memory_bytes,
+                  r.other_comm_s(), r.bubble_s, r.idle_s, r.peak_memory_bytes,
                   r.weights_bytes, r.gradients_bytes, r.optimizer_bytes, r.activations_bytes, r.device_memory_bytes);
     out << quoted(r.name) << "," << quoted(r.plan) << "," << nums << "," << (r.fits_in_memory ? "true" : "false") << ","
         << r.tasks << "," << r.transfers << "\n";
@@ -375,7 +445,7 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                     {"hfu", r.hfu},
                     {"breakdown",
                      {{"compute_s", r.compute_busy_s},
-                      {"exposed_comm_s", {{"tp", r.exposed_tp_s}, {"pp", r.exposed_pp_s}, {"dp", r.exposed_dp_s}, {"other", 0.0}}},
+                      {"exposed_comm_s", {{"tp", r.exposed_tp_s}, {"pp", r.exposed_pp_s}, {"dp", r.exposed_dp_s}, {"other", r.other_comm_s()}}},
                       {"bubble_s", r.bubble_s},
                       {"idle_s", r.idle_s}}},
                     {"peak_memory_bytes", r.peak_memory_bytes},

@@ -12,20 +12,33 @@
 // Every field, unit and default is in README.md ("Training scenarios").
 #pragma once
 
+#include <algorithm>
 #include <nlohmann/json_fwd.hpp>
+#include <utility>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/network.hpp"
 #include "strategies/plan.hpp"
+#include "strategies/sbp_search.hpp"
+#include "workloads/model_workload.hpp"
 #include "topology/catalog.hpp"
 #include "topology/cluster.hpp"
 
 namespace ddlsim {
 
+/// An SBP strategy: one matmul signature per layer role on a device mesh over every
+/// accelerator, e.g. {"name": "autoddl", "global_batch": 256, "sbp": {"mesh": [4, 8],
+/// "signatures": {"layer*.qkv": "[S(0), B] x [B, S(1)] -> [S(0), S(1)]", ...}}}.
+struct SbpStrategy {
+  std::vector<int> mesh;
+  std::vector<std::pair<std::string, MatmulSignature>> signatures;  // by role, in the scenario's order
+};
+
 struct TrainingStrategy {
-  ParallelPlan plan;
+  ParallelPlan plan;                // for an SBP strategy: its name and global_batch only
+  std::optional<SbpStrategy> sbp{};
 };
 
 struct TrainingScenario {
@@ -34,7 +47,9 @@ struct TrainingScenario {
   Catalog catalog = Catalog::builtin();
   Cluster cluster;
   std::string cluster_title;
-  TransformerConfig model;
+  TransformerConfig model;  // a CNN or MLP scenario: its name and dtype only
+  ModelWorkload workload;   // what the scenario names (the preset or HuggingFace file)
+  bool transformer = true;  // false: a CNN or MLP, which only SBP strategies run
   std::vector<TrainingStrategy> strategies;
   NetworkModelKind network = NetworkModelKind::kFlow;
   bool stream_rings = true;  // simulation.rings: "streamed" (default) or "steps"
@@ -75,6 +90,8 @@ struct TrainingReport {
   double exposed_dp_s = 0;     // waiting for the gradient reduction before, and the weight all-gather after, the optimizer
   double bubble_s = 0;         // the schedule's bubble: (pp - 1) / v x its per-micro-batch work
   double idle_s = 0;           // step_time_s - compute_busy_s - exposed_tp_s
+  // Waiting not split into tp, pp and dp (an SBP plan's boxing and gradient collectives).
+  [[nodiscard]] double other_comm_s() const { return std::max(0.0, exposed_comm_s - exposed_tp_s - exposed_pp_s - exposed_dp_s); }
   double peak_memory_bytes = 0;  // the fullest device: the replay's high-water mark of its memory
   double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;  // of that device
   double device_memory_bytes = 0;
@@ -92,9 +109,39 @@ struct TrainingOutputs {
   std::optional<std::string> dot;    // the task graph in GraphViz syntax
 };
 
-/// Lowers and replays one strategy.
+/// The accelerator of the scenario's cluster (its first; presets have one kind).
+const AcceleratorSpec& accelerator_of(const TrainingScenario& s);
+
+/// Parameters that take part in matmuls (the input embedding only when tied to the output
+/// layer; no position table), and the model FLOPs per token 6N + 12 l h s.
+double model_matmul_params(const TransformerConfig& m);
+double model_flops_per_token(const TransformerConfig& m);
+
+/// The links with the highest utilization over a step of `step_s` (ties: lower link id
+/// first), at most kBusiestLinks, none that carried nothing. `bytes` per link id.
+std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s);
+
+/// The scenario's model as an SBP chain at `global_batch` samples. `cut`: a transformer
+/// cut to two layers, the second standing for the other layers - 1 (LinearLayer::repeat:
+/// for the analytical cost, which is the same for every layer after the first).
+SbpChain scenario_chain(const TrainingScenario& s, std::int64_t global_batch, bool cut);
+
+/// The strategy's plan on the chain; InputError naming `path` for a role the model lacks
+/// or one left out.
+SbpPlan sbp_plan_of(const SbpChain& chain, const SbpStrategy& strategy, const std::string& path);
+
+/// The strategy as a scenario writes it (inverse of the reader).
+nlohmann::ordered_json sbp_strategy_json(const std::string& name, std::int64_t global_batch, const SbpChain& chain,
+                                         const SbpPlan& plan);
+
+/// Lowers and replays one strategy (Megatron-style or SBP).
 TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,
                                      const TrainingOutputs& outputs = {});
+
+/// Replays an SBP strategy (strategy.sbp set): the report's breakdown puts every wait in
+/// exposed_comm_s (no pipeline); memory is the SBP memory model's (strategies/sbp_search).
+TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,
+                                const TrainingOutputs& outputs = {});
 
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);

@@ -34,6 +34,64 @@ std::string to_string(const NdSbp& s) {
   return out + "]";
 }
 
+std::string to_string(const MatmulSignature& s) {
+  return to_string(s.a) + " x " + to_string(s.b) + " -> " + to_string(s.c);
+}
+
+namespace {
+
+std::string trimmed(const std::string& t) {
+  const auto b = t.find_first_not_of(' ');
+  if (b == std::string::npos) return {};
+  return t.substr(b, t.find_last_not_of(' ') - b + 1);
+}
+
+Sbp parse_sbp(const std::string& t) {
+  if (t == "B") return kB;
+  if (t == "P") return kP;
+  if (t == "S(0)") return S(0);
+  if (t == "S(1)") return S(1);
+  throw InputError("'" + t + "' is not an SBP of a matrix (S(0), S(1), B or P)");
+}
+
+NdSbp parse_nd_sbp(std::string t, std::size_t mesh_dims) {
+  t = trimmed(t);
+  if (!t.empty() && t.front() == '[') {
+    if (t.back() != ']') throw InputError("'" + t + "' opens a bracket it does not close");
+    t = t.substr(1, t.size() - 2);
+  }
+  NdSbp out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = t.find(',', start);
+    out.push_back(parse_sbp(trimmed(t.substr(start, comma == std::string::npos ? std::string::npos : comma - start))));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (out.size() != mesh_dims) {
+    throw InputError("'" + t + "' has " + std::to_string(out.size()) + " SBPs; the mesh has " +
+                     std::to_string(mesh_dims) + " dimensions");
+  }
+  return out;
+}
+
+}  // namespace
+
+MatmulSignature parse_matmul_signature(const std::string& text, std::size_t mesh_dims) {
+  const std::size_t x = text.find(" x ");
+  const std::size_t arrow = text.find("->");
+  if (x == std::string::npos || arrow == std::string::npos || arrow < x) {
+    throw InputError("'" + text + "' is not a matmul signature; write it as A x B -> C, e.g. \"[S(0), B] x [B, S(1)] -> [S(0), S(1)]\"");
+  }
+  MatmulSignature sig{parse_nd_sbp(text.substr(0, x), mesh_dims), parse_nd_sbp(text.substr(x + 3, arrow - x - 3), mesh_dims),
+                      parse_nd_sbp(text.substr(arrow + 2), mesh_dims)};
+  if (!valid_matmul(sig)) {
+    throw InputError("'" + text + "' computes no matmul: along each mesh dimension A x B -> C must be one of S(0) x B -> S(0), "
+                     "B x S(1) -> S(1), S(1) x S(0) -> P, P x B -> P, B x P -> P, B x B -> B");
+  }
+  return sig;
+}
+
 std::size_t DeviceMesh::size() const {
   std::size_t n = 1;
   for (int d : dims) n *= static_cast<std::size_t>(d);

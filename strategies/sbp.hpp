@@ -69,6 +69,14 @@ struct MatmulSignature {
   NdSbp a, b, c;
 };
 
+/// "[S(0), B] x [B, S(1)] -> [S(0), S(1)]": how scenarios and reports write a signature.
+std::string to_string(const MatmulSignature& s);
+
+/// Reads a signature written as to_string writes it (brackets may be left out on a 1-D
+/// mesh: "S(0) x B -> S(0)"), with `mesh_dims` entries per tensor. Throws InputError
+/// saying what is wrong (a malformed SBP, a wrong count, a combination no rule allows).
+MatmulSignature parse_matmul_signature(const std::string& text, std::size_t mesh_dims);
+
 /// Whether the signature computes C correctly (each mesh dimension one of the six rules).
 bool valid_matmul(const MatmulSignature& sig);
 /// Every valid signature on a mesh of `mesh_dims` dimensions (6^mesh_dims), in a fixed order.

@@ -2,6 +2,8 @@
 
 #include "sim/collectives.hpp"
 #include "sim/compute_stream.hpp"
+#include "strategies/stage_costs.hpp"
+#include "support/input_error.hpp"
 
 namespace ddlsim {
 namespace {
@@ -23,8 +25,14 @@ class SbpLowering {
 
   void run() {
     const std::vector<SbpStage> stages = sbp_schedule(chain_, plan_, mesh_.devices, fabric_, compute_);
+    for (const LinearLayer& l : chain_.layers) {
+      if (l.repeat != 1) throw InputError("layer " + l.name + " stands for " + std::to_string(l.repeat) + " layers; the replay needs every layer");
+    }
+    if (const std::string why = sbp_plan_problem(chain_, plan_); !why.empty()) throw InputError(why);
     const TaskId start = g_.add(Marker{}, "step start").id();
     last_.assign(mesh_.size(), start);
+    const auto [before_f, before_b] = sbp_before_times(chain_, plan_.dims, mesh_.devices, fabric_, compute_);
+    if (!chain_.before.empty()) computes(before_f, "forward");
     for (const SbpStage& st : stages) {
       if (st.kind == SbpStage::Kind::kBoxing) {
         relay(st.from, st.to, st.bytes, last_);
@@ -32,7 +40,7 @@ class SbpLowering {
         computes(st.forward_s, "forward");
       }
     }
-    std::vector<TaskId> gradients;  // ends of the weight-gradient collectives
+    std::vector<std::vector<TaskId>> gradients(mesh_.size());  // per device: ends of its weight-gradient collectives
     for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
       const SbpStage& st = *it;
       if (st.kind == SbpStage::Kind::kBoxing) {
@@ -40,15 +48,27 @@ class SbpLowering {
         continue;
       }
       computes(st.backward_s, "backward");
+      if (st.kind == SbpStage::Kind::kElementwise) continue;
       if (!(st.grad == st.weights)) {
         std::vector<TaskId> sync = last_;  // off the backward's path: it overlaps
         relay(st.grad, st.weights, st.weight_bytes, sync);
-        gradients.insert(gradients.end(), sync.begin(), sync.end());
+        for (std::size_t p = 0; p < mesh_.size(); ++p) {
+          if (sync[p] != last_[p]) gradients[p].push_back(sync[p]);
+        }
       }
     }
+    if (!chain_.before.empty()) computes(before_b, "backward");
+    // Each device's optimizer step on its local parameters, once its gradients are in.
+    const SbpMemory mem = sbp_memory(chain_, plan_);
+    const double params = mem.weights / data_type_bytes(chain_.dtype);
+    const Seconds step = optimizer_step_time(params, compute_);
     const TaskId end = g_.add(Marker{}, "step end").id();
-    for (TaskId t : last_) g_.add_edge(t, end);
-    for (TaskId t : gradients) g_.add_edge(t, end);
+    for (std::size_t p = 0; p < mesh_.size(); ++p) {
+      const TaskId t = g_.add(Compute{out_.compute[p], step, Flops(0.0)}, "optimizer").id();
+      g_.add_edge(last_[p], t);
+      for (TaskId x : gradients[p]) g_.add_edge(x, t);
+      g_.add_edge(t, end);
+    }
   }
 
  private:

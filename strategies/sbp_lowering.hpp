@@ -9,8 +9,12 @@
 // backward compute task, then its weight gradient's re-layout to the weights' (the
 // gradient all-reduces) as collectives that overlap with the rest of the backward; each
 // activation re-layout whose gradient flows back runs its dual (B and P exchanged: an
-// all-gather's dual is a reduce-scatter, and so on). The step ends when every device and
-// every gradient collective is done. Rings are streamed (CollectiveSpec::streamed).
+// all-gather's dual is a reduce-scatter, and so on). Each device closes the step with
+// its optimizer step (strategies/stage_costs: optimizer_step_time on its local
+// parameters) once its gradient collectives are done. Rings are streamed (CollectiveSpec::streamed). The
+// operators after a layer (attention, norms, ...) are one compute task per device, forward
+// and backward, on the shards of the output they follow; those before the first layer
+// (embedding) open the forward and close the backward.
 #pragma once
 
 #include <memory>
@@ -31,7 +35,9 @@ struct LoweredSbpStep {
   std::uint64_t collectives = 0;
 };
 
-/// Throws InputError when the mesh needs more devices than given.
+/// Throws InputError when the mesh needs more devices than given, the plan does not fit
+/// the chain (sbp_plan_problem) or a layer stands for others (repeat: cut chains are for
+/// the analytical cost only).
 LoweredSbpStep lower_sbp_chain(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
                                NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network);
 

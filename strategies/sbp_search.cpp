@@ -1,19 +1,56 @@
 #include "strategies/sbp_search.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
-#include <tuple>
+#include <limits>
 #include <map>
 #include <memory>
+#include <tuple>
 
+#include "strategies/stage_costs.hpp"
 
 namespace ddlsim {
 namespace {
 
 bool splits(const Sbp& s, int axis) { return s.kind == SbpKind::kSplit && s.axis == axis; }
 
-// Everything a plan's cost needs, with boxing prices memoized (the descent asks for the
-// same re-layouts many times).
+constexpr double kInfinite = std::numeric_limits<double>::infinity();
+
+// Into how many distinct pieces the layout cuts a tensor: the mesh dimensions that
+// split it (B and P keep it whole on each device).
+double shards(const NdSbp& s, const std::vector<int>& dims) {
+  double n = 1;
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    if (s[d].kind == SbpKind::kSplit) n *= dims[d];
+  }
+  return n;
+}
+
+// The pieces the rows of a layout are cut into: the mesh dimensions that split axis 0.
+double row_shards(const NdSbp& s, const std::vector<int>& dims) {
+  double n = 1;
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    if (splits(s[d], 0)) n *= dims[d];
+  }
+  return n;
+}
+
+// One device's share of an operator run by `pieces` devices: its costs divided, and a
+// batched GEMM's batch (samples x heads) too.
+Operator share_of(Operator op, double pieces) {
+  op.cost.fwd_flops /= pieces;
+  op.cost.bwd_flops /= pieces;
+  op.cost.fwd_bytes /= pieces;
+  op.cost.bwd_bytes /= pieces;
+  if (op.gemm.batch > 0) {
+    op.gemm.batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(static_cast<double>(op.gemm.batch) / pieces)));
+  }
+  return op;
+}
+
+// Everything a plan's cost needs, with boxing and GEMM prices memoized (the descent asks
+// for the same ones many times).
 class Pricer {
  public:
   Pricer(const SbpChain& chain, std::vector<int> dims, const std::vector<NodeId>& devices, NetworkFabric& fabric,
@@ -21,7 +58,7 @@ class Pricer {
       : chain_(chain), mesh_(DeviceMesh::over(std::move(dims), devices)), fabric_(fabric), compute_(compute) {}
 
   // The plan's steps in forward order: the boxing of each layer's input, the layer, the
-  // completion of a partial output before an elementwise step.
+  // completion of a partial output before an elementwise step, the operators after it.
   std::vector<SbpStage> schedule(const SbpPlan& plan) {
     std::vector<SbpStage> out;
     const std::size_t D = mesh_.dims.size();
@@ -29,11 +66,13 @@ class Pricer {
     for (std::size_t i = 0; i < chain_.layers.size(); ++i) {
       const LinearLayer& l = chain_.layers[i];
       const MatmulSignature& sig = plan.layers[i];
-      const double in_bytes = static_cast<double>(rows(l)) * static_cast<double>(l.k) * bytes_;
-      if (!(from == sig.a)) out.push_back(boxing_stage(from, sig.a, in_bytes, i > 0));  // the input needs no gradient
+      const double in_bytes =
+          (l.in_elements > 0 ? l.in_elements : static_cast<double>(rows(l)) * static_cast<double>(l.k)) * bytes_;
+      if (!(from == sig.a)) out.push_back(boxing_stage(from, sig.a, in_bytes, i > 0, l.repeat));  // the input needs no gradient
       SbpStage layer;
       layer.kind = SbpStage::Kind::kLayer;
       layer.layer = i;
+      layer.repeat = l.repeat;
       std::tie(layer.forward_s, layer.backward_s) = matmul_times(l, sig);
       layer.weights = sig.b;
       layer.grad = weight_gradient(sig);
@@ -46,8 +85,17 @@ class Pricer {
         const std::size_t next = i + 1;
         const NdSbp* target = next < chain_.layers.size() ? &plan.layers[next].a : nullptr;
         const NdSbp layout = best_complete(from, target, out_bytes);
-        out.push_back(boxing_stage(from, layout, out_bytes, true));
+        out.push_back(boxing_stage(from, layout, out_bytes, true, l.repeat));
         from = layout;
+      }
+      if (!l.after.empty()) {
+        SbpStage e;
+        e.kind = SbpStage::Kind::kElementwise;
+        e.layer = i;
+        e.repeat = l.repeat;
+        e.from = e.to = from;
+        std::tie(e.forward_s, e.backward_s) = operator_times(l.after, shards(from, mesh_.dims));
+        out.push_back(e);
       }
     }
     return out;
@@ -57,15 +105,33 @@ class Pricer {
 
   SbpCost cost(const SbpPlan& plan) {
     SbpCost c;
+    if (!sbp_plan_problem(chain_, plan).empty()) {
+      c.compute_s = kInfinite;
+      return c;
+    }
+    const auto [f, b] = operator_times(chain_.before, shards(NdSbp(mesh_.dims.size(), S(0)), mesh_.dims));
+    c.compute_s += f + b;
+    c.compute_s += optimizer_step_time(sbp_memory(chain_, plan).weights / bytes_, compute_).value();
     for (const SbpStage& st : schedule(plan)) {
       if (st.kind == SbpStage::Kind::kBoxing) {
-        c.boxing_s += box(st.from, st.to, st.bytes) * (st.backward ? 2 : 1);
+        c.boxing_s += st.repeat * box(st.from, st.to, st.bytes) * (st.backward ? 2 : 1);
       } else {
-        c.compute_s += st.forward_s + st.backward_s;
-        c.gradient_sync_s += box(st.grad, st.weights, st.weight_bytes);
+        c.compute_s += st.repeat * (st.forward_s + st.backward_s);
+        if (st.kind == SbpStage::Kind::kLayer) c.gradient_sync_s += st.repeat * box(st.grad, st.weights, st.weight_bytes);
       }
     }
     return c;
+  }
+
+  // The forward and backward times of `ops` when each device runs 1/pieces of each.
+  std::pair<double, double> operator_times(const std::vector<Operator>& ops, double pieces) const {
+    double f = 0, b = 0;
+    for (const Operator& op : ops) {
+      const Operator local = share_of(op, pieces);
+      f += compute_.time(local, Pass::kForward).value();
+      b += compute_.time(local, Pass::kBackward).value();
+    }
+    return {f, b};
   }
 
  private:
@@ -106,7 +172,7 @@ class Pricer {
   }
 
   // The forward, and both backward matmuls, on the local shapes.
-  std::pair<double, double> matmul_times(const LinearLayer& l, const MatmulSignature& sig) const {
+  std::pair<double, double> matmul_times(const LinearLayer& l, const MatmulSignature& sig) {
     std::int64_t m = rows(l), k = l.k, n = l.n;
     for (std::size_t d = 0; d < mesh_.dims.size(); ++d) {
       const int size = mesh_.dims[d];
@@ -114,13 +180,15 @@ class Pricer {
       if (splits(sig.a[d], 1)) k = (k + size - 1) / size;
       if (splits(sig.b[d], 1)) n = (n + size - 1) / size;
     }
+    const auto key = std::make_tuple(m, k, n);
+    if (const auto it = gemm_memo_.find(key); it != gemm_memo_.end()) return it->second;
     Operator op{OpKind::kLinear, "linear", 0, {}, 0, {1, m, n, k}, chain_.dtype, {}};
     const double mm = static_cast<double>(m), kk = static_cast<double>(k), nn = static_cast<double>(n);
     op.cost.fwd_flops = 2 * mm * kk * nn;
     op.cost.bwd_flops = 2 * op.cost.fwd_flops;
     op.cost.fwd_bytes = (mm * kk + kk * nn + mm * nn) * bytes_;
     op.cost.bwd_bytes = 2 * op.cost.fwd_bytes;
-    return {compute_.time(op, Pass::kForward).value(), compute_.time(op, Pass::kBackward).value()};
+    return gemm_memo_[key] = {compute_.time(op, Pass::kForward).value(), compute_.time(op, Pass::kBackward).value()};
   }
 
   // The weight gradient is a partial sum along every dimension where the weights are
@@ -135,13 +203,14 @@ class Pricer {
     return grad;
   }
 
-  static SbpStage boxing_stage(const NdSbp& from, const NdSbp& to, double bytes, bool backward) {
+  static SbpStage boxing_stage(const NdSbp& from, const NdSbp& to, double bytes, bool backward, double repeat) {
     SbpStage st;
     st.kind = SbpStage::Kind::kBoxing;
     st.from = from;
     st.to = to;
     st.bytes = bytes;
     st.backward = backward;
+    st.repeat = repeat;
     return st;
   }
 
@@ -153,27 +222,134 @@ class Pricer {
   NetworkFabric& fabric_;
   const ComputeModel& compute_;
   std::map<std::string, double> memo_;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<double, double>> gemm_memo_;
 };
+
+bool is_gemm(const Operator& op) { return op.kind == OpKind::kLinear || op.kind == OpKind::kConv2d; }
+
+// "layer12.qkv" -> "layer*.qkv"; other names stay.
+std::string role_of(const std::string& name) {
+  if (name.rfind("layer", 0) != 0) return name;
+  std::size_t i = 5;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == 5 || i >= name.size() || name[i] != '.') return name;
+  return "layer*" + name.substr(i);
+}
 
 }  // namespace
 
-SbpChain chain_of(const OperatorGraph& graph) {
+SbpChain chain_of(const OperatorGraph& graph, std::int64_t batch) {
   SbpChain c;
+  c.batch = batch;
   for (const Operator& op : graph.ops()) {
-    if (op.kind != OpKind::kLinear && op.kind != OpKind::kConv2d) continue;
+    if (!is_gemm(op)) {
+      // The largest embedding is the vocabulary's; others (positions) are replicated.
+      if (op.kind == OpKind::kEmbedding && op.cost.params > c.embedding_params) {
+        c.replicated_params += c.embedding_params;
+        c.embedding_params = op.cost.params;
+      } else {
+        c.replicated_params += op.cost.params;
+      }
+      if (c.layers.empty()) {
+        c.before.push_back(op);
+      } else {
+        LinearLayer& l = c.layers.back();
+        l.after.push_back(op);
+        l.whole_samples = l.whole_samples || op.kind == OpKind::kMatmul || op.kind == OpKind::kFlashAttention;
+      }
+      continue;
+    }
     if (c.layers.empty()) {
       c.m = op.gemm.m;
       c.dtype = op.dtype;
     }
-    c.layers.push_back(LinearLayer{op.name, op.gemm.k, op.gemm.n, true, op.gemm.m});
+    // A bias is a GEMM's parameter beyond k x n: replicated, like a norm's.
+    c.replicated_params += std::max(0.0, op.cost.params - static_cast<double>(op.gemm.k) * static_cast<double>(op.gemm.n));
+    LinearLayer l{op.name, op.gemm.k, op.gemm.n, true, op.gemm.m};
+    l.role = role_of(op.name);
+    l.tied = op.cost.params < 0.5 * static_cast<double>(op.gemm.k) * static_cast<double>(op.gemm.n);
+    if (!op.inputs.empty()) l.in_elements = static_cast<double>(elements(graph.tensor(op.inputs.front()).shape));
+    l.saved_bytes = op.cost.saved_bytes;
+    c.layers.push_back(std::move(l));
   }
   return c;
 }
 
-std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n) {
+std::vector<std::pair<std::string, std::vector<std::size_t>>> sbp_roles(const SbpChain& chain) {
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> out;
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < chain.layers.size(); ++i) {
+    const auto [it, fresh] = index.emplace(chain.layers[i].role_name(), out.size());
+    if (fresh) out.push_back({chain.layers[i].role_name(), {}});
+    out[it->second].second.push_back(i);
+  }
+  return out;
+}
+
+std::string sbp_plan_problem(const SbpChain& chain, const SbpPlan& plan) {
+  if (plan.layers.size() != chain.layers.size()) {
+    return "the plan has " + std::to_string(plan.layers.size()) + " signatures for " +
+           std::to_string(chain.layers.size()) + " layers";
+  }
+  for (int d : plan.dims) {
+    if (d < 1) return "a mesh dimension of size " + std::to_string(d);
+  }
+  std::map<std::string, std::string> by_role;
+  for (std::size_t i = 0; i < chain.layers.size(); ++i) {
+    const LinearLayer& l = chain.layers[i];
+    const MatmulSignature& sig = plan.layers[i];
+    if (sig.a.size() != plan.dims.size() || !valid_matmul(sig)) return l.name + ": not a matmul signature on this mesh";
+    const auto [it, fresh] = by_role.emplace(l.role_name(), to_string(sig));
+    if (!fresh && it->second != to_string(sig)) return l.name + ": a signature other than its role " + l.role_name() + "'s";
+    if (l.whole_samples && chain.batch > 0) {
+      // The operators after it see the output's row splits (completion keeps them).
+      const double pieces = row_shards(sig.c, plan.dims);
+      const double per = static_cast<double>(chain.batch) / pieces;
+      if (pieces > 1 && per != std::floor(per)) {
+        return l.name + ": splits the rows " + std::to_string(static_cast<long long>(pieces)) +
+               " ways before attention, which " + std::to_string(chain.batch) +
+               " samples do not divide (sequence parallelism through attention is not modelled)";
+      }
+    }
+  }
+  return "";
+}
+
+SbpMemory sbp_memory(const SbpChain& chain, const SbpPlan& plan) {
+  SbpMemory m;
+  const double bytes = data_type_bytes(chain.dtype);
+  double params = chain.replicated_params;
+  if (!chain.layers.empty()) params += chain.embedding_params / shards(plan.layers.back().b, plan.dims);
+  double acts = 0;
+  for (const Operator& op : chain.before) acts += op.cost.saved_bytes / shards(NdSbp(plan.dims.size(), S(0)), plan.dims);
+  for (std::size_t i = 0; i < chain.layers.size(); ++i) {
+    const LinearLayer& l = chain.layers[i];
+    const MatmulSignature& sig = plan.layers[i];
+    if (!l.tied) params += l.repeat * static_cast<double>(l.k) * static_cast<double>(l.n) / shards(sig.b, plan.dims);
+    acts += l.repeat * l.saved_bytes / shards(sig.a, plan.dims);
+    // The operators after it run on its output once completed, cut at least as its splits.
+    double after = 0;
+    for (const Operator& op : l.after) after += op.cost.saved_bytes;
+    acts += l.repeat * after / shards(sig.c, plan.dims);
+  }
+  m.weights = params * bytes;
+  m.gradients = params * bytes;
+  m.optimizer = params * (bytes < 4 ? 12.0 : 8.0);
+  m.activations = acts;
+  return m;
+}
+
+std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n, std::size_t max_dims) {
   std::vector<std::vector<int>> out{{static_cast<int>(n)}};
   for (std::size_t a = 2; a * 2 <= n; ++a) {
     if (n % a == 0) out.push_back({static_cast<int>(a), static_cast<int>(n / a)});
+  }
+  if (max_dims < 3) return out;
+  for (std::size_t a = 2; a * 4 <= n; ++a) {
+    if (n % a != 0) continue;
+    for (std::size_t b = 2; a * b * 2 <= n; ++b) {
+      if ((n / a) % b == 0) out.push_back({static_cast<int>(a), static_cast<int>(b), static_cast<int>(n / (a * b))});
+    }
   }
   return out;
 }
@@ -190,6 +366,13 @@ std::vector<SbpStage> sbp_schedule(const SbpChain& chain, const SbpPlan& plan, c
   return p.schedule(plan);
 }
 
+std::pair<double, double> sbp_before_times(const SbpChain& chain, const std::vector<int>& dims,
+                                           const std::vector<NodeId>& devices, NetworkFabric& fabric,
+                                           const ComputeModel& compute) {
+  Pricer p(chain, dims, devices, fabric, compute);
+  return p.operator_times(chain.before, shards(NdSbp(dims.size(), S(0)), dims));
+}
+
 SbpPlan data_parallel_plan(const SbpChain& chain, std::vector<int> dims) {
   SbpPlan p;
   p.dims = std::move(dims);
@@ -203,18 +386,21 @@ SbpPlan data_parallel_plan(const SbpChain& chain, std::vector<int> dims) {
 SbpPlan megatron_plan(const SbpChain& chain, int devices) {
   SbpPlan p;
   p.dims = {devices};
-  for (std::size_t i = 0; i < chain.layers.size(); ++i) {
-    if (i % 2 == 0) p.layers.push_back({{kB}, {S(1)}, {S(1)}});
-    else p.layers.push_back({{S(1)}, {S(0)}, {kP}});
+  const auto roles = sbp_roles(chain);
+  p.layers.resize(chain.layers.size());
+  for (std::size_t r = 0; r < roles.size(); ++r) {
+    const MatmulSignature sig = r % 2 == 0 ? MatmulSignature{{kB}, {S(1)}, {S(1)}} : MatmulSignature{{S(1)}, {S(0)}, {kP}};
+    for (std::size_t i : roles[r].second) p.layers[i] = sig;
   }
   return p;
 }
 
 SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
-                               const ComputeModel& compute) {
+                               const ComputeModel& compute, std::size_t max_dims) {
   SbpSearchResult best;
-  double best_total = 1e300;
-  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size())) {
+  double best_total = kInfinite;
+  const auto roles = sbp_roles(chain);
+  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size(), max_dims)) {
     Pricer pricer(chain, dims, devices, fabric, compute);
     SbpPlan plan = data_parallel_plan(chain, dims);
     double total = pricer.cost(plan).total();
@@ -222,10 +408,10 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
     const std::vector<MatmulSignature> options = matmul_signatures(dims.size());
     for (bool changed = true; changed;) {
       changed = false;
-      for (std::size_t i = 0; i < plan.layers.size(); ++i) {
+      for (const auto& role : roles) {
         for (const MatmulSignature& sig : options) {
           SbpPlan trial = plan;
-          trial.layers[i] = sig;
+          for (std::size_t i : role.second) trial.layers[i] = sig;
           const double t = pricer.cost(trial).total();
           ++best.evaluated;
           if (t < total * (1 - 1e-12)) {
@@ -236,7 +422,7 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
         }
       }
     }
-    if (total < best_total) {
+    if (total < best_total || best.plan.layers.empty()) {
       best_total = total;
       best.plan = plan;
       best.cost = pricer.cost(plan);
@@ -246,33 +432,34 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
 }
 
 void for_each_sbp_plan(const SbpChain& chain, std::size_t devices, const std::function<void(const SbpPlan&)>& visit) {
+  const auto roles = sbp_roles(chain);
   for (const std::vector<int>& dims : sbp_mesh_shapes(devices)) {
     const std::vector<MatmulSignature> options = matmul_signatures(dims.size());
     SbpPlan plan = data_parallel_plan(chain, dims);
-    std::function<void(std::size_t)> layer = [&](std::size_t i) {
-      if (i == plan.layers.size()) {
+    std::function<void(std::size_t)> role = [&](std::size_t r) {
+      if (r == roles.size()) {
         visit(plan);
         return;
       }
       for (const MatmulSignature& sig : options) {
-        plan.layers[i] = sig;
-        layer(i + 1);
+        for (std::size_t i : roles[r].second) plan.layers[i] = sig;
+        role(r + 1);
       }
     };
-    layer(0);
+    role(0);
   }
 }
 
 SbpSearchResult exhaustive_sbp_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
                                       const ComputeModel& compute) {
   SbpSearchResult best;
-  double best_total = 1e300;
+  double best_total = kInfinite;
   std::unique_ptr<Pricer> pricer;  // for the current shape (plans come shape by shape)
   for_each_sbp_plan(chain, devices.size(), [&](const SbpPlan& plan) {
     if (!pricer || pricer->dims() != plan.dims) pricer = std::make_unique<Pricer>(chain, plan.dims, devices, fabric, compute);
     const double t = pricer->cost(plan).total();
     ++best.evaluated;
-    if (t < best_total) {
+    if (t < best_total || best.plan.layers.empty()) {
       best_total = t;
       best.plan = plan;
     }
@@ -285,10 +472,8 @@ std::string describe_sbp_plan(const SbpChain& chain, const SbpPlan& plan) {
   std::string out = "mesh";
   for (int d : plan.dims) out += " " + std::to_string(d);
   out += "\n";
-  for (std::size_t i = 0; i < plan.layers.size(); ++i) {
-    const MatmulSignature& s = plan.layers[i];
-    out += "  " + (i < chain.layers.size() ? chain.layers[i].name : std::to_string(i)) + ": " + to_string(s.a) + " x " +
-           to_string(s.b) + " -> " + to_string(s.c) + "\n";
+  for (const auto& [name, layers] : sbp_roles(chain)) {
+    if (layers.front() < plan.layers.size()) out += "  " + name + ": " + to_string(plan.layers[layers.front()]) + "\n";
   }
   return out;
 }

@@ -21,12 +21,16 @@
 //     broadcast while its activations are split or partial (S(0) x B, P x B), the
 //     weight gradient is a partial sum and is all-reduced, on the weights' local bytes.
 // Collectives are priced on the real topology (analytical times, one after another).
-// It is the model the search uses; replaying SBP plans is the next step.
+// The optimizer step runs on each device's local parameters (sbp_memory; priced by
+// strategies/stage_costs). The other operators (attention, norms, activations) run on the shards of the output
+// they follow, their time the compute model's for that share. It is the model the
+// autoddl search uses; strategies/sbp_lowering replays the same steps.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/compute_model.hpp"
@@ -39,25 +43,48 @@ struct LinearLayer {
   std::int64_t k = 0, n = 0;  // weights: k x n
   bool elementwise_after = true;  // an elementwise step (needing a complete input) follows
   std::int64_t rows = 0;          // its activations' rows when they differ from the chain's (0: the chain's m)
+  std::string role{};             // layers of one role share a signature (every layer*.qkv); empty: its name
+  double repeat = 1;              // how many layers this one stands for in the analytical cost (a chain cut short)
+  double in_elements = 0;         // its input's elements when not rows x k (a convolution's, before im2col)
+  double saved_bytes = 0;         // activation bytes the GEMM keeps for backward (whole tensor)
+  std::vector<Operator> after{};  // the other operators up to the next GEMM (norms, attention, ...), whole
+  bool tied = false;              // its weights are the embedding table's (counted there, SbpChain::embedding_params)
+  bool whole_samples = false;     // `after` mixes the rows of a sample (attention): rows may be split by samples only
+  [[nodiscard]] const std::string& role_name() const { return role.empty() ? name : role; }
 };
 
 struct SbpChain {
   std::int64_t m = 0;  // rows of the activations (batch x sequence; for a convolution batch x pixels)
   std::vector<LinearLayer> layers;
   DataType dtype = DataType::kBf16;  // of activations and weights
+  std::int64_t batch = 0;            // samples in the step (0: unknown, no limit on row splits)
+  std::vector<Operator> before{};    // operators before the first GEMM (embedding), on the loader's batch split
+  double embedding_params = 0;       // laid out as the last layer's weights (a vocabulary-parallel embedding)
+  double replicated_params = 0;      // norms and biases: whole on every device
 };
 
 /// The GEMM-like operators (linear layers, and convolutions as implicit GEMMs: rows =
 /// batch x output pixels, k = input channels x kernel area, n = output channels) of an
-/// operator graph in order, each followed by an elementwise step; batched matmuls
-/// (attention) are not chain layers.
-SbpChain chain_of(const OperatorGraph& graph);
+/// operator graph in order, each followed by an elementwise step, with the graph's other
+/// operators attached to the GEMM they follow (before the first: `before`); a layer's
+/// role is its name without the "layer<i>." of a repeated block. `batch`: the graph's
+/// samples (the row-split limit for attention).
+SbpChain chain_of(const OperatorGraph& graph, std::int64_t batch = 0);
 
 /// One signature per layer, on a mesh of `dims`.
 struct SbpPlan {
   std::vector<int> dims;
   std::vector<MatmulSignature> layers;
 };
+
+/// Why the plan cannot run the chain ("" when it can): a signature count or mesh size
+/// that does not match, layers of one role with different signatures, or rows split
+/// deeper than the samples before attention (sequence parallelism through attention
+/// is not modelled).
+std::string sbp_plan_problem(const SbpChain& chain, const SbpPlan& plan);
+
+/// The roles of the chain in order of first appearance, and the layers of each.
+std::vector<std::pair<std::string, std::vector<std::size_t>>> sbp_roles(const SbpChain& chain);
 
 struct SbpCost {
   double compute_s = 0, boxing_s = 0, gradient_sync_s = 0;
@@ -69,7 +96,7 @@ struct SbpCost {
 /// collectives of the same bytes), or a layer (its forward and backward times, and its
 /// weight gradient's layout `grad`, to be brought to the weights' when they differ).
 struct SbpStage {
-  enum class Kind { kBoxing, kLayer } kind = Kind::kBoxing;
+  enum class Kind { kBoxing, kLayer, kElementwise } kind = Kind::kBoxing;
   NdSbp from, to;
   double bytes = 0;
   bool backward = true;
@@ -77,24 +104,45 @@ struct SbpStage {
   double forward_s = 0, backward_s = 0;
   NdSbp grad, weights;
   double weight_bytes = 0;
+  double repeat = 1;
 };
 
+/// (kElementwise: the operators after a layer, on its completed output's shards, with
+/// their forward and backward times in forward_s, backward_s.) `repeat`: the layer's.
 /// The plan's steps, as the cost below counts them (and the lowering replays them).
 std::vector<SbpStage> sbp_schedule(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
                                    NetworkFabric& fabric, const ComputeModel& compute);
 
-/// The cost above of `plan` over `devices` (as many as the mesh has), on the fabric.
+/// The cost above of `plan` over `devices` (as many as the mesh has), on the fabric;
+/// each stage counted `repeat` times; infinite for a plan with a problem.
 SbpCost sbp_cost(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices, NetworkFabric& fabric,
                  const ComputeModel& compute);
 
+/// The forward and backward times of the operators before the first layer (embedding),
+/// on the data loader's batch split over `dims`.
+std::pair<double, double> sbp_before_times(const SbpChain& chain, const std::vector<int>& dims,
+                                           const std::vector<NodeId>& devices, NetworkFabric& fabric,
+                                           const ComputeModel& compute);
+
+/// Per device, in bytes: the plan's weights, gradients (the dtype's size each), optimizer
+/// state (Adam: fp32 master weights and two moments for 16-bit weights, 12 bytes per
+/// parameter; two moments for fp32, 8) and activations kept for backward, each tensor
+/// at its local size (a split divides it; B and P keep it whole).
+struct SbpMemory {
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0;
+  [[nodiscard]] double total() const { return weights + gradients + optimizer + activations; }
+};
+SbpMemory sbp_memory(const SbpChain& chain, const SbpPlan& plan);
+
 /// Mesh shapes of n devices the searches try: (n), then (a, n / a) for every divisor
-/// 2 <= a <= n / 2.
-std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n);
+/// 2 <= a <= n / 2, then with max_dims 3 (a, b, n / ab) for all factors of 2 or more.
+std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n, std::size_t max_dims = 2);
 
 /// Data parallelism in SBP terms: every layer S(0) x B -> S(0) on every mesh dimension.
 SbpPlan data_parallel_plan(const SbpChain& chain, std::vector<int> dims);
-/// Megatron tensor parallelism on a 1-D mesh: layers alternate column (B x S(1) ->
-/// S(1)) and row (S(1) x S(0) -> P) splits, starting with a column split.
+/// Megatron tensor parallelism on a 1-D mesh: roles alternate column (B x S(1) ->
+/// S(1)) and row (S(1) x S(0) -> P) splits, starting with a column split (a GPT layer:
+/// QKV and fc1 column, projection and fc2 row, the output layer column: vocabulary-parallel).
 SbpPlan megatron_plan(const SbpChain& chain, int devices);
 
 struct SbpSearchResult {
@@ -104,21 +152,21 @@ struct SbpSearchResult {
 };
 
 /// Coordinate descent: for each mesh shape (every ordered factorization of the device
-/// count into 1 or 2 dimensions), start from data parallelism and repeatedly give one
-/// layer at a time the signature that lowers the total, until a whole pass changes
-/// nothing; the best over shapes. Deterministic.
+/// count into 1 to max_dims dimensions), start from data parallelism and repeatedly give
+/// one role at a time (all its layers) the signature that lowers the total, until a
+/// whole pass changes nothing; the best over shapes. Deterministic.
 SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
-                               const ComputeModel& compute);
+                               const ComputeModel& compute, std::size_t max_dims = 3);
 
-/// Calls `visit` with every plan of every mesh shape (sbp_mesh_shapes), shape by shape:
-/// 6^(dims x layers) of them per shape, for small cases only.
+/// Calls `visit` with every plan of every 1-D and 2-D mesh shape (sbp_mesh_shapes), shape
+/// by shape: 6^(dims x roles) of them per shape, for small cases only.
 void for_each_sbp_plan(const SbpChain& chain, std::size_t devices, const std::function<void(const SbpPlan&)>& visit);
 
 /// Every plan of every shape (small cases only: 36^layers per 2-D shape), the best.
 SbpSearchResult exhaustive_sbp_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
                                       const ComputeModel& compute);
 
-/// "[S(0), B] x [B, S(1)] -> [S(0), S(1)]" per layer, one per line, with the mesh.
+/// "[S(0), B] x [B, S(1)] -> [S(0), S(1)]" per role, one per line, with the mesh.
 std::string describe_sbp_plan(const SbpChain& chain, const SbpPlan& plan);
 
 }  // namespace ddlsim

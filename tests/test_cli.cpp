@@ -661,6 +661,9 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
   CHECK(all.rfind("name,plan,devices,step_time_s,", 0) == 0);
   CHECK(std::count(all.begin(), all.end(), '\n') == 3);
   const std::string row = all.substr(all.find('\n') + 1);
+  // As many columns in every row as in the header (no name here holds a comma).
+  const std::string header = all.substr(0, all.find('\n'));
+  CHECK(std::count(header.begin(), header.end(), ',') == std::count(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(row.find('\n')), ','));
   CHECK(row.rfind("\"dp\",\"dp 16 x tp 1 x pp 1\",16,", 0) == 0);
   const std::size_t at = std::string("\"dp\",\"dp 16 x tp 1 x pp 1\",16,").size();
   CHECK(std::stod(row.substr(at)) == Approx(dp.at("step_time_s").get<double>()));
@@ -679,7 +682,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.0.zero=1.5", "strategies.0.zero: expected 0, 1, 2 or 3"},
       {"strategies.0.t_p=2", "strategies.0.t_p: unknown key (did you mean 'tp'?)"},
       {"workload.batch=8", "workload.batch: the strategies set the batch (global_batch, micro_batch)"},
-      {"workload.model=resnet50", "workload.model: ddlsim run lowers transformers only so far; 'resnet50' is not one"},
+      {"workload.model=resnet50", "workload.seq: resnet50 is not a transformer; it has no sequence"},
       {"strategies.1.pp=32", "strategies.1: dp x tp x pp = 128 devices, but the cluster has 16"},
       {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
       {"strategies.1.order=[\"tp\",\"dp\"]", "strategies.1.order: expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]"},
