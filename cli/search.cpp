@@ -2,10 +2,30 @@
 
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "sim/compute_model.hpp"
 
 namespace ddlsim {
+
+nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name) {
+  nlohmann::ordered_json j;
+  j["name"] = name;
+  j["tp"] = p.tp;
+  j["pp"] = p.pp;
+  j["dp"] = p.dp;
+  j["global_batch"] = p.global_batch;
+  j["micro_batch"] = p.micro_batch;
+  j["schedule"] = p.schedule == PipelineSchedule::kGPipe ? "gpipe" : p.schedule == PipelineSchedule::k1F1B ? "1f1b" : "interleaved";
+  if (p.virtual_stages > 1) j["virtual_stages"] = p.virtual_stages;
+  j["zero"] = p.dp_mode == DataParallelMode::kAllReduce ? 0 : p.dp_mode == DataParallelMode::kZero1 ? 1
+              : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3;
+  j["sequence_parallel"] = p.sequence_parallel;
+  j["recompute"] = p.recompute == Recompute::kNone ? "none" : p.recompute == Recompute::kSelective ? "selective" : "full";
+  return j;
+}
+
+
 
 SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();

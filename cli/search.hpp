@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct SbpSearchOptions {
   bool mcmc = false;  // else autoddl
   std::uint64_t seed = 1;
   int iterations = 500;
+  double budget_s = 1e300;  // mcmc: stop proposing after this long
   bool json = false;
 };
 
@@ -45,10 +47,17 @@ struct SbpSearchOptions {
 /// seq rows.
 SbpChain transformer_layer_chain(const TransformerConfig& model, std::int64_t global_batch);
 
-/// `ddlsim search --method autoddl|mcmc`: searches the scenario's layer chain over all
-/// its accelerators, replays the result with data parallelism and Megatron in SBP terms
-/// on the scenario's network, and prints them ranked by replayed time.
-void sbp_search(const TrainingScenario& s, const SbpSearchOptions& options, std::ostream& out);
+/// `ddlsim search --method autoddl|mcmc`: searches per-role SBP signatures for the whole
+/// model over all its accelerators (autoddl on the model cut to three layers, mcmc
+/// replaying it whole), with the fewest micro-batches (1, 2, 4, ...) whose plan fits in
+/// memory; replays the result, data parallelism and Megatron in SBP terms and the
+/// scenario's strategies of this global batch on the scenario's network; prints them
+/// ranked (those that fit first, by replayed step time) and why the found plan is faster
+/// or slower. Returns the winner as a scenario strategy named "search-best".
+nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOptions& options, std::ostream& out);
+
+/// A Megatron-style plan as a scenario strategy.
+nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name);
 
 /// Runs the grid search on the scenario's model and cluster (its network model for the
 /// replays). Baselines are the scenario's strategies with the space's global batch.

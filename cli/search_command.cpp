@@ -60,24 +60,6 @@ Examples:
 
 Options)";
 
-nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name) {
-  nlohmann::ordered_json j;
-  j["name"] = name;
-  j["tp"] = p.tp;
-  j["pp"] = p.pp;
-  j["dp"] = p.dp;
-  j["global_batch"] = p.global_batch;
-  j["micro_batch"] = p.micro_batch;
-  j["schedule"] = p.schedule == PipelineSchedule::kGPipe ? "gpipe" : p.schedule == PipelineSchedule::k1F1B ? "1f1b" : "interleaved";
-  if (p.virtual_stages > 1) j["virtual_stages"] = p.virtual_stages;
-  j["zero"] = p.dp_mode == DataParallelMode::kAllReduce ? 0 : p.dp_mode == DataParallelMode::kZero1 ? 1
-              : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3;
-  j["sequence_parallel"] = p.sequence_parallel;
-  j["recompute"] = p.recompute == Recompute::kNone ? "none" : p.recompute == Recompute::kSelective ? "selective" : "full";
-  return j;
-}
-
-
 }  // namespace
 
 int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -136,8 +118,24 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     space.global_batch = vm.count("global-batch") ? vm["global-batch"].as<std::int64_t>() : s.strategies.front().plan.global_batch;
     if (space.global_batch < 1 || space.global_batch > 100'000'000) throw InputError("--global-batch: expected 1 to 100000000");
 
+    auto write_out = [&](const nlohmann::ordered_json& best) {
+      if (!vm.count("out")) return;
+      nlohmann::ordered_json o = nlohmann::ordered_json::parse(doc.dump());
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      list.push_back(best);
+      for (const auto& st : o["strategies"]) {
+        if (st.value("name", "") != "search-best") list.push_back(st);
+      }
+      o["strategies"] = list;
+      AtomicFile f(vm["out"].as<std::string>());
+      f.stream() << o.dump(2) << "\n";
+      f.commit();
+    };
+    if (method == "grid" && !s.transformer) {
+      throw InputError("--method grid: the grid holds Megatron-style plans of transformers; " + s.model.name +
+                       " is not one (use --method autoddl or mcmc)");
+    }
     if (method != "grid") {
-      if (vm.count("out")) throw InputError("--out: SBP plans cannot be written as scenario strategies yet (use --method grid)");
       SbpSearchOptions so;
       so.global_batch = space.global_batch;
       so.mcmc = method == "mcmc";
@@ -145,7 +143,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       so.iterations = vm["iterations"].as<int>();
       if (so.iterations < 1 || so.iterations > 1'000'000) throw InputError("--iterations: expected 1 to 1000000");
       so.json = vm.count("json") > 0;
-      sbp_search(s, so, out);
+      so.budget_s = budget;
+      write_out(sbp_search(s, so, out));
       report_time();
       return kExitOk;
     }
@@ -166,18 +165,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (replayed.empty()) throw InputError("no plan to replay: every grid plan is pruned and no strategy has this global batch");
     const SearchCandidate& best = replayed.front();
 
-    if (vm.count("out")) {
-      nlohmann::ordered_json o = nlohmann::ordered_json::parse(doc.dump());
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      list.push_back(plan_json(best.plan, "search-best"));
-      for (const auto& st : o["strategies"]) {
-        if (st.value("name", "") != "search-best") list.push_back(st);
-      }
-      o["strategies"] = list;
-      AtomicFile f(vm["out"].as<std::string>());
-      f.stream() << o.dump(2) << "\n";
-      f.commit();
-    }
+    write_out(plan_json(best.plan, "search-best"));
     if (vm.count("json")) {
       nlohmann::ordered_json j;
       j["scenario"] = s.name;

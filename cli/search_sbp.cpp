@@ -1,13 +1,31 @@
-#include "cli/search.hpp"
-
+// `ddlsim search --method autoddl|mcmc`: SBP plans for the whole model, found, replayed and
+// compared with the expert baselines.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "cli/search.hpp"
 #include "sim/compute_model.hpp"
 #include "strategies/sbp_mcmc.hpp"
+#include "support/input_error.hpp"
 
 namespace ddlsim {
+namespace {
+
+struct Candidate {
+  TrainingStrategy strategy;
+  std::string origin;  // "autoddl", "mcmc", "sbp baseline", "scenario"
+  double estimate_s = 0;
+  SbpCost cost;        // SBP plans: the analytical breakdown
+  bool sbp = false;
+  TrainingReport report;
+};
+
+}  // namespace
 
 SbpChain transformer_layer_chain(const TransformerConfig& m, std::int64_t global_batch) {
   const std::int64_t d = m.head_dim();
@@ -22,88 +40,238 @@ SbpChain transformer_layer_chain(const TransformerConfig& m, std::int64_t global
   return c;
 }
 
-void sbp_search(const TrainingScenario& s, const SbpSearchOptions& o, std::ostream& out) {
-  const SbpChain chain = transformer_layer_chain(s.model, o.global_batch);
+nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOptions& o, std::ostream& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t batch = o.global_batch;
   const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
   NetworkFabric fabric(s.cluster, s.catalog);
-  const ComputeModel compute(s.catalog.accelerator(s.cluster.node(devices.front()).model));
-  struct Row {
-    std::string name;
-    SbpPlan plan;
-    double estimate_s, replay_s;
-  };
-  std::vector<Row> rows;
-  auto add = [&](const std::string& name, const SbpPlan& plan) {
-    rows.push_back({name, plan, sbp_cost(chain, plan, devices, fabric, compute).total(),
-                    replay_sbp_plan(chain, plan, devices, fabric, compute, s.network)});
-  };
+  const AcceleratorSpec& acc = accelerator_of(s);
+  const ComputeModel compute(acc);
+  const double memory = acc.memory.value();
+  const char* method = o.mcmc ? "mcmc" : "autoddl";
+
+  // Micro-batches 1, 2, 4, ... (dividing the batch): the best plan that fits, by its
+  // estimate (autoddl) or replay (mcmc); more micro-batches are tried while that improves.
+  SbpPlan found;
+  SbpChain found_chain;
+  double found_cost = std::numeric_limits<double>::infinity();
+  bool found_fits = false;
   std::uint64_t evaluated = 0;
-  if (o.mcmc) {
-    McmcOptions mo;
-    mo.seed = o.seed;
-    mo.iterations = o.iterations;
-    mo.network = s.network;
-    const McmcResult r = mcmc_sbp_search(chain, data_parallel_plan(chain, {static_cast<int>(devices.size())}), devices,
-                                         fabric, compute, mo);
-    evaluated = r.replayed;
-    add("mcmc", r.plan);
-  } else {
-    const SbpSearchResult a = autoddl_search(chain, devices, fabric, compute);
-    evaluated = a.evaluated;
-    add("autoddl", a.plan);
+  // One search at k micro-batches, remembered.
+  struct AtK {
+    SbpPlan plan;
+    SbpChain chain;
+    double cost = 0;
+    SbpMemory memory;
+    bool fits = false;
+  };
+  std::map<std::int64_t, AtK> tried;
+  auto search_at = [&](std::int64_t k) -> const AtK& {
+    if (const auto it = tried.find(k); it != tried.end()) return it->second;
+    AtK r;
+    r.chain = scenario_chain(s, batch / k, true);
+    if (o.mcmc) {
+      const SbpChain full = scenario_chain(s, batch / k, false);
+      McmcOptions mo;
+      mo.seed = o.seed;
+      mo.iterations = o.iterations;
+      mo.network = s.network;
+      mo.memory_bytes = memory;
+      mo.budget_s = o.budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      SbpPlan start = data_parallel_plan(full, {static_cast<int>(devices.size())});
+      start.micro_batches = static_cast<int>(k);
+      const McmcResult m = mcmc_sbp_search(full, start, devices, fabric, compute, mo);
+      evaluated += m.replayed;
+      r.plan = sbp_plan_of(r.chain, sbp_strategy_of(full, m.plan), "mcmc");  // the same roles' signatures
+      r.cost = m.step_s;
+    } else {
+      AutoddlOptions ao;
+      ao.memory_bytes = memory;
+      ao.micro_batches = static_cast<int>(k);
+      const SbpSearchResult a = autoddl_search(r.chain, devices, fabric, compute, ao);
+      evaluated += a.evaluated;
+      r.plan = a.plan;
+      r.cost = a.cost.total();
+    }
+    r.memory = sbp_memory(r.chain, r.plan);
+    r.fits = sbp_plan_problem(r.chain, r.plan).empty() && r.memory.total() <= memory;
+    return tried.emplace(k, std::move(r)).first->second;
+  };
+  auto valid = [&](std::int64_t k) { return k >= 1 && k <= batch && batch % k == 0; };
+  // Up, by as many micro-batches as the last plan's activations need to fit (at least
+  // twice as many), until one fits; then down by halves while fewer still fit; then up by
+  // doubling while that is faster.
+  std::int64_t k = 1, lowest_unfit = 0;
+  while (!search_at(k).fits) {
+    lowest_unfit = k;
+    const AtK& r = search_at(k);
+    std::int64_t next = 2 * k;
+    const double room = memory - (r.memory.weights + r.memory.gradients + r.memory.optimizer);
+    if (room > 0) {
+      while (valid(next * 2) && r.memory.activations * static_cast<double>(k) / static_cast<double>(next) > room) next *= 2;
+    }
+    if (!valid(next)) break;
+    k = next;
   }
-  add("data-parallel", data_parallel_plan(chain, {static_cast<int>(devices.size())}));
-  add("megatron", megatron_plan(chain, static_cast<int>(devices.size())));
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.replay_s < y.replay_s; });
+  while (search_at(k).fits && k / 2 > lowest_unfit && valid(k / 2) && search_at(k / 2).fits) k /= 2;
+  for (std::int64_t best_k = k; valid(2 * best_k) && search_at(best_k).fits;) {
+    const AtK& more = search_at(2 * best_k);
+    if (!more.fits || more.cost >= search_at(best_k).cost) break;
+    best_k *= 2;
+    k = best_k;
+  }
+  // The best that fits (else the last tried).
+  for (const auto& [kk, r] : tried) {
+    if (r.fits && (!found_fits || r.cost < found_cost)) {
+      found = r.plan;
+      found_chain = r.chain;
+      found_cost = r.cost;
+      found_fits = true;
+    }
+  }
+  if (!found_fits) {
+    found = tried.rbegin()->second.plan;
+    found_chain = tried.rbegin()->second.chain;
+  }
+
+  // The candidates: the found plan, data parallelism and Megatron in SBP terms with as
+  // many micro-batches, and the scenario's strategies of this global batch.
+  std::vector<Candidate> all;
+  auto add_sbp = [&](const std::string& name, const std::string& origin, const SbpPlan& plan) {
+    if (!sbp_plan_problem(found_chain, plan).empty()) return;  // cannot run this model (a note below says so)
+    Candidate c;
+    c.strategy.plan.name = name;
+    c.strategy.plan.global_batch = batch;
+    c.strategy.sbp = sbp_strategy_of(found_chain, plan);
+    c.origin = origin;
+    c.sbp = true;
+    c.cost = sbp_cost(found_chain, plan, devices, fabric, compute);
+    c.estimate_s = c.cost.total();
+    all.push_back(std::move(c));
+  };
+  add_sbp(method, method, found);
+  SbpPlan dp = data_parallel_plan(found_chain, {static_cast<int>(devices.size())});
+  dp.micro_batches = found.micro_batches;
+  add_sbp("sbp-data-parallel", "sbp baseline", dp);
+  SbpPlan mt = megatron_plan(found_chain, static_cast<int>(devices.size()));
+  mt.micro_batches = found.micro_batches;
+  add_sbp("sbp-megatron", "sbp baseline", mt);
+  for (const TrainingStrategy& t : s.strategies) {
+    if (t.plan.global_batch != batch) continue;
+    Candidate c;
+    c.strategy = t;
+    c.origin = "scenario";
+    c.sbp = t.sbp.has_value();
+    if (c.sbp) {
+      const SbpChain chain = scenario_chain(s, batch / t.sbp->micro_batches, true);
+      c.cost = sbp_cost(chain, sbp_plan_of(chain, *t.sbp, t.plan.name), devices, fabric, compute);
+      c.estimate_s = c.cost.total();
+    } else {
+      c.estimate_s = estimate_step(s.model, t.plan, fabric, compute);
+    }
+    all.push_back(std::move(c));
+  }
+  for (Candidate& c : all) c.report = run_training_strategy(s, c.strategy);
+  // Fastest first among those that fit; then those that do not (ties: in the order above).
+  std::stable_sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.report.fits_in_memory != b.report.fits_in_memory) return a.report.fits_in_memory;
+    return a.report.step_time_s < b.report.step_time_s;
+  });
+  const Candidate& best = all.front();
+  nlohmann::ordered_json best_json;
+  if (best.sbp) {
+    const SbpChain chain = scenario_chain(s, batch / best.strategy.sbp->micro_batches, true);
+    best_json = sbp_strategy_json("search-best", batch, chain, sbp_plan_of(chain, *best.strategy.sbp, "search-best"));
+  } else {
+    best_json = plan_json(best.strategy.plan, "search-best");
+  }
+
+  // Why the found plan is faster or slower: its analytical breakdown against SBP data
+  // parallelism's (the same model), and its replay against the best baseline's.
+  const Candidate* self = nullptr;
+  const Candidate* sdp = nullptr;
+  const Candidate* rival = nullptr;
+  for (const Candidate& c : all) {
+    if (c.origin == method) self = &c;
+    else if (c.strategy.plan.name == "sbp-data-parallel") sdp = &c;
+    if (c.origin != method && c.report.fits_in_memory && !rival) rival = &c;
+  }
 
   if (o.json) {
     nlohmann::ordered_json j;
     j["scenario"] = s.name;
-    j["method"] = o.mcmc ? "mcmc" : "autoddl";
-    j["rows"] = chain.m;
-    j["layers"] = s.model.layers;
+    j["method"] = method;
+    j["global_batch"] = batch;
     j["evaluated"] = evaluated;
     nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
-    for (const Row& r : rows) {
+    for (const Candidate& c : all) {
       nlohmann::ordered_json e;
-      e["name"] = r.name;
-      e["mesh"] = r.plan.dims;
-      nlohmann::ordered_json ops = nlohmann::ordered_json::object();
-      for (std::size_t i = 0; i < chain.layers.size(); ++i) {
-        const MatmulSignature& sig = r.plan.layers[i];
-        ops[chain.layers[i].name] = to_string(sig.a) + " x " + to_string(sig.b) + " -> " + to_string(sig.c);
+      e["name"] = c.strategy.plan.name;
+      e["origin"] = c.origin;
+      e["plan"] = c.report.plan;
+      e["estimate_s"] = c.estimate_s;
+      if (c.sbp) {
+        e["estimate_breakdown_s"] = {{"compute", c.cost.compute_s}, {"boxing", c.cost.boxing_s}, {"gradient_sync", c.cost.gradient_sync_s}};
       }
-      e["signatures"] = ops;
-      e["layer_estimate_s"] = r.estimate_s;
-      e["layer_step_s"] = r.replay_s;
+      e["step_time_s"] = c.report.step_time_s;
+      e["mfu"] = c.report.mfu;
+      e["compute_s"] = c.report.compute_busy_s;
+      e["exposed_comm_s"] = c.report.exposed_comm_s;
+      e["peak_memory_bytes"] = c.report.peak_memory_bytes;
+      e["fits_in_memory"] = c.report.fits_in_memory;
       ranked.push_back(e);
     }
     j["ranked"] = ranked;
+    j["best"] = best_json;
     out << j.dump(2) << "\n";
-    return;
+    return best_json;
   }
-  out << "scenario: " << s.name << " (" << s.model.name << " on " << devices.size()
-      << " accelerators, network " << network_model_name(s.network) << ")\n";
-  out << "searched: one layer's linear chain (";
-  for (std::size_t i = 0; i < chain.layers.size(); ++i) out << (i ? ", " : "") << chain.layers[i].name;
-  out << ") on " << chain.m << " rows (global batch x sequence), SBP signatures on 1-D and 2-D meshes, "
-      << (o.mcmc ? "Metropolis-Hastings with the replay as cost" : "coordinate descent on the analytical cost") << "\n\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "%4s  %-14s %-10s %16s %16s %18s\n", "rank", "name", "mesh", "estimate (ms)",
-                "replay (ms)", "x layers (s)");
+
+  out << "scenario: " << s.name << " (" << s.model.name << " on " << devices.size() << " accelerators, global batch "
+      << batch << ", network " << network_model_name(s.network) << ")\n";
+  out << "searched: per-role SBP signatures of every GEMM (" << sbp_roles(found_chain).size()
+      << " roles) on meshes of " << (o.mcmc ? "1 or 2" : "1 to 3") << " dimensions, "
+      << (o.mcmc ? "Metropolis-Hastings with the replay as cost" : "coordinate descent on the analytical cost")
+      << ", as many micro-batches as fit in memory, then fewer or more while faster\n\n";
+  char line[400];
+  std::snprintf(line, sizeof line, "%4s  %-20s %-13s %-58s %13s %10s %6s %10s\n", "rank", "name", "origin", "plan",
+                "estimate (s)", "step (s)", "MFU %", "peak (GiB)");
   out << line;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    std::string mesh;
-    for (int d : rows[i].plan.dims) mesh += (mesh.empty() ? "" : "x") + std::to_string(d);
-    std::snprintf(line, sizeof line, "%4zu  %-14s %-10s %16.3f %16.3f %18.3f\n", i + 1, rows[i].name.c_str(), mesh.c_str(),
-                  rows[i].estimate_s * 1e3, rows[i].replay_s * 1e3,
-                  rows[i].replay_s * static_cast<double>(s.model.layers));
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const Candidate& c = all[i];
+    std::snprintf(line, sizeof line, "%4zu  %-20s %-13s %-58s %13.3f %10.3f %6.1f %10.2f%s\n", i + 1,
+                  c.strategy.plan.name.c_str(), c.origin.c_str(), c.report.plan.c_str(), c.estimate_s,
+                  c.report.step_time_s, c.report.mfu * 100, c.report.peak_memory_bytes / 1073741824.0,
+                  c.report.fits_in_memory ? "" : "  OUT OF MEMORY");
     out << line;
   }
-  out << "\nbest: " << rows.front().name << ", " << describe_sbp_plan(chain, rows.front().plan);
-  out << "\n" << evaluated << (o.mcmc ? " plans replayed" : " plans estimated")
-      << ". SBP plans cover the linear layers only (not attention, norms, embedding, pipelines or memory),\n"
-         "and 'ddlsim run' cannot replay them yet.\n";
+  out << "\nfound (" << method << "): " << describe_sbp_plan(found_chain, found);
+  if (found.micro_batches > 1) out << "  in " << found.micro_batches << " micro-batches\n";
+  if (!self) out << "  (it cannot run this model: " << sbp_plan_problem(found_chain, found) << ")\n";
+  const bool same_as_dp = self && sdp && sbp_strategy_json("", 0, found_chain, found) ==
+                                                sbp_strategy_json("", 0, found_chain, sbp_plan_of(found_chain, *sdp->strategy.sbp, ""));
+  if (same_as_dp) out << "it is data parallelism: no other signature lowers the cost\n";
+  if (self && sdp && !same_as_dp) {
+    std::snprintf(line, sizeof line,
+                  "why, against SBP data parallelism (the same cost model, s per step): compute %.3f -> %.3f, "
+                  "activation re-layouts %.3f -> %.3f, gradient synchronization %.3f -> %.3f\n",
+                  sdp->cost.compute_s, self->cost.compute_s, sdp->cost.boxing_s, self->cost.boxing_s,
+                  sdp->cost.gradient_sync_s, self->cost.gradient_sync_s);
+    out << line;
+  }
+  if (self && rival) {
+    const double gain = 1 - self->report.step_time_s / rival->report.step_time_s;
+    std::snprintf(line, sizeof line,
+                  "against the best other plan that fits (%s, replayed): step %.3f -> %.3f s (%+.1f%%), compute %.3f -> %.3f s, "
+                  "exposed communication %.3f -> %.3f s\n",
+                  rival->strategy.plan.name.c_str(), rival->report.step_time_s, self->report.step_time_s, -gain * 100,
+                  rival->report.compute_busy_s, self->report.compute_busy_s, rival->report.exposed_comm_s,
+                  self->report.exposed_comm_s);
+    out << line;
+  }
+  out << "best: " << best.strategy.plan.name << " (" << best.report.plan << "), " << best.report.step_time_s
+      << " s per step\n\n" << evaluated << (o.mcmc ? " plans replayed" : " plans estimated") << " in the search\n";
+  return best_json;
 }
 
 }  // namespace ddlsim

@@ -83,6 +83,11 @@ TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, con
     throw InputError(mesh.path() + ": the mesh has " + std::to_string(product) + " devices; the cluster has " +
                      std::to_string(devices) + " accelerators");
   }
+  st.micro_batches = static_cast<int>(std::min<std::int64_t>(sb.positive_int_or("micro_batches", 1), 1'000'000));
+  if (t.plan.global_batch % st.micro_batches != 0) {
+    throw InputError(sb.field_path("micro_batches") + ": " + std::to_string(st.micro_batches) + " does not divide the global batch (" +
+                     std::to_string(t.plan.global_batch) + ")");
+  }
   JsonObject sigs = sb.object("signatures");
   const std::string sigs_path = sigs.path();
   for (const auto& [role, value] : raw.at("sbp").at("signatures").items()) {
@@ -99,7 +104,7 @@ TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, con
   sb.finish();
   o.finish();
   t.sbp = std::move(st);
-  const SbpChain chain = scenario_chain(s, t.plan.global_batch, true);
+  const SbpChain chain = scenario_chain(s, t.plan.global_batch / t.sbp->micro_batches, true);
   const SbpPlan plan = sbp_plan_of(chain, *t.sbp, sigs_path);
   if (const std::string why = sbp_plan_problem(chain, plan); !why.empty()) throw InputError(sigs_path + ": " + why);
   return t;

@@ -33,6 +33,7 @@ namespace ddlsim {
 /// "signatures": {"layer*.qkv": "[S(0), B] x [B, S(1)] -> [S(0), S(1)]", ...}}}.
 struct SbpStrategy {
   std::vector<int> mesh;
+  int micro_batches = 1;  // the global batch in this many passes (gradient accumulation)
   std::vector<std::pair<std::string, MatmulSignature>> signatures;  // by role, in the scenario's order
 };
 
@@ -126,13 +127,15 @@ std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& 
 /// for the analytical cost, which is the same for every layer after the first).
 SbpChain scenario_chain(const TrainingScenario& s, std::int64_t global_batch, bool cut);
 
-/// The strategy's plan on the chain; InputError naming `path` for a role the model lacks
+/// The strategy's plan on the chain (built at global_batch / micro_batches); InputError naming `path` for a role the model lacks
 /// or one left out.
 SbpPlan sbp_plan_of(const SbpChain& chain, const SbpStrategy& strategy, const std::string& path);
 
 /// The strategy as a scenario writes it (inverse of the reader).
 nlohmann::ordered_json sbp_strategy_json(const std::string& name, std::int64_t global_batch, const SbpChain& chain,
                                          const SbpPlan& plan);
+/// The plan as a strategy (its roles' signatures).
+SbpStrategy sbp_strategy_of(const SbpChain& chain, const SbpPlan& plan);
 
 /// Lowers and replays one strategy (Megatron-style or SBP).
 TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,

@@ -52,8 +52,14 @@ SbpPlan sbp_plan_of(const SbpChain& chain, const SbpStrategy& strategy, const st
   for (const auto& r : roles) names.push_back(r.first);
   SbpPlan plan;
   plan.dims = strategy.mesh;
+  plan.micro_batches = strategy.micro_batches;
   plan.layers.resize(chain.layers.size());
+  const MatmulSignature* rest = nullptr;  // "*": every role not named
   for (const auto& [role, sig] : strategy.signatures) {
+    if (role == "*") {
+      rest = &sig;
+      continue;
+    }
     const auto it = std::find(names.begin(), names.end(), role);
     if (it == names.end()) {
       throw InputError(path + "." + role + ": the model has no layer role '" + role + "'" + did_you_mean(role, names) +
@@ -64,7 +70,11 @@ SbpPlan sbp_plan_of(const SbpChain& chain, const SbpStrategy& strategy, const st
   for (const auto& [role, layers] : roles) {
     const bool given = std::any_of(strategy.signatures.begin(), strategy.signatures.end(),
                                    [&](const auto& e) { return e.first == role; });
-    if (!given) throw InputError(path + ": missing the signature of '" + role + "' (every role needs one: " + joined(names) + ")");
+    if (!given && rest) {
+      for (std::size_t i : layers) plan.layers[i] = *rest;
+      continue;
+    }
+    if (!given) throw InputError(path + ": missing the signature of '" + role + "' (every role needs one, or give \"*\" for the roles not named: " + joined(names) + ")");
   }
   return plan;
 }
@@ -76,13 +86,21 @@ nlohmann::ordered_json sbp_strategy_json(const std::string& name, std::int64_t g
   nlohmann::ordered_json j;
   j["name"] = name;
   j["global_batch"] = global_batch;
-  j["sbp"] = {{"mesh", plan.dims}, {"signatures", sigs}};
+  j["sbp"] = {{"mesh", plan.dims}, {"micro_batches", plan.micro_batches}, {"signatures", sigs}};
   return j;
+}
+
+SbpStrategy sbp_strategy_of(const SbpChain& chain, const SbpPlan& plan) {
+  SbpStrategy st;
+  st.mesh = plan.dims;
+  st.micro_batches = plan.micro_batches;
+  for (const auto& [role, layers] : sbp_roles(chain)) st.signatures.push_back({role, plan.layers[layers.front()]});
+  return st;
 }
 
 TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrategy& strategy, const TrainingOutputs& outputs) {
   const std::int64_t batch = strategy.plan.global_batch;
-  const SbpChain chain = scenario_chain(s, batch, false);
+  const SbpChain chain = scenario_chain(s, batch / strategy.sbp->micro_batches, false);
   const SbpPlan plan = sbp_plan_of(chain, *strategy.sbp, "strategies." + strategy.plan.name + ".sbp.signatures");
   NetworkFabric fabric(s.cluster, s.catalog);
   const AcceleratorSpec& acc = accelerator_of(s);
@@ -90,12 +108,17 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
   // Refuse graphs that would exhaust memory before building them: a task per device and
   // stage, forward and backward.
-  const double tasks = static_cast<double>(devices.size()) * 4.0 * 2.0 * static_cast<double>(chain.layers.size());
-  if (tasks > 60e6) {
+  // Under the analytical network, graphs of more than 2 million tasks are folded to
+  // device 0 (exact on symmetric meshes; strategies/sbp_lowering.hpp).
+  const double per_device = 4.0 * 2.0 * static_cast<double>(chain.layers.size()) * strategy.sbp->micro_batches;
+  const double tasks = static_cast<double>(devices.size()) * per_device;
+  const bool fold = s.network == NetworkModelKind::kAnalytical && tasks > 2e6;
+  if (!fold && tasks > 60e6) {
     throw InputError("strategies." + strategy.plan.name + ": this plan would replay about " +
-                     std::to_string(static_cast<long long>(tasks)) + " tasks, more than the limit of 60000000");
+                     std::to_string(static_cast<long long>(tasks)) +
+                     " tasks, more than the limit of 60000000; the analytical network (simulation.network) folds it");
   }
-  LoweredSbpStep step = lower_sbp_chain(chain, plan, devices, fabric, compute, s.network);
+  LoweredSbpStep step = lower_sbp_chain(chain, plan, devices, fabric, compute, s.network, fold);
   std::vector<ResourceModel*> models;
   for (auto& r : step.resources) models.push_back(r.get());
   ResourceUsage usage;
@@ -119,7 +142,8 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   r.name = strategy.plan.name;
   std::string mesh;
   for (int d : plan.dims) mesh += (mesh.empty() ? "" : "x") + std::to_string(d);
-  r.plan = "sbp on mesh " + mesh;
+  r.plan = "sbp on mesh " + mesh + (plan.micro_batches > 1 ? ", " + std::to_string(plan.micro_batches) + " micro-batches" : "") +
+           (step.folded ? (step.fold_exact ? " (folded)" : " (folded, slowest lines)") : "");
   r.devices = static_cast<int>(devices.size());
   r.step_time_s = result.makespan.value();
   r.samples_per_s = static_cast<double>(batch) / r.step_time_s;

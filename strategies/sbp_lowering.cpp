@@ -1,7 +1,14 @@
 #include "strategies/sbp_lowering.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
+
 #include "sim/collectives.hpp"
 #include "sim/compute_stream.hpp"
+#include "sim/delay_pool.hpp"
 #include "strategies/stage_costs.hpp"
 #include "support/input_error.hpp"
 
@@ -11,13 +18,19 @@ namespace {
 class SbpLowering {
  public:
   SbpLowering(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices, NetworkFabric& fabric,
-              const ComputeModel& compute, NetworkModelKind network, LoweredSbpStep& out)
+              const ComputeModel& compute, NetworkModelKind network, bool fold, LoweredSbpStep& out)
       : chain_(chain), plan_(plan), fabric_(fabric), compute_(compute), out_(out), g_(out.graph),
         mesh_(DeviceMesh::over(plan.dims, devices)) {
     std::unique_ptr<NetworkModel> net = make_network(network, "network", fabric);
     out_.resources.push_back(std::move(net));
     out_.network = ResourceId(0);
-    for (std::size_t p = 0; p < mesh_.size(); ++p) {
+    out_.folded = fold && network == NetworkModelKind::kAnalytical;
+    if (out_.folded) {
+      out_.resources.push_back(std::make_unique<DelayPool>("collectives"));
+      priced_ = ResourceId(static_cast<std::uint32_t>(out_.resources.size() - 1));
+    }
+    devices_ = out_.folded ? 1 : mesh_.size();
+    for (std::size_t p = 0; p < devices_; ++p) {
       out_.resources.push_back(std::make_unique<ComputeStream>("dev" + std::to_string(p) + ".compute"));
       out_.compute.push_back(ResourceId(static_cast<std::uint32_t>(out_.resources.size() - 1)));
     }
@@ -30,40 +43,43 @@ class SbpLowering {
     }
     if (const std::string why = sbp_plan_problem(chain_, plan_); !why.empty()) throw InputError(why);
     const TaskId start = g_.add(Marker{}, "step start").id();
-    last_.assign(mesh_.size(), start);
+    last_.assign(devices_, start);
     const auto [before_f, before_b] = sbp_before_times(chain_, plan_.dims, mesh_.devices, fabric_, compute_);
-    if (!chain_.before.empty()) computes(before_f, "forward");
-    for (const SbpStage& st : stages) {
-      if (st.kind == SbpStage::Kind::kBoxing) {
-        relay(st.from, st.to, st.bytes, last_);
-      } else {
-        computes(st.forward_s, "forward");
-      }
-    }
-    std::vector<std::vector<TaskId>> gradients(mesh_.size());  // per device: ends of its weight-gradient collectives
-    for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
-      const SbpStage& st = *it;
-      if (st.kind == SbpStage::Kind::kBoxing) {
-        if (st.backward) relay(gradient_sbp(st.to), gradient_sbp(st.from), st.bytes, last_);
-        continue;
-      }
-      computes(st.backward_s, "backward");
-      if (st.kind == SbpStage::Kind::kElementwise) continue;
-      if (!(st.grad == st.weights)) {
-        std::vector<TaskId> sync = last_;  // off the backward's path: it overlaps
-        relay(st.grad, st.weights, st.weight_bytes, sync);
-        for (std::size_t p = 0; p < mesh_.size(); ++p) {
-          if (sync[p] != last_[p]) gradients[p].push_back(sync[p]);
+    std::vector<std::vector<TaskId>> gradients(devices_);  // per device: ends of its weight-gradient collectives
+    for (int pass = 0; pass < plan_.micro_batches; ++pass) {
+      const bool last_pass = pass + 1 == plan_.micro_batches;  // gradients are synchronized once, in the last backward
+      if (!chain_.before.empty()) computes(before_f, "forward");
+      for (const SbpStage& st : stages) {
+        if (st.kind == SbpStage::Kind::kBoxing) {
+          relay(st.from, st.to, st.bytes, last_);
+        } else {
+          computes(st.forward_s, "forward");
         }
       }
+      for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
+        const SbpStage& st = *it;
+        if (st.kind == SbpStage::Kind::kBoxing) {
+          if (st.backward) relay(gradient_sbp(st.to), gradient_sbp(st.from), st.bytes, last_);
+          continue;
+        }
+        computes(st.backward_s, "backward");
+        if (st.kind == SbpStage::Kind::kElementwise || !last_pass) continue;
+        if (!(st.grad == st.weights)) {
+          std::vector<TaskId> sync = last_;  // off the backward's path: it overlaps
+          relay(st.grad, st.weights, st.weight_bytes, sync);
+          for (std::size_t p = 0; p < devices_; ++p) {
+            if (sync[p] != last_[p]) gradients[p].push_back(sync[p]);
+          }
+        }
+      }
+      if (!chain_.before.empty()) computes(before_b, "backward");
     }
-    if (!chain_.before.empty()) computes(before_b, "backward");
     // Each device's optimizer step on its local parameters, once its gradients are in.
     const SbpMemory mem = sbp_memory(chain_, plan_);
     const double params = mem.weights / data_type_bytes(chain_.dtype);
     const Seconds step = optimizer_step_time(params, compute_);
     const TaskId end = g_.add(Marker{}, "step end").id();
-    for (std::size_t p = 0; p < mesh_.size(); ++p) {
+    for (std::size_t p = 0; p < devices_; ++p) {
       const TaskId t = g_.add(Compute{out_.compute[p], step, Flops(0.0)}, "optimizer").id();
       g_.add_edge(last_[p], t);
       for (TaskId x : gradients[p]) g_.add_edge(x, t);
@@ -73,7 +89,7 @@ class SbpLowering {
 
  private:
   void computes(double seconds, const char* name) {
-    for (std::size_t p = 0; p < mesh_.size(); ++p) {
+    for (std::size_t p = 0; p < devices_; ++p) {
       const TaskId t = g_.add(Compute{out_.compute[p], Seconds(seconds), Flops(0.0)}, name).id();
       g_.add_edge(last_[p], t);
       last_[p] = t;
@@ -84,6 +100,13 @@ class SbpLowering {
   void relay(const NdSbp& from, const NdSbp& to, double bytes, std::vector<TaskId>& last) {
     for (const BoxingStep& step : boxing_steps(from, to, bytes, mesh_)) {
       if (step.local) continue;
+      if (out_.folded) {  // device 0's line, priced
+        const TaskId t = g_.add(Compute{priced_, Seconds(priced_time(step)), Flops(0.0)}, std::string(op_name(step.op))).id();
+        g_.add_edge(last[0], t);
+        last[0] = t;
+        ++out_.collectives;
+        continue;
+      }
       for (const std::vector<std::size_t>& members : mesh_.lines(step.mesh_dim)) {
         std::vector<NodeId> nodes;
         for (std::size_t p : members) nodes.push_back(mesh_.devices[p]);
@@ -100,6 +123,24 @@ class SbpLowering {
     }
   }
 
+  // The analytical time of the step's collective: the slowest of its lines (all of them
+  // alike on a symmetric mesh; out_.fold_exact records whether they were).
+  double priced_time(const BoxingStep& step) {
+    const auto key = std::make_tuple(step.mesh_dim, static_cast<int>(step.op), step.bytes);
+    if (const auto it = priced_memo_.find(key); it != priced_memo_.end()) return it->second;
+    double slowest = 0, fastest = std::numeric_limits<double>::infinity();
+    for (const std::vector<std::size_t>& members : mesh_.lines(step.mesh_dim)) {
+      std::vector<NodeId> nodes;
+      for (std::size_t p : members) nodes.push_back(mesh_.devices[p]);
+      const CollectiveGroup group = CollectiveGroup::of(fabric_, nodes);
+      const double t = analytical_collective_time(fabric_, group, chosen_spec(fabric_, group, step.op, step.bytes));
+      slowest = std::max(slowest, t);
+      fastest = std::min(fastest, t);
+    }
+    if (slowest - fastest > 1e-9 * slowest) out_.fold_exact = false;
+    return priced_memo_[key] = slowest;
+  }
+
   const SbpChain& chain_;
   const SbpPlan& plan_;
   NetworkFabric& fabric_;
@@ -108,6 +149,9 @@ class SbpLowering {
   TaskGraph& g_;
   DeviceMesh mesh_;
   std::vector<TaskId> last_;  // per device: its latest task on the step's path
+  std::size_t devices_ = 0;   // devices with a compute stream: all, or 1 when folded
+  ResourceId priced_{0};      // folded: the collectives' delay pool
+  std::map<std::tuple<std::size_t, int, double>, double> priced_memo_;
 };
 
 }  // namespace
@@ -122,9 +166,9 @@ NdSbp gradient_sbp(const NdSbp& s) {
 }
 
 LoweredSbpStep lower_sbp_chain(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
-                               NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network) {
+                               NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network, bool fold) {
   LoweredSbpStep out;
-  SbpLowering(chain, plan, devices, fabric, compute, network, out).run();
+  SbpLowering(chain, plan, devices, fabric, compute, network, fold, out).run();
   return out;
 }
 

@@ -31,15 +31,26 @@ struct LoweredSbpStep {
   TaskGraph graph;
   std::vector<std::unique_ptr<ResourceModel>> resources;  // indexed by ResourceId
   ResourceId network;
-  std::vector<ResourceId> compute;  // per device, in mesh order
-  std::uint64_t collectives = 0;
+  std::vector<ResourceId> compute;  // per device, in mesh order (folded: device 0's only)
+  std::uint64_t collectives = 0;    // lowered (folded: device 0's)
+  bool folded = false;
+  bool fold_exact = true;  // folded: every line of every collective cost the same
 };
 
 /// Throws InputError when the mesh needs more devices than given, the plan does not fit
 /// the chain (sbp_plan_problem) or a layer stands for others (repeat: cut chains are for
 /// the analytical cost only).
+///
+/// `fold`, under the analytical network (ignored under flow): only device 0 is lowered,
+/// each of its collectives one task on a delay pool lasting the slowest of that
+/// collective's lines (every line along the mesh dimension runs it). When every line
+/// costs the same (fold_exact: a symmetric mesh), every device does the same work at the
+/// same times and concurrent collectives do not slow each other under the analytical
+/// model, so this is the full replay's step time from a graph mesh-size times smaller;
+/// otherwise it is the lock-step approximation (each collective waits for its slowest line).
 LoweredSbpStep lower_sbp_chain(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
-                               NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network);
+                               NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network,
+                               bool fold = false);
 
 /// The SBP a tensor's gradient has when the tensor has `s`: splits stay, a broadcast
 /// tensor's gradient is a partial sum and a partial sum's gradient is broadcast.

@@ -1,6 +1,8 @@
 #include "strategies/sbp_mcmc.hpp"
 
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "sim/core/engine.hpp"
@@ -27,7 +29,7 @@ class Rng {
 };
 
 std::string key_of(const SbpPlan& p) {
-  std::string k;
+  std::string k = std::to_string(p.micro_batches) + ":";
   for (int d : p.dims) k += std::to_string(d) + "x";
   for (const MatmulSignature& s : p.layers) k += to_string(s.a) + to_string(s.b) + to_string(s.c) + ";";
   return k;
@@ -37,7 +39,7 @@ std::string key_of(const SbpPlan& p) {
 
 double replay_sbp_plan(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
                        NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network) {
-  LoweredSbpStep s = lower_sbp_chain(chain, plan, devices, fabric, compute, network);
+  LoweredSbpStep s = lower_sbp_chain(chain, plan, devices, fabric, compute, network, true);
   std::vector<ResourceModel*> ptrs;
   for (auto& r : s.resources) ptrs.push_back(r.get());
   return replay(s.graph, ptrs).makespan.value();
@@ -47,29 +49,40 @@ McmcResult mcmc_sbp_search(const SbpChain& chain, const SbpPlan& start, const st
                            NetworkFabric& fabric, const ComputeModel& compute, const McmcOptions& o) {
   McmcResult out;
   std::map<std::string, double> seen;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Plans that cannot run the chain, or do not fit the memory, are never replayed: they
+  // cost infinity (a walk from one accepts any proposal that can run).
   auto cost = [&](const SbpPlan& p) {
     const std::string k = key_of(p);
     const auto it = seen.find(k);
     if (it != seen.end()) return it->second;
+    if (!sbp_plan_problem(chain, p).empty() || (o.memory_bytes > 0 && sbp_memory(chain, p).total() > o.memory_bytes)) {
+      return seen[k] = std::numeric_limits<double>::infinity();
+    }
     ++out.replayed;
     return seen[k] = replay_sbp_plan(chain, p, devices, fabric, compute, o.network);
   };
-  const std::vector<std::vector<int>> shapes = sbp_mesh_shapes(devices.size());
+  const std::vector<std::vector<int>> shapes = sbp_mesh_shapes(devices.size(), o.max_dims);
+  const auto roles = sbp_roles(chain);
   Rng rng(o.seed);
   SbpPlan cur = start;
   double t = cost(cur);
   out.plan = cur;
   out.step_s = t;
   for (int it = 0; it < o.iterations; ++it) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > o.budget_s) break;
     SbpPlan next = cur;
     if (shapes.size() > 1 && rng.below(10) == 0) {
       next = data_parallel_plan(chain, shapes[rng.below(shapes.size())]);
+      next.micro_batches = cur.micro_batches;
     } else {
       const std::vector<MatmulSignature> options = matmul_signatures(cur.dims.size());
-      next.layers[rng.below(next.layers.size())] = options[rng.below(options.size())];
+      const MatmulSignature& sig = options[rng.below(options.size())];
+      for (std::size_t i : roles[rng.below(roles.size())].second) next.layers[i] = sig;
     }
     const double tn = cost(next);
-    if (tn <= t || rng.unit() < std::exp(-o.beta * (tn - t) / t)) {
+    if (!std::isfinite(tn) && std::isfinite(t)) continue;
+    if (tn <= t || !std::isfinite(t) || rng.unit() < std::exp(-o.beta * (tn - t) / t)) {
       cur = next;
       t = tn;
       ++out.accepted;

@@ -2,8 +2,9 @@
 // with random per-layer proposals, the replay of the lowered plan (sbp_lowering) as the
 // cost (Jia et al., "Beyond Data and Model Parallelism for Deep Neural Networks", 2019).
 //
-// From a start plan, each step proposes a new signature for one layer chosen at random
-// (or, with probability 1/10, data parallelism on another mesh shape), replays it, and
+// From a start plan, each step proposes a new signature for one role (all its layers)
+// chosen at random (or, with probability 1/10, data parallelism on another mesh shape),
+// replays it (unless it cannot run or does not fit: never accepted then), and
 // accepts it with probability min(1, exp(-beta (t' - t) / t)), beta = 20: always when
 // faster, rarely when much slower. The best plan seen is the result. A seeded generator
 // (splitmix64) makes the walk the same for the same seed on every platform.
@@ -17,7 +18,8 @@
 
 namespace ddlsim {
 
-/// Replays the plan lowered on the given network model: its step time (s).
+/// Replays the plan lowered on the given network model: its step time (s). Folded to
+/// device 0 where the analytical network and a symmetric mesh allow (sbp_lowering).
 double replay_sbp_plan(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
                        NetworkFabric& fabric, const ComputeModel& compute, NetworkModelKind network);
 
@@ -26,6 +28,9 @@ struct McmcOptions {
   int iterations = 500;
   double beta = 20.0;
   NetworkModelKind network = NetworkModelKind::kAnalytical;
+  std::size_t max_dims = 2;   // mesh shapes of 1 to max_dims dimensions
+  double memory_bytes = 0;    // plans over it (sbp_memory) are never accepted; 0: no limit
+  double budget_s = 1e300;    // stop proposing after this long (wall clock)
 };
 
 struct McmcResult {

@@ -49,13 +49,26 @@ Operator share_of(Operator op, double pieces) {
   return op;
 }
 
+// Collective prices shared by the pricers of one search: the line through mesh position 0
+// along a dimension is devices 0, stride, 2 stride, ... (size of them), whatever the shape.
+struct CollectivePrices {
+  std::map<std::tuple<std::size_t, int, int, double>, double> time;  // (stride, size, op, bytes)
+  std::map<std::pair<std::size_t, int>, CollectiveGroup> groups;     // (stride, size)
+  // All-to-all's analytical time is affine in the bytes (every pair's direct transfer:
+  // latency plus bytes over the busiest link; tested), so two prices give every other:
+  // (stride, size) -> (time of 1 MB, time of 2 MB). Routing every pair of a large group
+  // is what a price costs.
+  std::map<std::pair<std::size_t, int>, std::pair<double, double>> all_to_all;
+};
+
 // Everything a plan's cost needs, with boxing and GEMM prices memoized (the descent asks
 // for the same ones many times).
 class Pricer {
  public:
   Pricer(const SbpChain& chain, std::vector<int> dims, const std::vector<NodeId>& devices, NetworkFabric& fabric,
-         const ComputeModel& compute)
-      : chain_(chain), mesh_(DeviceMesh::over(std::move(dims), devices)), fabric_(fabric), compute_(compute) {}
+         const ComputeModel& compute, CollectivePrices* shared = nullptr)
+      : chain_(chain), mesh_(DeviceMesh::over(std::move(dims), devices)), fabric_(fabric), compute_(compute),
+        prices_(shared ? shared : &own_prices_) {}
 
   // The plan's steps in forward order: the boxing of each layer's input, the layer, the
   // completion of a partial output before an elementwise step, the operators after it.
@@ -94,7 +107,7 @@ class Pricer {
         e.layer = i;
         e.repeat = l.repeat;
         e.from = e.to = from;
-        std::tie(e.forward_s, e.backward_s) = operator_times(l.after, shards(from, mesh_.dims));
+        std::tie(e.forward_s, e.backward_s) = after_times(i, shards(from, mesh_.dims));
         out.push_back(e);
       }
     }
@@ -105,13 +118,12 @@ class Pricer {
 
   SbpCost cost(const SbpPlan& plan) {
     SbpCost c;
-    if (!sbp_plan_problem(chain_, plan).empty()) {
+    if (!rows_fit(plan)) {
       c.compute_s = kInfinite;
       return c;
     }
     const auto [f, b] = operator_times(chain_.before, shards(NdSbp(mesh_.dims.size(), S(0)), mesh_.dims));
     c.compute_s += f + b;
-    c.compute_s += optimizer_step_time(sbp_memory(chain_, plan).weights / bytes_, compute_).value();
     for (const SbpStage& st : schedule(plan)) {
       if (st.kind == SbpStage::Kind::kBoxing) {
         c.boxing_s += st.repeat * box(st.from, st.to, st.bytes) * (st.backward ? 2 : 1);
@@ -120,6 +132,11 @@ class Pricer {
         if (st.kind == SbpStage::Kind::kLayer) c.gradient_sync_s += st.repeat * box(st.grad, st.weights, st.weight_bytes);
       }
     }
+    // Every micro-batch computes and re-lays its activations; gradients are synchronized
+    // and the optimizer steps once.
+    const double k = plan.micro_batches;
+    c.compute_s = k * c.compute_s + optimizer_step_time(sbp_memory(chain_, plan).weights / bytes_, compute_).value();
+    c.boxing_s *= k;
     return c;
   }
 
@@ -135,12 +152,69 @@ class Pricer {
   }
 
  private:
+  // operator_times of layer i's `after`, memoized.
+  std::pair<double, double> after_times(std::size_t i, double pieces) {
+    const auto key = std::make_pair(i, pieces);
+    if (const auto it = after_memo_.find(key); it != after_memo_.end()) return it->second;
+    return after_memo_[key] = operator_times(chain_.layers[i].after, pieces);
+  }
+
+  // The search's plans are valid by construction; only the row splits before attention
+  // need checking (sbp_plan_problem checks everything, for plans from outside).
+  bool rows_fit(const SbpPlan& plan) const {
+    if (chain_.batch <= 0) return true;
+    for (std::size_t i = 0; i < chain_.layers.size(); ++i) {
+      if (!chain_.layers[i].whole_samples) continue;
+      const double pieces = row_shards(plan.layers[i].c, mesh_.dims);
+      const double per = static_cast<double>(chain_.batch) / pieces;
+      if (per != std::floor(per)) return false;
+    }
+    return true;
+  }
+
+  // An n-D SBP as a number: 2 bits per mesh dimension (S(0), S(1), B, P).
+  static std::uint32_t code(const NdSbp& s) {
+    std::uint32_t c = 0;
+    for (const Sbp& x : s) {
+      c = c * 4 + (x.kind == SbpKind::kSplit ? static_cast<std::uint32_t>(x.axis == 0 ? 0 : 1)
+                                             : x.kind == SbpKind::kBroadcast ? 2u : 3u);
+    }
+    return c;
+  }
+
   double box(const NdSbp& a, const NdSbp& b, double bytes) {
     if (a == b) return 0.0;
-    const std::string key = to_string(a) + ">" + to_string(b) + "@" + std::to_string(bytes);
+    const auto key = std::make_tuple(code(a), code(b), bytes);
     const auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    return memo_[key] = boxing_time(a, b, bytes, mesh_, fabric_);
+    // boxing_time's sum, each collective's price memoized by (dimension, op, bytes).
+    double t = 0;
+    for (const BoxingStep& step : boxing_steps(a, b, bytes, mesh_)) {
+      if (step.local) continue;
+      std::size_t stride = 1;
+      for (std::size_t d = step.mesh_dim + 1; d < mesh_.dims.size(); ++d) stride *= static_cast<std::size_t>(mesh_.dims[d]);
+      const int size = mesh_.dims[step.mesh_dim];
+      const auto ck = std::make_tuple(stride, size, static_cast<int>(step.op), step.bytes);
+      auto it2 = prices_->time.find(ck);
+      if (it2 == prices_->time.end()) {
+        auto g = prices_->groups.find({stride, size});
+        if (g == prices_->groups.end()) {
+          g = prices_->groups.emplace(std::make_pair(stride, size), CollectiveGroup::of(fabric_, mesh_.line(0, step.mesh_dim))).first;
+        }
+        auto price = [&](double b) { return analytical_collective_time(fabric_, g->second, chosen_spec(fabric_, g->second, step.op, b)); };
+        double value = 0;
+        if (step.op == CollectiveOp::kAllToAll) {
+          auto a = prices_->all_to_all.find({stride, size});
+          if (a == prices_->all_to_all.end()) a = prices_->all_to_all.emplace(std::make_pair(stride, size), std::make_pair(price(1e6), price(2e6))).first;
+          value = a->second.first + (a->second.second - a->second.first) * (step.bytes - 1e6) / 1e6;
+        } else {
+          value = price(step.bytes);
+        }
+        it2 = prices_->time.emplace(ck, value).first;
+      }
+      t += it2->second;
+    }
+    return memo_[key] = t;
   }
 
   // The complete layout (each partial-sum dimension made B, S(0) or S(1)) that is
@@ -221,7 +295,10 @@ class Pricer {
   DeviceMesh mesh_;
   NetworkFabric& fabric_;
   const ComputeModel& compute_;
-  std::map<std::string, double> memo_;
+  std::map<std::tuple<std::uint32_t, std::uint32_t, double>, double> memo_;
+  std::map<std::pair<std::size_t, double>, std::pair<double, double>> after_memo_;
+  CollectivePrices own_prices_;
+  CollectivePrices* prices_;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<double, double>> gemm_memo_;
 };
 
@@ -294,6 +371,7 @@ std::string sbp_plan_problem(const SbpChain& chain, const SbpPlan& plan) {
   for (int d : plan.dims) {
     if (d < 1) return "a mesh dimension of size " + std::to_string(d);
   }
+  if (plan.micro_batches < 1) return "micro_batches must be at least 1";
   std::map<std::string, std::string> by_role;
   for (std::size_t i = 0; i < chain.layers.size(); ++i) {
     const LinearLayer& l = chain.layers[i];
@@ -396,14 +474,22 @@ SbpPlan megatron_plan(const SbpChain& chain, int devices) {
 }
 
 SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
-                               const ComputeModel& compute, std::size_t max_dims) {
+                               const ComputeModel& compute, const AutoddlOptions& o) {
   SbpSearchResult best;
   double best_total = kInfinite;
   const auto roles = sbp_roles(chain);
-  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size(), max_dims)) {
-    Pricer pricer(chain, dims, devices, fabric, compute);
+  CollectivePrices prices;
+  for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size(), o.max_dims)) {
+    Pricer pricer(chain, dims, devices, fabric, compute, &prices);
+    auto objective = [&](const SbpPlan& p) {
+      const double t = pricer.cost(p).total();
+      if (o.memory_bytes <= 0 || !std::isfinite(t)) return t;
+      const double over = sbp_memory(chain, p).total() - o.memory_bytes;
+      return over > 0 ? 1e6 + over / 1e6 : t;
+    };
     SbpPlan plan = data_parallel_plan(chain, dims);
-    double total = pricer.cost(plan).total();
+    plan.micro_batches = o.micro_batches;
+    double total = objective(plan);
     ++best.evaluated;
     const std::vector<MatmulSignature> options = matmul_signatures(dims.size());
     for (bool changed = true; changed;) {
@@ -412,7 +498,7 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
         for (const MatmulSignature& sig : options) {
           SbpPlan trial = plan;
           for (std::size_t i : role.second) trial.layers[i] = sig;
-          const double t = pricer.cost(trial).total();
+          const double t = objective(trial);
           ++best.evaluated;
           if (t < total * (1 - 1e-12)) {
             plan = trial;
@@ -455,8 +541,9 @@ SbpSearchResult exhaustive_sbp_search(const SbpChain& chain, const std::vector<N
   SbpSearchResult best;
   double best_total = kInfinite;
   std::unique_ptr<Pricer> pricer;  // for the current shape (plans come shape by shape)
+  CollectivePrices prices;
   for_each_sbp_plan(chain, devices.size(), [&](const SbpPlan& plan) {
-    if (!pricer || pricer->dims() != plan.dims) pricer = std::make_unique<Pricer>(chain, plan.dims, devices, fabric, compute);
+    if (!pricer || pricer->dims() != plan.dims) pricer = std::make_unique<Pricer>(chain, plan.dims, devices, fabric, compute, &prices);
     const double t = pricer->cost(plan).total();
     ++best.evaluated;
     if (t < best_total || best.plan.layers.empty()) {

@@ -71,10 +71,14 @@ struct SbpChain {
 /// samples (the row-split limit for attention).
 SbpChain chain_of(const OperatorGraph& graph, std::int64_t batch = 0);
 
-/// One signature per layer, on a mesh of `dims`.
+/// One signature per layer, on a mesh of `dims`; the step's samples in `micro_batches`
+/// passes one after another (gradient accumulation), the chain being one pass's: each
+/// pass computes and re-lays its activations, the gradients are synchronized in the last
+/// pass's backward and the optimizer steps once.
 struct SbpPlan {
   std::vector<int> dims;
   std::vector<MatmulSignature> layers;
+  int micro_batches = 1;
 };
 
 /// Why the plan cannot run the chain ("" when it can): a signature count or mesh size
@@ -151,12 +155,20 @@ struct SbpSearchResult {
   std::uint64_t evaluated = 0;  // plans whose cost was computed
 };
 
+struct AutoddlOptions {
+  std::size_t max_dims = 3;  // mesh shapes of 1 to max_dims dimensions
+  double memory_bytes = 0;   // the accelerator's memory: plans over it (sbp_memory) lose to all that fit; 0: no limit
+  int micro_batches = 1;     // the plans' (the chain is one micro-batch's)
+};
+
 /// Coordinate descent: for each mesh shape (every ordered factorization of the device
 /// count into 1 to max_dims dimensions), start from data parallelism and repeatedly give
 /// one role at a time (all its layers) the signature that lowers the total, until a
-/// whole pass changes nothing; the best over shapes. Deterministic.
+/// whole pass changes nothing; the best over shapes. A plan over the memory limit costs
+/// 10^6 s plus a second per MB too many, so that the descent first makes plans fit.
+/// Deterministic.
 SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>& devices, NetworkFabric& fabric,
-                               const ComputeModel& compute, std::size_t max_dims = 3);
+                               const ComputeModel& compute, const AutoddlOptions& options = {});
 
 /// Calls `visit` with every plan of every 1-D and 2-D mesh shape (sbp_mesh_shapes), shape
 /// by shape: 6^(dims x roles) of them per shape, for small cases only.

@@ -92,6 +92,23 @@ Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
   return c;
 }
 
+// Servers of one GPU each (cloud instances, Piz Daint-like nodes), one NIC per server, on
+// a leaf/spine fabric of 32 servers per leaf at full bisection.
+Cluster single_gpu(const Catalog& catalog, const PresetOptions& o) {
+  no_tpu_options(o);
+  const int nodes = server_count(o, 4096);
+  const AcceleratorSpec& acc = catalog.accelerator(o.accelerator.value_or("v100-32gb"));
+  const std::string nic = o.nic.value_or("eth-25g");
+  (void)catalog.link(nic);
+  Cluster c;
+  std::vector<NodeId> gpus;
+  for (int n = 0; n < nodes; ++n) {
+    gpus.push_back(c.add_node(NodeKind::kAccelerator, "node" + std::to_string(n) + ".gpu0", acc.id));
+  }
+  if (nodes > 1) add_fat_tree(c, catalog, "net", gpus, 32, 1.0, nic, nic);
+  return c;
+}
+
 Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vector<int> dims, const PresetOptions& o) {
   if (o.nodes) throw InputError("nodes: TPU presets take dims (e.g. 4x4x8), not nodes");
   if (o.nic) throw InputError("nic: TPU presets have no NIC to replace");
@@ -130,6 +147,8 @@ std::vector<PresetInfo> preset_list() {
       {"dgx-b200", "DGX B200 servers (8 x B200, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
       {"llama3-roce", "Meta Llama 3: 8 x H100 servers, 400 GbE RoCE per GPU, 3-level Clos, 1:7 between pods"},
       {"gb200-nvl72", "GB200 NVL72: 72 B200 in one NVLink 5 domain"},
+      {"single-gpu-ethernet", "servers of one GPU each (default V100 32GB), one NIC each (default 25 GbE over TCP), "
+                              "leaf/spine, 32 servers per leaf"},
       {"tpu-v3-pod", "TPU v3 2D torus (default 32x32)"},
       {"tpu-v4-pod", "TPU v4 3D torus (default 16x16x16, from 4x4x4 cubes)"},
       {"tpu-v5p-pod", "TPU v5p 3D torus (default 16x20x28)"},
@@ -142,6 +161,7 @@ Cluster build_preset(const Catalog& catalog, std::string_view name, const Preset
   if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", 32, 4, 16}, o);
   if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", 32, 4, 16}, o);
   if (name == "llama3-roce") return llama3(catalog, o);
+  if (name == "single-gpu-ethernet") return single_gpu(catalog, o);
   if (name == "gb200-nvl72") {
     if (o.nodes && *o.nodes != 1) throw InputError("nodes: gb200-nvl72 is one NVL72 rack; joining racks is not modelled yet");
     if (o.dims || o.nic || o.pods) throw InputError("gb200-nvl72 takes no dims, nic or pods");

@@ -15,6 +15,9 @@
 //                16 GPUs per rack switch, 192 racks per pod at full bisection, pods
 //                joined with 1:7 oversubscription
 //   gb200-nvl72  72 B200 in one NVLink 5 domain (one rack)
+//   single-gpu-ethernet  servers of one GPU each (default V100 32GB) with one NIC each
+//                (default 25 GbE over TCP), 32 servers per leaf switch, full bisection:
+//                cloud instances, or Piz Daint-like nodes with a slow network
 //   tpu-v3-pod   TPU v3 2D torus, 32 x 32 by default
 //   tpu-v4-pod   TPU v4 3D torus, 16 x 16 x 16 by default (4x4x4 cubes)
 //   tpu-v5p-pod  TPU v5p 3D torus, 16 x 20 x 28 by default
