@@ -222,6 +222,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       ranked.push_back(e);
     }
     j["ranked"] = ranked;
+    j["found"] = sbp_strategy_json(method, batch, found_chain, found);
     j["best"] = best_json;
     out << j.dump(2) << "\n";
     return best_json;

@@ -363,17 +363,22 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
   out << "scenario: " << s.name << "\n";
   out << "cluster:  " << s.cluster_title << " (" << s.cluster.accelerators().size() << " accelerators), network "
       << network_model_name(s.network) << "\n";
-  out << "workload: " << s.model.name << ", " << s.model.layers << " layers, hidden " << s.model.hidden << ", seq "
-      << s.model.seq << "\n\n";
-  std::size_t w = 8;
+  if (s.transformer) {
+    out << "workload: " << s.model.name << ", " << s.model.layers << " layers, hidden " << s.model.hidden << ", seq "
+        << s.model.seq << "\n\n";
+  } else {
+    out << "workload: " << s.model.name << " (" << data_type_name(s.model.dtype) << "; SBP strategies only)\n\n";
+  }
+  std::size_t w = 8, pw = 22;
   for (const auto& r : reports) w = std::max(w, r.name.size());
-  char line[320];
-  std::snprintf(line, sizeof line, "%-*s  %-22s %10s %12s %14s %10s %7s %7s %11s  %s\n", static_cast<int>(w), "strategy",
-                "plan", "step (s)", "samples/s", "tokens/s", "TFLOP/s", "MFU %", "HFU %", "peak (GiB)", "memory");
+  for (const auto& r : reports) pw = std::max(pw, r.plan.size());
+  char line[400];
+  std::snprintf(line, sizeof line, "%-*s  %-*s %10s %12s %14s %10s %7s %7s %11s  %s\n", static_cast<int>(w), "strategy",
+                static_cast<int>(pw), "plan", "step (s)", "samples/s", "tokens/s", "TFLOP/s", "MFU %", "HFU %", "peak (GiB)", "memory");
   out << line;
   for (const auto& r : reports) {
-    std::snprintf(line, sizeof line, "%-*s  %-22s %10.3f %12.2f %14.0f %10.1f %7.1f %7.1f %11.2f  %s\n",
-                  static_cast<int>(w), r.name.c_str(), r.plan.c_str(), r.step_time_s, r.samples_per_s, r.tokens_per_s,
+    std::snprintf(line, sizeof line, "%-*s  %-*s %10.3f %12.2f %14.0f %10.1f %7.1f %7.1f %11.2f  %s\n",
+                  static_cast<int>(w), r.name.c_str(), static_cast<int>(pw), r.plan.c_str(), r.step_time_s, r.samples_per_s, r.tokens_per_s,
                   r.model_tflops_per_device, r.mfu * 100, r.hfu * 100, r.peak_memory_bytes / 1073741824.0,
                   r.fits_in_memory ? "fits" : "OUT OF MEMORY");
     out << line;
@@ -390,7 +395,8 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
     }
     out << "\n";
   }
-  out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs (6N + 12 l h s per token) per device\n"
+  out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs ("
+      << (s.transformer ? "6N + 12 l h s per token" : "the model's forward and backward per sample") << ") per device\n"
          "per second; MFU/HFU: model/hardware (with recomputation) FLOP/s over the accelerator's peak; peak: the\n"
          "fullest device's weights, gradients, optimizer states and activations at the replay's high-water mark.\n";
 }
