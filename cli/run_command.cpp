@@ -35,7 +35,10 @@ and HFU, the fullest device's memory against its capacity, and the busiest links
 (--json adds where the critical device's step goes: compute, exposed tensor-, pipeline-
 and data-parallel communication, bubble, idle). Without SCENARIO.json the embedded
 default scenario runs: a 1.7B GPT on 4 DGX A100 servers under data parallelism, ZeRO-3,
-TP+DP and PTD-P (scenarios/default.json).
+TP+DP and PTD-P (scenarios/default.json). A strategy is Megatron-style (tp, pp, dp,
+ZeRO, ...) or an SBP plan: a matmul signature per layer role on a device mesh, as
+'ddlsim search --method autoddl' writes them (CNNs take SBP strategies only; see
+scenarios/autoddl-vgg16-single-gpu-nodes.json).
 
 The scenario is checked before anything runs: an unknown key, a wrong type, a missing
 field, an out-of-range value or an impossible plan (tp not dividing the heads, ...)
@@ -49,6 +52,7 @@ Examples:
   ddlsim run --strategy ptd-p --trace step.json   # open in ui.perfetto.dev
   ddlsim run --csv results.csv                 # one row per strategy
   ddlsim run --print-scenario > my.json        # start your own scenario from the default
+  ddlsim run scenarios/autoddl-vgg16-single-gpu-nodes.json   # VGG-16: DP, Megatron, an SBP plan
 
 Options)";
 

@@ -42,11 +42,6 @@ struct SbpSearchOptions {
   bool json = false;
 };
 
-/// One transformer layer's linear layers as an SBP chain: QKV (with grouped key-value
-/// heads), output projection, MLP (gate and up together for SwiGLU), on global_batch x
-/// seq rows.
-SbpChain transformer_layer_chain(const TransformerConfig& model, std::int64_t global_batch);
-
 /// `ddlsim search --method autoddl|mcmc`: searches per-role SBP signatures for the whole
 /// model over all its accelerators (autoddl on the model cut to three layers, mcmc
 /// replaying it whole), with the fewest micro-batches (1, 2, 4, ...) whose plan fits in

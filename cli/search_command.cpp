@@ -27,35 +27,43 @@ namespace {
 constexpr const char* kSearchHelp = R"(Usage: ddlsim search [SCENARIO.json] [--method grid|autoddl|mcmc] [OPTIONS]
 
 Searches parallel plans for the scenario's model on its cluster (a training scenario:
-a cluster preset and a transformer; without a file, the embedded default) and ranks
-them by replayed step time.
+a cluster preset and a model; without a file, the embedded default) and ranks them by
+replayed step time.
 
-  grid     every Megatron-style plan: tp dividing the heads, pp the layers, dp filling
-           the cluster, micro-batch 1-16, 1F1B or interleaved (v = 2), ZeRO 0-3,
-           recomputation none/selective/full, sequence parallelism with tp > 1. Plans
-           the memory model says do not fit the accelerator are pruned; the rest are
-           ranked by a closed-form estimate (strategies/search.hpp), and the best
-           --replay of them, with the scenario's own strategies as baselines, are
-           replayed.
-  autoddl  AutoDDL-style: one layer's linear layers (QKV, projection, MLP) as SBP
-           signatures on 1-D and 2-D meshes of all the accelerators, found by
-           coordinate descent on an analytical cost (strategies/sbp_search.hpp), then
-           replayed with data parallelism and Megatron in SBP terms for comparison.
-  mcmc     FlexFlow-style: the same space searched by Metropolis-Hastings (--seed,
-           --iterations) with the replay of each plan as its cost.
-  The SBP methods cover the linear layers only and cannot write --out yet.
+  grid     every Megatron-style plan of a transformer: tp dividing the heads, pp the
+           layers, dp filling the cluster, micro-batch 1-16, 1F1B or interleaved
+           (v = 2), ZeRO 0-3, recomputation none/selective/full, sequence parallelism
+           with tp > 1. Plans the memory model says do not fit the accelerator are
+           pruned; the rest are ranked by a closed-form estimate
+           (strategies/search.hpp), and the best --replay of them, with the scenario's
+           own strategies as baselines, are replayed.
+  autoddl  AutoDDL-style, for transformers and CNNs: an SBP signature per layer role
+           (every GEMM of the whole model: a transformer's QKV, projection, MLP and
+           output layers, a CNN's convolutions and classifier) on meshes of 1 to 3
+           dimensions over all accelerators, found by coordinate descent on an
+           analytical cost (strategies/sbp_search.hpp) with a memory limit; the step
+           runs in micro-batches (1, 2, 4, ...): as many as fit, then fewer or more
+           while faster.
+  mcmc     FlexFlow-style: the same space (meshes of 1 or 2 dimensions) searched by
+           Metropolis-Hastings (--seed, --iterations, --budget) with the replay of each
+           plan as its cost.
+  The SBP methods replay the plan found, data parallelism and Megatron in SBP terms and
+  the scenario's strategies of the same global batch, and say why the found plan is
+  faster or slower (its compute, activation re-layouts and gradient synchronization
+  against data parallelism's).
 
-Prints the replayed plans ranked by step time (with each one's estimate, so the cost
-model's error shows), the best plan, and how many plans were enumerated, pruned,
-estimated and replayed; the search time goes to stderr (stdout is the same for the
-same input, unless --budget cuts the replays short). --out writes the scenario with
-the best plan as its first strategy ("search-best"), ready for 'ddlsim run'.
+Prints the replayed plans ranked by step time (plans that fit in memory first, each
+with its estimate, so the cost model's error shows), the best plan, and how many plans
+were enumerated, pruned, estimated and replayed; the search time goes to stderr (stdout
+is the same for the same input, unless --budget cuts the search short). --out writes
+the scenario with the best plan as its first strategy ("search-best"), ready for
+'ddlsim run'.
 
 Examples:
   ddlsim search                                     # the default scenario's GPT, 32 A100s
   ddlsim search my.json --replay 20 --top 5 --out best.json
   ddlsim search my.json --global-batch 1024 --network flow
-  ddlsim search --method autoddl                    # SBP plans for the default's layer
+  ddlsim search --method autoddl --out best.json    # SBP plans for the default's GPT
   ddlsim search my.json --method mcmc --seed 2 --iterations 1000
 
 Options)";
@@ -71,7 +79,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       ("global-batch", po::value<std::int64_t>()->value_name("N"), "sequences per step (default: the first strategy's)")
       ("replay", po::value<int>()->value_name("N")->default_value(8), "replay the N plans with the best estimates")
       ("top", po::value<int>()->value_name("K")->default_value(10), "print the K best replayed plans")
-      ("budget", po::value<double>()->value_name("SECONDS"), "stop replaying once this much time has passed")
+      ("budget", po::value<double>()->value_name("SECONDS"), "grid: stop replaying, mcmc: stop proposing, after this long")
       ("network", po::value<std::string>()->value_name("MODEL"), "flow or analytical for the replays (default: the scenario's)")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"), "override a scenario field")
       ("out", po::value<std::string>()->value_name("FILE"), "write the scenario with the best plan as its first strategy")

@@ -27,19 +27,6 @@ struct Candidate {
 
 }  // namespace
 
-SbpChain transformer_layer_chain(const TransformerConfig& m, std::int64_t global_batch) {
-  const std::int64_t d = m.head_dim();
-  const std::int64_t qkv = (m.heads + 2 * m.kv_heads) * d;
-  const bool gated = m.family == TransformerConfig::Family::kLlama;  // SwiGLU: gate and up in one
-  SbpChain c;
-  c.m = global_batch * m.seq;
-  c.layers = {{"qkv", m.hidden, qkv, true},
-              {"proj", m.heads * d, m.hidden, true},
-              {gated ? "gate_up" : "fc1", m.hidden, gated ? 2 * m.ffn : m.ffn, true},
-              {gated ? "down" : "fc2", m.ffn, m.hidden, true}};
-  return c;
-}
-
 nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOptions& o, std::ostream& out) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t batch = o.global_batch;
@@ -99,8 +86,9 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   };
   auto valid = [&](std::int64_t k) { return k >= 1 && k <= batch && batch % k == 0; };
   // Up, by as many micro-batches as the last plan's activations need to fit (at least
-  // twice as many), until one fits; then down by halves while fewer still fit; then up by
-  // doubling while that is faster.
+  // twice as many), until one fits; then fewer while a search there finds a faster plan
+  // that fits; then more while the plan found, priced with twice the micro-batches, is
+  // faster (a search there confirms it).
   std::int64_t k = 1, lowest_unfit = 0;
   while (!search_at(k).fits) {
     lowest_unfit = k;
@@ -113,12 +101,26 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     if (!valid(next)) break;
     k = next;
   }
-  while (search_at(k).fits && k / 2 > lowest_unfit && valid(k / 2) && search_at(k / 2).fits) k /= 2;
-  for (std::int64_t best_k = k; valid(2 * best_k) && search_at(best_k).fits;) {
-    const AtK& more = search_at(2 * best_k);
-    if (!more.fits || more.cost >= search_at(best_k).cost) break;
-    best_k *= 2;
-    k = best_k;
+  // The plan found at k with k' micro-batches instead: whether it fits, and its cost.
+  auto repriced = [&](std::int64_t from, std::int64_t to) {
+    const AtK& r = search_at(from);
+    const SbpChain chain = scenario_chain(s, batch / to, true);
+    SbpPlan plan = sbp_plan_of(chain, sbp_strategy_of(r.chain, r.plan), "search");
+    plan.micro_batches = static_cast<int>(to);
+    const bool fits = sbp_plan_problem(chain, plan).empty() && sbp_memory(chain, plan).total() <= memory;
+    return std::make_pair(fits, fits ? sbp_cost(chain, plan, devices, fabric, compute).total() : 0.0);
+  };
+  for (const std::int64_t step : {std::int64_t{-1}, std::int64_t{1}}) {  // halve, then double
+    while (search_at(k).fits) {
+      const std::int64_t next = step < 0 ? k / 2 : k * 2;
+      if (!valid(next) || (step < 0 && next <= lowest_unfit) || tried.count(next)) break;
+      if (step > 0) {
+        const auto [fits, cost] = repriced(k, next);
+        if (!fits || cost >= search_at(k).cost) break;
+      }
+      if (!search_at(next).fits || search_at(next).cost >= search_at(k).cost) break;
+      k = next;
+    }
   }
   // The best that fits (else the last tried).
   for (const auto& [kk, r] : tried) {

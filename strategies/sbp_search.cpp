@@ -74,6 +74,7 @@ class Pricer {
   // completion of a partial output before an elementwise step, the operators after it.
   std::vector<SbpStage> schedule(const SbpPlan& plan) {
     std::vector<SbpStage> out;
+    out.reserve(3 * chain_.layers.size());
     const std::size_t D = mesh_.dims.size();
     NdSbp from(D, S(0));  // the batch as the data loader gives it
     for (std::size_t i = 0; i < chain_.layers.size(); ++i) {
@@ -115,6 +116,8 @@ class Pricer {
   }
 
   [[nodiscard]] const std::vector<int>& dims() const { return mesh_.dims; }
+  // sbp_memory of the plan cost() last priced (when it could run).
+  [[nodiscard]] const SbpMemory& last_memory() const { return last_memory_; }
 
   SbpCost cost(const SbpPlan& plan) {
     SbpCost c;
@@ -135,7 +138,8 @@ class Pricer {
     // Every micro-batch computes and re-lays its activations; gradients are synchronized
     // and the optimizer steps once.
     const double k = plan.micro_batches;
-    c.compute_s = k * c.compute_s + optimizer_step_time(sbp_memory(chain_, plan).weights / bytes_, compute_).value();
+    last_memory_ = sbp_memory(chain_, plan);
+    c.compute_s = k * c.compute_s + optimizer_step_time(last_memory_.weights / bytes_, compute_).value();
     c.boxing_s *= k;
     return c;
   }
@@ -299,6 +303,7 @@ class Pricer {
   std::map<std::pair<std::size_t, double>, std::pair<double, double>> after_memo_;
   CollectivePrices own_prices_;
   CollectivePrices* prices_;
+  SbpMemory last_memory_;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<double, double>> gemm_memo_;
 };
 
@@ -484,7 +489,7 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
     auto objective = [&](const SbpPlan& p) {
       const double t = pricer.cost(p).total();
       if (o.memory_bytes <= 0 || !std::isfinite(t)) return t;
-      const double over = sbp_memory(chain, p).total() - o.memory_bytes;
+      const double over = pricer.last_memory().total() - o.memory_bytes;
       return over > 0 ? 1e6 + over / 1e6 : t;
     };
     SbpPlan plan = data_parallel_plan(chain, dims);
