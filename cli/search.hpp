@@ -40,6 +40,7 @@ struct SbpSearchOptions {
   int iterations = 500;
   double budget_s = 1e300;  // mcmc: stop proposing after this long
   bool json = false;
+  std::function<void(const std::string&)> progress;  // optional: what is being searched or replayed now
 };
 
 /// `ddlsim search --method autoddl|mcmc`: searches per-role SBP signatures for the whole

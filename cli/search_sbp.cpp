@@ -53,9 +53,11 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     bool fits = false;
   };
   std::map<std::int64_t, AtK> tried;
+  const std::shared_ptr<SbpPriceCache> prices = make_sbp_price_cache();  // one for every micro-batch count
   auto search_at = [&](std::int64_t k) -> const AtK& {
     if (const auto it = tried.find(k); it != tried.end()) return it->second;
     AtK r;
+    if (o.progress) o.progress("searching " + std::to_string(k) + " micro-batch" + (k > 1 ? "es" : ""));
     r.chain = scenario_chain(s, batch / k, true);
     if (o.mcmc) {
       const SbpChain full = scenario_chain(s, batch / k, false);
@@ -75,6 +77,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       AutoddlOptions ao;
       ao.memory_bytes = memory;
       ao.micro_batches = static_cast<int>(k);
+      ao.prices = prices;
       const SbpSearchResult a = autoddl_search(r.chain, devices, fabric, compute, ao);
       evaluated += a.evaluated;
       r.plan = a.plan;
@@ -173,7 +176,10 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     }
     all.push_back(std::move(c));
   }
-  for (Candidate& c : all) c.report = run_training_strategy(s, c.strategy);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (o.progress) o.progress("replaying " + std::to_string(i + 1) + "/" + std::to_string(all.size()));
+    all[i].report = run_training_strategy(s, all[i].strategy);
+  }
   // Fastest first among those that fit; then those that do not (ties: in the order above).
   std::stable_sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
     if (a.report.fits_in_memory != b.report.fits_in_memory) return a.report.fits_in_memory;

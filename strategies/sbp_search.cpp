@@ -51,7 +51,9 @@ Operator share_of(Operator op, double pieces) {
 
 // Collective prices shared by the pricers of one search: the line through mesh position 0
 // along a dimension is devices 0, stride, 2 stride, ... (size of them), whatever the shape.
-struct CollectivePrices {
+}  // namespace
+
+struct SbpPriceCache {
   std::map<std::tuple<std::size_t, int, int, double>, double> time;  // (stride, size, op, bytes)
   std::map<std::pair<std::size_t, int>, CollectiveGroup> groups;     // (stride, size)
   // All-to-all's analytical time is affine in the bytes (every pair's direct transfer:
@@ -60,6 +62,12 @@ struct CollectivePrices {
   // is what a price costs.
   std::map<std::pair<std::size_t, int>, std::pair<double, double>> all_to_all;
 };
+
+std::shared_ptr<SbpPriceCache> make_sbp_price_cache() { return std::make_shared<SbpPriceCache>(); }
+
+namespace {
+
+using CollectivePrices = SbpPriceCache;
 
 // Everything a plan's cost needs, with boxing and GEMM prices memoized (the descent asks
 // for the same ones many times).
@@ -483,9 +491,9 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
   SbpSearchResult best;
   double best_total = kInfinite;
   const auto roles = sbp_roles(chain);
-  CollectivePrices prices;
+  const std::shared_ptr<SbpPriceCache> prices = o.prices ? o.prices : make_sbp_price_cache();
   for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size(), o.max_dims)) {
-    Pricer pricer(chain, dims, devices, fabric, compute, &prices);
+    Pricer pricer(chain, dims, devices, fabric, compute, prices.get());
     auto objective = [&](const SbpPlan& p) {
       const double t = pricer.cost(p).total();
       if (o.memory_bytes <= 0 || !std::isfinite(t)) return t;

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -155,8 +156,14 @@ struct SbpSearchResult {
   std::uint64_t evaluated = 0;  // plans whose cost was computed
 };
 
+/// Collective prices a search memoizes (by the devices of a line and the bytes), which
+/// later searches over the same devices and fabric may reuse.
+struct SbpPriceCache;
+std::shared_ptr<SbpPriceCache> make_sbp_price_cache();
+
 struct AutoddlOptions {
   std::size_t max_dims = 3;  // mesh shapes of 1 to max_dims dimensions
+  std::shared_ptr<SbpPriceCache> prices;  // shared with other searches on the same devices and fabric; null: its own
   double memory_bytes = 0;   // the accelerator's memory: plans over it (sbp_memory) lose to all that fit; 0: no limit
   int micro_batches = 1;     // the plans' (the chain is one micro-batch's)
 };

@@ -401,3 +401,18 @@ TEST_CASE("a folded SBP replay is the full replay on a symmetric mesh; micro-bat
   CHECK(sbp_mesh_shapes(16, 2).size() == 4);  // 16, 2x8, 4x4, 8x2
   CHECK(sbp_mesh_shapes(16, 3).size() == 7);  // and 2x2x4, 2x4x2, 4x2x2
 }
+
+TEST_CASE("an all-to-all's analytical time is affine in its bytes (the search prices it from two sizes)") {
+  // Expected: every pair's direct transfer costs its route's latency plus its bytes over
+  // the busiest link's share, so t(b) = t(1 MB) + (t(2 MB) - t(1 MB)) (b - 1 MB) / 1 MB,
+  // on a group inside one server and on one across servers, from 1 kB to 1 GB.
+  SbpRig rig("dgx-a100", 2, 16);
+  for (std::size_t n : {8u, 16u}) {
+    INFO(n);
+    const std::vector<NodeId> ranks(rig.devices.begin(), rig.devices.begin() + static_cast<std::ptrdiff_t>(n));
+    const CollectiveGroup g = CollectiveGroup::of(*rig.fabric, ranks);
+    auto t = [&](double b) { return analytical_collective_time(*rig.fabric, g, chosen_spec(*rig.fabric, g, CollectiveOp::kAllToAll, b)); };
+    const double t1 = t(1e6), t2 = t(2e6);
+    for (double b : {1e3, 3e7, 1e9}) CHECK(t(b) == Approx(t1 + (t2 - t1) * (b - 1e6) / 1e6).epsilon(1e-9));
+  }
+}
