@@ -211,6 +211,26 @@ std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& 
   return out;
 }
 
+ReplayResult replay_with_outputs(const TaskGraph& graph, const std::vector<ResourceModel*>& models,
+                                 std::vector<Observer*> observers, const TrainingOutputs& outputs,
+                                 std::vector<std::string> pool_names) {
+  std::optional<AtomicFile> trace_file;
+  std::optional<ChromeTrace> trace;
+  if (outputs.trace) {
+    trace_file.emplace(*outputs.trace);
+    trace.emplace(trace_file->stream(), std::move(pool_names));
+    observers.push_back(&*trace);
+  }
+  if (outputs.dot) {
+    AtomicFile dot(*outputs.dot);
+    graph.write_dot(dot.stream());
+    dot.commit();
+  }
+  const ReplayResult result = replay(graph, models, observers);
+  if (trace_file) trace_file->commit();
+  return result;
+}
+
 bool is_training_scenario(const nlohmann::json& doc) {
   return doc.is_object() && doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("preset");
 }
@@ -275,21 +295,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   ResourceUsage usage;
   TaskTimes times;
   MemoryTracker memory;
-  std::vector<Observer*> observers{&usage, &times, &memory};
-  std::optional<AtomicFile> trace_file;
-  std::optional<ChromeTrace> trace;
-  if (outputs.trace) {
-    trace_file.emplace(*outputs.trace);
-    trace.emplace(trace_file->stream(), step.pool_names);
-    observers.push_back(&*trace);
-  }
-  if (outputs.dot) {
-    AtomicFile dot(*outputs.dot);
-    step.graph.write_dot(dot.stream());
-    dot.commit();
-  }
-  const ReplayResult result = replay(step.graph, models, observers);
-  if (trace_file) trace_file->commit();
+  const ReplayResult result = replay_with_outputs(step.graph, models, {&usage, &times, &memory}, outputs, step.pool_names);
 
   TrainingReport r;
   r.name = p.name;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/engine.hpp"
 #include "sim/network.hpp"
 #include "strategies/plan.hpp"
 #include "strategies/sbp_search.hpp"
@@ -136,6 +137,12 @@ nlohmann::ordered_json sbp_strategy_json(const std::string& name, std::int64_t g
                                          const SbpPlan& plan);
 /// The plan as a strategy (its roles' signatures).
 SbpStrategy sbp_strategy_of(const SbpChain& chain, const SbpPlan& plan);
+
+/// Replays the graph with the observers, writing the outputs' trace (pools named by
+/// `pool_names`) and dot files whole or not at all.
+ReplayResult replay_with_outputs(const TaskGraph& graph, const std::vector<ResourceModel*>& models,
+                                 std::vector<Observer*> observers, const TrainingOutputs& outputs,
+                                 std::vector<std::string> pool_names = {});
 
 /// Lowers and replays one strategy (Megatron-style or SBP).
 TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,

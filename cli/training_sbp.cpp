@@ -37,6 +37,9 @@ SbpChain scenario_chain(const TrainingScenario& s, std::int64_t global_batch, bo
   const std::int64_t layers = m.layers;
   if (cut) m.layers = std::min<std::int64_t>(layers, 3);
   SbpChain c = chain_of(build_transformer(m, global_batch), global_batch);
+  for (LinearLayer& l : c.layers) {
+    if (l.role == "layer*.qkv") l.column_groups = m.kv_heads;  // a column split must keep whole heads
+  }
   if (cut && layers > 3) {
     for (LinearLayer& l : c.layers) {
       if (l.name.rfind("layer1.", 0) == 0) l.repeat = static_cast<double>(layers - 2);
@@ -67,7 +70,9 @@ SbpPlan sbp_plan_of(const SbpChain& chain, const SbpStrategy& strategy, const st
     }
     for (std::size_t i : roles[static_cast<std::size_t>(it - names.begin())].second) plan.layers[i] = sig;
   }
-  for (const auto& [role, layers] : roles) {
+  for (const auto& entry : roles) {
+    const std::string& role = entry.first;
+    const std::vector<std::size_t>& layers = entry.second;
     const bool given = std::any_of(strategy.signatures.begin(), strategy.signatures.end(),
                                    [&](const auto& e) { return e.first == role; });
     if (!given && rest) {
@@ -122,21 +127,7 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   std::vector<ResourceModel*> models;
   for (auto& r : step.resources) models.push_back(r.get());
   ResourceUsage usage;
-  std::vector<Observer*> observers{&usage};
-  std::optional<AtomicFile> trace_file;
-  std::optional<ChromeTrace> trace;
-  if (outputs.trace) {
-    trace_file.emplace(*outputs.trace);
-    trace.emplace(trace_file->stream());
-    observers.push_back(&*trace);
-  }
-  if (outputs.dot) {
-    AtomicFile dot(*outputs.dot);
-    step.graph.write_dot(dot.stream());
-    dot.commit();
-  }
-  const ReplayResult result = replay(step.graph, models, observers);
-  if (trace_file) trace_file->commit();
+  const ReplayResult result = replay_with_outputs(step.graph, models, {&usage}, outputs);
 
   TrainingReport r;
   r.name = strategy.plan.name;

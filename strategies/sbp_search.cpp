@@ -36,6 +36,15 @@ double row_shards(const NdSbp& s, const std::vector<int>& dims) {
   return n;
 }
 
+// The pieces the columns of a layout are cut into: the mesh dimensions that split axis 1.
+double column_shards(const NdSbp& s, const std::vector<int>& dims) {
+  double n = 1;
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    if (splits(s[d], 1)) n *= dims[d];
+  }
+  return n;
+}
+
 // One device's share of an operator run by `pieces` devices: its costs divided, and a
 // batched GEMM's batch (samples x heads) too.
 Operator share_of(Operator op, double pieces) {
@@ -110,6 +119,18 @@ class Pricer {
         out.push_back(boxing_stage(from, layout, out_bytes, true, l.repeat));
         from = layout;
       }
+      if (l.normalizes && std::any_of(from.begin(), from.end(), [](const Sbp& x) { return splits(x, 1); })) {
+        // The norm's statistics: a rows x 2 fp32 partial sum along the column-split
+        // dimensions, all-reduced (and again in backward: the dual of its re-layout).
+        NdSbp partial = from, whole = from;
+        for (std::size_t d = 0; d < D; ++d) {
+          if (splits(from[d], 1)) {
+            partial[d] = kP;
+            whole[d] = kB;
+          }
+        }
+        out.push_back(boxing_stage(partial, whole, static_cast<double>(rows(l)) * 2 * 4, true, l.repeat));
+      }
       if (!l.after.empty()) {
         SbpStage e;
         e.kind = SbpStage::Kind::kElementwise;
@@ -174,9 +195,13 @@ class Pricer {
   // The search's plans are valid by construction; only the row splits before attention
   // need checking (sbp_plan_problem checks everything, for plans from outside).
   bool rows_fit(const SbpPlan& plan) const {
-    if (chain_.batch <= 0) return true;
     for (std::size_t i = 0; i < chain_.layers.size(); ++i) {
-      if (!chain_.layers[i].whole_samples) continue;
+      const LinearLayer& l = chain_.layers[i];
+      if (l.column_groups > 0) {
+        const double per = static_cast<double>(l.column_groups) / column_shards(plan.layers[i].c, mesh_.dims);
+        if (per != std::floor(per)) return false;
+      }
+      if (!l.whole_samples || chain_.batch <= 0) continue;
       const double pieces = row_shards(plan.layers[i].c, mesh_.dims);
       const double per = static_cast<double>(chain_.batch) / pieces;
       if (per != std::floor(per)) return false;
@@ -346,6 +371,7 @@ SbpChain chain_of(const OperatorGraph& graph, std::int64_t batch) {
         LinearLayer& l = c.layers.back();
         l.after.push_back(op);
         l.whole_samples = l.whole_samples || op.kind == OpKind::kMatmul || op.kind == OpKind::kFlashAttention;
+        l.normalizes = l.normalizes || op.kind == OpKind::kLayerNorm || op.kind == OpKind::kRmsNorm;
       }
       continue;
     }
@@ -392,6 +418,14 @@ std::string sbp_plan_problem(const SbpChain& chain, const SbpPlan& plan) {
     if (sig.a.size() != plan.dims.size() || !valid_matmul(sig)) return l.name + ": not a matmul signature on this mesh";
     const auto [it, fresh] = by_role.emplace(l.role_name(), to_string(sig));
     if (!fresh && it->second != to_string(sig)) return l.name + ": a signature other than its role " + l.role_name() + "'s";
+    if (l.column_groups > 0) {
+      const double pieces = column_shards(sig.c, plan.dims);
+      const double per = static_cast<double>(l.column_groups) / pieces;
+      if (per != std::floor(per)) {
+        return l.name + ": splits its columns " + std::to_string(static_cast<long long>(pieces)) + " ways, which its " +
+               std::to_string(l.column_groups) + " column groups (key-value heads) do not divide";
+      }
+    }
     if (l.whole_samples && chain.batch > 0) {
       // The operators after it see the output's row splits (completion keeps them).
       const double pieces = row_shards(sig.c, plan.dims);

@@ -21,6 +21,8 @@
 //     broadcast while its activations are split or partial (S(0) x B, P x B), the
 //     weight gradient is a partial sum and is all-reduced, on the weights' local bytes.
 // Collectives are priced on the real topology (analytical times, one after another).
+// A norm after a layer whose output stays split by columns needs its statistics (two
+// fp32 values per row) all-reduced along those mesh dimensions, forward and backward.
 // The optimizer step runs on each device's local parameters (sbp_memory; priced by
 // strategies/stage_costs). The other operators (attention, norms, activations) run on the shards of the output
 // they follow, their time the compute model's for that share. It is the model the
@@ -50,6 +52,8 @@ struct LinearLayer {
   double saved_bytes = 0;         // activation bytes the GEMM keeps for backward (whole tensor)
   std::vector<Operator> after{};  // the other operators up to the next GEMM (norms, attention, ...), whole
   bool tied = false;              // its weights are the embedding table's (counted there, SbpChain::embedding_params)
+  bool normalizes = false;        // `after` holds a layer or RMS norm (statistics over the columns)
+  std::int64_t column_groups = 0; // the output's columns come in this many groups a split must not cut (QKV: key-value heads); 0: any
   bool whole_samples = false;     // `after` mixes the rows of a sample (attention): rows may be split by samples only
   [[nodiscard]] const std::string& role_name() const { return role.empty() ? name : role; }
 };
@@ -83,9 +87,9 @@ struct SbpPlan {
 };
 
 /// Why the plan cannot run the chain ("" when it can): a signature count or mesh size
-/// that does not match, layers of one role with different signatures, or rows split
+/// that does not match, layers of one role with different signatures, rows split
 /// deeper than the samples before attention (sequence parallelism through attention
-/// is not modelled).
+/// is not modelled), or columns split across a layer's column groups (heads).
 std::string sbp_plan_problem(const SbpChain& chain, const SbpPlan& plan);
 
 /// The roles of the chain in order of first appearance, and the layers of each.
