@@ -166,6 +166,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     Candidate c;
     c.strategy = t;
     c.origin = "scenario";
+    if (c.strategy.plan.name == method) c.strategy.plan.name += " (scenario)";  // not the plan just found
     c.sbp = t.sbp.has_value();
     if (c.sbp) {
       const SbpChain chain = scenario_chain(s, batch / t.sbp->micro_batches, true);
