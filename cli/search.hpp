@@ -38,6 +38,7 @@ struct SbpSearchOptions {
   bool mcmc = false;  // else autoddl
   std::uint64_t seed = 1;
   int iterations = 500;
+  int top = 10;             // the table prints the top ones (JSON: all)
   double budget_s = 1e300;  // mcmc: stop proposing after this long
   bool json = false;
   std::function<void(const std::string&)> progress;  // optional: what is being searched or replayed now

@@ -152,6 +152,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       if (so.iterations < 1 || so.iterations > 1'000'000) throw InputError("--iterations: expected 1 to 1000000");
       so.json = vm.count("json") > 0;
       so.budget_s = budget;
+      so.top = top;
       const bool terminal = &err == &std::cerr && ::isatty(2);
       if (terminal) so.progress = [&](const std::string& what) { err << "\rddlsim search: " << what << std::string(12, ' ') << std::flush; };
       const nlohmann::ordered_json best = sbp_search(s, so, out);

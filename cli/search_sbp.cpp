@@ -247,7 +247,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   std::snprintf(line, sizeof line, "%4s  %-20s %-13s %-58s %13s %10s %6s %10s\n", "rank", "name", "origin", "plan",
                 "estimate (s)", "step (s)", "MFU %", "peak (GiB)");
   out << line;
-  for (std::size_t i = 0; i < all.size(); ++i) {
+  for (std::size_t i = 0; i < all.size() && i < static_cast<std::size_t>(o.top); ++i) {
     const Candidate& c = all[i];
     std::snprintf(line, sizeof line, "%4zu  %-20s %-13s %-58s %13.3f %10.3f %6.1f %10.2f%s\n", i + 1,
                   c.strategy.plan.name.c_str(), c.origin.c_str(), c.report.plan.c_str(), c.estimate_s,
