@@ -1,5 +1,5 @@
 // libFuzzer harness: arbitrary bytes as a training scenario (a preset cluster, a
-// transformer, parallel plans). Validation may reject them (InputError); a scenario that
+// transformer or a CNN, Megatron-style or SBP plans). Validation may reject them (InputError); a scenario that
 // passes is lowered and replayed when it is small enough to replay quickly (at most 64
 // accelerators and 32 micro-batches per step), and both report formats are printed.
 #include <cstddef>
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (s.cluster.accelerators().size() > 64 || s.model.layers > 64) return 0;
     std::vector<ddlsim::TrainingReport> reports;
     for (const auto& t : s.strategies) {
-      if (t.plan.micro_batches() > 32) continue;
+      if ((t.sbp ? t.sbp->micro_batches : t.plan.micro_batches()) > 32) continue;
       reports.push_back(ddlsim::run_training_strategy(s, t));
     }
     std::ostringstream out;
