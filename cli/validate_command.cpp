@@ -6,7 +6,13 @@
 #include <ostream>
 #include <thread>
 
+#include <filesystem>
+#include <optional>
+
 #include "cli/cli.hpp"
+#include "cli/cost_model.hpp"
+#include "cli/scenario.hpp"
+#include "scenarios/default_scenario.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "cli/validation.hpp"
@@ -33,10 +39,20 @@ Printed per suite and model size: cases, mean and worst absolute percentage erro
 the step time, and Kendall's tau between predicted and measured times among the
 strategies of one model on one GPU count and batch (1 = same order, -1 = reversed).
 
+--cost-model [SCENARIO.json] checks a cost model instead: for every strategy of the
+training scenario (the embedded default without a file), the analytical estimate the
+searches rank plans by (estimate_step for Megatron-style plans, sbp_cost for SBP
+plans), or with --estimates FILE.csv your own (a header scenario,strategy,predicted_step_s
+and one row per strategy, in seconds), against the replay of the same plan on the
+scenario's network (--network overrides): the error per strategy, the mean and worst
+absolute error, and Kendall's tau between estimated and replayed times.
+
 Examples:
   ddlsim validate --suite vtrain-single
   ddlsim validate --csv cases.csv --json > accuracy.json
   ddlsim validate --check validation/accuracy.json    # fails (exit 3) if accuracy got worse
+  ddlsim validate --cost-model scenarios/megatron-zero3-vs-ptdp.json
+  ddlsim validate --cost-model my.json --estimates mine.csv --json
 
 Exit status: 0 done; 2 bad input; 3 --check found a figure worse than recorded.
 
@@ -85,6 +101,36 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
 }
 
 
+int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
+  for (const char* other : {"csv", "check", "record"}) {
+    if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --cost-model");
+  }
+  if (!vm["suite"].defaulted()) throw InputError("--suite: not with --cost-model");
+  const std::string given = vm["cost-model"].as<std::string>();
+  const bool file = !given.empty();
+  const std::string source = file ? given : std::string(kDefaultScenarioName);
+  const std::string text = file ? read_input_file(source, "scenario") : std::string(kDefaultScenario);
+  const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  const nlohmann::json doc = scenario_document(text, source, sets);
+  if (!is_training_scenario(doc)) {
+    throw InputError("--cost-model: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...})");
+  }
+  TrainingScenario s = read_training_scenario(doc, file ? std::filesystem::path(source).parent_path().string() : "");
+  if (!vm["network"].defaulted()) {
+    const auto kind = parse_network_model(vm["network"].as<std::string>());
+    if (!kind) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
+    s.network = *kind;
+  }
+  std::optional<std::string> csv;
+  std::string csv_name;
+  if (vm.count("estimates")) {
+    csv_name = vm["estimates"].as<std::string>();
+    csv = read_input_file(csv_name, "estimates");
+  }
+  print_cost_model(out, s, check_cost_model(s, csv, csv_name), vm.count("json") > 0);
+  return kExitOk;
+}
+
 }  // namespace
 
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -97,10 +143,19 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("csv", po::value<std::string>()->value_name("FILE"), "write every case, predicted against measured")
       ("json", "print the accuracy table as JSON")
       ("check", po::value<std::string>()->value_name("FILE"), "fail if any figure is worse than this recorded table (JSON)")
-      ("record", po::value<std::string>()->value_name("FILE"), "write the accuracy table as JSON, for --check");
+      ("record", po::value<std::string>()->value_name("FILE"), "write the accuracy table as JSON, for --check")
+      ("cost-model", po::value<std::string>()->value_name("SCENARIO")->implicit_value(""),
+       "check estimates against replays for a training scenario's strategies (default: the embedded one)")
+      ("estimates", po::value<std::string>()->value_name("FILE"), "with --cost-model: your estimates, CSV")
+      ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"),
+       "with --cost-model: override a scenario field");
   po::variables_map vm;
   if (const auto done = parse_command_options(args, d, nullptr, "validate", vm, out, err)) return *done;
   try {
+    if (vm.count("cost-model")) return check_cost_model_command(vm, out);
+    for (const char* only : {"estimates", "set"}) {
+      if (vm.count(only)) throw InputError(std::string("--") + only + ": only with --cost-model");
+    }
     const std::string suite = vm["suite"].as<std::string>();
     std::vector<ValidationCase> cases;
     for (const char* name : kValidationSuites) {

@@ -947,3 +947,61 @@ TEST_CASE("AutoDDL-style results: the bundled scenarios' searches are never wors
     CHECK(text.out.find("why, against SBP data parallelism") != std::string::npos);
   }
 }
+
+TEST_CASE("validate --cost-model: estimates against replays, the built-in ones or the user's CSV") {
+  // Expected: on kTraining (analytical network) every strategy is estimated by
+  // estimate_step, each error is (estimate - replay) / replay, and the summary is their
+  // mean and worst absolute value; a user's CSV predicting 1.1 x each replay shows +10%
+  // for each and Kendall tau 1 (same order); mistakes in the CSV are one line naming the
+  // file and line, status 2; --cost-model takes none of the suite options.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const auto r = ddlsim_cmd({"validate", "--cost-model", f, "--network", "analytical", "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.at("strategies").size() == 2);
+  double worst = 0, sum = 0;
+  std::string csv = "scenario,strategy,predicted_step_s\n";
+  for (const auto& e : j.at("strategies")) {
+    CHECK(e.at("source") == "estimate_step");
+    const double est = e.at("estimate_s").get<double>(), rep = e.at("replay_s").get<double>();
+    CHECK(e.at("error").get<double>() == Approx((est - rep) / rep));
+    worst = std::max(worst, std::abs((est - rep) / rep));
+    sum += std::abs((est - rep) / rep);
+    char row[160];
+    std::snprintf(row, sizeof row, "t,%s,%.17g\n", e.at("strategy").get<std::string>().c_str(), 1.1 * rep);
+    csv += row;
+  }
+  CHECK(j.at("worst_abs_error").get<double>() == Approx(worst));
+  CHECK(j.at("mean_abs_error").get<double>() == Approx(sum / 2));
+  csv += "other-scenario,dp,1.0\n";  // rows of other scenarios are skipped
+  const std::string mine = s.write("mine.csv", csv);
+  const auto u = ddlsim_cmd({"validate", "--cost-model", f, "--network", "analytical", "--estimates", mine, "--json"});
+  REQUIRE(u.status == 0);
+  const auto k = nlohmann::json::parse(u.out);
+  for (const auto& e : k.at("strategies")) {
+    CHECK(e.at("source") == mine);
+    CHECK(e.at("error").get<double>() == Approx(0.1).epsilon(1e-9));
+  }
+  CHECK(k.at("kendall_tau").get<double>() == 1.0);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"scenario,strategy,predicted\n", mine + ":1: expected the header scenario,strategy,predicted_step_s"},
+      {"scenario,strategy,predicted_step_s\nt,xp,1.0\n", mine + ":2: scenario 't' has no strategy 'xp'"},
+      {"scenario,strategy,predicted_step_s\nt,dp,-1\n", mine + ":2: predicted_step_s: expected a positive number of seconds, got '-1'"},
+      {"scenario,strategy,predicted_step_s\nt,dp\n", mine + ":2: expected 3 fields, got 2"},
+      {"scenario,strategy,predicted_step_s\nu,dp,1\n", mine + ": no estimate for scenario 't'"},
+  };
+  for (const auto& [text, line] : bad) {
+    INFO(text);
+    s.write("mine.csv", text);
+    const auto e = ddlsim_cmd({"validate", "--cost-model", f, "--estimates", mine});
+    CHECK(e.status == 2);
+    CHECK(e.err == "ddlsim validate: " + line + "\n");
+  }
+  auto e = ddlsim_cmd({"validate", "--estimates", mine});
+  CHECK(e.status == 2);
+  CHECK(e.err == "ddlsim validate: --estimates: only with --cost-model\n");
+  e = ddlsim_cmd({"validate", "--cost-model", f, "--csv", mine});
+  CHECK(e.status == 2);
+  CHECK(e.err == "ddlsim validate: --csv: not with --cost-model\n");
+}

@@ -1,0 +1,141 @@
+#include "cli/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "sim/compute_model.hpp"
+#include "strategies/search.hpp"
+#include "support/input_error.hpp"
+
+namespace ddlsim {
+namespace {
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out{""};
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) out.emplace_back();
+    else if (c != '\r') out.back() += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<std::string>& csv_text,
+                                const std::string& csv_name) {
+  CostModelCheck out;
+  std::map<std::string, const TrainingStrategy*> by_name;
+  for (const TrainingStrategy& t : s.strategies) by_name[t.plan.name] = &t;
+  std::vector<std::pair<const TrainingStrategy*, CostModelRow>> todo;
+  if (csv_text) {
+    std::istringstream in(*csv_text);
+    std::string line;
+    std::size_t number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      const std::string where = csv_name + ":" + std::to_string(number);
+      const std::vector<std::string> f = split_csv_line(line);
+      if (number == 1) {
+        if (f != std::vector<std::string>{"scenario", "strategy", "predicted_step_s"}) {
+          throw InputError(where + ": expected the header scenario,strategy,predicted_step_s");
+        }
+        continue;
+      }
+      if (line.empty()) continue;
+      if (f.size() != 3) throw InputError(where + ": expected 3 fields, got " + std::to_string(f.size()));
+      if (f[0] != s.name) continue;  // another scenario's estimates
+      const auto it = by_name.find(f[1]);
+      if (it == by_name.end()) throw InputError(where + ": scenario '" + s.name + "' has no strategy '" + f[1] + "'");
+      double v = 0;
+      std::size_t used = 0;
+      try {
+        v = std::stod(f[2], &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != f[2].size() || f[2].empty() || !std::isfinite(v) || v <= 0) {
+        throw InputError(where + ": predicted_step_s: expected a positive number of seconds, got '" + f[2] + "'");
+      }
+      todo.push_back({it->second, CostModelRow{f[1], csv_name, v, 0}});
+    }
+    if (todo.empty()) throw InputError(csv_name + ": no estimate for scenario '" + s.name + "'");
+  } else {
+    NetworkFabric fabric(s.cluster, s.catalog);
+    const ComputeModel compute(accelerator_of(s));
+    const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
+    for (const TrainingStrategy& t : s.strategies) {
+      CostModelRow r{t.plan.name, t.sbp ? "sbp_cost" : "estimate_step", 0, 0};
+      if (t.sbp) {
+        const SbpChain chain = scenario_chain(s, t.plan.global_batch / t.sbp->micro_batches, true);
+        r.estimate_s = sbp_cost(chain, sbp_plan_of(chain, *t.sbp, t.plan.name), devices, fabric, compute).total();
+      } else {
+        r.estimate_s = estimate_step(s.model, t.plan, fabric, compute);
+      }
+      todo.push_back({&t, r});
+    }
+  }
+  std::map<std::string, double> replayed;  // a strategy is replayed once
+  for (auto& [t, r] : todo) {
+    auto it = replayed.find(t->plan.name);
+    if (it == replayed.end()) it = replayed.emplace(t->plan.name, run_training_strategy(s, *t).step_time_s).first;
+    r.replay_s = it->second;
+    out.rows.push_back(r);
+  }
+  long long net = 0;
+  for (std::size_t i = 0; i < out.rows.size(); ++i) {
+    const double e = std::abs(out.rows[i].error());
+    out.mean_abs_error += e / static_cast<double>(out.rows.size());
+    out.worst_abs_error = std::max(out.worst_abs_error, e);
+    for (std::size_t j = i + 1; j < out.rows.size(); ++j) {
+      const double a = out.rows[i].estimate_s - out.rows[j].estimate_s;
+      const double b = out.rows[i].replay_s - out.rows[j].replay_s;
+      if (a == 0 || b == 0) continue;  // ties count in neither direction
+      ++out.pairs;
+      net += (a > 0) == (b > 0) ? 1 : -1;
+    }
+  }
+  if (out.pairs > 0) out.kendall_tau = static_cast<double>(net) / static_cast<double>(out.pairs);
+  return out;
+}
+
+void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostModelCheck& c, bool json) {
+  if (json) {
+    nlohmann::ordered_json j;
+    j["scenario"] = s.name;
+    j["network"] = network_model_name(s.network);
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const CostModelRow& r : c.rows) {
+      rows.push_back({{"strategy", r.strategy}, {"source", r.source}, {"estimate_s", r.estimate_s},
+                      {"replay_s", r.replay_s}, {"error", r.error()}});
+    }
+    j["strategies"] = rows;
+    j["mean_abs_error"] = c.mean_abs_error;
+    j["worst_abs_error"] = c.worst_abs_error;
+    j["kendall_tau"] = c.kendall_tau;
+    j["pairs"] = c.pairs;
+    out << j.dump(2) << "\n";
+    return;
+  }
+  out << "cost model against the replay: " << s.name << " (network " << network_model_name(s.network) << ")\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-24s %-16s %13s %11s %9s\n", "strategy", "estimate by", "estimate (s)", "replay (s)",
+                "error %");
+  out << line;
+  for (const CostModelRow& r : c.rows) {
+    std::snprintf(line, sizeof line, "%-24s %-16s %13.4f %11.4f %+9.1f\n", r.strategy.c_str(), r.source.c_str(),
+                  r.estimate_s, r.replay_s, r.error() * 100);
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "\nmean |error| %.1f%%, worst %.1f%%, Kendall tau %.3f over %zu pairs\n",
+                c.mean_abs_error * 100, c.worst_abs_error * 100, c.kendall_tau, c.pairs);
+  out << line;
+}
+
+}  // namespace ddlsim
