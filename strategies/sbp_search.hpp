@@ -1,7 +1,9 @@
-// AutoDDL-style search over SBP signatures for a chain of linear layers (a transformer
-// layer's QKV, output projection and MLP, or an MLP): an analytical cost per plan and a
-// coordinate descent over the layers' signatures and the mesh's shape (Chen et al.,
-// "AutoDDL: Automatic Distributed Deep Learning with Near-Optimal Bandwidth Cost", 2023).
+// AutoDDL-style search over SBP signatures for a chain of GEMMs (a whole transformer, CNN
+// or MLP from its operator graph: chain_of): an analytical cost and memory per plan, and
+// a coordinate descent over the layer roles' signatures and the mesh's shape (Chen et
+// al., "AutoDDL: Automatic Distributed Deep Learning with Near-Optimal Bandwidth Cost",
+// 2023). A plan runs the step in micro_batches passes (gradient accumulation) of the
+// chain, which is one pass's.
 //
 // The chain. Layer i computes Y_i = X_i W_i (X: m x k_i activations, W: k_i x n_i
 // weights, in the chain's dtype); X_0 arrives split by the batch over every mesh dimension (S(0), as
@@ -24,9 +26,11 @@
 // A norm after a layer whose output stays split by columns needs its statistics (two
 // fp32 values per row) all-reduced along those mesh dimensions, forward and backward.
 // The optimizer step runs on each device's local parameters (sbp_memory; priced by
-// strategies/stage_costs). The other operators (attention, norms, activations) run on the shards of the output
-// they follow, their time the compute model's for that share. It is the model the
-// autoddl search uses; strategies/sbp_lowering replays the same steps.
+// strategies/stage_costs). The other operators (attention, norms, activations) run on
+// the shards of the output they follow, their time the compute model's for that share.
+// With micro-batches, compute and boxing count once per pass, the gradient
+// synchronization and the optimizer once. It is the model the autoddl search uses;
+// strategies/sbp_lowering replays the same steps.
 #pragma once
 
 #include <cstdint>
