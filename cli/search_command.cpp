@@ -2,7 +2,6 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -11,10 +10,8 @@
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "cli/scenario.hpp"
 #include "cli/search.hpp"
 #include "cli/training.hpp"
-#include "scenarios/default_scenario.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
@@ -108,15 +105,13 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       budget = vm["budget"].as<double>();
       if (!(budget > 0)) throw InputError("--budget: expected a positive number of seconds");
     }
-    const bool file = vm.count("scenario") > 0;
-    const std::string source = file ? vm["scenario"].as<std::string>() : std::string(kDefaultScenarioName);
-    const std::string text = file ? read_input_file(source, "scenario") : std::string(kDefaultScenario);
     const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
-    const nlohmann::json doc = scenario_document(text, source, sets);
-    if (!is_training_scenario(doc)) {
-      throw InputError("the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans");
-    }
-    TrainingScenario s = read_training_scenario(doc, file ? std::filesystem::path(source).parent_path().string() : "");
+    const std::optional<std::string> file =
+        vm.count("scenario") ? std::optional<std::string>(vm["scenario"].as<std::string>()) : std::nullopt;
+    nlohmann::json doc;
+    TrainingScenario s = load_training_scenario(
+        file, sets, "the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans",
+        &doc);
     if (vm.count("network")) {
       const auto kind = parse_network_model(vm["network"].as<std::string>());
       if (!kind) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "cli/scenario.hpp"
+#include "scenarios/default_scenario.hpp"
 #include "sim/chrome_trace.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/core/engine.hpp"
@@ -229,6 +232,17 @@ ReplayResult replay_with_outputs(const TaskGraph& graph, const std::vector<Resou
   const ReplayResult result = replay(graph, models, observers);
   if (trace_file) trace_file->commit();
   return result;
+}
+
+TrainingScenario load_training_scenario(const std::optional<std::string>& file, const std::vector<std::string>& sets,
+                                        const std::string& not_training, nlohmann::json* document) {
+  const std::string source = file ? *file : std::string(kDefaultScenarioName);
+  const std::string text = file ? read_input_file(source, "scenario") : std::string(kDefaultScenario);
+  nlohmann::json doc = scenario_document(text, source, sets);
+  if (!is_training_scenario(doc)) throw InputError(not_training);
+  TrainingScenario s = read_training_scenario(doc, file ? std::filesystem::path(source).parent_path().string() : "");
+  if (document) *document = std::move(doc);
+  return s;
 }
 
 bool is_training_scenario(const nlohmann::json& doc) {

@@ -61,6 +61,12 @@ struct TrainingScenario {
 /// to the synthetic uniform-cluster format.
 bool is_training_scenario(const nlohmann::json& doc);
 
+/// Reads, overrides (`sets`, as --set) and validates the training scenario in `file`, or
+/// the embedded default without one; InputError `not_training` when it is not one.
+/// `document`, when given, receives the scenario as JSON (overrides applied).
+TrainingScenario load_training_scenario(const std::optional<std::string>& file, const std::vector<std::string>& sets,
+                                        const std::string& not_training, nlohmann::json* document = nullptr);
+
 /// Validates a training scenario; `base_dir` resolves a HuggingFace file. Throws
 /// InputError naming the JSON path of the first problem.
 TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir);

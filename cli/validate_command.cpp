@@ -6,13 +6,10 @@
 #include <ostream>
 #include <thread>
 
-#include <filesystem>
 #include <optional>
 
 #include "cli/cli.hpp"
 #include "cli/cost_model.hpp"
-#include "cli/scenario.hpp"
-#include "scenarios/default_scenario.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "cli/validation.hpp"
@@ -107,15 +104,10 @@ int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
   }
   if (!vm["suite"].defaulted()) throw InputError("--suite: not with --cost-model");
   const std::string given = vm["cost-model"].as<std::string>();
-  const bool file = !given.empty();
-  const std::string source = file ? given : std::string(kDefaultScenarioName);
-  const std::string text = file ? read_input_file(source, "scenario") : std::string(kDefaultScenario);
   const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
-  const nlohmann::json doc = scenario_document(text, source, sets);
-  if (!is_training_scenario(doc)) {
-    throw InputError("--cost-model: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...})");
-  }
-  TrainingScenario s = read_training_scenario(doc, file ? std::filesystem::path(source).parent_path().string() : "");
+  TrainingScenario s = load_training_scenario(
+      given.empty() ? std::nullopt : std::optional<std::string>(given), sets,
+      "--cost-model: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...})");
   if (!vm["network"].defaulted()) {
     const auto kind = parse_network_model(vm["network"].as<std::string>());
     if (!kind) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
