@@ -20,8 +20,7 @@ struct Candidate {
   TrainingStrategy strategy;
   std::string origin;  // "autoddl", "mcmc", "sbp baseline", "scenario"
   double estimate_s = 0;
-  SbpCost cost;        // SBP plans: the analytical breakdown
-  bool sbp = false;
+  SbpCost cost;        // SBP plans (strategy.sbp set): the analytical breakdown
   TrainingReport report;
 };
 
@@ -149,7 +148,6 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     c.strategy.plan.global_batch = batch;
     c.strategy.sbp = sbp_strategy_of(found_chain, plan);
     c.origin = origin;
-    c.sbp = true;
     c.cost = sbp_cost(found_chain, plan, devices, fabric, compute);
     c.estimate_s = c.cost.total();
     all.push_back(std::move(c));
@@ -167,8 +165,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     c.strategy = t;
     c.origin = "scenario";
     if (c.strategy.plan.name == method) c.strategy.plan.name += " (scenario)";  // not the plan just found
-    c.sbp = t.sbp.has_value();
-    if (c.sbp) {
+    if (c.strategy.sbp) {
       const SbpChain chain = scenario_chain(s, batch / t.sbp->micro_batches, true);
       c.cost = sbp_cost(chain, sbp_plan_of(chain, *t.sbp, t.plan.name), devices, fabric, compute);
       c.estimate_s = c.cost.total();
@@ -188,7 +185,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   });
   const Candidate& best = all.front();
   nlohmann::ordered_json best_json;
-  if (best.sbp) {
+  if (best.strategy.sbp) {
     const SbpChain chain = scenario_chain(s, batch / best.strategy.sbp->micro_batches, true);
     best_json = sbp_strategy_json("search-best", batch, chain, sbp_plan_of(chain, *best.strategy.sbp, "search-best"));
   } else {
@@ -219,7 +216,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       e["origin"] = c.origin;
       e["plan"] = c.report.plan;
       e["estimate_s"] = c.estimate_s;
-      if (c.sbp) {
+      if (c.strategy.sbp) {
         e["estimate_breakdown_s"] = {{"compute", c.cost.compute_s}, {"boxing", c.cost.boxing_s}, {"gradient_sync", c.cost.gradient_sync_s}};
       }
       e["step_time_s"] = c.report.step_time_s;
