@@ -9,6 +9,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/cluster_options.hpp"
+#include "cli/collective_support.hpp"
 #include "cli/commands.hpp"
 #include "sim/collectives.hpp"
 #include "sim/core/engine.hpp"
@@ -22,8 +23,6 @@ namespace po = boost::program_options;
 namespace ddlsim {
 namespace {
 
-constexpr double kMaxBytes = 1024.0 * 1024 * 1024 * 1024;  // 1 TiB
-constexpr std::uint64_t kMaxTransfers = 200'000'000;       // about 13 GB of task graph
 
 constexpr const char* kCollectiveHelp = R"(Usage: ddlsim collective --preset NAME [OPTIONS]
        ddlsim collective FILE.json [OPTIONS]    (an explicit topology)
@@ -58,59 +57,6 @@ Examples:
   ddlsim collective --preset dgx-h100 --nodes 2 --op all-to-all --ranks 0-3,8-11 --json
 
 Options)";
-
-double parse_size(const std::string& option, const std::string& text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string suffix = text.substr(digits);
-  double unit = 0;
-  if (suffix.empty() || suffix == "B") unit = 1;
-  else if (suffix == "K" || suffix == "KiB") unit = 1024.0;
-  else if (suffix == "M" || suffix == "MiB") unit = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GiB") unit = 1024.0 * 1024 * 1024;
-  else if (suffix == "T" || suffix == "TiB") unit = 1024.0 * 1024 * 1024 * 1024;
-  if (digits == 0 || digits > 12 || unit == 0) {
-    throw InputError(option + ": expected a size like 8, 64K, 1M or 8G, got '" + text + "'");
-  }
-  const double bytes = std::stod(text.substr(0, digits)) * unit;
-  if (bytes < 1 || bytes > kMaxBytes) {
-    throw InputError(option + ": " + text + " is outside 1 B to 1T (1 TiB)");
-  }
-  return bytes;
-}
-
-std::vector<std::size_t> parse_ranks(const std::string& text, std::size_t accelerators) {
-  std::vector<std::size_t> ranks;
-  if (text == "all") {
-    for (std::size_t i = 0; i < accelerators; ++i) ranks.push_back(i);
-    return ranks;
-  }
-  const auto bad = [&](const std::string& why) {
-    return InputError("--ranks: " + why + " in '" + text + "' (expected 'all' or a list like 0-7,16,18)");
-  };
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = text.find(',', start);
-    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const std::size_t dash = part.find('-');
-    const auto number = [&](const std::string& s) {
-      if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) throw bad("'" + part + "' is not a rank or a range");
-      return static_cast<std::size_t>(std::stoul(s));
-    };
-    const std::size_t lo = number(part.substr(0, dash));
-    const std::size_t hi = dash == std::string::npos ? lo : number(part.substr(dash + 1));
-    if (hi < lo) throw bad("the range '" + part + "' runs backwards");
-    if (hi >= accelerators) throw bad("rank " + std::to_string(hi) + " does not exist (the cluster has " + std::to_string(accelerators) + " accelerators)");
-    for (std::size_t r = lo; r <= hi; ++r) ranks.push_back(r);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  std::set<std::size_t> seen;
-  for (std::size_t r : ranks) {
-    if (!seen.insert(r).second) throw bad("rank " + std::to_string(r) + " is given twice");
-  }
-  return ranks;
-}
 
 struct Row {
   double bytes;
@@ -232,22 +178,9 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         spec.algorithm = a;
         spec.bytes = bytes;
         spec.channels = (a == CollectiveAlgorithm::kTree && ch > 2) ? 2 : ch;
-        double seconds = 0;
-        if (network == "analytical") {
-          seconds = analytical_collective_time(fabric, group, spec);
-        } else {
-          const std::uint64_t transfers = collective_transfer_count(group, spec);
-          if (transfers > kMaxTransfers) {
-            throw InputError("the " + std::string(algorithm_name(a)) + " " + op_text + " over " + std::to_string(members.size()) +
-                             " ranks needs " + std::to_string(transfers) + " transfers, more than the flow model's limit of " +
-                             std::to_string(kMaxTransfers) + "; use --network analytical, fewer --chunks or --channels");
-          }
-          TaskGraph g;
-          lower_collective(g, ResourceId(0), group, spec);
-          FlowNetwork net("network", fabric);
-          ResourceModel* models[] = {&net};
-          seconds = engine.run(g, models).makespan.value();
-        }
+        const double seconds = collective_seconds(fabric, group, spec,
+                                                  network == "analytical" ? NetworkModelKind::kAnalytical : NetworkModelKind::kFlow,
+                                                  op_text, engine);
         const double algbw = bytes / seconds;
         rows.push_back(Row{bytes, std::string(algorithm_name(a)), effective_channels(group, spec), effective_chunks(spec),
                            seconds, algbw, algbw * busbw_factor(*op, members.size())});

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <thread>
 
+#include <map>
 #include <optional>
 
 #include "cli/cli.hpp"
@@ -29,12 +30,19 @@ Suites (data in validation/, embedded in the binary, each with its source and li
   vtrain-single  1,440 iteration times of GPT models (0.2B-1.3B) on one node of 2-8
                  A100s, over every tp x dp x pp and micro-batch (vTrain, MICRO 2024)
   vtrain-multi   109 iteration times of GPT 3.6B-175B on 64-512 A100s (vTrain)
+  nccl           NCCL all-reduce bus bandwidth (GB/s) on NVSwitch servers, DGX-1 and
+                 InfiniBand nodes, and a small-message time (us), from nccl-tests
+                 figures published in GitHub issues; each collective timed alone
+  public-runs    17 published runs: Megatron-LM's ZeRO-3 against PTD-P (Table 2 of
+                 Narayanan et al. 2021), MT-NLG 530B, BLOOM 176B, PaLM 540B
 Cases are built from what the source states of the setup (cli/validation.hpp says
 how); nothing is fitted to the measurements.
 
-Printed per suite and model size: cases, mean and worst absolute percentage error of
-the step time, and Kendall's tau between predicted and measured times among the
-strategies of one model on one GPU count and batch (1 = same order, -1 = reversed).
+Printed: every case of the suites with at most 100 cases (--cases: all), measured,
+predicted and the error; then per suite and model (or run, or kind of point): cases,
+mean and worst absolute percentage error, and Kendall's tau between predicted and
+measured figures among the strategies of one model on one GPU count and batch (1 =
+same order, -1 = reversed; - where no two cases compare). --csv writes every case.
 
 --cost-model [SCENARIO.json] checks a cost model instead: for every strategy of the
 training scenario (the embedded default without a file), the analytical estimate the
@@ -46,6 +54,7 @@ absolute error, and Kendall's tau between estimated and replayed times.
 
 Examples:
   ddlsim validate --suite vtrain-single
+  ddlsim validate --suite nccl --network analytical
   ddlsim validate --csv cases.csv --json > accuracy.json
   ddlsim validate --check validation/accuracy.json    # fails (exit 3) if accuracy got worse
   ddlsim validate --cost-model scenarios/megatron-zero3-vs-ptdp.json
@@ -61,8 +70,10 @@ void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
                 "worst %", "Kendall tau");
   out << line;
   for (const Accuracy& a : table) {
-    std::snprintf(line, sizeof line, "%-14s %-30s %6d %13.2f %9.2f %12.3f\n", a.suite.c_str(), a.model.c_str(), a.cases,
-                  a.mean_abs_error * 100, a.worst_abs_error * 100, a.kendall_tau);
+    char tau[32] = "-";
+    if (a.pairs > 0) std::snprintf(tau, sizeof tau, "%.3f", a.kendall_tau);
+    std::snprintf(line, sizeof line, "%-14s %-30s %6d %13.2f %9.2f %12s\n", a.suite.c_str(), a.model.c_str(), a.cases,
+                  a.mean_abs_error * 100, a.worst_abs_error * 100, tau);
     out << line;
     if (a.refused > 0) out << "  (" << a.refused << " cases refused by ddlsim; see --csv)\n";
   }
@@ -81,22 +92,56 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
   return j;
 }
 
+// A CSV cell: quoted text with its quotes doubled.
+std::string quoted(const std::string& text) {
+  std::string q = "\"";
+  for (char ch : text) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
 void write_csv(const std::string& path, const std::vector<ValidationCase>& cases) {
   AtomicFile f(path);
   std::ostream& o = f.stream();
-  o << "suite,model,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_s,predicted_s,error,refused\n";
+  o << "suite,model,case,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,unit,measured,predicted,error,"
+       "refused\n";
   for (const ValidationCase& c : cases) {
-    char nums[320];
-    std::snprintf(nums, sizeof nums, "%d,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d,%d,%.17g,%.17g,%.17g", c.gpus,
-                  static_cast<long long>(c.global_batch), static_cast<long long>(c.micro_batch),
-                  static_cast<long long>(c.hidden), static_cast<long long>(c.heads), static_cast<long long>(c.layers),
-                  static_cast<long long>(c.seq), c.tp, c.dp, c.pp, c.measured_s, c.predicted_s,
-                  c.refused.empty() ? c.error() : 0.0);
-    o << c.suite << ",\"" << c.model << "\"," << nums << ",\"" << c.refused << "\"\n";
+    o << c.suite << "," << quoted(c.model) << "," << quoted(c.label) << "," << c.gpus;
+    // The training setup's columns stay empty for a case without one (a collective).
+    for (std::int64_t v : {c.global_batch, c.micro_batch, c.hidden, c.heads, c.layers, c.seq, std::int64_t{c.tp},
+                           std::int64_t{c.dp}, std::int64_t{c.pp}}) {
+      o << ",";
+      if (v != 0) o << v;
+    }
+    char nums[96];
+    std::snprintf(nums, sizeof nums, "%.17g,%.17g,%.17g", c.measured, c.predicted, c.refused.empty() ? c.error() : 0.0);
+    o << "," << c.unit << "," << nums << "," << quoted(c.refused) << "\n";
   }
   f.commit();
 }
 
+// Every case of the suites with at most `most` cases (all with most = 0), predicted
+// against measured.
+void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, std::size_t most) {
+  std::map<std::string, std::size_t> per_suite;
+  for (const ValidationCase& c : cases) ++per_suite[c.suite];
+  std::string suite;
+  for (const ValidationCase& c : cases) {
+    if (most > 0 && per_suite[c.suite] > most) continue;
+    if (c.suite != suite) {
+      suite = c.suite;
+      out << suite << ":\n";
+    }
+    char line[320];
+    if (!c.refused.empty()) {
+      std::snprintf(line, sizeof line, "  %-28s %-64s refused: %s\n", c.model.c_str(), c.label.c_str(), c.refused.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "  %-28s %-64s %10.4g %10.4g %-4s %+7.1f%%\n", c.model.c_str(), c.label.c_str(),
+                    c.measured, c.predicted, c.unit.c_str(), c.error() * 100);
+    }
+    out << line;
+  }
+  if (!suite.empty()) out << "\n";
+}
 
 int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
   for (const char* other : {"csv", "check", "record"}) {
@@ -108,7 +153,7 @@ int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
   TrainingScenario s = load_training_scenario(
       given.empty() ? std::nullopt : std::optional<std::string>(given), sets,
       "--cost-model: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...})");
-  if (!vm["network"].defaulted()) {
+  if (vm.count("network")) {
     const auto kind = parse_network_model(vm["network"].as<std::string>());
     if (!kind) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
     s.network = *kind;
@@ -129,8 +174,10 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
   po::options_description d(kValidateHelp);
   d.add_options()("help,h", "show this help")
       ("suite", po::value<std::string>()->value_name("NAME")->default_value("all"),
-       "vtrain-single, vtrain-multi or all")
-      ("network", po::value<std::string>()->value_name("MODEL")->default_value("flow"), "flow or analytical")
+       "vtrain-single, vtrain-multi, nccl, public-runs or all")
+      ("network", po::value<std::string>()->value_name("MODEL"),
+       "flow or analytical for every case (default: flow for vtrain and nccl, each scenario's own for public-runs)")
+      ("cases", "print every case, predicted against measured (default: those of suites of at most 100 cases)")
       ("jobs,j", po::value<int>()->value_name("N"), "threads (default: the machine's cores)")
       ("csv", po::value<std::string>()->value_name("FILE"), "write every case, predicted against measured")
       ("json", "print the accuracy table as JSON")
@@ -155,8 +202,11 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       for (ValidationCase& c : validation_cases(name)) cases.push_back(std::move(c));
     }
     if (cases.empty()) validation_cases(suite);  // throws the unknown-suite error
-    const auto network = parse_network_model(vm["network"].as<std::string>());
-    if (!network) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
+    std::optional<NetworkModelKind> network;
+    if (vm.count("network")) {
+      network = parse_network_model(vm["network"].as<std::string>());
+      if (!network) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
+    }
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (vm.count("jobs")) {
       jobs = vm["jobs"].as<int>();
@@ -168,7 +218,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       recorded = parse_json(read_input_file(path, "recorded accuracy"), path);
       (void)accuracy_regressions({}, recorded, path);  // refuses a record that is not an object, up front
     }
-    run_validation(cases, *network, jobs);
+    run_validation(cases, network, jobs);
     const std::vector<Accuracy> table = accuracy_table(cases);
     // Compared before anything is written: a malformed record stops with one line.
     const std::vector<std::string> bad =
@@ -191,6 +241,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("json")) {
       out << accuracy_json(table).dump(2) << "\n";
     } else {
+      print_cases(out, cases, vm.count("cases") ? 0 : 100);
       print_table(out, table);
     }
     for (const std::string& b : bad) err << "ddlsim validate: worse than recorded: " << b << "\n";

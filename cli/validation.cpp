@@ -10,7 +10,12 @@
 #include <thread>
 #include <tuple>
 
+#include "cli/collective_support.hpp"
 #include "cli/training.hpp"
+#include "sim/collectives.hpp"
+#include "sim/core/engine.hpp"
+#include "sim/network_fabric.hpp"
+#include "support/strings.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 #include "topology/presets.hpp"
@@ -63,31 +68,7 @@ std::string size_label(const ValidationCase& c, const std::string& billions) {
   return buf;
 }
 
-std::vector<ValidationCase> vtrain_cases(const std::string& suite, std::string_view csv) {
-  std::vector<ValidationCase> out;
-  for (auto& row : read_csv(csv)) {
-    auto num = [&](const char* col) { return std::stod(row.at(col)); };
-    ValidationCase c;
-    c.suite = suite;
-    c.gpus = static_cast<int>(num("# GPUs"));
-    c.global_batch = static_cast<std::int64_t>(num("global batch"));
-    c.micro_batch = static_cast<std::int64_t>(num("micro batch"));
-    c.hidden = static_cast<std::int64_t>(num("hidden size"));
-    c.heads = static_cast<std::int64_t>(num("attention heads"));
-    c.layers = static_cast<std::int64_t>(num("# layers"));
-    c.seq = static_cast<std::int64_t>(num("sequence length"));
-    c.tp = static_cast<int>(num("tensor parallelism"));
-    c.dp = static_cast<int>(num("data parallelism"));
-    c.pp = static_cast<int>(num("pipeline parallelism"));
-    c.measured_s = num("iteration time (ms)") / 1e3;
-    const auto p = row.find("Parameters (billion)");
-    c.model = size_label(c, p == row.end() ? std::string() : p->second);
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-double predict(ValidationCase& c, NetworkModelKind network) {
+double predict_vtrain(ValidationCase& c, std::optional<NetworkModelKind> network) {
   TrainingScenario s;
   s.name = c.suite;
   PresetOptions o;
@@ -96,7 +77,7 @@ double predict(ValidationCase& c, NetworkModelKind network) {
   s.cluster = build_preset(s.catalog, "dgx-a100", o);
   s.cluster_title = "dgx-a100";
   s.model = gpt_config("gpt", c.layers, c.hidden, c.heads, c.seq, kVtrainVocab);
-  s.network = network;
+  s.network = network.value_or(NetworkModelKind::kFlow);
   TrainingStrategy t;
   ParallelPlan& p = t.plan;
   p.name = "case";
@@ -115,15 +96,163 @@ double predict(ValidationCase& c, NetworkModelKind network) {
   return run_training_strategy(s, t).step_time_s;
 }
 
+
+std::vector<ValidationCase> vtrain_cases(const std::string& suite, std::string_view csv) {
+  std::vector<ValidationCase> out;
+  for (auto& row : read_csv(csv)) {
+    auto num = [&](const char* col) { return std::stod(row.at(col)); };
+    ValidationCase c;
+    c.suite = suite;
+    c.gpus = static_cast<int>(num("# GPUs"));
+    c.global_batch = static_cast<std::int64_t>(num("global batch"));
+    c.micro_batch = static_cast<std::int64_t>(num("micro batch"));
+    c.hidden = static_cast<std::int64_t>(num("hidden size"));
+    c.heads = static_cast<std::int64_t>(num("attention heads"));
+    c.layers = static_cast<std::int64_t>(num("# layers"));
+    c.seq = static_cast<std::int64_t>(num("sequence length"));
+    c.tp = static_cast<int>(num("tensor parallelism"));
+    c.dp = static_cast<int>(num("data parallelism"));
+    c.pp = static_cast<int>(num("pipeline parallelism"));
+    c.measured = num("iteration time (ms)") / 1e3;
+    const auto p = row.find("Parameters (billion)");
+    c.model = size_label(c, p == row.end() ? std::string() : p->second);
+    c.label = "tp " + std::to_string(c.tp) + " x dp " + std::to_string(c.dp) + " x pp " + std::to_string(c.pp) +
+              ", micro-batch " + std::to_string(c.micro_batch);
+    c.group = c.model + " / " + std::to_string(c.gpus) + " GPUs / batch " + std::to_string(c.global_batch);
+    c.predict = predict_vtrain;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+
+// --- nccl: each measured collective timed alone on the preset standing for the machine ---
+
+std::vector<ValidationCase> nccl_cases() {
+  std::vector<ValidationCase> out;
+  int line = 1;
+  for (auto& row : read_csv(kNcclCases)) {
+    ++line;
+    const std::string where = "validation/nccl/cases.csv:" + std::to_string(line);
+    const auto op = parse_op(row.at("op"));
+    const auto algorithm = parse_algorithm(row.at("algorithm"));
+    const std::string metric = row.at("metric");
+    if (!op || !algorithm || (metric != "busbw_gbytes_per_s" && metric != "time_us")) {
+      throw InputError(where + ": unknown op, algorithm or metric");
+    }
+    ValidationCase c;
+    c.suite = "nccl";
+    c.model = row.at("group");
+    c.label = row.at("system") + ": " + row.at("algorithm") + " " + row.at("op") + " of " + row.at("bytes");
+    c.unit = metric == "time_us" ? "us" : "GB/s";
+    c.measured = std::stod(row.at("measured"));
+    PresetOptions o;
+    o.nodes = std::stoi(row.at("nodes"));
+    if (!row.at("accelerator").empty()) o.accelerator = row.at("accelerator");
+    if (!row.at("nic").empty()) o.nic = row.at("nic");
+    const double bytes = parse_size(where + ": bytes", row.at("bytes"));
+    c.predict = [o, preset = row.at("preset"), ranks = row.at("ranks"), op = *op, algorithm = *algorithm, bytes, metric,
+                 op_text = row.at("op")](ValidationCase& c, std::optional<NetworkModelKind> network) {
+      const Catalog catalog = Catalog::builtin();
+      const Cluster cluster = build_preset(catalog, preset, o);
+      NetworkFabric fabric(cluster, catalog);
+      const auto accelerators = cluster.accelerators();
+      std::vector<NodeId> members;
+      for (std::size_t r : parse_ranks(ranks, accelerators.size())) members.push_back(accelerators[r]);
+      c.gpus = static_cast<int>(members.size());
+      const CollectiveGroup group = CollectiveGroup::of(fabric, members);
+      CollectiveSpec spec;
+      spec.op = op;
+      spec.algorithm = algorithm;
+      spec.bytes = bytes;
+      ReplayEngine engine;
+      const double t = collective_seconds(fabric, group, spec, network.value_or(NetworkModelKind::kFlow), op_text, engine);
+      return metric == "time_us" ? t * 1e6 : bytes / t * busbw_factor(op, members.size()) / 1e9;
+    };
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// --- public-runs: published runs as scenarios ---
+
+// A published figure as seconds per step of the scenario's one strategy.
+double published_step_s(const nlohmann::json& measured, const TrainingScenario& s, const std::string& where) {
+  if (!measured.is_object() || measured.size() != 1) throw InputError(where + ".measured: expected one figure");
+  const auto& [kind, value] = *measured.items().begin();
+  const double v = value.get<double>();
+  const ParallelPlan& p = s.strategies.front().plan;
+  const double B = static_cast<double>(p.global_batch), seq = static_cast<double>(s.model.seq);
+  if (kind == "step_s") return v;
+  if (kind == "tokens_per_s") return B * seq / v;
+  if (kind == "tflops_per_gpu_megatron") {
+    // Narayanan et al. 2021, eq. 3: FLOPs per iteration with activation recomputation.
+    const double l = static_cast<double>(s.model.layers), h = static_cast<double>(s.model.hidden);
+    const double V = static_cast<double>(s.model.vocab);
+    const double flops = 96 * B * seq * l * h * h * (1 + seq / (6 * h) + V / (16 * l * h));
+    return flops / (v * 1e12 * static_cast<double>(p.tp * p.pp * p.dp));
+  }
+  throw InputError(where + ".measured: unknown figure '" + kind + "'");
+}
+
+double predict_run(const nlohmann::json& scenario, ValidationCase& c, std::optional<NetworkModelKind> network) {
+  TrainingScenario s = read_training_scenario(scenario, "");
+  if (network) s.network = *network;
+  const TrainingStrategy& t = s.strategies.front();
+  if (std::string why = plan_problem(t.plan, s.model, s.cluster.accelerators().size()); !why.empty()) {
+    c.refused = why;
+    return 0;
+  }
+  return run_training_strategy(s, t).step_time_s;
+}
+
+std::vector<ValidationCase> public_run_cases() {
+  const nlohmann::json doc = nlohmann::json::parse(kPublicRuns);
+  std::vector<ValidationCase> out;
+  std::size_t i = 0;
+  for (const nlohmann::json& e : doc.at("cases")) {
+    const std::string where = "validation/public_runs/cases.json: cases[" + std::to_string(i++) + "]";
+    ValidationCase c;
+    c.suite = "public-runs";
+    c.model = e.at("run").get<std::string>();
+    c.label = e.at("case").get<std::string>() + " (published: " + e.at("published").get<std::string>() + ")";
+    const TrainingScenario s = read_training_scenario(e.at("scenario"), "");
+    if (s.strategies.size() != 1) throw InputError(where + ".scenario: expected one strategy");
+    const ParallelPlan& p = s.strategies.front().plan;
+    c.gpus = p.tp * p.pp * p.dp;
+    c.global_batch = p.global_batch;
+    c.micro_batch = p.micro_batch;
+    c.hidden = s.model.hidden;
+    c.heads = s.model.heads;
+    c.layers = s.model.layers;
+    c.seq = s.model.seq;
+    c.tp = p.tp;
+    c.dp = p.dp;
+    c.pp = p.pp;
+    c.group = c.model + " / " + std::to_string(c.gpus) + " GPUs / batch " + std::to_string(c.global_batch);
+    c.measured = published_step_s(e.at("measured"), s, where);
+    c.predict = [scenario = e.at("scenario")](ValidationCase& c, std::optional<NetworkModelKind> network) {
+      return predict_run(scenario, c, network);
+    };
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<ValidationCase> validation_cases(const std::string& suite) {
   if (suite == "vtrain-single") return vtrain_cases(suite, kVtrainSingle);
   if (suite == "vtrain-multi") return vtrain_cases(suite, kVtrainMulti);
-  throw InputError("--suite: unknown suite '" + suite + "' (suites: vtrain-single, vtrain-multi, all)");
+  if (suite == "nccl") return nccl_cases();
+  if (suite == "public-runs") return public_run_cases();
+  std::vector<std::string> names{"all"};
+  for (const char* n : kValidationSuites) names.emplace_back(n);
+  throw InputError("--suite: unknown suite '" + suite + "'" + did_you_mean(suite, names) +
+                   "; suites: vtrain-single, vtrain-multi, nccl, public-runs, all");
 }
 
-void run_validation(std::vector<ValidationCase>& cases, NetworkModelKind network, int jobs) {
+void run_validation(std::vector<ValidationCase>& cases, std::optional<NetworkModelKind> network, int jobs) {
   // Largest first, so that the last thread does not start the slowest case last.
   std::vector<std::size_t> order(cases.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -134,7 +263,7 @@ void run_validation(std::vector<ValidationCase>& cases, NetworkModelKind network
   auto work = [&] {
     for (std::size_t i = next++; i < order.size(); i = next++) {
       ValidationCase& c = cases[order[i]];
-      c.predicted_s = predict(c, network);
+      c.predicted = c.predict(c, network);
     }
   };
   std::vector<std::thread> threads;
@@ -152,7 +281,7 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
     return out[it->second];
   };
   // Groups of cases that differ only in strategy.
-  using GroupKey = std::tuple<std::string, std::string, int, std::int64_t>;
+  using GroupKey = std::tuple<std::string, std::string, std::string>;  // suite, group, model
   std::map<GroupKey, std::vector<const ValidationCase*>> groups;
   // Every entry first: references into `out` stay valid while counting.
   for (const ValidationCase& c : cases) entry(c.suite, c.model);
@@ -168,15 +297,15 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
       a->mean_abs_error += e;
       a->worst_abs_error = std::max(a->worst_abs_error, e);
     }
-    if (c.refused.empty()) groups[{c.suite, c.model, c.gpus, c.global_batch}].push_back(&c);
+    if (c.refused.empty() && !c.group.empty()) groups[{c.suite, c.group, c.model}].push_back(&c);
   }
   std::map<std::pair<std::string, std::string>, std::int64_t> net;  // concordant - discordant
   for (const auto& [key, g] : groups) {
     for (std::size_t i = 0; i < g.size(); ++i) {
       for (std::size_t j = i + 1; j < g.size(); ++j) {
-        const double dm = g[i]->measured_s - g[j]->measured_s, dp = g[i]->predicted_s - g[j]->predicted_s;
+        const double dm = g[i]->measured - g[j]->measured, dp = g[i]->predicted - g[j]->predicted;
         const int sign = (dm * dp > 0) ? 1 : (dm * dp < 0) ? -1 : 0;
-        for (const std::string& model : {std::get<1>(key), std::string("all")}) {
+        for (const std::string& model : {std::get<2>(key), std::string("all")}) {
           Accuracy& a = entry(std::get<0>(key), model);
           ++a.pairs;
           net[{a.suite, a.model}] += sign;

@@ -1,23 +1,31 @@
-// Measured training steps replayed by ddlsim: the cases of `ddlsim validate`, and the
-// statistics that say how close the predictions are.
+// Measurements replayed by ddlsim: the cases of `ddlsim validate`, and the statistics
+// that say how close the predictions are.
 //
 // Suites (data in validation/, embedded in the binary):
 //   vtrain-single  1,440 iteration times of Megatron-DeepSpeed GPT models (hidden 1024 or
 //                  2048, 12 to 24 layers, sequence 1024) on one node of 2 to 8 A100s, over
 //                  every tp x dp x pp and micro-batch the vTrain authors ran;
 //   vtrain-multi   109 iteration times of GPT 3.6B to 175B on 64, 256 and 512 A100s.
-// (Bang et al., MICRO 2024; validation/vtrain/README.md.)
+//                  (Bang et al., MICRO 2024; validation/vtrain/README.md.)
+//   nccl           NCCL bus bandwidth and small-message times (nccl-tests figures from
+//                  GitHub issues; validation/nccl/README.md), each collective timed alone
+//                  on the preset that stands for the measured machine;
+//   public-runs    published end-to-end runs (Megatron-LM's ZeRO-3 against PTD-P,
+//                  MT-NLG, BLOOM, PaLM), each a scenario in validation/public_runs/cases.json
+//                  with its published step time, tokens/s or TFLOP/s per GPU.
 //
-// How a case becomes a scenario, from what vTrain states of the setup and nothing fitted:
-// GPT as Megatron builds it (learned positions, tied embedding, vocabulary 50,257,
+// How a vTrain case becomes a scenario, from what vTrain states of the setup and nothing
+// fitted: GPT as Megatron builds it (learned positions, tied embedding, vocabulary 50,257,
 // 16-bit), 1F1B, full recomputation, no gradient bucketing (the data-parallel all-reduce
 // after the whole backward); DGX A100 servers (8 A100 on NVSwitch) as many as the case
 // needs, with 800 Gb/s per server as one 100 Gb/s InfiniBand EDR NIC per GPU. vTrain's
 // 150 GB/s intra-node figure is its model's parameter, not the hardware's: the NVSwitch
-// links are the catalog's NVLink 3 (checked against nccl-tests in the network tests).
+// links are the catalog's NVLink 3.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,32 +36,43 @@
 namespace ddlsim {
 
 struct ValidationCase {
-  std::string suite;  // "vtrain-single", ...
-  std::string model;  // model-size label, e.g. "0.2B (h 1024, 12 layers)"
+  std::string suite;  // "vtrain-single", "nccl", ...
+  std::string model;  // the accuracy table's row: a model size ("0.2B (h 1024, 12 layers)"), a run, a kind of point
+  std::string label;  // the case within it, one line ("tp 2 x dp 4 x pp 1, micro-batch 4")
+  std::string unit = "s";  // of measured and predicted: "s" (step time), "GB/s" (bus bandwidth), "us"
+  // Cases of one suite and group differ only in their strategy: Kendall's tau compares
+  // their order. Empty: the case is not ranked.
+  std::string group;
+  // The training setup, where there is one (0 elsewhere; gpus is the ranks of a collective).
   int gpus = 0;
   std::int64_t global_batch = 0, micro_batch = 0;
   std::int64_t hidden = 0, heads = 0, layers = 0, seq = 0;
-  int tp = 1, dp = 1, pp = 1;
-  double measured_s = 0;
+  int tp = 0, dp = 0, pp = 0;
+  double measured = 0;
+  // Replays the case: returns the prediction in `unit`, or sets `refused` (why ddlsim
+  // refused the plan) and returns 0. The network model overrides the case's own.
+  std::function<double(ValidationCase&, std::optional<NetworkModelKind>)> predict;
   // Filled by run_validation:
-  double predicted_s = 0;
-  std::string refused;  // why ddlsim refused the plan (empty when it ran)
+  double predicted = 0;
+  std::string refused;  // empty when it ran
 
-  [[nodiscard]] double error() const { return (predicted_s - measured_s) / measured_s; }  // signed fraction
+  [[nodiscard]] double error() const { return (predicted - measured) / measured; }  // signed fraction
 };
 
-inline constexpr const char* kValidationSuites[] = {"vtrain-single", "vtrain-multi"};
+inline constexpr const char* kValidationSuites[] = {"vtrain-single", "vtrain-multi", "nccl", "public-runs"};
 
 /// The cases of one suite. Throws InputError for an unknown suite name.
 std::vector<ValidationCase> validation_cases(const std::string& suite);
 
-/// Replays every case (on `jobs` threads; results do not depend on it).
-void run_validation(std::vector<ValidationCase>& cases, NetworkModelKind network, int jobs);
+/// Replays every case (on `jobs` threads; results do not depend on it), on `network`
+/// when given, else on each case's own network model (flow for vTrain and NCCL, the
+/// scenario's for public runs).
+void run_validation(std::vector<ValidationCase>& cases, std::optional<NetworkModelKind> network, int jobs);
 
 /// Accuracy over a set of cases: mean and worst absolute percentage error, and Kendall's
-/// tau between predicted and measured times over the pairs of cases that differ only in
-/// their strategy (same suite, model, GPU count and global batch): tau = (concordant -
-/// discordant) / pairs, pooled over those groups.
+/// tau between predicted and measured figures over the pairs of cases of one group (the
+/// same model, GPU count and global batch, differing only in their strategy): tau =
+/// (concordant - discordant) / pairs, pooled over the groups.
 struct Accuracy {
   std::string suite, model;  // model "all" for a suite's total
   int cases = 0, refused = 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cli.hpp"
+#include "cli/validation.hpp"
 
 using namespace ddlsim;
 namespace fs = std::filesystem;
@@ -757,7 +758,48 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   CHECK(r.err == "ddlsim validate: " + rec + ": expected an object of suites\n");
   r = ddlsim_cmd({"validate", "--suite", "vtrain"});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --suite: unknown suite 'vtrain' (suites: vtrain-single, vtrain-multi, all)\n");
+  CHECK(r.err ==
+        "ddlsim validate: --suite: unknown suite 'vtrain' (did you mean 'vtrain-single'?); suites: vtrain-single, "
+        "vtrain-multi, nccl, public-runs, all\n");
+}
+
+TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
+  // Expected, from the sources (validation/nccl/cases.csv, validation/public_runs/cases.json):
+  // 9 NCCL points, 8 bus bandwidths in GB/s and one time in us; 17 runs. A run published
+  // as TFLOP/s per GPU becomes a step time by Narayanan et al.'s count, F = 96 B s l h^2
+  // (1 + s/(6h) + V/(16 l h)) / (TFLOP/s x GPUs): the 174.6B GPT (96 layers, hidden
+  // 12288, vocabulary 51200, sequence 2048) at batch 1536 on 384 GPUs and 153 TFLOP/s is
+  // 76.78 s. BLOOM's 104.7 s stays; PaLM's 238.3K tokens/s at 2048 x 2048 tokens per step
+  // is 17.60 s.
+  const auto nccl = ddlsim::validation_cases("nccl");
+  REQUIRE(nccl.size() == 9);
+  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 8);
+  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 1);
+  const auto runs = ddlsim::validation_cases("public-runs");
+  REQUIRE(runs.size() == 17);
+  const auto find = [&](const std::string& model, const std::string& label) {
+    for (const auto& c : runs) {
+      if (c.model == model && c.label.rfind(label, 0) == 0) return c;
+    }
+    FAIL("no case " << model << " / " << label);
+    return runs.front();
+  };
+  const double l = 96, h = 12288, seq = 2048, V = 51200, B = 1536;
+  const double flops = 96 * B * seq * l * h * h * (1 + seq / (6 * h) + V / (16 * l * h));
+  const auto ptdp = find("Megatron-LM 174.6B (Table 2)", "PTD-P tp 8 x pp 12 x dp 4");
+  CHECK(ptdp.gpus == 384);
+  CHECK(ptdp.measured == doctest::Approx(flops / (153e12 * 384)));
+  CHECK(ptdp.measured == doctest::Approx(76.78).epsilon(1e-3));
+  CHECK(find("BLOOM 176B", "tp 4").measured == 104.7);
+  CHECK(find("PaLM 540B", "tp 12").measured == doctest::Approx(2048.0 * 2048 / 238300));
+  // The cheapest point replayed: a ring all-reduce between two nodes over one EDR link
+  // each is that link's bandwidth, 12.5 GB/s x the catalog's InfiniBand efficiency 0.94 =
+  // 11.75 GB/s, to within its latency (8 GiB: far below 0.1%).
+  for (auto c : nccl) {
+    if (c.label.find("one V100 and one EDR") == std::string::npos) continue;
+    CHECK(c.predict(c, std::nullopt) == doctest::Approx(11.75).epsilon(1e-3));
+    CHECK(c.gpus == 2);
+  }
 }
 
 TEST_CASE("search: the best plan is never worse than the scenario's own, and --out runs") {

@@ -1,0 +1,35 @@
+// What `ddlsim collective` and the nccl suite of `ddlsim validate` share: nccl-tests'
+// sizes and rank lists, and the time of one collective on a network model.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "sim/network.hpp"
+
+namespace ddlsim {
+
+class NetworkFabric;
+class ReplayEngine;
+struct CollectiveGroup;
+struct CollectiveSpec;
+
+inline constexpr double kMaxCollectiveBytes = 1024.0 * 1024 * 1024 * 1024;  // 1 TiB
+inline constexpr std::uint64_t kMaxCollectiveTransfers = 200'000'000;      // about 13 GB of task graph
+
+/// A size like 8, 64K, 1M or 8G (powers of 1024), 1 B to 1 TiB. Throws InputError
+/// naming `option`.
+double parse_size(const std::string& option, const std::string& text);
+
+/// 'all' or a list like 0-7,16,18 of ranks below `accelerators`, none twice. Throws
+/// InputError naming --ranks.
+std::vector<std::size_t> parse_ranks(const std::string& text, std::size_t accelerators);
+
+/// Seconds the collective takes alone on the fabric: its analytical time, or the replay
+/// of its transfers on the flow model (refused past kMaxCollectiveTransfers; `op_text`
+/// names the operation in that error).
+double collective_seconds(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec,
+                          NetworkModelKind network, const std::string& op_text, ReplayEngine& engine);
+
+}  // namespace ddlsim
