@@ -36,9 +36,15 @@ Commands:
                         Find a parallel plan for the scenario's model and cluster: every
                         Megatron-style plan that fits in memory, ranked by an estimate,
                         the best replayed; --out writes the winner as a strategy.
+  sweep [SCENARIO.json] --vary PATH=V1,V2,...
+                        What if: replay the scenario at every point of the product of
+                        field values (cluster size, NIC, device, batch, tp/pp/dp, network
+                        model) in parallel; one CSV/JSON row per point and strategy.
+                        --shard K/N splits a sweep over machines; 'merge' joins the parts.
   validate [--suite NAME]
-                        Replay measured training steps (vTrain's 1,549 A100 iteration
-                        times) and report the error and rank correlation per model size.
+                        Replay measurements (vTrain's 1,549 A100 iteration times, NCCL bus
+                        bandwidths, published runs) and report the error and rank
+                        correlation per model; --cost-model checks analytical estimates.
   help COMMAND          Show the help of one command (same as COMMAND --help).
 
 Examples:
@@ -46,6 +52,7 @@ Examples:
   ddlsim run scenarios/default.json --json          # machine-readable report
   ddlsim run --set cluster.nodes=8                  # what if the cluster had 8 servers?
   ddlsim run --strategy ptd-p --trace step.json     # open in ui.perfetto.dev
+  ddlsim sweep --vary cluster.nodes=1,2,4,8 --csv scaling.csv   # a scaling study
   ddlsim validate --suite vtrain-multi              # predicted against measured step times
   ddlsim topology --preset dgx-h100 --nodes 32      # a DGX H100 SuperPOD scalable unit
   ddlsim collective --preset dgx-a100 --nodes 4 -b 1M -e 1G --algorithm all
@@ -100,7 +107,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (rest[0] == "workload") return workload_command({"--help"}, out, err);
     if (rest[0] == "validate") return validate_command({"--help"}, out, err);
     if (rest[0] == "search") return search_command({"--help"}, out, err);
-    err << "ddlsim help: unknown command '" << rest[0] << "' (commands: run, search, topology, collective, workload, validate)\n";
+    if (rest[0] == "sweep") return sweep_command({"--help"}, out, err);
+    if (rest[0] == "merge") return merge_command({"--help"}, out, err);
+    err << "ddlsim help: unknown command '" << rest[0]
+        << "' (commands: run, search, sweep, merge, topology, collective, workload, validate)\n";
     return kExitBadInput;
   }
   if (cmd == "run") return run_command(rest, out, err);
@@ -109,8 +119,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (cmd == "workload") return workload_command(rest, out, err);
   if (cmd == "validate") return validate_command(rest, out, err);
   if (cmd == "search") return search_command(rest, out, err);
+  if (cmd == "sweep") return sweep_command(rest, out, err);
+  if (cmd == "merge") return merge_command(rest, out, err);
   err << "ddlsim: unknown command '" << cmd << "'" << (cmd.rfind('-', 0) == 0 ? " (an option before the command?)" : "")
-      << "; commands: run, search, topology, collective, workload, validate, help (see 'ddlsim --help')\n";
+      << "; commands: run, search, sweep, merge, topology, collective, workload, validate, help (see 'ddlsim --help')\n";
   return kExitBadInput;
 }
 

@@ -16,6 +16,8 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
 int workload_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int merge_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int topology_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace ddlsim

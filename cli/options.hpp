@@ -9,13 +9,13 @@
 
 namespace ddlsim {
 
-/// Parses `args` against `d` (with `positional`, when given, as the name of the one
-/// positional argument). On a parse error writes "ddlsim COMMAND: ... (see 'ddlsim
+/// Parses `args` against `d` (with `positional`, when given, as the name of the
+/// positional arguments: at most `positional_count` of them, -1 for any number). On a parse error writes "ddlsim COMMAND: ... (see 'ddlsim
 /// COMMAND --help')" to err and returns the bad-input status; on --help prints `d` to
 /// out and returns success; otherwise fills vm and returns nullopt.
 std::optional<int> parse_command_options(const std::vector<std::string>& args,
                                          const boost::program_options::options_description& d, const char* positional,
                                          const char* command, boost::program_options::variables_map& vm,
-                                         std::ostream& out, std::ostream& err);
+                                         std::ostream& out, std::ostream& err, int positional_count = 1);
 
 }  // namespace ddlsim

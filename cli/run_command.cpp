@@ -51,6 +51,7 @@ Examples:
   ddlsim run --set cluster.nic=ib-ndr          # what if the NICs were 400 Gb/s?
   ddlsim run --strategy ptd-p --trace step.json   # open in ui.perfetto.dev
   ddlsim run --csv results.csv                 # one row per strategy
+  ddlsim run --links links.csv                 # every link's bytes and utilization, per strategy
   ddlsim run --print-scenario > my.json        # start your own scenario from the default
   ddlsim run scenarios/autoddl-vgg16-single-gpu-nodes.json   # VGG-16: DP, Megatron, an SBP plan
 
@@ -64,6 +65,7 @@ struct RunArgs {
   std::optional<std::string> dot;
   std::optional<std::string> network;
   std::optional<std::string> csv;
+  std::optional<std::string> links;
   bool json = false;
   bool print_scenario = false;
   bool help = false;
@@ -84,6 +86,9 @@ po::options_description run_options() {
        "write the strategy's task graph in GraphViz dot syntax (one strategy)")
       ("csv", po::value<std::string>()->value_name("FILE"),
        "also write one CSV row per strategy (training scenarios; columns as the JSON fields)")
+      ("links", po::value<std::string>()->value_name("FILE"),
+       "also write every link that carried traffic, per strategy, as CSV: strategy,link,kind,bytes,utilization "
+       "(bytes in the step; utilization = bytes / (line rate x step time)); for plots/ddlsim_plots.py links")
       ("network", po::value<std::string>()->value_name("MODEL"),
        "flow (links shared max-min fairly among transfers) or analytical (no contention); "
        "overrides the scenario's simulation.network (default flow)")
@@ -109,6 +114,7 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   if (vm.count("trace")) a.trace = vm["trace"].as<std::string>();
   if (vm.count("dot")) a.dot = vm["dot"].as<std::string>();
   if (vm.count("csv")) a.csv = vm["csv"].as<std::string>();
+  if (vm.count("links")) a.links = vm["links"].as<std::string>();
   if (vm.count("network")) a.network = vm["network"].as<std::string>();
   return a;
 }
@@ -193,12 +199,30 @@ int run_training(const nlohmann::json& doc, const RunArgs& a, std::ostream& out)
   TrainingOutputs outputs;
   outputs.trace = a.trace;
   outputs.dot = a.dot;
+  outputs.all_links = a.links.has_value();
   std::vector<TrainingReport> reports;
   for (const auto& t : s.strategies) reports.push_back(run_training_strategy(s, t, outputs));
   if (a.csv) {
     AtomicFile csv(*a.csv);
     print_training_csv(csv.stream(), reports);
     csv.commit();
+  }
+  if (a.links) {
+    AtomicFile f(*a.links);
+    f.stream() << "strategy,link,kind,bytes,utilization\n";
+    auto quoted = [](const std::string& v) {
+      std::string q = "\"";
+      for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+      return q + "\"";
+    };
+    for (const TrainingReport& r : reports) {
+      for (const LinkUse& l : r.all_links) {
+        char nums[64];
+        std::snprintf(nums, sizeof nums, "%.17g,%.17g", l.bytes, l.utilization);
+        f.stream() << quoted(r.name) << "," << quoted(l.link) << "," << l.kind << "," << nums << "\n";
+      }
+    }
+    f.commit();
   }
   if (a.json) print_training_json(out, s, reports);
   else print_training_table(out, s, reports);
@@ -235,6 +259,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       return kExitOk;
     }
     if (a.csv) throw InputError("--csv: available for training scenarios (a preset cluster and a real model) only");
+    if (a.links) throw InputError("--links: available for training scenarios (a preset cluster and a real model) only");
     select_strategy(s, a);
     std::vector<StrategyReport> reports;
     for (const auto& plan : s.strategies) reports.push_back(run_one(s, plan, a));

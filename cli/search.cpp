@@ -43,6 +43,9 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
       continue;
     }
     estimated.push_back(SearchCandidate{p, false, estimate_step(s.model, p, fabric, compute), {}});
+    if (out.convergence.empty() || estimated.back().estimate_s < out.convergence.back().second) {
+      out.convergence.emplace_back(estimated.size(), estimated.back().estimate_s);
+    }
   }
   out.estimated = estimated.size();
   std::stable_sort(estimated.begin(), estimated.end(),

@@ -31,6 +31,8 @@ struct SearchCandidate {
 struct SearchResult {
   std::size_t enumerated = 0, pruned = 0, estimated = 0, baselines = 0;
   std::vector<SearchCandidate> ranked;  // replayed, fastest first (ties: baselines, then grid order)
+  // (plans estimated so far, in grid order; the lowest estimate so far) at each new lowest.
+  std::vector<std::pair<std::uint64_t, double>> convergence;
 };
 
 struct SbpSearchOptions {

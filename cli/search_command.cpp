@@ -195,6 +195,9 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
         ranked.push_back(r);
       }
       j["ranked"] = ranked;
+      nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+      for (const auto& [n, cost] : result.convergence) steps.push_back({{"evaluations", n}, {"best_estimate_s", cost}});
+      j["convergence"] = steps;
       out << j.dump(2) << "\n";
       report_time();
       return kExitOk;

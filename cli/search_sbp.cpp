@@ -43,6 +43,13 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   double found_cost = std::numeric_limits<double>::infinity();
   bool found_fits = false;
   std::uint64_t evaluated = 0;
+  // (plans evaluated, the lowest cost so far) at each new lowest, over every search.
+  std::vector<std::pair<std::uint64_t, double>> convergence;
+  auto converged = [&](const std::vector<std::pair<std::uint64_t, double>>& steps) {
+    for (const auto& [n, cost] : steps) {
+      if (convergence.empty() || cost < convergence.back().second) convergence.emplace_back(evaluated + n, cost);
+    }
+  };
   // One search at k micro-batches, remembered.
   struct AtK {
     SbpPlan plan;
@@ -69,6 +76,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       SbpPlan start = data_parallel_plan(full, {static_cast<int>(devices.size())});
       start.micro_batches = static_cast<int>(k);
       const McmcResult m = mcmc_sbp_search(full, start, devices, fabric, compute, mo);
+      converged(m.convergence);
       evaluated += m.replayed;
       r.plan = sbp_plan_of(r.chain, sbp_strategy_of(full, m.plan), "mcmc");  // the same roles' signatures
       r.cost = m.step_s;
@@ -78,6 +86,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       ao.micro_batches = static_cast<int>(k);
       ao.prices = prices;
       const SbpSearchResult a = autoddl_search(r.chain, devices, fabric, compute, ao);
+      converged(a.convergence);
       evaluated += a.evaluated;
       r.plan = a.plan;
       r.cost = a.cost.total();
@@ -228,6 +237,9 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       ranked.push_back(e);
     }
     j["ranked"] = ranked;
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const auto& [n, cost] : convergence) steps.push_back({{"evaluations", n}, {"best_estimate_s", cost}});
+    j["convergence"] = steps;
     j["found"] = sbp_strategy_json(method, batch, found_chain, found);
     j["best"] = best_json;
     out << j.dump(2) << "\n";

@@ -197,13 +197,13 @@ const AcceleratorSpec& accelerator_of(const TrainingScenario& s) {
 
 // The links with the highest utilization (ties: lower link id first), at most
 // kBusiestLinks of them, none that carried nothing.
-std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s) {
+std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s, std::size_t most) {
   std::vector<std::uint32_t> ids;
   for (std::uint32_t l = 0; l < bytes.size(); ++l) {
     if (bytes[l] > 0) ids.push_back(l);
   }
   auto util = [&](std::uint32_t l) { return bytes[l] / (c.link(LinkId(l)).bandwidth.value() * step_s); };
-  const std::size_t n = std::min(kBusiestLinks, ids.size());
+  const std::size_t n = std::min(most, ids.size());
   std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
                     [&](std::uint32_t a, std::uint32_t b) { return util(a) > util(b) || (util(a) == util(b) && a < b); });
   std::vector<LinkUse> out;
@@ -376,6 +376,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const std::vector<double>& carried = step.network_model->link_bytes();
   for (std::size_t l = 0; l < link_bytes.size(); ++l) link_bytes[l] += carried[l];
   r.busiest_links = busiest_links(s.cluster, link_bytes, r.step_time_s);
+  if (outputs.all_links) r.all_links = busiest_links(s.cluster, link_bytes, r.step_time_s, link_bytes.size());
   return r;
 }
 
@@ -419,6 +420,36 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
       << (s.transformer ? "6N + 12 l h s per token" : "the model's forward and backward per sample") << ") per device\n"
          "per second; MFU/HFU: model/hardware (with recomputation) FLOP/s over the accelerator's peak; peak: the\n"
          "fullest device's weights, gradients, optimizer states and activations at the replay's high-water mark.\n";
+}
+
+nlohmann::ordered_json training_report_row(const TrainingReport& r) {
+  nlohmann::ordered_json j;
+  j["plan"] = r.plan;
+  j["devices"] = r.devices;
+  j["step_time_s"] = r.step_time_s;
+  j["samples_per_s"] = r.samples_per_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["model_tflops_per_device"] = r.model_tflops_per_device;
+  j["mfu"] = r.mfu;
+  j["hardware_tflops_per_device"] = r.hardware_tflops_per_device;
+  j["hfu"] = r.hfu;
+  j["breakdown.compute_s"] = r.compute_busy_s;
+  j["breakdown.exposed_comm_s.tp"] = r.exposed_tp_s;
+  j["breakdown.exposed_comm_s.pp"] = r.exposed_pp_s;
+  j["breakdown.exposed_comm_s.dp"] = r.exposed_dp_s;
+  j["breakdown.exposed_comm_s.other"] = r.other_comm_s();
+  j["breakdown.bubble_s"] = r.bubble_s;
+  j["breakdown.idle_s"] = r.idle_s;
+  j["peak_memory_bytes"] = r.peak_memory_bytes;
+  j["memory_breakdown_bytes.weights"] = r.weights_bytes;
+  j["memory_breakdown_bytes.gradients"] = r.gradients_bytes;
+  j["memory_breakdown_bytes.optimizer"] = r.optimizer_bytes;
+  j["memory_breakdown_bytes.activations"] = r.activations_bytes;
+  j["device_memory_bytes"] = r.device_memory_bytes;
+  j["fits_in_memory"] = r.fits_in_memory;
+  j["tasks"] = r.tasks;
+  j["transfers"] = r.transfers;
+  return j;
 }
 
 void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& reports) {

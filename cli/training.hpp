@@ -107,6 +107,7 @@ struct TrainingReport {
   std::uint64_t tasks = 0;
   std::uint64_t transfers = 0;
   std::vector<LinkUse> busiest_links;  // the most utilized links, most first (at most kBusiestLinks)
+  std::vector<LinkUse> all_links;      // every link that carried bytes, most utilized first (TrainingOutputs::all_links)
 };
 
 inline constexpr std::size_t kBusiestLinks = 5;
@@ -115,6 +116,7 @@ inline constexpr std::size_t kBusiestLinks = 5;
 struct TrainingOutputs {
   std::optional<std::string> trace;  // Perfetto / Chrome trace of the replay
   std::optional<std::string> dot;    // the task graph in GraphViz syntax
+  bool all_links = false;            // fill TrainingReport::all_links
 };
 
 /// The accelerator of the scenario's cluster (its first; presets have one kind).
@@ -127,7 +129,8 @@ double model_flops_per_token(const TransformerConfig& m);
 
 /// The links with the highest utilization over a step of `step_s` (ties: lower link id
 /// first), at most kBusiestLinks, none that carried nothing. `bytes` per link id.
-std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s);
+std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s,
+                                   std::size_t most = kBusiestLinks);
 
 /// The scenario's model as an SBP chain at `global_batch` samples. `cut`: a transformer
 /// cut to two layers, the second standing for the other layers - 1 (LinearLayer::repeat:
@@ -164,5 +167,8 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
 /// One header line, then one row per strategy; the columns are the JSON fields
 /// (breakdowns flattened as breakdown.compute_s, memory_breakdown_bytes.weights, ...).
 void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& reports);
+/// A report as one flat row, keyed by the columns of print_training_csv after `name`
+/// (the nested fields' paths joined by dots), in that order.
+nlohmann::ordered_json training_report_row(const TrainingReport& r);
 
 }  // namespace ddlsim

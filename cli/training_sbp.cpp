@@ -171,6 +171,7 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   r.transfers = step.collectives;
   const auto* net = dynamic_cast<const NetworkModel*>(step.resources[step.network.value].get());
   if (net) r.busiest_links = busiest_links(s.cluster, net->link_bytes(), r.step_time_s);
+  if (net && outputs.all_links) r.all_links = busiest_links(s.cluster, net->link_bytes(), r.step_time_s, net->link_bytes().size());
   return r;
 }
 

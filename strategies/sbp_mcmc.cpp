@@ -60,7 +60,9 @@ McmcResult mcmc_sbp_search(const SbpChain& chain, const SbpPlan& start, const st
       return seen[k] = std::numeric_limits<double>::infinity();
     }
     ++out.replayed;
-    return seen[k] = replay_sbp_plan(chain, p, devices, fabric, compute, o.network);
+    const double t = replay_sbp_plan(chain, p, devices, fabric, compute, o.network);
+    if (out.convergence.empty() || t < out.convergence.back().second) out.convergence.emplace_back(out.replayed, t);
+    return seen[k] = t;
   };
   const std::vector<std::vector<int>> shapes = sbp_mesh_shapes(devices.size(), o.max_dims);
   const auto roles = sbp_roles(chain);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "sim/network.hpp"
@@ -38,6 +39,8 @@ struct McmcResult {
   double step_s = 0;            // its replayed time
   std::uint64_t replayed = 0;   // distinct plans replayed
   std::uint64_t accepted = 0;   // proposals accepted
+  // (plans replayed so far, the fastest replay so far) at each new fastest.
+  std::vector<std::pair<std::uint64_t, double>> convergence;
 };
 
 /// The walk above from `start` (on `start.dims`), over mesh shapes of the devices'

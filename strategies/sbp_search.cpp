@@ -534,10 +534,20 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
       const double over = pricer.last_memory().total() - o.memory_bytes;
       return over > 0 ? 1e6 + over / 1e6 : t;
     };
+    // Each evaluation counted, and the lowest cost that fits remembered when it falls.
+    double lowest = best.convergence.empty() ? kInfinite : best.convergence.back().second;
+    auto evaluate = [&](const SbpPlan& p) {
+      const double t = objective(p);
+      ++best.evaluated;
+      if (t < lowest && t < 1e6) {
+        lowest = t;
+        best.convergence.emplace_back(best.evaluated, t);
+      }
+      return t;
+    };
     SbpPlan plan = data_parallel_plan(chain, dims);
     plan.micro_batches = o.micro_batches;
-    double total = objective(plan);
-    ++best.evaluated;
+    double total = evaluate(plan);
     const std::vector<MatmulSignature> options = matmul_signatures(dims.size());
     for (bool changed = true; changed;) {
       changed = false;
@@ -545,8 +555,7 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
         for (const MatmulSignature& sig : options) {
           SbpPlan trial = plan;
           for (std::size_t i : role.second) trial.layers[i] = sig;
-          const double t = objective(trial);
-          ++best.evaluated;
+          const double t = evaluate(trial);
           if (t < total * (1 - 1e-12)) {
             plan = trial;
             total = t;

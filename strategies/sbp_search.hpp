@@ -162,6 +162,9 @@ struct SbpSearchResult {
   SbpPlan plan;
   SbpCost cost;
   std::uint64_t evaluated = 0;  // plans whose cost was computed
+  // (plans evaluated so far, the lowest cost of a plan within the memory limit so far) at
+  // each new lowest: how the search converged.
+  std::vector<std::pair<std::uint64_t, double>> convergence;
 };
 
 /// Collective prices a search memoizes (by the devices of a line and the bytes), which

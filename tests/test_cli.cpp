@@ -13,43 +13,14 @@
 
 #include "cli/cli.hpp"
 #include "cli/validation.hpp"
+#include "tests/cli_fixtures.hpp"
 
 using namespace ddlsim;
 namespace fs = std::filesystem;
 using doctest::Approx;
+using namespace ddlsim_test;
 
 namespace {
-
-struct Run {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-Run ddlsim_cmd(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int status = cli_main(args, out, err);
-  return {status, out.str(), err.str()};
-}
-
-// A scratch folder per test, removed afterwards.
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    dir = fs::temp_directory_path() / ("ddlsim_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    fs::create_directories(dir);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(dir / name) << text;
-    return (dir / name).string();
-  }
-  std::size_t files() const { return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), {})); }
-};
 
 const char* kSmall = R"({
   "name": "small",
