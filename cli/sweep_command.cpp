@@ -299,28 +299,38 @@ void write_csv(std::ostream& o, const Json& doc) {
 }
 
 void print_table(std::ostream& out, const Json& doc, const std::vector<Vary>& varies) {
+  auto text = [](const Json& x) { return x.is_string() ? x.get<std::string>() : x.dump(); };
+  // Each varied column as wide as its path and its widest value.
+  std::vector<int> width;
+  for (const Vary& v : varies) {
+    std::size_t w = v.path.size();
+    for (const Json& row : doc.at("rows")) w = std::max(w, text(row.at(v.path)).size());
+    width.push_back(static_cast<int>(std::min<std::size_t>(w, 60)));
+  }
+  std::size_t sw = 8;
+  for (const Json& row : doc.at("rows")) sw = std::max(sw, row.at("strategy").get<std::string>().size());
   char line[512];
-  std::string head = "point";
   out << "scenario: " << doc.at("scenario").get<std::string>() << ", " << doc.at("points").get<std::size_t>()
       << " points\n";
   std::snprintf(line, sizeof line, "%6s", "point");
   out << line;
-  for (const Vary& v : varies) {
-    std::snprintf(line, sizeof line, "  %-14s", v.path.c_str());
+  for (std::size_t i = 0; i < varies.size(); ++i) {
+    std::snprintf(line, sizeof line, "  %-*s", width[i], varies[i].path.c_str());
     out << line;
   }
-  std::snprintf(line, sizeof line, "  %-12s %-14s %10s %7s %11s\n", "strategy", "status", "step (s)", "MFU %", "peak (GiB)");
+  std::snprintf(line, sizeof line, "  %-*s  %-13s %10s %7s %11s\n", static_cast<int>(sw), "strategy", "status", "step (s)",
+                "MFU %", "peak (GiB)");
   out << line;
   for (const Json& row : doc.at("rows")) {
     std::snprintf(line, sizeof line, "%6zu", row.at("point").get<std::size_t>());
     out << line;
-    for (const Vary& v : varies) {
-      const Json& x = row.at(v.path);
-      std::snprintf(line, sizeof line, "  %-14s", x.is_string() ? x.get<std::string>().c_str() : x.dump().c_str());
+    for (std::size_t i = 0; i < varies.size(); ++i) {
+      std::snprintf(line, sizeof line, "  %-*s", width[i], text(row.at(varies[i].path)).c_str());
       out << line;
     }
     const std::string status = row.at("status").get<std::string>();
-    std::snprintf(line, sizeof line, "  %-12s %-14s", row.at("strategy").get<std::string>().c_str(), status.c_str());
+    std::snprintf(line, sizeof line, "  %-*s  %-13s", static_cast<int>(sw), row.at("strategy").get<std::string>().c_str(),
+                  status.c_str());
     out << line;
     if (status == "failed") {
       out << " " << row.at("reason").get<std::string>() << "\n";
