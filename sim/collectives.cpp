@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <type_traits>
@@ -326,15 +327,24 @@ class Lowering {
 
 // Ring orders: channel c visits every scale-up domain in turn, entering each at its
 // c-th rank (in group order), so consecutive channels leave a domain through different
-// ranks.
+// ranks; in a domain with direct rings, along its c-th ring, entering at the same rank.
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels) {
   const auto domains = group.by_domain();
   std::vector<std::vector<std::size_t>> orders;
   for (int c = 0; c < channels; ++c) {
     std::vector<std::size_t> order;
     order.reserve(group.ranks.size());
-    for (const auto& m : domains) {
-      const std::size_t shift = static_cast<std::size_t>(c) % m.size();
+    for (std::size_t d = 0; d < domains.size(); ++d) {
+      const bool direct = d < group.domain_rings.size() && !group.domain_rings[d].empty();
+      const auto& m = direct ? group.domain_rings[d][static_cast<std::size_t>(c) % group.domain_rings[d].size()] : domains[d];
+      std::size_t shift = static_cast<std::size_t>(c) % m.size();
+      if (direct) {
+        // Along a direct ring, enter the domain at the rank that rank order would enter
+        // it at (every rank once in m channels; where a rank's traffic from outside
+        // arrives decides which of the domain's NICs it crosses).
+        const std::size_t entry = domains[d][shift];
+        shift = static_cast<std::size_t>(std::find(m.begin(), m.end(), entry) - m.begin());
+      }
       for (std::size_t k = 0; k < m.size(); ++k) order.push_back(m[(k + shift) % m.size()]);
     }
     orders.push_back(std::move(order));
@@ -415,12 +425,107 @@ std::vector<std::vector<std::size_t>> CollectiveGroup::by_domain() const {
   return local;
 }
 
+// The rings NCCL's search would lay along a domain's direct accelerator-to-accelerator
+// links (`members`: positions in `ranks`): every Hamiltonian cycle of those links, in
+// both directions, then picked greedily, each time the one whose most loaded directed
+// link would carry the most bandwidth per ring (ties: the first found), while that is at
+// least half the first ring's. Empty when rank order already steps along direct links
+// (or the domain is switched: no direct links), or for fewer than 3 or more than 16.
+static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, const std::vector<NodeId>& ranks,
+                                                   const std::vector<std::size_t>& members) {
+  const std::size_t m = members.size();
+  if (m < 3 || m > 16) return {};
+  std::vector<std::vector<double>> bw(m, std::vector<double>(m, 0.0));
+  bool any = false;
+  for (std::size_t i = 0; i < m; ++i) {
+    for (LinkId l : c.out_links(ranks[members[i]])) {
+      for (std::size_t j = 0; j < m; ++j) {
+        if (j != i && c.link(l).to == ranks[members[j]]) {
+          bw[i][j] += c.link(l).bandwidth.value();
+          any = true;
+        }
+      }
+    }
+  }
+  bool rank_order_direct = true;
+  for (std::size_t i = 0; i < m; ++i) rank_order_direct = rank_order_direct && bw[i][(i + 1) % m] > 0;
+  if (!any || rank_order_direct) return {};
+  // Every Hamiltonian cycle from member 0 (each undirected cycle once: second < last).
+  std::vector<std::vector<std::size_t>> cycles;
+  std::vector<std::size_t> path{0};
+  std::vector<bool> used(m, false);
+  used[0] = true;
+  std::size_t budget = 1'000'000;  // DFS steps: ample for 16 members wired sparsely
+  std::function<void()> extend = [&] {
+    if (budget == 0 || cycles.size() >= 4096) return;
+    --budget;
+    const std::size_t last = path.back();
+    if (path.size() == m) {
+      if (bw[last][0] > 0 && bw[0][last] > 0 && path[1] < path.back()) cycles.push_back(path);
+      return;
+    }
+    for (std::size_t j = 1; j < m; ++j) {
+      if (used[j] || bw[last][j] <= 0 || bw[j][last] <= 0) continue;
+      used[j] = true;
+      path.push_back(j);
+      extend();
+      path.pop_back();
+      used[j] = false;
+    }
+  };
+  extend();
+  if (cycles.empty()) return {};
+  std::vector<std::vector<std::size_t>> directed;
+  for (const auto& cyc : cycles) {
+    directed.push_back(cyc);
+    std::vector<std::size_t> back{cyc[0]};
+    for (std::size_t k = m - 1; k >= 1; --k) back.push_back(cyc[k]);
+    directed.push_back(back);
+  }
+  std::vector<std::vector<double>> rings_on(m, std::vector<double>(m, 0.0));
+  auto share = [&](const std::vector<std::size_t>& cyc) {
+    double s = 1e300;
+    for (std::size_t k = 0; k < m; ++k) {
+      const std::size_t a = cyc[k], b = cyc[(k + 1) % m];
+      s = std::min(s, bw[a][b] / (rings_on[a][b] + 1));
+    }
+    return s;
+  };
+  std::vector<std::vector<std::size_t>> out;
+  double first = 0;
+  while (out.size() < 2 * m) {
+    std::size_t best = 0;
+    double best_share = -1;
+    for (std::size_t i = 0; i < directed.size(); ++i) {
+      const double s = share(directed[i]);
+      if (s > best_share) {
+        best_share = s;
+        best = i;
+      }
+    }
+    if (out.empty()) first = best_share;
+    if (best_share < first / 2) break;
+    const auto& cyc = directed[best];
+    for (std::size_t k = 0; k < m; ++k) rings_on[cyc[k]][cyc[(k + 1) % m]] += 1;
+    std::vector<std::size_t> positions;
+    for (std::size_t k : cyc) positions.push_back(members[k]);
+    out.push_back(std::move(positions));
+  }
+  return out;
+}
+
 CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> ranks) {
   const Cluster& c = fabric.cluster();
   CollectiveGroup g;
   if (ranks.empty()) ranks.assign(c.accelerators().begin(), c.accelerators().end());
   g.ranks = std::move(ranks);
   for (NodeId n : g.ranks) g.domain.push_back(fabric.domain_of_node()[n.value]);
+  bool any_direct = false;
+  for (const auto& members : g.by_domain()) {
+    g.domain_rings.push_back(direct_rings(c, g.ranks, members));
+    any_direct = any_direct || !g.domain_rings.back().empty();
+  }
+  if (!any_direct) g.domain_rings.clear();
   for (const TorusShape& t : c.tori()) {
     if (t.chips == g.ranks) {
       g.torus_dims = t.dims;
@@ -432,7 +537,8 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
 
 int default_channels(const CollectiveGroup& group) {
   const auto local = group.by_domain();
-  if (local.size() < 2) return 1;
+  // One domain: one ring, or as many as its direct links carry.
+  if (local.size() < 2) return group.domain_rings.empty() ? 1 : static_cast<int>(std::max<std::size_t>(1, group.domain_rings[0].size()));
   std::size_t most = 1;
   for (const auto& l : local) most = std::max(most, l.size());
   return static_cast<int>(most);

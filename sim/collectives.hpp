@@ -77,6 +77,11 @@ struct CollectiveGroup {
   std::vector<NodeId> ranks;           // in rank order
   std::vector<std::uint32_t> domain;   // scale-up domain of each rank
   std::vector<int> torus_dims;         // when the ranks are one whole torus, in its row-major order
+  // Per scale-up domain (in by_domain's order): the rings along its direct links, as
+  // positions in the group, when its accelerators are wired to one another and rank
+  // order steps between two that are not (DGX-1's hybrid cube-mesh); empty otherwise.
+  // Ring channel c follows domain_rings[d][c mod their count] (see direct_rings).
+  std::vector<std::vector<std::vector<std::size_t>>> domain_rings;
 
   /// Positions in the group per scale-up domain, domains in order of their first rank,
   /// positions in group order.

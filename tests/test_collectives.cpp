@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "network_fixtures.hpp"
 #include "support/input_error.hpp"
@@ -301,6 +303,42 @@ TEST_CASE("DGX A100 nodes with 8 HDR NICs each, ring all-reduce: busbw within 10
     INFO(nodes, " nodes");
     CHECK(ring_busbw("dgx-a100", nodes, 8e9) == Approx(192).epsilon(0.10));
   }
+}
+
+TEST_CASE("DGX-1: rings follow the hybrid cube-mesh's NVLinks, as NCCL's search lays them") {
+  // Expected: rank order 0..7 steps from GPU 3 to GPU 4, which no NVLink joins, so the
+  // group gets direct rings: the cycle over the eight double NVLinks (0-3-2-1-5-6-7-4)
+  // in each direction twice (one link each), and the cycle over the eight single links
+  // (0-1-3-7-5-4-6-2) in each direction: 6 rings, every directed NVLink carrying one ring.
+  // A ring's bus bandwidth is its slowest link's, 25 GB/s x NVLink's 0.8 = 20 GB/s, so
+  // six give busbw = 120 GB/s (1 GiB: latency below 0.1%). NVSwitch servers keep rank
+  // order (no direct GPU links).
+  const Catalog cat = Catalog::builtin();
+  Cluster c = build_preset(cat, "dgx1-v100", {});
+  NetworkFabric f(c, cat);
+  const CollectiveGroup g = CollectiveGroup::of(f);
+  REQUIRE(g.domain_rings.size() == 1);
+  REQUIRE(g.domain_rings[0].size() == 6);
+  std::map<std::pair<std::size_t, std::size_t>, int> uses;
+  for (const auto& ring : g.domain_rings[0]) {
+    REQUIRE(ring.size() == 8);
+    for (std::size_t k = 0; k < 8; ++k) ++uses[{ring[k], ring[(k + 1) % 8]}];
+  }
+  // The 16 NVLink pairs in both directions: 32 directed pairs, those of a double link
+  // carrying 2 rings, those of a single link 1.
+  CHECK(uses.size() == 32);
+  const std::set<std::pair<std::size_t, std::size_t>> doubles{{0, 3}, {1, 2}, {2, 3}, {4, 7}, {5, 6}, {6, 7}, {0, 4}, {1, 5}};
+  for (const auto& [pair, n] : uses) {
+    const auto undirected = std::minmax(pair.first, pair.second);
+    CHECK(n == (doubles.count({undirected.first, undirected.second}) ? 2 : 1));
+  }
+  const double bytes = 1024.0 * 1024 * 1024;
+  const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, bytes, 0, 0);
+  CHECK(busbw(CollectiveOp::kAllReduce, 8, bytes, collective_time(f, g, s)) / 1e9 == Approx(120).epsilon(0.01));
+
+  Cluster a = build_preset(cat, "dgx-a100", {});
+  NetworkFabric fa(a, cat);
+  CHECK(CollectiveGroup::of(fa).domain_rings.empty());
 }
 
 TEST_CASE("streamed rings take the step-by-step time alone, with one transfer per rank and phase") {
