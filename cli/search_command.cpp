@@ -197,6 +197,10 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       j["ranked"] = ranked;
       nlohmann::ordered_json steps = nlohmann::ordered_json::array();
       for (const auto& [n, cost] : result.convergence) steps.push_back({{"evaluations", n}, {"best_estimate_s", cost}});
+      // The end of the search, so that the line reaches it.
+      if (!result.convergence.empty() && result.convergence.back().first < result.estimated) {
+        steps.push_back({{"evaluations", result.estimated}, {"best_estimate_s", result.convergence.back().second}});
+      }
       j["convergence"] = steps;
       out << j.dump(2) << "\n";
       report_time();

@@ -239,6 +239,9 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     j["ranked"] = ranked;
     nlohmann::ordered_json steps = nlohmann::ordered_json::array();
     for (const auto& [n, cost] : convergence) steps.push_back({{"evaluations", n}, {"best_estimate_s", cost}});
+    if (!convergence.empty() && convergence.back().first < evaluated) {  // the end of the search
+      steps.push_back({{"evaluations", evaluated}, {"best_estimate_s", convergence.back().second}});
+    }
     j["convergence"] = steps;
     j["found"] = sbp_strategy_json(method, batch, found_chain, found);
     j["best"] = best_json;
