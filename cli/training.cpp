@@ -353,6 +353,11 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double pipeline_idle = std::max(0.0, r.step_time_s - r.compute_busy_s - r.exposed_tp_s - r.exposed_dp_s);
   r.bubble_s = std::min(pipeline_idle, (p.pp - 1) / v * per_micro_batch);
   r.exposed_pp_s = pipeline_idle - r.bubble_s;
+  if (p.pp == 1) {
+    // No pipeline: the waits inside the step are for ZeRO-3's per-layer weight gathers.
+    r.exposed_dp_s += r.exposed_pp_s;
+    r.exposed_pp_s = 0;
+  }
   r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s;
   r.idle_s = r.step_time_s - r.compute_busy_s - r.exposed_tp_s;
   // The fullest device: the highest high-water mark of the replay's memory pools (one
