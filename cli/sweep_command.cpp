@@ -24,6 +24,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "cli/scenario.hpp"
+#include "cli/sweep.hpp"
 #include "cli/training.hpp"
 #include "sim/core/errors.hpp"
 #include "support/atomic_file.hpp"
@@ -91,61 +92,10 @@ Options)";
 
 constexpr std::size_t kMaxPoints = 1'000'000;
 
-struct Vary {
-  std::string path;
-  std::vector<std::string> values;  // as given
-};
-
-// PATH=V1,V2,...: the values split at the commas outside brackets, braces and quotes,
-// so that a JSON array or object stays one value.
-Vary parse_vary(const std::string& expression) {
-  const auto eq = expression.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    throw InputError("--vary: expected PATH=V1,V2,..., got '" + expression + "'");
-  }
-  Vary v{expression.substr(0, eq), {}};
-  const std::string list = expression.substr(eq + 1);
-  int depth = 0;
-  bool quoted = false;
-  std::string cur;
-  for (std::size_t i = 0; i <= list.size(); ++i) {
-    const char c = i < list.size() ? list[i] : ',';
-    if (c == '"' && (i == 0 || list[i - 1] != '\\')) quoted = !quoted;
-    if (!quoted && (c == '[' || c == '{')) ++depth;
-    if (!quoted && (c == ']' || c == '}')) --depth;
-    if (c == ',' && depth == 0 && !quoted) {
-      if (cur.empty()) throw InputError("--vary " + v.path + ": an empty value in '" + list + "'");
-      v.values.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (quoted || depth != 0) throw InputError("--vary " + v.path + ": unbalanced quotes or brackets in '" + list + "'");
-  return v;
-}
-
 // A value as --set reads it: JSON when it parses, else the text as a string.
 Json value_json(const std::string& text) {
   Json j = Json::parse(text, nullptr, false);
   return j.is_discarded() ? Json(text) : j;
-}
-
-struct Shard {
-  std::size_t k = 1, n = 1;  // part k of n, 1-based
-};
-
-Shard parse_shard(const std::string& text) {
-  const auto slash = text.find('/');
-  const auto bad = [&] { return InputError("--shard: expected K/N with 1 <= K <= N <= 100000, got '" + text + "'"); };
-  if (slash == std::string::npos) throw bad();
-  const std::string a = text.substr(0, slash), b = text.substr(slash + 1);
-  for (const std::string& s : {a, b}) {
-    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
-  }
-  Shard s{std::stoul(a), std::stoul(b)};
-  if (s.k < 1 || s.n < 1 || s.k > s.n || s.n > 100000) throw bad();
-  return s;
 }
 
 // The columns of a row, in order: point, the varied paths, strategy, status, reason,
@@ -285,7 +235,74 @@ std::string csv_cell(const Json& v) {
   return csv_cell(Json(v.dump()));
 }
 
-void write_csv(std::ostream& o, const Json& doc) {
+// Writes the requested files (each whole or not at all), or the table.
+void emit(const Json& doc, const po::variables_map& vm, std::ostream& out) {
+  std::optional<AtomicFile> csv, json;
+  if (vm.count("csv")) {
+    csv.emplace(vm["csv"].as<std::string>());
+    write_sweep_csv(csv->stream(), doc);
+  }
+  if (vm.count("json")) {
+    json.emplace(vm["json"].as<std::string>());
+    json->stream() << doc.dump(2) << "\n";
+  }
+  if (csv) csv->commit();
+  if (json) json->commit();
+  if (!csv && !json) print_sweep_table(out, doc);
+}
+
+std::string clock_text(double seconds) {
+  const auto s = static_cast<long long>(std::max(0.0, std::round(seconds)));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+}  // namespace
+
+// PATH=V1,V2,...: the values split at the commas outside brackets, braces and quotes,
+// so that a JSON array or object stays one value.
+Vary parse_vary(const std::string& expression) {
+  const auto eq = expression.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError("--vary: expected PATH=V1,V2,..., got '" + expression + "'");
+  }
+  Vary v{expression.substr(0, eq), {}};
+  const std::string list = expression.substr(eq + 1);
+  int depth = 0;
+  bool quoted = false;
+  std::string cur;
+  for (std::size_t i = 0; i <= list.size(); ++i) {
+    const char c = i < list.size() ? list[i] : ',';
+    if (c == '"' && (i == 0 || list[i - 1] != '\\')) quoted = !quoted;
+    if (!quoted && (c == '[' || c == '{')) ++depth;
+    if (!quoted && (c == ']' || c == '}')) --depth;
+    if (c == ',' && depth == 0 && !quoted) {
+      if (cur.empty()) throw InputError("--vary " + v.path + ": an empty value in '" + list + "'");
+      v.values.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (quoted || depth != 0) throw InputError("--vary " + v.path + ": unbalanced quotes or brackets in '" + list + "'");
+  return v;
+}
+
+Shard parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  const auto bad = [&] { return InputError("--shard: expected K/N with 1 <= K <= N <= 100000, got '" + text + "'"); };
+  if (slash == std::string::npos) throw bad();
+  const std::string a = text.substr(0, slash), b = text.substr(slash + 1);
+  for (const std::string& s : {a, b}) {
+    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
+  }
+  Shard s{std::stoul(a), std::stoul(b)};
+  if (s.k < 1 || s.n < 1 || s.k > s.n || s.n > 100000) throw bad();
+  return s;
+}
+
+void write_sweep_csv(std::ostream& o, const Json& doc) {
   const Json& columns = doc.at("columns");
   for (std::size_t i = 0; i < columns.size(); ++i) o << (i ? "," : "") << columns[i].get<std::string>();
   o << "\n";
@@ -298,7 +315,9 @@ void write_csv(std::ostream& o, const Json& doc) {
   }
 }
 
-void print_table(std::ostream& out, const Json& doc, const std::vector<Vary>& varies) {
+void print_sweep_table(std::ostream& out, const Json& doc) {
+  std::vector<Vary> varies;
+  for (const Json& v : doc.at("vary")) varies.push_back({v.at("path").get<std::string>(), {}});
   auto text = [](const Json& x) { return x.is_string() ? x.get<std::string>() : x.dump(); };
   // Each varied column as wide as its path and its widest value.
   std::vector<int> width;
@@ -342,30 +361,89 @@ void print_table(std::ostream& out, const Json& doc, const std::vector<Vary>& va
   }
 }
 
-// Writes the requested files (each whole or not at all), or the table.
-void emit(const Json& doc, const po::variables_map& vm, const std::vector<Vary>& varies, std::ostream& out) {
-  std::optional<AtomicFile> csv, json;
-  if (vm.count("csv")) {
-    csv.emplace(vm["csv"].as<std::string>());
-    write_csv(csv->stream(), doc);
+// What the writers and the table need of a sweep file, checked: the header fields'
+// types, every row an object with a point, a strategy and a status, every varied path,
+// and the table's figures where the row did not fail.
+static void check_sweep_shape(const Json& part, const std::string& path) {
+  const auto bad = [&](const std::string& what) { return InputError(path + ": " + what); };
+  if (!part["scenario"].is_string()) throw bad("scenario: expected a string");
+  if (!part["points"].is_number_unsigned()) throw bad("points: expected a count");
+  if (!part["columns"].is_array() || part["columns"].empty()) throw bad("columns: expected a list of names");
+  for (const Json& c : part["columns"]) {
+    if (!c.is_string()) throw bad("columns: expected a list of names");
   }
-  if (vm.count("json")) {
-    json.emplace(vm["json"].as<std::string>());
-    json->stream() << doc.dump(2) << "\n";
+  if (!part["vary"].is_array()) throw bad("vary: expected a list");
+  for (const Json& v : part["vary"]) {
+    if (!v.is_object() || !v.contains("path") || !v["path"].is_string()) throw bad("vary: expected objects with a path");
   }
-  if (csv) csv->commit();
-  if (json) json->commit();
-  if (!csv && !json) print_table(out, doc, varies);
+  if (!part["rows"].is_array()) throw bad("rows: expected an array");
+  for (const Json& r : part["rows"]) {
+    if (!r.is_object() || !r.contains("point") || !r["point"].is_number_unsigned() || !r.contains("strategy") ||
+        !r["strategy"].is_string() || !r.contains("status") || !r["status"].is_string() || !r.contains("reason") ||
+        !r["reason"].is_string()) {
+      throw bad("rows: expected objects with point, strategy, status and reason");
+    }
+    for (const Json& v : part["vary"]) {
+      if (!r.contains(v["path"].get<std::string>())) throw bad("rows: a row without " + v["path"].get<std::string>());
+    }
+    if (r["status"] == "failed") continue;
+    for (const char* k : {"step_time_s", "mfu", "peak_memory_bytes"}) {
+      if (!r.contains(k) || !r[k].is_number()) throw bad(std::string("rows: a row without a number for ") + k);
+    }
+  }
 }
 
-std::string clock_text(double seconds) {
-  const auto s = static_cast<long long>(std::max(0.0, std::round(seconds)));
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
-  return buf;
+Json merge_sweep_parts(const std::vector<std::pair<std::string, std::string>>& parts) {
+  if (parts.empty()) throw InputError("give the parts: ddlsim merge part-*.json --csv sweep.csv");
+  Json merged;
+  std::vector<Json> rows;
+  std::vector<bool> seen;
+  std::size_t n = 0;
+  for (const auto& [path, text] : parts) {
+    Json part = Json::parse(text, nullptr, false);
+    if (part.is_discarded() || !part.is_object()) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
+    for (const char* key : {"scenario", "source", "sets", "vary", "strategy", "points", "shard", "columns", "rows"}) {
+      if (!part.contains(key)) {
+        throw InputError(path + ": " + key + ": missing; parts come from 'ddlsim sweep --shard K/N --json FILE'");
+      }
+    }
+    Shard s;
+    try {
+      s = parse_shard(part["shard"].is_string() ? part["shard"].get<std::string>() : part["shard"].dump());
+    } catch (const InputError& e) {
+      throw InputError(path + ": shard: " + std::string(e.what()).substr(std::string("--shard: ").size()));
+    }
+    check_sweep_shape(part, path);
+    if (seen.empty()) {
+      n = s.n;
+      seen.assign(n, false);
+      merged = part;
+      merged.erase("shard");
+      merged["rows"] = Json::array();
+    }
+    for (const char* key : {"scenario", "source", "sets", "vary", "strategy", "points", "columns"}) {
+      if (part[key] != merged[key]) throw InputError(path + ": " + key + ": differs from the first part's; not the same sweep");
+    }
+    if (s.n != n) throw InputError(path + ": shard " + part["shard"].get<std::string>() + " is not one of " + std::to_string(n) + " parts");
+    if (seen[s.k - 1]) throw InputError(path + ": part " + part["shard"].get<std::string>() + " is given twice");
+    seen[s.k - 1] = true;
+    for (Json& r : part["rows"]) {
+      if (r["point"].get<std::size_t>() % n != s.k - 1) {
+        throw InputError(path + ": a row whose point does not belong to part " + part["shard"].get<std::string>());
+      }
+      rows.push_back(std::move(r));
+    }
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    if (!seen[k]) throw InputError("part " + std::to_string(k + 1) + "/" + std::to_string(n) + " is missing");
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Json& a, const Json& b) { return a["point"].get<std::size_t>() < b["point"].get<std::size_t>(); });
+  Json all = Json::array();
+  for (Json& r : rows) all.push_back(std::move(r));
+  merged["rows"] = std::move(all);
+  return merged;
 }
-
-}  // namespace
 
 int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description d(kSweepHelp);
@@ -487,7 +565,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
       for (Json& r : point_rows) rows.push_back(std::move(r));
     }
     doc["rows"] = std::move(rows);
-    emit(doc, vm, varies, out);
+    emit(doc, vm, out);
     return kExitOk;
   } catch (...) {
     return exit_for_current_exception("sweep", err);
@@ -504,52 +582,11 @@ int merge_command(const std::vector<std::string>& args, std::ostream& out, std::
   if (const auto done = parse_command_options(args, d, "part", "merge", vm, out, err, -1)) return *done;
   try {
     if (!vm.count("part")) throw InputError("give the parts: ddlsim merge part-*.json --csv sweep.csv");
-    Json merged;
-    std::vector<Json> rows;
-    std::vector<bool> seen;
-    std::size_t n = 0;
+    std::vector<std::pair<std::string, std::string>> parts;
     for (const std::string& path : vm["part"].as<std::vector<std::string>>()) {
-      Json part = Json::parse(read_input_file(path, "sweep part"), nullptr, false);
-      if (part.is_discarded() || !part.is_object()) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
-      for (const char* key : {"scenario", "source", "sets", "vary", "strategy", "points", "shard", "columns", "rows"}) {
-        if (!part.contains(key)) {
-          throw InputError(path + ": " + key + ": missing; parts come from 'ddlsim sweep --shard K/N --json FILE'");
-        }
-      }
-      const Shard s = parse_shard(part["shard"].is_string() ? part["shard"].get<std::string>() : std::string("?"));
-      if (seen.empty()) {
-        n = s.n;
-        seen.assign(n, false);
-        merged = part;
-        merged.erase("shard");
-        merged["rows"] = Json::array();
-      }
-      for (const char* key : {"scenario", "source", "sets", "vary", "strategy", "points", "columns"}) {
-        if (part[key] != merged[key]) throw InputError(path + ": " + key + ": differs from the first part's; not the same sweep");
-      }
-      if (s.n != n) throw InputError(path + ": shard " + part["shard"].get<std::string>() + " is not one of " + std::to_string(n) + " parts");
-      if (seen[s.k - 1]) throw InputError(path + ": part " + part["shard"].get<std::string>() + " is given twice");
-      seen[s.k - 1] = true;
-      if (!part["rows"].is_array()) throw InputError(path + ": rows: expected an array");
-      for (Json& r : part["rows"]) {
-        if (!r.is_object() || !r.contains("point") || !r["point"].is_number_unsigned() ||
-            r["point"].get<std::size_t>() % n != s.k - 1) {
-          throw InputError(path + ": a row whose point does not belong to part " + part["shard"].get<std::string>());
-        }
-        rows.push_back(std::move(r));
-      }
+      parts.emplace_back(path, read_input_file(path, "sweep part"));
     }
-    for (std::size_t k = 0; k < n; ++k) {
-      if (!seen[k]) throw InputError("part " + std::to_string(k + 1) + "/" + std::to_string(n) + " is missing");
-    }
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const Json& a, const Json& b) { return a["point"].get<std::size_t>() < b["point"].get<std::size_t>(); });
-    Json all = Json::array();
-    for (Json& r : rows) all.push_back(std::move(r));
-    merged["rows"] = std::move(all);
-    std::vector<Vary> varies;
-    for (const Json& v : merged["vary"]) varies.push_back({v.at("path").get<std::string>(), {}});
-    emit(merged, vm, varies, out);
+    emit(merge_sweep_parts(parts), vm, out);
     return kExitOk;
   } catch (...) {
     return exit_for_current_exception("merge", err);
