@@ -179,8 +179,10 @@ std::vector<ValidationCase> nccl_cases() {
 // A published figure as seconds per step of the scenario's one strategy.
 double published_step_s(const nlohmann::json& measured, const TrainingScenario& s, const std::string& where) {
   if (!measured.is_object() || measured.size() != 1) throw InputError(where + ".measured: expected one figure");
-  const auto& [kind, value] = *measured.items().begin();
-  const double v = value.get<double>();
+  const auto figure = measured.begin();  // an iterator into `measured`, which outlives it
+  const std::string kind = figure.key();
+  if (!figure.value().is_number()) throw InputError(where + ".measured." + kind + ": expected a number");
+  const double v = figure.value().get<double>();
   const ParallelPlan& p = s.strategies.front().plan;
   const double B = static_cast<double>(p.global_batch), seq = static_cast<double>(s.model.seq);
   if (kind == "step_s") return v;
