@@ -12,6 +12,7 @@
 #include "cli/commands.hpp"
 #include "cli/report.hpp"
 #include "cli/scenario.hpp"
+#include "cli/task_graph_scenario.hpp"
 #include "cli/training.hpp"
 #include "scenarios/default_scenario.hpp"
 #include "sim/chrome_trace.hpp"
@@ -38,7 +39,10 @@ default scenario runs: a 1.7B GPT on 4 DGX A100 servers under data parallelism, 
 TP+DP and PTD-P (scenarios/default.json). A strategy is Megatron-style (tp, pp, dp,
 ZeRO, ...) or an SBP plan: a matmul signature per layer role on a device mesh, as
 'ddlsim search --method autoddl' writes them (CNNs take SBP strategies only; see
-scenarios/autoddl-vgg16-single-gpu-nodes.json).
+scenarios/autoddl-vgg16-single-gpu-nodes.json). A scenario with "tasks" instead is a
+task graph of your own (compute, transfer, collective and marker tasks with their
+dependencies) replayed on a preset cluster: the makespan, each device's busy time and
+the busiest links (scenarios/custom-task-graph.json; README "Custom task graphs").
 
 The scenario is checked before anything runs: an unknown key, a wrong type, a missing
 field, an out-of-range value or an impossible plan (tp not dividing the heads, ...)
@@ -247,6 +251,22 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     const std::string source = a.scenario ? *a.scenario : std::string(kDefaultScenarioName);
     const std::string text = a.scenario ? read_input_file(*a.scenario, "scenario") : std::string(kDefaultScenario);
     const nlohmann::json doc = scenario_document(text, source, a.sets);
+    if (is_task_graph_scenario(doc)) {
+      if (a.print_scenario) {
+        out << doc.dump(2) << "\n";
+        return kExitOk;
+      }
+      if (a.csv) throw InputError("--csv: a task graph has no strategies to tabulate; use --json");
+      if (a.links) throw InputError("--links: available for training scenarios only; a task graph's --json lists its busiest links");
+      if (a.strategy) throw InputError("--strategy: a task graph has no strategies");
+      if (a.dot) throw InputError("--dot: available for scenarios with strategies; the task graph is your file");
+      TaskGraphRunOptions o;
+      o.json = a.json;
+      o.network = a.network;
+      o.trace = a.trace;
+      run_task_graph_scenario(doc, o, out);
+      return kExitOk;
+    }
     if (is_training_scenario(doc)) return run_training(doc, a, out);
     Scenario s = read_scenario(doc);
     if (a.network) {
