@@ -649,6 +649,7 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
 TEST_CASE("training scenarios: bad input is one line naming the JSON path, status 2") {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"strategies.1.tp=5", "strategies.1: tp (5) must divide the attention heads (24)"},
+      {"cluster.nodes=125000000", "cluster.nodes: expected 1 to 4096, got 125000000"},  // 10^9 GPUs
       {"strategies.0.global_batch=65", "strategies.0: the global batch (65) must be divisible by dp x micro_batch (32)"},
       {"strategies.0.schedule=1f1", "strategies.0.schedule: expected one of \"1f1b\", \"gpipe\", \"interleaved\", got \"1f1\" (did you mean '1f1b'?)"},
       {"strategies.0.zero=1.5", "strategies.0.zero: expected 0, 1, 2 or 3"},
