@@ -216,8 +216,8 @@ class StepLowering {
   // One unit's forward after `t` (and `ready`); returns its last task.
   TaskId forward_unit(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
     switch (u.kind) {
-      case UnitKind::kEmbedding: return compute(grp, costs_.first_forward, t, "embedding", ready);
-      case UnitKind::kOutput: return compute(grp, costs_.last_forward, t, "output and loss", ready);
+      case UnitKind::kEmbedding: return compute(grp, costs_.first_forward, t, "embedding forward", ready);
+      case UnitKind::kOutput: return compute(grp, costs_.last_forward, t, "output and loss forward", ready);
       case UnitKind::kLayers: break;
     }
     if (p_.tp == 1) {
