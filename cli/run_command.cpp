@@ -214,16 +214,11 @@ int run_training(const nlohmann::json& doc, const RunArgs& a, std::ostream& out)
   if (a.links) {
     AtomicFile f(*a.links);
     f.stream() << "strategy,link,kind,bytes,utilization\n";
-    auto quoted = [](const std::string& v) {
-      std::string q = "\"";
-      for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-      return q + "\"";
-    };
     for (const TrainingReport& r : reports) {
       for (const LinkUse& l : r.all_links) {
         char nums[64];
         std::snprintf(nums, sizeof nums, "%.17g,%.17g", l.bytes, l.utilization);
-        f.stream() << quoted(r.name) << "," << quoted(l.link) << "," << l.kind << "," << nums << "\n";
+        f.stream() << csv_quoted(r.name) << "," << csv_quoted(l.link) << "," << l.kind << "," << nums << "\n";
       }
     }
     f.commit();

@@ -218,23 +218,6 @@ std::vector<Json> run_point(const nlohmann::json& base, const std::string& base_
   return rows;
 }
 
-std::string csv_cell(const Json& v) {
-  if (v.is_null()) return "";
-  if (v.is_string()) {
-    std::string q = "\"";
-    for (char c : v.get<std::string>()) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  }
-  if (v.is_number_float()) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
-    return buf;
-  }
-  if (v.is_boolean() || v.is_number()) return v.dump();
-  // An array or object value of a varied field: its JSON, quoted.
-  return csv_cell(Json(v.dump()));
-}
-
 // Writes the requested files (each whole or not at all), or the table.
 void emit(const Json& doc, const po::variables_map& vm, std::ostream& out) {
   std::optional<AtomicFile> csv, json;

@@ -37,7 +37,7 @@ struct TaskSpec {
   double flops = 0;
   std::size_t from = 0, to = 0;  // transfer
   double bytes = 0;              // transfer, collective
-  std::vector<NodeId> ranks;     // collective
+  CollectiveGroup group;         // collective: its ranks
   CollectiveSpec collective;
   std::vector<std::size_t> after;  // indices of the tasks this one waits for
 };
@@ -171,14 +171,16 @@ GraphScenario read_graph_scenario(const nlohmann::json& doc) {
       for (CollectiveAlgorithm a : kCollectiveAlgorithms) algorithms.emplace_back(algorithm_name(a));
       const std::string algorithm = o.choice_or("algorithm", algorithms, "auto");
       const std::string ranks_text = o.string("ranks");
+      std::vector<NodeId> ranks;
       try {
-        for (std::size_t r : parse_ranks(ranks_text, n)) t.ranks.push_back(accelerators[r]);
+        for (std::size_t r : parse_ranks(ranks_text, n)) ranks.push_back(accelerators[r]);
       } catch (const InputError& e) {
         throw InputError(o.field_path("ranks") + std::string(e.what()).substr(std::string("--ranks").size()));
       }
-      if (t.ranks.size() < 2) throw InputError(o.field_path("ranks") + ": a collective needs at least 2 ranks");
+      if (ranks.size() < 2) throw InputError(o.field_path("ranks") + ": a collective needs at least 2 ranks");
       t.bytes = o.number("bytes", 1, kMaxCollectiveBytes);
-      const CollectiveGroup group = CollectiveGroup::of(fabric, t.ranks);
+      t.group = CollectiveGroup::of(fabric, std::move(ranks));
+      const CollectiveGroup& group = t.group;
       t.collective.op = *op;
       t.collective.bytes = t.bytes;
       if (algorithm == "auto") {
@@ -259,7 +261,7 @@ void run_task_graph_scenario(const nlohmann::json& doc, const TaskGraphRunOption
                          .id();
       ++transfers;
     } else if (t.kind == "collective") {
-      const LoweredCollective c = lower_collective(g, net_id, CollectiveGroup::of(fabric, t.ranks), t.collective);
+      const LoweredCollective c = lower_collective(g, net_id, t.group, t.collective);
       first = c.start;
       last = c.end;
       transfers += c.transfers;

@@ -17,6 +17,7 @@
 #include "strategies/transformer_step.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
+#include "support/strings.hpp"
 #include "support/json_reader.hpp"
 #include "topology/presets.hpp"
 #include "workloads/model_workload.hpp"
@@ -457,27 +458,28 @@ nlohmann::ordered_json training_report_row(const TrainingReport& r) {
   return j;
 }
 
+std::string csv_cell(const nlohmann::ordered_json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return csv_quoted(v.get<std::string>());
+  if (v.is_number_float()) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
+    return buf;
+  }
+  if (v.is_boolean() || v.is_number()) return v.dump();
+  return csv_quoted(v.dump());  // an array or object: its JSON, quoted
+}
+
 void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& reports) {
-  out << "name,plan,devices,step_time_s,samples_per_s,tokens_per_s,model_tflops_per_device,mfu,"
-         "hardware_tflops_per_device,hfu,breakdown.compute_s,breakdown.exposed_comm_s.tp,breakdown.exposed_comm_s.pp,"
-         "breakdown.exposed_comm_s.dp,breakdown.exposed_comm_s.other,breakdown.bubble_s,breakdown.idle_s,peak_memory_bytes,"
-         "memory_breakdown_bytes.weights,memory_breakdown_bytes.gradients,memory_breakdown_bytes.optimizer,"
-         "memory_breakdown_bytes.activations,device_memory_bytes,fits_in_memory,tasks,transfers\n";
-  auto quoted = [](const std::string& v) {
-    std::string q = "\"";
-    for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
+  out << "name";
+  const nlohmann::ordered_json columns = training_report_row(TrainingReport{});
+  for (const auto& [key, value] : columns.items()) out << "," << key;
+  out << "\n";
   for (const auto& r : reports) {
-    char nums[800];
-    std::snprintf(nums, sizeof nums,
-                  "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
-                  r.devices, r.step_time_s, r.samples_per_s, r.tokens_per_s, r.model_tflops_per_device, r.mfu,
-                  r.hardware_tflops_per_device, r.hfu, r.compute_busy_s, r.exposed_tp_s, r.exposed_pp_s, r.exposed_dp_s,
-                  r.other_comm_s(), r.bubble_s, r.idle_s, r.peak_memory_bytes,
-                  r.weights_bytes, r.gradients_bytes, r.optimizer_bytes, r.activations_bytes, r.device_memory_bytes);
-    out << quoted(r.name) << "," << quoted(r.plan) << "," << nums << "," << (r.fits_in_memory ? "true" : "false") << ","
-        << r.tasks << "," << r.transfers << "\n";
+    out << csv_quoted(r.name);
+    const nlohmann::ordered_json row = training_report_row(r);
+    for (const auto& [key, value] : row.items()) out << "," << csv_cell(value);
+    out << "\n";
   }
 }
 

@@ -170,5 +170,9 @@ void print_training_csv(std::ostream& out, const std::vector<TrainingReport>& re
 /// A report as one flat row, keyed by the columns of print_training_csv after `name`
 /// (the nested fields' paths joined by dots), in that order.
 nlohmann::ordered_json training_report_row(const TrainingReport& r);
+/// A value of such a row as a CSV cell: numbers with 17 significant digits (integers as
+/// they are), true/false, text quoted (csv_quoted), null empty, arrays and objects as
+/// their quoted JSON.
+std::string csv_cell(const nlohmann::ordered_json& value);
 
 }  // namespace ddlsim

@@ -17,6 +17,7 @@
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
+#include "support/strings.hpp"
 
 namespace po = boost::program_options;
 
@@ -92,20 +93,13 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
   return j;
 }
 
-// A CSV cell: quoted text with its quotes doubled.
-std::string quoted(const std::string& text) {
-  std::string q = "\"";
-  for (char ch : text) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
-}
-
 void write_csv(const std::string& path, const std::vector<ValidationCase>& cases) {
   AtomicFile f(path);
   std::ostream& o = f.stream();
   o << "suite,model,case,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,unit,measured,predicted,error,"
        "refused\n";
   for (const ValidationCase& c : cases) {
-    o << c.suite << "," << quoted(c.model) << "," << quoted(c.label) << "," << c.gpus;
+    o << c.suite << "," << csv_quoted(c.model) << "," << csv_quoted(c.label) << "," << c.gpus;
     // The training setup's columns stay empty for a case without one (a collective).
     for (std::int64_t v : {c.global_batch, c.micro_batch, c.hidden, c.heads, c.layers, c.seq, std::int64_t{c.tp},
                            std::int64_t{c.dp}, std::int64_t{c.pp}}) {
@@ -114,7 +108,7 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
     }
     char nums[96];
     std::snprintf(nums, sizeof nums, "%.17g,%.17g,%.17g", c.measured, c.predicted, c.refused.empty() ? c.error() : 0.0);
-    o << "," << c.unit << "," << nums << "," << quoted(c.refused) << "\n";
+    o << "," << c.unit << "," << nums << "," << csv_quoted(c.refused) << "\n";
   }
   f.commit();
 }

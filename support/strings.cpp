@@ -81,4 +81,10 @@ std::string did_you_mean(std::string_view given, std::span<const std::string> ca
   return " (did you mean '" + *best + "'?)";
 }
 
+std::string csv_quoted(std::string_view text) {
+  std::string q = "\"";
+  for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 }  // namespace ddlsim

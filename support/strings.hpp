@@ -18,4 +18,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 /// closest one when it is close enough to be a plausible typo, otherwise "".
 std::string did_you_mean(std::string_view given, std::span<const std::string> candidates);
 
+/// A CSV cell of text: in double quotes, its own quotes doubled.
+std::string csv_quoted(std::string_view text);
+
 }  // namespace ddlsim
