@@ -10,6 +10,7 @@
 
 #include "sim/core/errors.hpp"
 #include "sim/core/event_queue.hpp"
+#include "sim/core/tournament_queue.hpp"
 
 namespace ddlsim {
 namespace {
@@ -30,10 +31,12 @@ std::string format_time(Seconds t) {
 
 }  // namespace
 
+template <class Queue>
 class Replayer {
  public:
-  Replayer(ReplayEngine& e, const TaskGraph& g, std::span<ResourceModel* const> res, std::span<Observer* const> obs)
-      : g_(g), res_(res), obs_(obs), queue_(e.queue_), pending_(e.pending_), done_(e.done_), ready_(e.ready_), sink_(e.sink_) {
+  Replayer(ReplayEngine& e, Queue& queue, const TaskGraph& g, std::span<ResourceModel* const> res,
+           std::span<Observer* const> obs)
+      : g_(g), res_(res), obs_(obs), queue_(queue), pending_(e.pending_), done_(e.done_), ready_(e.ready_), sink_(e.sink_) {
     queue_.reset(res.size());
     ready_.clear();
     sink_.clear();
@@ -172,7 +175,9 @@ class Replayer {
   // Act on everything that happens at now_: the starts and finishes the models noted
   // (finishing a task may submit its successors, which adds notes), then the tasks that
   // take no time, until none remain.
-  void drain() {
+  // Inlined: it runs once per event, and as a call its register saves and restores
+  // cost about 18 instructions each time.
+  [[gnu::always_inline]] inline void drain() {
     std::size_t ni = 0;
     std::size_t ri = 0;
     const auto& notes = sink_.notes();
@@ -262,7 +267,7 @@ class Replayer {
   const TaskGraph& g_;
   std::span<ResourceModel* const> res_;
   std::span<Observer* const> obs_;
-  EventQueue& queue_;
+  Queue& queue_;
   std::vector<std::uint32_t>& pending_;
   std::vector<std::uint64_t>& done_;
   std::vector<TaskId>& ready_;
@@ -274,8 +279,10 @@ class Replayer {
 
 ReplayResult ReplayEngine::run(const TaskGraph& graph, std::span<ResourceModel* const> resources,
                                std::span<Observer* const> observers) {
-  Replayer r(*this, graph, resources, observers);
-  return r.run();
+  if (resources.size() <= kTournamentKeys) {
+    return Replayer<TournamentQueue>(*this, tree_, graph, resources, observers).run();
+  }
+  return Replayer<EventQueue>(*this, heap_, graph, resources, observers).run();
 }
 
 ReplayResult replay(const TaskGraph& graph, std::span<ResourceModel* const> resources,

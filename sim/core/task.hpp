@@ -27,11 +27,15 @@ struct Compute {
 };
 
 struct Transfer {
+  Transfer() = default;
+  Transfer(ResourceId channel_, EndpointId src_, EndpointId dst_, Bytes bytes_, std::uint32_t latencies_ = 1)
+      : channel(channel_), src(src_), dst(dst_), latencies(latencies_), bytes(bytes_) {}
+
   ResourceId channel;
   EndpointId src;
   EndpointId dst;
-  Bytes bytes;
   std::uint32_t latencies = 1;  // times the channel's latency is paid before the bytes flow
+  Bytes bytes;                  // (after the four 4-byte fields: 24 bytes, no padding)
 };
 
 struct Marker {};
@@ -47,6 +51,7 @@ struct Free {
 };
 
 using TaskKind = std::variant<Compute, Transfer, Marker, Allocate, Free>;
+static_assert(sizeof(TaskKind) <= 32, "a task's kind is stored per task: keep it within 32 bytes");
 // Every id a task names (stream, channel, pool) must be given and below 2^24; the graph
 // rejects a task otherwise.
 
