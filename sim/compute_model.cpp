@@ -26,6 +26,7 @@ void read_device(const nlohmann::json& entry, DeviceEfficiency& e) {
   if (entry.contains("convolution")) e.convolution = entry["convolution"].value("max", e.convolution);
   e.memory = entry.value("memory", e.memory);
   if (entry.contains("launch_us")) e.launch = Seconds(entry["launch_us"].get<double>() * 1e-6);
+  if (entry.contains("host_dispatch_us")) e.host_dispatch = Seconds(entry["host_dispatch_us"].get<double>() * 1e-6);
 }
 
 double saturation(double x, double half) { return x / (x + half); }
@@ -138,6 +139,7 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
       points.push_back(x);
     }
     if (o.has("launch_us")) eff_.launch = Seconds(o.number("launch_us", 0.0, 1e3) * 1e-6);
+    if (o.has("host_dispatch_us")) eff_.host_dispatch = Seconds(o.number("host_dispatch_us", 0.0, 1e4) * 1e-6);
     o.known("source");
     o.known("gpu");
     o.known("software");

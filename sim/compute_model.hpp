@@ -13,6 +13,10 @@
 // measurements nearest in shape (inverse-distance weighting in log m, log n, log k).
 // Peaks and bandwidths come from the hardware catalog. fp32 operators run at the fp32
 // peak (PyTorch's default: TF32 off for matmuls); int64 ones are memory-bound.
+// A framework that issues operators from the host one by one also needs host_dispatch per
+// operator (twice per backward); callers that sum a run of operators take the larger of
+// the kernels' time and the dispatches' (dispatch_bound), since the host works ahead of
+// the device but cannot issue faster than that.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -37,6 +41,7 @@ struct DeviceEfficiency {
   double convolution = 0.65;
   double memory = 0.85;
   Seconds launch{3e-6};
+  Seconds host_dispatch{0.0};  // host time to issue one operator's forward (backward: twice)
 };
 
 /// A measured GEMM: shape, dtype and achieved FLOP/s.
@@ -54,12 +59,18 @@ class ComputeModel {
   ComputeModel(const AcceleratorSpec& device);
 
   /// Reads a calibration file: {"device": ID, "gemm": [{"m", "n", "k", "dtype",
-  /// "tflops"}, ...], "launch_us": optional}. Its device must be this model's. Throws
+  /// "tflops"}, ...], "launch_us": optional, "host_dispatch_us": optional}. Its device must be this model's. Throws
   /// InputError naming `source` and the field.
   void calibrate(const nlohmann::json& doc, const std::string& source);
 
   [[nodiscard]] const AcceleratorSpec& device() const { return device_; }
   [[nodiscard]] const DeviceEfficiency& efficiency() const { return eff_; }
+  /// The time of a run of operators issued back to back from the host: the larger of
+  /// their kernels' time and `forwards` + 2 x `backwards` dispatches.
+  [[nodiscard]] Seconds dispatch_bound(Seconds kernels, int forwards, int backwards) const {
+    const Seconds host = eff_.host_dispatch * static_cast<double>(forwards + 2 * backwards);
+    return kernels.value() > host.value() ? kernels : host;
+  }
 
   /// The operator's time in one pass.
   [[nodiscard]] Seconds time(const Operator& op, Pass pass) const;

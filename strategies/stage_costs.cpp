@@ -1,6 +1,7 @@
 #include "strategies/stage_costs.hpp"
 
 #include <string_view>
+#include <utility>
 
 namespace ddlsim {
 namespace {
@@ -51,6 +52,10 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   const OperatorGraph g = build_transformer(one, plan.micro_batch);
   StageCosts c;
   bool in_mlp = false;
+  // Operators with work in each pass, per half layer: the host issues each one.
+  struct Issued {
+    int forward = 0, backward = 0, recompute = 0;
+  } attention, mlp;
   for (const Operator& raw : g.ops()) {
     const Operator op = sharded(raw, plan.tp, plan.sequence_parallel);
     const Seconds f = compute.time(op, Pass::kForward), b = compute.time(op, Pass::kBackward);
@@ -61,12 +66,25 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       continue;
     }
     HalfLayer& half = in_mlp ? c.mlp : c.attention;
+    Issued& n = in_mlp ? mlp : attention;
+    const int fwd = f.value() > 0.0 ? 1 : 0;
     half.forward += f;
     half.backward += b;
-    if (plan.recompute == Recompute::kFull) half.recompute += f;
-    if (plan.recompute == Recompute::kSelective && attention_core(op)) half.recompute += f;
+    n.forward += fwd;
+    n.backward += b.value() > 0.0 ? 1 : 0;
+    if (plan.recompute == Recompute::kFull || (plan.recompute == Recompute::kSelective && attention_core(op))) {
+      half.recompute += f;
+      n.recompute += fwd;
+    }
     c.layer_params += op.cost.params;
     if (ends_with(op.name, ".residual1")) in_mlp = true;
+  }
+  // A half layer's kernels run back to back while the host issues them ahead; when they
+  // are shorter than the host needs to issue them, the host sets the pace.
+  for (auto [half, n] : {std::pair{&c.attention, attention}, std::pair{&c.mlp, mlp}}) {
+    half->forward = compute.dispatch_bound(half->forward, n.forward, 0);
+    half->backward = compute.dispatch_bound(half->backward, 0, n.backward);
+    half->recompute = compute.dispatch_bound(half->recompute, n.recompute, 0);
   }
   const double act = static_cast<double>(plan.micro_batch) * static_cast<double>(model.seq) *
                      static_cast<double>(model.hidden) * data_type_bytes(model.dtype);

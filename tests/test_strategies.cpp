@@ -2,6 +2,7 @@
 // published formulas.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -247,6 +248,58 @@ TEST_CASE("one device runs its micro-batches back to back, then the optimizer") 
                          (c.attention.forward + c.mlp.forward + c.attention.backward + c.mlp.backward) * 4.0)
                             .value();
   CHECK(rig.run(s) == Approx(4 * per_mb + rig.optimizer(params_of(m))).epsilon(1e-9));
+}
+
+TEST_CASE("a half layer of short kernels takes as long as the host needs to issue them") {
+  // Expected: a tiny GPT layer (hidden 64, sequence 64) on an A100 has kernels of a few
+  // us, so each half layer takes host_dispatch (60 us) per operator with forward work,
+  // twice that per operator with backward work, and full recomputation repeats the
+  // forward's; a GPT-3-sized layer (hidden 12288, sequence 2048, micro-batch 8) is far
+  // slower than its dispatches, so its halves are the sums of their operators' times.
+  StepRig rig("dgx-a100", 1);
+  const double d = rig.compute->efficiency().host_dispatch.value();
+  auto counts = [](const TransformerConfig& m, int mb) {
+    TransformerConfig one = m;
+    one.layers = 1;
+    const OperatorGraph g = build_transformer(one, mb);
+    std::array<double, 4> n{};  // attention forwards, backwards; mlp forwards, backwards
+    bool mlp = false;
+    for (const Operator& op : g.ops()) {
+      if (op.layer < 0) continue;
+      const int half = mlp ? 2 : 0;
+      n[half] += (op.cost.fwd_flops > 0 || op.cost.fwd_bytes > 0) ? 1 : 0;
+      n[half + 1] += (op.cost.bwd_flops > 0 || op.cost.bwd_bytes > 0) ? 1 : 0;
+      if (op.name.size() >= 10 && op.name.substr(op.name.size() - 10) == ".residual1") mlp = true;
+    }
+    return n;
+  };
+  ParallelPlan p;
+  p.global_batch = 1;
+  p.recompute = Recompute::kFull;
+  const TransformerConfig tiny = gpt_config("tiny", 1, 64, 2, 64, 128);
+  const auto n = counts(tiny, 1);
+  REQUIRE(n[0] > 3);
+  const StageCosts c = stage_costs(tiny, p, *rig.compute);
+  CHECK(c.attention.forward.value() == Approx(n[0] * d));
+  CHECK(c.attention.recompute.value() == Approx(n[0] * d));
+  CHECK(c.attention.backward.value() == Approx(2 * n[1] * d));
+  CHECK(c.mlp.forward.value() == Approx(n[2] * d));
+  CHECK(c.mlp.backward.value() == Approx(2 * n[3] * d));
+
+  const TransformerConfig big = gpt_config("big", 1, 12288, 96, 2048, 51200);
+  p.micro_batch = 8;
+  p.global_batch = 8;
+  const StageCosts b = stage_costs(big, p, *rig.compute);
+  TransformerConfig one = big;
+  const OperatorGraph g = build_transformer(one, 8);
+  double attention_fwd = 0.0;
+  for (const Operator& op : g.ops()) {
+    if (op.layer != 0) continue;
+    attention_fwd += rig.compute->time(op, Pass::kForward).value();
+    if (op.name.size() >= 10 && op.name.substr(op.name.size() - 10) == ".residual1") break;
+  }
+  CHECK(b.attention.forward.value() == Approx(attention_fwd).epsilon(1e-12));
+  CHECK(b.attention.forward.value() > 10 * n[0] * d);
 }
 
 TEST_CASE("tensor parallelism adds two all-reduces per layer to each pass") {
