@@ -12,7 +12,7 @@ void ComputeStream::begin(const TaskGraph& graph) {
   end_ = kNever;
 }
 
-void ComputeStream::start(TaskId task, Seconds at, ReplaySink& sink) {
+inline void ComputeStream::start(TaskId task, Seconds at, ReplaySink& sink) {
   running_ = task;
   end_ = at + std::get_if<Compute>(&graph_->kind(task))->duration;  // accepts() admits only Compute
   graph_->prefetch_finish(task);

@@ -30,25 +30,25 @@ void SharedChannel::begin(const TaskGraph& graph) {
   seq_ = 0;
 }
 
-void SharedChannel::progress_to(Seconds t) {
+inline void SharedChannel::progress_to(Seconds t) {
   if (!active_.empty() && t > t_) {
     v_ += (t - t_).value() * capacity_.value() / static_cast<double>(active_.size());
   }
   if (t > t_) t_ = t;
 }
 
-void SharedChannel::join(TaskId task) {
+inline void SharedChannel::join(TaskId task) {
   const double bytes = std::get_if<Transfer>(&graph_->kind(task))->bytes.value();  // accepts() admits only Transfer
   active_.push_back(Active{v_ + bytes, seq_++, task});
   std::push_heap(active_.begin(), active_.end(), [](const Active& a, const Active& b) { return later(a, b); });
 }
 
-void SharedChannel::pop_active() {
+inline void SharedChannel::pop_active() {
   std::pop_heap(active_.begin(), active_.end(), [](const Active& a, const Active& b) { return later(a, b); });
   active_.pop_back();
 }
 
-Seconds SharedChannel::next_finish() const {
+inline Seconds SharedChannel::next_finish() const {
   if (active_.empty()) return kNever;
   const double left = std::max(0.0, active_.front().tag - v_);
   return t_ + Seconds(left * static_cast<double>(active_.size()) / capacity_.value());

@@ -45,10 +45,12 @@ class SharedChannel final : public ResourceModel {
     TaskId task;
   };
 
-  void progress_to(Seconds t);
-  void join(TaskId task);
-  [[nodiscard]] Seconds next_finish() const;
-  void pop_active();
+  // Inlined into submit and advance: as calls they were a tenth of a channel's
+  // instructions (benchmark RandomDag).
+  [[gnu::always_inline]] inline void progress_to(Seconds t);
+  [[gnu::always_inline]] inline void join(TaskId task);
+  [[gnu::always_inline]] [[nodiscard]] inline Seconds next_finish() const;
+  [[gnu::always_inline]] inline void pop_active();
 
   std::string name_;
   BytesPerSecond capacity_;
