@@ -15,7 +15,8 @@
 //                  with its published step time, tokens/s or TFLOP/s per GPU.
 //
 // How a vTrain case becomes a scenario, from what vTrain states of the setup and nothing
-// fitted: GPT as Megatron builds it (learned positions, tied embedding, vocabulary 50,257,
+// fitted per case (the compute model's host dispatch figure was fitted to vtrain-single
+// as a whole, see sim/data/compute_efficiency.json): GPT as Megatron builds it (learned positions, tied embedding, vocabulary 50,257,
 // 16-bit), 1F1B, full recomputation, no gradient bucketing (the data-parallel all-reduce
 // after the whole backward); DGX A100 servers (8 A100 on NVSwitch) as many as the case
 // needs, with 800 Gb/s per server as one 100 Gb/s InfiniBand EDR NIC per GPU. vTrain's
