@@ -9,12 +9,11 @@
 // stale entries accumulate.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
 #include <vector>
 
+#include "sim/core/event_key.hpp"
 #include "sim/core/units.hpp"
 
 namespace ddlsim {
@@ -22,13 +21,11 @@ namespace ddlsim {
 class EventQueue {
  public:
   /// Keys are 0 .. keys-1; at most 2^24 of them.
-  explicit EventQueue(std::size_t keys = 0) : pos_(keys, kAbsent) {
-    if (keys > (std::size_t{1} << kKeyBits)) throw std::length_error("EventQueue: more than 2^24 keys");
-  }
+  explicit EventQueue(std::size_t keys = 0) { reset(keys); }
 
   /// Empties the queue and sets the number of keys, keeping allocated memory.
   void reset(std::size_t keys) {
-    if (keys > (std::size_t{1} << kKeyBits)) throw std::length_error("EventQueue: more than 2^24 keys");
+    event_key::check_keys(keys, "EventQueue");
     heap_.clear();
     pos_.assign(keys, kAbsent);
     next_seq_ = 0;
@@ -36,7 +33,7 @@ class EventQueue {
 
   /// Raises the number of keys to `keys` (never lowers it), keeping every event.
   void grow(std::size_t keys) {
-    if (keys > (std::size_t{1} << kKeyBits)) throw std::length_error("EventQueue: more than 2^24 keys");
+    event_key::check_keys(keys, "EventQueue");
     if (keys > pos_.size()) pos_.resize(keys, kAbsent);
   }
 
@@ -44,7 +41,7 @@ class EventQueue {
   /// after every event already scheduled for the same time.
   /// `time` must be >= 0 and finite (the replay never schedules into the past).
   void schedule(std::uint32_t key, Seconds t) {
-    const Entry e = make(order_bits(t), (next_seq_++ << kKeyBits) | key);
+    const Entry e{event_key::make(t, next_seq_++, key)};
     const std::uint32_t i = pos_[key];
     if (i == kAbsent) {
       heap_.push_back(e);
@@ -71,10 +68,10 @@ class EventQueue {
   [[nodiscard]] bool empty() const { return heap_.empty(); }
   [[nodiscard]] std::size_t size() const { return heap_.size(); }
   [[nodiscard]] std::uint32_t top_key() const { return heap_.front().key(); }
-  [[nodiscard]] Seconds top_time() const { return Seconds(std::bit_cast<double>(heap_.front().time())); }
+  [[nodiscard]] Seconds top_time() const { return event_key::time_of(heap_.front().k); }
   /// The time of `key`'s event, or kNever if it has none.
   [[nodiscard]] Seconds time_of(std::uint32_t key) const {
-    return pos_[key] == kAbsent ? kNever : Seconds(std::bit_cast<double>(heap_[pos_[key]].time()));
+    return pos_[key] == kAbsent ? kNever : event_key::time_of(heap_[pos_[key]].k);
   }
 
   [[nodiscard]] std::size_t memory_bytes() const {
@@ -84,22 +81,11 @@ class EventQueue {
  private:
   static constexpr std::uint32_t kAbsent = std::numeric_limits<std::uint32_t>::max();
   static constexpr std::uint32_t kArity = 2;
-  static constexpr unsigned kKeyBits = 24;  // the low bits of `order` hold the key
-
-  // For doubles >= 0 the IEEE-754 bit pattern, read as an unsigned integer, orders like
-  // the number itself; integer comparisons are cheaper and branch-free.
-  static std::uint64_t order_bits(Seconds t) { return std::bit_cast<std::uint64_t>(t.value() + 0.0); }
-
-  // One 128-bit integer per event: the time's bits above (sequence << 24 | key), so a
-  // single integer comparison orders events by time, then by scheduling sequence (2^40
-  // schedules before the sequence wraps). GCC and Clang compile it to cmp/sbb, no branch.
-  __extension__ using Key = unsigned __int128;
+  // One event_key per event (sim/core/event_key.hpp): time, then scheduling order.
   struct Entry {
-    Key k;
-    [[nodiscard]] std::uint32_t key() const { return static_cast<std::uint32_t>(k) & ((1u << kKeyBits) - 1); }
-    [[nodiscard]] std::uint64_t time() const { return static_cast<std::uint64_t>(k >> 64); }
+    event_key::Key k;
+    [[nodiscard]] std::uint32_t key() const { return event_key::key_of(k); }
   };
-  static Entry make(std::uint64_t time, std::uint64_t order) { return Entry{(Key{time} << 64) | order}; }
 
   static bool before(const Entry& a, const Entry& b) { return a.k < b.k; }
 

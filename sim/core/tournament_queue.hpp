@@ -19,10 +19,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <limits>
-#include <stdexcept>
 #include <vector>
 
+#include "sim/core/event_key.hpp"
 #include "sim/core/units.hpp"
 
 namespace ddlsim {
@@ -34,16 +33,15 @@ class TournamentQueue {
 
   /// Empties the queue and sets the number of keys, keeping allocated memory.
   void reset(std::size_t keys) {
-    check(keys);
+    event_key::check_keys(keys, "TournamentQueue");
     leaves_ = std::bit_ceil(keys < 2 ? std::size_t{2} : keys);
     node_.assign(2 * leaves_, kEmpty);
-    live_ = 0;
     next_seq_ = 0;
   }
 
   /// Raises the number of keys to `keys` (never lowers it), keeping every event.
   void grow(std::size_t keys) {
-    check(keys);
+    event_key::check_keys(keys, "TournamentQueue");
     if (keys <= leaves_) return;
     const std::size_t old = leaves_;
     leaves_ = std::bit_ceil(keys);
@@ -58,46 +56,35 @@ class TournamentQueue {
   /// after every event already scheduled for the same time.
   /// `time` must be >= 0 and finite (the replay never schedules into the past).
   void schedule(std::uint32_t key, Seconds t) {
-    live_ += node_[leaves_ + key] == kEmpty ? 1 : 0;
-    replay(key, (Key{order_bits(t)} << 64) | ((next_seq_++ << kKeyBits) | key));
+    replay(key, event_key::make(t, next_seq_++, key));
   }
 
   /// Removes the event of `key`, if any.
   void cancel(std::uint32_t key) {
-    if (node_[leaves_ + key] == kEmpty) return;
-    --live_;
-    replay(key, kEmpty);
+    if (node_[leaves_ + key] != kEmpty) replay(key, kEmpty);
   }
 
-  [[nodiscard]] bool empty() const { return live_ == 0; }
-  [[nodiscard]] std::size_t size() const { return live_; }
-  [[nodiscard]] std::uint32_t top_key() const { return static_cast<std::uint32_t>(node_[1]) & kKeyMask; }
-  [[nodiscard]] Seconds top_time() const { return time_of_entry(node_[1]); }
+  [[nodiscard]] bool empty() const { return node_[1] == kEmpty; }  // the root holds the earliest
+  /// The number of events: a count over the leaves, O(keys), for tests and reports.
+  [[nodiscard]] std::size_t size() const {
+    return static_cast<std::size_t>(
+        std::count_if(node_.begin() + static_cast<std::ptrdiff_t>(leaves_), node_.end(), [](Key k) { return k != kEmpty; }));
+  }
+  [[nodiscard]] std::uint32_t top_key() const { return event_key::key_of(node_[1]); }
+  [[nodiscard]] Seconds top_time() const { return event_key::time_of(node_[1]); }
   /// The time of `key`'s event, or kNever if it has none.
   [[nodiscard]] Seconds time_of(std::uint32_t key) const {
     const Key e = node_[leaves_ + key];
-    return e == kEmpty ? kNever : time_of_entry(e);
+    return e == kEmpty ? kNever : event_key::time_of(e);
   }
 
   [[nodiscard]] std::size_t memory_bytes() const { return node_.capacity() * sizeof(Key); }
 
  private:
-  static constexpr unsigned kKeyBits = 24;  // the low bits of an entry hold the key
-  static constexpr std::uint32_t kKeyMask = (1u << kKeyBits) - 1;
-
-  // An entry is one 128-bit integer: the time's bits above (sequence << 24 | key), so one
-  // integer comparison orders by time, then by scheduling order (2^40 schedules before
-  // the sequence wraps), and the winner of a match carries its own key. For doubles >= 0
-  // the IEEE-754 bit pattern, read as an unsigned integer, orders like the number. A key
-  // without an event holds the largest value, which loses every match.
-  __extension__ using Key = unsigned __int128;
+  // Entries are event_keys (sim/core/event_key.hpp), so the winner of a match carries its
+  // own key. A key without an event holds the largest value, which loses every match.
+  using Key = event_key::Key;
   static constexpr Key kEmpty = ~Key{0};
-
-  static void check(std::size_t keys) {
-    if (keys > (std::size_t{1} << kKeyBits)) throw std::length_error("TournamentQueue: more than 2^24 keys");
-  }
-  static std::uint64_t order_bits(Seconds t) { return std::bit_cast<std::uint64_t>(t.value() + 0.0); }
-  static Seconds time_of_entry(Key k) { return Seconds(std::bit_cast<double>(static_cast<std::uint64_t>(k >> 64))); }
 
   // node_[1] is the root; node i has children 2i and 2i+1; node_[leaves_ + k] is key k's
   // leaf. Each inner node holds the smaller entry of its children.
@@ -114,7 +101,6 @@ class TournamentQueue {
 
   std::size_t leaves_ = 2;
   std::vector<Key> node_;  // 2 * leaves_ entries; node_[0] unused
-  std::size_t live_ = 0;
   std::uint64_t next_seq_ = 0;
 };
 
