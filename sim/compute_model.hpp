@@ -19,6 +19,7 @@
 // the device but cannot issue faster than that.
 #pragma once
 
+#include <algorithm>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -69,7 +70,7 @@ class ComputeModel {
   /// their kernels' time and `forwards` + 2 x `backwards` dispatches.
   [[nodiscard]] Seconds dispatch_bound(Seconds kernels, int forwards, int backwards) const {
     const Seconds host = eff_.host_dispatch * static_cast<double>(forwards + 2 * backwards);
-    return kernels.value() > host.value() ? kernels : host;
+    return std::max(kernels, host);
   }
 
   /// The operator's time in one pass.
