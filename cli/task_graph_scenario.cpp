@@ -49,6 +49,9 @@ struct GraphScenario {
   std::string cluster_title;
   NetworkModelKind network = NetworkModelKind::kFlow;
   std::vector<TaskSpec> tasks;
+  // Built once the cluster is read: checks the collectives, then carries the replay. It
+  // points into `cluster`, so a GraphScenario is filled in place, never moved.
+  std::optional<NetworkFabric> fabric;
 };
 
 // An accelerator's index, 0 to n-1, read from `key`.
@@ -108,9 +111,8 @@ std::string find_cycle(const std::vector<TaskSpec>& tasks) {
   return text + tasks[walk.back()].name;
 }
 
-GraphScenario read_graph_scenario(const nlohmann::json& doc) {
+void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
   JsonObject root(doc, "");
-  GraphScenario s;
   s.name = root.string("name");
   if (s.name.empty()) throw InputError("name: expected a non-empty string, got \"\"");
   (void)root.string_or("description", "");
@@ -142,7 +144,7 @@ GraphScenario read_graph_scenario(const nlohmann::json& doc) {
   }
   const auto accelerators = s.cluster.accelerators();
   const std::size_t n = accelerators.size();
-  NetworkFabric fabric(s.cluster, s.catalog);
+  NetworkFabric& fabric = s.fabric.emplace(s.cluster, s.catalog);
   std::uint64_t transfers = 0;
   for (std::size_t i = 0; i < list.size(); ++i) {
     JsonObject o = list.object(i);
@@ -219,7 +221,6 @@ GraphScenario read_graph_scenario(const nlohmann::json& doc) {
     throw InputError("tasks: the dependencies form a cycle: " + cycle);
   }
   root.finish();
-  return s;
 }
 
 }  // namespace
@@ -227,13 +228,14 @@ GraphScenario read_graph_scenario(const nlohmann::json& doc) {
 bool is_task_graph_scenario(const nlohmann::json& doc) { return doc.is_object() && doc.contains("tasks"); }
 
 void run_task_graph_scenario(const nlohmann::json& doc, const TaskGraphRunOptions& options, std::ostream& out) {
-  GraphScenario s = read_graph_scenario(doc);
+  GraphScenario s;
+  read_graph_scenario(doc, s);
   if (options.network) {
     const auto kind = parse_network_model(*options.network);
     if (!kind) throw InputError("--network: expected flow or analytical, got '" + *options.network + "'");
     s.network = *kind;
   }
-  NetworkFabric fabric(s.cluster, s.catalog);
+  NetworkFabric& fabric = *s.fabric;
   const auto accelerators = s.cluster.accelerators();
   // Resource 0 is the network; each accelerator that computes gets a stream.
   std::vector<std::unique_ptr<ResourceModel>> owned;
