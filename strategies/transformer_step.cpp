@@ -395,8 +395,15 @@ class StepLowering {
   void data_parallel_and_optimizer(TaskId end) {
     const bool zero12 = p_.dp_mode == DataParallelMode::kZero1 || p_.dp_mode == DataParallelMode::kZero2;
     const bool sharded = p_.dp_mode != DataParallelMode::kAllReduce && p_.dp > 1;
+    // No stage updates its weights before every stage has its gradients reduced: the
+    // optimizer step first all-reduces the gradients' norm (clipping) and the overflow
+    // flag (loss scaling) over the model-parallel ranks, as Megatron-LM and DeepSpeed do.
+    // Those all-reduces carry a few bytes; only the wait they impose is modelled.
+    const TaskId every_stage = g_.add(Marker{}, "every stage's gradients reduced").id();
+    out_.gradients_reduced = stage_done_;
     for (int i = 0; i < p_.pp; ++i) {
       const TaskId stage_done = stage_done_[static_cast<std::size_t>(i)];
+      g_.add_edge(stage_done, every_stage);
       const auto& produced_by_0 = contributions_[group(0, i)];
       double stage_params = 0.0;
       for (const auto& [t, params] : produced_by_0) stage_params += params;
@@ -423,17 +430,20 @@ class StepLowering {
         const std::size_t grp = group(d, i);
         g_.add_edge(out_.last_backward[grp], stage_done);
         const double params = sharded ? stage_params / p_.dp : stage_params;
-        const TaskId step = compute(grp, optimizer_step_time(params, *in_.compute), stage_done, "optimizer step");
+        const TaskId step = compute(grp, optimizer_step_time(params, *in_.compute), every_stage, "optimizer step");
         out_.optimizer[grp] = step;
         steps.push_back(step);
         if (!(zero12 && p_.dp > 1)) g_.add_edge(step, end);
       }
       if (zero12 && p_.dp > 1) {
+        const TaskId gathered = g_.add(Marker{}, "updated weights gathered").id();
+        out_.weights_gathered.push_back(gathered);
         for (int k = 0; k < p_.tp; ++k) {
           const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, stage_params * 2.0);
           for (TaskId t : steps) g_.add_edge(t, c.start);
-          g_.add_edge(c.end, end);
+          g_.add_edge(c.end, gathered);
         }
+        g_.add_edge(gathered, end);
       }
     }
   }

@@ -72,6 +72,8 @@ struct LoweredTrainingStep {
   std::vector<TaskId> last_backward;  // per (dp, pp): the last compute task of its pipeline program
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
+  std::vector<TaskId> gradients_reduced;  // per pp stage: every replica's backward done and its gradients reduced
+  std::vector<TaskId> weights_gathered;   // per pp stage under ZeRO-1/2 with dp > 1: updated weights all-gathered (else empty)
   ResourceId network;
   const NetworkModel* network_model = nullptr;  // resources[network], for its per-link bytes
   std::uint64_t tp_collectives = 0;  // priced analytically

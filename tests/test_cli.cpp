@@ -578,6 +578,27 @@ const char* kTraining = R"({"name": "t", "cluster": {"preset": "dgx-a100", "node
                  {"name": "tp-pp", "tp": 4, "pp": 2, "global_batch": 64, "micro_batch": 2, "zero": 1}]})";
 }  // namespace
 
+TEST_CASE("a pipeline without data parallelism waits on no data-parallel communication") {
+  // Expected: tp 8 x pp 2 on the 16 GPUs (dp 1) has no gradient to reduce and no weights
+  // to gather, so its data-parallel wait is exactly 0; the critical stage's wait for the
+  // other to drain the pipeline at the end of the step is bubble (or pipeline) time, and
+  // the parts still add up to the step.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const auto r = ddlsim_cmd({"run", f, "--json", "--strategy", "tp-pp", "--set", "strategies.1.tp=8", "--set",
+                             "strategies.1.global_batch=256"});
+  REQUIRE(r.status == 0);
+  const auto st = nlohmann::json::parse(r.out).at("strategies").at(0);
+  CHECK(st.at("plan") == "dp 1 x tp 8 x pp 2");
+  const auto& b = st.at("breakdown");
+  const auto& x = b.at("exposed_comm_s");
+  CHECK(x.at("dp").get<double>() == 0.0);
+  CHECK(b.at("bubble_s").get<double>() > 0.0);
+  CHECK(st.at("step_time_s").get<double>() ==
+        Approx(b.at("compute_s").get<double>() + x.at("tp").get<double>() + x.at("pp").get<double>() +
+               b.at("bubble_s").get<double>()));
+}
+
 TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {
   // Expected: samples/s x step time = the global batch; tokens/s = samples/s x seq;
   // MFU = model TFLOP/s per device / the A100's 312 TFLOP/s bf16 peak; full
@@ -607,6 +628,8 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
                  x.at("dp").get<double>() + b.at("bubble_s").get<double>()));
   }
   CHECK(dp.at("breakdown").at("exposed_comm_s").at("tp") == 0.0);
+  // tp-pp (ZeRO-1, dp 2) waits for its reduce-scatter and its weight all-gather.
+  CHECK(j.at("strategies").at(1).at("breakdown").at("exposed_comm_s").at("dp").get<double>() > 0.0);
   CHECK(dp.at("breakdown").at("bubble_s") == 0.0);
   CHECK(dp.at("breakdown").at("exposed_comm_s").at("dp").get<double>() > 0.0);
   CHECK(j.at("strategies").at(1).at("breakdown").at("bubble_s").get<double>() > 0.0);

@@ -453,6 +453,46 @@ TEST_CASE("a 1F1B pipeline stays close to (m + p - 1)(f + b)") {
                  rig.optimizer(params_of(m)));
 }
 
+namespace {
+// Start and end of every task of a replay.
+struct StartEnd final : Observer {
+  std::vector<std::pair<double, double>> at;
+  void on_begin(const TaskGraph& g, std::span<ResourceModel* const>) override { at.assign(g.size(), {-1.0, -1.0}); }
+  void on_task_start(TaskId t, ResourceId, Seconds when) override { at[t.value].first = when.value(); }
+  void on_task_end(TaskId t, ResourceId, Seconds when) override { at[t.value].second = when.value(); }
+};
+}  // namespace
+
+TEST_CASE("no stage steps its optimizer before every stage's gradients are reduced") {
+  // Expected: with pp 4 and dp 1 there is nothing to reduce, and under 1F1B the first
+  // stage runs the step's last backward (the pipeline drains towards it), so the
+  // optimizer steps of all four stages start together, when stage 0's last backward
+  // ends: the gradient-norm and overflow all-reduces over the model-parallel ranks hold
+  // the earlier-finishing stages back.
+  StepRig rig("dgx-a100", 1);
+  const TransformerConfig m = gpt_config("g", 8, 1024, 16, 1024, 32000);
+  ParallelPlan p;
+  p.pp = 4;
+  p.dp = 1;
+  p.tp = 2;
+  p.global_batch = 8;
+  LoweredTrainingStep s = rig.lower(m, p);
+  StartEnd times;
+  Observer* obs[] = {&times};
+  rig.run(s, obs);
+  REQUIRE(s.optimizer.size() == 4);
+  REQUIRE(s.gradients_reduced.size() == 4);
+  const double drained = times.at[s.last_backward[0].value].second;
+  for (int i = 0; i < 4; ++i) {
+    CHECK(times.at[s.optimizer[i].value].first == Approx(drained).epsilon(1e-12));
+    CHECK(times.at[s.last_backward[i].value].second <= drained);
+    // Without data parallelism a stage's gradients are reduced when its backward ends.
+    CHECK(times.at[s.gradients_reduced[i].value].second == times.at[s.last_backward[i].value].second);
+  }
+  CHECK(times.at[s.last_backward[3].value].second < drained);  // the last stage did wait
+  CHECK(s.weights_gathered.empty());
+}
+
 TEST_CASE("plans the lowering cannot run are refused with the reason") {
   StepRig rig("dgx-h100", 1);
   const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
