@@ -19,7 +19,8 @@
 // as a whole, see sim/data/compute_efficiency.json): GPT as Megatron builds it (learned positions, tied embedding, vocabulary 50,257,
 // 16-bit), 1F1B, full recomputation, no gradient bucketing (the data-parallel all-reduce
 // after the whole backward); DGX A100 servers (8 A100 on NVSwitch) as many as the case
-// needs, with 800 Gb/s per server as one 100 Gb/s InfiniBand EDR NIC per GPU. vTrain's
+// needs, with 800 Gb/s per server as one 100 Gb/s InfiniBand EDR NIC per GPU, ranks
+// placed as Megatron-DeepSpeed places them (tp innermost, then dp, then pp). vTrain's
 // 150 GB/s intra-node figure is its model's parameter, not the hardware's: the NVSwitch
 // links are the catalog's NVLink 3.
 #pragma once
