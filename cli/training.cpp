@@ -168,6 +168,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   }
   p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
+  p.overlap_p2p = o.boolean_or("overlap_p2p", false);
   o.finish();
   if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
   // Refuse plans whose graph would exhaust memory before building them.

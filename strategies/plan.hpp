@@ -43,6 +43,10 @@ struct ParallelPlan {
   /// overlap_grad_reduce, else all after the whole backward.
   double bucket_bytes = 25.0 * 1024 * 1024;
   bool overlap_grad_reduce = true;
+  /// Pipeline sends run beside the sender's next pass (Megatron's
+  /// --overlap-p2p-communication); false: the next pass waits for them, as Megatron's
+  /// default batch_isend_irecv + wait and DeepSpeed's pipeline engine do.
+  bool overlap_p2p = false;
 
   [[nodiscard]] int devices() const { return dp * tp * pp; }
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }

@@ -89,8 +89,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   for (int d = 0; d < p.dp; ++d) dp_ranks.push_back(mesh_rank(p, d, 0, 0));
   const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
   const double ars_bwd = p.recompute == Recompute::kFull ? 4 : 2;  // recomputed forwards all-reduce again
-  double send = 0;
-  if (p.pp > 1) {
+  double send = 0;  // each pass waits for its send (none counted when sends overlap the next pass)
+  if (p.pp > 1 && !p.overlap_p2p) {
     const auto& route = fabric.first_route(fabric.cluster().accelerators()[mesh_rank(p, 0, 0, 0)],
                                            fabric.cluster().accelerators()[mesh_rank(p, 0, 1, 0)]);
     send = fabric.route_latency(route) + c.p2p_bytes / fabric.route_capacity(route);
@@ -134,7 +134,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.sequence_parallel, p.recompute, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.order);
+                    p.sequence_parallel, p.recompute, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.order);
   };
   return key(a) == key(b);
 }

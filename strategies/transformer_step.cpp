@@ -1,3 +1,4 @@
+#include <optional>
 #include "strategies/transformer_step.hpp"
 
 #include <algorithm>
@@ -279,11 +280,15 @@ class StepLowering {
     const PoolId pool(static_cast<std::uint32_t>(grp));
     TaskId prev = g_.add(Allocate{pool, Bytes(states_[static_cast<std::size_t>(i)])}, "model states").id();
     TaskId last_exit;
+    std::optional<Key> prev_key;
     for (const PipelineOp& op : program) {
       const int s = op.chunk * p_.pp + i;
       const TaskId entry = op.forward ? g_.add(Allocate{pool, Bytes(chunk_activations(s))}, "forward").id()
                                       : g_.add(Marker{}, "backward").id();
       g_.add_edge(prev, entry);
+      const Key key{d, op.chunk * p_.pp + i, op.micro_batch, op.forward};
+      if (prev_key) next_entry_[*prev_key] = entry;
+      prev_key = key;
       TaskId t = entry;
       const bool last_mb_backward = !op.forward && op.micro_batch == mb_ - 1;
       std::vector<Unit> us = units(s, op.forward);
@@ -389,6 +394,11 @@ class StepLowering {
       ++out_.transfers;
       g_.add_edge(src, t);
       g_.add_edge(t, dst);
+      // Megatron's p2p calls return when the transfer is done: the sender's next pass
+      // waits for it (plan.overlap_p2p lets it run ahead instead).
+      if (!p_.overlap_p2p) {
+        if (auto it = next_entry_.find({d, from, mb, forward}); it != next_entry_.end()) g_.add_edge(t, it->second);
+      }
     }
   }
 
@@ -523,6 +533,7 @@ class StepLowering {
   std::vector<std::tuple<int, int, int>> sends_;  // replica 0's sends (pp from, pp to, tp rank), when folded
   std::vector<TaskId> stage_done_;  // per pp stage: every gradient of the step reduced
   std::map<Key, TaskId> entries_, exits_;
+  std::map<Key, TaskId> next_entry_;  // the entry of the pass after this one in its stage's program
   std::map<CollKey, Markers> zero3_colls_;
   // Per (dp, pp) replica: (task after which, parameters) whose gradients are final.
   std::map<std::size_t, std::vector<std::pair<TaskId, double>>> contributions_;

@@ -16,7 +16,9 @@
 // transfers' replay when nothing else shares the links) on a per-group stream. Everything
 // that crosses servers is replayed transfer by transfer on the network model: pipeline
 // sends (each tp rank sends its 1/t of the activations, Megatron's scatter-gather) and the
-// data-parallel gradient collectives of every tp rank.
+// data-parallel gradient collectives of every tp rank. A stage's next pass starts only
+// once its sends are done, as Megatron's blocking p2p calls make it (unless
+// plan.overlap_p2p).
 //
 // Data parallelism: gradients are reduced in buckets of about plan.bucket_bytes (2 bytes
 // per parameter), in the order the last micro-batch's backward produces them, each bucket
