@@ -54,9 +54,27 @@ inline Seconds SharedChannel::next_finish() const {
   return t_ + Seconds(left * static_cast<double>(active_.size()) / capacity_.value());
 }
 
+// The next finish, with the joins due before it played forward on copies of the state.
+// A join changes every active transfer's rate but finishes nothing, so it needs no event
+// of the replay's own: advance() plays the same joins, with the same arithmetic in the
+// same order, on its way to this finish, which therefore falls exactly at this time.
 Seconds SharedChannel::next_event() const {
-  const Seconds join = waiting_head_ < waiting_.size() ? waiting_[waiting_head_].join_at : kNever;
-  return std::min(join, next_finish());
+  double v = v_;
+  Seconds t = t_;
+  std::size_t n = active_.size();
+  double min_tag = n > 0 ? active_.front().tag : 0.0;
+  for (std::size_t w = waiting_head_;; ++w) {
+    // As next_finish() and progress_to() compute them.
+    const Seconds finish_at =
+        n == 0 ? kNever : t + Seconds(std::max(0.0, min_tag - v) * static_cast<double>(n) / capacity_.value());
+    const Seconds join_at = w < waiting_.size() ? waiting_[w].join_at : kNever;
+    if (finish_at <= join_at) return finish_at;  // departures first at equal times, as in advance()
+    if (n > 0 && join_at > t) v += (join_at - t).value() * capacity_.value() / static_cast<double>(n);
+    if (join_at > t) t = join_at;
+    const double tag = v + std::get_if<Transfer>(&graph_->kind(waiting_[w].task))->bytes.value();
+    min_tag = n == 0 ? tag : std::min(min_tag, tag);
+    ++n;
+  }
 }
 
 Seconds SharedChannel::submit(TaskId task, Seconds now, ReplaySink& sink) {

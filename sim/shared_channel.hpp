@@ -10,6 +10,9 @@
 // since the channel began, grows at dV/dt = C/n. A transfer joining when V = v finishes
 // when V reaches v + b, so active transfers sit in a min-heap on that tag and every
 // arrival or departure costs O(log n), independent of how many transfers are active.
+// The model's events for the replay are finishes only: next_event() plays the joins due
+// before the next finish forward (they change rates but finish nothing), which halves
+// the events a transfer costs the replay.
 #pragma once
 
 #include <cstdint>

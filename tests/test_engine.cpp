@@ -112,6 +112,25 @@ TEST_CASE("transfers share a channel's bandwidth equally") {
     q.transfer(ch2, 100);
     CHECK(q.run().makespan.value() == Approx(2.25));
   }
+  SUBCASE("a join during another transfer, with latency") {
+    // Expected: 1 B/s, latency 1 s. A (2 B) is submitted at 0 and joins at 1; B (0.5 B)
+    // is submitted at 1 (after a 1 s compute task) and joins at 2, when A has 1 B. Sharing
+    // at 0.5 B/s each, B ends at 3 with A at 1.5 B; A's last 0.5 B alone ends at 3.5.
+    // The replay's events are the three finishes: the two joins change rates inside the
+    // channel and need none (2 more before the channel played its joins forward).
+    Rig r;
+    const auto ch = r.channel("c", 1, 1.0);
+    const auto s = r.stream("s");
+    const auto a = r.transfer(ch, 2);
+    const auto w = r.compute(s, 1);
+    const auto b = r.transfer(ch, 0.5);
+    r.g.add_edge(w, b);
+    const ReplayResult res = r.run();
+    CHECK(r.at(b).start == Approx(1.0));
+    CHECK(r.at(b).end == Approx(3.0));
+    CHECK(r.at(a).end == Approx(3.5));
+    CHECK(res.events == 3);
+  }
 }
 
 TEST_CASE("tasks without resources take no time and keep order") {
