@@ -78,6 +78,17 @@ Seconds SharedChannel::next_event() const {
 }
 
 Seconds SharedChannel::submit(TaskId task, Seconds now, ReplaySink& sink) {
+  // Joins are not replay events, so some may be due: play them first, in order. No finish
+  // is due before `now` (the next finish is this model's event, which the replay would
+  // have taken first); one due at `now` is taken by the advance(now) still to come.
+  while (waiting_head_ < waiting_.size() && waiting_[waiting_head_].join_at <= now) {
+    progress_to(waiting_[waiting_head_].join_at);
+    join(waiting_[waiting_head_++].task);
+  }
+  if (waiting_head_ == waiting_.size()) {
+    waiting_.clear();
+    waiting_head_ = 0;
+  }
   progress_to(now);
   sink.started(task, now);
   graph_->prefetch_finish(task);
