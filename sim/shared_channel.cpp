@@ -37,8 +37,7 @@ inline void SharedChannel::progress_to(Seconds t) {
   if (t > t_) t_ = t;
 }
 
-inline void SharedChannel::join(TaskId task) {
-  const double bytes = std::get_if<Transfer>(&graph_->kind(task))->bytes.value();  // accepts() admits only Transfer
+inline void SharedChannel::join(TaskId task, double bytes) {
   active_.push_back(Active{v_ + bytes, seq_++, task});
   std::push_heap(active_.begin(), active_.end(), [](const Active& a, const Active& b) { return later(a, b); });
 }
@@ -58,6 +57,9 @@ inline Seconds SharedChannel::next_finish() const {
 // A join changes every active transfer's rate but finishes nothing, so it needs no event
 // of the replay's own: advance() plays the same joins, with the same arithmetic in the
 // same order, on its way to this finish, which therefore falls exactly at this time.
+// At most kJoinsAhead joins are played forward; past that the next join is returned as
+// an event, as every join was before, so that many transfers submitted at once do not
+// cost a walk over all of them per submission.
 Seconds SharedChannel::next_event() const {
   double v = v_;
   Seconds t = t_;
@@ -68,39 +70,19 @@ Seconds SharedChannel::next_event() const {
     const Seconds finish_at =
         n == 0 ? kNever : t + Seconds(std::max(0.0, min_tag - v) * static_cast<double>(n) / capacity_.value());
     const Seconds join_at = w < waiting_.size() ? waiting_[w].join_at : kNever;
-    if (finish_at <= join_at) return finish_at;  // departures first at equal times, as in advance()
+    if (finish_at <= join_at) return finish_at;  // departures first at equal times, as in play_to()
+    if (w - waiting_head_ == kJoinsAhead) return join_at;
     if (n > 0 && join_at > t) v += (join_at - t).value() * capacity_.value() / static_cast<double>(n);
     if (join_at > t) t = join_at;
-    const double tag = v + std::get_if<Transfer>(&graph_->kind(waiting_[w].task))->bytes.value();
+    const double tag = v + waiting_[w].bytes;
     min_tag = n == 0 ? tag : std::min(min_tag, tag);
     ++n;
   }
 }
 
-Seconds SharedChannel::submit(TaskId task, Seconds now, ReplaySink& sink) {
-  // Joins are not replay events, so some may be due: play them first, in order. No finish
-  // is due before `now` (the next finish is this model's event, which the replay would
-  // have taken first); one due at `now` is taken by the advance(now) still to come.
-  while (waiting_head_ < waiting_.size() && waiting_[waiting_head_].join_at <= now) {
-    progress_to(waiting_[waiting_head_].join_at);
-    join(waiting_[waiting_head_++].task);
-  }
-  if (waiting_head_ == waiting_.size()) {
-    waiting_.clear();
-    waiting_head_ = 0;
-  }
-  progress_to(now);
-  sink.started(task, now);
-  graph_->prefetch_finish(task);
-  if (latency_.value() > 0.0) {
-    waiting_.push_back(Waiting{now + latency_, task});
-  } else {
-    join(task);
-  }
-  return next_event();
-}
-
-Seconds SharedChannel::advance(Seconds t, ReplaySink& sink) {
+// Every join and finish due at or before t, in time order, departures first at equal
+// times (a joining transfer does not slow one that is done).
+inline void SharedChannel::play_to(Seconds t, ReplaySink& sink) {
   for (;;) {
     const Seconds join_at = waiting_head_ < waiting_.size() ? waiting_[waiting_head_].join_at : kNever;
     const Seconds finish_at = next_finish();
@@ -108,13 +90,13 @@ Seconds SharedChannel::advance(Seconds t, ReplaySink& sink) {
     if (e > t) break;
     progress_to(e);
     if (finish_at <= join_at) {
-      // Departures first at equal times, so a joining transfer does not slow a finished one.
       v_ = std::max(v_, active_.front().tag);
       const TaskId done = active_.front().task;
       pop_active();
       sink.finished(done, e);
     } else {
-      join(waiting_[waiting_head_++].task);
+      const Waiting& w = waiting_[waiting_head_++];
+      join(w.task, w.bytes);
       if (waiting_head_ == waiting_.size()) {
         waiting_.clear();
         waiting_head_ = 0;
@@ -122,6 +104,26 @@ Seconds SharedChannel::advance(Seconds t, ReplaySink& sink) {
     }
   }
   progress_to(t);
+}
+
+Seconds SharedChannel::submit(TaskId task, Seconds now, ReplaySink& sink) {
+  // Joins are not always replay events, so some may be due, and a finish may be due at
+  // `now` if the replay has not yet advanced this model at `now`: play them first, as
+  // advance(now) would (it then finds nothing left to do at `now`).
+  play_to(now, sink);
+  sink.started(task, now);
+  graph_->prefetch_finish(task);
+  const double bytes = std::get_if<Transfer>(&graph_->kind(task))->bytes.value();  // accepts() admits only Transfer
+  if (latency_.value() > 0.0) {
+    waiting_.push_back(Waiting{now + latency_, bytes, task});
+  } else {
+    join(task, bytes);
+  }
+  return next_event();
+}
+
+Seconds SharedChannel::advance(Seconds t, ReplaySink& sink) {
+  play_to(t, sink);
   return next_event();
 }
 

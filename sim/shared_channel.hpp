@@ -10,9 +10,11 @@
 // since the channel began, grows at dV/dt = C/n. A transfer joining when V = v finishes
 // when V reaches v + b, so active transfers sit in a min-heap on that tag and every
 // arrival or departure costs O(log n), independent of how many transfers are active.
-// The model's events for the replay are finishes only: next_event() plays the joins due
-// before the next finish forward (they change rates but finish nothing), which halves
-// the events a transfer costs the replay.
+// The model's events for the replay are finishes (and a join only when more than eight
+// are due before the next finish): next_event() plays the joins due before the next
+// finish forward (they change rates but finish nothing), which halves the events a
+// transfer costs the replay. A submission first plays what is due, finishes included,
+// so a finish due at the same time is reported from submit().
 #pragma once
 
 #include <cstdint>
@@ -45,13 +47,16 @@ class SharedChannel final : public ResourceModel {
   };
   struct Waiting {
     Seconds join_at;
+    double bytes;
     TaskId task;
   };
+  static constexpr std::size_t kJoinsAhead = 8;  // joins next_event() plays forward at most
 
   // Inlined into submit and advance: as calls they were a tenth of a channel's
   // instructions (benchmark RandomDag).
   [[gnu::always_inline]] inline void progress_to(Seconds t);
-  [[gnu::always_inline]] inline void join(TaskId task);
+  [[gnu::always_inline]] inline void join(TaskId task, double bytes);
+  [[gnu::always_inline]] inline void play_to(Seconds t, ReplaySink& sink);
   [[gnu::always_inline]] [[nodiscard]] inline Seconds next_finish() const;
   [[gnu::always_inline]] inline void pop_active();
 

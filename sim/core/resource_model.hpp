@@ -11,7 +11,11 @@
 // Contract, which the engine checks:
 //  - submit(task, now) and advance(t) are called with non-decreasing times;
 //  - advance(t) reports every task finishing at or before t (with its true finish time)
-//    and afterwards next_event() is strictly later than t, or kNever when idle.
+//    and afterwards next_event() is strictly later than t, or kNever when idle;
+//  - submit(task, now) may report finishes too, only at `now` (a model whose own event
+//    at `now` the replay has not taken yet may settle it there).
+//  - next_event() need not be every change of the model's state, only those the replay
+//    must act on or that the model needs to be advanced for.
 #pragma once
 
 #include <string>
