@@ -22,6 +22,18 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
               : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3;
   j["sequence_parallel"] = p.sequence_parallel;
   j["recompute"] = p.recompute == Recompute::kNone ? "none" : p.recompute == Recompute::kSelective ? "selective" : "full";
+  // The rest only where it differs from the scenario format's default, so that a plan
+  // written by --out replays as the plan that was ranked.
+  const ParallelPlan defaults;
+  if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
+  if (p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / (1024.0 * 1024.0);
+  if (p.overlap_grad_reduce != defaults.overlap_grad_reduce) j["overlap_grad_reduce"] = p.overlap_grad_reduce;
+  if (p.overlap_p2p != defaults.overlap_p2p) j["overlap_p2p"] = p.overlap_p2p;
+  if (p.order != defaults.order) {
+    nlohmann::ordered_json order = nlohmann::ordered_json::array();
+    for (MeshAxis a : p.order) order.push_back(a == MeshAxis::kTp ? "tp" : a == MeshAxis::kPp ? "pp" : "dp");
+    j["order"] = order;
+  }
   return j;
 }
 

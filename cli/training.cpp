@@ -348,13 +348,19 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   if (!step.tp_comm.empty()) r.exposed_tp_s = usage.entries()[step.tp_comm[g].value].busy.value();
   const Times& last = times.of(step.last_backward[g]);
   const Times& opt = times.of(step.optimizer[g]);
-  // Data-parallel waits: from the end of its backward until its stage's gradients are
-  // reduced, and under ZeRO-1/2 from its optimizer step until the updated weights are
-  // gathered. Its other waits at the end of the step (for the other stages to drain the
-  // pipeline and reduce theirs) are the pipeline's.
+  // Data-parallel waits. Its optimizer step starts once every stage's gradients are
+  // reduced (the barrier); before it the device waits for (1) its own stage's reduction,
+  // from the end of its backward (data-parallel), then (2) the rest of the pipeline to
+  // finish its backwards (the drain: pipeline time), then (3) the other stages'
+  // reductions still running after both (data-parallel). After its step, under ZeRO-1/2,
+  // the updated weights' all-gathers and the end of the step are data-parallel too.
   const std::size_t stage = g % static_cast<std::size_t>(p.pp);
-  r.exposed_dp_s = std::max(0.0, times.of(step.gradients_reduced[stage]).end - last.end);
-  if (!step.weights_gathered.empty()) r.exposed_dp_s += std::max(0.0, times.of(step.weights_gathered[stage]).end - opt.end);
+  double drained = 0.0, barrier = 0.0;
+  for (TaskId t : step.last_backward) drained = std::max(drained, times.of(t).end);
+  for (TaskId t : step.gradients_reduced) barrier = std::max(barrier, times.of(t).end);
+  const double own = times.of(step.gradients_reduced[stage]).end;
+  r.exposed_dp_s = std::max(0.0, own - last.end) + std::max(0.0, barrier - std::max(own, drained));
+  if (!step.weights_gathered.empty()) r.exposed_dp_s += std::max(0.0, r.step_time_s - opt.end);
   const double opt_s = opt.end - opt.start;
   const double per_micro_batch = (r.compute_busy_s - opt_s + r.exposed_tp_s) / static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;

@@ -94,8 +94,8 @@ struct TrainingReport {
   double compute_busy_s = 0;   // its compute stream's busy time (forward, backward, recomputation, optimizer)
   double exposed_comm_s = 0;   // tp + pp + dp below
   double exposed_tp_s = 0;     // tensor-parallel all-reduces (blocking)
-  double exposed_pp_s = 0;     // pipeline time waiting beyond the schedule's bubble (sends, imbalance)
-  double exposed_dp_s = 0;     // waiting for its stage's gradient reduction before, and weight all-gather after, the optimizer
+  double exposed_pp_s = 0;     // pipeline time waiting beyond the schedule's bubble (sends, imbalance, the drain)
+  double exposed_dp_s = 0;     // waiting for gradient reductions before, and ZeRO-1/2 weight all-gathers after, the optimizer
   double bubble_s = 0;         // the schedule's bubble: (pp - 1) / v x its per-micro-batch work
   double idle_s = 0;           // step_time_s - compute_busy_s - exposed_tp_s
   // Waiting not split into tp, pp and dp (an SBP plan's boxing and gradient collectives).

@@ -89,7 +89,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   for (int d = 0; d < p.dp; ++d) dp_ranks.push_back(mesh_rank(p, d, 0, 0));
   const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
   const double ars_bwd = p.recompute == Recompute::kFull ? 4 : 2;  // recomputed forwards all-reduce again
-  double send = 0;  // each pass waits for its send (none counted when sends overlap the next pass)
+  double send = 0;  // each pass waits for its send (none counted when sends overlap: optimistic where receivers wait)
   if (p.pp > 1 && !p.overlap_p2p) {
     const auto& route = fabric.first_route(fabric.cluster().accelerators()[mesh_rank(p, 0, 0, 0)],
                                            fabric.cluster().accelerators()[mesh_rank(p, 0, 1, 0)]);

@@ -1,8 +1,8 @@
-#include <optional>
 #include "strategies/transformer_step.hpp"
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "sim/collectives.hpp"

@@ -1,8 +1,8 @@
 // One training step of a transformer under a parallel plan, lowered to a task graph on a
 // real cluster.
 //
-// Devices are the cluster's first dp x pp x tp accelerators in rank order (tp innermost,
-// then pp, then dp). Each pipeline stage of each data-parallel replica runs its schedule's
+// Devices are the cluster's first dp x pp x tp accelerators, ranks laid out in the plan's
+// axis order (plan.order; by default tp innermost, then pp, then dp). Each pipeline stage of each data-parallel replica runs its schedule's
 // program (strategies/pipeline) on one compute stream: per micro-batch and model chunk,
 // the embedding (first stage), per layer the attention half and the MLP half (costs from
 // strategies/stage_costs, recomputation added before each backward), the output layer
@@ -31,7 +31,8 @@
 // one computes, one gather in flight), and reduce-scatters its gradients after its
 // backward; the embedding and the output layer are gathered the same way. The optimizer
 // step over the parameters a device updates is priced by optimizer_step_time
-// (strategies/stage_costs.hpp).
+// (strategies/stage_costs.hpp); no stage starts it before every stage's gradients are
+// reduced (the gradient-norm and overflow all-reduces over the model-parallel ranks).
 #pragma once
 
 #include <cstdint>

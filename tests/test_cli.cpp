@@ -841,6 +841,33 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
   CHECK(r.err == "ddlsim search: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");
 }
 
+TEST_CASE("search: a baseline's rank order and overlap settings survive in its ranked entry") {
+  // Expected: the scenario's tp-pp strategy, given the Megatron rank order (tp, dp, pp),
+  // overlapping sends and no overlapped gradient reduction, is listed among the ranked
+  // plans with those fields as given (a plan written back replays as the one ranked),
+  // and a default plan's entry carries none of them.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const auto r = ddlsim_cmd({"search", f, "--json", "--replay", "2", "--network", "analytical", "--set",
+                             "strategies.1.order=[\"tp\",\"dp\",\"pp\"]", "--set", "strategies.1.overlap_p2p=true",
+                             "--set", "strategies.1.overlap_grad_reduce=false"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  bool seen = false;
+  for (const auto& e : j.at("ranked")) {
+    if (e.at("name") == "tp-pp") {
+      seen = true;
+      CHECK(e.at("order") == nlohmann::json::array({"tp", "dp", "pp"}));
+      CHECK(e.at("overlap_p2p") == true);
+      CHECK(e.at("overlap_grad_reduce") == false);
+    } else if (e.at("name") == "dp") {
+      CHECK_FALSE(e.contains("order"));
+      CHECK_FALSE(e.contains("overlap_p2p"));
+    }
+  }
+  CHECK(seen);
+}
+
 TEST_CASE("search --method autoddl and mcmc rank whole-model SBP plans against the baselines") {
   // Expected: on kTraining (16 A100s, analytical network) both replay the found plan,
   // data parallelism and Megatron in SBP terms (when they can run) and the scenario's

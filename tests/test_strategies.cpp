@@ -535,6 +535,38 @@ TEST_CASE("a stage's next pass waits for its pipeline send unless sends overlap"
       }
     }
   }
+  // Under 1F1B and the interleaved schedule too (the pass after a send may be a backward
+  // or another chunk): no compute of stage 0 starts while one of its sends is in flight.
+  for (const PipelineSchedule sched : {PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B}) {
+    ParallelPlan p;
+    p.pp = 2;
+    p.dp = 1;
+    p.global_batch = 4;
+    p.schedule = sched;
+    if (sched == PipelineSchedule::kInterleaved1F1B) p.virtual_stages = 2;
+    LoweredTrainingStep s = rig.lower(m, p);
+    StartEnd times;
+    Observer* obs[] = {&times};
+    rig.run(s, obs);
+    const EndpointId stage0(rig.cluster.accelerators()[0].value);
+    int sends = 0, computes = 0;
+    for (std::uint32_t t = 0; t < s.graph.size(); ++t) {
+      const auto* x = std::get_if<Transfer>(&s.graph.kind(TaskId(t)));
+      if (x == nullptr || x->src != stage0) continue;
+      ++sends;
+      const auto [from, to] = times.at[t];
+      for (std::uint32_t u = 0; u < s.graph.size(); ++u) {
+        const auto* c = std::get_if<Compute>(&s.graph.kind(TaskId(u)));
+        if (c == nullptr || c->stream != s.compute[0]) continue;
+        ++computes;
+        const double start = times.at[u].first;
+        INFO("schedule " << static_cast<int>(sched) << ", send t" << t << ", compute t" << u);
+        CHECK_FALSE((start > from && start < to));
+      }
+    }
+    CHECK(sends >= 4);
+    CHECK(computes > 0);
+  }
 }
 
 TEST_CASE("plans the lowering cannot run are refused with the reason") {
