@@ -39,7 +39,7 @@ class StepLowering {
     make_resources();
     out_.last_backward.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
-    for (int i = 0; i < p_.pp; ++i) stage_done_.push_back(g_.add(Marker{}, "gradients reduced").id());
+    for (int i = 0; i < p_.pp; ++i) out_.gradients_reduced.push_back(g_.add(Marker{}, "gradients reduced").id());
     memory_plan();
     const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
     for (int d = 0; d < dpl_; ++d) {
@@ -286,7 +286,7 @@ class StepLowering {
       const TaskId entry = op.forward ? g_.add(Allocate{pool, Bytes(chunk_activations(s))}, "forward").id()
                                       : g_.add(Marker{}, "backward").id();
       g_.add_edge(prev, entry);
-      const Key key{d, op.chunk * p_.pp + i, op.micro_batch, op.forward};
+      const Key key{d, s, op.micro_batch, op.forward};
       if (prev_key) next_entry_[*prev_key] = entry;
       prev_key = key;
       TaskId t = entry;
@@ -317,7 +317,7 @@ class StepLowering {
         t = backward_unit(grp, u, t, ready);
         if (zero3_) {
           const Markers rs = zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * 2.0, t, nullptr);
-          if (d == 0) g_.add_edge(rs.end, stage_done_[static_cast<std::size_t>(i)]);
+          if (d == 0) g_.add_edge(rs.end, out_.gradients_reduced[static_cast<std::size_t>(i)]);
         }
         if (last_mb_backward) produced(d, i, t, u.params);
       }
@@ -410,9 +410,8 @@ class StepLowering {
     // flag (loss scaling) over the model-parallel ranks, as Megatron-LM and DeepSpeed do.
     // Those all-reduces carry a few bytes; only the wait they impose is modelled.
     const TaskId every_stage = g_.add(Marker{}, "every stage's gradients reduced").id();
-    out_.gradients_reduced = stage_done_;
     for (int i = 0; i < p_.pp; ++i) {
-      const TaskId stage_done = stage_done_[static_cast<std::size_t>(i)];
+      const TaskId stage_done = out_.gradients_reduced[static_cast<std::size_t>(i)];
       g_.add_edge(stage_done, every_stage);
       const auto& produced_by_0 = contributions_[group(0, i)];
       double stage_params = 0.0;
@@ -531,7 +530,6 @@ class StepLowering {
   std::map<std::tuple<int, int, CollectiveOp, double>, Choice> dp_choice_;  // (pp, tp rank, op, bytes)
   std::map<std::pair<int, int>, TaskId> dp_tail_;  // (pp, tp rank): the last collective's end
   std::vector<std::tuple<int, int, int>> sends_;  // replica 0's sends (pp from, pp to, tp rank), when folded
-  std::vector<TaskId> stage_done_;  // per pp stage: every gradient of the step reduced
   std::map<Key, TaskId> entries_, exits_;
   std::map<Key, TaskId> next_entry_;  // the entry of the pass after this one in its stage's program
   std::map<CollKey, Markers> zero3_colls_;
