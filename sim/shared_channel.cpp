@@ -30,12 +30,20 @@ void SharedChannel::begin(const TaskGraph& graph) {
   seq_ = 0;
 }
 
-inline void SharedChannel::progress_to(Seconds t) {
-  if (!active_.empty() && t > t_) {
-    v_ += (t - t_).value() * capacity_.value() / static_cast<double>(active_.size());
-  }
-  if (t > t_) t_ = t;
+// The two formulas of the model, shared by the state's real updates and next_event()'s
+// look-ahead, so that a predicted finish is the one later computed, to the bit.
+// V and its time after moving from time `t` to `to` with n transfers sharing.
+inline void SharedChannel::progress(double& v, Seconds& t, Seconds to, std::size_t n) const {
+  if (n > 0 && to > t) v += (to - t).value() * capacity_.value() / static_cast<double>(n);
+  if (to > t) t = to;
 }
+
+// When the transfer of smallest tag finishes, from V = v at time t with n > 0 sharing.
+inline Seconds SharedChannel::finish(double v, Seconds t, double min_tag, std::size_t n) const {
+  return t + Seconds(std::max(0.0, min_tag - v) * static_cast<double>(n) / capacity_.value());
+}
+
+inline void SharedChannel::progress_to(Seconds t) { progress(v_, t_, t, active_.size()); }
 
 inline void SharedChannel::join(TaskId task, double bytes) {
   active_.push_back(Active{v_ + bytes, seq_++, task});
@@ -49,8 +57,7 @@ inline void SharedChannel::pop_active() {
 
 inline Seconds SharedChannel::next_finish() const {
   if (active_.empty()) return kNever;
-  const double left = std::max(0.0, active_.front().tag - v_);
-  return t_ + Seconds(left * static_cast<double>(active_.size()) / capacity_.value());
+  return finish(v_, t_, active_.front().tag, active_.size());
 }
 
 // The next finish, with the joins due before it played forward on copies of the state.
@@ -66,14 +73,11 @@ Seconds SharedChannel::next_event() const {
   std::size_t n = active_.size();
   double min_tag = n > 0 ? active_.front().tag : 0.0;
   for (std::size_t w = waiting_head_;; ++w) {
-    // As next_finish() and progress_to() compute them.
-    const Seconds finish_at =
-        n == 0 ? kNever : t + Seconds(std::max(0.0, min_tag - v) * static_cast<double>(n) / capacity_.value());
+    const Seconds finish_at = n == 0 ? kNever : finish(v, t, min_tag, n);
     const Seconds join_at = w < waiting_.size() ? waiting_[w].join_at : kNever;
     if (finish_at <= join_at) return finish_at;  // departures first at equal times, as in play_to()
     if (w - waiting_head_ == kJoinsAhead) return join_at;
-    if (n > 0 && join_at > t) v += (join_at - t).value() * capacity_.value() / static_cast<double>(n);
-    if (join_at > t) t = join_at;
+    progress(v, t, join_at, n);
     const double tag = v + waiting_[w].bytes;
     min_tag = n == 0 ? tag : std::min(min_tag, tag);
     ++n;

@@ -54,6 +54,8 @@ class SharedChannel final : public ResourceModel {
 
   // Inlined into submit and advance: as calls they were a tenth of a channel's
   // instructions (benchmark RandomDag).
+  [[gnu::always_inline]] inline void progress(double& v, Seconds& t, Seconds to, std::size_t n) const;
+  [[gnu::always_inline]] [[nodiscard]] inline Seconds finish(double v, Seconds t, double min_tag, std::size_t n) const;
   [[gnu::always_inline]] inline void progress_to(Seconds t);
   [[gnu::always_inline]] inline void join(TaskId task, double bytes);
   [[gnu::always_inline]] inline void play_to(Seconds t, ReplaySink& sink);
