@@ -461,6 +461,14 @@ struct StartEnd final : Observer {
   void on_task_start(TaskId t, ResourceId, Seconds when) override { at[t.value].first = when.value(); }
   void on_task_end(TaskId t, ResourceId, Seconds when) override { at[t.value].second = when.value(); }
 };
+
+// Replays the step and returns every task's start and end.
+StartEnd replay_times(StepRig& rig, LoweredTrainingStep& s) {
+  StartEnd times;
+  Observer* obs[] = {&times};
+  rig.run(s, obs);
+  return times;
+}
 }  // namespace
 
 TEST_CASE("no stage steps its optimizer before every stage's gradients are reduced") {
@@ -477,9 +485,7 @@ TEST_CASE("no stage steps its optimizer before every stage's gradients are reduc
   p.tp = 2;
   p.global_batch = 8;
   LoweredTrainingStep s = rig.lower(m, p);
-  StartEnd times;
-  Observer* obs[] = {&times};
-  rig.run(s, obs);
+  const StartEnd times = replay_times(rig, s);
   REQUIRE(s.optimizer.size() == 4);
   REQUIRE(s.gradients_reduced.size() == 4);
   const double drained = times.at[s.last_backward[0].value].second;
@@ -510,9 +516,7 @@ TEST_CASE("a stage's next pass waits for its pipeline send unless sends overlap"
     p.schedule = PipelineSchedule::kGPipe;
     p.overlap_p2p = overlap;
     LoweredTrainingStep s = rig.lower(m, p);
-    StartEnd times;
-    Observer* obs[] = {&times};
-    rig.run(s, obs);
+    const StartEnd times = replay_times(rig, s);
     // Stage 0's forward passes start with a "forward" allocation in pool 0, and its
     // sends are the "send activations" transfers, both in micro-batch order.
     std::vector<TaskId> forwards, sends;
@@ -545,9 +549,7 @@ TEST_CASE("a stage's next pass waits for its pipeline send unless sends overlap"
     p.schedule = sched;
     if (sched == PipelineSchedule::kInterleaved1F1B) p.virtual_stages = 2;
     LoweredTrainingStep s = rig.lower(m, p);
-    StartEnd times;
-    Observer* obs[] = {&times};
-    rig.run(s, obs);
+    const StartEnd times = replay_times(rig, s);
     const EndpointId stage0(rig.cluster.accelerators()[0].value);
     int sends = 0, computes = 0;
     for (std::uint32_t t = 0; t < s.graph.size(); ++t) {
