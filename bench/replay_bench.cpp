@@ -20,7 +20,7 @@
 #include <new>
 #include <vector>
 
-#include "sim/compute_stream.hpp"
+#include "sim/core/compute_stream.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/shared_channel.hpp"
 

@@ -13,7 +13,7 @@
 #include "cli/training.hpp"
 #include "sim/chrome_trace.hpp"
 #include "sim/collectives.hpp"
-#include "sim/compute_stream.hpp"
+#include "sim/core/compute_stream.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/network_fabric.hpp"
 #include "sim/usage.hpp"

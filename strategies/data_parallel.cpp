@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "sim/collectives.hpp"
-#include "sim/compute_stream.hpp"
+#include "sim/core/compute_stream.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "sim/collectives.hpp"
-#include "sim/compute_stream.hpp"
+#include "sim/core/compute_stream.hpp"
 #include "sim/delay_pool.hpp"
 #include "strategies/stage_costs.hpp"
 #include "support/input_error.hpp"

@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "sim/collectives.hpp"
-#include "sim/compute_stream.hpp"
+#include "sim/core/compute_stream.hpp"
 #include "sim/delay_pool.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/pipeline.hpp"

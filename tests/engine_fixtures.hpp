@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "sim/compute_stream.hpp"
+#include "sim/core/compute_stream.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/shared_channel.hpp"
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "network_fixtures.hpp"
-#include "sim/compute_stream.hpp"
+#include "sim/core/compute_stream.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/network_fabric.hpp"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <tuple>
 
-#include "sim/compute_stream.hpp"
+#include "sim/core/compute_stream.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/usage.hpp"
 #include "sim/collectives.hpp"

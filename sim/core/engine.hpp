@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 
+#include "sim/core/compute_stream.hpp"
 #include "sim/core/event_queue.hpp"
 #include "sim/core/observer.hpp"
 #include "sim/core/resource_model.hpp"
@@ -54,6 +55,7 @@ class ReplayEngine {
   std::vector<std::uint32_t> pending_;  // unfinished predecessors per task
   std::vector<std::uint64_t> done_;     // one bit per task: finished (dense: finishes come in random order)
   std::vector<TaskId> ready_;
+  std::vector<ComputeStream*> streams_;  // per resource: the model if it is a ComputeStream, else null
   ReplaySink sink_;
 };
 

@@ -1,0 +1,73 @@
+// A compute stream: runs one task at a time, in the order tasks arrive (FIFO), each for
+// its own fixed duration (the Compute task's `duration`). Models a GPU stream or any
+// serial executor: a task that arrives while another runs waits, so independent tasks on
+// one stream serialize.
+//
+// It lives in the core, with its hot paths inline, because the replay engine runs it
+// without a virtual call: streams are most of a replay's resources and most of its
+// events, and the engine (engine.cpp) calls submit() and advance() of a resource it
+// knows to be a ComputeStream directly, so they inline into the replay loop. Any other
+// code uses it through the ResourceModel interface like every model.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "sim/core/resource_model.hpp"
+#include "sim/core/task_graph.hpp"
+
+namespace ddlsim {
+
+class ComputeStream final : public ResourceModel {
+ public:
+  explicit ComputeStream(std::string name) : name_(std::move(name)) {}
+
+  [[nodiscard]] const std::string& name() const override { return name_; }
+  [[nodiscard]] bool accepts(const TaskKind& kind) const override { return kind.index() == 0; }
+  void begin(const TaskGraph& graph) override;
+  [[gnu::always_inline]] Seconds submit(TaskId task, Seconds now, ReplaySink& sink) override {
+    if (!running_.valid()) {
+      start(task, now, sink);
+    } else {
+      queue_.push_back(task);
+    }
+    return end_;
+  }
+  [[nodiscard]] Seconds next_event() const override { return end_; }
+  [[gnu::always_inline]] Seconds advance(Seconds t, ReplaySink& sink) override {
+    while (running_.valid() && end_ <= t) {
+      const Seconds at = end_;
+      sink.finished(running_, at);
+      if (head_ < queue_.size()) {
+        start(queue_[head_++], at, sink);
+        if (head_ == queue_.size()) {
+          queue_.clear();
+          head_ = 0;
+        }
+      } else {
+        running_ = TaskId{};
+        end_ = kNever;
+      }
+    }
+    return end_;
+  }
+
+ private:
+  [[gnu::always_inline]] void start(TaskId task, Seconds at, ReplaySink& sink) {
+    running_ = task;
+    end_ = at + std::get_if<Compute>(&graph_->kind(task))->duration;  // accepts() admits only Compute
+    graph_->prefetch_finish(task);
+    if (head_ < queue_.size()) __builtin_prefetch(&graph_->kind(queue_[head_]));  // the next to start
+    sink.started(task, at);
+  }
+
+  std::string name_;
+  const TaskGraph* graph_ = nullptr;
+  std::vector<TaskId> queue_;  // waiting tasks; queue_[head_] is next
+  std::size_t head_ = 0;
+  TaskId running_;
+  Seconds end_ = kNever;
+};
+
+}  // namespace ddlsim
