@@ -95,7 +95,7 @@ class Replayer {
   }
 
  private:
-  [[noreturn]] void bad_time(TaskId task, Seconds at, const char* what) const {
+  [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void bad_time(TaskId task, Seconds at, const char* what) const {
     throw ReplayError("resource '" + res_[resource_of(g_.kind(task)).value]->name() + "' reported " +
                       describe(g_, task) + " " + what + " at t=" + format_time(at) +
                       " s while the replay was at t=" + format_time(now_) + " s");
@@ -163,11 +163,14 @@ class Replayer {
     });
   }
 
-  void reschedule(std::uint32_t r, Seconds next) {
-    if (!(next >= now_)) {  // also catches NaN
-      throw ReplayError("resource '" + res_[r]->name() + "' asked for an event at t=" + format_time(next) +
-                        " s, before the replay's current time t=" + format_time(now_) + " s");
-    }
+  [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void bad_schedule(std::uint32_t r, Seconds next) const {
+    throw ReplayError("resource '" + res_[r]->name() + "' asked for an event at t=" + format_time(next) +
+                      " s, before the replay's current time t=" + format_time(now_) + " s");
+  }
+
+  // Inlined, like drain() (its call cost a fifth of its instructions).
+  [[gnu::always_inline]] void reschedule(std::uint32_t r, Seconds next) {
+    if (!(next >= now_)) bad_schedule(r, next);  // also catches NaN
     if (next == kNever) {
       queue_.cancel(r);
     } else {

@@ -38,10 +38,10 @@ class ReplaySink {
     bool finished;  // false: the task started
   };
 
-  void started(TaskId task, Seconds at) {
+  [[gnu::always_inline]] void started(TaskId task, Seconds at) {
     if (keep_starts_) notes_.push_back(Note{at, task, false});
   }
-  void finished(TaskId task, Seconds at) { notes_.push_back(Note{at, task, true}); }
+  [[gnu::always_inline]] void finished(TaskId task, Seconds at) { notes_.push_back(Note{at, task, true}); }
 
   [[nodiscard]] const std::vector<Note>& notes() const { return notes_; }
   void clear() { notes_.clear(); }
