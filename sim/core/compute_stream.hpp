@@ -39,12 +39,16 @@ class ComputeStream final : public ResourceModel {
     while (running_.valid() && end_ <= t) {
       const Seconds at = end_;
       sink.finished(running_, at);
-      if (head_ < queue_.size()) {
-        start(queue_[head_++], at, sink);
-        if (head_ == queue_.size()) {
+      const std::size_t waiting = queue_.size();
+      if (head_ < waiting) {
+        const TaskId next = queue_[head_++];
+        if (head_ == waiting) {
           queue_.clear();
           head_ = 0;
+        } else {
+          __builtin_prefetch(&graph_->kind(queue_[head_]));  // the one after it
         }
+        start(next, at, sink);
       } else {
         running_ = TaskId{};
         end_ = kNever;
@@ -58,7 +62,6 @@ class ComputeStream final : public ResourceModel {
     running_ = task;
     end_ = at + std::get_if<Compute>(&graph_->kind(task))->duration;  // accepts() admits only Compute
     graph_->prefetch_finish(task);
-    if (head_ < queue_.size()) __builtin_prefetch(&graph_->kind(queue_[head_]));  // the next to start
     sink.started(task, at);
   }
 

@@ -51,11 +51,14 @@ class Replayer {
       if (m != nullptr) m->begin(g_);  // a null entry is an unused id (checked against the graph above)
       streams_.push_back(dynamic_cast<ComputeStream*>(m));
     }
+    stream_at_ = streams_.data();
     for (Observer* o : obs_) o->on_begin(g_, res_);
 
     const std::size_t n = g_.size();
     pending_.resize(n);
     done_.assign((n + 63) / 64, 0);
+    pending_at_ = pending_.data();
+    done_at_ = done_.data();
     // Nothing completes before drain(), so sources can be submitted while counting.
     for (std::uint32_t t = 0; t < n; ++t) {
       pending_[t] = g_.in_degree(TaskId(t));
@@ -69,7 +72,7 @@ class Replayer {
       const std::uint32_t r = queue_.top_key();
       now_ = queue_.top_time();
       ++events_;
-      ComputeStream* const s = streams_[r];
+      ComputeStream* const s = stream_at_[r];
       const Seconds next = s != nullptr ? s->advance(now_, sink_) : res_[r]->advance(now_, sink_);
       if (!(next > now_)) {  // also catches NaN
         throw ReplayError("resource '" + res_[r]->name() + "' made no progress at t=" + format_time(now_) +
@@ -145,7 +148,7 @@ class Replayer {
   void make_ready(TaskId t) {
     const ResourceId r = resource_of(g_.kind(t));
     if (r.valid()) {
-      ComputeStream* const s = streams_[r.value];
+      ComputeStream* const s = stream_at_[r.value];
       const Seconds next = s != nullptr ? s->submit(t, now_, sink_) : res_[r.value]->submit(t, now_, sink_);
       // A submit moves the model's next event only if it was idle or shares capacity;
       // a busy FIFO stream keeps its entry untouched.
@@ -156,10 +159,10 @@ class Replayer {
   }
 
   void complete(TaskId t) {
-    done_[t.value >> 6] |= std::uint64_t{1} << (t.value & 63);
+    done_at_[t.value >> 6] |= std::uint64_t{1} << (t.value & 63);
     ++finished_;
     g_.for_each_successor(t, [this](TaskId s) {
-      if (--pending_[s.value] == 0) make_ready(s);
+      if (--pending_at_[s.value] == 0) make_ready(s);
     });
   }
 
@@ -281,6 +284,11 @@ class Replayer {
   // paths inline): about a tenth of the replay's instructions on RandomDag.
   std::vector<ComputeStream*>& streams_;
   ReplaySink& sink_;
+  // The data of the vectors above that the replay loop indexes per task, read once: as
+  // references to vectors each access loaded the vector's data pointer again.
+  std::uint32_t* pending_at_ = nullptr;
+  std::uint64_t* done_at_ = nullptr;
+  ComputeStream* const* stream_at_ = nullptr;
   Seconds now_{0.0};
   std::uint64_t finished_ = 0;
   std::uint64_t events_ = 0;
