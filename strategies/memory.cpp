@@ -78,6 +78,11 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
   return m;
 }
 
+double loss_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp) {
+  constexpr double kFp32 = 4.0;
+  return static_cast<double>(m.seq) * static_cast<double>(micro_batch) * static_cast<double>(m.vocab) / tp * kFp32;
+}
+
 std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerConfig& m) {
   const std::vector<int> layers = stage_layer_counts(p, m);
   const LayerParams lp = layer_params(m);
@@ -100,10 +105,9 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     d.optimizer = s.optimizer;
     d.activations = layers[static_cast<std::size_t>(i)] * layer_act * in_flight_micro_batches(p, i);
     if (i == p.pp - 1) {
-      // The loss keeps each in-flight micro-batch's logits (vocab-parallel over tp): one
-      // under 1F1B, where the last stage runs each backward right after its forward.
-      d.activations += static_cast<double>(m.seq) * static_cast<double>(p.micro_batch) * V / t * data_type_bytes(m.dtype) *
-                       in_flight_micro_batches(p, i);
+      // The loss keeps each in-flight micro-batch's softmax: one under 1F1B, where the
+      // last stage runs each backward right after its forward.
+      d.activations += loss_activation_bytes(m, p.micro_batch, p.tp) * in_flight_micro_batches(p, i);
     }
     out.push_back(d);
   }

@@ -27,8 +27,8 @@
 // parallelism). A pipeline stage keeps the activations of the micro-batches in flight:
 // GPipe all m; 1F1B min(m, pp - i) on stage i; interleaved 1F1B (pp - i)(1 + (pp-1)/(pp v))
 // capped at m (Korthikanti et al.'s figure for the first stage, scaled). The last stage
-// also keeps the logits (seq x micro_batch x vocab / t elements) of each micro-batch in
-// flight. The replay tracks the same quantities over time (transformer_step's memory
+// also keeps the loss's fp32 softmax of the logits (seq x micro_batch x vocab / t
+// elements, 4 bytes each) of each micro-batch in flight. The replay tracks the same quantities over time (transformer_step's memory
 // pools); under GPipe and 1F1B its peaks equal these figures exactly.
 #pragma once
 
@@ -58,6 +58,11 @@ ModelStates model_states(double params, int dp, DataParallelMode mode);
 /// Activation bytes one layer keeps for one micro-batch of `micro_batch` sequences.
 double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sequence_parallel,
                               Recompute recompute);
+
+/// Bytes the loss keeps for one micro-batch of `micro_batch` sequences until its backward:
+/// the softmax of the logits in fp32, as Megatron-LM's vocab-parallel cross-entropy
+/// computes it, split over tp.
+double loss_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp);
 
 /// Micro-batches whose activations stage `stage` holds at once.
 double in_flight_micro_batches(const ParallelPlan& plan, int stage);

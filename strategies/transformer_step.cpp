@@ -256,13 +256,12 @@ class StepLowering {
   }
 
   // Memory over the step, per stage replica: its model states from the start, and each
-  // forward's activations (its chunk's layers for one micro-batch, and the logits on the
+  // forward's activations (its chunk's layers for one micro-batch, and the loss's softmax on the
   // last chunk) from that forward until its backward ends: the replay's high-water mark
   // is the schedule's real peak (min(m, pp - i) micro-batches on stage i under 1F1B).
   void memory_plan() {
     layer_act_ = layer_activation_bytes(m_, p_.micro_batch, p_.tp, p_.sequence_parallel, p_.recompute);
-    logits_ = static_cast<double>(m_.seq) * static_cast<double>(p_.micro_batch) * static_cast<double>(m_.vocab) / p_.tp *
-              data_type_bytes(m_.dtype);
+    logits_ = loss_activation_bytes(m_, p_.micro_batch, p_.tp);
     for (const DeviceMemory& dm : stage_memory(p_, m_)) states_.push_back(dm.weights + dm.gradients + dm.optimizer);
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
@@ -516,7 +515,7 @@ class StepLowering {
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
-  double layer_act_ = 0, logits_ = 0;  // bytes: one layer's activations and the logits, per micro-batch
+  double layer_act_ = 0, logits_ = 0;  // bytes: one layer's activations and the loss's softmax, per micro-batch
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
