@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "support/input_error.hpp"
 #include "workloads/cnn.hpp"
@@ -200,5 +201,24 @@ TEST_CASE("workload presets: published sizes") {
     FAIL("expected an error");
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).rfind("unknown workload preset 'llama3-8' (did you mean 'llama3-8b'?)", 0) == 0);
+  }
+}
+
+TEST_CASE("cross-entropy moves what Megatron-LM's vocab-parallel cross-entropy moves") {
+  // Expected, per logit: forward, the fp32 upcast of 16-bit logits (read 2, write 4), the
+  // max (read 4), subtracting it (read 4, write 4), exp (read 4, write 4), the sum (read
+  // 4) and the division (read 4, write 4): 38 bytes, plus 12 per row (label, loss, max);
+  // backward, scaling the softmax (read 4, write 4) and the upcast's backward (read 4,
+  // write 2): 14 bytes; kept for backward, the fp32 softmax: 4 bytes. fp32 logits skip
+  // the upcast (32 and 8 bytes).
+  const double rows = 8 * 1024, vocab = 50304, e = rows * vocab;
+  for (const auto& [dtype, fwd, bwd] : {std::tuple{DataType::kBf16, 38.0, 14.0}, std::tuple{DataType::kFp32, 32.0, 8.0}}) {
+    OperatorGraph g;
+    const std::uint32_t logits = g.input("logits", {8, 1024, 50304}, dtype);
+    g.cross_entropy("loss", logits);
+    const OpCost& c = g.ops().back().cost;
+    CHECK(c.fwd_bytes == e * fwd + rows * 12.0);
+    CHECK(c.bwd_bytes == e * bwd);
+    CHECK(c.saved_bytes == e * 4.0);
   }
 }
