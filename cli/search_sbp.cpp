@@ -99,7 +99,8 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   // Up, by as many micro-batches as the last plan's activations need to fit (at least
   // twice as many), until one fits; then fewer while a search there finds a faster plan
   // that fits; then more while the plan found, priced with twice the micro-batches, is
-  // faster (a search there confirms it).
+  // faster, or twice the micro-batches let data parallelism fit where it did not (a
+  // search there confirms it).
   std::int64_t k = 1, lowest_unfit = 0;
   while (!search_at(k).fits) {
     lowest_unfit = k;
@@ -121,13 +122,23 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     const bool fits = sbp_plan_problem(chain, plan).empty() && sbp_memory(chain, plan).total() <= memory;
     return std::make_pair(fits, fits ? sbp_cost(chain, plan, devices, fabric, compute).total() : 0.0);
   };
+  // Whether data parallelism in SBP terms fits with k micro-batches: when it does not at
+  // k but does at 2k, the search at k had to give up the plan that needs only gradient
+  // all-reduces, and repricing k's plan at 2k says nothing about it.
+  auto dp_fits = [&](std::int64_t kk) {
+    const SbpChain chain = scenario_chain(s, batch / kk, true);
+    SbpPlan plan = data_parallel_plan(chain, {static_cast<int>(devices.size())});
+    plan.micro_batches = static_cast<int>(kk);
+    return sbp_plan_problem(chain, plan).empty() && sbp_memory(chain, plan).total() <= memory;
+  };
   for (const std::int64_t step : {std::int64_t{-1}, std::int64_t{1}}) {  // halve, then double
     while (search_at(k).fits) {
       const std::int64_t next = step < 0 ? k / 2 : k * 2;
       if (!valid(next) || (step < 0 && next <= lowest_unfit) || tried.count(next)) break;
       if (step > 0) {
         const auto [fits, cost] = repriced(k, next);
-        if (!fits || cost >= search_at(k).cost) break;
+        const bool freed = !dp_fits(k) && dp_fits(next);  // then search at next regardless
+        if (!freed && (!fits || cost >= search_at(k).cost)) break;
       }
       if (!search_at(next).fits || search_at(next).cost >= search_at(k).cost) break;
       k = next;
