@@ -10,7 +10,9 @@
 // code uses it through the ResourceModel interface like every model.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/compute_stream.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/event_queue.hpp"
 #include "sim/core/tournament_queue.hpp"
@@ -281,7 +282,8 @@ class Replayer {
   std::vector<std::uint64_t>& done_;
   std::vector<TaskId>& ready_;
   // The resources that are ComputeStreams, called directly (the class is final, its hot
-  // paths inline): about a tenth of the replay's instructions on RandomDag.
+  // paths inline): no indirect call, and no mispredicted one, for most of a replay's
+  // events (RandomDag: about 10% more tasks per second; instructions about the same).
   std::vector<ComputeStream*>& streams_;
   ReplaySink& sink_;
   // The data of the vectors above that the replay loop indexes per task, read once: as

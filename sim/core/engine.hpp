@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <span>
 
-#include "sim/core/compute_stream.hpp"
 #include "sim/core/event_queue.hpp"
 #include "sim/core/observer.hpp"
 #include "sim/core/resource_model.hpp"
@@ -21,6 +20,8 @@
 #include "sim/core/task_graph.hpp"
 
 namespace ddlsim {
+
+class ComputeStream;
 
 struct ReplayResult {
   Seconds makespan{0.0};        // time at which the last task finished
