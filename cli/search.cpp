@@ -31,7 +31,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   if (p.overlap_p2p != defaults.overlap_p2p) j["overlap_p2p"] = p.overlap_p2p;
   if (p.order != defaults.order) {
     nlohmann::ordered_json order = nlohmann::ordered_json::array();
-    for (MeshAxis a : p.order) order.push_back(a == MeshAxis::kTp ? "tp" : a == MeshAxis::kPp ? "pp" : "dp");
+    for (MeshAxis a : p.order) order.push_back(axis_name(a));
     j["order"] = order;
   }
   return j;

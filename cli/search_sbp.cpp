@@ -137,8 +137,8 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       if (!valid(next) || (step < 0 && next <= lowest_unfit) || tried.count(next)) break;
       if (step > 0) {
         const auto [fits, cost] = repriced(k, next);
-        const bool freed = !dp_fits(k) && dp_fits(next);  // then search at next regardless
-        if (!freed && (!fits || cost >= search_at(k).cost)) break;
+        const bool gains = fits && cost < search_at(k).cost;
+        if (!gains && (dp_fits(k) || !dp_fits(next))) break;  // else data parallelism fits only at next
       }
       if (!search_at(next).fits || search_at(next).cost >= search_at(k).cost) break;
       k = next;

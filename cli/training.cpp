@@ -159,7 +159,9 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     p.order.clear();
     for (std::size_t j = 0; j < a.size(); ++j) {
       const std::string axis = a.choice(j, {"tp", "pp", "dp"});
-      p.order.push_back(axis == "tp" ? MeshAxis::kTp : axis == "pp" ? MeshAxis::kPp : MeshAxis::kDp);
+      for (MeshAxis m : {MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp}) {
+        if (axis == axis_name(m)) p.order.push_back(m);
+      }
     }
     if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||
         std::count(p.order.begin(), p.order.end(), MeshAxis::kPp) != 1) {

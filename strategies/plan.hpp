@@ -23,6 +23,8 @@ enum class PipelineSchedule { kGPipe, k1F1B, kInterleaved1F1B };
 enum class DataParallelMode { kAllReduce, kZero1, kZero2, kZero3 };  // FSDP full sharding = ZeRO-3
 enum class Recompute { kNone, kSelective, kFull };
 enum class MeshAxis { kTp, kPp, kDp };
+/// An axis as scenario files spell it: "tp", "pp" or "dp".
+inline const char* axis_name(MeshAxis a) { return a == MeshAxis::kTp ? "tp" : a == MeshAxis::kPp ? "pp" : "dp"; }
 
 struct ParallelPlan {
   std::string name;

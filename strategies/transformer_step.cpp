@@ -256,12 +256,12 @@ class StepLowering {
   }
 
   // Memory over the step, per stage replica: its model states from the start, and each
-  // forward's activations (its chunk's layers for one micro-batch, and the loss's softmax on the
-  // last chunk) from that forward until its backward ends: the replay's high-water mark
+  // forward's activations (its chunk's layers for one micro-batch, and the loss's
+  // softmax on the last chunk) from that forward until its backward ends: the replay's high-water mark
   // is the schedule's real peak (min(m, pp - i) micro-batches on stage i under 1F1B).
   void memory_plan() {
     layer_act_ = layer_activation_bytes(m_, p_.micro_batch, p_.tp, p_.sequence_parallel, p_.recompute);
-    logits_ = loss_activation_bytes(m_, p_.micro_batch, p_.tp);
+    loss_act_ = loss_activation_bytes(m_, p_.micro_batch, p_.tp);
     for (const DeviceMemory& dm : stage_memory(p_, m_)) states_.push_back(dm.weights + dm.gradients + dm.optimizer);
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
@@ -271,7 +271,7 @@ class StepLowering {
   }
   double chunk_activations(int s) const {
     const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
-    return layers * layer_act_ + (s == stages_ - 1 ? logits_ : 0.0);
+    return layers * layer_act_ + (s == stages_ - 1 ? loss_act_ : 0.0);
   }
 
   void lower_program(int d, int i, const std::vector<PipelineOp>& program) {
@@ -515,7 +515,7 @@ class StepLowering {
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
-  double layer_act_ = 0, logits_ = 0;  // bytes: one layer's activations and the loss's softmax, per micro-batch
+  double layer_act_ = 0, loss_act_ = 0;  // bytes: one layer's activations and the loss's softmax, per micro-batch
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical

@@ -2,11 +2,11 @@
 // real cluster.
 //
 // Devices are the cluster's first dp x pp x tp accelerators, ranks laid out in the plan's
-// axis order (plan.order; by default tp innermost, then pp, then dp). Each pipeline stage of each data-parallel replica runs its schedule's
-// program (strategies/pipeline) on one compute stream: per micro-batch and model chunk,
-// the embedding (first stage), per layer the attention half and the MLP half (costs from
-// strategies/stage_costs, recomputation added before each backward), the output layer
-// and loss (last stage).
+// axis order (plan.order; by default tp innermost, then pp, then dp). Each pipeline
+// stage of each data-parallel replica runs its schedule's program (strategies/pipeline)
+// on one compute stream: per micro-batch and model chunk, the embedding (first stage),
+// per layer the attention half and the MLP half (costs from strategies/stage_costs,
+// recomputation added before each backward), the output layer and loss (last stage).
 //
 // What is exploited, and why the result stays the full replay's: the tp ranks of a stage
 // compute identical work and meet at every tensor-parallel all-reduce, so one compute

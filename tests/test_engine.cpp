@@ -65,6 +65,20 @@ TEST_CASE("independent tasks on one stream serialize in arrival order") {
 
 TEST_CASE("transfers share a channel's bandwidth equally") {
   // Channel of 100 B/s, no latency.
+  // On r, a channel of 1 B/s with 1 s latency: transfer A of `first` bytes at time 0, and
+  // transfer B of `second` bytes submitted after a compute task of `wait` seconds.
+  struct LatePair {
+    TaskId a, b;
+  };
+  auto late_pair = [](Rig& r, double first, double wait, double second) {
+    const auto ch = r.channel("c", 1, 1.0);
+    const auto s = r.stream("s");
+    const auto a = r.transfer(ch, first);
+    const auto w = r.compute(s, wait);
+    const auto b = r.transfer(ch, second);
+    r.g.add_edge(w, b);
+    return LatePair{a, b};
+  };
   SUBCASE("two equal transfers") {
     // Expected: each gets 50 B/s, so both 100 B transfers end at 2 s (one alone: 1 s).
     Rig r;
@@ -120,12 +134,7 @@ TEST_CASE("transfers share a channel's bandwidth equally") {
     // The replay's events are the three finishes: the two joins change rates inside the
     // channel and need none (2 more before the channel played its joins forward).
     Rig r;
-    const auto ch = r.channel("c", 1, 1.0);
-    const auto s = r.stream("s");
-    const auto a = r.transfer(ch, 2);
-    const auto w = r.compute(s, 1);
-    const auto b = r.transfer(ch, 0.5);
-    r.g.add_edge(w, b);
+    const auto [a, b] = late_pair(r, 2, 1, 0.5);
     const ReplayResult res = r.run();
     CHECK(r.at(b).start == Approx(1.0));
     CHECK(r.at(b).end == Approx(3.0));
@@ -138,12 +147,7 @@ TEST_CASE("transfers share a channel's bandwidth equally") {
     // A's last 0.5 B take 1 s (A ends at 3.5, B then has 0.5 B) and B ends alone at 4.
     // (B's submission must first play A's join, which was due but not an event.)
     Rig r;
-    const auto ch = r.channel("c", 1, 1.0);
-    const auto s = r.stream("s");
-    const auto a = r.transfer(ch, 2);
-    const auto w = r.compute(s, 1.5);
-    const auto b = r.transfer(ch, 1);
-    r.g.add_edge(w, b);
+    const auto [a, b] = late_pair(r, 2, 1.5, 1);
     r.run();
     CHECK(r.at(a).end == Approx(3.5));
     CHECK(r.at(b).end == Approx(4.0));
