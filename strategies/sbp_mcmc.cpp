@@ -35,6 +35,28 @@ std::string key_of(const SbpPlan& p) {
   return k;
 }
 
+// Whether every layout of the plan is the same along all its mesh dimensions.
+bool uniform(const SbpPlan& p) {
+  for (const MatmulSignature& s : p.layers) {
+    for (const NdSbp* x : {&s.a, &s.b, &s.c}) {
+      for (const Sbp& e : *x) {
+        if (!(e == x->front())) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// A uniform plan on another mesh shape: each layout's one entry on every dimension.
+SbpPlan reshaped(const SbpPlan& p, const std::vector<int>& dims) {
+  SbpPlan out = p;
+  out.dims = dims;
+  for (MatmulSignature& s : out.layers) {
+    for (NdSbp* x : {&s.a, &s.b, &s.c}) *x = NdSbp(dims.size(), x->front());
+  }
+  return out;
+}
+
 }  // namespace
 
 double replay_sbp_plan(const SbpChain& chain, const SbpPlan& plan, const std::vector<NodeId>& devices,
@@ -75,8 +97,17 @@ McmcResult mcmc_sbp_search(const SbpChain& chain, const SbpPlan& start, const st
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > o.budget_s) break;
     SbpPlan next = cur;
     if (shapes.size() > 1 && rng.below(10) == 0) {
-      next = data_parallel_plan(chain, shapes[rng.below(shapes.size())]);
-      next.micro_batches = cur.micro_batches;
+      const std::vector<int>& shape = shapes[rng.below(shapes.size())];
+      // Half the time the current plan moves to that shape, when every tensor's layout
+      // is the same along all its mesh dimensions (then it means the same on any shape:
+      // Megatron's 4-way split is [S(1)] on 4 devices and [S(1), S(1)] on 2 x 2, whose
+      // all-reduces run as two steps of 2); else data parallelism on that shape.
+      if (uniform(cur) && rng.below(2) == 0) {
+        next = reshaped(cur, shape);
+      } else {
+        next = data_parallel_plan(chain, shape);
+        next.micro_batches = cur.micro_batches;
+      }
     } else {
       const std::vector<MatmulSignature> options = matmul_signatures(cur.dims.size());
       const MatmulSignature& sig = options[rng.below(options.size())];

@@ -3,7 +3,9 @@
 // cost (Jia et al., "Beyond Data and Model Parallelism for Deep Neural Networks", 2019).
 //
 // From a start plan, each step proposes a new signature for one role (all its layers)
-// chosen at random (or, with probability 1/10, data parallelism on another mesh shape),
+// chosen at random (or, with probability 1/10, another mesh shape: data parallelism
+// there, or half the time the current plan carried over when its layouts are the same
+// along every mesh dimension),
 // replays it (unless it cannot run or does not fit: never accepted then), and
 // accepts it with probability min(1, exp(-beta (t' - t) / t)), beta = 20: always when
 // faster, rarely when much slower. The best plan seen is the result. A seeded generator

@@ -274,7 +274,9 @@ class Pricer {
         code /= 3;
       }
       const double t = box(from, layout, bytes) + (target ? box(layout, *target, bytes) : 0.0);
-      if (t < best_t) {
+      // Earlier options win ties, up to rounding: a ring all-reduce costs exactly its
+      // reduce-scatter plus its all-gather, and the last bit of the sum must not decide.
+      if (t < best_t * (1 - 1e-9)) {
         best = layout;
         best_t = t;
       }
