@@ -48,7 +48,9 @@ NCCL reaches); see 'ddlsim topology --list' and topology/data/catalog.json.
 Algorithms: ring, tree (all-reduce; NCCL's double binary tree), halving-doubling
 (power-of-two ranks), direct, hierarchical (all-reduce over scale-up domains), torus
 (rings per dimension; the ranks must be a whole torus); 'auto' picks by size and
-topology like NCCL's tuner, 'all' prints every one that can run the operation.
+topology like NCCL's tuner, among what a collective library offers (ring, tree,
+hierarchical, torus; halving-doubling only by name), 'all' prints every one that can
+run the operation.
 
 Examples:
   ddlsim collective --preset dgx-h100                       # 8 GPUs, all-reduce, 8 B - 8 GiB

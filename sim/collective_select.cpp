@@ -119,13 +119,16 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
 
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes) {
   using A = CollectiveAlgorithm;
+  // The algorithms a collective library offers: NCCL's rings and trees (and, beside
+  // them, a hierarchical all-reduce and a torus's rings). Halving-doubling is not among
+  // them (NCCL has none; MPI's is what it models), so it runs only when named.
   std::vector<A> candidates;
   switch (op) {
     case CollectiveOp::kAllReduce:
-      candidates = {A::kRing, A::kTree, A::kHalvingDoubling, A::kHierarchical, A::kTorus};
+      candidates = {A::kRing, A::kTree, A::kHierarchical, A::kTorus};
       break;
     case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllGather: candidates = {A::kRing, A::kHalvingDoubling, A::kTorus}; break;
+    case CollectiveOp::kAllGather: candidates = {A::kRing, A::kTorus}; break;
     case CollectiveOp::kBroadcast:
     case CollectiveOp::kReduce: candidates = {A::kRing}; break;
     case CollectiveOp::kAllToAll:

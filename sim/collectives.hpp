@@ -153,7 +153,9 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
 
 /// NCCL-like choice: the algorithm (and channel count) with the smallest closed-form time
 /// estimate for this size on this group, from the latencies and bottleneck capacities
-/// of the routes the algorithm uses. Only algorithms that support the operation compete.
+/// of the routes the algorithm uses. Only algorithms that support the operation compete,
+/// and only those a collective library offers: ring, tree, hierarchical and torus, not
+/// halving-doubling (which NCCL lacks; it runs when a spec names it).
 struct CollectiveChoice {
   CollectiveAlgorithm algorithm;
   int channels;

@@ -251,16 +251,22 @@ TEST_CASE("impossible requests are refused with the reason") {
 
 TEST_CASE("the selector prefers latency-bound algorithms for small messages and bandwidth-optimal ones for large") {
   // Expected on one 8 x H100 NVSwitch node: at 8 B the ring's 2(p-1) = 14 latency steps
-  // lose to the tree's or halving-doubling's 2 log2(8) = 6; at 1 GiB the double binary
-  // tree moves 2S through a rank's link against 2(p-1)/p S for ring and
-  // halving-doubling, so it loses. All-to-all has only direct.
+  // lose to the tree's 2 log2(8) = 6; at 1 GiB the double binary tree moves 2S through a
+  // rank's link against 2(p-1)/p S for the ring, so it loses. All-to-all has only
+  // direct. Halving-doubling is never picked, at any size or operation: NCCL has no
+  // such algorithm.
   const Catalog cat = Catalog::builtin();
   Cluster c = build_preset(cat, "dgx-h100", {});
   NetworkFabric f(c, cat);
   const CollectiveGroup g = CollectiveGroup::of(f);
-  CHECK(choose_algorithm(f, g, CollectiveOp::kAllReduce, 8).algorithm != CollectiveAlgorithm::kRing);
+  CHECK(choose_algorithm(f, g, CollectiveOp::kAllReduce, 8).algorithm == CollectiveAlgorithm::kTree);
   CHECK(choose_algorithm(f, g, CollectiveOp::kAllReduce, kGiB).algorithm != CollectiveAlgorithm::kTree);
   CHECK(choose_algorithm(f, g, CollectiveOp::kAllToAll, kGiB).algorithm == CollectiveAlgorithm::kDirect);
+  for (const CollectiveOp op : kCollectiveOps) {
+    for (double bytes = 8; bytes <= kGiB; bytes *= 32) {
+      CHECK(choose_algorithm(f, g, op, bytes).algorithm != CollectiveAlgorithm::kHalvingDoubling);
+    }
+  }
   // Across nodes, the estimate of the chosen algorithm is the smallest of those that run.
   PresetOptions o;
   o.nodes = 4;

@@ -243,7 +243,10 @@ TEST_CASE("mcmc with the replay as judge finds the exhaustive replay optimum on 
   // Expected: a two-layer MLP on 4 GPUs (shapes 4 and 2 x 2: 36^2 + 6^2 = 1,332 plans,
   // every one replayed by the exhaustive search): from data parallelism, 600 proposals
   // reach a plan whose replayed step equals the best of all, replaying fewer plans than
-  // the exhaustive search; the same seed gives the same walk, another seed may not.
+  // the exhaustive search; the same seed gives the same walk, another seed may not. The
+  // optimum is Megatron's split written [S(1), S(1)] on the 2 x 2 mesh (its all-reduce
+  // in two steps of 2 ranks), which the walk reaches by carrying the split it found on
+  // 4 devices over to the other shape.
   SbpRig rig("dgx-a100", 1, 4);
   const SbpChain c = mlp(1024, 4096);
   const McmcResult all = exhaustive_replay_search(c, rig.devices, *rig.fabric, *rig.compute, NetworkModelKind::kAnalytical);
