@@ -62,6 +62,9 @@ void read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json
   if (s.workload.options.flash_attention) {
     throw InputError("workload.attention: " + *s.workload.preset + " is not a transformer; it has no attention");
   }
+  if (s.workload.options.parallel_layers) {
+    throw InputError("workload.parallel_layers: " + *s.workload.preset + " is not a transformer; it has no layers to run side by side");
+  }
   s.model = TransformerConfig{};
   s.model.name = *s.workload.preset;
   s.model.dtype = s.workload.options.dtype.value_or(DataType::kFp32);

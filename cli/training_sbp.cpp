@@ -34,6 +34,10 @@ SbpChain scenario_chain(const TrainingScenario& s, std::int64_t global_batch, bo
   // Cut to three layers, the middle one standing for all but the first and the last
   // (which carries the final norm before the output layer).
   TransformerConfig m = s.model;
+  if (m.parallel_layers) {
+    throw InputError("sbp: " + m.name + " runs attention and MLP side by side (parallel layers), not as one chain of "
+                     "GEMMs; plan it with tp/pp/dp strategies, or set workload.parallel_layers to false");
+  }
   const std::int64_t layers = m.layers;
   if (cut) m.layers = std::min<std::int64_t>(layers, 3);
   SbpChain c = chain_of(build_transformer(m, global_batch), global_batch);

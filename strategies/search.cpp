@@ -88,7 +88,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   for (int k = 0; k < p.tp; ++k) tp_ranks.push_back(mesh_rank(p, 0, 0, k));
   for (int d = 0; d < p.dp; ++d) dp_ranks.push_back(mesh_rank(p, d, 0, 0));
   const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
-  const double ars_bwd = p.recompute == Recompute::kFull ? 4 : 2;  // recomputed forwards all-reduce again
+  // All-reduces per layer and pass: two (after attention, after the MLP), one with
+  // parallel layers; recomputed forwards all-reduce again.
+  const double ars = model.parallel_layers ? 1 : 2;
+  const double ars_bwd = p.recompute == Recompute::kFull ? 2 * ars : ars;
   double send = 0;  // each pass waits for its send (none counted when sends overlap: optimistic where receivers wait)
   if (p.pp > 1 && !p.overlap_p2p) {
     const auto& route = fabric.first_route(fabric.cluster().accelerators()[mesh_rank(p, 0, 0, 0)],
@@ -96,7 +99,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     send = fabric.route_latency(route) + c.p2p_bytes / fabric.route_capacity(route);
   }
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch.
-  double f = (c.attention.forward + c.mlp.forward).value() + 2 * ar;
+  double f = (c.attention.forward + c.mlp.forward).value() + ars * ar;
   double b = (c.attention.backward + c.mlp.backward + c.attention.recompute + c.mlp.recompute).value() + ars_bwd * ar;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   double stage_params = 0;

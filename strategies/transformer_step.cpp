@@ -226,8 +226,12 @@ class StepLowering {
                      u.count == 1 ? "layer forward" : "layers forward", ready);
     }
     for (int l = 0; l < u.count; ++l) {
-      t = tp_all_reduce(grp, compute(grp, costs_.attention.forward, t, "attention forward", ready));
-      t = tp_all_reduce(grp, compute(grp, costs_.mlp.forward, t, "mlp forward"));
+      if (parallel_) {  // both branches' partial sums reduced at once
+        t = tp_all_reduce(grp, compute(grp, costs_.attention.forward + costs_.mlp.forward, t, "layer forward", ready));
+      } else {
+        t = tp_all_reduce(grp, compute(grp, costs_.attention.forward, t, "attention forward", ready));
+        t = tp_all_reduce(grp, compute(grp, costs_.mlp.forward, t, "mlp forward"));
+      }
       ready = TaskId();
     }
     return t;
@@ -246,12 +250,19 @@ class StepLowering {
       return compute(grp, attn + mlp + rc, t, "layer backward", ready);
     }
     if (p_.recompute == Recompute::kFull) {
-      t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute, t, "recompute attention", ready));
-      t = tp_all_reduce(grp, compute(grp, costs_.mlp.recompute, t, "recompute mlp"));
+      if (parallel_) {
+        t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute + costs_.mlp.recompute, t, "recompute layer", ready));
+      } else {
+        t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute, t, "recompute attention", ready));
+        t = tp_all_reduce(grp, compute(grp, costs_.mlp.recompute, t, "recompute mlp"));
+      }
       ready = TaskId();
     }
-    t = tp_all_reduce(grp, compute(grp, mlp, t, "mlp backward", ready));
     const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
+    if (parallel_) {  // the two branches' input gradients, summed by one all-reduce
+      return tp_all_reduce(grp, compute(grp, mlp + attn + extra, t, "layer backward", ready));
+    }
+    t = tp_all_reduce(grp, compute(grp, mlp, t, "mlp backward", ready));
     return tp_all_reduce(grp, compute(grp, attn + extra, t, "attention backward"));
   }
 
@@ -512,6 +523,7 @@ class StepLowering {
   LoweredTrainingStep& out_;
   TaskGraph& g_;
   StageCosts costs_;
+  bool parallel_ = m_.parallel_layers;  // attention and MLP side by side: one all-reduce per layer and pass
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;

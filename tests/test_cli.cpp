@@ -683,6 +683,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
       {"strategies.1.order=[\"tp\",\"dp\"]", "strategies.1.order: expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]"},
       {"strategies.1.overlap_p2p=1", "strategies.1.overlap_p2p: expected true or false, got 1"},
+      {"workload.parallel_layers=1", "workload.parallel_layers: expected true or false, got 1"},
       {"strategies.1.order=[\"tp\",\"pp\",\"xp\"]", "strategies.1.order.2: expected one of \"tp\", \"pp\", \"dp\", got \"xp\" (did you mean 'tp'?)"},
   };
   Scratch s;
@@ -694,6 +695,28 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
     CHECK(r.err == "ddlsim run: " + line + "\n");
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("parallel layers: a transformer option, and no SBP chain") {
+  // Expected: workload.parallel_layers on a CNN, and an SBP strategy on a model whose
+  // attention and MLP run side by side, are one line each and status 2; on a GPT it runs.
+  Scratch s;
+  const std::string cnn = s.write("cnn.json", R"J({"name": "v", "cluster": {"preset": "single-gpu-ethernet", "nodes": 4},
+    "workload": {"model": "vgg16", "parallel_layers": true},
+    "strategies": [{"name": "dp", "global_batch": 64, "sbp": {"mesh": [4], "signatures": {"*": "S(0) x B -> S(0)"}}}]})J");
+  const auto v = ddlsim_cmd({"run", cnn});
+  CHECK(v.status == 2);
+  CHECK(v.err == "ddlsim run: workload.parallel_layers: vgg16 is not a transformer; it has no layers to run side by side\n");
+  const std::string gpt = s.write("gpt.json", R"J({"name": "p", "cluster": {"preset": "dgx-a100", "nodes": 1},
+    "workload": {"model": "megatron-1.7b", "seq": 1024, "parallel_layers": true},
+    "strategies": [{"name": "tp8", "tp": 8, "global_batch": 8, "micro_batch": 8},
+                   {"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}],
+    "simulation": {"network": "analytical"}})J");
+  const auto g = ddlsim_cmd({"run", gpt});
+  CHECK(g.status == 2);
+  CHECK(g.err.find("ddlsim run: sbp: megatron-1.7b runs attention and MLP side by side (parallel layers)") == 0);
+  const auto ok = ddlsim_cmd({"run", gpt, "--set", "strategies=[{\"name\": \"tp8\", \"tp\": 8, \"global_batch\": 8, \"micro_batch\": 8}]"});
+  CHECK(ok.status == 0);
 }
 
 TEST_CASE("training scenarios write a trace and a task graph of one strategy") {

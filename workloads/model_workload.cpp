@@ -41,6 +41,7 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
     out.options.dtype = parse_float_type(w.choice("dtype", kFloatTypeNames));
   }
   if (w.has("attention")) out.options.flash_attention = w.choice("attention", {"plain", "flash"}) == "flash";
+  if (w.has("parallel_layers")) out.options.parallel_layers = w.boolean("parallel_layers");
   w.finish();
   return out;
 }

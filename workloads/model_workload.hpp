@@ -6,7 +6,9 @@
 //
 // model: a workload preset (ddlsim workload --list); hf_config: a HuggingFace config.json,
 // relative to the scenario file's folder. batch: samples per step (default 1); seq,
-// dtype, attention: as `ddlsim workload`'s options (defaults: the model's).
+// dtype, attention: as `ddlsim workload`'s options (defaults: the model's);
+// parallel_layers: true runs each layer's attention and MLP side by side on one norm
+// (PaLM, GPT-J, GPT-NeoX), false in series (default: the model's; PaLM's preset: true).
 #pragma once
 
 #include <optional>

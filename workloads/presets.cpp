@@ -62,10 +62,11 @@ const std::vector<Entry>& entries() {
        }},
       {"opt-175b", "OPT-175B: 96 layers, hidden 12288, 96 heads, seq 2048, vocab 50272",
        [] { return gpt_config("opt-175b", 96, 12288, 96, 2048, 50272); }},
-      {"palm-540b", "PaLM 540B: 118 layers, hidden 18432, 48 heads (multi-query), SwiGLU FFN 4 x hidden, seq 2048, vocab 256000 (568B parameters as built; the paper counts 540B)",
+      {"palm-540b", "PaLM 540B: 118 layers, hidden 18432, 48 heads (multi-query), SwiGLU FFN 4 x hidden, parallel layers, seq 2048, vocab 256000 (568B parameters as built; the paper counts 540B)",
        [] {
          TransformerConfig c = llama_config("palm-540b", 118, 18432, 48, 1, 73728, 2048, 256000);
          c.tied_embedding = true;  // PaLM shares the input and output embeddings
+         c.parallel_layers = true;  // attention and MLP side by side (the paper's "parallel layers")
          return c;
        }},
       {"vgg16", "VGG-16 at 224x224, fp32", nullptr},
@@ -113,6 +114,7 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
   }
   if (o.dtype) c.dtype = *o.dtype;
   if (o.flash_attention) c.flash_attention = *o.flash_attention;
+  if (o.parallel_layers) c.parallel_layers = *o.parallel_layers;
   if (std::string why = transformer_problem(c); !why.empty()) throw InputError(c.name + ": " + why);
   return c;
 }
@@ -134,6 +136,7 @@ OperatorGraph build_workload_preset(std::string_view name, const WorkloadOptions
   if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("batch: expected 1 to 1000000, got " + std::to_string(o.batch));
   if (o.seq) throw InputError("--seq: " + std::string(name) + " is not a transformer");
   if (o.flash_attention) throw InputError("--attention: " + std::string(name) + " is not a transformer");
+  if (o.parallel_layers) throw InputError("parallel_layers: " + std::string(name) + " is not a transformer");
   const DataType dt = o.dtype.value_or(DataType::kFp32);
   if (name == "vgg16") return build_vgg(16, o.batch, dt);
   if (name == "vgg19") return build_vgg(19, o.batch, dt);

@@ -37,6 +37,7 @@ struct WorkloadOptions {
   std::optional<std::int64_t> seq;        // transformers: tokens per sequence
   std::optional<DataType> dtype;          // default: bf16 for transformers, fp32 for CNNs/MLPs
   std::optional<bool> flash_attention;    // transformers: fused (true) or plain attention
+  std::optional<bool> parallel_layers;    // transformers: attention and MLP side by side (true) or in series
 };
 
 /// Builds any preset with the options. Throws InputError for an unknown name or a bad size.

@@ -103,8 +103,9 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     std::uint32_t o = G.linear(L + "proj", G.view(L + "context", ctx, {b, s, h}), h, c.proj_bias);
     if (c.dropout) o = G.dropout(L + "proj.dropout", o);
     x = G.add(L + "residual1", x, o);
-    // MLP block.
-    const std::uint32_t n2 = gpt ? G.layer_norm(L + "ln2", x) : G.rms_norm(L + "norm2", x);
+    // MLP block: on a norm of the sum, or with parallel layers on the attention's norm
+    // of the layer input (its output then joins the sum, residual2).
+    const std::uint32_t n2 = c.parallel_layers ? n1 : gpt ? G.layer_norm(L + "ln2", x) : G.rms_norm(L + "norm2", x);
     std::uint32_t m;
     if (gpt) {
       m = G.linear(L + "fc2", G.gelu(L + "gelu", G.linear(L + "fc1", n2, c.ffn, c.mlp_bias)), h, c.mlp_bias);

@@ -3,6 +3,8 @@
 // One block per layer, pre-normalisation:
 //   GPT (Megatron):  x + Dropout(Proj(Attn(QKV(LN(x)))));  then  x + Dropout(FC2(GeLU(FC1(LN(x)))))
 //   Llama:           x + O(Attn(QKV(RMS(x))));              then  x + Down(SwiGLU(GateUp(RMS(x))))
+// or, with parallel_layers (PaLM, GPT-J, GPT-NeoX), both branches on one norm of the
+// same input:        x + Attention(N(x)) + MLP(N(x))
 // with learned position embeddings and a tied output embedding for GPT, rotary positions
 // (not costed: an elementwise op on Q and K) and an untied output for Llama, grouped-query
 // attention when kv_heads < heads. Attention is either plain -- scores = Q K^T, softmax,
@@ -35,6 +37,10 @@ struct TransformerConfig {
   bool learned_positions = true;  // a seq x hidden position table (GPT)
   bool dropout = true;            // dropout after attention probabilities, projections, MLP (GPT training)
   bool flash_attention = false;
+  // Attention and MLP side by side on one norm of the layer's input (PaLM's "parallel
+  // layers"): one norm per layer, and under tensor parallelism one all-reduce per
+  // layer and pass where the serial block has two.
+  bool parallel_layers = false;
   DataType dtype = DataType::kBf16;
 
   [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
