@@ -24,7 +24,9 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   }
   if (m.ffn % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the FFN size (" + n(m.ffn) + ")";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
-  if (p.sequence_parallel && m.seq % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the sequence (" + n(m.seq) + ") with sequence parallelism";
+  // Sequence parallelism needs no more: Megatron splits the sequence (tp dividing it),
+  // XLA's GSPMD (PaLM on TPUs) the hidden dimension of the same activations, which tp
+  // always divides here (it divides the heads); ddlsim prices both as 1/tp of each.
   if (p.global_batch % (static_cast<std::int64_t>(p.dp) * p.micro_batch) != 0) {
     return "the global batch (" + n(p.global_batch) + ") must be divisible by dp x micro_batch (" +
            n(static_cast<std::int64_t>(p.dp) * p.micro_batch) + ")";

@@ -114,6 +114,15 @@ TEST_CASE("impossible plans are refused with the reason") {
         "pp x virtual_stages (10) must divide the layers (24)");
   CHECK(why([](ParallelPlan& p) { p.sequence_parallel = true; }) == "sequence parallelism needs tp > 1");
   CHECK(why([](ParallelPlan&) {}).empty());
+  // Sequence parallelism splits the sequence (Megatron) or the hidden size (XLA): tp 12
+  // does not divide 2,048 tokens, but it divides PaLM's hidden size (18,432, as it
+  // divides the 48 heads), and the plan stands.
+  const TransformerConfig w = gpt_config("w", 2, 18432, 48, 2048, 51200);
+  ParallelPlan sp;
+  sp.tp = 12;
+  sp.global_batch = 4;
+  sp.sequence_parallel = true;
+  CHECK(plan_problem(sp, w, 12).empty());
 }
 
 // --- Pipeline schedules ---
