@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <tuple>
 
 #include "sim/collectives.hpp"
@@ -173,6 +175,14 @@ class StepLowering {
         for (LinkId l : route) out_.priced_link_bytes[l.value] += costs_.p2p_bytes;
       }
     }
+  }
+
+  [[noreturn]] void too_many_transfers(std::string_view what, std::size_t ranks, std::uint64_t more) const {
+    throw InputError("the step needs more than " + std::to_string(in_.max_transfers) +
+                     " transfers on the network model (" + std::to_string(out_.transfers) + " so far; one " +
+                     std::string(what) + " over " + std::to_string(ranks) + " ranks adds " + std::to_string(more) +
+                     "), beyond what it can replay in memory; use --network analytical (collectives priced, "
+                     "replicas folded) or fewer accelerators");
   }
 
   // A compute task after `after` (and `also`, when valid).
@@ -396,6 +406,7 @@ class StepLowering {
       g_.add_edge(src, dst);
       return;
     }
+    if (out_.transfers + static_cast<std::uint64_t>(p_.tp) > in_.max_transfers) too_many_transfers("pipeline send", 2, 1);
     for (int k = 0; k < p_.tp; ++k) {
       if (dpl_ < p_.dp) sends_.emplace_back(i, j, k);
       const TaskId t = g_.add(Transfer{out_.network, EndpointId(node(rank(d, i, k)).value),
@@ -503,6 +514,8 @@ class StepLowering {
       const TaskId t = g_.add(Compute{out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, op_name(op)).id();
       return LoweredCollective{t, t, 0};
     }
+    const std::uint64_t more = collective_transfer_count(ch.group, ch.spec);
+    if (out_.transfers + more > in_.max_transfers) too_many_transfers(op_name(op), ch.group.ranks.size(), more);
     const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
     const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec);
     out_.transfers += c.transfers;

@@ -64,6 +64,11 @@ struct TrainingStepInputs {
   // Data-parallel rings replayed as streams (CollectiveSpec::streamed) rather than step
   // by step: far fewer flows for the flow model, the same time for a ring alone.
   bool stream_rings = true;
+  // The most transfers the lowering may add (pipeline sends and unpriced collectives):
+  // past it lower_training_step throws InputError before the task graph and the flow
+  // network's state outgrow memory (20 million: about 1.5 GB of graph). Priced
+  // collectives (the analytical network) add none.
+  std::uint64_t max_transfers = 20'000'000;
 };
 
 struct LoweredTrainingStep {

@@ -217,8 +217,10 @@ struct StepRig {
     compute = std::make_unique<ComputeModel>(catalog.accelerator(cluster.node(cluster.accelerators()[0]).model));
   }
   LoweredTrainingStep lower(const TransformerConfig& m, const ParallelPlan& p,
-                            NetworkModelKind net = NetworkModelKind::kFlow, bool exploit = true) {
+                            NetworkModelKind net = NetworkModelKind::kFlow, bool exploit = true,
+                            std::uint64_t max_transfers = TrainingStepInputs{}.max_transfers) {
     TrainingStepInputs in;
+    in.max_transfers = max_transfers;
     in.model = &m;
     in.plan = &p;
     in.fabric = fabric.get();
@@ -372,6 +374,30 @@ TEST_CASE("parallel layers (PaLM): one norm and one tensor-parallel all-reduce p
   CHECK(layer_p < layer_s);
   // (The optimizer also updates the 8,192 norm parameters fewer: tens of ns, inside 1%.)
   CHECK(rig.run(a) - rig.run(b) == Approx(2 * 4 * (2 * ar + (layer_s - layer_p))).epsilon(0.01));
+}
+
+TEST_CASE("a step with more transfers than the flow network can hold is refused up front") {
+  // Expected: dp 16 over 2 DGX H100 on the flow network lowers one gradient all-reduce per
+  // bucket as transfers; with room for fewer transfers than the first one needs, the
+  // lowering throws InputError naming the limit and the way out (the analytical network,
+  // where collectives are priced and add none, still lowers). The default limit leaves
+  // the same step alone.
+  StepRig rig("dgx-h100", 2);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  ParallelPlan p;
+  p.dp = 16;
+  p.global_batch = 16;
+  const LoweredTrainingStep full = rig.lower(m, p);
+  REQUIRE(full.transfers > 10);
+  try {
+    (void)rig.lower(m, p, NetworkModelKind::kFlow, true, 10);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    CHECK(what.rfind("the step needs more than 10 transfers on the network model (0 so far; one all-reduce over 16 ranks adds ", 0) == 0);
+    CHECK(what.find("use --network analytical") != std::string::npos);
+  }
+  CHECK(rig.lower(m, p, NetworkModelKind::kAnalytical, true, 10).transfers == 0);
 }
 
 TEST_CASE("data parallelism sends 2(d-1)/d of the gradient bytes per device") {
