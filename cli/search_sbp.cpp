@@ -113,13 +113,16 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     if (!valid(next)) break;
     k = next;
   }
+  auto fits_in_memory = [&](const SbpChain& chain, const SbpPlan& plan) {
+    return sbp_plan_problem(chain, plan).empty() && sbp_memory(chain, plan).total() <= memory;
+  };
   // The plan found at k with k' micro-batches instead: whether it fits, and its cost.
   auto repriced = [&](std::int64_t from, std::int64_t to) {
     const AtK& r = search_at(from);
     const SbpChain chain = scenario_chain(s, batch / to, true);
     SbpPlan plan = sbp_plan_of(chain, sbp_strategy_of(r.chain, r.plan), "search");
     plan.micro_batches = static_cast<int>(to);
-    const bool fits = sbp_plan_problem(chain, plan).empty() && sbp_memory(chain, plan).total() <= memory;
+    const bool fits = fits_in_memory(chain, plan);
     return std::make_pair(fits, fits ? sbp_cost(chain, plan, devices, fabric, compute).total() : 0.0);
   };
   // Whether data parallelism in SBP terms fits with k micro-batches: when it does not at
@@ -129,7 +132,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     const SbpChain chain = scenario_chain(s, batch / kk, true);
     SbpPlan plan = data_parallel_plan(chain, {static_cast<int>(devices.size())});
     plan.micro_batches = static_cast<int>(kk);
-    return sbp_plan_problem(chain, plan).empty() && sbp_memory(chain, plan).total() <= memory;
+    return fits_in_memory(chain, plan);
   };
   for (const std::int64_t step : {std::int64_t{-1}, std::int64_t{1}}) {  // halve, then double
     while (search_at(k).fits) {

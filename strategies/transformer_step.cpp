@@ -177,7 +177,10 @@ class StepLowering {
     }
   }
 
-  [[noreturn]] void too_many_transfers(std::string_view what, std::size_t ranks, std::uint64_t more) const {
+  // Before adding `more` transfers (a `what` over `ranks` ranks): past the limit, the
+  // step is refused.
+  void admit_transfers(std::uint64_t more, std::string_view what, std::size_t ranks) const {
+    if (out_.transfers + more <= in_.max_transfers) return;
     throw InputError("the step needs more than " + std::to_string(in_.max_transfers) +
                      " transfers on the network model (" + std::to_string(out_.transfers) + " so far; one " +
                      std::string(what) + " over " + std::to_string(ranks) + " ranks adds " + std::to_string(more) +
@@ -236,7 +239,7 @@ class StepLowering {
                      u.count == 1 ? "layer forward" : "layers forward", ready);
     }
     for (int l = 0; l < u.count; ++l) {
-      if (parallel_) {  // both branches' partial sums reduced at once
+      if (m_.parallel_layers) {  // both branches' partial sums reduced at once
         t = tp_all_reduce(grp, compute(grp, costs_.attention.forward + costs_.mlp.forward, t, "layer forward", ready));
       } else {
         t = tp_all_reduce(grp, compute(grp, costs_.attention.forward, t, "attention forward", ready));
@@ -260,7 +263,7 @@ class StepLowering {
       return compute(grp, attn + mlp + rc, t, "layer backward", ready);
     }
     if (p_.recompute == Recompute::kFull) {
-      if (parallel_) {
+      if (m_.parallel_layers) {
         t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute + costs_.mlp.recompute, t, "recompute layer", ready));
       } else {
         t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute, t, "recompute attention", ready));
@@ -269,7 +272,7 @@ class StepLowering {
       ready = TaskId();
     }
     const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
-    if (parallel_) {  // the two branches' input gradients, summed by one all-reduce
+    if (m_.parallel_layers) {  // the two branches' input gradients, summed by one all-reduce
       return tp_all_reduce(grp, compute(grp, mlp + attn + extra, t, "layer backward", ready));
     }
     t = tp_all_reduce(grp, compute(grp, mlp, t, "mlp backward", ready));
@@ -406,7 +409,7 @@ class StepLowering {
       g_.add_edge(src, dst);
       return;
     }
-    if (out_.transfers + static_cast<std::uint64_t>(p_.tp) > in_.max_transfers) too_many_transfers("pipeline send", 2, 1);
+    admit_transfers(static_cast<std::uint64_t>(p_.tp), "pipeline send", 2);
     for (int k = 0; k < p_.tp; ++k) {
       if (dpl_ < p_.dp) sends_.emplace_back(i, j, k);
       const TaskId t = g_.add(Transfer{out_.network, EndpointId(node(rank(d, i, k)).value),
@@ -515,7 +518,7 @@ class StepLowering {
       return LoweredCollective{t, t, 0};
     }
     const std::uint64_t more = collective_transfer_count(ch.group, ch.spec);
-    if (out_.transfers + more > in_.max_transfers) too_many_transfers(op_name(op), ch.group.ranks.size(), more);
+    admit_transfers(more, op_name(op), ch.group.ranks.size());
     const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
     const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec);
     out_.transfers += c.transfers;
@@ -536,7 +539,6 @@ class StepLowering {
   LoweredTrainingStep& out_;
   TaskGraph& g_;
   StageCosts costs_;
-  bool parallel_ = m_.parallel_layers;  // attention and MLP side by side: one all-reduce per layer and pass
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
