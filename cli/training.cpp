@@ -195,7 +195,8 @@ double model_matmul_params(const TransformerConfig& m) {
 }
 
 double model_flops_per_token(const TransformerConfig& m) {
-  return 6 * model_matmul_params(m) + 12 * static_cast<double>(m.layers) * static_cast<double>(m.hidden) * static_cast<double>(m.seq);
+  return 6 * model_matmul_params(m) +
+         12 * static_cast<double>(m.layers) * static_cast<double>(m.attention_width()) * static_cast<double>(m.seq);
 }
 
 const AcceleratorSpec& accelerator_of(const TrainingScenario& s) {
@@ -325,7 +326,8 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   r.step_time_s = result.makespan.value();
   r.samples_per_s = static_cast<double>(p.global_batch) / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq);
-  // Model FLOPs per token: 6N + 12 l h s, N the parameters that take part in matmuls (the
+  // Model FLOPs per token: 6N + 12 l h s (h: the attention's width, heads x head size),
+  // N the parameters that take part in matmuls (the
   // input embedding table only when it is tied to the output layer; no position table).
   const double h = static_cast<double>(s.model.hidden), l = static_cast<double>(s.model.layers);
   const double seq = static_cast<double>(s.model.seq), V = static_cast<double>(s.model.vocab);
@@ -333,8 +335,9 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double per_token = model_flops_per_token(s.model);
   double extra = 0;  // recomputed FLOPs per token
   const double layer_matmul = (N - V * h) / l;
-  if (p.recompute == Recompute::kFull) extra = l * (2 * layer_matmul + 4 * h * seq);
-  if (p.recompute == Recompute::kSelective) extra = l * 4 * h * seq;
+  const double w = static_cast<double>(s.model.attention_width());  // = h unless heads are sized otherwise
+  if (p.recompute == Recompute::kFull) extra = l * (2 * layer_matmul + 4 * w * seq);
+  if (p.recompute == Recompute::kSelective) extra = l * 4 * w * seq;
   const double tokens = static_cast<double>(p.global_batch) * seq;
   const double peak = compute.peak(s.model.dtype);
   r.model_tflops_per_device = per_token * tokens / r.step_time_s / r.devices / 1e12;

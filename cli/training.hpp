@@ -123,7 +123,9 @@ struct TrainingOutputs {
 const AcceleratorSpec& accelerator_of(const TrainingScenario& s);
 
 /// Parameters that take part in matmuls (the input embedding only when tied to the output
-/// layer; no position table), and the model FLOPs per token 6N + 12 l h s.
+/// layer; no position table), and the model FLOPs per token 6N + 12 l h s (h: the
+/// attention's width, heads x head size, which is the hidden size unless the model's heads
+/// are sized otherwise).
 double model_matmul_params(const TransformerConfig& m);
 double model_flops_per_token(const TransformerConfig& m);
 

@@ -16,10 +16,11 @@ struct LayerParams {
 LayerParams layer_params(const TransformerConfig& m) {
   const double h = static_cast<double>(m.hidden), d = static_cast<double>(m.head_dim());
   const double g = static_cast<double>(m.kv_heads), f = static_cast<double>(m.ffn);
+  const double w = static_cast<double>(m.attention_width());
   const bool gpt = m.family == TransformerConfig::Family::kGpt;
   LayerParams p;
-  const double qkv_out = h + 2 * g * d;
-  p.sharded += h * qkv_out + (m.qkv_bias ? qkv_out : 0) + h * h;  // QKV and output projection
+  const double qkv_out = w + 2 * g * d;
+  p.sharded += h * qkv_out + (m.qkv_bias ? qkv_out : 0) + w * h;  // QKV and output projection
   p.replicated += m.proj_bias ? h : 0;
   if (gpt) {
     p.sharded += 2 * h * f + (m.mlp_bias ? f : 0);
@@ -47,18 +48,19 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   const double s = static_cast<double>(m.seq), b = static_cast<double>(micro_batch), h = static_cast<double>(m.hidden);
   const double a = static_cast<double>(m.heads), t = tp, B = data_type_bytes(m.dtype);
   const double kv = static_cast<double>(m.kv_heads) / a, f = static_cast<double>(m.ffn) / h;
+  const double r = static_cast<double>(m.attention_width()) / h;  // Q's width over hidden (1 unless head_size)
   const double sbh = s * b * h;
   if (rc == Recompute::kFull) return sbh * B / (sp ? t : 1.0);
   const double mask = m.dropout ? 1.0 : 0.0;
   // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs,
   // residual dropout masks.
   const double replicated = 4 * B + 2 * mask;
-  double sharded = B /* output projection input */;
+  double sharded = B * r /* output projection input */;
   double scores = 0;  // the a s / h terms
   if (m.flash_attention) {
-    sharded += B * (2 + 2 * kv) + 4.0 * a / h;  // Q, K, V, output; fp32 log-sum-exp per row and head
+    sharded += B * r * (2 + 2 * kv) + 4.0 * a / h;  // Q, K, V, output; fp32 log-sum-exp per row and head
   } else {
-    sharded += B * (1 + kv) + B * kv;  // Q, K for the scores; V for the context
+    sharded += B * r * (1 + kv) + B * r * kv;  // Q, K for the scores; V for the context
     scores = (2 * B + mask) * a * s / h;  // softmax output, dropout mask, probabilities
   }
   if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * f;  // GeLU input, second linear input

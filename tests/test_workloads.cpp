@@ -168,6 +168,39 @@ TEST_CASE("HuggingFace GPT-2, Mistral and Qwen2 configs") {
   CHECK(build_transformer(read_hf_config(qwen, "q.json", 4096), 1).totals().params == 494032768.0);
 }
 
+TEST_CASE("HuggingFace head_dim: heads sized apart from the hidden size") {
+  // Mistral NeMo 12B (Mistral-Nemo-Base-2407): 40 layers of hidden 5120 with 32 query
+  // heads and 8 key-value heads of 128 (Q is 4096 wide, not 5120), FFN 14336, vocabulary
+  // 131072, untied: per layer 2 x 5120 x 4096 (Q, output) + 2 x 5120 x 1024 (K, V) +
+  // 3 x 5120 x 14336 + 2 x 5120 (norms) = 272,640,000; with both embeddings and the
+  // final norm 12,247,782,400 parameters (the hub's 12.2B).
+  const auto nemo = nlohmann::json::parse(R"({"model_type": "mistral", "hidden_size": 5120, "head_dim": 128,
+    "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8,
+    "max_position_embeddings": 1024000, "sliding_window": null, "vocab_size": 131072, "hidden_act": "silu",
+    "tie_word_embeddings": false})");
+  const TransformerConfig c = read_hf_config(nemo, "nemo.json", 4096);
+  CHECK(c.head_dim() == 128);
+  CHECK(c.attention_width() == 4096);
+  CHECK(build_transformer(c, 1).totals().params == 12247782400.0);
+  // A head_dim equal to hidden / heads (Llama 3 8B's 128) changes nothing.
+  auto llama = nlohmann::json::parse(kLlama3_8b);
+  llama["head_dim"] = 128;
+  CHECK(build_transformer(read_hf_config(llama, "config.json"), 1).totals().params == 8030261248.0);
+  // The attention's own FLOPs scale with the heads' width (b s^2 x heads x head_dim):
+  // heads of 128 cost 4096 / 5120 = 0.8 of heads of 160 (which fill the hidden size).
+  const auto attention_flops = [](const TransformerConfig& m) {
+    const OperatorGraph g = build_transformer(m, 1);
+    for (const Operator& op : g.ops()) {
+      if (op.name == "layer0.attention") return op.cost.fwd_flops;
+    }
+    return 0.0;
+  };
+  TransformerConfig wide = c;
+  wide.head_size = 160;
+  CHECK(attention_flops(c) > 0);
+  CHECK(attention_flops(c) / attention_flops(wide) == Approx(0.8));
+}
+
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   auto doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_local_experts"] = 8;
@@ -176,8 +209,8 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   doc["hidden_act"] = "gelu";
   CHECK(what(doc) == "config.json: hidden_act: expected one of \"silu\", got \"gelu\"");
   doc = nlohmann::json::parse(kLlama3_8b);
-  doc["head_dim"] = 256;
-  CHECK(what(doc) == "config.json: head_dim: a head size other than hidden_size / num_attention_heads (128) is not modelled");
+  doc["head_dim"] = 0;
+  CHECK(what(doc) == "config.json: head_dim: expected a positive integer, got 0");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["hiden_size"] = 1;
   CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
@@ -196,6 +229,10 @@ TEST_CASE("workload presets: published sizes") {
   CHECK(build_workload_preset("llama2-7b", {}).totals().params == Approx(6.74e9).epsilon(0.01));
   CHECK(build_workload_preset("llama3-70b", {}).totals().params == Approx(70.6e9).epsilon(0.01));
   CHECK(build_workload_preset("megatron-1t", {}).totals().params == Approx(1.008e12).epsilon(0.01));
+  // PaLM 540B (Chowdhery et al. 2022, Table 1: 540.35B): 118 parallel layers of hidden
+  // 18432 with 48 query heads of 256 (Q 12288 wide) and one key-value head, SwiGLU FFN
+  // 73728, shared 256k embedding; within 0.1%.
+  CHECK(build_workload_preset("palm-540b", {}).totals().params == Approx(540.35e9).epsilon(0.001));
   try {
     build_workload_preset("llama3-8", {});
     FAIL("expected an error");

@@ -62,9 +62,12 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                        o.positive_int("vocab_size"));
       c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
       if (o.has("hidden_act")) o.choice("hidden_act", {"silu"});
-      if (o.has("head_dim") && o.positive_int("head_dim") * heads != c.hidden) {
-        throw InputError(o.field_path("head_dim") + ": a head size other than hidden_size / num_attention_heads (" +
-                         std::to_string(c.hidden / heads) + ") is not modelled");
+      // Heads narrower or wider than hidden_size / heads (Mistral NeMo: 32 x 128 on 5120).
+      if (o.has("head_dim") && !doc["head_dim"].is_null()) {
+        const std::int64_t d = o.positive_int("head_dim");
+        if (d * heads != c.hidden) c.head_size = d;
+      } else {
+        o.known("head_dim");
       }
       const bool attention_bias = o.boolean_or("attention_bias", false);
       c.qkv_bias = attention_bias || type == "qwen2";  // Qwen2 always has Q, K, V biases

@@ -5,8 +5,9 @@
 // embedding). Every field of the file is either used, known not to change the cost of a
 // training step (token ids, epsilons, rope settings, dtype, ...), or refused by name:
 // features ddlsim cannot model (mixture-of-experts, sliding-window attention shorter than
-// the sequence, a head_dim other than hidden / heads, activations other than the
-// family's) and fields it does not know at all, so that nothing is silently ignored.
+// the sequence, activations other than the family's) and fields it does not know at all,
+// so that nothing is silently ignored. A head_dim other than hidden_size / heads is
+// modelled (TransformerConfig::head_size).
 #pragma once
 
 #include <cstdint>

@@ -62,9 +62,10 @@ const std::vector<Entry>& entries() {
        }},
       {"opt-175b", "OPT-175B: 96 layers, hidden 12288, 96 heads, seq 2048, vocab 50272",
        [] { return gpt_config("opt-175b", 96, 12288, 96, 2048, 50272); }},
-      {"palm-540b", "PaLM 540B: 118 layers, hidden 18432, 48 heads (multi-query), SwiGLU FFN 4 x hidden, parallel layers, seq 2048, vocab 256000 (568B parameters as built; the paper counts 540B)",
+      {"palm-540b", "PaLM 540B: 118 layers, hidden 18432, 48 heads of 256 (multi-query), SwiGLU FFN 4 x hidden, parallel layers, seq 2048, vocab 256000",
        [] {
          TransformerConfig c = llama_config("palm-540b", 118, 18432, 48, 1, 73728, 2048, 256000);
+         c.head_size = 256;  // the paper's Table 1: 48 heads of 256, narrower than the hidden size
          c.tied_embedding = true;  // PaLM shares the input and output embeddings
          c.parallel_layers = true;  // attention and MLP side by side (the paper's "parallel layers")
          return c;

@@ -59,7 +59,10 @@ std::string transformer_problem(const TransformerConfig& c) {
       }
     }
   }
-  if (c.hidden % c.heads != 0) {
+  if (c.head_size < 0 || c.head_size > 100'000) {
+    return "head_size must be 1 to 100000 (or 0: hidden / heads), got " + std::to_string(c.head_size);
+  }
+  if (c.head_size == 0 && c.hidden % c.heads != 0) {
     return "heads (" + std::to_string(c.heads) + ") must divide hidden (" + std::to_string(c.hidden) + ")";
   }
   if (c.heads % c.kv_heads != 0) {
@@ -73,6 +76,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
   if (batch <= 0) throw std::invalid_argument(c.name + ": batch must be positive");
   const bool gpt = c.family == TransformerConfig::Family::kGpt;
   const std::int64_t b = batch, s = c.seq, h = c.hidden, a = c.heads, g = c.kv_heads, d = c.head_dim();
+  const std::int64_t w = c.attention_width();  // Q's columns: h unless the heads are sized otherwise
   OperatorGraph G(c.name);
   const std::uint32_t tokens = G.input("tokens", {b, s}, DataType::kInt64);
   std::uint32_t x = G.embedding("embed", tokens, c.vocab, h, c.dtype);
@@ -87,8 +91,8 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     const std::string L = "layer" + std::to_string(l) + ".";
     // Attention block.
     const std::uint32_t n1 = gpt ? G.layer_norm(L + "ln1", x) : G.rms_norm(L + "norm1", x);
-    const std::uint32_t qkv = G.linear(L + "qkv", n1, h + 2 * g * d, c.qkv_bias);
-    const auto parts = G.split(L + "qkv", qkv, {h, g * d, g * d});
+    const std::uint32_t qkv = G.linear(L + "qkv", n1, w + 2 * g * d, c.qkv_bias);
+    const auto parts = G.split(L + "qkv", qkv, {w, g * d, g * d});
     const std::uint32_t q = G.view(L + "q", parts[0], {b, a, s, d});
     const std::uint32_t k = G.view(L + "k", parts[1], {b, g, s, d});
     const std::uint32_t v = G.view(L + "v", parts[2], {b, g, s, d});
@@ -100,7 +104,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       if (c.dropout) p = G.dropout(L + "attention.dropout", p);
       ctx = G.matmul(L + "attention.context", p, v, false);
     }
-    std::uint32_t o = G.linear(L + "proj", G.view(L + "context", ctx, {b, s, h}), h, c.proj_bias);
+    std::uint32_t o = G.linear(L + "proj", G.view(L + "context", ctx, {b, s, w}), h, c.proj_bias);
     if (c.dropout) o = G.dropout(L + "proj.dropout", o);
     x = G.add(L + "residual1", x, o);
     // MLP block: on a norm of the sum, or with parallel layers on the attention's norm

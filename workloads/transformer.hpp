@@ -42,8 +42,16 @@ struct TransformerConfig {
   // layer and pass where the serial block has two.
   bool parallel_layers = false;
   DataType dtype = DataType::kBf16;
+  // The size of one attention head; 0: hidden / heads. Models whose heads together are
+  // narrower or wider than the residual stream set it (PaLM 540B: 48 heads of 256 on a
+  // hidden size of 18432; Gemma, Mistral NeMo, Qwen3): Q and the attention output then
+  // have heads x head_size columns, and the output projection maps them back to hidden.
+  std::int64_t head_size = 0;
 
-  [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+  [[nodiscard]] std::int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  /// Columns of Q and of the attention output: heads x head_dim() (= hidden unless
+  /// head_size says otherwise).
+  [[nodiscard]] std::int64_t attention_width() const { return heads * head_dim(); }
 };
 
 /// Megatron-style GPT: layer norm, GeLU MLP of 4h, biases, learned positions, tied
@@ -56,7 +64,7 @@ TransformerConfig llama_config(std::string name, std::int64_t layers, std::int64
                                std::int64_t kv_heads, std::int64_t ffn, std::int64_t seq, std::int64_t vocab);
 
 /// Why the configuration cannot be built (empty when it can): non-positive sizes, heads
-/// not dividing hidden, kv_heads not dividing heads.
+/// not dividing hidden (without an explicit head_size), kv_heads not dividing heads.
 std::string transformer_problem(const TransformerConfig& c);
 
 /// One training step of `batch` sequences: embedding, the layers (operators of layer i
