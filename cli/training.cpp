@@ -152,6 +152,12 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.sequence_parallel = o.boolean_or("sequence_parallel", false);
   const std::string rc = o.choice_or("recompute", {"none", "selective", "full"}, "none");
   p.recompute = rc == "full" ? Recompute::kFull : rc == "selective" ? Recompute::kSelective : Recompute::kNone;
+  if (o.has("recompute_layers")) {
+    p.recompute_layers = small("recompute_layers", 0);
+    if (p.recompute != Recompute::kFull) {
+      throw InputError(o.field_path("recompute_layers") + ": applies to full recomputation only (set \"recompute\": \"full\")");
+    }
+  }
   if (o.has("stage_layers")) {
     JsonArray a = o.array("stage_layers");
     if (a.size() == 0) throw InputError(a.path() + ": expected the layers of each of the " + std::to_string(p.pp) + " stages, got []");
@@ -336,7 +342,13 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   double extra = 0;  // recomputed FLOPs per token
   const double layer_matmul = (N - V * h) / l;
   const double w = static_cast<double>(s.model.attention_width());  // = h unless heads are sized otherwise
-  if (p.recompute == Recompute::kFull) extra = l * (2 * layer_matmul + 4 * w * seq);
+  if (p.recompute == Recompute::kFull) {
+    double recomputed = 0;  // layers that recompute their forward (all, or recompute_layers per chunk)
+    for (int layers : stage_layer_counts(p, s.model)) {
+      recomputed += p.virtual_stages * recomputed_layers(p, layers / p.virtual_stages);
+    }
+    extra = recomputed * (2 * layer_matmul + 4 * w * seq);
+  }
   if (p.recompute == Recompute::kSelective) extra = l * 4 * w * seq;
   const double tokens = static_cast<double>(p.global_batch) * seq;
   const double peak = compute.peak(s.model.dtype);

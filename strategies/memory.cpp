@@ -92,6 +92,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
   const double embedding = V * h / t + (m.learned_positions ? static_cast<double>(m.seq) * h : 0.0);
   const double final_norm = m.family == TransformerConfig::Family::kGpt ? 2 * h : h;
   const double layer_act = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, p.recompute);
+  const double kept_act = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, Recompute::kNone);
   std::vector<DeviceMemory> out;
   for (int i = 0; i < p.pp; ++i) {
     DeviceMemory d;
@@ -105,7 +106,11 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     d.weights = s.weights;
     d.gradients = s.gradients;
     d.optimizer = s.optimizer;
-    d.activations = layers[static_cast<std::size_t>(i)] * layer_act * in_flight_micro_batches(p, i);
+    // Under full recomputation of only some layers (recompute_layers), the others keep
+    // everything: per model chunk of the stage, its first ones recompute.
+    const int stage = layers[static_cast<std::size_t>(i)], v = p.virtual_stages;
+    const double recomputed = p.recompute == Recompute::kFull ? v * recomputed_layers(p, stage / v) : stage;
+    d.activations = (recomputed * layer_act + (stage - recomputed) * kept_act) * in_flight_micro_batches(p, i);
     if (i == p.pp - 1) {
       // The loss keeps each in-flight micro-batch's softmax: one under 1F1B, where the
       // last stage runs each backward right after its forward.

@@ -24,6 +24,13 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   }
   if (m.ffn % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the FFN size (" + n(m.ffn) + ")";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
+  if (p.recompute_layers < 0) return "recompute_layers must be at least 1 (or 0: every layer)";
+  if (p.recompute_layers > 0 && p.recompute != Recompute::kFull) {
+    return "recompute_layers needs full recomputation (recompute \"full\")";
+  }
+  if (p.recompute_layers > m.layers) {
+    return "recompute_layers (" + n(p.recompute_layers) + ") exceeds the layers (" + n(m.layers) + ")";
+  }
   // Sequence parallelism needs no more: Megatron splits the sequence (tp dividing it),
   // XLA's GSPMD (PaLM on TPUs) the hidden dimension of the same activations, which tp
   // always divides here (it divides the heads); ddlsim prices both as 1/tp of each.

@@ -38,6 +38,11 @@ struct ParallelPlan {
   DataParallelMode dp_mode = DataParallelMode::kAllReduce;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
+  /// With full recomputation: how many layers of each model chunk (a stage, or each of
+  /// its virtual chunks) recompute their forward in backward, the first ones; the others
+  /// keep their activations (Megatron's --recompute-method block
+  /// --recompute-num-layers). 0: every layer.
+  int recompute_layers = 0;
   /// Layers per pipeline stage (pp entries summing to the layers); empty: balanced.
   std::vector<int> stage_layers;
   /// Gradient reduction (all-reduce; ZeRO-1/2 reduce-scatter) in buckets of about this
@@ -64,6 +69,14 @@ std::string plan_problem(const ParallelPlan& plan, const TransformerConfig& mode
 /// The rank (position among the cluster's accelerators) of mesh coordinate (dp d, pp i,
 /// tp k) in the plan's axis order, innermost first.
 std::uint32_t mesh_rank(const ParallelPlan& plan, int d, int i, int k);
+
+/// How many of a model chunk's `chunk_layers` layers recompute their forward in backward
+/// (the first ones): all under full recomputation, or the plan's recompute_layers if
+/// fewer; none otherwise (selective recomputation is per operator, not per layer).
+inline int recomputed_layers(const ParallelPlan& p, int chunk_layers) {
+  if (p.recompute != Recompute::kFull) return 0;
+  return p.recompute_layers > 0 && p.recompute_layers < chunk_layers ? p.recompute_layers : chunk_layers;
+}
 
 /// The layers of each pipeline stage: the plan's partition, or balanced (the first
 /// layers % pp stages get one more).

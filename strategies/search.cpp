@@ -91,16 +91,20 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // All-reduces per layer and pass: two (after attention, after the MLP), one with
   // parallel layers; recomputed forwards all-reduce again.
   const double ars = model.parallel_layers ? 1 : 2;
-  const double ars_bwd = p.recompute == Recompute::kFull ? 2 * ars : ars;
   double send = 0;  // each pass waits for its send (none counted when sends overlap: optimistic where receivers wait)
   if (p.pp > 1 && !p.overlap_p2p) {
     const auto& route = fabric.first_route(fabric.cluster().accelerators()[mesh_rank(p, 0, 0, 0)],
                                            fabric.cluster().accelerators()[mesh_rank(p, 0, 1, 0)]);
     send = fabric.route_latency(route) + c.p2p_bytes / fabric.route_capacity(route);
   }
-  // One layer's forward and backward (with recomputation and all-reduces), per micro-batch.
+  // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
+  // b for a layer that recomputes (fully, with its all-reduces again, or selectively),
+  // kept for one past a full-recompute plan's recompute_layers.
   double f = (c.attention.forward + c.mlp.forward).value() + ars * ar;
-  double b = (c.attention.backward + c.mlp.backward + c.attention.recompute + c.mlp.recompute).value() + ars_bwd * ar;
+  const double full = p.recompute == Recompute::kFull ? 1 : 0;
+  double kept = (c.attention.backward + c.mlp.backward).value() + ars * ar;
+  double b = kept + (c.attention.recompute + c.mlp.recompute).value() + full * ars * ar;
+  if (full == 0) kept = b;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   double stage_params = 0;
   for (const DeviceMemory& d : mem) stage_params = std::max(stage_params, d.parameters);
@@ -111,12 +115,14 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const double rs = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, bytes);
     f = std::max(f, ag);
     b = std::max(b, ag + rs);
+    kept = std::max(kept, ag + rs);
   }
   const double extra_f = std::max(c.first_forward, c.last_forward).value();
   const double extra_b = std::max(c.first_backward, c.last_backward).value();
-  const double F = L * f + extra_f + send, B = L * b + extra_b + send;
   const double m = static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
+  const double R = v * recomputed_layers(p, static_cast<int>(L / v));  // the busiest stage's recomputing layers
+  const double F = L * f + extra_f + send, B = R * b + (L - R) * kept + extra_b + send;
   double step = (m + (p.pp - 1) / v) * (F + B);
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double grads = stage_params * kGradientBytes;
@@ -137,7 +143,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.sequence_parallel, p.recompute, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.order);
+                    p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.order);
   };
   return key(a) == key(b);
 }
@@ -155,6 +161,9 @@ std::string describe_plan(const ParallelPlan& p) {
   }
   if (p.sequence_parallel) s += ", sp";
   if (p.recompute != Recompute::kNone) s += p.recompute == Recompute::kFull ? ", full recompute" : ", selective recompute";
+  if (p.recompute == Recompute::kFull && p.recompute_layers > 0) {
+    s += " of " + std::to_string(p.recompute_layers) + " layers per chunk";
+  }
   return s;
 }
 

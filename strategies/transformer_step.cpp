@@ -63,6 +63,7 @@ class StepLowering {
     UnitKind kind;
     int count;
     double params;
+    bool recompute = false;  // layers: recomputes its forward in backward
   };
   // A ZeRO-3 collective of one unit, micro-batch and pass, shared by all replicas of a
   // stage: (virtual stage, micro-batch, forward, unit, all-gather (else reduce-scatter)).
@@ -84,10 +85,11 @@ class StepLowering {
     std::vector<Unit> u;
     if (s == 0) u.push_back({UnitKind::kEmbedding, 1, embedding_params()});
     const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
+    const int recomputed = recomputed_layers(p_, layers);  // the chunk's first ones
     if (forward && p_.tp == 1 && !zero3_) {
       if (layers > 0) u.push_back({UnitKind::kLayers, layers, costs_.layer_params * layers});
     } else {
-      for (int l = 0; l < layers; ++l) u.push_back({UnitKind::kLayers, 1, costs_.layer_params});
+      for (int l = 0; l < layers; ++l) u.push_back({UnitKind::kLayers, 1, costs_.layer_params, l < recomputed});
     }
     if (s == stages_ - 1) u.push_back({UnitKind::kOutput, 1, output_params()});
     return u;
@@ -260,9 +262,10 @@ class StepLowering {
     const Seconds attn = costs_.attention.backward, mlp = costs_.mlp.backward;
     if (p_.tp == 1) {
       const Seconds rc = costs_.attention.recompute + costs_.mlp.recompute;
-      return compute(grp, attn + mlp + rc, t, "layer backward", ready);
+      return compute(grp, attn + mlp + (p_.recompute != Recompute::kFull || u.recompute ? rc : Seconds(0.0)), t,
+                     "layer backward", ready);
     }
-    if (p_.recompute == Recompute::kFull) {
+    if (u.recompute) {
       if (m_.parallel_layers) {
         t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute + costs_.mlp.recompute, t, "recompute layer", ready));
       } else {
@@ -285,6 +288,7 @@ class StepLowering {
   // is the schedule's real peak (min(m, pp - i) micro-batches on stage i under 1F1B).
   void memory_plan() {
     layer_act_ = layer_activation_bytes(m_, p_.micro_batch, p_.tp, p_.sequence_parallel, p_.recompute);
+    kept_act_ = layer_activation_bytes(m_, p_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::kNone);
     loss_act_ = loss_activation_bytes(m_, p_.micro_batch, p_.tp);
     for (const DeviceMemory& dm : stage_memory(p_, m_)) states_.push_back(dm.weights + dm.gradients + dm.optimizer);
     for (int d = 0; d < dpl_; ++d) {
@@ -295,7 +299,8 @@ class StepLowering {
   }
   double chunk_activations(int s) const {
     const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
-    return layers * layer_act_ + (s == stages_ - 1 ? loss_act_ : 0.0);
+    const int recomputed = p_.recompute == Recompute::kFull ? recomputed_layers(p_, layers) : layers;
+    return recomputed * layer_act_ + (layers - recomputed) * kept_act_ + (s == stages_ - 1 ? loss_act_ : 0.0);
   }
 
   void lower_program(int d, int i, const std::vector<PipelineOp>& program) {
@@ -543,6 +548,7 @@ class StepLowering {
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
   double layer_act_ = 0, loss_act_ = 0;  // bytes: one layer's activations and the loss's softmax, per micro-batch
+  double kept_act_ = 0;  // bytes: one layer's activations without recomputation (layers past recompute_layers)
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical

@@ -113,6 +113,10 @@ TEST_CASE("impossible plans are refused with the reason") {
   CHECK(why([](ParallelPlan& p) { p.pp = 5; p.schedule = PipelineSchedule::kInterleaved1F1B; p.virtual_stages = 2; }) ==
         "pp x virtual_stages (10) must divide the layers (24)");
   CHECK(why([](ParallelPlan& p) { p.sequence_parallel = true; }) == "sequence parallelism needs tp > 1");
+  CHECK(why([](ParallelPlan& p) { p.recompute_layers = 4; }) ==
+        "recompute_layers needs full recomputation (recompute \"full\")");
+  CHECK(why([](ParallelPlan& p) { p.recompute = Recompute::kFull; p.recompute_layers = 25; }) ==
+        "recompute_layers (25) exceeds the layers (24)");
   CHECK(why([](ParallelPlan&) {}).empty());
   // Sequence parallelism splits the sequence (Megatron) or the hidden size (XLA): tp 12
   // does not divide 2,048 tokens, but it divides PaLM's hidden size (18,432, as it
@@ -334,6 +338,53 @@ TEST_CASE("tensor parallelism adds two all-reduces per layer to each pass") {
   // Layers, vocab-parallel embedding, positions and the final norm.
   const double device_params = c.layer_params * 4 + 32000.0 * 1024 / 8 + 1024.0 * 1024 + 2 * 1024;
   CHECK(rig.run(s) == Approx(2 * per_mb + rig.optimizer(device_params)).epsilon(1e-6));
+}
+
+TEST_CASE("block recomputation: only the first recompute_layers layers of a stage recompute") {
+  // Expected on one DGX H100, tp 8, 4 layers, 2 micro-batches in sequence: recomputing the
+  // first r layers adds, per micro-batch, r x (the layer's recomputed forward + its two
+  // all-reduces) to the step without recomputation; r = 4 (all) is exactly full
+  // recomputation. Activation memory: r layers keep their input only and 4 - r keep
+  // everything (layer_activation_bytes with and without recomputation), beside the loss's
+  // softmax of the one micro-batch in flight. The analytical
+  // estimate orders the three plans the same way, and r = 4 equals full in it too.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  ParallelPlan none;
+  none.tp = 8;
+  none.global_batch = 2;
+  ParallelPlan full = none;
+  full.recompute = Recompute::kFull;
+  ParallelPlan two = full;
+  two.recompute_layers = 2;
+  ParallelPlan four = full;
+  four.recompute_layers = 4;
+  const StageCosts c = stage_costs(m, full, *rig.compute);
+  const CollectiveGroup grp = CollectiveGroup::of(*rig.fabric);
+  const double ar =
+      analytical_collective_time(*rig.fabric, grp, chosen_spec(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes));
+  const double per_layer = (c.attention.recompute + c.mlp.recompute).value() + 2 * ar;
+  auto step = [&](const ParallelPlan& p) {
+    LoweredTrainingStep s = rig.lower(m, p);
+    return rig.run(s);
+  };
+  const double t_none = step(none), t_two = step(two), t_full = step(full);
+  CHECK(t_two == Approx(t_none + 2 * 2 * per_layer).epsilon(1e-9));
+  CHECK(t_full == Approx(t_none + 2 * 4 * per_layer).epsilon(1e-9));
+  CHECK(step(four) == t_full);
+
+  const double kept = layer_activation_bytes(m, 1, 8, false, Recompute::kNone);
+  const double input = layer_activation_bytes(m, 1, 8, false, Recompute::kFull);
+  const double loss = loss_activation_bytes(m, 1, 8);
+  CHECK(stage_memory(two, m)[0].activations == Approx(2 * input + 2 * kept + loss));
+  CHECK(stage_memory(four, m)[0].activations == stage_memory(full, m)[0].activations);
+
+  const double e_none = estimate_step(m, none, *rig.fabric, *rig.compute);
+  const double e_two = estimate_step(m, two, *rig.fabric, *rig.compute);
+  const double e_full = estimate_step(m, full, *rig.fabric, *rig.compute);
+  CHECK(e_none < e_two);
+  CHECK(e_two < e_full);
+  CHECK(estimate_step(m, four, *rig.fabric, *rig.compute) == e_full);
 }
 
 TEST_CASE("parallel layers (PaLM): one norm and one tensor-parallel all-reduce per layer and pass") {
