@@ -29,7 +29,8 @@ LayerParams layer_params(const TransformerConfig& m) {
     p.sharded += 3 * h * f + (m.mlp_bias ? 2 * f : 0);
     p.replicated += m.mlp_bias ? h : 0;
   }
-  p.replicated += gpt ? 4 * h : 2 * h;  // two norms (layer norm: scale and shift)
+  // Two norms (one with parallel layers); a layer norm has a scale and a shift.
+  p.replicated += (m.parallel_layers ? 1 : 2) * (gpt ? 2 * h : h);
   return p;
 }
 

@@ -19,6 +19,7 @@
 #include "strategies/transformer_step.hpp"
 #include "support/input_error.hpp"
 #include "topology/presets.hpp"
+#include "workloads/presets.hpp"
 #include "workloads/transformer.hpp"
 
 using namespace ddlsim;
@@ -94,6 +95,10 @@ TEST_CASE("stage parameters add up to the model's, plus the tied embedding's cop
   // 16 bytes per parameter without ZeRO.
   const DeviceMemory d = stage_memory(one, m).front();
   CHECK(d.weights + d.gradients + d.optimizer == Approx(16 * total));
+  // The same holds, exactly, for PaLM's shape: parallel layers (one norm per layer) and
+  // heads narrower than the hidden size.
+  const TransformerConfig palm = *transformer_preset("palm-540b");
+  CHECK(stage_memory(one, palm).front().parameters == build_transformer(palm, 1).totals().params);
 }
 
 TEST_CASE("impossible plans are refused with the reason") {
