@@ -31,6 +31,7 @@ LayerParams layer_params(const TransformerConfig& m) {
   }
   // Two norms (one with parallel layers); a layer norm has a scale and a shift.
   p.replicated += (m.parallel_layers ? 1 : 2) * (gpt ? 2 * h : h);
+  p.replicated += m.qk_norm ? 2 * d : 0;  // the query and key heads' norms
   return p;
 }
 
@@ -64,6 +65,7 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
     sharded += B * r * (1 + kv) + B * r * kv;  // Q, K for the scores; V for the context
     scores = (2 * B + mask) * a * s / h;  // softmax output, dropout mask, probabilities
   }
+  if (m.qk_norm) sharded += B * r * (1 + kv);  // the query and key norms' inputs
   if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * f;  // GeLU input, second linear input
   else sharded += 3 * B * f;                                             // SwiGLU inputs, down projection input
   if (rc == Recompute::kSelective) scores = 0;

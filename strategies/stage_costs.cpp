@@ -11,7 +11,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 // How an operator of the builders splits under tensor parallelism.
-enum class Split { kColumns, kRows, kHeads, kInner, kReplicated };
+enum class Split { kColumns, kRows, kHeads, kInner, kPerHead, kReplicated };
 
 Split split_of(const Operator& op) {
   const std::string_view n = op.name;
@@ -19,6 +19,7 @@ Split split_of(const Operator& op) {
   if (ends_with(n, ".proj") || ends_with(n, ".fc2") || ends_with(n, ".down")) return Split::kRows;
   if (n.find(".attention") != std::string_view::npos) return Split::kHeads;
   if (ends_with(n, ".gelu") || ends_with(n, ".swiglu") || n == "loss") return Split::kInner;
+  if (ends_with(n, ".q_norm") || ends_with(n, ".k_norm")) return Split::kPerHead;  // heads split, scale shared
   return Split::kReplicated;  // norms, residual adds and dropouts, embeddings
 }
 
@@ -30,7 +31,7 @@ Operator sharded(Operator op, int tp, bool sp) {
   op.cost.bwd_flops /= t;
   op.cost.fwd_bytes /= t;
   op.cost.bwd_bytes /= t;
-  op.cost.params /= (s == Split::kReplicated ? 1.0 : t);
+  op.cost.params /= (s == Split::kReplicated || s == Split::kPerHead ? 1.0 : t);
   op.cost.saved_bytes /= t;
   const auto div = [tp](std::int64_t& v) { v = std::max<std::int64_t>(1, v / tp); };
   switch (s) {

@@ -66,6 +66,14 @@ TEST_CASE("the activation formula agrees with the operator graph at t = 1") {
   CHECK(layer_activation_bytes(gpt, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(gpt, 3)).epsilon(1e-12));
   const TransformerConfig llama = llama_config("l", 2, 1024, 16, 4, 2816, 512, 1000);
   CHECK(layer_activation_bytes(llama, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(llama, 3)).epsilon(1e-12));
+  // Qwen3's shape: heads sized apart from hidden / heads (16 of 128: Q 2048 wide on a
+  // hidden size of 1024) and a norm over each query and key head.
+  TransformerConfig qwen3 = llama;
+  qwen3.head_size = 128;
+  qwen3.qk_norm = true;
+  CHECK(layer_activation_bytes(qwen3, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(qwen3, 3)).epsilon(1e-12));
+  // And the memory model's parameters are the graph's.
+  CHECK(stage_memory(ParallelPlan{}, qwen3).front().parameters == build_transformer(qwen3, 1).totals().params);
 }
 
 TEST_CASE("pipeline schedules keep the expected micro-batches in flight") {

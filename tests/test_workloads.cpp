@@ -201,6 +201,28 @@ TEST_CASE("HuggingFace head_dim: heads sized apart from the hidden size") {
   CHECK(attention_flops(c) / attention_flops(wide) == Approx(0.8));
 }
 
+TEST_CASE("HuggingFace Qwen3: heads of 128 and a norm over each query and key head") {
+  // Qwen3-8B: 36 layers of hidden 4096, 32 query and 8 key-value heads of 128, FFN 12288,
+  // vocabulary 151936, untied, no attention biases. Per layer 2 x 4096 x 4096 (Q,
+  // output) + 2 x 4096 x 1024 (K, V) + 3 x 4096 x 12288 + 2 x 4096 (norms) + 2 x 128
+  // (the query and key norms' scales) = 192,946,432; with both embeddings and the final
+  // norm 8,190,735,360 parameters (the hub's 8.2B).
+  const auto qwen3 = nlohmann::json::parse(R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": false, "attention_dropout": 0.0, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+    "intermediate_size": 12288, "max_position_embeddings": 40960, "max_window_layers": 36, "num_attention_heads": 32,
+    "num_hidden_layers": 36, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null,
+    "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})");
+  const TransformerConfig c = read_hf_config(qwen3, "qwen3.json", 4096);
+  CHECK(c.qk_norm);
+  CHECK_FALSE(c.qkv_bias);
+  CHECK(build_transformer(c, 1).totals().params == 8190735360.0);
+  // Its MoE sibling is refused by name.
+  auto moe = qwen3;
+  moe["num_experts"] = 128;
+  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are not modelled (a dense transformer only)");
+}
+
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   auto doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_local_experts"] = 8;
@@ -216,7 +238,7 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["model_type"] = "falcon";
-  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"qwen2\", \"gpt2\", got \"falcon\"", 0) == 0);
+  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"gpt2\", got \"falcon\"", 0) == 0);
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_key_value_heads"] = 5;
   CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");

@@ -38,7 +38,7 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       }
     }
     for (const char* k : kIgnorable) o.known(k);
-    const std::vector<std::string> types{"llama", "mistral", "qwen2", "gpt2"};
+    const std::vector<std::string> types{"llama", "mistral", "qwen2", "qwen3", "gpt2"};
     const std::string type = o.choice("model_type", types);
     TransformerConfig c;
     c.name = doc.contains("_name_or_path") && doc["_name_or_path"].is_string() && !doc["_name_or_path"].get<std::string>().empty()
@@ -71,6 +71,7 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       }
       const bool attention_bias = o.boolean_or("attention_bias", false);
       c.qkv_bias = attention_bias || type == "qwen2";  // Qwen2 always has Q, K, V biases
+      c.qk_norm = type == "qwen3";                      // Qwen3 norms each query and key head instead
       c.proj_bias = attention_bias;
       c.mlp_bias = o.boolean_or("mlp_bias", false);
       o.known("sliding_window");

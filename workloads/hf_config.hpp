@@ -1,7 +1,7 @@
 // Reading a HuggingFace `config.json` into a transformer configuration.
 //
-// Supported model types: llama, mistral, qwen2 (RMS norm, SwiGLU, grouped-query
-// attention, rotary positions) and gpt2 (layer norm, GeLU, learned positions, tied
+// Supported model types: llama, mistral, qwen2, qwen3 (RMS norm, SwiGLU, grouped-query
+// attention, rotary positions; Qwen3 with an RMS norm over each query and key head) and gpt2 (layer norm, GeLU, learned positions, tied
 // embedding). Every field of the file is either used, known not to change the cost of a
 // training step (token ids, epsilons, rope settings, dtype, ...), or refused by name:
 // features ddlsim cannot model (mixture-of-experts, sliding-window attention shorter than

@@ -93,8 +93,12 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     const std::uint32_t n1 = gpt ? G.layer_norm(L + "ln1", x) : G.rms_norm(L + "norm1", x);
     const std::uint32_t qkv = G.linear(L + "qkv", n1, w + 2 * g * d, c.qkv_bias);
     const auto parts = G.split(L + "qkv", qkv, {w, g * d, g * d});
-    const std::uint32_t q = G.view(L + "q", parts[0], {b, a, s, d});
-    const std::uint32_t k = G.view(L + "k", parts[1], {b, g, s, d});
+    std::uint32_t q = G.view(L + "q", parts[0], {b, a, s, d});
+    std::uint32_t k = G.view(L + "k", parts[1], {b, g, s, d});
+    if (c.qk_norm) {
+      q = G.rms_norm(L + "q_norm", q);
+      k = G.rms_norm(L + "k_norm", k);
+    }
     const std::uint32_t v = G.view(L + "v", parts[2], {b, g, s, d});
     std::uint32_t ctx;
     if (c.flash_attention) {
