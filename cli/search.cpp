@@ -25,6 +25,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   // The rest only where it differs from the scenario format's default, so that a plan
   // written by --out replays as the plan that was ranked.
   const ParallelPlan defaults;
+  if (p.shard > 0) j["shard"] = p.shard;
   if (p.recompute_layers > 0) j["recompute_layers"] = p.recompute_layers;
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   if (p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / (1024.0 * 1024.0);

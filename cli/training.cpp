@@ -149,6 +149,12 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   if (zero != static_cast<int>(zero)) throw InputError(o.field_path("zero") + ": expected 0, 1, 2 or 3");
   p.dp_mode = zero == 1 ? DataParallelMode::kZero1 : zero == 2 ? DataParallelMode::kZero2
               : zero == 3 ? DataParallelMode::kZero3 : DataParallelMode::kAllReduce;
+  if (o.has("shard")) {
+    p.shard = small("shard", 0);
+    if (p.dp_mode != DataParallelMode::kZero3) {
+      throw InputError(o.field_path("shard") + ": applies to ZeRO-3 only (set \"zero\": 3)");
+    }
+  }
   p.sequence_parallel = o.boolean_or("sequence_parallel", false);
   const std::string rc = o.choice_or("recompute", {"none", "selective", "full"}, "none");
   p.recompute = rc == "full" ? Recompute::kFull : rc == "selective" ? Recompute::kSelective : Recompute::kNone;

@@ -105,7 +105,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       d.parameters += final_norm;
       if (!m.tied_embedding || p.pp > 1) d.parameters += V * h / t;  // output layer (a tied copy when split)
     }
-    const ModelStates s = model_states(d.parameters, p.dp, p.dp_mode);
+    const ModelStates s = model_states(d.parameters, shard_size(p), p.dp_mode);
     d.weights = s.weights;
     d.gradients = s.gradients;
     d.optimizer = s.optimizer;

@@ -24,6 +24,11 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   }
   if (m.ffn % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the FFN size (" + n(m.ffn) + ")";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
+  if (p.shard < 0) return "shard must be at least 1 (or 0: every data-parallel rank)";
+  if (p.shard > 0 && p.dp_mode != DataParallelMode::kZero3) return "shard applies to ZeRO-3 (zero 3) only";
+  if (p.shard > 0 && p.dp % p.shard != 0) {
+    return "shard (" + n(p.shard) + ") must divide dp (" + n(p.dp) + ")";
+  }
   if (p.recompute_layers < 0) return "recompute_layers must be at least 1 (or 0: every layer)";
   if (p.recompute_layers > 0 && p.recompute != Recompute::kFull) {
     return "recompute_layers needs full recomputation (recompute \"full\")";

@@ -36,6 +36,11 @@ struct ParallelPlan {
   std::int64_t micro_batch = 1;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   DataParallelMode dp_mode = DataParallelMode::kAllReduce;
+  /// ZeRO-3 only: the data-parallel ranks one copy of the model states is sharded over,
+  /// consecutive in dp; the dp / shard groups replicate each other, and each layer's
+  /// gradient shard is all-reduced across them after its reduce-scatter (hybrid sharding:
+  /// PyTorch FSDP's HYBRID_SHARD, MiCS; PaLM sharded within each TPU pod). 0: all dp ranks.
+  int shard = 0;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   /// With full recomputation: how many layers of each model chunk (a stage, or each of
@@ -69,6 +74,10 @@ std::string plan_problem(const ParallelPlan& plan, const TransformerConfig& mode
 /// The rank (position among the cluster's accelerators) of mesh coordinate (dp d, pp i,
 /// tp k) in the plan's axis order, innermost first.
 std::uint32_t mesh_rank(const ParallelPlan& plan, int d, int i, int k);
+
+/// The data-parallel ranks one copy of the model states is sharded over: the plan's
+/// shard under ZeRO-3 when set, else dp (ZeRO-1/2/3 shard over every replica).
+inline int shard_size(const ParallelPlan& p) { return p.shard > 0 ? p.shard : p.dp; }
 
 /// How many of a model chunk's `chunk_layers` layers recompute their forward in backward
 /// (the first ones): all under full recomputation, or the plan's recompute_layers if

@@ -109,10 +109,19 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   double stage_params = 0;
   for (const DeviceMemory& d : mem) stage_params = std::max(stage_params, d.parameters);
   if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) {
-    // Each layer's weights gathered for forward and backward, its gradients scattered.
+    // Each layer's weights gathered for forward and backward, its gradients scattered,
+    // within a shard group; with hybrid sharding each gradient shard is then all-reduced
+    // across the replicas.
     const double bytes = c.layer_params * kGradientBytes;
-    const double ag = collective(fabric, dp_ranks, CollectiveOp::kAllGather, bytes);
-    const double rs = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, bytes);
+    const int s = shard_size(p);
+    const std::vector<std::uint32_t> group(dp_ranks.begin(), dp_ranks.begin() + s);
+    const double ag = s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, bytes) : 0.0;
+    double rs = s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, bytes) : 0.0;
+    if (s < p.dp) {
+      std::vector<std::uint32_t> replicas;
+      for (int d = 0; d < p.dp; d += s) replicas.push_back(dp_ranks[static_cast<std::size_t>(d)]);
+      rs += collective(fabric, replicas, CollectiveOp::kAllReduce, bytes / s);
+    }
     f = std::max(f, ag);
     b = std::max(b, ag + rs);
     kept = std::max(kept, ag + rs);
@@ -143,7 +152,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.order);
   };
   return key(a) == key(b);
 }
@@ -159,6 +168,7 @@ std::string describe_plan(const ParallelPlan& p) {
   if (p.dp_mode != DataParallelMode::kAllReduce) {
     s += ", zero " + std::to_string(p.dp_mode == DataParallelMode::kZero1 ? 1 : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3);
   }
+  if (p.shard > 0 && p.shard < p.dp) s += " sharded over " + std::to_string(p.shard);
   if (p.sequence_parallel) s += ", sp";
   if (p.recompute != Recompute::kNone) s += p.recompute == Recompute::kFull ? ", full recompute" : ", selective recompute";
   if (p.recompute == Recompute::kFull && p.recompute_layers > 0) {

@@ -216,11 +216,23 @@ class StepLowering {
       const bool gather = std::get<4>(key);
       const Markers mk{g_.add(Marker{}, gather ? "gather weights" : "scatter gradients").id(),
                        g_.add(Marker{}, gather ? "weights gathered" : "gradients scattered").id()};
+      // Within each shard group (all dp ranks without hybrid sharding); with hybrid
+      // sharding each scattered gradient shard is then all-reduced across the replicas.
+      const int s = shard_size(p_), groups = p_.dp / s;
+      const TaskId scattered = groups > 1 && !gather ? g_.add(Marker{}, "gradients scattered in shard groups").id() : mk.end;
       for (int k = 0; k < p_.tp; ++k) {
-        const LoweredCollective c =
-            dp_collective(i, k, gather ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter, bytes);
-        g_.add_edge(mk.start, c.start);
-        g_.add_edge(c.end, mk.end);
+        for (int gi = 0; gi < groups; ++gi) {
+          const LoweredCollective c = dp_collective(i, k, gather ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter,
+                                                    bytes, groups > 1 ? 2 * gi : kAllRanks);
+          g_.add_edge(mk.start, c.start);
+          g_.add_edge(c.end, scattered);
+        }
+        if (scattered == mk.end) continue;
+        for (int j = 0; j < s; ++j) {
+          const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllReduce, bytes / s, 2 * j + 1);
+          g_.add_edge(scattered, c.start);
+          g_.add_edge(c.end, mk.end);
+        }
       }
       if (previous != nullptr) g_.add_edge(zero3_colls_.at(*previous).end, mk.start);
       it = zero3_colls_.emplace(key, mk).first;
@@ -467,7 +479,7 @@ class StepLowering {
       for (int d = 0; d < dpl_; ++d) {
         const std::size_t grp = group(d, i);
         g_.add_edge(out_.last_backward[grp], stage_done);
-        const double params = sharded ? stage_params / p_.dp : stage_params;
+        const double params = sharded ? stage_params / shard_size(p_) : stage_params;
         const TaskId step = compute(grp, optimizer_step_time(params, *in_.compute), every_stage, "optimizer step");
         out_.optimizer[grp] = step;
         steps.push_back(step);
@@ -486,13 +498,32 @@ class StepLowering {
     }
   }
 
-  // A data-parallel collective among stage i's tp rank k of every replica, after the
-  // previous one on that communicator: NCCL runs the collectives of one communicator
-  // one at a time, in the order they are issued (buckets, ZeRO gathers and scatters).
-  // Counts the bytes the first device sends in it.
-  LoweredCollective dp_collective(int i, int k, CollectiveOp op, double bytes) {
-    LoweredCollective c = dp_collective_alone(i, k, op, bytes);
-    auto [tail, fresh] = dp_tail_.try_emplace({i, k}, c.end);
+  // Which data-parallel ranks of a stage and tp rank a collective spans: every one
+  // (kAllRanks), ZeRO-3 shard group g (2g: dp ranks g x shard .. (g + 1) x shard - 1), or
+  // the replicas' ranks at position j of their shard groups (2j + 1: dp ranks j, j +
+  // shard, ...).
+  static constexpr int kAllRanks = -1;
+  std::vector<int> dp_members(int comm) const {
+    std::vector<int> out;
+    const int s = shard_size(p_);
+    if (comm == kAllRanks) {
+      for (int d = 0; d < p_.dp; ++d) out.push_back(d);
+    } else if (comm % 2 == 0) {
+      for (int d = 0; d < s; ++d) out.push_back(comm / 2 * s + d);
+    } else {
+      for (int d = comm / 2; d < p_.dp; d += s) out.push_back(d);
+    }
+    return out;
+  }
+
+  // A data-parallel collective among stage i's tp rank k of every replica (or of the
+  // communicator `comm` names, see dp_members), after the previous one on that
+  // communicator: NCCL runs the collectives of one communicator one at a time, in the
+  // order they are issued (buckets, ZeRO gathers and scatters). Counts the bytes the
+  // first device sends in it.
+  LoweredCollective dp_collective(int i, int k, CollectiveOp op, double bytes, int comm = kAllRanks) {
+    LoweredCollective c = dp_collective_alone(i, k, op, bytes, comm);
+    auto [tail, fresh] = dp_tail_.try_emplace({i, k, comm}, c.end);
     if (!fresh) {
       g_.add_edge(tail->second, c.start);
       tail->second = c.end;
@@ -500,12 +531,14 @@ class StepLowering {
     return c;
   }
 
-  LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes) {
-    const auto key = std::make_tuple(i, k, op, bytes);
+  LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes, int comm) {
+    const auto key = std::make_tuple(i, k, op, bytes, comm);
+    // The first device (dp 0, stage 0, tp rank 0) is in every communicator that holds dp rank 0.
+    const bool first_device = i == 0 && k == 0 && (comm == kAllRanks || comm == 0 || comm == 1);
     auto it = dp_choice_.find(key);
     if (it == dp_choice_.end()) {
       std::vector<NodeId> ranks;
-      for (int d = 0; d < p_.dp; ++d) ranks.push_back(node(rank(d, i, k)));
+      for (int d : dp_members(comm)) ranks.push_back(node(rank(d, i, k)));
       Choice ch{CollectiveGroup::of(*in_.fabric, ranks), {}, {}};
       ch.spec = chosen_spec(*in_.fabric, ch.group, op, bytes);
       ch.spec.streamed = in_.stream_rings;
@@ -517,7 +550,7 @@ class StepLowering {
     const Choice& ch = it->second;
     if (priced_) {
       for (const auto& [l, b] : ch.cost.traffic.links) out_.priced_link_bytes[l.value] += b;
-      if (i == 0 && k == 0) out_.dp_bytes_per_device += ch.cost.traffic.first_rank_sends;
+      if (first_device) out_.dp_bytes_per_device += ch.cost.traffic.first_rank_sends;
       ++out_.priced_collectives;
       const TaskId t = g_.add(Compute{out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, op_name(op)).id();
       return LoweredCollective{t, t, 0};
@@ -527,7 +560,7 @@ class StepLowering {
     const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
     const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec);
     out_.transfers += c.transfers;
-    if (i == 0 && k == 0) {
+    if (first_device) {
       const std::uint32_t n0 = node(rank(0, 0, 0)).value;
       for (std::uint32_t t = first; t < g_.size(); ++t) {
         if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t))); x != nullptr && x->src.value == n0) {
@@ -559,8 +592,8 @@ class StepLowering {
     CollectiveSpec spec;
     CollectiveCost cost;  // when priced
   };
-  std::map<std::tuple<int, int, CollectiveOp, double>, Choice> dp_choice_;  // (pp, tp rank, op, bytes)
-  std::map<std::pair<int, int>, TaskId> dp_tail_;  // (pp, tp rank): the last collective's end
+  std::map<std::tuple<int, int, CollectiveOp, double, int>, Choice> dp_choice_;  // (pp, tp rank, op, bytes, communicator)
+  std::map<std::tuple<int, int, int>, TaskId> dp_tail_;  // (pp, tp rank, communicator): the last collective's end
   std::vector<std::tuple<int, int, int>> sends_;  // replica 0's sends (pp from, pp to, tp rank), when folded
   std::map<Key, TaskId> entries_, exits_;
   std::map<Key, TaskId> next_entry_;  // the entry of the pass after this one in its stage's program

@@ -686,6 +686,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"workload.parallel_layers=1", "workload.parallel_layers: expected true or false, got 1"},
       {"strategies.1.recompute_layers=2", "strategies.1.recompute_layers: applies to full recomputation only (set \"recompute\": \"full\")"},
       {"strategies.0.recompute_layers=30", "strategies.0: recompute_layers (30) exceeds the layers (24)"},
+      {"strategies.1.shard=2", "strategies.1.shard: applies to ZeRO-3 only (set \"zero\": 3)"},
       {"strategies.0.recompute_layers=0", "strategies.0.recompute_layers: expected a positive integer, got 0"},
       {"strategies.1.order=[\"tp\",\"pp\",\"xp\"]", "strategies.1.order.2: expected one of \"tp\", \"pp\", \"dp\", got \"xp\" (did you mean 'tp'?)"},
   };

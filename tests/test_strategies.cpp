@@ -126,6 +126,9 @@ TEST_CASE("impossible plans are refused with the reason") {
   CHECK(why([](ParallelPlan& p) { p.pp = 5; p.schedule = PipelineSchedule::kInterleaved1F1B; p.virtual_stages = 2; }) ==
         "pp x virtual_stages (10) must divide the layers (24)");
   CHECK(why([](ParallelPlan& p) { p.sequence_parallel = true; }) == "sequence parallelism needs tp > 1");
+  CHECK(why([](ParallelPlan& p) { p.shard = 2; }) == "shard applies to ZeRO-3 (zero 3) only");
+  CHECK(why([](ParallelPlan& p) { p.dp = 8; p.dp_mode = DataParallelMode::kZero3; p.shard = 3; }) ==
+        "shard (3) must divide dp (8)");
   CHECK(why([](ParallelPlan& p) { p.recompute_layers = 4; }) ==
         "recompute_layers needs full recomputation (recompute \"full\")");
   CHECK(why([](ParallelPlan& p) { p.recompute = Recompute::kFull; p.recompute_layers = 25; }) ==
@@ -500,10 +503,11 @@ TEST_CASE("priced collectives and folded replicas give exactly the full analytic
   // Expected: on the analytical network, replaying one replica with every data-parallel
   // collective as one priced task gives the same step (to rounding) and the same bytes
   // per device and on every link as replaying every transfer of every replica, for DP + TP + PP, ZeRO-1,
-  // ZeRO-3 and interleaved plans on 4 DGX A100s; and the folded graph is smaller.
+  // ZeRO-3, interleaved and hybrid-sharded ZeRO-3 plans on 4 DGX A100s; and the folded
+  // graph is smaller.
   StepRig rig("dgx-a100", 4);
   const TransformerConfig m = gpt_config("g", 8, 1024, 16, 1024, 32000);
-  std::vector<ParallelPlan> plans(4);
+  std::vector<ParallelPlan> plans(5);
   plans[0].dp = 4, plans[0].tp = 4, plans[0].pp = 2, plans[0].global_batch = 32;
   plans[1].dp = 32, plans[1].global_batch = 64, plans[1].dp_mode = DataParallelMode::kZero1;
   plans[1].bucket_bytes = 4e6;
@@ -511,6 +515,8 @@ TEST_CASE("priced collectives and folded replicas give exactly the full analytic
   plans[2].dp_mode = DataParallelMode::kZero3;
   plans[3].dp = 2, plans[3].tp = 8, plans[3].pp = 2, plans[3].global_batch = 8;
   plans[3].schedule = PipelineSchedule::kInterleaved1F1B, plans[3].virtual_stages = 2;
+  plans[4] = plans[2];
+  plans[4].shard = 2;  // 4 replicas of shard groups of 2
   for (const ParallelPlan& p : plans) {
     INFO("dp ", p.dp, " tp ", p.tp, " pp ", p.pp);
     LoweredTrainingStep full = rig.lower(m, p, NetworkModelKind::kAnalytical, false);
@@ -567,6 +573,38 @@ TEST_CASE("ZeRO-3 moves 3(d-1)/d of the weight bytes per device and micro-batch"
   const double t3 = rig.run(z);
   CHECK(t3 >= busy + coll(CollectiveOp::kAllGather, embedding));
   CHECK(t3 <= busy + serial);
+}
+
+TEST_CASE("hybrid sharding: ZeRO-3 within shard groups, gradient shards all-reduced across them") {
+  // Expected with dp 8 sharded over groups of s = 4 (two replicas): per micro-batch each
+  // unit's 16-bit weights W are gathered twice and its gradients scattered within the
+  // group, 3 (s-1)/s W per device, and the device's gradient shard W/s all-reduced with
+  // its one counterpart, 2 (2-1)/2 W/s = W/4 sent; two micro-batches double it. Model
+  // states are a quarter of unsharded data parallelism's, not an eighth.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 8000);
+  ParallelPlan p;
+  p.dp = 8;
+  p.global_batch = 16;
+  p.dp_mode = DataParallelMode::kZero3;
+  p.shard = 4;
+  const double W = 2 * params_of(m);
+  LoweredTrainingStep z = rig.lower(m, p);
+  CHECK(z.dp_bytes_per_device == Approx(2 * (3.0 * 3 / 4 * W + W / 4)).epsilon(1e-9));
+  ParallelPlan plain = p;
+  plain.dp_mode = DataParallelMode::kAllReduce;
+  plain.shard = 0;
+  const DeviceMemory h = stage_memory(p, m).front(), d = stage_memory(plain, m).front();
+  CHECK(h.weights == Approx(d.weights / 4));
+  CHECK(h.gradients == Approx(d.gradients / 4));
+  CHECK(h.optimizer == Approx(d.optimizer / 4));
+  // shard = dp is full sharding, identical to no shard at all.
+  ParallelPlan full = p;
+  full.shard = 8;
+  p.shard = 0;
+  LoweredTrainingStep a = rig.lower(m, full), b = rig.lower(m, p);
+  CHECK(rig.run(a) == rig.run(b));
+  CHECK(estimate_step(m, full, *rig.fabric, *rig.compute) == estimate_step(m, p, *rig.fabric, *rig.compute));
 }
 
 TEST_CASE("a 1F1B pipeline stays close to (m + p - 1)(f + b)") {
