@@ -55,8 +55,9 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   if (rc == Recompute::kFull) return sbh * B / (sp ? t : 1.0);
   const double mask = m.dropout ? 1.0 : 0.0;
   // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs,
-  // residual dropout masks.
-  const double replicated = 4 * B + 2 * mask;
+  // residual dropout masks; with parallel layers one norm input fewer (its output is both
+  // the QKV's and the first MLP linear's input).
+  const double replicated = (m.parallel_layers ? 3 : 4) * B + 2 * mask;
   double sharded = B * r /* output projection input */;
   double scores = 0;  // the a s / h terms
   if (m.flash_attention) {

@@ -36,9 +36,14 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.recompute_layers > m.layers) {
     return "recompute_layers (" + n(p.recompute_layers) + ") exceeds the layers (" + n(m.layers) + ")";
   }
-  // Sequence parallelism needs no more: Megatron splits the sequence (tp dividing it),
-  // XLA's GSPMD (PaLM on TPUs) the hidden dimension of the same activations, which tp
-  // always divides here (it divides the heads); ddlsim prices both as 1/tp of each.
+  // Sequence parallelism: Megatron splits the sequence (tp dividing it), XLA's GSPMD
+  // (PaLM on TPUs) the hidden dimension of the same activations; ddlsim prices both as
+  // 1/tp of each, and needs tp to divide one of them (it divides the hidden size
+  // whenever the heads do, unless the model sizes its heads apart from it).
+  if (p.sequence_parallel && m.seq % p.tp != 0 && m.hidden % p.tp != 0) {
+    return "sequence parallelism needs tp (" + n(p.tp) + ") to divide the sequence (" + n(m.seq) +
+           ") or the hidden size (" + n(m.hidden) + ")";
+  }
   if (p.global_batch % (static_cast<std::int64_t>(p.dp) * p.micro_batch) != 0) {
     return "the global batch (" + n(p.global_batch) + ") must be divisible by dp x micro_batch (" +
            n(static_cast<std::int64_t>(p.dp) * p.micro_batch) + ")";

@@ -373,7 +373,10 @@ SbpChain chain_of(const OperatorGraph& graph, std::int64_t batch) {
         LinearLayer& l = c.layers.back();
         l.after.push_back(op);
         l.whole_samples = l.whole_samples || op.kind == OpKind::kMatmul || op.kind == OpKind::kFlashAttention;
-        l.normalizes = l.normalizes || op.kind == OpKind::kLayerNorm || op.kind == OpKind::kRmsNorm;
+        // A norm over each query or key head (Qwen3's q_norm, k_norm) needs no statistics
+        // from other devices: a column split keeps whole heads.
+        const bool per_head = op.name.ends_with(".q_norm") || op.name.ends_with(".k_norm");
+        l.normalizes = l.normalizes || ((op.kind == OpKind::kLayerNorm || op.kind == OpKind::kRmsNorm) && !per_head);
       }
       continue;
     }

@@ -144,7 +144,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     }
     step += p.overlap_grad_reduce ? std::max(0.0, dp_time - B) : dp_time;
   }
-  const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / p.dp;
+  const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
   step += optimizer_step_time(updated, compute).value();
   return step;
 }

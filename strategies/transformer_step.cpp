@@ -219,8 +219,9 @@ class StepLowering {
       // Within each shard group (all dp ranks without hybrid sharding); with hybrid
       // sharding each scattered gradient shard is then all-reduced across the replicas.
       const int s = shard_size(p_), groups = p_.dp / s;
-      const TaskId scattered = groups > 1 && !gather ? g_.add(Marker{}, "gradients scattered in shard groups").id() : mk.end;
       for (int k = 0; k < p_.tp; ++k) {
+        // Tp rank k's all-reduces across the groups wait for its own scatters only.
+        const TaskId scattered = groups > 1 && !gather ? g_.add(Marker{}, "gradients scattered in shard groups").id() : mk.end;
         for (int gi = 0; gi < groups; ++gi) {
           const LoweredCollective c = dp_collective(i, k, gather ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter,
                                                     bytes, groups > 1 ? 2 * gi : kAllRanks);

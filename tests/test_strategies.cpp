@@ -74,6 +74,15 @@ TEST_CASE("the activation formula agrees with the operator graph at t = 1") {
   CHECK(layer_activation_bytes(qwen3, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(qwen3, 3)).epsilon(1e-12));
   // And the memory model's parameters are the graph's.
   CHECK(stage_memory(ParallelPlan{}, qwen3).front().parameters == build_transformer(qwen3, 1).totals().params);
+  // Parallel layers (PaLM, GPT-J): one norm, whose output feeds both the QKV and the
+  // MLP's first linear; a GPT block with them, and PaLM's own shape.
+  TransformerConfig side = gpt;
+  side.parallel_layers = true;
+  CHECK(layer_activation_bytes(side, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(side, 3)).epsilon(1e-12));
+  TransformerConfig palm = *transformer_preset("palm-540b");
+  palm.layers = 2;
+  palm.seq = 256;
+  CHECK(layer_activation_bytes(palm, 1, 1, false, Recompute::kNone) == Approx(graph_layer_saved(palm, 1)).epsilon(1e-12));
 }
 
 TEST_CASE("pipeline schedules keep the expected micro-batches in flight") {
@@ -143,6 +152,13 @@ TEST_CASE("impossible plans are refused with the reason") {
   sp.global_batch = 4;
   sp.sequence_parallel = true;
   CHECK(plan_problem(sp, w, 12).empty());
+  // With heads sized apart from the hidden size, tp dividing the heads no longer divides
+  // it: 12 heads of 128 on a hidden size of 2000 and a sequence of 2048 leave tp 12
+  // neither to split.
+  TransformerConfig odd = gpt_config("odd", 2, 2000, 12, 2048, 51200);
+  odd.head_size = 128;
+  odd.ffn = 6144;
+  CHECK(plan_problem(sp, odd, 12) == "sequence parallelism needs tp (12) to divide the sequence (2048) or the hidden size (2000)");
 }
 
 // --- Pipeline schedules ---

@@ -47,8 +47,8 @@ struct TransformerConfig {
   // hidden size of 18432; Gemma, Mistral NeMo, Qwen3): Q and the attention output then
   // have heads x head_size columns, and the output projection maps them back to hidden.
   std::int64_t head_size = 0;
-  // An RMS norm over each query and key head before attention (Qwen3, OLMo 2): a
-  // head-size scale each, shared by the heads.
+  // An RMS norm over each query and key head before attention (Qwen3): a head-size
+  // scale each, shared by the heads.
   bool qk_norm = false;
 
   [[nodiscard]] std::int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
