@@ -350,9 +350,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double w = static_cast<double>(s.model.attention_width());  // = h unless heads are sized otherwise
   if (p.recompute == Recompute::kFull) {
     double recomputed = 0;  // layers that recompute their forward (all, or recompute_layers per chunk)
-    for (int layers : stage_layer_counts(p, s.model)) {
-      recomputed += p.virtual_stages * recomputed_layers(p, layers / p.virtual_stages);
-    }
+    for (int layers : stage_layer_counts(p, s.model)) recomputed += stage_recomputed_layers(p, layers);
     extra = recomputed * (2 * layer_matmul + 4 * w * seq);
   }
   if (p.recompute == Recompute::kSelective) extra = l * 4 * w * seq;

@@ -73,6 +73,14 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   return sbh * ((sp ? replicated / t : replicated) + (sharded + scores) / t);
 }
 
+double layers_activation_bytes(const ParallelPlan& p, const TransformerConfig& m, int layers, int chunks) {
+  const double each = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, p.recompute);
+  if (p.recompute != Recompute::kFull) return layers * each;
+  const double kept = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, Recompute::kNone);
+  const int recomputed = chunks * recomputed_layers(p, layers / chunks);  // each chunk's first ones
+  return recomputed * each + (layers - recomputed) * kept;
+}
+
 double in_flight_micro_batches(const ParallelPlan& p, int stage) {
   const double m = static_cast<double>(p.micro_batches()), pp = p.pp;
   switch (p.schedule) {
@@ -95,8 +103,6 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
   const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab), t = p.tp;
   const double embedding = V * h / t + (m.learned_positions ? static_cast<double>(m.seq) * h : 0.0);
   const double final_norm = m.family == TransformerConfig::Family::kGpt ? 2 * h : h;
-  const double layer_act = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, p.recompute);
-  const double kept_act = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, Recompute::kNone);
   std::vector<DeviceMemory> out;
   for (int i = 0; i < p.pp; ++i) {
     DeviceMemory d;
@@ -110,11 +116,8 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     d.weights = s.weights;
     d.gradients = s.gradients;
     d.optimizer = s.optimizer;
-    // Under full recomputation of only some layers (recompute_layers), the others keep
-    // everything: per model chunk of the stage, its first ones recompute.
-    const int stage = layers[static_cast<std::size_t>(i)], v = p.virtual_stages;
-    const double recomputed = p.recompute == Recompute::kFull ? v * recomputed_layers(p, stage / v) : stage;
-    d.activations = (recomputed * layer_act + (stage - recomputed) * kept_act) * in_flight_micro_batches(p, i);
+    d.activations = layers_activation_bytes(p, m, layers[static_cast<std::size_t>(i)], p.virtual_stages) *
+                    in_flight_micro_batches(p, i);
     if (i == p.pp - 1) {
       // The loss keeps each in-flight micro-batch's softmax: one under 1F1B, where the
       // last stage runs each backward right after its forward.

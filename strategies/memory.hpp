@@ -59,6 +59,11 @@ ModelStates model_states(double params, int dp, DataParallelMode mode);
 double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sequence_parallel,
                               Recompute recompute);
 
+/// Activation bytes `layers` layers of one pipeline stage keep for one micro-batch under
+/// the plan's recomputation: with full recomputation of only recompute_layers per chunk
+/// (`chunks` model chunks), the others keep everything; the loss is not included.
+double layers_activation_bytes(const ParallelPlan& plan, const TransformerConfig& m, int layers, int chunks = 1);
+
 /// Bytes the loss keeps for one micro-batch of `micro_batch` sequences until its backward:
 /// the softmax of the logits in fp32, as Megatron-LM's vocab-parallel cross-entropy
 /// computes it, split over tp.

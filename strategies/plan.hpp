@@ -87,6 +87,12 @@ inline int recomputed_layers(const ParallelPlan& p, int chunk_layers) {
   return p.recompute_layers > 0 && p.recompute_layers < chunk_layers ? p.recompute_layers : chunk_layers;
 }
 
+/// How many of a pipeline stage's `stage_layers` layers recompute their forward: the
+/// first ones of each of its model chunks (virtual_stages of them).
+inline int stage_recomputed_layers(const ParallelPlan& p, int stage_layers) {
+  return p.virtual_stages * recomputed_layers(p, stage_layers / p.virtual_stages);
+}
+
 /// The layers of each pipeline stage: the plan's partition, or balanced (the first
 /// layers % pp stages get one more).
 std::vector<int> stage_layer_counts(const ParallelPlan& plan, const TransformerConfig& model);

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "strategies/stage_costs.hpp"
+#include "workloads/transformer.hpp"
 
 namespace ddlsim {
 namespace {
@@ -373,10 +374,10 @@ SbpChain chain_of(const OperatorGraph& graph, std::int64_t batch) {
         LinearLayer& l = c.layers.back();
         l.after.push_back(op);
         l.whole_samples = l.whole_samples || op.kind == OpKind::kMatmul || op.kind == OpKind::kFlashAttention;
-        // A norm over each query or key head (Qwen3's q_norm, k_norm) needs no statistics
-        // from other devices: a column split keeps whole heads.
-        const bool per_head = op.name.ends_with(".q_norm") || op.name.ends_with(".k_norm");
-        l.normalizes = l.normalizes || ((op.kind == OpKind::kLayerNorm || op.kind == OpKind::kRmsNorm) && !per_head);
+        // A norm over each query or key head needs no statistics from other devices: a
+        // column split keeps whole heads.
+        l.normalizes = l.normalizes ||
+                       ((op.kind == OpKind::kLayerNorm || op.kind == OpKind::kRmsNorm) && !is_per_head_norm(op));
       }
       continue;
     }

@@ -101,10 +101,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // b for a layer that recomputes (fully, with its all-reduces again, or selectively),
   // kept for one past a full-recompute plan's recompute_layers.
   double f = (c.attention.forward + c.mlp.forward).value() + ars * ar;
-  const double full = p.recompute == Recompute::kFull ? 1 : 0;
-  double kept = (c.attention.backward + c.mlp.backward).value() + ars * ar;
-  double b = kept + (c.attention.recompute + c.mlp.recompute).value() + full * ars * ar;
-  if (full == 0) kept = b;
+  const bool full = p.recompute == Recompute::kFull;
+  const double plain = (c.attention.backward + c.mlp.backward).value() + ars * ar;
+  double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar : 0.0);
+  double kept = full ? plain : b;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   double stage_params = 0;
   for (const DeviceMemory& d : mem) stage_params = std::max(stage_params, d.parameters);
@@ -130,7 +130,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double extra_b = std::max(c.first_backward, c.last_backward).value();
   const double m = static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
-  const double R = v * recomputed_layers(p, static_cast<int>(L / v));  // the busiest stage's recomputing layers
+  const double R = stage_recomputed_layers(p, static_cast<int>(L));  // the busiest stage's recomputing layers
   const double F = L * f + extra_f + send, B = R * b + (L - R) * kept + extra_b + send;
   double step = (m + (p.pp - 1) / v) * (F + B);
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {

@@ -3,6 +3,8 @@
 #include <string_view>
 #include <utility>
 
+#include "workloads/transformer.hpp"
+
 namespace ddlsim {
 namespace {
 
@@ -19,7 +21,7 @@ Split split_of(const Operator& op) {
   if (ends_with(n, ".proj") || ends_with(n, ".fc2") || ends_with(n, ".down")) return Split::kRows;
   if (n.find(".attention") != std::string_view::npos) return Split::kHeads;
   if (ends_with(n, ".gelu") || ends_with(n, ".swiglu") || n == "loss") return Split::kInner;
-  if (ends_with(n, ".q_norm") || ends_with(n, ".k_norm")) return Split::kPerHead;  // heads split, scale shared
+  if (is_per_head_norm(op)) return Split::kPerHead;  // heads split, scale shared
   return Split::kReplicated;  // norms, residual adds and dropouts, embeddings
 }
 

@@ -300,8 +300,7 @@ class StepLowering {
   // softmax on the last chunk) from that forward until its backward ends: the replay's high-water mark
   // is the schedule's real peak (min(m, pp - i) micro-batches on stage i under 1F1B).
   void memory_plan() {
-    layer_act_ = layer_activation_bytes(m_, p_.micro_batch, p_.tp, p_.sequence_parallel, p_.recompute);
-    kept_act_ = layer_activation_bytes(m_, p_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::kNone);
+    for (int layers : chunk_layers_) chunk_act_.push_back(layers_activation_bytes(p_, m_, layers));
     loss_act_ = loss_activation_bytes(m_, p_.micro_batch, p_.tp);
     for (const DeviceMemory& dm : stage_memory(p_, m_)) states_.push_back(dm.weights + dm.gradients + dm.optimizer);
     for (int d = 0; d < dpl_; ++d) {
@@ -311,9 +310,7 @@ class StepLowering {
     }
   }
   double chunk_activations(int s) const {
-    const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
-    const int recomputed = p_.recompute == Recompute::kFull ? recomputed_layers(p_, layers) : layers;
-    return recomputed * layer_act_ + (layers - recomputed) * kept_act_ + (s == stages_ - 1 ? loss_act_ : 0.0);
+    return chunk_act_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)] + (s == stages_ - 1 ? loss_act_ : 0.0);
   }
 
   void lower_program(int d, int i, const std::vector<PipelineOp>& program) {
@@ -581,8 +578,8 @@ class StepLowering {
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
-  double layer_act_ = 0, loss_act_ = 0;  // bytes: one layer's activations and the loss's softmax, per micro-batch
-  double kept_act_ = 0;  // bytes: one layer's activations without recomputation (layers past recompute_layers)
+  std::vector<double> chunk_act_;  // bytes per micro-batch: each chunk's layers' activations (as chunk_layers_)
+  double loss_act_ = 0;            // bytes per micro-batch: the loss's softmax
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical

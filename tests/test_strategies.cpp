@@ -279,6 +279,15 @@ struct StepRig {
 };
 
 double params_of(const TransformerConfig& m) { return build_transformer(m, 1).totals().params; }
+
+// ZeRO-3 over the 8 GPUs of one server, two micro-batches of one sequence per replica.
+ParallelPlan zero3_on_8() {
+  ParallelPlan p;
+  p.dp = 8;
+  p.global_batch = 16;
+  p.dp_mode = DataParallelMode::kZero3;
+  return p;
+}
 }  // namespace
 
 TEST_CASE("one device runs its micro-batches back to back, then the optimizer") {
@@ -559,10 +568,7 @@ TEST_CASE("ZeRO-3 moves 3(d-1)/d of the weight bytes per device and micro-batch"
   // traffic serialized, since gathers are prefetched during compute.
   StepRig rig("dgx-h100", 1);
   const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 8000);
-  ParallelPlan p;
-  p.dp = 8;
-  p.global_batch = 16;
-  p.dp_mode = DataParallelMode::kZero3;
+  ParallelPlan p = zero3_on_8();
   LoweredTrainingStep z = rig.lower(m, p);
   CHECK(z.dp_bytes_per_device == Approx(2 * 3.0 * 7 / 8 * 2 * params_of(m)).epsilon(1e-9));
   // Bounds on the step: at least the first device's compute plus the first gather (which
@@ -599,10 +605,7 @@ TEST_CASE("hybrid sharding: ZeRO-3 within shard groups, gradient shards all-redu
   // states are a quarter of unsharded data parallelism's, not an eighth.
   StepRig rig("dgx-h100", 1);
   const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 8000);
-  ParallelPlan p;
-  p.dp = 8;
-  p.global_batch = 16;
-  p.dp_mode = DataParallelMode::kZero3;
+  ParallelPlan p = zero3_on_8();
   p.shard = 4;
   const double W = 2 * params_of(m);
   LoweredTrainingStep z = rig.lower(m, p);

@@ -1,8 +1,8 @@
 // Reading a HuggingFace `config.json` into a transformer configuration.
 //
 // Supported model types: llama, mistral, qwen2, qwen3 (RMS norm, SwiGLU, grouped-query
-// attention, rotary positions; Qwen3 with an RMS norm over each query and key head) and gpt2 (layer norm, GeLU, learned positions, tied
-// embedding). Every field of the file is either used, known not to change the cost of a
+// attention, rotary positions; Qwen3 with an RMS norm over each query and key head) and
+// gpt2 (layer norm, GeLU, learned positions, tied embedding). Every field of the file is either used, known not to change the cost of a
 // training step (token ids, epsilons, rope settings, dtype, ...), or refused by name:
 // features ddlsim cannot model (mixture-of-experts, sliding-window attention shorter than
 // the sequence, activations other than the family's) and fields it does not know at all,

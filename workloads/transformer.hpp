@@ -70,6 +70,13 @@ TransformerConfig llama_config(std::string name, std::int64_t layers, std::int64
 /// not dividing hidden (without an explicit head_size), kv_heads not dividing heads.
 std::string transformer_problem(const TransformerConfig& c);
 
+/// Whether `op` is a norm over each query or key head (qk_norm: q_norm, k_norm), which a
+/// split of the heads keeps whole: it needs no statistics from other devices and its
+/// head-size scale is shared, not split.
+inline bool is_per_head_norm(const Operator& op) {
+  return op.name.ends_with(".q_norm") || op.name.ends_with(".k_norm");
+}
+
 /// One training step of `batch` sequences: embedding, the layers (operators of layer i
 /// carry layer = i), final norm, output layer and cross-entropy loss.
 OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch);
