@@ -48,6 +48,9 @@ void add_cluster_options(po::options_description& d) {
       ("pods", po::value<int>()->value_name("N"), "TPU slices joined over the data-centre network (default 1)")
       ("accelerator", po::value<std::string>()->value_name("ID"), "replace the preset's accelerator (catalog id)")
       ("nic", po::value<std::string>()->value_name("ID"), "replace the preset's scale-out link (catalog id)")
+      ("nics-per-node", po::value<int>()->value_name("N"),
+       "dgx-* presets: scale-out NICs per server, 1, 2, 4 or 8 (default 8, one per GPU); fewer are each "
+       "shared by 8/N GPUs behind a PCIe switch")
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
       ("file", po::value<std::string>()->value_name("FILE"),
        "an explicit topology JSON file, or a scenario whose cluster names a preset (or give it first)");
@@ -80,7 +83,7 @@ LoadedCluster load_cluster(const po::variables_map& vm) {
     const std::string path = vm["file"].as<std::string>();
     out.source = path;
     out.from_file = true;
-    for (const char* opt : {"nodes", "dims", "pods", "accelerator", "nic"}) {
+    for (const char* opt : {"nodes", "dims", "pods", "accelerator", "nic", "nics-per-node"}) {
       if (vm.count(opt)) throw InputError(std::string("--") + opt + ": applies to presets, not to a topology file");
     }
     const nlohmann::json doc = parse_json(read_input_file(path, "topology"), path);
@@ -108,6 +111,7 @@ LoadedCluster load_cluster(const po::variables_map& vm) {
     if (vm.count("pods")) o.pods = vm["pods"].as<int>();
     if (vm.count("accelerator")) o.accelerator = vm["accelerator"].as<std::string>();
     if (vm.count("nic")) o.nic = vm["nic"].as<std::string>();
+    if (vm.count("nics-per-node")) o.nics_per_node = vm["nics-per-node"].as<int>();
     out.nodes = o.nodes;
     try {
       c = build_preset(catalog, out.source, o);

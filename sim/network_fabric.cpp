@@ -65,6 +65,7 @@ void NetworkFabric::init(std::vector<double> efficiency, const std::vector<bool>
 
   // Scale-up domains: union the ends of every scale-up link, then number the classes
   // that hold accelerators in the order of their first accelerator.
+  scale_up_ = scale_up;
   std::vector<std::uint32_t> parent(c.node_count());
   std::iota(parent.begin(), parent.end(), 0u);
   for (std::uint32_t l = 0; l < links; l += 2) {
@@ -101,7 +102,7 @@ const std::vector<std::vector<LinkId>>& NetworkFabric::routes(NodeId src, NodeId
     // one recorded torus, and a minimum-hop path otherwise.
     found.push_back(torus_router_->route(src, dst));
   } else {
-    found = spread_shortest_paths(*cluster_, src, dst, kMaxCandidates, scratch_);
+    found = walks(src, dst, kMaxCandidates);
     if (found.empty()) {
       throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
     }
@@ -115,9 +116,15 @@ const std::vector<LinkId>& NetworkFabric::first_route(NodeId src, NodeId dst) {
   if (const auto it = first_routes_.find(key); it != first_routes_.end()) return it->second;
   if (src == dst || (in_torus_[src.value] && in_torus_[dst.value])) return routes(src, dst).front();
   // The first spread walk does not depend on how many follow it.
-  std::vector<std::vector<LinkId>> one = spread_shortest_paths(*cluster_, src, dst, 1, scratch_);
+  std::vector<std::vector<LinkId>> one = walks(src, dst, 1);
   if (one.empty()) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
   return first_routes_.emplace(key, std::move(one.front())).first->second;
+}
+
+std::vector<std::vector<LinkId>> NetworkFabric::walks(NodeId src, NodeId dst, std::size_t count) {
+  constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
+  const bool inside = domain_[src.value] != kNone && domain_[src.value] == domain_[dst.value];
+  return spread_shortest_paths(*cluster_, src, dst, count, scratch_, inside ? &scale_up_ : nullptr);
 }
 
 double NetworkFabric::route_latency(std::span<const LinkId> route) const {

@@ -368,6 +368,12 @@ TEST_CASE("ddlsim topology: bad input is one line and status 2") {
   r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--nic", "ib-ndrr"});
   CHECK(r.status == 2);
   CHECK(r.err.rfind("ddlsim topology: unknown link 'ib-ndrr' (did you mean 'ib-ndr'?)", 0) == 0);
+  r = ddlsim_cmd({"topology", "--preset", "dgx-a100", "--nodes", "2", "--nics-per-node", "3"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim topology: nics_per_node: expected 1, 2, 4 or 8 (NICs shared evenly by the 8 GPUs), got 3\n");
+  r = ddlsim_cmd({"topology", "--preset", "tpu-v4-pod", "--nics-per-node", "4"});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("nics_per_node: a TPU preset has no NICs") != std::string::npos);
   r = ddlsim_cmd({"topology"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim topology: --preset: required, or a topology file (see 'ddlsim topology --list' for the presets)\n");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/core/errors.hpp"
+#include "sim/network_fabric.hpp"
 #include "topology/builders.hpp"
 #include "topology/explicit.hpp"
 #include "topology/presets.hpp"
@@ -231,6 +232,50 @@ TEST_CASE("preset errors name the problem") {
   CHECK_THROWS_WITH_AS(build_preset(cat, "tpu-v4-pod", with_nodes(2)),
                        "nodes: TPU presets take dims (e.g. 4x4x8), not nodes", std::exception);
   CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", with_nodes(0)), "nodes: expected 1 to 4096, got 0", std::exception);
+  PresetOptions three = with_nodes(2);
+  three.nics_per_node = 3;
+  CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-a100", three),
+                       "nics_per_node: expected 1, 2, 4 or 8 (NICs shared evenly by the 8 GPUs), got 3", std::exception);
+  three.nics_per_node = 4;
+  CHECK_THROWS_WITH_AS(build_preset(cat, "dgx1-v100", three), doctest::Contains("nics_per_node: dgx1-v100 has its 4 NICs"),
+                       std::exception);
+  CHECK_THROWS_WITH_AS(build_preset(cat, "llama3-roce", three), doctest::Contains("nics_per_node: llama3-roce"), std::exception);
+}
+
+TEST_CASE("DGX servers with fewer NICs than GPUs share each NIC behind a PCIe switch") {
+  // Expected, 2 x DGX A100 with 4 NICs per node: per node 8 GPUs, 1 NVSwitch, 4 PCIe
+  // switches, 4 NICs; PCIe 4 cables 2 x (8 GPUs + 4 NICs) = 24; HDR edge cables 2 x 4 = 8,
+  // each of the 4 rail leaves with 2 uplinks (full bisection over 2 servers) = 8 more;
+  // bisection 4 x 25 GB/s = 100 GB/s, half of a node per GPU's 200. GPU 0 to GPU 1 of one
+  // node: two hops either way (NVSwitch, or the PCIe switch they share); the fabric takes
+  // NVLink for every candidate route. GPU 0 to GPU 0 of the other node: GPU, PCIe switch,
+  // NIC, leaf and back, 6 hops. 8 NICs per node builds what the default builds.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o = with_nodes(2);
+  o.nics_per_node = 4;
+  const Cluster c = build_preset(cat, "dgx-a100", o);
+  c.validate();
+  const TopologyStats st = topology_stats(c);
+  CHECK(st.nodes_by_kind.at("accelerator") == 16);
+  CHECK(st.nodes_by_kind.at("nic") == 8);
+  CHECK(st.links_by_kind.at("pcie4").cables == 24);
+  CHECK(st.links_by_kind.at("ib-hdr").cables == 16);
+  CHECK(st.bisection_gbytes_per_s == Approx(100.0));
+  const auto g = c.accelerators();
+  NetworkFabric f(c, cat);
+  const auto& inside = f.routes(g[0], g[1]);
+  for (const auto& route : inside) {
+    REQUIRE(route.size() == 2);
+    for (LinkId l : route) CHECK(c.link(l).kind == "nvlink3");
+  }
+  CHECK(f.first_route(g[0], g[1]).size() == 2);
+  CHECK(c.link(f.first_route(g[0], g[1]).front()).kind == "nvlink3");
+  CHECK(f.first_route(g[0], g[8]).size() == 6);
+  PresetOptions eight = with_nodes(2);
+  eight.nics_per_node = 8;
+  const Cluster a = build_preset(cat, "dgx-a100", eight), b = build_preset(cat, "dgx-a100", with_nodes(2));
+  CHECK(a.node_count() == b.node_count());
+  CHECK(a.link_count() == b.link_count());
 }
 
 TEST_CASE("topology stats against closed forms") {

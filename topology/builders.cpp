@@ -90,6 +90,27 @@ std::vector<NodeId> add_dgx1_node(Cluster& c, const Catalog& catalog, const std:
   return gpus;
 }
 
+std::vector<NodeId> add_shared_nics(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                    const std::vector<NodeId>& gpus, int nics, std::string_view pcie,
+                                    std::string_view nic) {
+  positive(nics, "NICs per server");
+  if (gpus.size() % static_cast<std::size_t>(nics) != 0) {
+    throw GraphError(std::to_string(nics) + " NICs cannot be shared evenly by " + std::to_string(gpus.size()) + " GPUs");
+  }
+  const LinkSpec& l = catalog.link(pcie);
+  const LinkSpec& n = catalog.link(nic);
+  const std::size_t per = gpus.size() / static_cast<std::size_t>(nics);
+  std::vector<NodeId> out;
+  for (std::size_t j = 0; j < static_cast<std::size_t>(nics); ++j) {
+    const NodeId sw = c.add_node(NodeKind::kSwitch, prefix + ".pcie" + std::to_string(j), "pcie-switch");
+    for (std::size_t g = j * per; g < (j + 1) * per; ++g) join(c, gpus[g], sw, l);
+    const NodeId card = c.add_node(NodeKind::kNic, prefix + ".nic" + std::to_string(j), n.id);
+    join(c, card, sw, l);
+    out.push_back(card);
+  }
+  return out;
+}
+
 std::vector<NodeId> add_pcie_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                   std::string_view accelerator, int gpus, std::string_view pcie) {
   positive(gpus, "GPUs per node");

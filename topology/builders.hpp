@@ -32,6 +32,14 @@ std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const 
 std::vector<NodeId> add_dgx1_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                   std::vector<NodeId>* nics = nullptr);
 
+/// NICs shared by a server's GPUs: `nics` PCIe switches ("<prefix>.pcie<j>"), each
+/// joining 8 / nics consecutive GPUs of `gpus` and one NIC ("<prefix>.nic<j>", model
+/// `nic`) on `pcie` links, as a DGX-1 pairs its GPUs with its 4 NICs. Returns the NICs,
+/// for a fabric to join. `nics` must divide the number of GPUs.
+std::vector<NodeId> add_shared_nics(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                    const std::vector<NodeId>& gpus, int nics, std::string_view pcie,
+                                    std::string_view nic);
+
 /// One server whose accelerators share a PCIe switch ("<prefix>.pcie") with the host
 /// ("<prefix>.host"): every GPU-to-GPU transfer crosses the switch on `pcie` links.
 std::vector<NodeId> add_pcie_node(Cluster& c, const Catalog& catalog, const std::string& prefix,

@@ -14,6 +14,7 @@ namespace {
 struct GpuPreset {
   const char* accelerator;
   const char* nic;
+  const char* pcie;        // the server's PCIe switches (to NICs shared by several GPUs)
   int servers_per_leaf;    // a scalable unit: one leaf per rail
   int units_per_pod;       // units under one set of spines; beyond, leaf / spine / core
   std::size_t max_spines;  // spines of a pod (0: one per leaf uplink)
@@ -34,15 +35,37 @@ void no_tpu_options(const PresetOptions& o) {
   if (o.dims) throw InputError("dims: only TPU presets have a shape; use nodes");
 }
 
+// Only the dgx-* presets let the NICs per server vary.
+void fixed_nics(const PresetOptions& o, std::string_view preset, std::string_view why) {
+  if (o.nics_per_node) {
+    throw InputError("nics_per_node: " + std::string(preset) + " " + std::string(why) + "; the dgx-a100, dgx-h100 and dgx-b200 presets take it");
+  }
+}
+
 Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) {
   no_tpu_options(o);
   const int nodes = server_count(o, 4096);
   const std::string acc = o.accelerator.value_or(p.accelerator);
   const std::string nic = o.nic.value_or(p.nic);
   (void)catalog.link(nic);  // checked even when one server needs no network
+  const int nics = o.nics_per_node.value_or(8);
+  if (nics != 1 && nics != 2 && nics != 4 && nics != 8) {
+    throw InputError("nics_per_node: expected 1, 2, 4 or 8 (NICs shared evenly by the 8 GPUs), got " + std::to_string(nics));
+  }
   Cluster c;
+  // What joins the fabric, per server: each GPU itself (its NIC is its link to the leaf),
+  // or with fewer NICs each NIC, behind a PCIe switch shared by 8 / nics GPUs (as on a
+  // DGX-1): their traffic to other servers shares that NIC.
   std::vector<std::vector<NodeId>> servers;
-  for (int n = 0; n < nodes; ++n) servers.push_back(add_nvswitch_node(c, catalog, "node" + std::to_string(n), acc, 8));
+  for (int n = 0; n < nodes; ++n) {
+    const std::string prefix = "node" + std::to_string(n);
+    std::vector<NodeId> gpus = add_nvswitch_node(c, catalog, prefix, acc, 8);
+    if (nics == 8) {
+      servers.push_back(std::move(gpus));
+      continue;
+    }
+    servers.push_back(add_shared_nics(c, catalog, prefix, gpus, nics, p.pcie, nic));
+  }
   const int pod_servers = p.servers_per_leaf * p.units_per_pod;
   if (nodes > 1 && nodes <= pod_servers) {
     add_rail_optimized(c, catalog, "net", servers, p.servers_per_leaf, 1.0, nic, nic, p.max_spines);
@@ -52,18 +75,19 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
     std::vector<std::vector<NodeId>> groups;
     const auto unit = static_cast<std::size_t>(p.servers_per_leaf);
     for (std::size_t first = 0; first < servers.size(); first += unit) {
-      for (std::size_t rail = 0; rail < 8; ++rail) {
+      for (std::size_t rail = 0; rail < servers.front().size(); ++rail) {
         groups.emplace_back();
         for (std::size_t s = first; s < std::min(servers.size(), first + unit); ++s) groups.back().push_back(servers[s][rail]);
       }
     }
-    add_three_level(c, catalog, "net", groups, 8 * p.units_per_pod, 1.0, 1.0, nic, nic);
+    add_three_level(c, catalog, "net", groups, static_cast<int>(servers.front().size()) * p.units_per_pod, 1.0, 1.0, nic, nic);
   }
   return c;
 }
 
 Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
+  fixed_nics(o, "dgx1-v100", "has its 4 NICs, each shared by two GPUs");
   const int nodes = server_count(o, 4096);
   if (o.accelerator || o.dims) throw InputError("dgx1-v100 takes no accelerator or dims (its NVLink mesh is V100's)");
   const std::string nic = o.nic.value_or("ib-edr");
@@ -77,6 +101,7 @@ Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
 
 Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
+  fixed_nics(o, "llama3-roce", "has one NIC per GPU");
   const int nodes = server_count(o, 3072);
   const std::string acc = o.accelerator.value_or("h100-sxm");
   const std::string nic = o.nic.value_or("eth-400g");
@@ -96,6 +121,7 @@ Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
 // a leaf/spine fabric of 32 servers per leaf at full bisection.
 Cluster single_gpu(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
+  fixed_nics(o, "single-gpu-ethernet", "has one NIC per server");
   const int nodes = server_count(o, 4096);
   const AcceleratorSpec& acc = catalog.accelerator(o.accelerator.value_or("v100-32gb"));
   const std::string nic = o.nic.value_or("eth-25g");
@@ -112,6 +138,7 @@ Cluster single_gpu(const Catalog& catalog, const PresetOptions& o) {
 Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vector<int> dims, const PresetOptions& o) {
   if (o.nodes) throw InputError("nodes: TPU presets take dims (e.g. 4x4x8), not nodes");
   if (o.nic) throw InputError("nic: TPU presets have no NIC to replace");
+  fixed_nics(o, "a TPU preset", "has no NICs");
   if (o.dims) dims = *o.dims;
   bool cubes = true;
   for (int d : dims) cubes = cubes && d % 4 == 0;
@@ -157,14 +184,14 @@ std::vector<PresetInfo> preset_list() {
 
 Cluster build_preset(const Catalog& catalog, std::string_view name, const PresetOptions& o) {
   if (name == "dgx1-v100") return dgx1(catalog, o);
-  if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", 20, 1, 0}, o);
-  if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", 32, 4, 16}, o);
-  if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", 32, 4, 16}, o);
+  if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", "pcie4", 20, 1, 0}, o);
+  if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", "pcie5", 32, 4, 16}, o);
+  if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", "pcie5", 32, 4, 16}, o);
   if (name == "llama3-roce") return llama3(catalog, o);
   if (name == "single-gpu-ethernet") return single_gpu(catalog, o);
   if (name == "gb200-nvl72") {
     if (o.nodes && *o.nodes != 1) throw InputError("nodes: gb200-nvl72 is one NVL72 rack; joining racks is not modelled yet");
-    if (o.dims || o.nic || o.pods) throw InputError("gb200-nvl72 takes no dims, nic or pods");
+    if (o.dims || o.nic || o.pods || o.nics_per_node) throw InputError("gb200-nvl72 takes no dims, nic, nics_per_node or pods");
     Cluster c;
     add_nvswitch_node(c, catalog, "nvl72", o.accelerator.value_or("b200"), 72);  // the accelerator's own NVLink
     return c;
@@ -207,8 +234,10 @@ Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog) {
   }
   if (cluster.has("accelerator")) o.accelerator = cluster.string("accelerator");
   if (cluster.has("nic")) o.nic = cluster.string("nic");
+  if (cluster.has("nics_per_node")) o.nics_per_node = count("nics_per_node", 8);
   cluster.known("accelerator");
   cluster.known("nic");
+  cluster.known("nics_per_node");
   cluster.known("nodes");
   cluster.known("pods");
   cluster.finish();

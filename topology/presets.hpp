@@ -41,6 +41,9 @@ struct PresetOptions {
   std::optional<int> nodes;                // servers (GPU presets); default 1
   std::optional<std::string> accelerator;  // catalog id replacing the preset's accelerator
   std::optional<std::string> nic;          // catalog link id replacing the scale-out link
+  /// dgx-* presets: scale-out NICs per server (1, 2, 4 or 8; default 8, one per GPU).
+  /// Fewer NICs are each shared by 8 / n GPUs through a PCIe switch.
+  std::optional<int> nics_per_node;
   std::optional<std::vector<int>> dims;    // TPU slice shape
   std::optional<int> pods;                 // TPU presets: pods (slices) joined over the DCN; default 1
 };
@@ -55,7 +58,8 @@ std::vector<PresetInfo> preset_list();
 class JsonObject;
 
 /// Reads a scenario's "cluster" object naming a preset: {"preset": NAME, "nodes": N,
-/// "dims": [A, B, C], "pods": N, "accelerator": ID, "nic": ID} (all but preset optional)
+/// "dims": [A, B, C], "pods": N, "accelerator": ID, "nic": ID, "nics_per_node": N} (all
+/// but preset optional)
 /// and builds it. Throws InputError naming the JSON path.
 Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog);
 

@@ -49,7 +49,7 @@ constexpr std::uint32_t kFar = std::numeric_limits<std::uint32_t>::max();
 // < r_src) are found backwards from the meeting set, each getting D - from_src. In a
 // fat tree this visits two balls of half the diameter instead of the whole cluster. The
 // nodes given a distance are listed in s.touched (reset_distances restores kFar).
-void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s) {
+void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, const std::vector<bool>* usable = nullptr) {
   if (s.dist.size() != c.node_count()) s.dist.assign(c.node_count(), kFar);
   if (s.from_src.size() != c.node_count()) s.from_src.assign(c.node_count(), kFar);
   s.touched.assign(1, dst);
@@ -71,7 +71,10 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s) {
     for (std::size_t i = begin; i < end; ++i) {
       const NodeId u = list[i];
       for (LinkId l : c.out_links(u)) {
-        const NodeId v = c.link(l).to;  // links are full duplex: the reverse exists too
+        // Links are full duplex, so the reverse of l exists too (and a mask flags both
+        // directions of a cable alike).
+        if (usable != nullptr && !(*usable)[l.value]) continue;
+        const NodeId v = c.link(l).to;
         if (mine[v.value] != kFar) continue;
         mine[v.value] = mine[u.value] + 1;
         list.push_back(v);
@@ -90,6 +93,7 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s) {
       const NodeId v = marked[i];
       if (s.from_src[v.value] == 0) continue;
       for (LinkId l : c.out_links(v)) {
+        if (usable != nullptr && !(*usable)[l.value]) continue;
         const NodeId u = c.link(l).to;
         if (s.from_src[u.value] + 1 != s.from_src[v.value] || s.dist[u.value] != kFar) continue;
         s.dist[u.value] = best - s.from_src[u.value];
@@ -138,8 +142,8 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
 }
 
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
-                                                       PathScratch& scratch) {
-  distances_to(c, src, dst, scratch);
+                                                       PathScratch& scratch, const std::vector<bool>* usable) {
+  distances_to(c, src, dst, scratch, usable);
   const std::vector<std::uint32_t>& dist = scratch.dist;
   std::vector<std::vector<LinkId>> paths;
   if (dist[src.value] != kFar) {
@@ -154,6 +158,7 @@ std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId 
       for (std::uint32_t d = 0; at != dst; ++d) {
         next.clear();
         for (LinkId l : c.out_links(at)) {
+          if (usable != nullptr && !(*usable)[l.value]) continue;
           if (dist[c.link(l).to.value] + 1 == dist[at.value]) next.push_back(l);
         }
         const LinkId pick = next[(j + (salt >> (d % 32)) + d) % next.size()];
