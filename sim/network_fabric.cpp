@@ -123,8 +123,11 @@ const std::vector<LinkId>& NetworkFabric::first_route(NodeId src, NodeId dst) {
 
 std::vector<std::vector<LinkId>> NetworkFabric::walks(NodeId src, NodeId dst, std::size_t count) {
   constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
-  const bool inside = domain_[src.value] != kNone && domain_[src.value] == domain_[dst.value];
-  return spread_shortest_paths(*cluster_, src, dst, count, scratch_, inside ? &scale_up_ : nullptr);
+  std::vector<std::vector<LinkId>> any = spread_shortest_paths(*cluster_, src, dst, count, scratch_);
+  if (domain_[src.value] == kNone || domain_[src.value] != domain_[dst.value] || any.empty()) return any;
+  // Two accelerators of one scale-up domain: its own links when they are as short.
+  std::vector<std::vector<LinkId>> inside = spread_shortest_paths(*cluster_, src, dst, count, scratch_, &scale_up_);
+  return !inside.empty() && inside.front().size() == any.front().size() ? inside : any;
 }
 
 double NetworkFabric::route_latency(std::span<const LinkId> route) const {

@@ -45,10 +45,11 @@ class NetworkFabric {
   [[nodiscard]] double latency(LinkId l) const { return latency_[l.value]; }    // s
 
   /// Candidate routes from src to dst (at least one; one empty route when src == dst).
-  /// Two accelerators of one scale-up domain are joined over its scale-up links only,
-  /// as NCCL and CUDA peer-to-peer copies take NVLink, even where another way is as
-  /// short (two GPUs behind one PCIe switch and NIC). Throws GraphError when dst cannot
-  /// be reached. The spans stay valid while the fabric lives.
+  /// Two accelerators of one scale-up domain are joined over its scale-up links only
+  /// when those give a minimum-hop route, as NCCL and CUDA peer-to-peer copies take
+  /// NVLink where another way is as short (two GPUs behind one PCIe switch and NIC).
+  /// Throws GraphError when dst cannot be reached. The spans stay valid while the
+  /// fabric lives.
   const std::vector<std::vector<LinkId>>& routes(NodeId src, NodeId dst);
   /// routes(src, dst).front(), the route the analytical model takes, found without the
   /// other candidates when they are not cached (one walk instead of kMaxCandidates).
@@ -73,7 +74,8 @@ class NetworkFabric {
   std::vector<double> latency_;
   std::vector<std::uint32_t> domain_;  // per node; max() for nodes that are not accelerators
   std::vector<bool> scale_up_;          // per directed link
-  // The walks between src and dst: inside their scale-up domain when they share one.
+  // The walks between src and dst: inside their scale-up domain when they share one
+  // and it holds a minimum-hop route.
   std::vector<std::vector<LinkId>> walks(NodeId src, NodeId dst, std::size_t count);
   std::unique_ptr<ShortestPathRouter> torus_router_;
   std::vector<bool> in_torus_;

@@ -278,6 +278,28 @@ TEST_CASE("DGX servers with fewer NICs than GPUs share each NIC behind a PCIe sw
   CHECK(a.link_count() == b.link_count());
 }
 
+TEST_CASE("inside a scale-up domain NVLink wins ties, but no longer NVLink detour is taken") {
+  // Expected: four GPUs in an NVLink chain g0-g1-g2-g3, and a PCIe switch joining g0, g2
+  // and g3. g0 to g2: two hops either way, the route takes NVLink (through g1). g0 to g3:
+  // three NVLink hops against two through the switch, the route takes the switch.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  std::vector<NodeId> g;
+  for (int i = 0; i < 4; ++i) g.push_back(c.add_node(NodeKind::kAccelerator, "g" + std::to_string(i), "a100-80gb"));
+  for (int i = 0; i + 1 < 4; ++i) c.connect(g[i], g[i + 1], BytesPerSecond(300e9), Seconds(1e-6), "nvlink3");
+  const NodeId sw = c.add_node(NodeKind::kSwitch, "sw", "pcie-switch");
+  for (int i : {0, 2, 3}) c.connect(g[i], sw, BytesPerSecond(31.5e9), Seconds(1e-6), "pcie4");
+  NetworkFabric f(c, cat);
+  for (const auto& route : f.routes(g[0], g[2])) {
+    REQUIRE(route.size() == 2);
+    CHECK(c.link(route[0]).kind == "nvlink3");
+    CHECK(c.link(route[1]).kind == "nvlink3");
+  }
+  const auto& direct = f.first_route(g[0], g[3]);
+  REQUIRE(direct.size() == 2);
+  CHECK(c.link(direct[0]).kind == "pcie4");
+}
+
 TEST_CASE("topology stats against closed forms") {
   // Expected: a k-ary n-torus cut in half across its first dimension loses 2 k^(n-1)
   // cables (k^(n-1) without wraparound): for 4x4x4 at 45 GB/s, 2 x 16 x 45 = 1440 GB/s

@@ -60,7 +60,8 @@ struct PathScratch {
 /// hop on (walks that take a different next hop at every level, as ECMP hashing spreads
 /// flows over spines and cores), deterministic for a given (src, dst). Empty when dst
 /// cannot be reached; one empty path when src == dst.
-/// With `usable` (one flag per directed link), only the flagged links are searched.
+/// With `usable` (one flag per directed link, both directions of a cable alike), only
+/// the flagged links are searched.
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
                                                        PathScratch& scratch, const std::vector<bool>* usable = nullptr);
 
