@@ -17,7 +17,7 @@ class variables_map;
 
 namespace ddlsim {
 
-/// Adds --preset, --nodes, --dims, --pods, --accelerator, --nic, --catalog and --file.
+/// Adds --preset, --nodes, --dims, --pods, --accelerator, --nic, --nics-per-node, --catalog and --file.
 void add_cluster_options(boost::program_options::options_description& d);
 
 struct LoadedCluster {

@@ -26,6 +26,39 @@ struct Edge {
 };
 
 
+// How many of the transfers between these pairs, running side by side, must share one
+// bottleneck link (a link of its route's smallest capacity): each pair in turn takes,
+// among its candidate routes, the one whose bottleneck links carry the fewest so far (as
+// adaptive routing spreads them). Parallel rings that leave a server through fewer NICs
+// than rings share them; rails of their own share nothing.
+double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, NodeId>>& pairs) {
+  std::map<std::uint32_t, int> uses;
+  int most = 1;
+  for (const auto& [a, b] : pairs) {
+    const std::vector<LinkId>* pick = nullptr;
+    int pick_load = std::numeric_limits<int>::max();
+    for (const auto& r : f.routes(a, b)) {
+      const double low = f.route_capacity(r);
+      int load = 0;
+      for (LinkId l : r) {
+        if (f.capacity(l) != low) continue;
+        const auto it = uses.find(l.value);
+        load = std::max(load, it == uses.end() ? 0 : it->second);
+      }
+      if (load < pick_load) {
+        pick = &r;
+        pick_load = load;
+      }
+    }
+    if (pick == nullptr) continue;
+    const double low = f.route_capacity(*pick);
+    for (LinkId l : *pick) {
+      if (f.capacity(l) == low) most = std::max(most, ++uses[l.value]);
+    }
+  }
+  return most;
+}
+
 double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
                 int channels) {
   using Op = CollectiveOp;
@@ -44,7 +77,20 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         if (local.size() > 1) out.add(f, node(l.back()), node(next.front()));
         else if (l.size() > 1) in.add(f, node(l.back()), node(l.front()));
       }
-      const double bw = std::min(in.capacity, out.seen ? out.capacity * channels : in.capacity);
+      // Channel c leaves the first domain at the rank before its c-th and enters the next
+      // at its c-th (ring_orders); channels that leave through one NIC share it.
+      double shared = 1.0;
+      if (local.size() > 1 && channels > 1) {
+        std::vector<std::pair<NodeId, NodeId>> crossings;
+        const auto& from = local[0];
+        const auto& to = local[1];
+        for (int c = 0; c < channels; ++c) {
+          const auto k = static_cast<std::size_t>(c);
+          crossings.emplace_back(node(from[(k + from.size() - 1) % from.size()]), node(to[k % to.size()]));
+        }
+        shared = bottleneck_sharing(f, crossings);
+      }
+      const double bw = std::min(in.capacity, out.seen ? out.capacity * channels / shared : in.capacity);
       const double lat = std::max(in.latency, out.latency);
       switch (op) {
         case Op::kAllReduce: return 2.0 * (P - 1.0) * (lat + S / P / bw);
@@ -97,7 +143,14 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       Edge in, out;
       for (std::size_t k = 0; k + 1 < local.front().size(); ++k) in.add(f, node(local[0][k]), node(local[0][k + 1]));
       out.add(f, node(local[0][0]), node(local[1][0]));
-      return 2.0 * in.steps(G - 1.0, S / G) + out.steps(2.0 * (N - 1.0), S / G / N);
+      // The G rings across domains run side by side, rank k of each domain in ring k;
+      // rings that leave through one NIC share it.
+      std::vector<std::pair<NodeId, NodeId>> crossings;
+      for (std::size_t k = 0; k < local.front().size() && k < local[1].size(); ++k) {
+        crossings.emplace_back(node(local[0][k]), node(local[1][k]));
+      }
+      const double shared = bottleneck_sharing(f, crossings);
+      return 2.0 * in.steps(G - 1.0, S / G) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
     }
     case CollectiveAlgorithm::kTorus: {
       double t = 0.0, shard = S;

@@ -46,6 +46,14 @@ NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog) : c
 NetworkFabric::NetworkFabric(const Cluster& cluster, std::vector<double> efficiency, const std::vector<bool>& scale_up)
     : cluster_(&cluster) {
   if (efficiency.size() != cluster.link_count()) throw GraphError("NetworkFabric: one efficiency per directed link expected");
+  if (!scale_up.empty()) {
+    if (scale_up.size() != cluster.link_count()) throw GraphError("NetworkFabric: one scale-up flag per directed link expected");
+    // Route searches read the flags both ways along a cable (connect() adds a -> b, then
+    // b -> a), so both directions must agree.
+    for (std::size_t l = 0; l + 1 < scale_up.size(); l += 2) {
+      if (scale_up[l] != scale_up[l + 1]) throw GraphError("NetworkFabric: a cable's two directions must agree on scale-up");
+    }
+  }
   init(std::move(efficiency), scale_up.empty() ? std::vector<bool>(cluster.link_count(), false) : scale_up);
 }
 
@@ -123,11 +131,15 @@ const std::vector<LinkId>& NetworkFabric::first_route(NodeId src, NodeId dst) {
 
 std::vector<std::vector<LinkId>> NetworkFabric::walks(NodeId src, NodeId dst, std::size_t count) {
   constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::vector<LinkId>> any = spread_shortest_paths(*cluster_, src, dst, count, scratch_);
-  if (domain_[src.value] == kNone || domain_[src.value] != domain_[dst.value] || any.empty()) return any;
-  // Two accelerators of one scale-up domain: its own links when they are as short.
+  if (domain_[src.value] == kNone || domain_[src.value] != domain_[dst.value]) {
+    return spread_shortest_paths(*cluster_, src, dst, count, scratch_);
+  }
+  // Two accelerators of one scale-up domain: its own links when they are as short as
+  // any other way.
   std::vector<std::vector<LinkId>> inside = spread_shortest_paths(*cluster_, src, dst, count, scratch_, &scale_up_);
-  return !inside.empty() && inside.front().size() == any.front().size() ? inside : any;
+  const std::vector<std::vector<LinkId>> any = spread_shortest_paths(*cluster_, src, dst, 1, scratch_);
+  if (!inside.empty() && !any.empty() && inside.front().size() == any.front().size()) return inside;
+  return any.empty() || count == 1 ? any : spread_shortest_paths(*cluster_, src, dst, count, scratch_);
 }
 
 double NetworkFabric::route_latency(std::span<const LinkId> route) const {

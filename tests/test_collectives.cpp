@@ -330,6 +330,26 @@ TEST_CASE("DGX A100 nodes sharing fewer NICs: inter-node busbw in proportion to 
   CHECK(ring_busbw("dgx-a100", 2, 8e9, 1, 8) == Approx(ring_busbw("dgx-a100", 1, 8e9)).epsilon(1e-9));
 }
 
+TEST_CASE("the selector's estimate counts the rings that share a NIC") {
+  // Expected: a 1 GiB all-reduce over 4 DGX A100 with 8, 4, 2 or 1 NICs per node: the
+  // selector's closed-form estimate of its choice is within 10% of the flow replay of
+  // that choice, so it sees that 8 rings leaving a node through n NICs share them (had it
+  // priced each ring on a NIC of its own, its estimate would be up to 8 times short).
+  const Catalog cat = Catalog::builtin();
+  for (int nics : {8, 4, 2, 1}) {
+    INFO(nics, " NICs per node");
+    PresetOptions o;
+    o.nodes = 4;
+    o.nics_per_node = nics;
+    Cluster c = build_preset(cat, "dgx-a100", o);
+    NetworkFabric f(c, cat);
+    const CollectiveGroup g = CollectiveGroup::of(f);
+    const CollectiveChoice pick = choose_algorithm(f, g, CollectiveOp::kAllReduce, kGiB);
+    const auto s = spec(CollectiveOp::kAllReduce, pick.algorithm, kGiB, 0, pick.channels);
+    CHECK(pick.estimate == Approx(collective_time(f, g, s)).epsilon(0.10));
+  }
+}
+
 TEST_CASE("DGX-1: rings follow the hybrid cube-mesh's NVLinks, as NCCL's search lays them") {
   // Expected: rank order 0..7 steps from GPU 3 to GPU 4, which no NVLink joins, so the
   // group gets direct rings: the cycle over the eight double NVLinks (0-3-2-1-5-6-7-4)

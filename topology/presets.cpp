@@ -35,9 +35,10 @@ void no_tpu_options(const PresetOptions& o) {
   if (o.dims) throw InputError("dims: only TPU presets have a shape; use nodes");
 }
 
-// Only the dgx-* presets let the NICs per server vary.
-void fixed_nics(const PresetOptions& o, std::string_view preset, std::string_view why) {
-  if (o.nics_per_node) {
+// Only the dgx-* presets let the NICs per server vary; the others take their own count
+// (`own`; 0: none) and refuse any other.
+void fixed_nics(const PresetOptions& o, std::string_view preset, std::string_view why, int own) {
+  if (o.nics_per_node && *o.nics_per_node != own) {
     throw InputError("nics_per_node: " + std::string(preset) + " " + std::string(why) + "; the dgx-a100, dgx-h100 and dgx-b200 presets take it");
   }
 }
@@ -87,7 +88,7 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
 
 Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
-  fixed_nics(o, "dgx1-v100", "has its 4 NICs, each shared by two GPUs");
+  fixed_nics(o, "dgx1-v100", "has its 4 NICs, each shared by two GPUs", 4);
   const int nodes = server_count(o, 4096);
   if (o.accelerator || o.dims) throw InputError("dgx1-v100 takes no accelerator or dims (its NVLink mesh is V100's)");
   const std::string nic = o.nic.value_or("ib-edr");
@@ -101,7 +102,7 @@ Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
 
 Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
-  fixed_nics(o, "llama3-roce", "has one NIC per GPU");
+  fixed_nics(o, "llama3-roce", "has one NIC per GPU (8 per server)", 8);
   const int nodes = server_count(o, 3072);
   const std::string acc = o.accelerator.value_or("h100-sxm");
   const std::string nic = o.nic.value_or("eth-400g");
@@ -121,7 +122,7 @@ Cluster llama3(const Catalog& catalog, const PresetOptions& o) {
 // a leaf/spine fabric of 32 servers per leaf at full bisection.
 Cluster single_gpu(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
-  fixed_nics(o, "single-gpu-ethernet", "has one NIC per server");
+  fixed_nics(o, "single-gpu-ethernet", "has one NIC per server", 1);
   const int nodes = server_count(o, 4096);
   const AcceleratorSpec& acc = catalog.accelerator(o.accelerator.value_or("v100-32gb"));
   const std::string nic = o.nic.value_or("eth-25g");
@@ -138,7 +139,7 @@ Cluster single_gpu(const Catalog& catalog, const PresetOptions& o) {
 Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vector<int> dims, const PresetOptions& o) {
   if (o.nodes) throw InputError("nodes: TPU presets take dims (e.g. 4x4x8), not nodes");
   if (o.nic) throw InputError("nic: TPU presets have no NIC to replace");
-  fixed_nics(o, "a TPU preset", "has no NICs");
+  fixed_nics(o, "a TPU preset", "has no NICs", 0);
   if (o.dims) dims = *o.dims;
   bool cubes = true;
   for (int d : dims) cubes = cubes && d % 4 == 0;
@@ -234,7 +235,14 @@ Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog) {
   }
   if (cluster.has("accelerator")) o.accelerator = cluster.string("accelerator");
   if (cluster.has("nic")) o.nic = cluster.string("nic");
-  if (cluster.has("nics_per_node")) o.nics_per_node = count("nics_per_node", 8);
+  if (cluster.has("nics_per_node")) {
+    const std::int64_t v = cluster.positive_int("nics_per_node");
+    if (v != 1 && v != 2 && v != 4 && v != 8) {
+      throw InputError(cluster.field_path("nics_per_node") + ": expected 1, 2, 4 or 8 (NICs shared evenly by the 8 GPUs), got " +
+                       std::to_string(v));
+    }
+    o.nics_per_node = static_cast<int>(v);
+  }
   cluster.known("accelerator");
   cluster.known("nic");
   cluster.known("nics_per_node");
