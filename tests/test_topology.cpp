@@ -388,6 +388,15 @@ TEST_CASE("explicit topologies: a JSON round trip gives the same cluster") {
   const auto sa = topology_stats(a), sb = topology_stats(b);
   CHECK(sb.bisection_gbytes_per_s == Approx(sa.bisection_gbytes_per_s));
   CHECK(sb.diameter_hops == sa.diameter_hops);
+  // DGX H100 servers sharing 2 NICs each (PCIe 5 switches, NIC nodes) survive it too.
+  PresetOptions shared = with_nodes(2);
+  shared.nics_per_node = 2;
+  const Cluster n = build_preset(cat, "dgx-h100", shared);
+  const std::string ntext = write_explicit_topology(n);
+  const Cluster nb = read_explicit_topology(nlohmann::json::parse(ntext), cat, "n.json");
+  CHECK(write_explicit_topology(nb) == ntext);
+  CHECK(topology_stats(nb).links_by_kind.at("pcie5").cables == 2 * (8 + 2));
+  CHECK(topology_stats(nb).bisection_gbytes_per_s == Approx(2 * 50.0));
 }
 
 TEST_CASE("explicit topologies keep the tori, so routing and bisection survive a round trip") {
