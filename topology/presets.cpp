@@ -169,10 +169,12 @@ Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vec
 std::vector<PresetInfo> preset_list() {
   return {
       {"dgx1-v100", "DGX-1 servers (8 x V100 in NVLink 2's hybrid cube-mesh), 4 EDR NICs per server, rail-optimized"},
-      {"dgx-a100", "DGX A100 servers (8 x A100 80GB, NVSwitch), HDR per GPU, rail-optimized units of 20 "
-                   "servers; beyond one unit a Selene-like leaf/spine/core"},
-      {"dgx-h100", "DGX H100 servers (8 x H100, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
-      {"dgx-b200", "DGX B200 servers (8 x B200, NVSwitch), NDR per GPU, rail-optimized, 32 servers per leaf"},
+      {"dgx-a100", "DGX A100 servers (8 x A100 80GB, NVSwitch), HDR per GPU (or nics_per_node 1, 2, 4 shared over "
+                   "PCIe), rail-optimized units of 20 servers; beyond one unit a Selene-like leaf/spine/core"},
+      {"dgx-h100", "DGX H100 servers (8 x H100, NVSwitch), NDR per GPU (or nics_per_node 1, 2, 4 shared over PCIe), "
+                   "rail-optimized, 32 servers per leaf"},
+      {"dgx-b200", "DGX B200 servers (8 x B200, NVSwitch), NDR per GPU (or nics_per_node 1, 2, 4 shared over PCIe), "
+                   "rail-optimized, 32 servers per leaf"},
       {"llama3-roce", "Meta Llama 3: 8 x H100 servers, 400 GbE RoCE per GPU, 3-level Clos, 1:7 between pods"},
       {"gb200-nvl72", "GB200 NVL72: 72 B200 in one NVLink 5 domain"},
       {"single-gpu-ethernet", "servers of one GPU each (default V100 32GB), one NIC each (default 25 GbE over TCP), "
