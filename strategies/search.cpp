@@ -83,7 +83,6 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                      const ComputeModel& compute) {
   const StageCosts c = stage_costs(model, p, compute);
   const std::vector<int> layers = stage_layer_counts(p, model);
-  const double L = *std::max_element(layers.begin(), layers.end());
   std::vector<std::uint32_t> tp_ranks, dp_ranks;
   for (int k = 0; k < p.tp; ++k) tp_ranks.push_back(mesh_rank(p, 0, 0, k));
   for (int d = 0; d < p.dp; ++d) dp_ranks.push_back(mesh_rank(p, d, 0, 0));
@@ -100,39 +99,90 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
   // b for a layer that recomputes (fully, with its all-reduces again, or selectively),
   // kept for one past a full-recompute plan's recompute_layers.
-  double f = (c.attention.forward + c.mlp.forward).value() + ars * ar;
+  const double f = (c.attention.forward + c.mlp.forward).value() + ars * ar;
   const bool full = p.recompute == Recompute::kFull;
   const double plain = (c.attention.backward + c.mlp.backward).value() + ars * ar;
-  double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar : 0.0);
-  double kept = full ? plain : b;
+  const double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar : 0.0);
+  const double kept = full ? plain : b;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   double stage_params = 0;
   for (const DeviceMemory& d : mem) stage_params = std::max(stage_params, d.parameters);
-  if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) {
-    // Each layer's weights gathered for forward and backward, its gradients scattered,
-    // within a shard group; with hybrid sharding each gradient shard is then all-reduced
-    // across the replicas.
-    const double bytes = c.layer_params * kGradientBytes;
-    const int s = shard_size(p);
-    const std::vector<std::uint32_t> group(dp_ranks.begin(), dp_ranks.begin() + s);
-    const double ag = s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, bytes) : 0.0;
-    double rs = s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, bytes) : 0.0;
-    if (s < p.dp) {
-      std::vector<std::uint32_t> replicas;
-      for (int d = 0; d < p.dp; d += s) replicas.push_back(dp_ranks[static_cast<std::size_t>(d)]);
-      rs += collective(fabric, replicas, CollectiveOp::kAllReduce, bytes / s);
+  // ZeRO-3: each unit's weights (the embedding, a layer, the output layer) gathered for
+  // its forward and its backward, its gradients scattered after its backward, within a
+  // shard group; with hybrid sharding each gradient shard is then all-reduced across the
+  // replicas. A unit's gather runs while the unit before it computes, so a pass takes the
+  // first gather and then, per unit, the longer of its compute and the next gather (and,
+  // in backward, its own scatter).
+  const bool zero3 = p.dp_mode == DataParallelMode::kZero3 && p.dp > 1;
+  const int s = shard_size(p);
+  const std::vector<std::uint32_t> group(dp_ranks.begin(), dp_ranks.begin() + s);
+  std::vector<std::uint32_t> replicas;
+  for (int d = 0; zero3 && s < p.dp && d < p.dp; d += s) replicas.push_back(dp_ranks[static_cast<std::size_t>(d)]);
+  auto gather = [&](double params) {
+    return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, params * kGradientBytes) : 0.0;
+  };
+  auto scatter = [&](double params) {
+    if (!zero3) return 0.0;
+    const double bytes = params * kGradientBytes;
+    double t = s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, bytes) : 0.0;
+    if (!replicas.empty()) t += collective(fabric, replicas, CollectiveOp::kAllReduce, bytes / s);
+    return t;
+  };
+  const double ag_layer = gather(c.layer_params), rs_layer = scatter(c.layer_params);
+  const double ag_first = gather(c.first_params), rs_first = scatter(c.first_params);
+  const double ag_last = gather(c.last_params), rs_last = scatter(c.last_params);
+  struct Unit {
+    double compute, gather, scatter;
+  };
+  // One pass over a device's units in order: first gather, then per unit the longer of
+  // its compute and the next unit's gather plus its own scatter.
+  auto pass = [](const std::vector<Unit>& us) {
+    double t = us.empty() ? 0.0 : us.front().gather;
+    for (std::size_t j = 0; j < us.size(); ++j) {
+      const double next = j + 1 < us.size() ? us[j + 1].gather : 0.0;
+      t += std::max(us[j].compute, next + us[j].scatter);
     }
-    f = std::max(f, ag);
-    b = std::max(b, ag + rs);
-    kept = std::max(kept, ag + rs);
+    return t;
+  };
+  // Each device's forward and backward per micro-batch: its layers, and the embedding on
+  // the first and the output layer and loss on the last (one device holds both without a
+  // pipeline). The busiest sets the pace once the pipeline is full; filling and draining
+  // it takes every other device's time once (the stages need not be alike: a balanced
+  // partition gives the first ones the extra layers, and the output layer can weigh more
+  // than a layer).
+  double F = 0, B = 0, all = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const int Li = layers[i];
+    const int Ri = stage_recomputed_layers(p, layers[i]);  // its recomputing layers
+    const bool first = i == 0, last = i + 1 == layers.size();
+    // With interleaving the device runs v model chunks, each pass of each chunk with its
+    // own first gather and its own send.
+    const int chunks = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
+    const int per_chunk = Li / chunks, recomputing = Ri / chunks;
+    double Fi = 0, Bi = 0;
+    for (int k = 0; k < chunks; ++k) {
+      const bool embedding = first && k == 0, output = last && k == chunks - 1;
+      std::vector<Unit> fwd, bwd;
+      if (embedding) fwd.push_back({c.first_forward.value(), ag_first, 0.0});
+      for (int l = 0; l < per_chunk; ++l) fwd.push_back({f, ag_layer, 0.0});
+      if (output) fwd.push_back({c.last_forward.value(), ag_last, 0.0});
+      if (output) bwd.push_back({c.last_backward.value(), ag_last, rs_last});
+      for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer});
+      if (embedding) bwd.push_back({c.first_backward.value(), ag_first, rs_first});
+      Fi += pass(fwd) + send;
+      Bi += pass(bwd) + send;
+    }
+    all += Fi + Bi;
+    if (Fi + Bi > F + B) {
+      F = Fi;
+      B = Bi;
+    }
   }
-  const double extra_f = std::max(c.first_forward, c.last_forward).value();
-  const double extra_b = std::max(c.first_backward, c.last_backward).value();
   const double m = static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
-  const double R = stage_recomputed_layers(p, static_cast<int>(L));  // the busiest stage's recomputing layers
-  const double F = L * f + extra_f + send, B = R * b + (L - R) * kept + extra_b + send;
-  double step = (m + (p.pp - 1) / v) * (F + B);
+  // m slots of the busiest, and the others' fill and drain (over v with interleaving):
+  // (m + (pp - 1) / v) (F + B) when the stages are alike.
+  double step = m * (F + B) + (all - (F + B)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double grads = stage_params * kGradientBytes;
     double dp_time = 0;

@@ -3,10 +3,13 @@
 // by a closed-form step-time estimate, so that only the most promising few need a replay.
 //
 // The estimate (estimate_step) is the analytical cost model of the search, in the
-// spirit of Calculon and AutoDDL's: per micro-batch, the busiest pipeline stage's forward
-// F and backward B (its layers' operator times from the compute model, the tensor-
-// parallel all-reduces at their analytical collective time, and a pipeline send each
-// way); the pipeline takes (m + (pp - 1)/v)(F + B); the data-parallel reduction adds
+// spirit of Calculon and AutoDDL's: per micro-batch, each pipeline stage's forward F_i
+// and backward B_i (its layers' operator times from the compute model, the tensor-
+// parallel all-reduces at their analytical collective time, a pipeline send each way,
+// and the embedding on the first stage and the output layer and loss on the last); the
+// pipeline takes m slots of the busiest stage and every other stage's time once to fill
+// and drain, over v with interleaving: m max(F_i + B_i) + (sum (F_i + B_i) - max) / v,
+// which is (m + (pp - 1)/v)(F + B) when the stages are alike; the data-parallel reduction adds
 // what of it does not hide behind the last micro-batch's backward (all of it without
 // overlap); ZeRO-3 replaces each layer's compute c with max(c, its gathers and scatters);
 // the optimizer step adds its memory-bound time. It ignores contention and the pipeline's

@@ -30,6 +30,8 @@ struct StageCosts {
   double tp_bytes = 0.0;     // one tensor-parallel all-reduce: micro_batch x seq x hidden activations
   double p2p_bytes = 0.0;    // activations sent between stages per micro-batch and tp rank
   double layer_params = 0.0;  // parameters of one layer on one device
+  double first_params = 0.0;  // the embedding's (and position table's) on one device of the first stage
+  double last_params = 0.0;   // the final norm's and output layer's (a copy of a tied embedding when split) on the last
 };
 
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute);

@@ -83,7 +83,7 @@ class StepLowering {
 
   std::vector<Unit> units(int s, bool forward) const {
     std::vector<Unit> u;
-    if (s == 0) u.push_back({UnitKind::kEmbedding, 1, embedding_params()});
+    if (s == 0) u.push_back({UnitKind::kEmbedding, 1, costs_.first_params});
     const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
     const int recomputed = recomputed_layers(p_, layers);  // the chunk's first ones
     if (forward && p_.tp == 1 && !zero3_) {
@@ -91,7 +91,7 @@ class StepLowering {
     } else {
       for (int l = 0; l < layers; ++l) u.push_back({UnitKind::kLayers, 1, costs_.layer_params, l < recomputed});
     }
-    if (s == stages_ - 1) u.push_back({UnitKind::kOutput, 1, output_params()});
+    if (s == stages_ - 1) u.push_back({UnitKind::kOutput, 1, costs_.last_params});
     return u;
   }
 
@@ -370,16 +370,6 @@ class StepLowering {
     out_.last_backward[grp] = last_exit;
   }
 
-  double embedding_params() const {
-    return static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp +
-           (m_.learned_positions ? static_cast<double>(m_.seq) * static_cast<double>(m_.hidden) : 0.0);
-  }
-  // The final norm and the output layer (a copy of a tied embedding when it is split).
-  double output_params() const {
-    const double norm = static_cast<double>(m_.hidden) * (m_.family == TransformerConfig::Family::kGpt ? 2.0 : 1.0);
-    const double out = (!m_.tied_embedding || p_.pp > 1) ? static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp : 0.0;
-    return norm + out;
-  }
 
   // Gradients become final in the last micro-batch's backward, in program order; every
   // replica produces the same sequence.

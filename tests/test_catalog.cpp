@@ -1,12 +1,14 @@
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include "support/input_error.hpp"
 #include "topology/catalog.hpp"
 
 using namespace ddlsim;
-using doctest::Approx;
+using ddlsim::test::Approx;
 
 TEST_CASE("the built-in catalog holds the published figures") {
   // Expected (shared/hardware.md, from the vendors' datasheets): A100 80GB bf16 312

@@ -2,6 +2,8 @@
 // output files, and one test per kind of bad input (exact one-line error, exit 2).
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -17,7 +19,7 @@
 
 using namespace ddlsim;
 namespace fs = std::filesystem;
-using doctest::Approx;
+using ddlsim::test::Approx;
 using namespace ddlsim_test;
 
 namespace {
@@ -817,16 +819,16 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   const double flops = 96 * B * seq * l * h * h * (1 + seq / (6 * h) + V / (16 * l * h));
   const auto ptdp = find("Megatron-LM 174.6B (Table 2)", "PTD-P tp 8 x pp 12 x dp 4");
   CHECK(ptdp.gpus == 384);
-  CHECK(ptdp.measured == doctest::Approx(flops / (153e12 * 384)));
-  CHECK(ptdp.measured == doctest::Approx(76.78).epsilon(1e-3));
+  CHECK(ptdp.measured == ddlsim::test::Approx(flops / (153e12 * 384)));
+  CHECK(ptdp.measured == ddlsim::test::Approx(76.78).epsilon(1e-3));
   CHECK(find("BLOOM 176B", "tp 4").measured == 104.7);
-  CHECK(find("PaLM 540B", "tp 12").measured == doctest::Approx(2048.0 * 2048 / 238300));
+  CHECK(find("PaLM 540B", "tp 12").measured == ddlsim::test::Approx(2048.0 * 2048 / 238300));
   // The cheapest point replayed: a ring all-reduce between two nodes over one EDR link
   // each is that link's bandwidth, 12.5 GB/s x the catalog's InfiniBand efficiency 0.94 =
   // 11.75 GB/s, to within its latency (8 GiB: far below 0.1%).
   for (auto c : nccl) {
     if (c.label.find("one V100 and one EDR") == std::string::npos) continue;
-    CHECK(c.predict(c, std::nullopt) == doctest::Approx(11.75).epsilon(1e-3));
+    CHECK(c.predict(c, std::nullopt) == ddlsim::test::Approx(11.75).epsilon(1e-3));
     CHECK(c.gpus == 2);
   }
 }

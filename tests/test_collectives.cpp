@@ -2,6 +2,8 @@
 // and bus bandwidth against measured NCCL figures (shared/validation/nccl_busbw.md).
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <cmath>
 #include <map>
 #include <optional>
@@ -15,7 +17,7 @@
 
 using namespace ddlsim;
 using namespace ddlsim::test;
-using doctest::Approx;
+using ddlsim::test::Approx;
 
 namespace {
 

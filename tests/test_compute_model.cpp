@@ -1,6 +1,8 @@
 // The compute cost model: roofline terms, shape-dependent GEMM efficiency, calibration.
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include "sim/compute_model.hpp"
@@ -8,7 +10,7 @@
 #include "topology/catalog.hpp"
 
 using namespace ddlsim;
-using doctest::Approx;
+using ddlsim::test::Approx;
 
 namespace {
 const Operator& only_op(const OperatorGraph& g) { return g.ops().back(); }

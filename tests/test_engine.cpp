@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <sstream>
 
 #include "engine_fixtures.hpp"
@@ -10,7 +12,7 @@
 
 using namespace ddlsim;
 using ddlsim::test::Rig;
-using doctest::Approx;
+using ddlsim::test::Approx;
 
 TEST_CASE("a chain runs back to back") {
   // Expected: tasks of 1, 2 and 3 s in a chain on one stream start at 0, 1, 3; the

@@ -3,12 +3,14 @@
 // file) for each kind of mistake, a cycle included.
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_fixtures.hpp"
 
 using namespace ddlsim_test;
-using doctest::Approx;
+using ddlsim::test::Approx;
 namespace fs = std::filesystem;
 
 namespace {

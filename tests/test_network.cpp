@@ -1,6 +1,8 @@
 // The network models against textbook max-min cases and their own closed forms.
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <map>
 
 #include "network_fixtures.hpp"
@@ -10,7 +12,7 @@
 
 using namespace ddlsim;
 using namespace ddlsim::test;
-using doctest::Approx;
+using ddlsim::test::Approx;
 
 namespace {
 TaskId transfer(TaskGraph& g, NodeId a, NodeId b, double bytes) {

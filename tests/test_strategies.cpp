@@ -2,6 +2,8 @@
 // published formulas.
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <array>
 #include <map>
 #include <memory>
@@ -23,7 +25,7 @@
 #include "workloads/transformer.hpp"
 
 using namespace ddlsim;
-using doctest::Approx;
+using ddlsim::test::Approx;
 
 namespace {
 double graph_layer_saved(const TransformerConfig& c, std::int64_t b) {
@@ -832,11 +834,30 @@ TEST_CASE("the mesh's axis order decides which ranks share a server") {
   CHECK_THROWS_WITH_AS(rig.lower(m, p), "order must name each of tp, pp and dp once", InputError);
 }
 
+TEST_CASE("the estimate takes the busiest stage, which need not be the one with the output layer") {
+  // Expected: 7 layers over 2 stages split 4 + 3, with a vocabulary of half the layer's
+  // 12 h weights (the output layer about half a layer's GEMM work): the first stage (4
+  // layers and the embedding lookup) is the busiest, not the last (3 layers, the output
+  // layer and the loss). With 16 micro-batches the step is about 16 of the first
+  // stage's slots and one of the last's; the estimate prices them so and is within 3% of
+  // the analytical replay. (Putting the output layer on the 4-layer stage, 17 slots of
+  // it, was about 12% above.)
+  StepRig rig("dgx-a100", 1);
+  const TransformerConfig m = gpt_config("g", 7, 2048, 16, 1024, 12288);
+  ParallelPlan p;
+  p.pp = 2;
+  p.global_batch = 16;
+  LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
+  const double replayed = rig.run(s);
+  CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(replayed).epsilon(0.03));
+}
+
 TEST_CASE("the grid holds only valid plans, each once, and the estimate follows the replay") {
   // Expected: on 2 DGX A100s (16 GPUs) for a 16-head, 8-layer GPT, every grid plan passes
   // plan_problem, uses all 16 GPUs, and appears once; the Megatron PTD-P plan tp 4 x pp 2
   // x dp 2 is among them; and the closed-form estimate lies within 15% of the analytical
-  // replay for a spread of plans (data, tensor, pipeline, ZeRO-3, interleaved).
+  // replay for a spread of plans (data, tensor, pipeline, ZeRO-3, interleaved). (Over all
+  // 735 plans the worst was 17.3%, an interleaved ZeRO-3 plan, when this was written.)
   StepRig rig("dgx-a100", 2);
   const TransformerConfig m = gpt_config("g", 8, 2048, 16, 1024, 32000);
   SearchSpace space;

@@ -3,6 +3,8 @@
 // and the files figures are drawn from (`run --links`, search convergence).
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -203,8 +205,8 @@ TEST_CASE("run --links: every link that carried bytes, its utilization as the re
   const auto& top = j["strategies"][0]["most_utilized_links"][0];
   CHECK(rows[1][0] == "dp");
   CHECK(rows[1][1] == top["link"].get<std::string>());
-  CHECK(std::stod(rows[1][3]) == doctest::Approx(top["bytes"].get<double>()));
-  CHECK(std::stod(rows[1][4]) == doctest::Approx(top["utilization"].get<double>()));
+  CHECK(std::stod(rows[1][3]) == ddlsim::test::Approx(top["bytes"].get<double>()));
+  CHECK(std::stod(rows[1][4]) == ddlsim::test::Approx(top["utilization"].get<double>()));
   for (std::size_t i = 2; i < rows.size(); ++i) CHECK(std::stod(rows[i][4]) <= std::stod(rows[i - 1][4]));
 }
 

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <cstdlib>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -13,7 +15,7 @@
 #include "topology/routing.hpp"
 
 using namespace ddlsim;
-using doctest::Approx;
+using ddlsim::test::Approx;
 
 namespace {
 std::size_t degree(const Cluster& c, NodeId n) { return c.out_links(n).size(); }

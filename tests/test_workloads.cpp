@@ -2,6 +2,8 @@
 // or paper figure) before it is computed.
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -12,7 +14,7 @@
 #include "workloads/transformer.hpp"
 
 using namespace ddlsim;
-using doctest::Approx;
+using ddlsim::test::Approx;
 
 namespace {
 double macs_forward(const OperatorGraph& g) {
