@@ -110,9 +110,12 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // ZeRO-3: each unit's weights (the embedding, a layer, the output layer) gathered for
   // its forward and its backward, its gradients scattered after its backward, within a
   // shard group; with hybrid sharding each gradient shard is then all-reduced across the
-  // replicas. A unit's gather runs while the unit before it computes, so a pass takes the
-  // first gather and then, per unit, the longer of its compute and the next gather (and,
-  // in backward, its own scatter).
+  // replicas, on a communicator of its own. Gathers and scatters share one queue in the
+  // order they are issued: a unit's gather runs while the unit before it computes, its
+  // scatter after its own backward, beside the next unit's compute. So a pass takes the
+  // first gather, then per unit the longer of its compute and the previous unit's
+  // scatter plus the next unit's gather, then the last unit's scatter; the replicas'
+  // all-reduces run beside the whole pass.
   const bool zero3 = p.dp_mode == DataParallelMode::kZero3 && p.dp > 1;
   const int s = shard_size(p);
   const std::vector<std::uint32_t> group(dp_ranks.begin(), dp_ranks.begin() + s);
@@ -122,27 +125,28 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, params * kGradientBytes) : 0.0;
   };
   auto scatter = [&](double params) {
-    if (!zero3) return 0.0;
-    const double bytes = params * kGradientBytes;
-    double t = s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, bytes) : 0.0;
-    if (!replicas.empty()) t += collective(fabric, replicas, CollectiveOp::kAllReduce, bytes / s);
-    return t;
+    return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * kGradientBytes) : 0.0;
   };
-  const double ag_layer = gather(c.layer_params), rs_layer = scatter(c.layer_params);
-  const double ag_first = gather(c.first_params), rs_first = scatter(c.first_params);
-  const double ag_last = gather(c.last_params), rs_last = scatter(c.last_params);
+  auto across = [&](double params) {
+    return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * kGradientBytes / s)
+                                      : 0.0;
+  };
+  const double ag_layer = gather(c.layer_params), rs_layer = scatter(c.layer_params), ar_layer = across(c.layer_params);
+  const double ag_first = gather(c.first_params), rs_first = scatter(c.first_params), ar_first = across(c.first_params);
+  const double ag_last = gather(c.last_params), rs_last = scatter(c.last_params), ar_last = across(c.last_params);
   struct Unit {
-    double compute, gather, scatter;
+    double compute, gather, scatter, across;
   };
-  // One pass over a device's units in order: first gather, then per unit the longer of
-  // its compute and the next unit's gather plus its own scatter.
   auto pass = [](const std::vector<Unit>& us) {
-    double t = us.empty() ? 0.0 : us.front().gather;
+    if (us.empty()) return 0.0;
+    double t = us.front().gather, lane = 0.0;
     for (std::size_t j = 0; j < us.size(); ++j) {
+      const double before = j > 0 ? us[j - 1].scatter : 0.0;
       const double next = j + 1 < us.size() ? us[j + 1].gather : 0.0;
-      t += std::max(us[j].compute, next + us[j].scatter);
+      t += std::max(us[j].compute, before + next);
+      lane += us[j].across;
     }
-    return t;
+    return std::max(t + us.back().scatter, lane);
   };
   // Each device's forward and backward per micro-batch: its layers, and the embedding on
   // the first and the output layer and loss on the last (one device holds both without a
@@ -150,29 +154,31 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // it takes every other device's time once (the stages need not be alike: a balanced
   // partition gives the first ones the extra layers, and the output layer can weigh more
   // than a layer).
-  double F = 0, B = 0, all = 0;
+  double F = 0, B = 0, all = 0, Fmax = 0, Bmax = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const int Li = layers[i];
-    const int Ri = stage_recomputed_layers(p, layers[i]);  // its recomputing layers
     const bool first = i == 0, last = i + 1 == layers.size();
     // With interleaving the device runs v model chunks, each pass of each chunk with its
     // own first gather and its own send.
     const int chunks = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
-    const int per_chunk = Li / chunks, recomputing = Ri / chunks;
+    const int per_chunk = Li / chunks, recomputing = recomputed_layers(p, per_chunk);
     double Fi = 0, Bi = 0;
     for (int k = 0; k < chunks; ++k) {
       const bool embedding = first && k == 0, output = last && k == chunks - 1;
       std::vector<Unit> fwd, bwd;
-      if (embedding) fwd.push_back({c.first_forward.value(), ag_first, 0.0});
-      for (int l = 0; l < per_chunk; ++l) fwd.push_back({f, ag_layer, 0.0});
-      if (output) fwd.push_back({c.last_forward.value(), ag_last, 0.0});
-      if (output) bwd.push_back({c.last_backward.value(), ag_last, rs_last});
-      for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer});
-      if (embedding) bwd.push_back({c.first_backward.value(), ag_first, rs_first});
-      Fi += pass(fwd) + send;
-      Bi += pass(bwd) + send;
+      if (embedding) fwd.push_back({c.first_forward.value(), ag_first, 0.0, 0.0});
+      for (int l = 0; l < per_chunk; ++l) fwd.push_back({f, ag_layer, 0.0, 0.0});
+      if (output) fwd.push_back({c.last_forward.value(), ag_last, 0.0, 0.0});
+      if (output) bwd.push_back({c.last_backward.value(), ag_last, rs_last, ar_last});
+      for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer, ar_layer});
+      if (embedding) bwd.push_back({c.first_backward.value(), ag_first, rs_first, ar_first});
+      // The model's last chunk sends no activations on, its first no gradients back.
+      Fi += pass(fwd) + (output ? 0.0 : send);
+      Bi += pass(bwd) + (embedding ? 0.0 : send);
     }
     all += Fi + Bi;
+    Fmax = std::max(Fmax, Fi);
+    Bmax = std::max(Bmax, Bi);
     if (Fi + Bi > F + B) {
       F = Fi;
       B = Bi;
@@ -181,8 +187,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double m = static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
   // m slots of the busiest, and the others' fill and drain (over v with interleaving):
-  // (m + (pp - 1) / v) (F + B) when the stages are alike.
-  double step = m * (F + B) + (all - (F + B)) / v;
+  // (m + (pp - 1) / v) (F + B) when the stages are alike. GPipe fills and drains its
+  // forwards and its backwards apart, each at its own busiest stage.
+  double step = p.schedule == PipelineSchedule::kGPipe ? all + (m - 1) * (Fmax + Bmax)
+                                                       : m * (F + B) + (all - (F + B)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double grads = stage_params * kGradientBytes;
     double dp_time = 0;

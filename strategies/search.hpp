@@ -9,11 +9,13 @@
 // and the embedding on the first stage and the output layer and loss on the last); the
 // pipeline takes m slots of the busiest stage and every other stage's time once to fill
 // and drain, over v with interleaving: m max(F_i + B_i) + (sum (F_i + B_i) - max) / v,
-// which is (m + (pp - 1)/v)(F + B) when the stages are alike; the data-parallel reduction adds
-// what of it does not hide behind the last micro-batch's backward (all of it without
-// overlap); ZeRO-3 replaces each layer's compute c with max(c, its gathers and scatters);
-// the optimizer step adds its memory-bound time. It ignores contention and the pipeline's
-// fill and drain details the replay resolves.
+// which is (m + (pp - 1)/v)(F + B) when the stages are alike (GPipe: sum (F_i + B_i) +
+// (m - 1)(max F_i + max B_i)); the data-parallel reduction adds what of it does not hide
+// behind the last micro-batch's backward (all of it without overlap); under ZeRO-3 each
+// pass walks its units (embedding, layers, output layer) as the replay orders their
+// gathers and scatters on one queue, the first gather and the last scatter exposed,
+// hybrid sharding's all-reduces on a lane of their own; the optimizer step adds its
+// memory-bound time. It ignores contention.
 #pragma once
 
 #include <cstdint>

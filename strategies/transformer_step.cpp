@@ -370,7 +370,6 @@ class StepLowering {
     out_.last_backward[grp] = last_exit;
   }
 
-
   // Gradients become final in the last micro-batch's backward, in program order; every
   // replica produces the same sequence.
   void produced(int d, int i, TaskId t, double params) {
