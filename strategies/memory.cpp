@@ -97,20 +97,32 @@ double loss_activation_bytes(const TransformerConfig& m, std::int64_t micro_batc
   return static_cast<double>(m.seq) * static_cast<double>(micro_batch) * static_cast<double>(m.vocab) / tp * kFp32;
 }
 
+double embedding_parameters(const TransformerConfig& m, const ParallelPlan& p) {
+  const double h = static_cast<double>(m.hidden);
+  return static_cast<double>(m.vocab) * h / p.tp + (m.learned_positions ? static_cast<double>(m.seq) * h : 0.0);
+}
+
+double final_norm_parameters(const TransformerConfig& m) {
+  const double h = static_cast<double>(m.hidden);
+  return m.family == TransformerConfig::Family::kGpt ? 2 * h : h;
+}
+
+double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& p) {
+  return !m.tied_embedding || p.pp > 1 ? static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / p.tp : 0.0;
+}
+
 std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerConfig& m) {
   const std::vector<int> layers = stage_layer_counts(p, m);
   const LayerParams lp = layer_params(m);
-  const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab), t = p.tp;
-  const double embedding = V * h / t + (m.learned_positions ? static_cast<double>(m.seq) * h : 0.0);
-  const double final_norm = m.family == TransformerConfig::Family::kGpt ? 2 * h : h;
+  const double t = p.tp;
   std::vector<DeviceMemory> out;
   for (int i = 0; i < p.pp; ++i) {
     DeviceMemory d;
     d.parameters = layers[static_cast<std::size_t>(i)] * (lp.sharded / t + lp.replicated);
-    if (i == 0) d.parameters += embedding;
+    if (i == 0) d.parameters += embedding_parameters(m, p);
     if (i == p.pp - 1) {
-      d.parameters += final_norm;
-      if (!m.tied_embedding || p.pp > 1) d.parameters += V * h / t;  // output layer (a tied copy when split)
+      d.parameters += final_norm_parameters(m);
+      d.parameters += output_layer_parameters(m, p);
     }
     const ModelStates s = model_states(d.parameters, shard_size(p), p.dp_mode);
     d.weights = s.weights;

@@ -55,6 +55,13 @@ struct ModelStates {
 };
 ModelStates model_states(double params, int dp, DataParallelMode mode);
 
+/// Parameters on one device of the first stage's embedding (and position table), the
+/// last stage's final norm, and its output layer (a copy of a tied embedding when the
+/// pipeline splits them; none when it does not).
+double embedding_parameters(const TransformerConfig& m, const ParallelPlan& plan);
+double final_norm_parameters(const TransformerConfig& m);
+double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& plan);
+
 /// Activation bytes one layer keeps for one micro-batch of `micro_batch` sequences.
 double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sequence_parallel,
                               Recompute recompute);

@@ -3,6 +3,7 @@
 #include <string_view>
 #include <utility>
 
+#include "strategies/memory.hpp"
 #include "workloads/transformer.hpp"
 
 namespace ddlsim {
@@ -93,10 +94,8 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
                      static_cast<double>(model.hidden) * data_type_bytes(model.dtype);
   c.tp_bytes = act;
   c.p2p_bytes = act / plan.tp;  // Megatron's scatter-gather: each tp rank sends its 1/t
-  const double vocab = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) / plan.tp;
-  c.first_params = vocab + (model.learned_positions ? static_cast<double>(model.seq) * static_cast<double>(model.hidden) : 0.0);
-  const double norm = static_cast<double>(model.hidden) * (model.family == TransformerConfig::Family::kGpt ? 2.0 : 1.0);
-  c.last_params = norm + ((!model.tied_embedding || plan.pp > 1) ? vocab : 0.0);
+  c.first_params = embedding_parameters(model, plan);
+  c.last_params = final_norm_parameters(model) + output_layer_parameters(model, plan);
   return c;
 }
 
