@@ -106,18 +106,37 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       }
     }
     case CollectiveAlgorithm::kTree: {
-      Edge e;
-      for (std::size_t i = 1; i < p; ++i) e.add(f, node((i - 1) / 2), node(i));
+      // NCCL's tree (see tree_parents in collectives.cpp): a chain in each of D domains of
+      // at most G ranks, a binary tree over the domains joining the chains' heads. The
+      // deepest rank is floor(log2 D) domain hops and G - 1 chain hops from the root,
+      // crossed up and down, the data pipelined in c chunks. Steady state: a rank inside
+      // a chain sends S/t up and S/t down in each of the t trees (2S, through one link
+      // where a switch joins the domain; S with two ranks in a chain), a head through its
+      // link out of the domain its own S/t up and S/t to each of up to two child domains.
+      const auto local = g.by_domain();
+      Edge in, out;
+      std::size_t longest = 1;
+      for (std::size_t d = 0; d < local.size(); ++d) {
+        const auto& l = d < g.domain_rings.size() && !g.domain_rings[d].empty() ? g.domain_rings[d][0] : local[d];
+        longest = std::max(longest, l.size());
+        for (std::size_t k = 0; k + 1 < l.size(); ++k) in.add(f, node(l[k]), node(l[k + 1]));
+        if (d > 0) out.add(f, node(local[(d - 1) / 2][0]), node(local[d][0]));
+      }
       CollectiveSpec spec;
       spec.algorithm = a;
       spec.bytes = S;
       const double c = effective_chunks(spec);
-      const double depth = std::floor(std::log2(P));
-      // Two trees of S/2 each, pipelined in c chunks. With p > 2 a rank inside one tree
-      // sends S/2 up and S/2 to each of two children, and S/2 up as a leaf of the other:
-      // 2S through its busiest link (S for p = 2).
-      const double load = p > 2 ? 2.0 : 1.0;
-      return (2.0 * depth + c - 1.0) * e.latency + (2.0 * depth / c + load) * S / e.capacity;
+      const double D = static_cast<double>(local.size());
+      const double across = std::floor(std::log2(D)), along = static_cast<double>(longest - 1);
+      const double trees = std::max(1, channels);
+      const double fill = 2.0 * (across * (out.latency + S / c / out.capacity) + along * (in.latency + S / c / in.capacity));
+      // With one rank per domain both trees' heads are that rank: its link also carries
+      // its S/t as the other tree's.
+      const double head = (local.size() > 2 ? 3.0 : 1.0) + (longest == 1 && trees > 1 ? 1.0 : 0.0);
+      const double chain = longest > 2 ? 2.0 : 1.0;
+      const double steady =
+          std::max(in.seen ? chain * S / in.capacity : 0.0, out.seen ? S / trees * head / out.capacity : 0.0);
+      return fill + (c - 1.0) * std::max(in.latency, out.latency) + steady;
     }
     case CollectiveAlgorithm::kHalvingDoubling: {
       Edge e;

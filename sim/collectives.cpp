@@ -218,43 +218,55 @@ class Lowering {
     for (std::size_t k = 0; k + 1 < p; ++k) ready[order[k + 1]] = into[k];
   }
 
-  // Reduce up a binary tree (heap order over `order`: position i's children are 2i+1,
-  // 2i+2) and broadcast back down, `bytes` pipelined in chunks.
-  void tree_all_reduce(const std::vector<std::size_t>& order, double bytes, std::vector<TaskId>& ready) {
-    const std::size_t p = order.size();
+  // Reduce up a tree and broadcast back down, `bytes` pipelined in chunks. parent[i] is
+  // the parent of position i (positions in the group), the root's is itself.
+  void tree_all_reduce(const std::vector<std::size_t>& parent, double bytes, std::vector<TaskId>& ready) {
+    const std::size_t p = parent.size();
     if (p < 2) return;
+    std::size_t root = 0;
+    std::vector<std::vector<std::size_t>> children(p);
+    for (std::size_t i = 0; i < p; ++i) {
+      if (parent[i] == i) root = i;
+      else children[parent[i]].push_back(i);
+    }
+    std::vector<std::size_t> top_down{root};  // parents before children
+    for (std::size_t k = 0; k < top_down.size(); ++k) {
+      for (std::size_t ch : children[top_down[k]]) top_down.push_back(ch);
+    }
     const double piece = bytes / chunks_;
     std::vector<TaskId> up(p), down(p);  // per position: its latest send up / receive from the parent
-    std::vector<TaskId> start(p);
-    for (std::size_t i = 0; i < p; ++i) start[i] = ready[order[i]];
+    const std::vector<TaskId> start = ready;
     std::vector<TaskId> down_into(p);    // per child position: the previous chunk sent to it
     for (int j = 0; j < chunks_; ++j) {
-      for (std::size_t i = p; i-- > 1;) {  // children before parents
-        const TaskId t = send(order[i], order[(i - 1) / 2], piece);
+      for (std::size_t k = top_down.size(); k-- > 1;) {  // children before parents
+        const std::size_t i = top_down[k];
+        const TaskId t = send(i, parent[i], piece);
         sink_.edge(j == 0 ? start[i] : up[i], t);
-        for (std::size_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < p; ++ch) sink_.edge(up[ch], t);
+        for (std::size_t ch : children[i]) sink_.edge(up[ch], t);
         up[i] = t;
       }
-      for (std::size_t i = 0; i < p; ++i) {
-        for (std::size_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < p; ++ch) {
-          const TaskId t = send(order[i], order[ch], piece);
-          if (i == 0) {  // the root has chunk j once both children's sums arrived
-            sink_.edge(j == 0 ? start[0] : down_into[ch], t);
-            for (std::size_t k = 1; k <= 2 && k < p; ++k) sink_.edge(up[k], t);
+      for (std::size_t i : top_down) {
+        for (std::size_t ch : children[i]) {
+          const TaskId t = send(i, ch, piece);
+          if (i == root) {  // the root has chunk j once all its children's sums arrived
+            sink_.edge(j == 0 ? start[root] : down_into[ch], t);
+            for (std::size_t k : children[root]) sink_.edge(up[k], t);
           } else {
             sink_.edge(down[i], t);
+            if (j > 0) sink_.edge(down_into[ch], t);
           }
-          if (j > 0 && i != 0) sink_.edge(down_into[ch], t);
           down_into[ch] = t;
           down[ch] = t;
         }
       }
     }
-    for (std::size_t i = 1; i < p; ++i) ready[order[i]] = down[i];
+    for (std::size_t i = 0; i < p; ++i) {
+      if (i != root) ready[i] = down[i];
+    }
     // The root's result is complete when its children's last sums arrived.
     TaskId root_done = marker();
-    for (std::size_t k = 1; k <= 2 && k < p; ++k) sink_.edge(up[k], root_done);
-    ready[order[0]] = root_done;
+    for (std::size_t k : children[root]) sink_.edge(up[k], root_done);
+    ready[root] = root_done;
   }
 
   // Recursive halving (reduce-scatter, halving = true) or doubling (all-gather) over a
@@ -352,6 +364,29 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   return orders;
 }
 
+
+// NCCL's tree (its trees.cc and the NCCL 2.4 notes): inside each scale-up domain a chain
+// of its ranks (along the domain's first direct ring where it has them, else in group
+// order), and across domains a binary tree (heap order over the domains) whose edges join
+// the chains' heads. The mirrored tree (the second of a double binary tree) takes the
+// domains and each chain in reverse, so a domain near a leaf of one tree is near the root
+// of the other and the chains run the other way. Returns each position's parent (the
+// root's is itself).
+std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrored) {
+  auto chains = group.by_domain();
+  for (std::size_t d = 0; d < chains.size(); ++d) {
+    if (d < group.domain_rings.size() && !group.domain_rings[d].empty()) chains[d] = group.domain_rings[d][0];
+    if (mirrored) std::reverse(chains[d].begin(), chains[d].end());
+  }
+  if (mirrored) std::reverse(chains.begin(), chains.end());
+  std::vector<std::size_t> parent(group.ranks.size());
+  for (std::size_t d = 0; d < chains.size(); ++d) {
+    const auto& chain = chains[d];
+    parent[chain[0]] = d == 0 ? chain[0] : chains[(d - 1) / 2][0];
+    for (std::size_t k = 1; k < chain.size(); ++k) parent[chain[k]] = chain[k - 1];
+  }
+  return parent;
+}
 
 std::vector<std::size_t> iota(std::size_t n) {
   std::vector<std::size_t> v(n);
@@ -705,18 +740,16 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       break;
     }
     case CollectiveAlgorithm::kTree: {
-      // One tree over the rank order, or (two channels, NCCL's double binary tree) a
-      // second one over the reversed order, each carrying half the data.
-      std::vector<std::size_t> order = iota(p);
+      // NCCL's tree, or (two channels, its double binary tree) that and its mirror, each
+      // carrying half the data.
       const int trees = channels;
       std::vector<TaskId> a = ready, b = ready;
-      low.tree_all_reduce(order, S / trees, a);
+      low.tree_all_reduce(tree_parents(group, false), S / trees, a);
       if (trees == 1) {
         ready = a;
         break;
       }
-      std::reverse(order.begin(), order.end());
-      low.tree_all_reduce(order, S / trees, b);
+      low.tree_all_reduce(tree_parents(group, true), S / trees, b);
       for (std::size_t i = 0; i < p; ++i) {
         ready[i] = low.marker();
         low.edge(a[i], ready[i]);

@@ -15,11 +15,14 @@
 //           channels (NCCL's rings) the data is split over rings that enter each
 //           scale-up domain at a different rank, so every rank's scale-out link carries
 //           one ring.
-//  tree     All-reduce over NCCL's double binary tree (two channels; one channel: a
-//           single tree over the rank order): the data halves go over two
-//           binary trees (heap order over the ranks and over the ranks reversed, so a
-//           rank inside one tree is near a leaf of the other), reduced up to the root and
-//           broadcast down, pipelined in chunks: about 2 log2(p) a + S/B.
+//  tree     All-reduce over NCCL's tree: inside each of the D scale-up domains a chain
+//           of its ranks, across domains a binary tree (heap order over the domains)
+//           joining the chains' heads; reduced up to the root and broadcast down,
+//           pipelined in chunks: about 2 (log2(D) a_out + (g - 1) a_in) + S/B for g
+//           ranks per domain. Two channels are NCCL's double binary tree: the data
+//           halves go over that tree and its mirror (domains and chains reversed, so a
+//           domain near a leaf of one is near the root of the other). With one rank
+//           per domain it is a binary tree over the ranks; within one domain, a chain.
 //  halving-doubling  Rabenseifner's all-reduce (power-of-two p): reduce-scatter by
 //           recursive halving, all-gather by recursive doubling, exchanging with the
 //           rank at distance p/2, p/4, ... : 2 log2(p) a + 2(p-1)/p S/B. Reduce-scatter and

@@ -47,6 +47,13 @@ CollectiveGroup flat_group(const Cluster& c) {
   return g;
 }
 
+// Every chip a scale-up domain of its own (as chips without scale-up links are).
+CollectiveGroup singleton_group(const Cluster& c) {
+  CollectiveGroup g = flat_group(c);
+  for (std::size_t i = 0; i < g.domain.size(); ++i) g.domain[i] = static_cast<std::uint32_t>(i);
+  return g;
+}
+
 CollectiveSpec spec(CollectiveOp op, CollectiveAlgorithm a, double bytes, int chunks = 1, int channels = 1) {
   CollectiveSpec s;
   s.op = op;
@@ -117,8 +124,9 @@ TEST_CASE("recursive halving-doubling on a switch: 2 log2(p) a + 2(p-1)/p S/B") 
 }
 
 TEST_CASE("a pipelined binary tree on a tree topology: (2d + c - 1)(a + S/(cB))") {
-  // Chips 0..6 linked as the heap-ordered binary tree itself (i to (i-1)/2), depth 2.
-  // Reduce goes up and broadcast down on opposite directions of each cable.
+  // Chips 0..6, each its own domain, linked as the heap-ordered binary tree over the
+  // domains (i to (i-1)/2), depth 2. Reduce goes up and broadcast down on opposite
+  // directions of each cable.
   const int p = 7, chunks = 8, depth = 2;
   const double B = 20e9, a = 1e-6, S = 512e6;
   const double expected = (2 * depth + chunks - 1) * (a + S / chunks / B);
@@ -126,8 +134,30 @@ TEST_CASE("a pipelined binary tree on a tree topology: (2d + c - 1)(a + S/(cB))"
   const auto n = add_chips(c, p);
   for (int i = 1; i < p; ++i) c.connect(n[i], n[(i - 1) / 2], BytesPerSecond(B), Seconds(a), "x");
   NetworkFabric f = line_rate(c);
-  CHECK(collective_time(f, flat_group(c), spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, chunks, 1)) ==
+  CHECK(collective_time(f, singleton_group(c), spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, chunks, 1)) ==
         Approx(expected).epsilon(0.01));
+}
+
+TEST_CASE("NCCL's tree: a chain in each domain, a binary tree over the domains' heads") {
+  // Expected: 8 ranks on one switch (every transfer 2 hops, 2a), as 2 domains of 4. A
+  // tiny message crosses the deepest rank's path up and down: 3 chain hops and 1 hop
+  // between the domains' heads each way, 8 transfers: 16a (S/B negligible). A heap over
+  // the 8 ranks would take 2 log2(8) = 6 transfers (12a). With every rank its own domain
+  // it is that heap.
+  const int p = 8;
+  const double B = 100e9, a = 1e-6, S = 8;
+  Cluster c = star_cluster(p, B, a);
+  NetworkFabric f = line_rate(c);
+  CollectiveGroup g = flat_group(c);
+  for (std::size_t i = 0; i < g.domain.size(); ++i) g.domain[i] = i < 4 ? 0 : 1;
+  CHECK(collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 1, 1)) ==
+        Approx(16 * a).epsilon(0.01));
+  CHECK(collective_time(f, singleton_group(c), spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 1, 1)) ==
+        Approx(12 * a).epsilon(0.01));
+  // The double tree (its mirror runs the domains and chains backwards) takes as long for
+  // a tiny message: the same depths.
+  CHECK(collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 1, 2)) ==
+        Approx(16 * a).epsilon(0.01));
 }
 
 TEST_CASE("direct all-to-all on a switch: each link carries p-1 flows of S/p") {
@@ -253,16 +283,18 @@ TEST_CASE("impossible requests are refused with the reason") {
 }
 
 TEST_CASE("the selector prefers latency-bound algorithms for small messages and bandwidth-optimal ones for large") {
-  // Expected on one 8 x H100 NVSwitch node: at 8 B the ring's 2(p-1) = 14 latency steps
-  // lose to the tree's 2 log2(8) = 6; at 1 GiB the double binary tree moves 2S through a
-  // rank's link against 2(p-1)/p S for the ring, so it loses. All-to-all has only
-  // direct. Halving-doubling is never picked, at any size or operation: NCCL has no
-  // such algorithm.
+  // Expected on one 8 x H100 NVSwitch node: NCCL's tree there is a chain of the 8, whose
+  // 2 x 7 hops tie the ring's 2(p-1) = 14 latency steps at 8 B, and which at 1 GiB moves
+  // 2S through a rank's link against 2(p-1)/p S for the ring: the tree never wins (the
+  // ring is listed first). Across 4 such nodes at 8 B the ring takes 2 x 31 steps, the
+  // tree 2 x (log2(4) + 7) = 18 hops: the tree wins. All-to-all has only direct.
+  // Halving-doubling is never picked, at any size or operation: NCCL has no such
+  // algorithm.
   const Catalog cat = Catalog::builtin();
   Cluster c = build_preset(cat, "dgx-h100", {});
   NetworkFabric f(c, cat);
   const CollectiveGroup g = CollectiveGroup::of(f);
-  CHECK(choose_algorithm(f, g, CollectiveOp::kAllReduce, 8).algorithm == CollectiveAlgorithm::kTree);
+  CHECK(choose_algorithm(f, g, CollectiveOp::kAllReduce, 8).algorithm == CollectiveAlgorithm::kRing);
   CHECK(choose_algorithm(f, g, CollectiveOp::kAllReduce, kGiB).algorithm != CollectiveAlgorithm::kTree);
   CHECK(choose_algorithm(f, g, CollectiveOp::kAllToAll, kGiB).algorithm == CollectiveAlgorithm::kDirect);
   for (const CollectiveOp op : kCollectiveOps) {
@@ -276,6 +308,7 @@ TEST_CASE("the selector prefers latency-bound algorithms for small messages and 
   Cluster big = build_preset(cat, "dgx-a100", o);
   NetworkFabric fb(big, cat);
   const CollectiveGroup gb = CollectiveGroup::of(fb);
+  CHECK(choose_algorithm(fb, gb, CollectiveOp::kAllReduce, 8).algorithm == CollectiveAlgorithm::kTree);
   const CollectiveChoice pick = choose_algorithm(fb, gb, CollectiveOp::kAllReduce, kGiB);
   CHECK(pick.estimate > 0.0);
   CHECK(unsupported_reason(gb, CollectiveOp::kAllReduce, pick.algorithm).empty());
