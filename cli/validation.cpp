@@ -151,6 +151,7 @@ std::vector<ValidationCase> nccl_cases() {
     o.nodes = std::stoi(row.at("nodes"));
     if (!row.at("accelerator").empty()) o.accelerator = row.at("accelerator");
     if (!row.at("nic").empty()) o.nic = row.at("nic");
+    if (!row.at("nics_per_node").empty()) o.nics_per_node = std::stoi(row.at("nics_per_node"));
     const double bytes = parse_size(where + ": bytes", row.at("bytes"));
     c.predict = [o, preset = row.at("preset"), ranks = row.at("ranks"), op = *op, algorithm = *algorithm, bytes, metric,
                  op_text = row.at("op")](ValidationCase& c, std::optional<NetworkModelKind> network) {

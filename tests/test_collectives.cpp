@@ -365,6 +365,14 @@ TEST_CASE("DGX A100 nodes sharing fewer NICs: inter-node busbw in proportion to 
   CHECK(ring_busbw("dgx-a100", 2, 8e9, 1, 8) == Approx(ring_busbw("dgx-a100", 1, 8e9)).epsilon(1e-9));
 }
 
+TEST_CASE("2 A100 servers with 4 HDR NICs each, ring all-reduce: busbw within 10% of the measured 91 and 86 GB/s") {
+  // Expected: nccl-tests issues 100 (91 GB/s at 1-8 GB) and 175 (86 GB/s), 8 A100 per
+  // server sharing 4 x 200 Gb/s NICs; shared/validation/nccl_busbw.md.
+  const double busbw = ring_busbw("dgx-a100", 2, 8e9, 4);
+  CHECK(busbw == Approx(91).epsilon(0.10));
+  CHECK(busbw == Approx(86).epsilon(0.10));
+}
+
 TEST_CASE("the selector's estimate counts the rings that share a NIC") {
   // Expected: a 1 GiB all-reduce over 4 DGX A100 with 8, 4, 2 or 1 NICs per node: the
   // selector's closed-form estimate of its choice is within 10% of the flow replay of
