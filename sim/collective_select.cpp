@@ -77,6 +77,33 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         if (local.size() > 1) out.add(f, node(l.back()), node(next.front()));
         else if (l.size() > 1) in.add(f, node(l.back()), node(l.front()));
       }
+      // Inside the domains the channels' rings (ring_orders: along a DGX-1's direct
+      // rings, else the same rank-order edges) share links: each channel gets its
+      // bottleneck's capacity over the channels crossing it, all channels the slowest
+      // channel's share each.
+      if (in.seen && channels > 1) {
+        const auto orders = ring_orders(g, channels);
+        std::map<std::uint32_t, int> uses;
+        const auto inside = [&](const std::vector<std::size_t>& o, std::size_t k) {
+          return g.domain[o[k]] == g.domain[o[(k + 1) % o.size()]];
+        };
+        for (const auto& o : orders) {
+          for (std::size_t k = 0; k < o.size(); ++k) {
+            if (!inside(o, k)) continue;
+            for (LinkId l : f.first_route(node(o[k]), node(o[(k + 1) % o.size()]))) ++uses[l.value];
+          }
+        }
+        double slowest = std::numeric_limits<double>::infinity();
+        for (const auto& o : orders) {
+          for (std::size_t k = 0; k < o.size(); ++k) {
+            if (!inside(o, k)) continue;
+            for (LinkId l : f.first_route(node(o[k]), node(o[(k + 1) % o.size()]))) {
+              slowest = std::min(slowest, f.capacity(l) / uses[l.value]);
+            }
+          }
+        }
+        in.capacity = slowest * channels;
+      }
       // Channel c leaves the first domain at the rank before its c-th and enters the next
       // at its c-th (ring_orders); channels that leave through one NIC share it.
       double shared = 1.0;

@@ -337,9 +337,10 @@ class Lowering {
   std::uint64_t transfers_ = 0;
 };
 
-// Ring orders: channel c visits every scale-up domain in turn, entering each at its
-// c-th rank (in group order), so consecutive channels leave a domain through different
-// ranks; in a domain with direct rings, along its c-th ring, entering at the same rank.
+}  // namespace
+
+// Consecutive channels leave a domain through different ranks; along a domain's direct
+// rings a channel enters at the rank that rank order would enter it at.
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels) {
   const auto domains = group.by_domain();
   std::vector<std::vector<std::size_t>> orders;
@@ -363,6 +364,8 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   }
   return orders;
 }
+
+namespace {
 
 
 // NCCL's tree (its trees.cc and the NCCL 2.4 notes): inside each scale-up domain a chain

@@ -170,6 +170,11 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
 /// picks (chunks automatic).
 CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 
+/// The rings of a ring algorithm with `channels` channels, as positions in the group:
+/// channel c visits every scale-up domain in turn, entering each at its c-th rank (in
+/// group order); in a domain with direct rings (domain_rings), along its c-th ring.
+std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels);
+
 /// The default channel count for ring algorithms on this group: the ranks per scale-up
 /// domain when the group spans several domains (one ring leaves a domain through each
 /// rank's scale-out link), else 1.

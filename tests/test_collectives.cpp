@@ -469,3 +469,20 @@ TEST_CASE("streamed rings take the step-by-step time alone, with one transfer pe
     }
   }
 }
+
+TEST_CASE("the selector prices a DGX-1's ring channels on their own NVLink rings") {
+  // Expected: on one DGX-1 at 256 MiB, 6 ring channels along the cube-mesh's NVLink rings
+  // (119.6 GB/s busbw replayed) beat the tree (63 GB/s): the selector picks the ring, and
+  // its estimate is within 10% of the replay. Priced as 6 channels sharing one ring's
+  // single NVLink (20 GB/s), its estimate was 6 times the replay and the tree won.
+  const Catalog cat = Catalog::builtin();
+  Cluster c = build_preset(cat, "dgx1-v100", {});
+  NetworkFabric f(c, cat);
+  const CollectiveGroup g = CollectiveGroup::of(f);
+  const double S = 256.0 * 1024 * 1024;
+  const CollectiveChoice pick = choose_algorithm(f, g, CollectiveOp::kAllReduce, S);
+  CHECK(pick.algorithm == CollectiveAlgorithm::kRing);
+  const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, 0, pick.channels);
+  CHECK(pick.estimate == Approx(collective_time(f, g, s)).epsilon(0.10));
+  CHECK(collective_time(f, g, s) < collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 0, 2)));
+}
