@@ -7,6 +7,7 @@
 
 #include "sim/collectives.hpp"
 #include "sim/network_fabric.hpp"
+#include "support/input_error.hpp"
 
 namespace ddlsim {
 namespace {
@@ -133,37 +134,62 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       }
     }
     case CollectiveAlgorithm::kTree: {
-      // NCCL's tree (see tree_parents in collectives.cpp): a chain in each of D domains of
-      // at most G ranks, a binary tree over the domains joining the chains' heads. The
-      // deepest rank is floor(log2 D) domain hops and G - 1 chain hops from the root,
-      // crossed up and down, the data pipelined in c chunks. Steady state: a rank inside
-      // a chain sends S/t up and S/t down in each of the t trees (2S, through one link
-      // where a switch joins the domain; S with two ranks in a chain), a head through its
-      // link out of the domain its own S/t up and S/t to each of up to two child domains.
-      const auto local = g.by_domain();
-      Edge in, out;
-      std::size_t longest = 1;
-      for (std::size_t d = 0; d < local.size(); ++d) {
-        const auto& l = d < g.domain_rings.size() && !g.domain_rings[d].empty() ? g.domain_rings[d][0] : local[d];
-        longest = std::max(longest, l.size());
-        for (std::size_t k = 0; k + 1 < l.size(); ++k) in.add(f, node(l[k]), node(l[k + 1]));
-        if (d > 0) out.add(f, node(local[(d - 1) / 2][0]), node(local[d][0]));
-      }
+      // NCCL's tree (tree_parents) and, with two channels, its mirror, S/t each, pipelined
+      // in c chunks: the first chunk's way up from the deepest rank and back down (each
+      // hop its route's latency and a chunk over its bottleneck), then the other chunks at
+      // the pace of the busiest link between domains (it carries every tree edge's S/t up
+      // or down that crosses it: a NIC shared by both trees' heads carries both) or of the
+      // busiest rank inside a domain, all its sends there (S/t up and S/t down per tree
+      // for a chain rank) over its slowest route. That is a switched domain's uplink
+      // exactly; where direct links join the domain (DGX-1's NVLink, ICI) a chain rank's
+      // two sends take two links and the replay can be faster: the estimate then leans
+      // toward the ring, as NCCL's own tuning prices trees below rings inside a server.
+      const int trees = std::clamp(channels, 1, 2);
       CollectiveSpec spec;
       spec.algorithm = a;
       spec.bytes = S;
       const double c = effective_chunks(spec);
-      const double D = static_cast<double>(local.size());
-      const double across = std::floor(std::log2(D)), along = static_cast<double>(longest - 1);
-      const double trees = std::max(1, channels);
-      const double fill = 2.0 * (across * (out.latency + S / c / out.capacity) + along * (in.latency + S / c / in.capacity));
-      // With one rank per domain both trees' heads are that rank: its link also carries
-      // its S/t as the other tree's.
-      const double head = (local.size() > 2 ? 3.0 : 1.0) + (longest == 1 && trees > 1 ? 1.0 : 0.0);
-      const double chain = longest > 2 ? 2.0 : 1.0;
-      const double steady =
-          std::max(in.seen ? chain * S / in.capacity : 0.0, out.seen ? S / trees * head / out.capacity : 0.0);
-      return fill + (c - 1.0) * std::max(in.latency, out.latency) + steady;
+      const double share = S / trees, piece = share / c;
+      std::map<std::uint32_t, double> load;  // bytes per link, between domains
+      std::vector<double> sent(p, 0.0);        // bytes per rank to ranks of its domain
+      std::vector<double> slowest(p, std::numeric_limits<double>::infinity());
+      double fill = 0.0, latency = 0.0;
+      for (int t = 0; t < trees; ++t) {
+        const std::vector<std::size_t> parent = tree_parents(g, t == 1);
+        // Ranks parents first, then each one's way from the root (s).
+        std::vector<std::vector<std::size_t>> children(p);
+        std::vector<std::size_t> order;
+        for (std::size_t i = 0; i < p; ++i) {
+          if (parent[i] == i) order.push_back(i);
+          else children[parent[i]].push_back(i);
+        }
+        for (std::size_t k = 0; k < order.size(); ++k) {
+          for (std::size_t ch : children[order[k]]) order.push_back(ch);
+        }
+        std::vector<double> way(p, 0.0);
+        for (std::size_t i : order) {
+          if (parent[i] == i) continue;
+          const auto& down = f.first_route(node(parent[i]), node(i));
+          way[i] = way[parent[i]] + f.route_latency(down) + piece / f.route_capacity(down);
+          fill = std::max(fill, 2.0 * way[i]);
+          for (const auto& [from, to] : {std::pair{i, parent[i]}, std::pair{parent[i], i}}) {
+            const auto& r = f.first_route(node(from), node(to));
+            latency = std::max(latency, f.route_latency(r));
+            if (g.domain[from] == g.domain[to]) {
+              sent[from] += share;
+              slowest[from] = std::min(slowest[from], f.route_capacity(r));
+            } else {
+              for (LinkId l : r) load[l.value] += share;
+            }
+          }
+        }
+      }
+      double busiest = 0.0;
+      for (const auto& [l, bytes] : load) busiest = std::max(busiest, bytes / f.capacity(LinkId(l)));
+      for (std::size_t i = 0; i < p; ++i) {
+        if (sent[i] > 0.0) busiest = std::max(busiest, sent[i] / slowest[i]);
+      }
+      return fill + (c - 1.0) * latency + busiest * (c - 1.0) / c;
     }
     case CollectiveAlgorithm::kHalvingDoubling: {
       Edge e;
@@ -215,6 +241,13 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
 }
 
 }  // namespace
+
+double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
+                           double bytes, int channels) {
+  if (group.ranks.size() < 2) return 0.0;
+  if (std::string why = unsupported_reason(group, op, a); !why.empty()) throw InputError(why);
+  return estimate(fabric, group, op, a, bytes, channels);
+}
 
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes) {
   using A = CollectiveAlgorithm;

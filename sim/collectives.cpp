@@ -265,6 +265,7 @@ class Lowering {
     }
     // The root's result is complete when its children's last sums arrived.
     TaskId root_done = marker();
+    sink_.edge(start[root], root_done);
     for (std::size_t k : children[root]) sink_.edge(up[k], root_done);
     ready[root] = root_done;
   }
@@ -368,17 +369,19 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
 namespace {
 
 
-// NCCL's tree (its trees.cc and the NCCL 2.4 notes): inside each scale-up domain a chain
-// of its ranks (along the domain's first direct ring where it has them, else in group
-// order), and across domains a binary tree (heap order over the domains) whose edges join
-// the chains' heads. The mirrored tree (the second of a double binary tree) takes the
-// domains and each chain in reverse, so a domain near a leaf of one tree is near the root
-// of the other and the chains run the other way. Returns each position's parent (the
-// root's is itself).
+}  // namespace
+
 std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrored) {
   auto chains = group.by_domain();
   for (std::size_t d = 0; d < chains.size(); ++d) {
-    if (d < group.domain_rings.size() && !group.domain_rings[d].empty()) chains[d] = group.domain_rings[d][0];
+    // A domain's first direct ring, when it holds exactly the domain's ranks.
+    if (d < group.domain_rings.size() && !group.domain_rings[d].empty()) {
+      auto ring = group.domain_rings[d][0];
+      auto a = ring, b = chains[d];
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      if (a == b) chains[d] = std::move(ring);
+    }
     if (mirrored) std::reverse(chains[d].begin(), chains[d].end());
   }
   if (mirrored) std::reverse(chains.begin(), chains.end());
@@ -390,6 +393,8 @@ std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrore
   }
   return parent;
 }
+
+namespace {
 
 std::vector<std::size_t> iota(std::size_t n) {
   std::vector<std::size_t> v(n);

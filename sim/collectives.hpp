@@ -15,14 +15,15 @@
 //           channels (NCCL's rings) the data is split over rings that enter each
 //           scale-up domain at a different rank, so every rank's scale-out link carries
 //           one ring.
-//  tree     All-reduce over NCCL's tree: inside each of the D scale-up domains a chain
-//           of its ranks, across domains a binary tree (heap order over the domains)
-//           joining the chains' heads; reduced up to the root and broadcast down,
-//           pipelined in chunks: about 2 (log2(D) a_out + (g - 1) a_in) + S/B for g
-//           ranks per domain. Two channels are NCCL's double binary tree: the data
-//           halves go over that tree and its mirror (domains and chains reversed, so a
-//           domain near a leaf of one is near the root of the other). With one rank
-//           per domain it is a binary tree over the ranks; within one domain, a chain.
+//  tree     All-reduce over NCCL's tree (tree_parents): inside each of the D scale-up
+//           domains a chain of its ranks, across domains a binary tree (heap order over
+//           the domains) joining the chains' heads; reduced up to the root and broadcast
+//           down, pipelined in chunks: about 2 (floor(log2 D) a_out + (g - 1) a_in) plus
+//           the busiest link's bytes over its bandwidth, for g ranks per domain. Two
+//           channels are NCCL's double binary tree: the data halves go over that tree and
+//           its mirror (domains and chains reversed, so a domain near a leaf of one is
+//           near the root of the other). With one rank per domain it is a binary tree
+//           over the ranks; within one domain, a chain.
 //  halving-doubling  Rabenseifner's all-reduce (power-of-two p): reduce-scatter by
 //           recursive halving, all-gather by recursive doubling, exchanging with the
 //           rank at distance p/2, p/4, ... : 2 log2(p) a + 2(p-1)/p S/B. Reduce-scatter and
@@ -166,14 +167,30 @@ struct CollectiveChoice {
 };
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 
+/// The selector's closed-form estimate (s) of one algorithm with `channels` channels (as
+/// choose_algorithm prices it). Throws InputError when the algorithm cannot run `op` here.
+double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
+                           double bytes, int channels);
+
 /// A specification of `op` on `bytes` with the algorithm and channels choose_algorithm
 /// picks (chunks automatic).
 CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 
 /// The rings of a ring algorithm with `channels` channels, as positions in the group:
-/// channel c visits every scale-up domain in turn, entering each at its c-th rank (in
-/// group order); in a domain with direct rings (domain_rings), along its c-th ring.
+/// channel c visits every scale-up domain in turn, entering each at its (c mod size)-th
+/// rank in group order; in a domain with direct rings (domain_rings), along its
+/// (c mod count)-th ring, entering at the rank group order would enter it at.
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels);
+
+/// NCCL's tree over the group (its trees.cc and the NCCL 2.4 notes): inside each scale-up
+/// domain a chain of its ranks (along the domain's first direct ring when that holds
+/// exactly the domain's ranks, else in group order), and across domains a binary tree in
+/// heap order over the domains (in order of their first rank) whose edges join the
+/// chains' heads. `mirrored` (the second tree of a double binary tree) takes the domains
+/// and each chain in reverse, so a domain near a leaf of one tree is near the root of the
+/// other and the chains run the other way. Returns each position's parent (the root's is
+/// itself).
+std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrored);
 
 /// The default channel count for ring algorithms on this group: the ranks per scale-up
 /// domain when the group spans several domains (one ring leaves a domain through each

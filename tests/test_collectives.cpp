@@ -470,6 +470,30 @@ TEST_CASE("streamed rings take the step-by-step time alone, with one transfer pe
   }
 }
 
+TEST_CASE("the selector's tree estimate follows the replay of NCCL's tree across servers") {
+  // Expected: the tree over 2 to 5 DGX A100 (8 NICs or 1 per server) at 1 GiB, where the
+  // busiest NIC sets the pace (S/2 per tree edge it carries; a head with two child
+  // servers appears only from 5 servers on), and at 8 B, where the depth does: the
+  // estimate within 5% of the flow replay.
+  const Catalog cat = Catalog::builtin();
+  for (int nodes : {2, 3, 4, 5}) {
+    for (int nics : {8, 1}) {
+      INFO(nodes, " nodes, ", nics, " NICs per node");
+      PresetOptions o;
+      o.nodes = nodes;
+      o.nics_per_node = nics;
+      Cluster c = build_preset(cat, "dgx-a100", o);
+      NetworkFabric f(c, cat);
+      const CollectiveGroup g = CollectiveGroup::of(f);
+      for (double S : {8.0, kGiB}) {
+        const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 0, 2);
+        CHECK(collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 2) ==
+              Approx(collective_time(f, g, s)).epsilon(0.05));
+      }
+    }
+  }
+}
+
 TEST_CASE("the selector prices a DGX-1's ring channels on their own NVLink rings") {
   // Expected: on one DGX-1 at 256 MiB, 6 ring channels along the cube-mesh's NVLink rings
   // (119.6 GB/s busbw replayed) beat the tree (63 GB/s): the selector picks the ring, and
