@@ -32,7 +32,9 @@ of nccl-tests: the collective is lowered to point-to-point transfers (ring, tree
 and replayed on a network model. For each size it prints the time, the algorithm
 bandwidth algbw = size / time and the bus bandwidth busbw = algbw x factor, with
 nccl-tests' factors: 2(n-1)/n for all-reduce; (n-1)/n for reduce-scatter, all-gather
-and all-to-all; 1 for broadcast, reduce and send-recv (n ranks).
+and all-to-all; 1 for broadcast, reduce and send-recv (n ranks); and the selector's
+closed-form estimate for that algorithm and channel count (what 'auto' compares, with
+automatic chunks), beside the replayed time.
 
 Size is nccl-tests' size: the all-reduce, broadcast or reduce buffer; the reduce-scatter
 input and all-gather output (n pieces); an all-to-all rank's send buffer; the message.
@@ -45,7 +47,8 @@ Network models:
 Link bandwidths count the catalog's efficiency per link kind (the fraction of line rate
 NCCL reaches); see 'ddlsim topology --list' and topology/data/catalog.json.
 
-Algorithms: ring, tree (all-reduce; NCCL's double binary tree), halving-doubling
+Algorithms: ring, tree (all-reduce; NCCL's: a chain in each server, a double binary
+tree across servers), halving-doubling
 (power-of-two ranks), direct, hierarchical (all-reduce over scale-up domains), torus
 (rings per dimension; the ranks must be a whole torus); 'auto' picks by size and
 topology like NCCL's tuner, among what a collective library offers (ring, tree,
@@ -68,6 +71,7 @@ struct Row {
   double seconds;
   double algbw;  // B/s
   double busbw;  // B/s
+  double estimate;  // s: the selector's closed form for this algorithm and channel count
 };
 
 }  // namespace
@@ -184,8 +188,10 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
                                                   network == "analytical" ? NetworkModelKind::kAnalytical : NetworkModelKind::kFlow,
                                                   op_text, engine);
         const double algbw = bytes / seconds;
-        rows.push_back(Row{bytes, std::string(algorithm_name(a)), effective_channels(group, spec), effective_chunks(spec),
-                           seconds, algbw, algbw * busbw_factor(*op, members.size())});
+        const int used = effective_channels(group, spec);
+        rows.push_back(Row{bytes, std::string(algorithm_name(a)), used, effective_chunks(spec), seconds, algbw,
+                           algbw * busbw_factor(*op, members.size()),
+                           collective_estimate(fabric, group, *op, a, bytes, used)});
       }
     }
 
@@ -201,7 +207,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       for (const Row& r : rows) {
         list.push_back({{"bytes", r.bytes}, {"algorithm", r.algorithm}, {"channels", r.channels}, {"chunks", r.chunks},
                         {"time_us", r.seconds * 1e6}, {"algbw_gbytes_per_s", r.algbw / 1e9},
-                        {"busbw_gbytes_per_s", r.busbw / 1e9}});
+                        {"busbw_gbytes_per_s", r.busbw / 1e9}, {"estimate_us", r.estimate * 1e6}});
       }
       j["results"] = list;
       out << j.dump(2) << "\n";
@@ -210,11 +216,12 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     out << "# ddlsim collective: " << op_text << " over " << members.size() << " ranks of " << loaded.title()
         << ", network " << network << ", algorithm " << algo_text << "\n";
     for (const std::string& s : skipped) out << "# skipped " << s << "\n";
-    out << "#        size (B)  algorithm         channels  chunks      time (us)  algbw (GB/s)  busbw (GB/s)\n";
+    out << "#        size (B)  algorithm         channels  chunks      time (us)  algbw (GB/s)  busbw (GB/s)  estimate (us)\n";
     for (const Row& r : rows) {
-      char line[192];
-      std::snprintf(line, sizeof line, "%17.0f  %-16s  %8d  %6d  %13.2f  %12.2f  %12.2f\n", r.bytes, r.algorithm.c_str(),
-                    r.channels, r.chunks, r.seconds * 1e6, r.algbw / 1e9, r.busbw / 1e9);
+      char line[224];
+      std::snprintf(line, sizeof line, "%17.0f  %-16s  %8d  %6d  %13.2f  %12.2f  %12.2f  %13.2f\n", r.bytes,
+                    r.algorithm.c_str(), r.channels, r.chunks, r.seconds * 1e6, r.algbw / 1e9, r.busbw / 1e9,
+                    r.estimate * 1e6);
       out << line;
     }
     return kExitOk;

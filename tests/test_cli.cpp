@@ -468,6 +468,24 @@ TEST_CASE("ddlsim collective prints nccl-tests columns for every size") {
   for (const char* a : {"ring", "tree", "halving-doubling", "direct"}) CHECK(r.out.find(a) != std::string::npos);
   // The same request twice gives the same bytes.
   CHECK(ddlsim_cmd({"collective", "--preset", "dgx-h100", "-b", "64K", "-e", "64K", "--algorithm", "all"}).out == r.out);
+  // Each row carries the selector's estimate; 'auto' runs the all-reduce candidate (ring,
+  // tree, hierarchical, torus) whose estimate is the smallest, on 2 servers at 8 B, 1 MiB
+  // and 1 GiB.
+  for (const char* size : {"8", "1M", "1G"}) {
+    INFO(size);
+    const std::vector<std::string> common{"collective", "--preset", "dgx-h100", "--nodes", "2", "-b", size, "-e", size, "--json"};
+    auto all = common;
+    all.insert(all.end(), {"--algorithm", "all"});
+    const auto every = nlohmann::json::parse(ddlsim_cmd(all).out).at("results");
+    const auto chosen = nlohmann::json::parse(ddlsim_cmd(common).out).at("results").at(0);
+    double least = 1e300;
+    for (const auto& row : every) {
+      const std::string a = row.at("algorithm");
+      CHECK(row.at("estimate_us").get<double>() > 0.0);
+      if (a == "ring" || a == "tree" || a == "hierarchical" || a == "torus") least = std::min(least, row.at("estimate_us").get<double>());
+    }
+    CHECK(chosen.at("estimate_us").get<double>() == Approx(least));
+  }
 }
 
 TEST_CASE("ddlsim collective: bad input is one line and status 2") {
