@@ -166,11 +166,21 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         for (std::size_t k = 0; k < order.size(); ++k) {
           for (std::size_t ch : children[order[k]]) order.push_back(ch);
         }
+        // A parent sends a chunk to its children at once, and receives theirs at once:
+        // those whose routes leave (enter) it by the same link share it.
         std::vector<double> way(p, 0.0);
         for (std::size_t i : order) {
           if (parent[i] == i) continue;
           const auto& down = f.first_route(node(parent[i]), node(i));
-          way[i] = way[parent[i]] + f.route_latency(down) + piece / f.route_capacity(down);
+          double sharing = 1.0;
+          if (!down.empty()) {
+            sharing = 0.0;
+            for (std::size_t sib : children[parent[i]]) {
+              const auto& r = f.first_route(node(parent[i]), node(sib));
+              if (!r.empty() && r.front() == down.front()) sharing += 1.0;
+            }
+          }
+          way[i] = way[parent[i]] + f.route_latency(down) + sharing * piece / f.route_capacity(down);
           fill = std::max(fill, 2.0 * way[i]);
           for (const auto& [from, to] : {std::pair{i, parent[i]}, std::pair{parent[i], i}}) {
             const auto& r = f.first_route(node(from), node(to));

@@ -494,6 +494,28 @@ TEST_CASE("the selector's tree estimate follows the replay of NCCL's tree across
   }
 }
 
+TEST_CASE("over 16 single-GPU nodes the selector picks the faster of ring and tree in the replay") {
+  // Expected: on 16 servers of one GPU and one 25 GbE NIC, the tree (depth 4) wins small
+  // all-reduces and the ring large ones; at each size from 64 KiB to 16 MiB the
+  // algorithm auto picks replays within 2% of the faster of the two. (Pricing a parent's
+  // two concurrent sends each at the NIC's full rate put the crossover past 256 KiB,
+  // where the tree replays 3% slower.)
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 16;
+  Cluster c = build_preset(cat, "single-gpu-ethernet", o);
+  NetworkFabric f(c, cat);
+  const CollectiveGroup g = CollectiveGroup::of(f);
+  for (double S = 65536; S <= 16.0 * 1024 * 1024; S *= 4) {
+    INFO(S, " bytes");
+    const CollectiveChoice pick = choose_algorithm(f, g, CollectiveOp::kAllReduce, S);
+    const double chosen = collective_time(f, g, spec(CollectiveOp::kAllReduce, pick.algorithm, S, 0, pick.channels));
+    const double ring = collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, 0, 0));
+    const double tree = collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 0, 2));
+    CHECK(chosen <= std::min(ring, tree) * 1.02);
+  }
+}
+
 TEST_CASE("the selector prices a DGX-1's ring channels on their own NVLink rings") {
   // Expected: on one DGX-1 at 256 MiB, 6 ring channels along the cube-mesh's NVLink rings
   // (119.6 GB/s busbw replayed) beat the tree (63 GB/s): the selector picks the ring, and
