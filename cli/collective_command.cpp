@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <set>
 
@@ -172,14 +173,20 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     ReplayEngine engine;
     std::vector<Row> rows;
     for (double bytes : sizes) {
-      std::vector<std::pair<CollectiveAlgorithm, int>> runs;
+      struct Run {
+        CollectiveAlgorithm algorithm;
+        int channels;
+        std::optional<double> estimate;  // the selector's, when it priced these channels
+      };
+      std::vector<Run> runs;
       if (automatic) {
         const CollectiveChoice pick = choose_algorithm(fabric, group, *op, bytes);
-        runs.emplace_back(pick.algorithm, base.channels > 0 ? base.channels : pick.channels);
+        if (base.channels > 0) runs.push_back({pick.algorithm, base.channels, std::nullopt});
+        else runs.push_back({pick.algorithm, pick.channels, pick.estimate});
       } else {
-        for (CollectiveAlgorithm a : algorithms) runs.emplace_back(a, base.channels);
+        for (CollectiveAlgorithm a : algorithms) runs.push_back({a, base.channels, std::nullopt});
       }
-      for (const auto& [a, ch] : runs) {
+      for (const auto& [a, ch, estimate] : runs) {
         CollectiveSpec spec = base;
         spec.algorithm = a;
         spec.bytes = bytes;
@@ -191,7 +198,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         const int used = effective_channels(group, spec);
         rows.push_back(Row{bytes, std::string(algorithm_name(a)), used, effective_chunks(spec), seconds, algbw,
                            algbw * busbw_factor(*op, members.size()),
-                           collective_estimate(fabric, group, *op, a, bytes, used)});
+                           estimate ? *estimate : collective_estimate(fabric, group, *op, a, bytes, used)});
       }
     }
 

@@ -83,25 +83,19 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // bottleneck's capacity over the channels crossing it, all channels the slowest
       // channel's share each.
       if (in.seen && channels > 1) {
-        const auto orders = ring_orders(g, channels);
+        std::vector<const std::vector<LinkId>*> routes;  // every channel's hops inside a domain
         std::map<std::uint32_t, int> uses;
-        const auto inside = [&](const std::vector<std::size_t>& o, std::size_t k) {
-          return g.domain[o[k]] == g.domain[o[(k + 1) % o.size()]];
-        };
-        for (const auto& o : orders) {
+        for (const auto& o : ring_orders(g, channels)) {
           for (std::size_t k = 0; k < o.size(); ++k) {
-            if (!inside(o, k)) continue;
-            for (LinkId l : f.first_route(node(o[k]), node(o[(k + 1) % o.size()]))) ++uses[l.value];
+            const std::size_t next = o[(k + 1) % o.size()];
+            if (g.domain[o[k]] != g.domain[next]) continue;
+            routes.push_back(&f.first_route(node(o[k]), node(next)));
+            for (LinkId l : *routes.back()) ++uses[l.value];
           }
         }
         double slowest = std::numeric_limits<double>::infinity();
-        for (const auto& o : orders) {
-          for (std::size_t k = 0; k < o.size(); ++k) {
-            if (!inside(o, k)) continue;
-            for (LinkId l : f.first_route(node(o[k]), node(o[(k + 1) % o.size()]))) {
-              slowest = std::min(slowest, f.capacity(l) / uses[l.value]);
-            }
-          }
+        for (const auto* r : routes) {
+          for (LinkId l : *r) slowest = std::min(slowest, f.capacity(l) / uses[l.value]);
         }
         in.capacity = slowest * channels;
       }
@@ -156,20 +150,12 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       double fill = 0.0, latency = 0.0;
       for (int t = 0; t < trees; ++t) {
         const std::vector<std::size_t> parent = tree_parents(g, t == 1);
-        // Ranks parents first, then each one's way from the root (s).
-        std::vector<std::vector<std::size_t>> children(p);
-        std::vector<std::size_t> order;
-        for (std::size_t i = 0; i < p; ++i) {
-          if (parent[i] == i) order.push_back(i);
-          else children[parent[i]].push_back(i);
-        }
-        for (std::size_t k = 0; k < order.size(); ++k) {
-          for (std::size_t ch : children[order[k]]) order.push_back(ch);
-        }
-        // A parent sends a chunk to its children at once, and receives theirs at once:
+        const TreeShape shape = tree_shape(parent);
+        const auto& children = shape.children;
+        // Each rank's way from the root (s), parents first. A parent sends a chunk to its children at once, and receives theirs at once:
         // those whose routes leave (enter) it by the same link share it.
         std::vector<double> way(p, 0.0);
-        for (std::size_t i : order) {
+        for (std::size_t i : shape.top_down) {
           if (parent[i] == i) continue;
           const auto& down = f.first_route(node(parent[i]), node(i));
           double sharing = 1.0;

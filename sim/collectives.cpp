@@ -223,16 +223,7 @@ class Lowering {
   void tree_all_reduce(const std::vector<std::size_t>& parent, double bytes, std::vector<TaskId>& ready) {
     const std::size_t p = parent.size();
     if (p < 2) return;
-    std::size_t root = 0;
-    std::vector<std::vector<std::size_t>> children(p);
-    for (std::size_t i = 0; i < p; ++i) {
-      if (parent[i] == i) root = i;
-      else children[parent[i]].push_back(i);
-    }
-    std::vector<std::size_t> top_down{root};  // parents before children
-    for (std::size_t k = 0; k < top_down.size(); ++k) {
-      for (std::size_t ch : children[top_down[k]]) top_down.push_back(ch);
-    }
+    const auto [root, children, top_down] = tree_shape(parent);
     const double piece = bytes / chunks_;
     std::vector<TaskId> up(p), down(p);  // per position: its latest send up / receive from the parent
     const std::vector<TaskId> start = ready;
@@ -366,11 +357,6 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   return orders;
 }
 
-namespace {
-
-
-}  // namespace
-
 std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrored) {
   auto chains = group.by_domain();
   for (std::size_t d = 0; d < chains.size(); ++d) {
@@ -392,6 +378,21 @@ std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrore
     for (std::size_t k = 1; k < chain.size(); ++k) parent[chain[k]] = chain[k - 1];
   }
   return parent;
+}
+
+TreeShape tree_shape(const std::vector<std::size_t>& parent) {
+  TreeShape t;
+  t.children.resize(parent.size());
+  for (std::size_t i = 0; i < parent.size(); ++i) {
+    if (parent[i] == i) t.root = i;
+    else t.children[parent[i]].push_back(i);
+  }
+  if (parent.empty()) return t;
+  t.top_down.push_back(t.root);
+  for (std::size_t k = 0; k < t.top_down.size(); ++k) {
+    for (std::size_t ch : t.children[t.top_down[k]]) t.top_down.push_back(ch);
+  }
+  return t;
 }
 
 namespace {

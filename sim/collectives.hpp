@@ -192,6 +192,15 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
 /// itself).
 std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrored);
 
+/// A tree given by parents (tree_parents): its root, each position's children, and the
+/// positions parents first (breadth first from the root).
+struct TreeShape {
+  std::size_t root = 0;
+  std::vector<std::vector<std::size_t>> children;
+  std::vector<std::size_t> top_down;
+};
+TreeShape tree_shape(const std::vector<std::size_t>& parent);
+
 /// The default channel count for ring algorithms on this group: the ranks per scale-up
 /// domain when the group spans several domains (one ring leaves a domain through each
 /// rank's scale-out link), else 1.
