@@ -51,7 +51,8 @@ NCCL reaches); see 'ddlsim topology --list' and topology/data/catalog.json.
 Algorithms: ring, tree (all-reduce; NCCL's: a chain in each server, a double binary
 tree across servers), halving-doubling
 (power-of-two ranks), direct, hierarchical (all-reduce over scale-up domains), torus
-(rings per dimension; the ranks must be a whole torus); 'auto' picks by size and
+(rings per dimension, every dimension both ways at once; the ranks must be a whole
+torus); a ring of direct links (a torus dimension) runs both ways; 'auto' picks by size and
 topology like NCCL's tuner, among what a collective library offers (ring, tree,
 hierarchical, torus; halving-doubling only by name), 'all' prints every one that can
 run the operation.

@@ -221,16 +221,27 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       return 2.0 * in.steps(G - 1.0, S / G) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
     }
     case CollectiveAlgorithm::kTorus: {
-      double t = 0.0, shard = S;
-      std::size_t stride = p;
-      for (int k : g.torus_dims) {
-        stride /= static_cast<std::size_t>(k);
-        Edge e;
-        e.add(f, node(0), node(stride));
-        shard /= k;
-        t += e.steps(k - 1.0, shard);
+      // The 2D parts (torus_used_dims) side by side, S / (2D) each: the slowest part's
+      // way through its dimensions (a part's phases use links no other part uses then
+      // when the dimensions are alike; the two ways of a ring, the two directions).
+      const auto& dims = g.torus_dims;
+      const auto used = torus_used_dims(dims);
+      const std::size_t D = used.size();
+      double worst = 0.0;
+      for (std::size_t j = 0; j < D; ++j) {
+        double t = 0.0, shard = S / (2.0 * static_cast<double>(D));
+        for (std::size_t i = 0; i < D; ++i) {
+          const std::size_t d = used[(j + i) % D];
+          std::size_t stride = 1;
+          for (std::size_t e = d + 1; e < dims.size(); ++e) stride *= static_cast<std::size_t>(dims[e]);
+          Edge e;
+          e.add(f, node(0), node(stride));
+          shard /= dims[d];
+          t += e.steps(dims[d] - 1.0, shard);
+        }
+        worst = std::max(worst, t);
       }
-      return op == Op::kAllReduce ? 2.0 * t : t;
+      return op == Op::kAllReduce ? 2.0 * worst : worst;
     }
   }
   return std::numeric_limits<double>::infinity();

@@ -421,6 +421,14 @@ std::vector<std::vector<std::size_t>> torus_rings(const std::vector<int>& dims, 
 
 }  // namespace
 
+std::vector<std::size_t> torus_used_dims(const std::vector<int>& dims) {
+  std::vector<std::size_t> used;
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] > 1) used.push_back(d);
+  }
+  return used;
+}
+
 int effective_chunks(const CollectiveSpec& spec) {
   if (spec.chunks > 0) return spec.chunks;
   const bool pipelined = spec.algorithm == CollectiveAlgorithm::kTree ||
@@ -473,12 +481,29 @@ std::vector<std::vector<std::size_t>> CollectiveGroup::by_domain() const {
 // links (`members`: positions in `ranks`): every Hamiltonian cycle of those links, in
 // both directions, then picked greedily, each time the one whose most loaded directed
 // link would carry the most bandwidth per ring (ties: the first found), while that is at
-// least half the first ring's. Empty when rank order already steps along direct links
-// (or the domain is switched: no direct links), or for fewer than 3 or more than 16.
+// least half the first ring's. When rank order is itself a ring of direct links both
+// ways: it and its reverse. Empty when the domain is switched (no direct links), when
+// rank order steps along direct links one way only, or for fewer than 3 members or (but
+// for a rank-order ring) more than 16.
 static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, const std::vector<NodeId>& ranks,
                                                    const std::vector<std::size_t>& members) {
   const std::size_t m = members.size();
-  if (m < 3 || m > 16) return {};
+  if (m < 3) return {};
+  // Rank order already a ring of direct links both ways (a torus dimension, a row of
+  // chips wired to their neighbours): that ring and its reverse, one channel each way,
+  // so that every link carries data in both directions, as TPU collectives on ICI do.
+  // (Where more links join these ranks, as in a DGX-1's fully wired quads, NCCL's search
+  // would lay further rings over them; not modelled.)
+  const auto linked = [&](std::size_t a, std::size_t b) {
+    for (LinkId l : c.out_links(ranks[members[a]])) {
+      if (c.link(l).to == ranks[members[b]]) return true;
+    }
+    return false;
+  };
+  bool both_ways = true;
+  for (std::size_t i = 0; i < m && both_ways; ++i) both_ways = linked(i, (i + 1) % m) && linked((i + 1) % m, i);
+  if (both_ways) return {members, std::vector<std::size_t>(members.rbegin(), members.rend())};
+  if (m > 16) return {};
   std::vector<std::vector<double>> bw(m, std::vector<double>(m, 0.0));
   bool any = false;
   for (std::size_t i = 0; i < m; ++i) {
@@ -672,9 +697,11 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
       return (2 * (g - 1) * g * n + 2 * (n - 1) * n * g) * c;
     }
     case CollectiveAlgorithm::kTorus: {
+      // 2D parts (torus_used_dims), each a pass over every dimension of more than one chip.
+      const auto used = torus_used_dims(group.torus_dims);
       std::uint64_t per_pass = 0;
-      for (int k : group.torus_dims) per_pass += s ? p : static_cast<std::uint64_t>(k - 1) * p;
-      return (spec.op == Op::kAllReduce ? 2 : 1) * per_pass * (s ? 1 : c);
+      for (std::size_t d : used) per_pass += s ? p : static_cast<std::uint64_t>(group.torus_dims[d] - 1) * p;
+      return 2 * used.size() * (spec.op == Op::kAllReduce ? 2 : 1) * per_pass * (s ? 1 : c);
     }
   }
   return 0;
@@ -800,18 +827,43 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       break;
     }
     case CollectiveAlgorithm::kTorus: {
+      // Every dimension's links, both ways, at once (torus_used_dims): part (j, way) carries
+      // S / (2D) and reduces along the dimensions in the order j, j + 1, ... (mod D), its
+      // rings running `way`, then gathers back in the reverse order.
       const auto& dims = group.torus_dims;
-      std::vector<double> shard(dims.size() + 1, S);  // shard[d]: bytes each rank holds before dimension d
-      for (std::size_t d = 0; d < dims.size(); ++d) shard[d + 1] = shard[d] / dims[d];
-      if (spec.op != Op::kAllGather) {
-        for (std::size_t d = 0; d < dims.size(); ++d) {
-          for (const auto& ring : torus_rings(dims, d)) low.ring(ring, dims[d] - 1, shard[d + 1], ready);
+      const auto used = torus_used_dims(dims);
+      const std::size_t D = used.size();
+      std::vector<std::vector<TaskId>> done;
+      for (std::size_t j = 0; j < D; ++j) {
+        for (const bool backwards : {false, true}) {
+          std::vector<std::size_t> seq;  // this part's dimensions, in its order
+          for (std::size_t i = 0; i < D; ++i) seq.push_back(used[(j + i) % D]);
+          std::vector<double> shard(D + 1, S / (2.0 * static_cast<double>(D)));  // held before phase i
+          for (std::size_t i = 0; i < D; ++i) shard[i + 1] = shard[i] / dims[seq[i]];
+          const auto rings = [&](std::size_t d) {
+            auto r = torus_rings(dims, d);
+            if (backwards) {
+              for (auto& ring : r) std::reverse(ring.begin(), ring.end());
+            }
+            return r;
+          };
+          std::vector<TaskId> r = ready;
+          if (spec.op != Op::kAllGather) {
+            for (std::size_t i = 0; i < D; ++i) {
+              for (const auto& ring : rings(seq[i])) low.ring(ring, dims[seq[i]] - 1, shard[i + 1], r);
+            }
+          }
+          if (spec.op != Op::kReduceScatter) {
+            for (std::size_t i = D; i-- > 0;) {
+              for (const auto& ring : rings(seq[i])) low.ring(ring, dims[seq[i]] - 1, shard[i + 1], r);
+            }
+          }
+          done.push_back(std::move(r));
         }
       }
-      if (spec.op != Op::kReduceScatter) {
-        for (std::size_t d = dims.size(); d-- > 0;) {
-          for (const auto& ring : torus_rings(dims, d)) low.ring(ring, dims[d] - 1, shard[d + 1], ready);
-        }
+      for (std::size_t i = 0; i < p; ++i) {
+        ready[i] = low.marker();
+        for (const auto& d : done) low.edge(d[i], ready[i]);
       }
       break;
     }

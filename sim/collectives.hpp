@@ -83,7 +83,9 @@ struct CollectiveGroup {
   std::vector<int> torus_dims;         // when the ranks are one whole torus, in its row-major order
   // Per scale-up domain (in by_domain's order): the rings along its direct links, as
   // positions in the group, when its accelerators are wired to one another and rank
-  // order steps between two that are not (DGX-1's hybrid cube-mesh); empty otherwise.
+  // order steps between two that are not (DGX-1's hybrid cube-mesh); when rank order is
+  // itself a ring of direct links both ways (a TPU torus dimension), that ring and its
+  // reverse (one channel each way); empty otherwise.
   // Ring channel c follows domain_rings[d][c mod their count] (see direct_rings).
   std::vector<std::vector<std::vector<std::size_t>>> domain_rings;
 
@@ -201,9 +203,19 @@ struct TreeShape {
 };
 TreeShape tree_shape(const std::vector<std::size_t>& parent);
 
+/// The torus algorithm's dimensions: those of more than one chip, in order. It splits the
+/// data into 2D parts (D of these dimensions): part (j, way) reduce-scatters along the
+/// dimensions in the order j, j + 1, ... (mod D), every ring running one way (forward or
+/// reversed), then all-gathers back in the reverse order. In each phase parts that
+/// started at different dimensions use different dimensions' links and the two ways a
+/// link's two directions, so a large all-reduce keeps all 2D links of every chip busy,
+/// as Google's TPU pods are specified (all-reduce bandwidth per pod = chips x links x
+/// one-way link bandwidth).
+std::vector<std::size_t> torus_used_dims(const std::vector<int>& dims);
+
 /// The default channel count for ring algorithms on this group: the ranks per scale-up
 /// domain when the group spans several domains (one ring leaves a domain through each
-/// rank's scale-out link), else 1.
+/// rank's scale-out link), else the domain's direct rings (domain_rings) or 1.
 int default_channels(const CollectiveGroup& group);
 
 /// spec.channels, or when 0: default_channels for ring, 2 (double binary tree) for
