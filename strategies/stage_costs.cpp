@@ -48,6 +48,28 @@ Operator sharded(Operator op, int tp, bool sp) {
 
 bool attention_core(const Operator& op) { return op.name.find(".attention") != std::string::npos; }
 
+// PyTorch's softmax path where Megatron's fused kernel does not run
+// (megatron_fused_softmax): bytes moved per score element by each of its kernels.
+// Forward: cast to fp32 (read 2, write 4), scale (4, 4), mask (4, 4), softmax (4, 4),
+// cast back (4, 2); backward, their gradients in reverse: cast (2, 4), softmax (read the
+// output and the gradient, write one: 12), mask (4, 4), scale (4, 4), cast (4, 2).
+constexpr double kUnfusedForward[] = {6, 8, 8, 8, 6};
+constexpr double kUnfusedBackward[] = {6, 12, 8, 8, 6};
+
+// The unfused kernels' time for `elements` scores on one device, each a memory-bound
+// operator priced by the compute model (with its launch overhead).
+Seconds unfused_softmax(const Operator& like, double elements, const double (&bytes)[5], Pass pass,
+                        const ComputeModel& compute) {
+  Seconds t(0.0);
+  for (double b : bytes) {
+    Operator k = like;
+    k.cost = OpCost{};
+    (pass == Pass::kForward ? k.cost.fwd_bytes : k.cost.bwd_bytes) = b * elements;
+    t += compute.time(k, pass);
+  }
+  return t;
+}
+
 }  // namespace
 
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute) {
@@ -62,7 +84,16 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   } attention, mlp;
   for (const Operator& raw : g.ops()) {
     const Operator op = sharded(raw, plan.tp, plan.sequence_parallel);
-    const Seconds f = compute.time(op, Pass::kForward), b = compute.time(op, Pass::kBackward);
+    Seconds f = compute.time(op, Pass::kForward), b = compute.time(op, Pass::kBackward);
+    int kernels = 1;  // what the host issues for this operator in each pass
+    if (op.kind == OpKind::kSoftmax && attention_core(op) && data_type_bytes(model.dtype) == 2.0 &&
+        !megatron_fused_softmax(model, plan.micro_batch, plan.tp)) {
+      const double scores = static_cast<double>(plan.micro_batch) * static_cast<double>(model.heads / plan.tp) *
+                            static_cast<double>(model.seq) * static_cast<double>(model.seq);
+      f = unfused_softmax(op, scores, kUnfusedForward, Pass::kForward, compute);
+      b = unfused_softmax(op, scores, kUnfusedBackward, Pass::kBackward, compute);
+      kernels = 5;
+    }
     if (op.layer < 0) {
       const bool first = op.kind == OpKind::kEmbedding || op.name.rfind("embed", 0) == 0;
       (first ? c.first_forward : c.last_forward) += f;
@@ -71,11 +102,11 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     }
     HalfLayer& half = in_mlp ? c.mlp : c.attention;
     Issued& n = in_mlp ? mlp : attention;
-    const int fwd = f.value() > 0.0 ? 1 : 0;
+    const int fwd = f.value() > 0.0 ? kernels : 0;
     half.forward += f;
     half.backward += b;
     n.forward += fwd;
-    n.backward += b.value() > 0.0 ? 1 : 0;
+    n.backward += b.value() > 0.0 ? kernels : 0;
     if (plan.recompute == Recompute::kFull || (plan.recompute == Recompute::kSelective && attention_core(op))) {
       half.recompute += f;
       n.recompute += fwd;

@@ -61,6 +61,29 @@ TEST_CASE("activation bytes per layer follow Korthikanti et al.'s Table 2") {
   CHECK(layer_activation_bytes(m, 1, 8, false, Recompute::kFull) == Approx(2 * sbh));
 }
 
+TEST_CASE("Megatron's fused softmax runs only for attention batches that are a multiple of 4") {
+  // Expected (megatron/model/fused_softmax.py, is_kernel_available): the fused kernel
+  // needs 16 < key length <= 4096, lengths multiples of 4 and micro-batch x heads per rank
+  // a multiple of 4 (the causal kernel's batches per block: 4 for keys over 128, 8 up to
+  // 128). A GPT with 16 heads: tp 8 leaves 2 heads, so micro-batch 1 falls back and 2 does
+  // not; tp 4 leaves 4. Sequence 8192 is past the kernel; 64 needs 8 batches per block.
+  const TransformerConfig g = gpt_config("g", 24, 2048, 16, 1024, 50257);
+  CHECK_FALSE(megatron_fused_softmax(g, 1, 8));
+  CHECK(megatron_fused_softmax(g, 2, 8));
+  CHECK(megatron_fused_softmax(g, 1, 4));
+  CHECK(megatron_fused_softmax(g, 3, 1));
+  TransformerConfig longer = g;
+  longer.seq = 8192;
+  CHECK_FALSE(megatron_fused_softmax(longer, 4, 1));
+  TransformerConfig shorter = g;
+  shorter.seq = 64;
+  CHECK_FALSE(megatron_fused_softmax(shorter, 1, 4));  // 4 batches, 8 per block
+  CHECK(megatron_fused_softmax(shorter, 2, 4));
+  TransformerConfig flash = g;
+  flash.flash_attention = true;
+  CHECK_FALSE(megatron_fused_softmax(flash, 2, 8));  // no separate softmax to fuse
+}
+
 TEST_CASE("the activation formula agrees with the operator graph at t = 1") {
   // Expected: the closed form equals the saved bytes of layer 0's operators, for a GPT
   // (plain attention, dropout) and for a Llama with grouped-query flash attention.
@@ -312,7 +335,9 @@ TEST_CASE("a half layer of short kernels takes as long as the host needs to issu
   // Expected: a tiny GPT layer (hidden 64, sequence 64) on an A100 has kernels of a few
   // us, so each half layer takes host_dispatch (60 us) per operator with forward work,
   // twice that per operator with backward work, and full recomputation repeats the
-  // forward's; a GPT-3-sized layer (hidden 12288, sequence 2048, micro-batch 8) is far
+  // forward's; its 2 heads at micro-batch 1 are 2 attention batches, not a multiple of 4,
+  // so Megatron's fused softmax does not run and PyTorch's path issues 5 kernels in place
+  // of the one softmax each way (4 more dispatches per pass); a GPT-3-sized layer (hidden 12288, sequence 2048, micro-batch 8) is far
   // slower than its dispatches, so its halves are the sums of their operators' times.
   StepRig rig("dgx-a100", 1);
   const double d = rig.compute->efficiency().host_dispatch.value();
@@ -338,9 +363,9 @@ TEST_CASE("a half layer of short kernels takes as long as the host needs to issu
   const auto n = counts(tiny, 1);
   REQUIRE(n[0] > 3);
   const StageCosts c = stage_costs(tiny, p, *rig.compute);
-  CHECK(c.attention.forward.value() == Approx(n[0] * d));
-  CHECK(c.attention.recompute.value() == Approx(n[0] * d));
-  CHECK(c.attention.backward.value() == Approx(2 * n[1] * d));
+  CHECK(c.attention.forward.value() == Approx((n[0] + 4) * d));
+  CHECK(c.attention.recompute.value() == Approx((n[0] + 4) * d));
+  CHECK(c.attention.backward.value() == Approx(2 * (n[1] + 4) * d));
   CHECK(c.mlp.forward.value() == Approx(n[2] * d));
   CHECK(c.mlp.backward.value() == Approx(2 * n[3] * d));
 
@@ -358,6 +383,43 @@ TEST_CASE("a half layer of short kernels takes as long as the host needs to issu
   }
   CHECK(b.attention.forward.value() == Approx(attention_fwd).epsilon(1e-12));
   CHECK(b.attention.forward.value() > 10 * n[0] * d);
+}
+
+TEST_CASE("where the fused softmax does not run, PyTorch's fp32 path costs five kernels each way") {
+  // Expected: a GPT layer with 2 heads at micro-batch 1 (2 attention batches) runs
+  // PyTorch's softmax path: its attention half layer is the sum of its operators' times
+  // with the softmax's one kernel replaced by five memory-bound ones moving 36 bytes per
+  // score element forward (cast 2+4, scale, mask and softmax 4+4 each, cast 4+2) and 40
+  // backward (the softmax's gradient reads two fp32 tensors), each at HBM bandwidth x
+  // efficiency plus a launch. Hidden 8192 keeps the kernels far above the host's pace.
+  // Memory keeps the fp32 softmax: 2 more bytes per score element, s^2 b a of them.
+  StepRig rig("dgx-a100", 1);
+  const ComputeModel& cm = *rig.compute;
+  const TransformerConfig g = gpt_config("g", 1, 8192, 2, 2048, 50257);
+  REQUIRE_FALSE(megatron_fused_softmax(g, 1, 1));
+  REQUIRE(megatron_fused_softmax(g, 2, 1));
+  const double hbm = cm.device().memory_bandwidth.value() * cm.efficiency().memory;
+  const double launch = cm.efficiency().launch.value(), e = 2.0 * 2048 * 2048;
+  double fwd = 0, bwd = 0;
+  const OperatorGraph graph = build_transformer(g, 1);
+  bool mlp = false;  // the attention half ends with the first residual add
+  for (const Operator& op : graph.ops()) {
+    if (op.layer != 0 || mlp) continue;
+    mlp = op.name.ends_with(".residual1");
+    if (op.kind == OpKind::kSoftmax) {
+      fwd += 36 * e / hbm + 5 * launch;
+      bwd += 40 * e / hbm + 5 * launch;
+      continue;
+    }
+    fwd += cm.time(op, Pass::kForward).value();
+    bwd += cm.time(op, Pass::kBackward).value();
+  }
+  ParallelPlan p;
+  const StageCosts c = stage_costs(g, p, cm);
+  CHECK(c.attention.forward.value() == Approx(fwd).epsilon(1e-9));
+  CHECK(c.attention.backward.value() == Approx(bwd).epsilon(1e-9));
+  const double s = 2048, h = 8192;
+  CHECK(layer_activation_bytes(g, 1, 1, false, Recompute::kNone) - s * h * (34 + 5 * 2 * s / h) == Approx(2 * s * s * 2));
 }
 
 TEST_CASE("tensor parallelism adds two all-reduces per layer to each pass") {

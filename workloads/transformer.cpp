@@ -1,5 +1,6 @@
 #include "workloads/transformer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string_view>
 
@@ -69,6 +70,18 @@ std::string transformer_problem(const TransformerConfig& c) {
     return "kv_heads (" + std::to_string(c.kv_heads) + ") must divide heads (" + std::to_string(c.heads) + ")";
   }
   return {};
+}
+
+bool megatron_fused_softmax(const TransformerConfig& c, std::int64_t micro_batch, int tp) {
+  if (c.flash_attention || data_type_bytes(c.dtype) != 2.0 || tp < 1) return false;
+  const std::int64_t sq = c.seq, sk = c.seq, batches = micro_batch * (c.heads / tp);
+  if (sk <= 16 || sk > 4096 || sq % 4 != 0 || sk % 4 != 0 || batches % 4 != 0) return false;
+  // The causal kernel's batches per block: 128 threads, one warp (up to 32 lanes) per row,
+  // two rows per warp for keys up to 128 long.
+  std::int64_t pow2 = 1;
+  while (pow2 < sk) pow2 *= 2;
+  const std::int64_t warp = std::min<std::int64_t>(pow2, 32), per_warp = pow2 <= 128 ? 2 : 1;
+  return batches % (128 / warp * per_warp) == 0;
 }
 
 OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) {

@@ -77,6 +77,17 @@ inline bool is_per_head_norm(const Operator& op) {
   return op.name.ends_with(".q_norm") || op.name.ends_with(".k_norm");
 }
 
+/// Whether Megatron-LM's fused attention softmax (FusedScaleMaskSoftmax: scale, causal
+/// mask and softmax in one kernel on 16-bit scores) runs for plain attention with this
+/// micro-batch on each of `tp` tensor-parallel ranks. Its is_kernel_available
+/// (megatron/model/fused_softmax.py) asks for 16-bit scores, 16 < key length <= 4096
+/// (2048 in the 2021-22 code vTrain's measurements ran), query and key lengths multiples
+/// of 4, and attention batches (micro-batch x heads per rank) a multiple of 4 and of the
+/// causal kernel's batches per block (4 for keys longer than 128, 8 up to 128). Otherwise
+/// PyTorch's path runs: the scores cast to fp32, scaled, masked, softmaxed and cast back,
+/// five kernels each way (StageCosts prices them; memory keeps the fp32 softmax).
+bool megatron_fused_softmax(const TransformerConfig& c, std::int64_t micro_batch, int tp);
+
 /// One training step of `batch` sequences: embedding, the layers (operators of layer i
 /// carry layer = i), final norm, output layer and cross-entropy loss.
 OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch);
