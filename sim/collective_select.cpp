@@ -79,7 +79,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         else if (l.size() > 1) in.add(f, node(l.back()), node(l.front()));
       }
       // Inside the domains the channels' rings (ring_orders: along a DGX-1's direct
-      // rings, else the same rank-order edges) share links: each channel gets its
+      // rings or a direct rank-order ring and its reverse, else the same rank-order
+      // edges) share links: each channel gets its
       // bottleneck's capacity over the channels crossing it, all channels the slowest
       // channel's share each.
       if (in.seen && channels > 1) {
@@ -221,15 +222,17 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       return 2.0 * in.steps(G - 1.0, S / G) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
     }
     case CollectiveAlgorithm::kTorus: {
-      // The 2D parts (torus_used_dims) side by side, S / (2D) each: the slowest part's
-      // way through its dimensions (a part's phases use links no other part uses then
-      // when the dimensions are alike; the two ways of a ring, the two directions).
+      // The D x ways parts (torus_used_dims, torus_ways) side by side, S / (D ways)
+      // each: the slowest part's way through its dimensions (a part's phases use links no
+      // other part uses then when the dimensions are alike; the two ways of a wrapped
+      // ring, the two directions).
       const auto& dims = g.torus_dims;
       const auto used = torus_used_dims(dims);
       const std::size_t D = used.size();
+      const double ways = torus_ways(g);
       double worst = 0.0;
       for (std::size_t j = 0; j < D; ++j) {
-        double t = 0.0, shard = S / (2.0 * static_cast<double>(D));
+        double t = 0.0, shard = S / (static_cast<double>(D) * ways);
         for (std::size_t i = 0; i < D; ++i) {
           const std::size_t d = used[(j + i) % D];
           std::size_t stride = 1;

@@ -429,6 +429,13 @@ std::vector<std::size_t> torus_used_dims(const std::vector<int>& dims) {
   return used;
 }
 
+int torus_ways(const CollectiveGroup& group) {
+  for (std::size_t d : torus_used_dims(group.torus_dims)) {
+    if (group.torus_dims[d] < 3 || d >= group.torus_wrap.size() || !group.torus_wrap[d]) return 1;
+  }
+  return 2;
+}
+
 int effective_chunks(const CollectiveSpec& spec) {
   if (spec.chunks > 0) return spec.chunks;
   const bool pipelined = spec.algorithm == CollectiveAlgorithm::kTree ||
@@ -486,14 +493,16 @@ std::vector<std::vector<std::size_t>> CollectiveGroup::by_domain() const {
 // rank order steps along direct links one way only, or for fewer than 3 members or (but
 // for a rank-order ring) more than 16.
 static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, const std::vector<NodeId>& ranks,
-                                                   const std::vector<std::size_t>& members) {
+                                                   const std::vector<std::size_t>& members, bool one_domain) {
   const std::size_t m = members.size();
   if (m < 3) return {};
   // Rank order already a ring of direct links both ways (a torus dimension, a row of
-  // chips wired to their neighbours): that ring and its reverse, one channel each way,
-  // so that every link carries data in both directions, as TPU collectives on ICI do.
-  // (Where more links join these ranks, as in a DGX-1's fully wired quads, NCCL's search
-  // would lay further rings over them; not modelled.)
+  // chips wired to their neighbours): in a group within this one domain, that ring and
+  // its reverse, one channel each way, so that every link carries data in both
+  // directions, as TPU collectives on ICI do. (Across domains the channels are the
+  // domains' ranks, each leaving by its own link, and rank order stays. Where more links
+  // join these ranks, as in a DGX-1's fully wired quads, NCCL's search would lay further
+  // rings over them; not modelled.)
   const auto linked = [&](std::size_t a, std::size_t b) {
     for (LinkId l : c.out_links(ranks[members[a]])) {
       if (c.link(l).to == ranks[members[b]]) return true;
@@ -502,7 +511,10 @@ static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, cons
   };
   bool both_ways = true;
   for (std::size_t i = 0; i < m && both_ways; ++i) both_ways = linked(i, (i + 1) % m) && linked((i + 1) % m, i);
-  if (both_ways) return {members, std::vector<std::size_t>(members.rbegin(), members.rend())};
+  if (both_ways) {
+    if (!one_domain) return {};
+    return {members, std::vector<std::size_t>(members.rbegin(), members.rend())};
+  }
   if (m > 16) return {};
   std::vector<std::vector<double>> bw(m, std::vector<double>(m, 0.0));
   bool any = false;
@@ -590,14 +602,16 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
   g.ranks = std::move(ranks);
   for (NodeId n : g.ranks) g.domain.push_back(fabric.domain_of_node()[n.value]);
   bool any_direct = false;
-  for (const auto& members : g.by_domain()) {
-    g.domain_rings.push_back(direct_rings(c, g.ranks, members));
+  const auto domains = g.by_domain();
+  for (const auto& members : domains) {
+    g.domain_rings.push_back(direct_rings(c, g.ranks, members, domains.size() == 1));
     any_direct = any_direct || !g.domain_rings.back().empty();
   }
   if (!any_direct) g.domain_rings.clear();
   for (const TorusShape& t : c.tori()) {
     if (t.chips == g.ranks) {
       g.torus_dims = t.dims;
+      g.torus_wrap = t.wrap;
       break;
     }
   }
@@ -697,11 +711,13 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
       return (2 * (g - 1) * g * n + 2 * (n - 1) * n * g) * c;
     }
     case CollectiveAlgorithm::kTorus: {
-      // 2D parts (torus_used_dims), each a pass over every dimension of more than one chip.
+      // D x ways parts (torus_used_dims, torus_ways), each a pass over every dimension of
+      // more than one chip.
       const auto used = torus_used_dims(group.torus_dims);
       std::uint64_t per_pass = 0;
       for (std::size_t d : used) per_pass += s ? p : static_cast<std::uint64_t>(group.torus_dims[d] - 1) * p;
-      return 2 * used.size() * (spec.op == Op::kAllReduce ? 2 : 1) * per_pass * (s ? 1 : c);
+      return used.size() * static_cast<std::uint64_t>(torus_ways(group)) * (spec.op == Op::kAllReduce ? 2 : 1) *
+             per_pass * (s ? 1 : c);
     }
   }
   return 0;
@@ -827,18 +843,22 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       break;
     }
     case CollectiveAlgorithm::kTorus: {
-      // Every dimension's links, both ways, at once (torus_used_dims): part (j, way) carries
-      // S / (2D) and reduces along the dimensions in the order j, j + 1, ... (mod D), its
-      // rings running `way`, then gathers back in the reverse order.
+      // Every dimension's links, both ways where they wrap, at once (torus_used_dims,
+      // torus_ways): part (j, way) carries S / (D ways) and reduces along the dimensions
+      // in the order j, j + 1, ... (mod D), its rings running `way`, then gathers back in
+      // the reverse order.
       const auto& dims = group.torus_dims;
       const auto used = torus_used_dims(dims);
       const std::size_t D = used.size();
+      if (D == 0) break;  // one chip: nothing to send
+      const int ways = torus_ways(group);
       std::vector<std::vector<TaskId>> done;
       for (std::size_t j = 0; j < D; ++j) {
-        for (const bool backwards : {false, true}) {
+        for (int w = 0; w < ways; ++w) {
+          const bool backwards = w == 1;
           std::vector<std::size_t> seq;  // this part's dimensions, in its order
           for (std::size_t i = 0; i < D; ++i) seq.push_back(used[(j + i) % D]);
-          std::vector<double> shard(D + 1, S / (2.0 * static_cast<double>(D)));  // held before phase i
+          std::vector<double> shard(D + 1, S / (static_cast<double>(D) * ways));  // held before phase i
           for (std::size_t i = 0; i < D; ++i) shard[i + 1] = shard[i] / dims[seq[i]];
           const auto rings = [&](std::size_t d) {
             auto r = torus_rings(dims, d);

@@ -35,8 +35,11 @@
 //           domain (g ranks), ring all-reduce of the S/g shards among the ranks with the
 //           same local index across the n domains, ring all-gather inside the domain.
 //  torus    All-reduce, reduce-scatter and all-gather over a group that is one whole
-//           torus: rings along dimension 0, then 1, ... on the shrinking shard, then back
-//           (as TPUs do): sum over d of 2(k_d - 1)(a + S_d/(k_d B)), S_d = S / prod_{e<d} k_e.
+//           torus: rings along each dimension in turn on the shrinking shard, then back,
+//           every dimension at once and, where all of them wrap and have 3 or more chips,
+//           both ways: D x ways parts of S / (D ways), part (j, way) starting at dimension
+//           j (torus_used_dims, torus_ways). Alone on a torus of equal sides k:
+//           2 sum over i of (k - 1)(a + S_i/(k B)), S_i = S / (D ways k^i).
 //
 // Chunks split every transfer of an algorithm into c pieces that follow each other on
 // the same route, so that steps pipeline (a rank forwards piece j while piece j+1 is
@@ -81,6 +84,7 @@ struct CollectiveGroup {
   std::vector<NodeId> ranks;           // in rank order
   std::vector<std::uint32_t> domain;   // scale-up domain of each rank
   std::vector<int> torus_dims;         // when the ranks are one whole torus, in its row-major order
+  std::vector<bool> torus_wrap;        // and whether each of its dimensions wraps around
   // Per scale-up domain (in by_domain's order): the rings along its direct links, as
   // positions in the group, when its accelerators are wired to one another and rank
   // order steps between two that are not (DGX-1's hybrid cube-mesh); when rank order is
@@ -204,14 +208,20 @@ struct TreeShape {
 TreeShape tree_shape(const std::vector<std::size_t>& parent);
 
 /// The torus algorithm's dimensions: those of more than one chip, in order. It splits the
-/// data into 2D parts (D of these dimensions): part (j, way) reduce-scatters along the
-/// dimensions in the order j, j + 1, ... (mod D), every ring running one way (forward or
-/// reversed), then all-gathers back in the reverse order. In each phase parts that
-/// started at different dimensions use different dimensions' links and the two ways a
-/// link's two directions, so a large all-reduce keeps all 2D links of every chip busy,
-/// as Google's TPU pods are specified (all-reduce bandwidth per pod = chips x links x
-/// one-way link bandwidth).
+/// data into D x ways parts (D of these dimensions, torus_ways): part (j, way)
+/// reduce-scatters along the dimensions in the order j, j + 1, ... (mod D), every ring
+/// running one way (forward or reversed), then all-gathers back in the reverse order. In
+/// each phase parts that started at different dimensions use different dimensions' links
+/// and the two ways a link's two directions, so a large all-reduce on a wrapped torus
+/// keeps all 2D links of every chip busy, as Google's TPU pods are specified (all-reduce
+/// bandwidth per pod = chips x links x one-way link bandwidth).
 std::vector<std::size_t> torus_used_dims(const std::vector<int>& dims);
+
+/// 2 when every used dimension of the group's torus wraps around and has 3 or more chips
+/// (a ring and its reverse then use a link's two directions), else 1: on a mesh
+/// dimension a ring closes back along its line, over the links its reverse would use,
+/// and a 2-chip ring and its reverse are the same two transfers.
+int torus_ways(const CollectiveGroup& group);
 
 /// The default channel count for ring algorithms on this group: the ranks per scale-up
 /// domain when the group spans several domains (one ring leaves a domain through each

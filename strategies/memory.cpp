@@ -66,7 +66,7 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
     sharded += B * r * (1 + kv) + B * r * kv;  // Q, K for the scores; V for the context
     // Softmax output (fp32 where Megatron's fused kernel does not run), dropout mask,
     // probabilities.
-    const double softmax = megatron_fused_softmax(m, micro_batch, tp) || B != 2.0 ? B : 4.0;
+    const double softmax = (megatron_fused_softmax(m, micro_batch, tp) || B != 2.0) ? B : 4.0;
     scores = (softmax + B + mask) * a * s / h;
   }
   if (m.qk_norm) sharded += B * r * (1 + kv);  // the query and key norms' inputs

@@ -73,7 +73,8 @@ std::string transformer_problem(const TransformerConfig& c) {
 }
 
 bool megatron_fused_softmax(const TransformerConfig& c, std::int64_t micro_batch, int tp) {
-  if (c.flash_attention || data_type_bytes(c.dtype) != 2.0 || tp < 1) return false;
+  if (tp < 1) return true;  // no plan: nothing to price
+  if (c.flash_attention || data_type_bytes(c.dtype) != 2.0) return false;
   const std::int64_t sq = c.seq, sk = c.seq, batches = micro_batch * (c.heads / tp);
   if (sk <= 16 || sk > 4096 || sq % 4 != 0 || sk % 4 != 0 || batches % 4 != 0) return false;
   // The causal kernel's batches per block: 128 threads, one warp (up to 32 lanes) per row,
