@@ -240,7 +240,10 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       e["plan"] = c.report.plan;
       e["estimate_s"] = c.estimate_s;
       if (c.strategy.sbp) {
-        e["estimate_breakdown_s"] = {{"compute", c.cost.compute_s}, {"boxing", c.cost.boxing_s}, {"gradient_sync", c.cost.gradient_sync_s}};
+        e["estimate_breakdown_s"] = {{"compute", c.cost.compute_s},
+                                     {"boxing", c.cost.boxing_s},
+                                     {"gradient_sync", c.cost.gradient_sync_s},
+                                     {"gradient_sync_total", c.cost.gradient_sync_total_s}};
       }
       e["step_time_s"] = c.report.step_time_s;
       e["mfu"] = c.report.mfu;
@@ -290,9 +293,11 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   if (self && sdp && !same_as_dp) {
     std::snprintf(line, sizeof line,
                   "why, against SBP data parallelism (the same cost model, s per step): compute %.3f -> %.3f, "
-                  "activation re-layouts %.3f -> %.3f, gradient synchronization %.3f -> %.3f\n",
+                  "activation re-layouts %.3f -> %.3f, gradient synchronization %.3f -> %.3f exposed "
+                  "(%.3f -> %.3f in all, beside the last backward)\n",
                   sdp->cost.compute_s, self->cost.compute_s, sdp->cost.boxing_s, self->cost.boxing_s,
-                  sdp->cost.gradient_sync_s, self->cost.gradient_sync_s);
+                  sdp->cost.gradient_sync_s, self->cost.gradient_sync_s, sdp->cost.gradient_sync_total_s,
+                  self->cost.gradient_sync_total_s);
     out << line;
   }
   if (self && rival) {

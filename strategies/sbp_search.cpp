@@ -157,14 +157,37 @@ class Pricer {
     }
     const auto [f, b] = operator_times(chain_.before, shards(NdSbp(mesh_.dims.size(), S(0)), mesh_.dims));
     c.compute_s += f + b;
-    for (const SbpStage& st : schedule(plan)) {
+    const std::vector<SbpStage> stages = schedule(plan);
+    for (const SbpStage& st : stages) {
       if (st.kind == SbpStage::Kind::kBoxing) {
         c.boxing_s += st.repeat * box(st.from, st.to, st.bytes) * (st.backward ? 2 : 1);
       } else {
         c.compute_s += st.repeat * (st.forward_s + st.backward_s);
-        if (st.kind == SbpStage::Kind::kLayer) c.gradient_sync_s += st.repeat * box(st.grad, st.weights, st.weight_bytes);
       }
     }
+    // Gradients are synchronized in the last micro-batch's backward, each layer's as soon
+    // as its backward has produced it, beside the backward of the layers before it (as the
+    // lowering replays it): the part that outlasts that backward is what the step pays.
+    // A two-stage flow shop, layers in backward order; r identical layers (backward b,
+    // synchronization s) starting at t0 with the network free at c0 end their
+    // synchronizations at max(c0 + r s, t0 + b + r s, t0 + r b + s).
+    double t = 0.0, net = 0.0;
+    for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
+      const SbpStage& st = *it;
+      if (st.kind == SbpStage::Kind::kBoxing) {
+        if (st.backward) t += st.repeat * box(st.from, st.to, st.bytes);
+        continue;
+      }
+      const double sync = st.kind == SbpStage::Kind::kLayer ? box(st.grad, st.weights, st.weight_bytes) : 0.0;
+      c.gradient_sync_total_s += st.repeat * sync;
+      if (sync > 0.0) {
+        net = std::max({net + st.repeat * sync, t + st.backward_s + st.repeat * sync,
+                        t + st.repeat * st.backward_s + sync});
+      }
+      t += st.repeat * st.backward_s;
+    }
+    t += b;
+    c.gradient_sync_s = std::max(0.0, net - t);
     // Every micro-batch computes and re-lays its activations; gradients are synchronized
     // and the optimizer steps once.
     const double k = plan.micro_batches;

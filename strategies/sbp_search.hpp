@@ -99,8 +99,14 @@ std::string sbp_plan_problem(const SbpChain& chain, const SbpPlan& plan);
 /// The roles of the chain in order of first appearance, and the layers of each.
 std::vector<std::pair<std::string, std::vector<std::size_t>>> sbp_roles(const SbpChain& chain);
 
+/// A plan's estimated step: compute (every micro-batch's forward and backward and the
+/// optimizer step), activation re-layouts (on the compute's path), and the gradient
+/// synchronization the step pays: gradient_sync_s, the part of all the layers'
+/// synchronizations (gradient_sync_total_s) that outlasts the last micro-batch's
+/// backward, beside which they run (each layer's as soon as its backward has produced it).
 struct SbpCost {
   double compute_s = 0, boxing_s = 0, gradient_sync_s = 0;
+  double gradient_sync_total_s = 0;
   [[nodiscard]] double total() const { return compute_s + boxing_s + gradient_sync_s; }
 };
 
