@@ -497,12 +497,13 @@ static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, cons
   const std::size_t m = members.size();
   if (m < 3) return {};
   // Rank order already a ring of direct links both ways (a torus dimension, a row of
-  // chips wired to their neighbours): in a group within this one domain, that ring and
-  // its reverse, one channel each way, so that every link carries data in both
-  // directions, as TPU collectives on ICI do. (Across domains the channels are the
-  // domains' ranks, each leaving by its own link, and rank order stays. Where more links
-  // join these ranks, as in a DGX-1's fully wired quads, NCCL's search would lay further
-  // rings over them; not modelled.)
+  // chips wired to their neighbours, a DGX-1's fully wired quad): in a group within this
+  // one domain, when those are its members' only links to one another (or there are too
+  // many members to search), that ring and its reverse, one channel each way, so that
+  // every link carries data in both directions, as TPU collectives on ICI do; where more
+  // links join them (the quad), the search below lays rings over those too, as NCCL's
+  // does. (Across domains the channels are the domains' ranks, each leaving by its own
+  // link, and rank order stays.)
   const auto linked = [&](std::size_t a, std::size_t b) {
     for (LinkId l : c.out_links(ranks[members[a]])) {
       if (c.link(l).to == ranks[members[b]]) return true;
@@ -511,9 +512,15 @@ static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, cons
   };
   bool both_ways = true;
   for (std::size_t i = 0; i < m && both_ways; ++i) both_ways = linked(i, (i + 1) % m) && linked((i + 1) % m, i);
+  if (both_ways && !one_domain) return {};
   if (both_ways) {
-    if (!one_domain) return {};
-    return {members, std::vector<std::size_t>(members.rbegin(), members.rend())};
+    bool only_ring = true;  // every member linked to its two ring neighbours alone
+    for (std::size_t i = 0; i < m && m <= 16 && only_ring; ++i) {
+      std::size_t neighbours = 0;
+      for (std::size_t j = 0; j < m; ++j) neighbours += j != i && linked(i, j) ? 1 : 0;
+      only_ring = neighbours == 2;
+    }
+    if (only_ring) return {members, std::vector<std::size_t>(members.rbegin(), members.rend())};
   }
   if (m > 16) return {};
   std::vector<std::vector<double>> bw(m, std::vector<double>(m, 0.0));
@@ -530,7 +537,7 @@ static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, cons
   }
   bool rank_order_direct = true;
   for (std::size_t i = 0; i < m; ++i) rank_order_direct = rank_order_direct && bw[i][(i + 1) % m] > 0;
-  if (!any || rank_order_direct) return {};
+  if (!any || (rank_order_direct && !both_ways)) return {};
   // Every Hamiltonian cycle from member 0 (each undirected cycle once: second < last).
   std::vector<std::vector<std::size_t>> cycles;
   std::vector<std::size_t> path{0};

@@ -519,6 +519,17 @@ TEST_CASE("DGX-1: rings follow the hybrid cube-mesh's NVLinks, as NCCL's search 
   const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, bytes, 0, 0);
   CHECK(busbw(CollectiveOp::kAllReduce, 8, bytes, collective_time(f, g, s)) / 1e9 == Approx(120).epsilon(0.01));
 
+  // A quad (GPUs 0-3), whose rank order is a ring of NVLinks both ways but whose GPUs
+  // are all wired to one another: the search lays rings over every NVLink of the quad,
+  // not only rank order and its reverse. GPUs 0 and 1 each have 4 NVLinks into the quad
+  // (0: 1 to GPU 1, 1 to GPU 2, 2 to GPU 3), so busbw = 4 x 20 GB/s = 80 GB/s, where rank
+  // order both ways would give 40.
+  const auto acc = c.accelerators();
+  const CollectiveGroup quad = CollectiveGroup::of(f, std::vector<NodeId>(acc.begin(), acc.begin() + 4));
+  REQUIRE(quad.domain_rings.size() == 1);
+  CHECK(quad.domain_rings[0].size() > 2);
+  CHECK(busbw(CollectiveOp::kAllReduce, 4, bytes, collective_time(f, quad, s)) / 1e9 == Approx(80).epsilon(0.02));
+
   Cluster a = build_preset(cat, "dgx-a100", {});
   NetworkFabric fa(a, cat);
   CHECK(CollectiveGroup::of(fa).domain_rings.empty());
