@@ -186,6 +186,9 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);
+  const std::string acc = o.choice_or("grad_accumulation", {"fused", "add", "fp32"}, "fused");
+  p.grad_accumulation = acc == "add" ? GradAccumulation::kAdd : acc == "fp32" ? GradAccumulation::kFp32
+                                                                              : GradAccumulation::kFused;
   o.finish();
   if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
   // Refuse plans whose graph would exhaust memory before building them.

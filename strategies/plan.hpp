@@ -22,6 +22,17 @@ namespace ddlsim {
 enum class PipelineSchedule { kGPipe, k1F1B, kInterleaved1F1B };
 enum class DataParallelMode { kAllReduce, kZero1, kZero2, kZero3 };  // FSDP full sharding = ZeRO-3
 enum class Recompute { kNone, kSelective, kFull };
+/// How a device adds each micro-batch's weight gradients to the step's: kFused, inside
+/// the weight-gradient GEMMs (Megatron's --gradient-accumulation-fusion, the default of
+/// Megatron-Core); kAdd, by a separate pass over the gradients in the model's dtype for
+/// every micro-batch after the first (PyTorch autograd accumulating into .grad, as
+/// DeepSpeed's engines and Megatron-LM before its fusion do); kFp32, by converting every
+/// micro-batch's 16-bit gradients to fp32 and adding them to fp32 buffers (DeepSpeed's
+/// bf16 optimizer, BF16_Optimizer.update_hp_grads after each backward).
+enum class GradAccumulation { kFused, kAdd, kFp32 };
+inline const char* grad_accumulation_name(GradAccumulation g) {
+  return g == GradAccumulation::kFused ? "fused" : g == GradAccumulation::kAdd ? "add" : "fp32";
+}
 enum class MeshAxis { kTp, kPp, kDp };
 /// An axis as scenario files spell it: "tp", "pp" or "dp".
 inline const char* axis_name(MeshAxis a) { return a == MeshAxis::kTp ? "tp" : a == MeshAxis::kPp ? "pp" : "dp"; }
@@ -59,6 +70,8 @@ struct ParallelPlan {
   /// --overlap-p2p-communication); false: the next pass waits for them, as Megatron's
   /// default batch_isend_irecv + wait and DeepSpeed's pipeline engine do.
   bool overlap_p2p = false;
+  /// How each micro-batch's gradients join the step's (see GradAccumulation).
+  GradAccumulation grad_accumulation = GradAccumulation::kFused;
 
   [[nodiscard]] int devices() const { return dp * tp * pp; }
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }

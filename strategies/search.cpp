@@ -172,9 +172,13 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       if (output) bwd.push_back({c.last_backward.value(), ag_last, rs_last, ar_last});
       for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer, ar_layer});
       if (embedding) bwd.push_back({c.first_backward.value(), ag_first, rs_first, ar_first});
-      // The model's last chunk sends no activations on, its first no gradients back.
+      // The model's last chunk sends no activations on, its first no gradients back. The
+      // chunk's gradient accumulation is counted in every micro-batch's backward.
+      const double chunk_params = per_chunk * c.layer_params + (embedding ? c.first_params : 0.0) +
+                                  (output ? c.last_params : 0.0);
       Fi += pass(fwd) + (output ? 0.0 : send);
-      Bi += pass(bwd) + (embedding ? 0.0 : send);
+      Bi += pass(bwd) + (embedding ? 0.0 : send) +
+            grad_accumulation_time(zero3 ? chunk_params / s : chunk_params, p.grad_accumulation, compute).value();
     }
     all += Fi + Bi;
     Fmax = std::max(Fmax, Fi);
@@ -210,7 +214,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.grad_accumulation, p.order);
   };
   return key(a) == key(b);
 }
@@ -231,6 +235,9 @@ std::string describe_plan(const ParallelPlan& p) {
   if (p.recompute != Recompute::kNone) s += p.recompute == Recompute::kFull ? ", full recompute" : ", selective recompute";
   if (p.recompute == Recompute::kFull && p.recompute_layers > 0) {
     s += " of " + std::to_string(p.recompute_layers) + " layers per chunk";
+  }
+  if (p.grad_accumulation != GradAccumulation::kFused) {
+    s += std::string(", grad accumulation ") + grad_accumulation_name(p.grad_accumulation);
   }
   return s;
 }

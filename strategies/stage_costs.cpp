@@ -137,4 +137,20 @@ Seconds optimizer_step_time(double params, const ComputeModel& compute) {
   return compute.time(opt, Pass::kForward);
 }
 
+double grad_accumulation_bytes(GradAccumulation g) {
+  switch (g) {
+    case GradAccumulation::kFused: return 0.0;
+    case GradAccumulation::kAdd: return 3.0 * kGradientBytes;
+    case GradAccumulation::kFp32: return kGradientBytes + 4.0 + 4.0 + 4.0 + 4.0;
+  }
+  return 0.0;
+}
+
+Seconds grad_accumulation_time(double params, GradAccumulation g, const ComputeModel& compute) {
+  if (g == GradAccumulation::kFused || params <= 0.0) return Seconds(0.0);
+  Operator acc{OpKind::kAdd, "gradient accumulation", -1, {}, 0, {}, DataType::kFp32, {}};
+  acc.cost.fwd_bytes = params * grad_accumulation_bytes(g);
+  return compute.time(acc, Pass::kForward);
+}
+
 }  // namespace ddlsim

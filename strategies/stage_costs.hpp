@@ -46,4 +46,20 @@ inline constexpr double kGradientBytes = 2.0;
 /// TPUs, need none).
 Seconds optimizer_step_time(double params, const ComputeModel& compute);
 
+/// Bytes per parameter moved by one micro-batch's gradient accumulation: 0 fused; 6 for
+/// kAdd (read the accumulated and the new 16-bit gradient, write the sum); 18 for kFp32
+/// (read the 16-bit gradient, write it as fp32, read that and the fp32 buffer, write the
+/// buffer: DeepSpeed's `hp_grad.add_(lp_grad.to(fp32))`, two kernels).
+double grad_accumulation_bytes(GradAccumulation g);
+
+/// One micro-batch's gradient accumulation over `params` parameters of one device (a
+/// memory-bound pass; zero when fused).
+Seconds grad_accumulation_time(double params, GradAccumulation g, const ComputeModel& compute);
+
+/// Whether micro-batch `micro_batch` (0-based) pays an accumulation pass: kAdd from the
+/// second on (autograd keeps the first one's gradient as it is), kFp32 every one.
+inline bool accumulates(GradAccumulation g, std::int64_t micro_batch) {
+  return g == GradAccumulation::kFp32 || (g == GradAccumulation::kAdd && micro_batch > 0);
+}
+
 }  // namespace ddlsim

@@ -359,6 +359,14 @@ class StepLowering {
         }
         if (last_mb_backward) produced(d, i, t, u.params);
       }
+      // The micro-batch's gradients join the step's before the backward returns (autograd's
+      // accumulation, DeepSpeed's update_hp_grads), so before its gradient is sent back.
+      if (!op.forward && accumulates(p_.grad_accumulation, op.micro_batch)) {
+        double params = 0.0;
+        for (const Unit& u : us) params += u.params;
+        if (zero3_) params /= shard_size(p_);
+        t = compute(grp, grad_accumulation_time(params, p_.grad_accumulation, *in_.compute), t, "gradient accumulation");
+      }
       entries_[{d, s, op.micro_batch, op.forward}] = entry;
       exits_[{d, s, op.micro_batch, op.forward}] = t;
       last_exit = prev = t;

@@ -331,6 +331,42 @@ TEST_CASE("one device runs its micro-batches back to back, then the optimizer") 
   CHECK(rig.run(s) == Approx(4 * per_mb + rig.optimizer(params_of(m))).epsilon(1e-9));
 }
 
+TEST_CASE("gradient accumulation adds a pass over the device's gradients per micro-batch") {
+  // Expected, one device with 4 micro-batches: fused accumulation costs nothing; "add"
+  // (autograd adding into .grad) reads two 16-bit gradients and writes one, 6 bytes per
+  // parameter, in micro-batches 2-4 (the first gradient is kept as it is); "fp32"
+  // (DeepSpeed's bf16 optimizer) moves 2 + 4 + 4 + 4 + 4 = 18 bytes per parameter after
+  // every backward and keeps 4 bytes per parameter of fp32 gradients besides the 16-bit
+  // ones. Each pass is memory-bound: its bytes at the compute model's HBM rate.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  const double params = params_of(m);
+  auto pass = [&](double bytes_per_param) {
+    Operator acc{OpKind::kAdd, "accumulate", -1, {}, 0, {}, DataType::kFp32, {}};
+    acc.cost.fwd_bytes = params * bytes_per_param;
+    return rig.compute->time(acc, Pass::kForward).value();
+  };
+  ParallelPlan p;
+  p.global_batch = 4;
+  LoweredTrainingStep fused = rig.lower(m, p);
+  const double base = rig.run(fused);
+  p.grad_accumulation = GradAccumulation::kAdd;
+  LoweredTrainingStep add = rig.lower(m, p);
+  CHECK(rig.run(add) - base == Approx(3 * pass(6.0)).epsilon(1e-6));
+  const double est_fused = [&] {
+    ParallelPlan q = p;
+    q.grad_accumulation = GradAccumulation::kFused;
+    return estimate_step(m, q, *rig.fabric, *rig.compute);
+  }();
+  CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) - est_fused == Approx(4 * pass(6.0)).epsilon(1e-6));
+  const double grads16 = stage_memory(p, m)[0].gradients;
+  p.grad_accumulation = GradAccumulation::kFp32;
+  LoweredTrainingStep fp32 = rig.lower(m, p);
+  CHECK(rig.run(fp32) - base == Approx(4 * pass(18.0)).epsilon(1e-6));
+  CHECK(stage_memory(p, m)[0].gradients == Approx(grads16 + 4.0 * params).epsilon(1e-12));
+  CHECK(grads16 == Approx(2.0 * params).epsilon(1e-12));
+}
+
 TEST_CASE("a half layer of short kernels takes as long as the host needs to issue them") {
   // Expected: a tiny GPT layer (hidden 64, sequence 64) on an A100 has kernels of a few
   // us, so each half layer takes host_dispatch (60 us) per operator with forward work,
