@@ -89,6 +89,8 @@ double predict_vtrain(ValidationCase& c, std::optional<NetworkModelKind> network
   p.schedule = PipelineSchedule::k1F1B;
   p.recompute = Recompute::kFull;
   p.overlap_grad_reduce = false;
+  // DeepSpeed's engines (fp16) leave the accumulation to autograd: a pass per micro-batch.
+  p.grad_accumulation = GradAccumulation::kAdd;
   p.order = {MeshAxis::kTp, MeshAxis::kDp, MeshAxis::kPp};
   if (std::string why = plan_problem(p, s.model, s.cluster.accelerators().size()); !why.empty()) {
     c.refused = why;
