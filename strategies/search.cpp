@@ -52,6 +52,11 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
               if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
               for (Recompute rc : space.recomputes) {
                 ParallelPlan p;
+                p.bucket_bytes = space.framework.bucket_bytes;
+                p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
+                p.overlap_p2p = space.framework.overlap_p2p;
+                p.grad_accumulation = space.framework.grad_accumulation;
+                p.order = space.framework.order;
                 p.tp = tp;
                 p.pp = pp;
                 p.dp = dp;

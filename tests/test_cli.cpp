@@ -922,6 +922,43 @@ TEST_CASE("search: a baseline's rank order and overlap settings survive in its r
   CHECK(seen);
 }
 
+TEST_CASE("search: the grid's plans keep the framework settings of the scenario's first strategy") {
+  // Expected: with the first strategy given DeepSpeed's gradient accumulation ("add"),
+  // Megatron's rank order and no overlapped gradient reduction, every ranked plan that is
+  // not a baseline carries those three as given (so --out replays what was ranked);
+  // without them, no grid plan carries any of them.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  for (const bool framework : {true, false}) {
+    std::vector<std::string> args{"search", f, "--json", "--replay", "4", "--network", "analytical"};
+    if (framework) {
+      for (const char* set : {"strategies.0.grad_accumulation=add", "strategies.0.order=[\"tp\",\"dp\",\"pp\"]",
+                              "strategies.0.overlap_grad_reduce=false"}) {
+        args.push_back("--set");
+        args.push_back(set);
+      }
+    }
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    int grid = 0;
+    for (const auto& e : j.at("ranked")) {
+      if (e.at("baseline") == true) continue;
+      ++grid;
+      INFO(e.dump());
+      CHECK(e.contains("grad_accumulation") == framework);
+      CHECK(e.contains("order") == framework);
+      CHECK(e.contains("overlap_grad_reduce") == framework);
+      if (framework) {
+        CHECK(e.at("grad_accumulation") == "add");
+        CHECK(e.at("order") == nlohmann::json::array({"tp", "dp", "pp"}));
+        CHECK(e.at("overlap_grad_reduce") == false);
+      }
+    }
+    CHECK(grid >= 2);
+  }
+}
+
 TEST_CASE("search --method autoddl and mcmc rank whole-model SBP plans against the baselines") {
   // Expected: on kTraining (16 A100s, analytical network) both replay the found plan,
   // data parallelism and Megatron in SBP terms (when they can run) and the scenario's
