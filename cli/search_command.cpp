@@ -32,9 +32,10 @@ replayed step time.
            (v = 2), ZeRO 0-3, recomputation none/selective/full, sequence parallelism
            with tp > 1. Each plan keeps the framework settings of the scenario's
            first Megatron-style strategy (bucket_mib, overlap_grad_reduce,
-           overlap_p2p, grad_accumulation, order), so a DeepSpeed-like scenario is
-           searched as DeepSpeed runs. Plans the memory model says do not fit the
-           accelerator are pruned; the rest are ranked by a closed-form estimate
+           overlap_p2p, grad_accumulation, grad_reduce_fp32, order), so a
+           DeepSpeed-like scenario is searched as DeepSpeed runs. Plans the memory
+           model says do not fit the accelerator are pruned; the rest are ranked by
+           a closed-form estimate
            (strategies/search.hpp), and the best --replay of them, with the scenario's
            own strategies as baselines, are replayed.
   autoddl  AutoDDL-style, for transformers and CNNs: an SBP signature per layer role
@@ -124,7 +125,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     space.global_batch = vm.count("global-batch") ? vm["global-batch"].as<std::int64_t>() : s.strategies.front().plan.global_batch;
     if (space.global_batch < 1 || space.global_batch > 100'000'000) throw InputError("--global-batch: expected 1 to 100000000");
     // The grid's plans run on the framework the scenario's first Megatron-style strategy
-    // describes (bucket size, overlaps, gradient accumulation, rank order).
+    // describes (bucket size, overlaps, gradient accumulation and reduction, rank order).
     for (const TrainingStrategy& t : s.strategies) {
       if (!t.sbp) {
         space.framework = t.plan;

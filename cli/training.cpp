@@ -189,6 +189,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   const std::string acc = o.choice_or("grad_accumulation", {"fused", "add", "fp32"}, "fused");
   p.grad_accumulation = acc == "add" ? GradAccumulation::kAdd : acc == "fp32" ? GradAccumulation::kFp32
                                                                               : GradAccumulation::kFused;
+  p.grad_reduce_fp32 = o.boolean_or("grad_reduce_fp32", false);
   o.finish();
   if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
   // Refuse plans whose graph would exhaust memory before building them.

@@ -130,9 +130,11 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     const ModelStates s = model_states(d.parameters, shard_size(p), p.dp_mode);
     d.weights = s.weights;
     d.gradients = s.gradients;
+    const bool grads_sharded = p.dp_mode == DataParallelMode::kZero2 || p.dp_mode == DataParallelMode::kZero3;
     if (p.grad_accumulation == GradAccumulation::kFp32) {  // DeepSpeed's bf16 optimizer: fp32 gradient buffers too
-      const bool sharded = p.dp_mode == DataParallelMode::kZero2 || p.dp_mode == DataParallelMode::kZero3;
-      d.gradients += 4.0 * d.parameters / (sharded ? shard_size(p) : 1);
+      d.gradients += 4.0 * d.parameters / (grads_sharded ? shard_size(p) : 1);
+    } else if (p.grad_reduce_fp32) {  // Megatron's fp32 main_grad buffers in place of 16-bit ones
+      d.gradients += 2.0 * d.parameters / (grads_sharded ? shard_size(p) : 1);
     }
     d.optimizer = s.optimizer;
     d.activations = layers_activation_bytes(p, m, layers[static_cast<std::size_t>(i)], p.virtual_stages) *

@@ -72,6 +72,11 @@ struct ParallelPlan {
   bool overlap_p2p = false;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
+  /// true: the data-parallel gradient reductions (all-reduce, ZeRO's reduce-scatters)
+  /// carry fp32 gradients, 4 bytes per parameter, and the device holds 4-byte gradient
+  /// buffers (Megatron's --accumulate-allreduce-grads-in-fp32, its default under bf16;
+  /// DeepSpeed's bf16 optimizer); false: the model's 16-bit gradients, 2 bytes.
+  bool grad_reduce_fp32 = false;
 
   [[nodiscard]] int devices() const { return dp * tp * pp; }
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }

@@ -56,6 +56,7 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
                 p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
                 p.overlap_p2p = space.framework.overlap_p2p;
                 p.grad_accumulation = space.framework.grad_accumulation;
+                p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
                 p.order = space.framework.order;
                 p.tp = tp;
                 p.pp = pp;
@@ -130,10 +131,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, params * kGradientBytes) : 0.0;
   };
   auto scatter = [&](double params) {
-    return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * kGradientBytes) : 0.0;
+    return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p)) : 0.0;
   };
   auto across = [&](double params) {
-    return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * kGradientBytes / s)
+    return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * reduced_gradient_bytes(p) / s)
                                       : 0.0;
   };
   const double ag_layer = gather(c.layer_params), rs_layer = scatter(c.layer_params), ar_layer = across(c.layer_params);
@@ -201,13 +202,13 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   double step = p.schedule == PipelineSchedule::kGPipe ? all + (m - 1) * (Fmax + Bmax)
                                                        : m * (F + B) + (all - (F + B)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
-    const double grads = stage_params * kGradientBytes;
+    const double grads = stage_params * reduced_gradient_bytes(p), weights = stage_params * kGradientBytes;
     double dp_time = 0;
     if (p.dp_mode == DataParallelMode::kAllReduce) {
       dp_time = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads);
     } else {
       dp_time = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads) +
-                collective(fabric, dp_ranks, CollectiveOp::kAllGather, grads);
+                collective(fabric, dp_ranks, CollectiveOp::kAllGather, weights);
     }
     step += p.overlap_grad_reduce ? std::max(0.0, dp_time - B) : dp_time;
   }
@@ -219,7 +220,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.grad_accumulation, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   return key(a) == key(b);
 }
@@ -244,6 +245,7 @@ std::string describe_plan(const ParallelPlan& p) {
   if (p.grad_accumulation != GradAccumulation::kFused) {
     s += std::string(", grad accumulation ") + grad_accumulation_name(p.grad_accumulation);
   }
+  if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
   return s;
 }
 

@@ -38,6 +38,8 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
 
 /// Bytes of a 16-bit gradient or weight, per parameter.
 inline constexpr double kGradientBytes = 2.0;
+/// Bytes per parameter in the plan's data-parallel gradient reductions.
+inline double reduced_gradient_bytes(const ParallelPlan& p) { return p.grad_reduce_fp32 ? 4.0 : kGradientBytes; }
 
 /// The mixed-precision Adam step over `params` parameters: memory-bound, 28 bytes per
 /// parameter (read the 16-bit gradient, the fp32 master weight and both moments, write

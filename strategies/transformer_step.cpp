@@ -354,7 +354,8 @@ class StepLowering {
         }
         t = backward_unit(grp, u, t, ready);
         if (zero3_) {
-          const Markers rs = zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * 2.0, t, nullptr);
+          const Markers rs =
+              zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * reduced_gradient_bytes(p_), t, nullptr);
           if (d == 0) g_.add_edge(rs.end, out_.gradients_reduced[static_cast<std::size_t>(i)]);
         }
         if (last_mb_backward) produced(d, i, t, u.params);
@@ -394,7 +395,7 @@ class StepLowering {
     std::size_t first = 0;
     double bytes = 0.0;
     for (std::size_t j = 0; j < c.size(); ++j) {
-      bytes += c[j].second * kGradientBytes;
+      bytes += c[j].second * reduced_gradient_bytes(p_);
       if ((p_.overlap_grad_reduce && bytes >= p_.bucket_bytes) || j + 1 == c.size()) {
         out.emplace_back(first, j + 1);
         first = j + 1;
@@ -455,7 +456,7 @@ class StepLowering {
       if (p_.dp > 1 && !zero3_) {
         for (const auto& [first, last] : buckets(i)) {
           double bytes = 0.0;
-          for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * kGradientBytes;
+          for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * reduced_gradient_bytes(p_);
           const TaskId ready = g_.add(Marker{}, "bucket ready").id();
           for (int d = 0; d < dpl_; ++d) {
             g_.add_edge(p_.overlap_grad_reduce ? contributions_[group(d, i)][last - 1].first

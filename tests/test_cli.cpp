@@ -716,6 +716,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.0.recompute_layers=0", "strategies.0.recompute_layers: expected a positive integer, got 0"},
       {"strategies.1.order=[\"tp\",\"pp\",\"xp\"]", "strategies.1.order.2: expected one of \"tp\", \"pp\", \"dp\", got \"xp\" (did you mean 'tp'?)"},
       {"strategies.0.grad_accumulation=fp16", "strategies.0.grad_accumulation: expected one of \"fused\", \"add\", \"fp32\", got \"fp16\""},
+      {"strategies.0.grad_reduce_fp32=2", "strategies.0.grad_reduce_fp32: expected true or false, got 2"},
   };
   Scratch s;
   const std::string f = s.write("t.json", kTraining);

@@ -606,6 +606,38 @@ TEST_CASE("data parallelism sends 2(d-1)/d of the gradient bytes per device") {
   CHECK(rig.run(s) > 0);
 }
 
+TEST_CASE("fp32 gradient reduction carries 4 bytes per parameter in every data-parallel reduction") {
+  // Expected: dp 8 on one DGX H100, one bucket: an fp32 all-reduce sends 2(d-1)/d x 4
+  // bytes x the parameters per device, twice the 16-bit one, and the device keeps 4
+  // bytes of gradients per parameter instead of 2. ZeRO-1 reduce-scatters fp32 gradients
+  // ((d-1)/d x 4 bytes) and still all-gathers the 16-bit weights ((d-1)/d x 2 bytes).
+  // ZeRO-3 (two micro-batches) scatters fp32 gradients and gathers 16-bit weights twice:
+  // (2 + 2 + 4)(d-1)/d bytes per parameter and micro-batch. The estimate's gradient
+  // reduction grows too.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 2, 512, 8, 512, 8000);
+  const double params = params_of(m);
+  ParallelPlan p;
+  p.dp = 8;
+  p.global_batch = 8;
+  p.bucket_bytes = 1e12;
+  p.overlap_grad_reduce = false;
+  const double est16 = estimate_step(m, p, *rig.fabric, *rig.compute);
+  p.grad_reduce_fp32 = true;
+  LoweredTrainingStep s = rig.lower(m, p);
+  CHECK(s.dp_bytes_per_device == Approx(2.0 * 7 / 8 * 4 * params).epsilon(1e-9));
+  CHECK(stage_memory(p, m)[0].gradients == Approx(4.0 * params).epsilon(1e-12));
+  CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) > est16);
+  p.dp_mode = DataParallelMode::kZero1;
+  LoweredTrainingStep z1 = rig.lower(m, p);
+  CHECK(z1.dp_bytes_per_device == Approx(7.0 / 8 * (4 + 2) * params).epsilon(1e-9));
+  ParallelPlan z = zero3_on_8();
+  z.grad_reduce_fp32 = true;
+  const TransformerConfig m3 = gpt_config("g", 4, 1024, 16, 1024, 8000);
+  LoweredTrainingStep z3 = rig.lower(m3, z);
+  CHECK(z3.dp_bytes_per_device == Approx(2 * (2.0 + 2.0 + 4.0) * 7 / 8 * params_of(m3)).epsilon(1e-9));
+}
+
 TEST_CASE("without overlap the gradient reduction is one bucket after the whole backward") {
   // Expected: small buckets with overlap_grad_reduce off give exactly the step of a single
   // bucket (which can only start after the embedding's backward, the last task), and
