@@ -179,12 +179,15 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer, ar_layer});
       if (embedding) bwd.push_back({c.first_backward.value(), ag_first, rs_first, ar_first});
       // The model's last chunk sends no activations on, its first no gradients back. The
-      // chunk's gradient accumulation is counted in every micro-batch's backward.
+      // chunk's gradient accumulation is spread over the micro-batches' backwards: m
+      // passes per step, or m - 1 where the first micro-batch's gradient is kept as is.
       const double chunk_params = per_chunk * c.layer_params + (embedding ? c.first_params : 0.0) +
                                   (output ? c.last_params : 0.0);
+      const auto mbs = static_cast<double>(p.micro_batches());
+      const double passes = (accumulates(p, 0) ? mbs : mbs - 1) / mbs;
       Fi += pass(fwd) + (output ? 0.0 : send);
       Bi += pass(bwd) + (embedding ? 0.0 : send) +
-            grad_accumulation_time(zero3 ? chunk_params / s : chunk_params, p.grad_accumulation, compute).value();
+            passes * grad_accumulation_time(accumulated_params(p, chunk_params), p, compute).value();
     }
     all += Fi + Bi;
     Fmax = std::max(Fmax, Fi);
@@ -213,7 +216,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     step += p.overlap_grad_reduce ? std::max(0.0, dp_time - B) : dp_time;
   }
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
-  step += optimizer_step_time(updated, compute).value();
+  step += optimizer_step_time(updated, compute, optimizer_gradient_bytes(p)).value();
   return step;
 }
 

@@ -130,26 +130,26 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   return c;
 }
 
-Seconds optimizer_step_time(double params, const ComputeModel& compute) {
-  constexpr double kOptimizerBytes = 28.0;
+Seconds optimizer_step_time(double params, const ComputeModel& compute, double gradient_bytes) {
+  constexpr double kOptimizerBytes = 26.0;  // besides the gradient
   Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
-  opt.cost.fwd_bytes = params * kOptimizerBytes;
+  opt.cost.fwd_bytes = params * (kOptimizerBytes + gradient_bytes);
   return compute.time(opt, Pass::kForward);
 }
 
-double grad_accumulation_bytes(GradAccumulation g) {
-  switch (g) {
+double grad_accumulation_bytes(const ParallelPlan& p) {
+  switch (p.grad_accumulation) {
     case GradAccumulation::kFused: return 0.0;
-    case GradAccumulation::kAdd: return 3.0 * kGradientBytes;
+    case GradAccumulation::kAdd: return p.grad_reduce_fp32 ? kGradientBytes + 4.0 + 4.0 : 3.0 * kGradientBytes;
     case GradAccumulation::kFp32: return kGradientBytes + 4.0 + 4.0 + 4.0 + 4.0;
   }
   return 0.0;
 }
 
-Seconds grad_accumulation_time(double params, GradAccumulation g, const ComputeModel& compute) {
-  if (g == GradAccumulation::kFused || params <= 0.0) return Seconds(0.0);
+Seconds grad_accumulation_time(double params, const ParallelPlan& p, const ComputeModel& compute) {
+  if (p.grad_accumulation == GradAccumulation::kFused || params <= 0.0) return Seconds(0.0);
   Operator acc{OpKind::kAdd, "gradient accumulation", -1, {}, 0, {}, DataType::kFp32, {}};
-  acc.cost.fwd_bytes = params * grad_accumulation_bytes(g);
+  acc.cost.fwd_bytes = params * grad_accumulation_bytes(p);
   return compute.time(acc, Pass::kForward);
 }
 

@@ -41,27 +41,45 @@ inline constexpr double kGradientBytes = 2.0;
 /// Bytes per parameter in the plan's data-parallel gradient reductions.
 inline double reduced_gradient_bytes(const ParallelPlan& p) { return p.grad_reduce_fp32 ? 4.0 : kGradientBytes; }
 
-/// The mixed-precision Adam step over `params` parameters: memory-bound, 28 bytes per
-/// parameter (read the 16-bit gradient, the fp32 master weight and both moments, write
-/// them and the 16-bit weight). About 10 FLOPs per 28 bytes is far below every device's
-/// ridge point, so only the bytes are priced (and accelerators without an fp32 peak,
-/// TPUs, need none).
-Seconds optimizer_step_time(double params, const ComputeModel& compute);
+/// Bytes per parameter of the gradient the optimizer reads: 4 where the plan keeps fp32
+/// gradients (grad_reduce_fp32, or kFp32 accumulation), else 2.
+inline double optimizer_gradient_bytes(const ParallelPlan& p) {
+  return p.grad_reduce_fp32 || p.grad_accumulation == GradAccumulation::kFp32 ? 4.0 : kGradientBytes;
+}
 
-/// Bytes per parameter moved by one micro-batch's gradient accumulation: 0 fused; 6 for
-/// kAdd (read the accumulated and the new 16-bit gradient, write the sum); 18 for kFp32
-/// (read the 16-bit gradient, write it as fp32, read that and the fp32 buffer, write the
-/// buffer: DeepSpeed's `hp_grad.add_(lp_grad.to(fp32))`, two kernels).
-double grad_accumulation_bytes(GradAccumulation g);
+/// The mixed-precision Adam step over `params` parameters: memory-bound, 26 bytes per
+/// parameter plus the gradient's (read the gradient, the fp32 master weight and both
+/// moments, write them and the 16-bit weight: 28 with a 16-bit gradient). About 10 FLOPs
+/// per 28 bytes is far below every device's ridge point, so only the bytes are priced
+/// (and accelerators without an fp32 peak, TPUs, need none).
+Seconds optimizer_step_time(double params, const ComputeModel& compute, double gradient_bytes = kGradientBytes);
+
+/// Bytes per parameter moved by one micro-batch's gradient accumulation: 0 fused; for
+/// kAdd 6 (read the accumulated and the new 16-bit gradient, write the sum), or 10 with
+/// grad_reduce_fp32 (Megatron's `main_grad.add_(grad)` into an fp32 buffer: read 2 + 4,
+/// write 4); 18 for kFp32 (read the 16-bit gradient, write it as fp32, read that and the
+/// fp32 buffer, write the buffer: DeepSpeed's `hp_grad.add_(lp_grad.to(fp32))`, two
+/// kernels).
+double grad_accumulation_bytes(const ParallelPlan& p);
 
 /// One micro-batch's gradient accumulation over `params` parameters of one device (a
 /// memory-bound pass; zero when fused).
-Seconds grad_accumulation_time(double params, GradAccumulation g, const ComputeModel& compute);
+Seconds grad_accumulation_time(double params, const ParallelPlan& p, const ComputeModel& compute);
 
 /// Whether micro-batch `micro_batch` (0-based) pays an accumulation pass: kAdd from the
-/// second on (autograd keeps the first one's gradient as it is), kFp32 every one.
-inline bool accumulates(GradAccumulation g, std::int64_t micro_batch) {
-  return g == GradAccumulation::kFp32 || (g == GradAccumulation::kAdd && micro_batch > 0);
+/// second on (autograd keeps the first one's gradient as it is) unless the gradients
+/// accumulate into fp32 buffers (grad_reduce_fp32: Megatron adds into its zeroed
+/// main_grad every time), kFp32 every one.
+inline bool accumulates(const ParallelPlan& p, std::int64_t micro_batch) {
+  if (p.grad_accumulation == GradAccumulation::kFp32) return true;
+  return p.grad_accumulation == GradAccumulation::kAdd && (micro_batch > 0 || p.grad_reduce_fp32);
+}
+
+/// The parameters a device's gradient accumulation covers out of `params` of its chunk:
+/// all of them, or its shard where the gradients are sharded (ZeRO-2 and 3).
+inline double accumulated_params(const ParallelPlan& p, double params) {
+  const bool sharded = p.dp > 1 && (p.dp_mode == DataParallelMode::kZero2 || p.dp_mode == DataParallelMode::kZero3);
+  return sharded ? params / shard_size(p) : params;
 }
 
 }  // namespace ddlsim

@@ -329,6 +329,8 @@ class StepLowering {
       prev_key = key;
       TaskId t = entry;
       const bool last_mb_backward = !op.forward && op.micro_batch == mb_ - 1;
+      const bool accumulating = !op.forward && accumulates(p_, op.micro_batch);
+      std::vector<double> produced_params;  // the last backward's units, produced after its accumulation
       std::vector<Unit> us = units(s, op.forward);
       if (!op.forward) std::reverse(us.begin(), us.end());
       const int n = static_cast<int>(us.size());
@@ -358,15 +360,18 @@ class StepLowering {
               zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * reduced_gradient_bytes(p_), t, nullptr);
           if (d == 0) g_.add_edge(rs.end, out_.gradients_reduced[static_cast<std::size_t>(i)]);
         }
-        if (last_mb_backward) produced(d, i, t, u.params);
+        if (last_mb_backward && !accumulating) produced(d, i, t, u.params);
+        if (last_mb_backward && accumulating) produced_params.push_back(u.params);
       }
       // The micro-batch's gradients join the step's before the backward returns (autograd's
-      // accumulation, DeepSpeed's update_hp_grads), so before its gradient is sent back.
-      if (!op.forward && accumulates(p_.grad_accumulation, op.micro_batch)) {
+      // accumulation, DeepSpeed's update_hp_grads), so before its gradient is sent back,
+      // and the step's gradients are final, ready to reduce, only after it.
+      if (accumulating) {
         double params = 0.0;
         for (const Unit& u : us) params += u.params;
-        if (zero3_) params /= shard_size(p_);
-        t = compute(grp, grad_accumulation_time(params, p_.grad_accumulation, *in_.compute), t, "gradient accumulation");
+        t = compute(grp, grad_accumulation_time(accumulated_params(p_, params), p_, *in_.compute), t,
+                    "gradient accumulation");
+        for (double up : produced_params) produced(d, i, t, up);
       }
       entries_[{d, s, op.micro_batch, op.forward}] = entry;
       exits_[{d, s, op.micro_batch, op.forward}] = t;
@@ -476,7 +481,8 @@ class StepLowering {
         const std::size_t grp = group(d, i);
         g_.add_edge(out_.last_backward[grp], stage_done);
         const double params = sharded ? stage_params / shard_size(p_) : stage_params;
-        const TaskId step = compute(grp, optimizer_step_time(params, *in_.compute), every_stage, "optimizer step");
+        const TaskId step =
+            compute(grp, optimizer_step_time(params, *in_.compute, optimizer_gradient_bytes(p_)), every_stage, "optimizer step");
         out_.optimizer[grp] = step;
         steps.push_back(step);
         if (!(zero12 && p_.dp > 1)) g_.add_edge(step, end);

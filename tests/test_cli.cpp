@@ -924,9 +924,9 @@ TEST_CASE("search: a baseline's rank order and overlap settings survive in its r
 }
 
 TEST_CASE("search: the grid's plans keep the framework settings of the scenario's first strategy") {
-  // Expected: with the first strategy given DeepSpeed's gradient accumulation ("add"),
-  // Megatron's rank order and no overlapped gradient reduction, every ranked plan that is
-  // not a baseline carries those three as given (so --out replays what was ranked);
+  // Expected: with the first strategy given gradient accumulation "add", Megatron's rank
+  // order, no overlapped gradient reduction and fp32 reduction, every ranked plan that is
+  // not a baseline carries those four as given (so --out replays what was ranked);
   // without them, no grid plan carries any of them.
   Scratch s;
   const std::string f = s.write("t.json", kTraining);
@@ -934,7 +934,7 @@ TEST_CASE("search: the grid's plans keep the framework settings of the scenario'
     std::vector<std::string> args{"search", f, "--json", "--replay", "4", "--network", "analytical"};
     if (framework) {
       for (const char* set : {"strategies.0.grad_accumulation=add", "strategies.0.order=[\"tp\",\"dp\",\"pp\"]",
-                              "strategies.0.overlap_grad_reduce=false"}) {
+                              "strategies.0.overlap_grad_reduce=false", "strategies.0.grad_reduce_fp32=true"}) {
         args.push_back("--set");
         args.push_back(set);
       }
@@ -950,7 +950,9 @@ TEST_CASE("search: the grid's plans keep the framework settings of the scenario'
       CHECK(e.contains("grad_accumulation") == framework);
       CHECK(e.contains("order") == framework);
       CHECK(e.contains("overlap_grad_reduce") == framework);
+      CHECK(e.contains("grad_reduce_fp32") == framework);
       if (framework) {
+        CHECK(e.at("grad_reduce_fp32") == true);
         CHECK(e.at("grad_accumulation") == "add");
         CHECK(e.at("order") == nlohmann::json::array({"tp", "dp", "pp"}));
         CHECK(e.at("overlap_grad_reduce") == false);

@@ -334,10 +334,14 @@ TEST_CASE("one device runs its micro-batches back to back, then the optimizer") 
 TEST_CASE("gradient accumulation adds a pass over the device's gradients per micro-batch") {
   // Expected, one device with 4 micro-batches: fused accumulation costs nothing; "add"
   // (autograd adding into .grad) reads two 16-bit gradients and writes one, 6 bytes per
-  // parameter, in micro-batches 2-4 (the first gradient is kept as it is); "fp32"
-  // (DeepSpeed's bf16 optimizer) moves 2 + 4 + 4 + 4 + 4 = 18 bytes per parameter after
-  // every backward and keeps 4 bytes per parameter of fp32 gradients besides the 16-bit
-  // ones. Each pass is memory-bound: its bytes at the compute model's HBM rate.
+  // parameter, in micro-batches 2-4 (the first gradient is kept as it is), in the replay
+  // and in the estimate; "fp32" (DeepSpeed's bf16 optimizer) moves 2 + 4 + 4 + 4 + 4 = 18
+  // bytes per parameter after every backward and keeps 4 bytes per parameter of fp32
+  // gradients besides the 16-bit ones, which its optimizer step reads (30 bytes per
+  // parameter instead of 28). "add" into fp32 buffers (grad_reduce_fp32: Megatron's
+  // main_grad.add_) moves 2 + 4 + 4 = 10 bytes in every micro-batch, keeps 4-byte
+  // gradients only and reads them in the optimizer step; with "fp32" it keeps 6. Each
+  // pass is memory-bound: its bytes at the compute model's HBM rate.
   StepRig rig("dgx-h100", 1);
   const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
   const double params = params_of(m);
@@ -358,13 +362,42 @@ TEST_CASE("gradient accumulation adds a pass over the device's gradients per mic
     q.grad_accumulation = GradAccumulation::kFused;
     return estimate_step(m, q, *rig.fabric, *rig.compute);
   }();
-  CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) - est_fused == Approx(4 * pass(6.0)).epsilon(1e-6));
+  CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) - est_fused == Approx(3 * pass(6.0)).epsilon(1e-6));
   const double grads16 = stage_memory(p, m)[0].gradients;
+  const double optimizer_fp32 = pass(30.0) - pass(28.0);
   p.grad_accumulation = GradAccumulation::kFp32;
   LoweredTrainingStep fp32 = rig.lower(m, p);
-  CHECK(rig.run(fp32) - base == Approx(4 * pass(18.0)).epsilon(1e-6));
+  CHECK(rig.run(fp32) - base == Approx(4 * pass(18.0) + optimizer_fp32).epsilon(1e-6));
   CHECK(stage_memory(p, m)[0].gradients == Approx(grads16 + 4.0 * params).epsilon(1e-12));
   CHECK(grads16 == Approx(2.0 * params).epsilon(1e-12));
+  p.grad_reduce_fp32 = true;
+  CHECK(stage_memory(p, m)[0].gradients == Approx(6.0 * params).epsilon(1e-12));
+  p.grad_accumulation = GradAccumulation::kAdd;
+  LoweredTrainingStep main_grad = rig.lower(m, p);
+  CHECK(rig.run(main_grad) - base == Approx(4 * pass(10.0) + optimizer_fp32).epsilon(1e-6));
+  CHECK(stage_memory(p, m)[0].gradients == Approx(4.0 * params).epsilon(1e-12));
+}
+
+TEST_CASE("under ZeRO-2 a device accumulates its shard of the gradients") {
+  // Expected: ZeRO-2 over 8 GPUs with 4 micro-batches and the reduction after the
+  // backward: "add" costs 3 passes of 6 bytes over the device's eighth of the parameters,
+  // the shard its memory holds, as the sharded gradients of ZeRO-2 and 3 are priced.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  const double shard = params_of(m) / 8;
+  Operator acc{OpKind::kAdd, "accumulate", -1, {}, 0, {}, DataType::kFp32, {}};
+  acc.cost.fwd_bytes = shard * 6.0;
+  const double pass = rig.compute->time(acc, Pass::kForward).value();
+  ParallelPlan p;
+  p.dp = 8;
+  p.global_batch = 32;
+  p.dp_mode = DataParallelMode::kZero2;
+  p.overlap_grad_reduce = false;
+  LoweredTrainingStep fused = rig.lower(m, p);
+  const double base = rig.run(fused);
+  p.grad_accumulation = GradAccumulation::kAdd;
+  LoweredTrainingStep add = rig.lower(m, p);
+  CHECK(rig.run(add) - base == Approx(3 * pass).epsilon(1e-6));
 }
 
 TEST_CASE("a half layer of short kernels takes as long as the host needs to issue them") {
