@@ -6,7 +6,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
@@ -223,17 +225,20 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
         << space.global_batch << ", network " << network_model_name(s.network) << ")\n\n";
     char line[512];
     // The plan column as wide as the longest plan shown (framework settings lengthen them).
+    const std::size_t shown = std::min(replayed.size(), static_cast<std::size_t>(top));
+    std::vector<std::string> plans;
     int width = 68;
-    for (std::size_t i = 0; i < replayed.size() && i < static_cast<std::size_t>(top); ++i) {
-      width = std::max(width, static_cast<int>(std::min<std::size_t>(describe_plan(replayed[i].plan).size(), 300)));
+    for (std::size_t i = 0; i < shown; ++i) {
+      plans.push_back(describe_plan(replayed[i].plan));
+      width = std::max(width, static_cast<int>(std::min<std::size_t>(plans.back().size(), 300)));
     }
     std::snprintf(line, sizeof line, "%4s  %-14s %-*s %12s %10s %6s %10s\n", "rank", "name", width, "plan",
                   "estimate (s)", "step (s)", "MFU %", "peak (GiB)");
     out << line;
-    for (std::size_t i = 0; i < replayed.size() && i < static_cast<std::size_t>(top); ++i) {
+    for (std::size_t i = 0; i < shown; ++i) {
       const SearchCandidate& e = replayed[i];
       std::snprintf(line, sizeof line, "%4zu  %-14s %-*s %12.3f %10.3f %6.1f %10.2f%s\n", i + 1, e.plan.name.c_str(), width,
-                    describe_plan(e.plan).c_str(), e.estimate_s, e.report.step_time_s, e.report.mfu * 100,
+                    plans[i].c_str(), e.estimate_s, e.report.step_time_s, e.report.mfu * 100,
                     e.report.peak_memory_bytes / 1073741824.0, e.report.fits_in_memory ? "" : "  OUT OF MEMORY");
       out << line;
     }

@@ -187,8 +187,9 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);
   const std::string acc = o.choice_or("grad_accumulation", {"fused", "add", "fp32"}, "fused");
-  p.grad_accumulation = acc == "add" ? GradAccumulation::kAdd : acc == "fp32" ? GradAccumulation::kFp32
-                                                                              : GradAccumulation::kFused;
+  for (GradAccumulation g : {GradAccumulation::kFused, GradAccumulation::kAdd, GradAccumulation::kFp32}) {
+    if (acc == grad_accumulation_name(g)) p.grad_accumulation = g;
+  }
   p.grad_reduce_fp32 = o.boolean_or("grad_reduce_fp32", false);
   o.finish();
   if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);

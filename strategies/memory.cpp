@@ -130,11 +130,12 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     const ModelStates s = model_states(d.parameters, shard_size(p), p.dp_mode);
     d.weights = s.weights;
     d.gradients = s.gradients;
-    const bool grads_sharded = p.dp_mode == DataParallelMode::kZero2 || p.dp_mode == DataParallelMode::kZero3;
-    if (p.grad_accumulation == GradAccumulation::kFp32) {  // DeepSpeed's bf16 optimizer: fp32 gradient buffers too
-      d.gradients += 4.0 * d.parameters / (grads_sharded ? shard_size(p) : 1);
-    } else if (p.grad_reduce_fp32) {  // Megatron's fp32 main_grad buffers in place of 16-bit ones
-      d.gradients += 2.0 * d.parameters / (grads_sharded ? shard_size(p) : 1);
+    // s.gradients are 16-bit (sharded as ZeRO shards them). DeepSpeed's bf16 optimizer
+    // keeps fp32 copies besides them; Megatron's fp32 main_grad buffers replace them.
+    if (p.grad_accumulation == GradAccumulation::kFp32) {
+      d.gradients += 2.0 * s.gradients;
+    } else if (p.grad_reduce_fp32) {
+      d.gradients *= 2.0;
     }
     d.optimizer = s.optimizer;
     d.activations = layers_activation_bytes(p, m, layers[static_cast<std::size_t>(i)], p.virtual_stages) *

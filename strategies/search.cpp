@@ -160,6 +160,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // it takes every other device's time once (the stages need not be alike: a balanced
   // partition gives the first ones the extra layers, and the output layer can weigh more
   // than a layer).
+  // A chunk's gradient accumulation is spread over the micro-batches' backwards: m passes
+  // per step, or m - 1 where the first micro-batch's gradient is kept as is.
+  const double m = static_cast<double>(p.micro_batches());
+  const double accumulation_share = (accumulates(p, 0) ? m : m - 1) / m;
   double F = 0, B = 0, all = 0, Fmax = 0, Bmax = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const int Li = layers[i];
@@ -178,16 +182,12 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       if (output) bwd.push_back({c.last_backward.value(), ag_last, rs_last, ar_last});
       for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer, ar_layer});
       if (embedding) bwd.push_back({c.first_backward.value(), ag_first, rs_first, ar_first});
-      // The model's last chunk sends no activations on, its first no gradients back. The
-      // chunk's gradient accumulation is spread over the micro-batches' backwards: m
-      // passes per step, or m - 1 where the first micro-batch's gradient is kept as is.
+      // The model's last chunk sends no activations on, its first no gradients back.
       const double chunk_params = per_chunk * c.layer_params + (embedding ? c.first_params : 0.0) +
                                   (output ? c.last_params : 0.0);
-      const auto mbs = static_cast<double>(p.micro_batches());
-      const double passes = (accumulates(p, 0) ? mbs : mbs - 1) / mbs;
       Fi += pass(fwd) + (output ? 0.0 : send);
       Bi += pass(bwd) + (embedding ? 0.0 : send) +
-            passes * grad_accumulation_time(accumulated_params(p, chunk_params), p, compute).value();
+            accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, compute).value();
     }
     all += Fi + Bi;
     Fmax = std::max(Fmax, Fi);
@@ -197,7 +197,6 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       B = Bi;
     }
   }
-  const double m = static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
   // m slots of the busiest, and the others' fill and drain (over v with interleaving):
   // (m + (pp - 1) / v) (F + B) when the stages are alike. GPipe fills and drains its

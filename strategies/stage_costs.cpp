@@ -140,8 +140,8 @@ Seconds optimizer_step_time(double params, const ComputeModel& compute, double g
 double grad_accumulation_bytes(const ParallelPlan& p) {
   switch (p.grad_accumulation) {
     case GradAccumulation::kFused: return 0.0;
-    case GradAccumulation::kAdd: return p.grad_reduce_fp32 ? kGradientBytes + 4.0 + 4.0 : 3.0 * kGradientBytes;
-    case GradAccumulation::kFp32: return kGradientBytes + 4.0 + 4.0 + 4.0 + 4.0;
+    case GradAccumulation::kAdd: return p.grad_reduce_fp32 ? kGradientBytes + 2 * kFp32Bytes : 3 * kGradientBytes;
+    case GradAccumulation::kFp32: return kGradientBytes + 4 * kFp32Bytes;
   }
   return 0.0;
 }

@@ -38,13 +38,15 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
 
 /// Bytes of a 16-bit gradient or weight, per parameter.
 inline constexpr double kGradientBytes = 2.0;
+/// Bytes of an fp32 gradient (or master weight, or moment), per parameter.
+inline constexpr double kFp32Bytes = 4.0;
 /// Bytes per parameter in the plan's data-parallel gradient reductions.
-inline double reduced_gradient_bytes(const ParallelPlan& p) { return p.grad_reduce_fp32 ? 4.0 : kGradientBytes; }
+inline double reduced_gradient_bytes(const ParallelPlan& p) { return p.grad_reduce_fp32 ? kFp32Bytes : kGradientBytes; }
 
 /// Bytes per parameter of the gradient the optimizer reads: 4 where the plan keeps fp32
 /// gradients (grad_reduce_fp32, or kFp32 accumulation), else 2.
 inline double optimizer_gradient_bytes(const ParallelPlan& p) {
-  return p.grad_reduce_fp32 || p.grad_accumulation == GradAccumulation::kFp32 ? 4.0 : kGradientBytes;
+  return p.grad_reduce_fp32 || p.grad_accumulation == GradAccumulation::kFp32 ? kFp32Bytes : kGradientBytes;
 }
 
 /// The mixed-precision Adam step over `params` parameters: memory-bound, 26 bytes per

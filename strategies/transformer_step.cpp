@@ -360,8 +360,10 @@ class StepLowering {
               zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * reduced_gradient_bytes(p_), t, nullptr);
           if (d == 0) g_.add_edge(rs.end, out_.gradients_reduced[static_cast<std::size_t>(i)]);
         }
-        if (last_mb_backward && !accumulating) produced(d, i, t, u.params);
-        if (last_mb_backward && accumulating) produced_params.push_back(u.params);
+        if (last_mb_backward) {
+          if (accumulating) produced_params.push_back(u.params);
+          else produced(d, i, t, u.params);
+        }
       }
       // The micro-batch's gradients join the step's before the backward returns (autograd's
       // accumulation, DeepSpeed's update_hp_grads), so before its gradient is sent back,
