@@ -37,9 +37,10 @@ Suites (data in validation/, embedded in the binary, each with its source and li
   public-runs    17 published runs: Megatron-LM's ZeRO-3 against PTD-P (Table 2 of
                  Narayanan et al. 2021), MT-NLG 530B, BLOOM 176B, PaLM 540B
 Cases are built from what the source states of the setup (cli/validation.hpp says
-how); nothing in a case is fitted. One figure of the compute model is: the host's
-dispatch time per operator (60 us, sim/data/compute_efficiency.json) was fitted to
-vtrain-single, so that suite's error is in-sample; the other suites were not used.
+how); nothing in a case is fitted. Two figures of the compute model are: the host's
+dispatch time per operator and the A100's GEMM half sizes, both fitted to vtrain-single
+(sim/data/compute_efficiency.json gives each with its fit), so that suite's error is
+in-sample; the other suites were not used to fit anything.
 
 Printed: every case of the suites with at most 100 cases (--cases: all), measured,
 predicted and the error; then per suite and model (or run, or kind of point): cases,
