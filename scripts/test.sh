@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test:
-#   1. the whole test suite (CTest) on the Release build in build/;
+#   1. the whole test suite (CTest, as many tests at once as there are cores) on the
+#      Release build in build/;
 #   2. the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer
 #      (Debug, in build-asan/), so memory errors and undefined behaviour fail the run;
 #   3. each libFuzzer harness for a short, bounded time (scripts/fuzz.sh; FUZZ_SECONDS,
@@ -14,12 +15,12 @@ bash scripts/build.sh
 build_dir=${BUILD_DIR:-build}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-ctest --test-dir "$build_dir" --output-on-failure | tee "$log"
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" | tee "$log"
 
 echo "sanitizer build (AddressSanitizer + UBSan):"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDDLSIM_SANITIZE=ON -DDDLSIM_BENCH=OFF >/dev/null
 ninja -C build-asan
-ctest --test-dir build-asan --output-on-failure | tee -a "$log"
+ctest --test-dir build-asan --output-on-failure -j "$(nproc)" | tee -a "$log"
 
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-8}"
 
