@@ -41,6 +41,8 @@ Commands:
                         field values (cluster size, NIC, device, batch, tp/pp/dp, network
                         model) in parallel; one CSV/JSON row per point and strategy.
                         --shard K/N splits a sweep over machines; 'merge' joins the parts.
+  merge PART.json...    Join the JSON parts of a sharded sweep into one table, CSV or JSON,
+                        as a single run would have printed it.
   validate [--suite NAME]
                         Replay measurements (vTrain's 1,549 A100 iteration times, NCCL bus
                         bandwidths, published runs) and report the error and rank
@@ -59,7 +61,8 @@ Examples:
   ddlsim workload --preset llama3-8b --seq 8192 --device h100-sxm
 
 Exit status: 0 success; 1 an output file could not be written (or an internal error);
-2 invalid input (command line, scenario), with one line on stderr saying what and where.
+2 invalid input (command line, scenario), with one line on stderr saying what and where;
+3 'validate --check' found an accuracy figure worse than recorded.
 )";
 
 }  // namespace
