@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "cli/calibration_check.hpp"
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
@@ -25,6 +26,7 @@ namespace {
 constexpr const char* kWorkloadHelp = R"(Usage: ddlsim workload --preset NAME [OPTIONS]
        ddlsim workload --hf-config config.json [OPTIONS]
        ddlsim workload SCENARIO.json [OPTIONS]   (its "workload": {"model": NAME, "batch": N, ...})
+       ddlsim workload --compare CALIBRATION.json [--json]
        ddlsim workload --list
 
 Builds a model as an operator graph for one training step and prints, per operator
@@ -36,7 +38,12 @@ Predicted time per operator = max(FLOPs / (peak x efficiency), bytes / (HBM band
 efficiency)) + a launch overhead, with efficiencies by operator class and GEMM shape
 (sim/data/compute_efficiency.json) and peaks from the hardware catalog. A calibration
 file of measured GEMM throughputs (scripts/calibrate_compute.py writes one) replaces the
-GEMM efficiencies with measurements.
+GEMM efficiencies with measurements (and a measured copy the HBM efficiency).
+
+--compare FILE checks the model against such a file instead: every measured GEMM's
+TFLOP/s beside the built-in model's prediction (error = predicted / measured - 1), the
+mean and worst error; the copy's GB/s; the measured transformer layer's forward and
+backward against the model and against the model with the file's measurements.
 
 Units: GFLOP = 10^9 FLOP; MiB = 2^20 bytes; ms = 10^-3 s; parameters as counts.
 
@@ -45,6 +52,7 @@ Examples:
   ddlsim workload --preset gpt3-175b --attention plain --device a100-80gb
   ddlsim workload --hf-config config.json --seq 4096 --json
   ddlsim workload --preset resnet50 --batch 256 --device h100-sxm
+  ddlsim workload --compare h200.json          # the compute model's error on a measured GPU
 
 Options)";
 
@@ -72,6 +80,100 @@ std::string fmt(const char* spec, double v) {
 }
 
 
+std::string pct(double fraction) { return fmt("%+.1f", 100.0 * fraction); }
+
+// `--compare FILE`: every measured point beside the built-in model's prediction.
+int compare(const po::variables_map& vm, std::ostream& out) {
+  for (const char* opt : {"preset", "hf-config", "scenario", "calibration", "seq", "dtype", "attention"}) {
+    if (vm.count(opt)) throw InputError(std::string("--") + opt + ": not with --compare, which takes its shapes from the file");
+  }
+  if (!vm["batch"].defaulted()) throw InputError("--batch: not with --compare, which takes its shapes from the file");
+  Catalog catalog = Catalog::builtin();
+  if (vm.count("catalog")) {
+    const std::string path = vm["catalog"].as<std::string>();
+    catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
+  }
+  const std::string path = vm["compare"].as<std::string>();
+  const CalibrationCheck c = check_calibration(catalog, parse_json(read_input_file(path, "calibration"), path), path);
+  if (!vm["device"].defaulted() && vm["device"].as<std::string>() != c.device) {
+    throw InputError("--device: " + path + " measures '" + c.device + "', not '" + vm["device"].as<std::string>() + "'");
+  }
+  if (vm.count("json")) {
+    nlohmann::ordered_json j;
+    j["device"] = c.device;
+    j["gpu"] = c.gpu;
+    j["software"] = c.software;
+    j["source"] = c.source;
+    nlohmann::ordered_json gemms = nlohmann::ordered_json::array();
+    for (const GemmCheck& g : c.gemms) {
+      gemms.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", g.dtype}, {"measured_tflops", g.measured_tflops},
+                       {"predicted_tflops", g.predicted_tflops}, {"error", g.error()}});
+    }
+    j["gemm"] = gemms;
+    j["gemm_mean_abs_error"] = c.gemm_mean_abs_error;
+    j["gemm_worst_abs_error"] = c.gemm_worst_abs_error;
+    if (c.memory) {
+      j["memory"] = {{"bytes", c.memory->bytes}, {"measured_gbytes_per_s", c.memory->measured_gbytes_per_s},
+                     {"predicted_gbytes_per_s", c.memory->predicted_gbytes_per_s}, {"error", c.memory->error()}};
+    }
+    if (c.layer) {
+      const LayerCheck& l = *c.layer;
+      j["layer"] = {{"hidden", l.hidden}, {"heads", l.heads}, {"kv_heads", l.kv_heads}, {"ffn", l.ffn}, {"seq", l.seq},
+                    {"batch", l.batch}, {"dtype", l.dtype},
+                    {"measured_forward_s", l.measured_forward_s}, {"measured_backward_s", l.measured_backward_s},
+                    {"model_forward_s", l.model_forward_s}, {"model_backward_s", l.model_backward_s},
+                    {"calibrated_forward_s", l.calibrated_forward_s}, {"calibrated_backward_s", l.calibrated_backward_s}};
+    }
+    out << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  out << "compute model against " << path << ": " << c.device;
+  if (!c.gpu.empty()) out << " (" << c.gpu << ")";
+  out << "\n";
+  if (!c.software.empty() || !c.source.empty()) out << "measured with " << c.software << (c.software.empty() || c.source.empty() ? "" : ", ") << c.source << "\n";
+  out << "predicted: the built-in model (sim/data/compute_efficiency.json), without this file's measurements\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%8s %8s %8s %6s %18s %18s %9s\n", "m", "n", "k", "dtype", "measured TFLOP/s",
+                "predicted TFLOP/s", "error %");
+  out << line;
+  for (const GemmCheck& g : c.gemms) {
+    std::snprintf(line, sizeof line, "%8lld %8lld %8lld %6s %18.1f %18.1f %9s\n", static_cast<long long>(g.m),
+                  static_cast<long long>(g.n), static_cast<long long>(g.k), g.dtype.c_str(), g.measured_tflops,
+                  g.predicted_tflops, pct(g.error()).c_str());
+    out << line;
+  }
+  if (!c.gemms.empty()) {
+    const GemmCheck& w = c.gemms[c.gemm_worst];
+    out << "\nGEMMs: " << c.gemms.size() << " points, mean |error| " << fmt("%.1f", 100 * c.gemm_mean_abs_error)
+        << "%, worst " << fmt("%.1f", 100 * c.gemm_worst_abs_error) << "% (" << w.m << " x " << w.n << " x " << w.k
+        << " " << w.dtype << ")\n";
+  }
+  if (c.memory) {
+    out << "memory: a copy of " << fmt("%.4g", c.memory->bytes / 1e9) << " GB read and written, measured "
+        << fmt("%.1f", c.memory->measured_gbytes_per_s) << " GB/s, predicted " << fmt("%.1f", c.memory->predicted_gbytes_per_s)
+        << " GB/s (" << pct(c.memory->error()) << "%)\n";
+  }
+  if (c.layer) {
+    const LayerCheck& l = *c.layer;
+    out << "\nlayer (Llama-style, flash attention): hidden " << l.hidden << ", heads " << l.heads << ", kv heads "
+        << l.kv_heads << ", ffn " << l.ffn << ", seq " << l.seq << ", batch " << l.batch << ", " << l.dtype << "\n";
+    std::snprintf(line, sizeof line, "%-10s %14s %14s %9s %16s %9s\n", "pass", "measured (ms)", "model (ms)", "error %",
+                  "calibrated (ms)", "error %");
+    out << line;
+    auto row = [&](const char* name, double measured, double model, double calibrated) {
+      std::snprintf(line, sizeof line, "%-10s %14.3f %14.3f %9s %16.3f %9s\n", name, measured * 1e3, model * 1e3,
+                    pct(model / measured - 1).c_str(), calibrated * 1e3, pct(calibrated / measured - 1).c_str());
+      out << line;
+    };
+    row("forward", l.measured_forward_s, l.model_forward_s, l.calibrated_forward_s);
+    row("backward", l.measured_backward_s, l.model_backward_s, l.calibrated_backward_s);
+    out << "(model: as a training step prices the layer, each half the larger of its kernels and the host's\n"
+           " dispatches; calibrated: with this file's GEMMs, copy, launch and dispatch times where it gives them,\n"
+           " so what error remains there is the rest of the layer: attention, norms, activations)\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int workload_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -91,6 +193,8 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
        "the catalog accelerator to predict times on")
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
       ("calibration", po::value<std::string>()->value_name("FILE"), "measured GEMM throughputs for --device")
+      ("compare", po::value<std::string>()->value_name("FILE"),
+       "instead of a model: the compute model against the measurements in a calibration file, point by point")
       ("json", "print the table as JSON")
       ("scenario", po::value<std::string>()->value_name("FILE"), "a scenario whose workload names a model (or give it first)");
   po::variables_map vm;
@@ -100,6 +204,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       for (const auto& p : workload_preset_list()) out << "  " << p.name << "  " << p.summary << "\n";
       return kExitOk;
     }
+    if (vm.count("compare")) return compare(vm, out);
     const int sources = static_cast<int>(vm.count("preset") + vm.count("hf-config") + vm.count("scenario"));
     if (sources != 1) {
       throw InputError(sources > 1 ? "give one of --preset, --hf-config or a scenario file, not several"

@@ -8,20 +8,24 @@ Runs on a machine with PyTorch and a CUDA GPU (not on ddlsim's build machines):
 For every (m, n, k) of a grid of square, skinny and transformer-like shapes, and each
 dtype asked for, it times torch.matmul with CUDA events (warm-up runs first, then the
 median of --repeats timed runs of --iterations back-to-back calls) and records the
-achieved TFLOP/s (2 m n k / time). It also times one transformer layer (Llama-style:
+achieved TFLOP/s (2 m n k / time). It times a 1 GiB device-to-device copy (the HBM
+bandwidth memory-bound kernels see) and one transformer layer (Llama-style:
 RMSNorm, QKV, flash attention via scaled_dot_product_attention, output projection,
-SwiGLU MLP) forward and backward, and writes both into the JSON file that
+SwiGLU MLP) forward and backward, and writes them all into the JSON file that
 `ddlsim workload --calibration FILE` reads:
 
     {"device": "h100-sxm", "gpu": "<torch.cuda.get_device_name()>",
      "software": "torch X, CUDA Y", "source": "scripts/calibrate_compute.py on <date>",
      "gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 712.3}, ...],
+     "memory": {"bytes": 2147483648, "gbytes_per_s": 2900.5},
      "layer": {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "seq": 4096,
                "batch": 1, "forward_ms": ..., "backward_ms": ...}}
 
 "device" must be the ddlsim catalog id of the GPU measured (ddlsim refuses a file for
 another device). The "layer" entry is not used for calibration: it is the measurement to
-compare the compute model's prediction against (`ddlsim workload` on the same layer).
+compare the compute model's prediction against. `ddlsim workload --compare FILE` prints
+every point beside the built-in model's prediction, and the layer predicted by the model
+and by the model with the file's GEMM and memory measurements.
 """
 import argparse
 import datetime
@@ -88,6 +92,18 @@ def measure_gemms(torch, args):
     return points
 
 
+def measure_memory(torch, args):
+    """A 1 GiB device-to-device copy: bytes read and written over its time."""
+    size = 1 << 30
+    a = torch.empty(size, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    ms = time_ms(torch, lambda: b.copy_(a), args.repeats, args.iterations)
+    gbps = 2.0 * size / (ms * 1e-3) / 1e9
+    print(f"memory: copy of {size} bytes: {ms:.4f} ms, {gbps:.1f} GB/s read + written", file=sys.stderr)
+    del a, b
+    return {"bytes": 2 * size, "gbytes_per_s": round(gbps, 1)}
+
+
 def measure_layer(torch, args):
     import torch.nn.functional as F
     hidden, heads, kv_heads, ffn, seq, batch = 4096, 32, 8, 14336, 4096, 1
@@ -139,6 +155,7 @@ def main():
         "software": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
         "source": "scripts/calibrate_compute.py on " + datetime.date.today().isoformat(),
         "gemm": measure_gemms(torch, args),
+        "memory": measure_memory(torch, args),
         "layer": measure_layer(torch, args),
     }
     tmp = args.out + ".tmp"

@@ -123,9 +123,15 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
     for (std::size_t i = 0; i < gemm.size(); ++i) {
       JsonObject g = gemm.object(i);
       GemmMeasurement x;
-      x.m = g.positive_int("m");
-      x.n = g.positive_int("n");
-      x.k = g.positive_int("k");
+      for (const char* dim : {"m", "n", "k"}) {
+        // Far beyond any GEMM one times; keeps products of two dimensions in range.
+        constexpr std::int64_t kMaxDim = 10'000'000;
+        const std::int64_t v = g.positive_int(dim);
+        if (v > kMaxDim) {
+          throw InputError(g.field_path(dim) + ": expected at most " + std::to_string(kMaxDim) + ", got " + std::to_string(v));
+        }
+        (dim[0] == 'm' ? x.m : dim[0] == 'n' ? x.n : x.k) = v;
+      }
       const std::string dt = g.choice("dtype", kFloatTypeNames);
       x.dtype = *parse_float_type(dt);
       const double tflops = g.number("tflops", 1e-6, 1e6);
@@ -137,6 +143,21 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
       g.known("source");
       g.finish();
       points.push_back(x);
+    }
+    if (o.has("memory")) {
+      // A copy's bytes read and written over its time: memory-bound kernels move their
+      // bytes at that fraction of the catalog's HBM bandwidth.
+      JsonObject m = o.object("memory");
+      m.number("bytes", 1.0, 1e15);
+      const double gbps = m.number("gbytes_per_s", 1e-3, 1e6);
+      const double bw = device_.memory_bandwidth.value();
+      if (gbps * 1e9 > bw * 1.05) {
+        throw InputError(m.field_path("gbytes_per_s") + ": " + std::to_string(gbps) + " is above the catalog's " +
+                         std::to_string(bw / 1e9) + " GB/s HBM bandwidth");
+      }
+      m.known("source");
+      m.finish();
+      eff_.memory = std::min(1.0, gbps * 1e9 / bw);
     }
     if (o.has("launch_us")) eff_.launch = Seconds(o.number("launch_us", 0.0, 1e3) * 1e-6);
     if (o.has("host_dispatch_us")) eff_.host_dispatch = Seconds(o.number("host_dispatch_us", 0.0, 1e4) * 1e-6);

@@ -60,7 +60,9 @@ class ComputeModel {
   ComputeModel(const AcceleratorSpec& device);
 
   /// Reads a calibration file: {"device": ID, "gemm": [{"m", "n", "k", "dtype",
-  /// "tflops"}, ...], "launch_us": optional, "host_dispatch_us": optional}. Its device must be this model's. Throws
+  /// "tflops"}, ...], "memory": optional {"bytes", "gbytes_per_s"} (a measured copy, bytes
+  /// read and written: sets the HBM efficiency), "launch_us": optional, "host_dispatch_us":
+  /// optional}. Its device must be this model's. Throws
   /// InputError naming `source` and the field.
   void calibrate(const nlohmann::json& doc, const std::string& source);
 

@@ -571,6 +571,71 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
   }
 }
 
+TEST_CASE("ddlsim workload --compare sets a calibration file's measurements beside the model's predictions") {
+  // Expected on an A100 80GB (catalog: 312 TFLOP/s bf16, 2,039 GB/s; built-in efficiencies:
+  // GEMM 0.8 x m/(m+256) x n/(n+256) x k/(k+32), memory 0.85, launch 3 us): a 4096^3 bf16
+  // GEMM takes 2 x 4096^3 / (312e12 x 0.8 x (4096/4352)^2 x 4096/4128) + 3 us (its 100.7 MB
+  // over 0.85 x 2,039 GB/s take less), 218.3 TFLOP/s against 250 measured: -12.7%. A copy
+  // of 2^31 bytes takes 2^31 / (0.85 x 2039e9) + 3 us. The layer's four GEMMs (qkv 4096 x
+  // 6144 x 4096, proj 4096^3, gate and up 4096 x 28672 x 4096, down 4096 x 4096 x 14336)
+  // alone take less than the predicted forward; a file without GEMM or memory points
+  // leaves the calibrated prediction equal to the model's.
+  Scratch s;
+  const std::string layer =
+      R"("layer": {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "seq": 4096, "batch": 1, "dtype": "bf16",
+                   "forward_ms": 9.5, "backward_ms": 21.0})";
+  const std::string file = s.write("a100.json", R"({"device": "a100-80gb", "gpu": "A100", "software": "torch", "source": "test",
+    "gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 250}],
+    "memory": {"bytes": 2147483648, "gbytes_per_s": 1700}, )" + layer + "}");
+  auto r = ddlsim_cmd({"workload", "--compare", file, "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const double f = 0.8 * 312e12;
+  auto gemm_s = [&](double m, double n, double k) {
+    return 2 * m * n * k / (f * m / (m + 256) * n / (n + 256) * k / (k + 32)) + 3e-6;
+  };
+  const double g4096 = 2.0 * 4096 * 4096 * 4096 / gemm_s(4096, 4096, 4096) / 1e12;
+  CHECK(j["device"] == "a100-80gb");
+  CHECK(j["gemm"][0]["predicted_tflops"].get<double>() == Approx(g4096));
+  CHECK(g4096 == Approx(218.3).epsilon(1e-3));
+  CHECK(j["gemm"][0]["error"].get<double>() == Approx(g4096 / 250 - 1));
+  CHECK(j["gemm_mean_abs_error"].get<double>() == Approx(1 - g4096 / 250));
+  const double copy_s = 2147483648.0 / (0.85 * 2039e9) + 3e-6;
+  CHECK(j["memory"]["predicted_gbytes_per_s"].get<double>() == Approx(2147483648.0 / copy_s / 1e9));
+  const double gemms = gemm_s(4096, 6144, 4096) + gemm_s(4096, 4096, 4096) + gemm_s(4096, 28672, 4096) + gemm_s(4096, 4096, 14336);
+  CHECK(j["layer"]["model_forward_s"].get<double>() > gemms);
+  CHECK(j["layer"]["model_forward_s"].get<double>() < 1.5 * gemms);
+  CHECK(j["layer"]["measured_backward_s"].get<double>() == Approx(0.021));
+
+  const std::string bare = s.write("bare.json", R"({"device": "a100-80gb", "gemm": [], )" + layer + "}");
+  r = ddlsim_cmd({"workload", "--compare", bare, "--json"});
+  REQUIRE(r.status == 0);
+  const auto k = nlohmann::json::parse(r.out);
+  CHECK(k["layer"]["calibrated_forward_s"] == k["layer"]["model_forward_s"]);
+  CHECK(k["layer"]["calibrated_backward_s"] == k["layer"]["model_backward_s"]);
+
+  r = ddlsim_cmd({"workload", "--compare", file});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("GEMMs: 1 points, mean |error| 12.7%") != std::string::npos);
+
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--compare", file, "--preset", "gpt2"}, "--preset: not with --compare, which takes its shapes from the file"},
+      {{"--compare", file, "--device", "h100-sxm"}, "--device: " + file + " measures 'a100-80gb', not 'h100-sxm'"},
+      {{"--compare", s.write("l.json", R"({"device": "a100-80gb", "gemm": [], "layer": {"hidden": 4096}})")},
+       (s.dir / "l.json").string() + ": layer.heads: missing (a required field)"},
+  };
+  for (const auto& [extra, line] : bad) {
+    std::vector<std::string> args{"workload"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    INFO(line);
+    const auto e = ddlsim_cmd(args);
+    CHECK(e.status == 2);
+    CHECK(e.err.rfind("ddlsim workload: " + line, 0) == 0);
+    CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
+    CHECK(e.out.empty());
+  }
+}
+
 TEST_CASE("ddlsim workload reads a scenario whose workload names a model; ddlsim run wants a preset cluster for it") {
   // Expected: the scenario's llama3-8b at batch 2 has the preset's 8,030,261,248
   // parameters; ddlsim run says a uniform cluster runs the synthetic model only; a misspelt model

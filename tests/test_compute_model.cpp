@@ -70,6 +70,28 @@ TEST_CASE("a calibration file replaces the GEMM efficiency with measurements") {
         Approx(2.0 * 4096.0 * 4096.0 * 4096.0 / 250e12));
 }
 
+TEST_CASE("a measured copy sets the HBM efficiency of memory-bound kernels") {
+  // Expected: a copy measured at 1,700 GB/s on an A100 80GB (2,039 GB/s in the catalog)
+  // makes a memory-bound kernel of 1 GB take 1e9 / 1.7e12 s plus the launch; before,
+  // the built-in 0.85 x 2,039 GB/s. A copy faster than the catalog's bandwidth is refused.
+  const Catalog cat = Catalog::builtin();
+  ComputeModel m(cat.accelerator("a100-80gb"));
+  Operator copy{OpKind::kAdd, "copy", -1, {}, 0, {}, DataType::kBf16, {}};
+  copy.cost.fwd_bytes = 1e9;
+  CHECK((m.time(copy, Pass::kForward) - m.efficiency().launch).value() == Approx(1e9 / (0.85 * 2039e9)));
+  m.calibrate(nlohmann::json::parse(R"({"device": "a100-80gb", "gemm": [],
+    "memory": {"bytes": 2147483648, "gbytes_per_s": 1700, "source": "test"}})"), "cal.json");
+  CHECK(m.efficiency().memory == Approx(1700.0 / 2039.0));
+  CHECK((m.time(copy, Pass::kForward) - m.efficiency().launch).value() == Approx(1e9 / 1700e9));
+  try {
+    m.calibrate(nlohmann::json::parse(R"({"device": "a100-80gb", "gemm": [], "memory": {"bytes": 1, "gbytes_per_s": 2500}})"),
+                "cal.json");
+    FAIL("a copy above the catalog's bandwidth was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) == "cal.json: memory.gbytes_per_s: 2500.000000 is above the catalog's 2039.000000 GB/s HBM bandwidth");
+  }
+}
+
 TEST_CASE("bad calibration files and unsupported dtypes are errors that say why") {
   const Catalog cat = Catalog::builtin();
   ComputeModel m(cat.accelerator("a100-80gb"));
@@ -86,6 +108,8 @@ TEST_CASE("bad calibration files and unsupported dtypes are errors that say why"
         "cal.json: gemm.0.tflops: 400.000000 is above the catalog's 312.000000 TFLOP/s peak for bf16");
   CHECK(error(R"({"device": "a100-80gb", "gemm": [{"m": 0, "n": 1, "k": 1, "dtype": "bf16", "tflops": 1}]})") ==
         "cal.json: gemm.0.m: expected a positive integer, got 0");
+  CHECK(error(R"({"device": "a100-80gb", "gemm": [{"m": 1, "n": 1, "k": 20000000, "dtype": "bf16", "tflops": 1}]})") ==
+        "cal.json: gemm.0.k: expected at most 10000000, got 20000000");
   CHECK_THROWS_AS((void)m.peak(DataType::kFp8), InputError);
 }
 

@@ -1,0 +1,117 @@
+#include "cli/calibration_check.hpp"
+
+#include <cmath>
+#include <tuple>
+#include <nlohmann/json.hpp>
+
+#include "sim/compute_model.hpp"
+#include "strategies/stage_costs.hpp"
+#include "support/input_error.hpp"
+#include "support/json_reader.hpp"
+#include "topology/catalog.hpp"
+#include "workloads/operator_graph.hpp"
+#include "workloads/transformer.hpp"
+
+namespace ddlsim {
+namespace {
+
+DataType dtype_of(const std::string& name) { return *parse_float_type(name); }
+
+// The model's time of one torch.matmul of (m x k)(k x n).
+double gemm_seconds(const ComputeModel& model, std::int64_t m, std::int64_t n, std::int64_t k, DataType dt) {
+  OperatorGraph g("gemm");
+  const std::uint32_t a = g.input("a", {m, k}, dt), b = g.input("b", {k, n}, dt);
+  g.matmul("gemm", a, b, false);
+  return model.time(g.ops().back(), Pass::kForward).value();
+}
+
+// Forward and backward of one Llama-style layer (flash attention) on one device, as a
+// training step prices it: each half layer the larger of its kernels' time and the
+// host's dispatches (stage_costs, without parallelism or recomputation).
+std::pair<double, double> layer_seconds(const ComputeModel& model, const LayerCheck& l) {
+  TransformerConfig c = llama_config("layer", 1, l.hidden, l.heads, l.kv_heads, l.ffn, l.seq, 32000);
+  c.dtype = dtype_of(l.dtype);
+  ParallelPlan p;
+  p.micro_batch = l.batch;
+  p.global_batch = l.batch;
+  const StageCosts s = stage_costs(c, p, model);
+  return {(s.attention.forward + s.mlp.forward).value(), (s.attention.backward + s.mlp.backward).value()};
+}
+
+}  // namespace
+
+CalibrationCheck check_calibration(const Catalog& catalog, const nlohmann::json& doc, const std::string& source) {
+  CalibrationCheck out;
+  try {
+    JsonObject o(doc, "");
+    out.device = o.string("device");
+    const AcceleratorSpec& device = catalog.accelerator(out.device);
+    out.gpu = o.string_or("gpu", "");
+    out.software = o.string_or("software", "");
+    out.source = o.string_or("source", "");
+    const ComputeModel model(device);
+    ComputeModel calibrated(device);
+    calibrated.calibrate(doc, source);  // checks the GEMM points and the memory entry
+
+    JsonArray gemm = o.array("gemm");
+    for (std::size_t i = 0; i < gemm.size(); ++i) {
+      JsonObject g = gemm.object(i);
+      GemmCheck c;
+      c.m = g.positive_int("m");
+      c.n = g.positive_int("n");
+      c.k = g.positive_int("k");
+      c.dtype = g.choice("dtype", kFloatTypeNames);
+      c.measured_tflops = g.number("tflops", 1e-6, 1e6);
+      const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+      c.predicted_tflops = flops / gemm_seconds(model, c.m, c.n, c.k, dtype_of(c.dtype)) / 1e12;
+      out.gemms.push_back(c);
+    }
+    for (std::size_t i = 0; i < out.gemms.size(); ++i) {
+      const double e = std::abs(out.gemms[i].error());
+      out.gemm_mean_abs_error += e / static_cast<double>(out.gemms.size());
+      if (e > out.gemm_worst_abs_error) {
+        out.gemm_worst_abs_error = e;
+        out.gemm_worst = i;
+      }
+    }
+
+    if (o.has("memory")) {
+      JsonObject m = o.object("memory");
+      MemoryCheck c;
+      c.bytes = m.number("bytes", 1.0, 1e15);
+      c.measured_gbytes_per_s = m.number("gbytes_per_s", 1e-3, 1e6);
+      Operator copy{OpKind::kAdd, "copy", -1, {}, 0, {}, DataType::kBf16, {}};
+      copy.cost.fwd_bytes = c.bytes;
+      c.predicted_gbytes_per_s = c.bytes / model.time(copy, Pass::kForward).value() / 1e9;
+      out.memory = c;
+    }
+
+    if (o.has("layer")) {
+      JsonObject l = o.object("layer");
+      LayerCheck c;
+      c.hidden = l.positive_int("hidden");
+      c.heads = l.positive_int("heads");
+      c.kv_heads = l.positive_int("kv_heads");
+      c.ffn = l.positive_int("ffn");
+      c.seq = l.positive_int("seq");
+      c.batch = l.positive_int("batch");
+      if (c.batch > 1'000'000) throw InputError(l.field_path("batch") + ": expected at most 1000000, got " + std::to_string(c.batch));
+      c.dtype = l.choice_or("dtype", kFloatTypeNames, "bf16");
+      c.measured_forward_s = l.number("forward_ms", 1e-6, 1e9) * 1e-3;
+      c.measured_backward_s = l.number("backward_ms", 1e-6, 1e9) * 1e-3;
+      l.finish();
+      TransformerConfig shape = llama_config("layer", 1, c.hidden, c.heads, c.kv_heads, c.ffn, c.seq, 32000);
+      if (std::string why = transformer_problem(shape); !why.empty()) throw InputError(l.path() + ": " + why);
+      std::tie(c.model_forward_s, c.model_backward_s) = layer_seconds(model, c);
+      std::tie(c.calibrated_forward_s, c.calibrated_backward_s) = layer_seconds(calibrated, c);
+      out.layer = c;
+    }
+    // The rest (launch_us, host_dispatch_us, sources) calibrate() has checked.
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    throw InputError(what.rfind(source + ": ", 0) == 0 ? what : source + ": " + what);
+  }
+  return out;
+}
+
+}  // namespace ddlsim
