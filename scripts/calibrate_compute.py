@@ -7,8 +7,9 @@ Runs on a machine with PyTorch and a CUDA GPU (not on ddlsim's build machines):
 
 For every (m, n, k) of a grid of square, skinny and transformer-like shapes, and each
 dtype asked for, it times torch.matmul with CUDA events (warm-up runs first, then the
-median of --repeats timed runs of --iterations back-to-back calls) and records the
-achieved TFLOP/s (2 m n k / time). It times a 1 GiB device-to-device copy (the HBM
+median of --repeats timed runs of --iterations back-to-back calls, captured in a CUDA
+graph so that the host's launches do not pace small kernels: kernel times) and records
+the achieved TFLOP/s (2 m n k / time). It times a 1 GiB device-to-device copy (the HBM
 bandwidth memory-bound kernels see) and one transformer layer (Llama-style:
 RMSNorm, QKV, flash attention via scaled_dot_product_attention, output projection,
 SwiGLU MLP) forward and backward, and writes them all into the JSON file that
@@ -58,16 +59,47 @@ def shapes(quick):
     return sorted(set(out))
 
 
-def time_ms(torch, fn, repeats, iterations):
+GRAPHS = {"work": True}  # cleared when a capture fails: time plain calls from then on
+
+
+def time_ms(torch, fn, repeats, iterations, graph=False):
+    """Median over `repeats` of the time per call of `iterations` back-to-back calls.
+
+    With graph=True the calls are captured once in a CUDA graph and the graph is
+    replayed, so that the host's launch time does not pace short kernels: the result is
+    a kernel's time, as `ddlsim workload --compare` predicts it. Falls back to plain
+    calls where capture fails."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
+    run = None
+    if graph and GRAPHS["work"]:
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                fn()
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for _ in range(iterations):
+                    fn()
+            g.replay()
+            torch.cuda.synchronize()
+            run = g.replay
+        except Exception as e:  # capture unsupported here: time plain calls
+            print(f"CUDA graph capture failed ({e}); timing plain calls from here on", file=sys.stderr)
+            GRAPHS["work"] = False
+            run = None
+    if run is None:
+        def run():
+            for _ in range(iterations):
+                fn()
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(iterations):
-            fn()
+        run()
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / iterations)
@@ -84,11 +116,12 @@ def measure_gemms(torch, args):
         for m, n, k in shapes(args.quick):
             a = torch.randn(m, k, device="cuda", dtype=dt)
             b = torch.randn(k, n, device="cuda", dtype=dt)
-            ms = time_ms(torch, lambda: torch.matmul(a, b), args.repeats, args.iterations)
+            c = torch.empty(m, n, device="cuda", dtype=dt)
+            ms = time_ms(torch, lambda: torch.matmul(a, b, out=c), args.repeats, args.iterations, graph=True)
             tflops = 2.0 * m * n * k / (ms * 1e-3) / 1e12
             points.append({"m": m, "n": n, "k": k, "dtype": name.strip(), "tflops": round(tflops, 2)})
             print(f"gemm {name} {m}x{n}x{k}: {ms:.4f} ms, {tflops:.1f} TFLOP/s", file=sys.stderr)
-            del a, b
+            del a, b, c
     return points
 
 
@@ -97,7 +130,7 @@ def measure_memory(torch, args):
     size = 1 << 30
     a = torch.empty(size, dtype=torch.uint8, device="cuda")
     b = torch.empty_like(a)
-    ms = time_ms(torch, lambda: b.copy_(a), args.repeats, args.iterations)
+    ms = time_ms(torch, lambda: b.copy_(a), args.repeats, args.iterations, graph=True)
     gbps = 2.0 * size / (ms * 1e-3) / 1e9
     print(f"memory: copy of {size} bytes: {ms:.4f} ms, {gbps:.1f} GB/s read + written", file=sys.stderr)
     del a, b

@@ -18,6 +18,7 @@ void read_device(const nlohmann::json& entry, DeviceEfficiency& e) {
     e.gemm.half_m = g.value("half_m", e.gemm.half_m);
     e.gemm.half_n = g.value("half_n", e.gemm.half_n);
     e.gemm.half_k = g.value("half_k", e.gemm.half_k);
+    if (g.contains("latency_us")) e.gemm.latency = Seconds(g["latency_us"].get<double>() * 1e-6);
   }
   if (entry.contains("attention")) {
     e.attention_forward = entry["attention"].value("forward", e.attention_forward);
@@ -81,6 +82,13 @@ double ComputeModel::gemm_efficiency(const GemmShape& g, DataType dtype) const {
   return eff_.gemm.max * shape_factor(g);
 }
 
+Seconds ComputeModel::gemm_latency(DataType dtype) const {
+  for (const GemmMeasurement& x : measured_) {
+    if (x.dtype == dtype) return Seconds(0.0);
+  }
+  return eff_.gemm.latency;
+}
+
 double ComputeModel::shape_factor(const GemmShape& g) const {
   return saturation(static_cast<double>(g.m), eff_.gemm.half_m) * saturation(static_cast<double>(g.n), eff_.gemm.half_n) *
          saturation(static_cast<double>(g.k), eff_.gemm.half_k);
@@ -92,11 +100,15 @@ Seconds ComputeModel::time(const Operator& op, Pass pass) const {
   const double bytes = fwd ? op.cost.fwd_bytes : op.cost.bwd_bytes;
   if (flops == 0.0 && bytes == 0.0) return Seconds(0.0);
   double compute = 0.0;
+  Seconds fixed = eff_.launch;
   if (flops > 0.0 && op.dtype != DataType::kInt64) {
     double e = 0.0;
     switch (op.kind) {
       case OpKind::kLinear:
-      case OpKind::kMatmul: e = gemm_efficiency(op.gemm, op.dtype); break;
+      case OpKind::kMatmul:
+        e = gemm_efficiency(op.gemm, op.dtype);
+        fixed += gemm_latency(op.dtype);
+        break;
       case OpKind::kConv2d: e = eff_.convolution * shape_factor(op.gemm); break;
       case OpKind::kFlashAttention:  // per head: (s x d)(d x s) and back
         e = (fwd ? eff_.attention_forward : eff_.attention_backward) * shape_factor(op.gemm);
@@ -108,7 +120,7 @@ Seconds ComputeModel::time(const Operator& op, Pass pass) const {
     if (e > 0.0) compute = flops / (peak(op.dtype) * e);
   }
   const double memory = bytes / (device_.memory_bandwidth.value() * eff_.memory);
-  return Seconds(std::max(compute, memory)) + eff_.launch;
+  return Seconds(std::max(compute, memory)) + fixed;
 }
 
 void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& source) {

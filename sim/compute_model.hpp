@@ -33,6 +33,9 @@ namespace ddlsim {
 struct GemmEfficiency {
   double max = 0.8;
   double half_m = 64, half_n = 64, half_k = 32;
+  // A GEMM kernel's fixed time on the device (its prologue and epilogue, the waves of
+  // one tile), added to FLOPs / (peak x efficiency) where no measurement prices it.
+  Seconds latency{0.0};
 };
 
 struct DeviceEfficiency {
@@ -79,6 +82,9 @@ class ComputeModel {
   [[nodiscard]] Seconds time(const Operator& op, Pass pass) const;
   /// The fraction of the dtype's peak a GEMM of this shape reaches.
   [[nodiscard]] double gemm_efficiency(const GemmShape& g, DataType dtype) const;
+  /// The fixed time added to a GEMM of this dtype: the device's GEMM latency, or none
+  /// where a calibration file measured GEMMs of the dtype (their time includes it).
+  [[nodiscard]] Seconds gemm_latency(DataType dtype) const;
   /// The dtype's peak on this device (FLOP/s); fp32's for int64. InputError when the
   /// device has no peak for it (fp8 on an A100, ...).
   [[nodiscard]] double peak(DataType dtype) const;

@@ -573,10 +573,11 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
 
 TEST_CASE("ddlsim workload --compare sets a calibration file's measurements beside the model's predictions") {
   // Expected on an A100 80GB (catalog: 312 TFLOP/s bf16, 2,039 GB/s; built-in efficiencies:
-  // GEMM 0.8 x m/(m+256) x n/(n+256) x k/(k+32), memory 0.85, launch 3 us): a 4096^3 bf16
-  // GEMM takes 2 x 4096^3 / (312e12 x 0.8 x (4096/4352)^2 x 4096/4128) + 3 us (its 100.7 MB
-  // over 0.85 x 2,039 GB/s take less), 218.3 TFLOP/s against 250 measured: -12.7%. A copy
-  // of 2^31 bytes takes 2^31 / (0.85 x 2039e9) + 3 us. The layer's four GEMMs (qkv 4096 x
+  // GEMM 0.8 x m/(m+256) x n/(n+256) x k/(k+32), memory 0.85, no GEMM latency): a 4096^3
+  // bf16 GEMM's kernel takes 2 x 4096^3 / (312e12 x 0.8 x (4096/4352)^2 x 4096/4128) (its
+  // 100.7 MB over 0.85 x 2,039 GB/s take less), 219.4 TFLOP/s against 250 measured:
+  // -12.2%. A copy of 2^31 bytes takes 2^31 / (0.85 x 2039e9). Kernel times: without the
+  // 3 us launch gap. The layer's four GEMMs (qkv 4096 x
   // 6144 x 4096, proj 4096^3, gate and up 4096 x 28672 x 4096, down 4096 x 4096 x 14336)
   // alone take less than the predicted forward; a file without GEMM or memory points
   // leaves the calibrated prediction equal to the model's.
@@ -592,15 +593,15 @@ TEST_CASE("ddlsim workload --compare sets a calibration file's measurements besi
   const auto j = nlohmann::json::parse(r.out);
   const double f = 0.8 * 312e12;
   auto gemm_s = [&](double m, double n, double k) {
-    return 2 * m * n * k / (f * m / (m + 256) * n / (n + 256) * k / (k + 32)) + 3e-6;
+    return 2 * m * n * k / (f * m / (m + 256) * n / (n + 256) * k / (k + 32));
   };
   const double g4096 = 2.0 * 4096 * 4096 * 4096 / gemm_s(4096, 4096, 4096) / 1e12;
   CHECK(j["device"] == "a100-80gb");
   CHECK(j["gemm"][0]["predicted_tflops"].get<double>() == Approx(g4096));
-  CHECK(g4096 == Approx(218.3).epsilon(1e-3));
+  CHECK(g4096 == Approx(219.4).epsilon(1e-3));
   CHECK(j["gemm"][0]["error"].get<double>() == Approx(g4096 / 250 - 1));
   CHECK(j["gemm_mean_abs_error"].get<double>() == Approx(1 - g4096 / 250));
-  const double copy_s = 2147483648.0 / (0.85 * 2039e9) + 3e-6;
+  const double copy_s = 2147483648.0 / (0.85 * 2039e9);
   CHECK(j["memory"]["predicted_gbytes_per_s"].get<double>() == Approx(2147483648.0 / copy_s / 1e9));
   const double gemms = gemm_s(4096, 6144, 4096) + gemm_s(4096, 4096, 4096) + gemm_s(4096, 28672, 4096) + gemm_s(4096, 4096, 14336);
   CHECK(j["layer"]["model_forward_s"].get<double>() > gemms);
@@ -616,7 +617,7 @@ TEST_CASE("ddlsim workload --compare sets a calibration file's measurements besi
 
   r = ddlsim_cmd({"workload", "--compare", file});
   REQUIRE(r.status == 0);
-  CHECK(r.out.find("GEMMs: 1 points, mean |error| 12.7%") != std::string::npos);
+  CHECK(r.out.find("GEMMs: 1 points, mean |error| 12.2%") != std::string::npos);
 
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"--compare", file, "--preset", "gpt2"}, "--preset: not with --compare, which takes its shapes from the file"},
@@ -639,15 +640,17 @@ TEST_CASE("ddlsim workload --compare sets a calibration file's measurements besi
 TEST_CASE("the compute model against published best-shape GEMM throughputs (validation/compute)") {
   // Expected (stas00/ml-engineering's MAMF table): an H100 SXM's best bf16 matmul,
   // 6144 x 17920 x 2816, 792.1 TFLOP/s, predicted within 2% (the H100 figures were set
-  // from an H200's 8192^3, a different measurement); the MI300X's, 4096 x 10240 x 4864,
-  // 781.9 TFLOP/s, within 1% (its efficiency was set from this point; the launch time is
-  // the difference).
-  for (const auto& [file, tolerance] : {std::pair{"h100-sxm-mamf.json", 0.02}, std::pair{"mi300x-mamf.json", 0.01}}) {
+  // from an H200's 8192^3 and XLA's small shapes, other measurements); the MI300X's,
+  // 4096 x 10240 x 4864, 781.9 TFLOP/s, within 1% (its efficiency was set from this
+  // point). Over XLA's 124 measured H100 kernels (256 to 4096 in m, n, k) the mean error
+  // is within 8% (7.5% when its GEMM latency was fitted to them; 48.5% without it).
+  for (const auto& [file, tolerance] : {std::pair{"h100-sxm-mamf.json", 0.02}, std::pair{"mi300x-mamf.json", 0.01},
+                                        std::pair{"h100-sxm-xla.json", 0.08}}) {
     INFO(file);
     const auto r = ddlsim_cmd({"workload", "--compare", std::string(DDLSIM_SOURCE_DIR) + "/validation/compute/" + file, "--json"});
     REQUIRE(r.status == 0);
     const auto j = nlohmann::json::parse(r.out);
-    CHECK(std::abs(j["gemm"][0]["error"].get<double>()) < tolerance);
+    CHECK(j["gemm_mean_abs_error"].get<double>() < tolerance);
   }
 }
 

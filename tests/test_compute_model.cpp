@@ -70,6 +70,27 @@ TEST_CASE("a calibration file replaces the GEMM efficiency with measurements") {
         Approx(2.0 * 4096.0 * 4096.0 * 4096.0 / 250e12));
 }
 
+TEST_CASE("an H100 GEMM kernel pays a fixed latency, unless a calibration file measured the dtype") {
+  // Expected (sim/data/compute_efficiency.json, fitted to XLA's measured H100 table): a
+  // 1024^3 bf16 GEMM on an H100 takes 2 x 1024^3 / (989e12 x 0.816 x (1024/1088)^2 x
+  // 1024/1056) (more than its 6.3 MB over 0.85 x 3,350 GB/s)
+  // + 6 us + the 3 us launch; an A100 has no GEMM latency; once a file measures bf16
+  // GEMMs, their throughput (a kernel time) prices the GEMM without the latency.
+  const Catalog cat = Catalog::builtin();
+  ComputeModel h100(cat.accelerator("h100-sxm"));
+  const OperatorGraph g = gemm(1024, 1024, 1024);
+  const double flops = 2.0 * 1024 * 1024 * 1024;
+  const double compute = flops / (989e12 * 0.816 * (1024.0 / 1088) * (1024.0 / 1088) * (1024.0 / 1056));
+  CHECK(compute > 3.0 * 1024 * 1024 * 2 / (0.85 * 3350e9));
+  CHECK(h100.time(only_op(g), Pass::kForward).value() == Approx(compute + 6e-6 + 3e-6));
+  CHECK(ComputeModel(cat.accelerator("a100-80gb")).gemm_latency(DataType::kBf16).value() == 0.0);
+  h100.calibrate(nlohmann::json::parse(R"({"device": "h100-sxm",
+    "gemm": [{"m": 1024, "n": 1024, "k": 1024, "dtype": "bf16", "tflops": 236.3}]})"), "cal.json");
+  CHECK(h100.gemm_latency(DataType::kBf16).value() == 0.0);
+  CHECK(h100.gemm_latency(DataType::kFp16).value() == Approx(6e-6));
+  CHECK(h100.time(only_op(g), Pass::kForward).value() == Approx(flops / 236.3e12 + 3e-6));
+}
+
 TEST_CASE("a measured copy sets the HBM efficiency of memory-bound kernels") {
   // Expected: a copy measured at 1,700 GB/s on an A100 80GB (2,039 GB/s in the catalog)
   // makes a memory-bound kernel of 1 GB take 1e9 / 1.7e12 s plus the launch; before,

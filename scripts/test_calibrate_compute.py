@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Runs scripts/calibrate_compute.py against a stand-in for PyTorch, on any machine.
+
+The calibration script runs for real only on a lent GPU, once; this check makes sure
+beforehand that it runs from end to end (argument parsing, the GEMM grid, the copy, the
+transformer layer with its backward, CUDA-graph timing and its fallback) and writes a
+file that `ddlsim workload --compare` accepts. The stand-in computes nothing: every
+tensor operation returns a tensor, and a timed run of --iterations calls takes as long
+as the last timed operation would at 400 TFLOP/s (a GEMM), 3,000 GB/s (the copy) or
+100 ms per call (the layer).
+
+Usage: test_calibrate_compute.py DDLSIM OUT_DIR
+"""
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import types
+
+ITERATIONS = 10  # the script's default --iterations
+STATE = {"ms": 0.0}  # what the next timed run takes
+
+
+class FakeTensor:
+    def __init__(self, *shape):
+        self.shape = shape
+
+    def __getattr__(self, name):  # view, transpose, reshape, float, pow, mean, rsqrt, to, ...
+        return lambda *a, **k: FakeTensor(*self.shape)
+
+    def split(self, sizes, dim=-1):
+        return [FakeTensor() for _ in sizes]
+
+    def backward(self, grad=None):
+        return None
+
+    def copy_(self, other):
+        STATE["ms"] = ITERATIONS * 2.0 * self.shape[0] / 3000e9 * 1e3
+        return self
+
+    def __mul__(self, other):
+        return self
+
+    __rmul__ = __add__ = __radd__ = __sub__ = __matmul__ = __truediv__ = __mul__
+
+
+def fake_torch(graph_capture_works):
+    torch = types.ModuleType("torch")
+    torch.__version__ = "fake"
+    torch.version = types.SimpleNamespace(cuda="fake")
+    torch.bfloat16, torch.float16, torch.float32, torch.uint8 = "bf16", "fp16", "fp32", "u8"
+    torch.backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=True)))
+    make = lambda *shape, **kw: FakeTensor(*shape)
+    torch.randn = torch.empty = torch.ones = make
+    torch.empty_like = torch.ones_like = lambda t, **kw: FakeTensor(*t.shape)
+    def matmul(a, b, out=None):
+        (m, k), n = a.shape, b.shape[1]
+        STATE["ms"] = ITERATIONS * 2.0 * m * n * k / 400e12 * 1e3
+        return out if out is not None else FakeTensor(m, n)
+
+    torch.matmul = matmul
+    torch.rsqrt = lambda t: t
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, other):
+            return STATE["ms"]
+
+    class Graph:
+        def replay(self):
+            pass
+
+    @contextlib.contextmanager
+    def graph(g):
+        if not graph_capture_works:
+            raise RuntimeError("capture not supported (stand-in)")
+        yield
+
+    @contextlib.contextmanager
+    def stream(s):
+        yield
+
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, get_device_name=lambda: "Stand-in GPU", synchronize=lambda: None,
+        Event=Event, CUDAGraph=Graph, graph=graph, stream=stream,
+        Stream=lambda: types.SimpleNamespace(wait_stream=lambda s: None),
+        current_stream=lambda: types.SimpleNamespace(wait_stream=lambda s: None))
+    torch.cuda = cuda
+    functional = types.ModuleType("torch.nn.functional")
+    def attention(q, k, v, is_causal=False):
+        STATE["ms"] = ITERATIONS * 100.0
+        return FakeTensor()
+
+    functional.scaled_dot_product_attention = attention
+    functional.silu = lambda t: t
+    torch.nn = types.SimpleNamespace(functional=functional)
+    return torch, functional
+
+
+def run_script(out, graph_capture_works):
+    torch, functional = fake_torch(graph_capture_works)
+    sys.modules["torch"] = torch
+    sys.modules["torch.nn"] = torch.nn
+    sys.modules["torch.nn.functional"] = functional
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.argv = ["calibrate_compute.py", "--device", "h200", "--out", out, "--quick", "--repeats", "2"]
+    code = compile(open(os.path.join(here, "calibrate_compute.py")).read(), "calibrate_compute.py", "exec")
+    exec(code, {"__name__": "__main__"})
+
+
+def main():
+    ddlsim, out_dir = sys.argv[1], sys.argv[2]
+    os.makedirs(out_dir, exist_ok=True)
+    for capture in (True, False):
+        out = os.path.join(out_dir, f"calibration-{'graph' if capture else 'plain'}.json")
+        run_script(out, capture)
+        doc = json.load(open(out))
+        # Expected: the quick grid's GEMMs at 400 TFLOP/s, the copy at 3,000 GB/s, the
+        # layer's forward 100 ms and its backward 200 - 100 ms.
+        assert doc["device"] == "h200" and doc["gpu"] == "Stand-in GPU", doc
+        assert len(doc["gemm"]) > 10, len(doc["gemm"])
+        for g in doc["gemm"]:
+            assert g["tflops"] == 400.0 and g["dtype"] == "bf16", g
+        assert doc["memory"] == {"bytes": 2 << 30, "gbytes_per_s": 3000.0}, doc["memory"]
+        assert doc["layer"]["forward_ms"] == 100.0 and doc["layer"]["backward_ms"] == 100.0, doc["layer"]
+        r = subprocess.run([ddlsim, "workload", "--compare", out, "--json"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        cmp = json.loads(r.stdout)
+        assert len(cmp["gemm"]) == len(doc["gemm"]) and "layer" in cmp and "memory" in cmp, cmp.keys()
+    print("calibrate_compute.py: runs end to end on the stand-in (graph and plain timing); ddlsim accepts its file")
+
+
+if __name__ == "__main__":
+    main()
