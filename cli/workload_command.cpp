@@ -52,7 +52,7 @@ Examples:
   ddlsim workload --preset gpt3-175b --attention plain --device a100-80gb
   ddlsim workload --hf-config config.json --seq 4096 --json
   ddlsim workload --preset resnet50 --batch 256 --device h100-sxm
-  ddlsim workload --compare h200.json          # the compute model's error on a measured GPU
+  ddlsim workload --compare validation/compute/h100-sxm-xla.json   # the model against measured GEMMs
 
 Options)";
 
