@@ -80,7 +80,7 @@ CalibrationCheck check_calibration(const Catalog& catalog, const nlohmann::json&
     if (o.has("memory")) {
       JsonObject m = o.object("memory");
       MemoryCheck c;
-      c.bytes = m.number("bytes", 1.0, 1e15);
+      c.bytes = m.number("bytes", kMinCopyBytes, 1e15);
       c.measured_gbytes_per_s = m.number("gbytes_per_s", 1e-3, 1e6);
       Operator copy{OpKind::kAdd, "copy", -1, {}, 0, {}, DataType::kBf16, {}};
       copy.cost.fwd_bytes = c.bytes;
@@ -97,13 +97,13 @@ CalibrationCheck check_calibration(const Catalog& catalog, const nlohmann::json&
       c.ffn = l.positive_int("ffn");
       c.seq = l.positive_int("seq");
       c.batch = l.positive_int("batch");
-      if (c.batch > 1'000'000) throw InputError(l.field_path("batch") + ": expected at most 1000000, got " + std::to_string(c.batch));
       c.dtype = l.choice_or("dtype", kFloatTypeNames, "bf16");
       c.measured_forward_s = l.number("forward_ms", 1e-6, 1e9) * 1e-3;
       c.measured_backward_s = l.number("backward_ms", 1e-6, 1e9) * 1e-3;
       l.finish();
       TransformerConfig shape = llama_config("layer", 1, c.hidden, c.heads, c.kv_heads, c.ffn, c.seq, 32000);
       if (std::string why = transformer_problem(shape); !why.empty()) throw InputError(l.path() + ": " + why);
+      if (std::string why = transformer_batch_problem(shape, c.batch); !why.empty()) throw InputError(l.path() + ": " + why);
       std::tie(c.model_forward_s, c.model_backward_s) = layer_seconds(model, c);
       std::tie(c.calibrated_forward_s, c.calibrated_backward_s) = layer_seconds(calibrated, c);
       out.layer = c;

@@ -26,7 +26,7 @@ namespace {
 constexpr const char* kWorkloadHelp = R"(Usage: ddlsim workload --preset NAME [OPTIONS]
        ddlsim workload --hf-config config.json [OPTIONS]
        ddlsim workload SCENARIO.json [OPTIONS]   (its "workload": {"model": NAME, "batch": N, ...})
-       ddlsim workload --compare CALIBRATION.json [--json]
+       ddlsim workload --compare CALIBRATION.json [--device ID] [--catalog FILE] [--json]
        ddlsim workload --list
 
 Builds a model as an operator graph for one training step and prints, per operator
@@ -35,13 +35,15 @@ and backward GFLOP, activation memory kept for backward, and the predicted forwa
 backward time on one accelerator; then the totals.
 
 Predicted time per operator = max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x
-efficiency)) + a launch overhead, with efficiencies by operator class and GEMM shape
+efficiency)) + a launch overhead (+ a GEMM kernel latency per kernel on the H100, H200 and
+B200), with efficiencies by operator class and GEMM shape
 (sim/data/compute_efficiency.json) and peaks from the hardware catalog. A calibration
 file of measured GEMM throughputs (scripts/calibrate_compute.py writes one) replaces the
 GEMM efficiencies with measurements (and a measured copy the HBM efficiency).
 
 --compare FILE checks the model against such a file instead: every measured GEMM's
-TFLOP/s beside the built-in model's prediction (error = predicted / measured - 1), the
+TFLOP/s beside the built-in model's kernel-time prediction (no launch gap; error =
+predicted / measured - 1), the
 mean and worst error; the copy's GB/s; the measured transformer layer's forward and
 backward against the model and against the model with the file's measurements.
 
@@ -84,7 +86,8 @@ std::string pct(double fraction) { return fmt("%+.1f", 100.0 * fraction); }
 
 // `--compare FILE`: every measured point beside the built-in model's prediction.
 int compare(const po::variables_map& vm, std::ostream& out) {
-  for (const char* opt : {"preset", "hf-config", "scenario", "calibration", "seq", "dtype", "attention"}) {
+  if (vm.count("scenario")) throw InputError("a scenario file: not with --compare, which takes its shapes from the calibration file");
+  for (const char* opt : {"preset", "hf-config", "calibration", "seq", "dtype", "attention", "list"}) {
     if (vm.count(opt)) throw InputError(std::string("--") + opt + ": not with --compare, which takes its shapes from the file");
   }
   if (!vm["batch"].defaulted()) throw InputError("--batch: not with --compare, which takes its shapes from the file");
@@ -113,7 +116,7 @@ int compare(const po::variables_map& vm, std::ostream& out) {
     j["gemm_mean_abs_error"] = c.gemm_mean_abs_error;
     j["gemm_worst_abs_error"] = c.gemm_worst_abs_error;
     if (c.memory) {
-      j["memory"] = {{"bytes", c.memory->bytes}, {"measured_gbytes_per_s", c.memory->measured_gbytes_per_s},
+      j["memory"] = {{"bytes", static_cast<std::int64_t>(c.memory->bytes)}, {"measured_gbytes_per_s", c.memory->measured_gbytes_per_s},
                      {"predicted_gbytes_per_s", c.memory->predicted_gbytes_per_s}, {"error", c.memory->error()}};
     }
     if (c.layer) {
@@ -144,13 +147,13 @@ int compare(const po::variables_map& vm, std::ostream& out) {
   }
   if (!c.gemms.empty()) {
     const GemmCheck& w = c.gemms[c.gemm_worst];
-    out << "\nGEMMs: " << c.gemms.size() << " points, mean |error| " << fmt("%.1f", 100 * c.gemm_mean_abs_error)
+    out << "\nGEMMs: " << c.gemms.size() << (c.gemms.size() == 1 ? " point" : " points") << ", mean |error| " << fmt("%.1f", 100 * c.gemm_mean_abs_error)
         << "%, worst " << fmt("%.1f", 100 * c.gemm_worst_abs_error) << "% (" << w.m << " x " << w.n << " x " << w.k
         << " " << w.dtype << ")\n";
   }
   if (c.memory) {
     out << "memory: a copy of " << fmt("%.4g", c.memory->bytes / 1e9) << " GB read and written, measured "
-        << fmt("%.1f", c.memory->measured_gbytes_per_s) << " GB/s, predicted " << fmt("%.1f", c.memory->predicted_gbytes_per_s)
+        << fmt("%.4g", c.memory->measured_gbytes_per_s) << " GB/s, predicted " << fmt("%.4g", c.memory->predicted_gbytes_per_s)
         << " GB/s (" << pct(c.memory->error()) << "%)\n";
   }
   if (c.layer) {
@@ -168,8 +171,9 @@ int compare(const po::variables_map& vm, std::ostream& out) {
     row("forward", l.measured_forward_s, l.model_forward_s, l.calibrated_forward_s);
     row("backward", l.measured_backward_s, l.model_backward_s, l.calibrated_backward_s);
     out << "(model: as a training step prices the layer, each half the larger of its kernels and the host's\n"
-           " dispatches; calibrated: with this file's GEMMs, copy, launch and dispatch times where it gives them,\n"
-           " so what error remains there is the rest of the layer: attention, norms, activations)\n";
+           " dispatches; calibrated: with this file's GEMMs, copy, launch and dispatch times where it gives them.\n"
+           " What error remains there is the rest of the layer, attention, norms and activations, or, for a layer\n"
+           " of short kernels, the host dispatch time: fitted to Megatron-DeepSpeed unless the file sets it)\n";
   }
   return kExitOk;
 }
@@ -200,11 +204,11 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
   po::variables_map vm;
   if (const auto done = parse_command_options(args, d, "scenario", "workload", vm, out, err)) return *done;
   try {
+    if (vm.count("compare")) return compare(vm, out);
     if (vm.count("list")) {
       for (const auto& p : workload_preset_list()) out << "  " << p.name << "  " << p.summary << "\n";
       return kExitOk;
     }
-    if (vm.count("compare")) return compare(vm, out);
     const int sources = static_cast<int>(vm.count("preset") + vm.count("hf-config") + vm.count("scenario"));
     if (sources != 1) {
       throw InputError(sources > 1 ? "give one of --preset, --hf-config or a scenario file, not several"

@@ -19,15 +19,26 @@ import sys
 import types
 
 ITERATIONS = 10  # the script's default --iterations
-STATE = {"ms": 0.0}  # what the next timed run takes
+STATE = {"ms": 0.0, "capturing": False}  # what the next timed run takes; inside a graph capture
+
+
+# The tensor methods the script may call; any other name is an error (a typo would pass
+# a stand-in that accepted every name).
+METHODS = {"view", "transpose", "reshape", "float", "pow", "mean", "to", "repeat_interleave"}
 
 
 class FakeTensor:
     def __init__(self, *shape):
         self.shape = shape
+        self.dtype = "bf16"
 
-    def __getattr__(self, name):  # view, transpose, reshape, float, pow, mean, rsqrt, to, ...
+    def __getattr__(self, name):
+        if name not in METHODS:
+            raise AttributeError(f"stand-in tensor has no method {name!r}")
         return lambda *a, **k: FakeTensor(*self.shape)
+
+    def requires_grad_(self, flag=True):
+        return self
 
     def split(self, sizes, dim=-1):
         return [FakeTensor() for _ in sizes]
@@ -51,7 +62,11 @@ def fake_torch(graph_capture_works):
     torch.version = types.SimpleNamespace(cuda="fake")
     torch.bfloat16, torch.float16, torch.float32, torch.uint8 = "bf16", "fp16", "fp32", "u8"
     torch.backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=True)))
-    make = lambda *shape, **kw: FakeTensor(*shape)
+    def make(*shape, **kw):
+        if STATE["capturing"]:
+            raise RuntimeError("allocation during graph capture (stand-in)")
+        return FakeTensor(*shape)
+
     torch.randn = torch.empty = torch.ones = make
     torch.empty_like = torch.ones_like = lambda t, **kw: FakeTensor(*t.shape)
     def matmul(a, b, out=None):
@@ -80,14 +95,22 @@ def fake_torch(graph_capture_works):
     def graph(g):
         if not graph_capture_works:
             raise RuntimeError("capture not supported (stand-in)")
-        yield
+        STATE["capturing"] = True
+        try:
+            yield
+        finally:
+            STATE["capturing"] = False
+
+    def synchronize():
+        if STATE["capturing"]:
+            raise RuntimeError("synchronize during graph capture (stand-in)")
 
     @contextlib.contextmanager
     def stream(s):
         yield
 
     cuda = types.SimpleNamespace(
-        is_available=lambda: True, get_device_name=lambda: "Stand-in GPU", synchronize=lambda: None,
+        is_available=lambda: True, get_device_name=lambda: "Stand-in GPU", synchronize=synchronize,
         Event=Event, CUDAGraph=Graph, graph=graph, stream=stream,
         Stream=lambda: types.SimpleNamespace(wait_stream=lambda s: None),
         current_stream=lambda: types.SimpleNamespace(wait_stream=lambda s: None))
@@ -100,6 +123,7 @@ def fake_torch(graph_capture_works):
     functional.scaled_dot_product_attention = attention
     functional.silu = lambda t: t
     torch.nn = types.SimpleNamespace(functional=functional)
+    torch.autograd = types.SimpleNamespace(grad=lambda out, inputs, grad: [FakeTensor() for _ in inputs])
     return torch, functional
 
 
@@ -124,6 +148,7 @@ def main():
         # Expected: the quick grid's GEMMs at 400 TFLOP/s, the copy at 3,000 GB/s, the
         # layer's forward 100 ms and its backward 200 - 100 ms.
         assert doc["device"] == "h200" and doc["gpu"] == "Stand-in GPU", doc
+        assert ("CUDA graphs" in doc["software"]) == capture, doc["software"]
         assert len(doc["gemm"]) > 10, len(doc["gemm"])
         for g in doc["gemm"]:
             assert g["tflops"] == 400.0 and g["dtype"] == "bf16", g

@@ -107,7 +107,7 @@ Seconds ComputeModel::time(const Operator& op, Pass pass) const {
       case OpKind::kLinear:
       case OpKind::kMatmul:
         e = gemm_efficiency(op.gemm, op.dtype);
-        fixed += gemm_latency(op.dtype);
+        fixed += gemm_latency(op.dtype) * (fwd ? 1.0 : 2.0);  // backward: input and weight gradients
         break;
       case OpKind::kConv2d: e = eff_.convolution * shape_factor(op.gemm); break;
       case OpKind::kFlashAttention:  // per head: (s x d)(d x s) and back
@@ -160,7 +160,7 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
       // A copy's bytes read and written over its time: memory-bound kernels move their
       // bytes at that fraction of the catalog's HBM bandwidth.
       JsonObject m = o.object("memory");
-      m.number("bytes", 1.0, 1e15);
+      m.number("bytes", kMinCopyBytes, 1e15);  // beyond every cache: what HBM delivers
       const double gbps = m.number("gbytes_per_s", 1e-3, 1e6);
       const double bw = device_.memory_bandwidth.value();
       if (gbps * 1e9 > bw * 1.05) {

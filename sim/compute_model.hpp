@@ -57,14 +57,19 @@ struct GemmMeasurement {
 
 enum class Pass { kForward, kBackward };
 
+/// The smallest copy a calibration file may measure HBM with (256 MiB, larger than any
+/// GPU's L2 cache), so that the copy's bandwidth is the memory's, not a cache's.
+inline constexpr double kMinCopyBytes = 268435456.0;
+
 class ComputeModel {
  public:
   /// The model of `device` (a catalog accelerator) with the built-in efficiencies.
   ComputeModel(const AcceleratorSpec& device);
 
   /// Reads a calibration file: {"device": ID, "gemm": [{"m", "n", "k", "dtype",
-  /// "tflops"}, ...], "memory": optional {"bytes", "gbytes_per_s"} (a measured copy, bytes
-  /// read and written: sets the HBM efficiency), "launch_us": optional, "host_dispatch_us":
+  /// "tflops"}, ...], "memory": optional {"bytes", "gbytes_per_s"} (a measured copy of at
+  /// least kMinCopyBytes, bytes read and written: sets the HBM efficiency), "launch_us":
+  /// optional, "host_dispatch_us":
   /// optional}. Its device must be this model's. Throws
   /// InputError naming `source` and the field.
   void calibrate(const nlohmann::json& doc, const std::string& source);

@@ -74,7 +74,8 @@ TEST_CASE("an H100 GEMM kernel pays a fixed latency, unless a calibration file m
   // Expected (sim/data/compute_efficiency.json, fitted to XLA's measured H100 table): a
   // 1024^3 bf16 GEMM on an H100 takes 2 x 1024^3 / (989e12 x 0.816 x (1024/1088)^2 x
   // 1024/1056) (more than its 6.3 MB over 0.85 x 3,350 GB/s)
-  // + 6 us + the 3 us launch; an A100 has no GEMM latency; once a file measures bf16
+  // + 6 us + the 3 us launch (its backward, two kernels, twice both FLOPs and latency);
+  // an A100 has no GEMM latency; once a file measures bf16
   // GEMMs, their throughput (a kernel time) prices the GEMM without the latency.
   const Catalog cat = Catalog::builtin();
   ComputeModel h100(cat.accelerator("h100-sxm"));
@@ -83,6 +84,9 @@ TEST_CASE("an H100 GEMM kernel pays a fixed latency, unless a calibration file m
   const double compute = flops / (989e12 * 0.816 * (1024.0 / 1088) * (1024.0 / 1088) * (1024.0 / 1056));
   CHECK(compute > 3.0 * 1024 * 1024 * 2 / (0.85 * 3350e9));
   CHECK(h100.time(only_op(g), Pass::kForward).value() == Approx(compute + 6e-6 + 3e-6));
+  // Its backward is two GEMM kernels (input and weight gradients): twice the FLOPs, two
+  // latencies.
+  CHECK(h100.time(only_op(g), Pass::kBackward).value() == Approx(2 * compute + 2 * 6e-6 + 3e-6));
   CHECK(ComputeModel(cat.accelerator("a100-80gb")).gemm_latency(DataType::kBf16).value() == 0.0);
   h100.calibrate(nlohmann::json::parse(R"({"device": "h100-sxm",
     "gemm": [{"m": 1024, "n": 1024, "k": 1024, "dtype": "bf16", "tflops": 236.3}]})"), "cal.json");
@@ -105,7 +109,7 @@ TEST_CASE("a measured copy sets the HBM efficiency of memory-bound kernels") {
   CHECK(m.efficiency().memory == Approx(1700.0 / 2039.0));
   CHECK((m.time(copy, Pass::kForward) - m.efficiency().launch).value() == Approx(1e9 / 1700e9));
   try {
-    m.calibrate(nlohmann::json::parse(R"({"device": "a100-80gb", "gemm": [], "memory": {"bytes": 1, "gbytes_per_s": 2500}})"),
+    m.calibrate(nlohmann::json::parse(R"({"device": "a100-80gb", "gemm": [], "memory": {"bytes": 2147483648, "gbytes_per_s": 2500}})"),
                 "cal.json");
     FAIL("a copy above the catalog's bandwidth was accepted");
   } catch (const InputError& e) {

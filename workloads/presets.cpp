@@ -123,11 +123,8 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
 OperatorGraph build_transformer_with(TransformerConfig config, const WorkloadOptions& o) {
   if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("batch: expected 1 to 1000000, got " + std::to_string(o.batch));
   const TransformerConfig c = with_options(std::move(config), o);
-  // Refuse shapes whose arithmetic would overflow or whose graph would not fit: the
-  // plain attention scores alone are batch x heads x seq^2 elements.
-  const double scores = static_cast<double>(o.batch) * static_cast<double>(c.heads) * static_cast<double>(c.seq) *
-                        static_cast<double>(c.seq);
-  if (scores > 1e18) throw InputError("batch x heads x seq^2 = " + std::to_string(scores) + " is beyond what ddlsim models");
+  // Refuse shapes whose arithmetic would overflow or whose graph would not fit.
+  if (std::string why = transformer_batch_problem(c, o.batch); !why.empty()) throw InputError(why);
   return build_transformer(c, o.batch);
 }
 

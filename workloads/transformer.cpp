@@ -72,6 +72,18 @@ std::string transformer_problem(const TransformerConfig& c) {
   return {};
 }
 
+std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t batch) {
+  if (batch <= 0 || batch > 1'000'000) return "batch: expected 1 to 1000000, got " + std::to_string(batch);
+  const double b = static_cast<double>(batch), seq = static_cast<double>(c.seq);
+  const double scores = b * static_cast<double>(c.heads) * seq * seq;
+  if (scores > 1e18) return "batch x heads x seq^2 = " + std::to_string(scores) + " is beyond what ddlsim models";
+  const double widest = b * seq * std::max(static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn));
+  if (widest > 1e18) {
+    return "batch x seq x max(hidden, 2 ffn) = " + std::to_string(widest) + " is beyond what ddlsim models";
+  }
+  return {};
+}
+
 bool megatron_fused_softmax(const TransformerConfig& c, std::int64_t micro_batch, int tp) {
   if (tp < 1) return true;  // no plan: nothing to price
   if (c.flash_attention || data_type_bytes(c.dtype) != 2.0) return false;
