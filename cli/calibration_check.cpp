@@ -53,19 +53,17 @@ CalibrationCheck check_calibration(const Catalog& catalog, const nlohmann::json&
     out.source = o.string_or("source", "");
     const ComputeModel model(device);
     ComputeModel calibrated(device);
-    calibrated.calibrate(doc, source);  // checks the GEMM points and the memory entry
+    calibrated.calibrate(doc, source);  // reads and checks the GEMM points and the copy
 
-    JsonArray gemm = o.array("gemm");
-    for (std::size_t i = 0; i < gemm.size(); ++i) {
-      JsonObject g = gemm.object(i);
+    for (const GemmMeasurement& x : calibrated.measurements()) {
       GemmCheck c;
-      c.m = g.positive_int("m");
-      c.n = g.positive_int("n");
-      c.k = g.positive_int("k");
-      c.dtype = g.choice("dtype", kFloatTypeNames);
-      c.measured_tflops = g.number("tflops", 1e-6, 1e6);
+      c.m = x.m;
+      c.n = x.n;
+      c.k = x.k;
+      c.dtype = std::string(data_type_name(x.dtype));
+      c.measured_tflops = x.flops_per_s / 1e12;
       const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
-      c.predicted_tflops = flops / gemm_seconds(model, c.m, c.n, c.k, dtype_of(c.dtype)) / 1e12;
+      c.predicted_tflops = flops / gemm_seconds(model, c.m, c.n, c.k, x.dtype) / 1e12;
       out.gemms.push_back(c);
     }
     for (std::size_t i = 0; i < out.gemms.size(); ++i) {
@@ -76,15 +74,11 @@ CalibrationCheck check_calibration(const Catalog& catalog, const nlohmann::json&
         out.gemm_worst = i;
       }
     }
-
-    if (o.has("memory")) {
-      JsonObject m = o.object("memory");
+    if (const auto& copy = calibrated.copy_measurement()) {
       MemoryCheck c;
-      c.bytes = m.number("bytes", kMinCopyBytes, 1e15);
-      c.measured_gbytes_per_s = m.number("gbytes_per_s", 1e-3, 1e6);
-      Operator copy{OpKind::kAdd, "copy", -1, {}, 0, {}, DataType::kBf16, {}};
-      copy.cost.fwd_bytes = c.bytes;
-      c.predicted_gbytes_per_s = c.bytes / (model.time(copy, Pass::kForward) - model.efficiency().launch).value() / 1e9;
+      c.bytes = copy->bytes;
+      c.measured_gbytes_per_s = copy->bytes_per_s / 1e9;
+      c.predicted_gbytes_per_s = c.bytes / model.memory_time(c.bytes).value() / 1e9;
       out.memory = c;
     }
 

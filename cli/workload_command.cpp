@@ -84,6 +84,16 @@ std::string fmt(const char* spec, double v) {
 
 std::string pct(double fraction) { return fmt("%+.1f", 100.0 * fraction); }
 
+// The built-in catalog with --catalog's patches.
+Catalog load_catalog(const po::variables_map& vm) {
+  Catalog catalog = Catalog::builtin();
+  if (vm.count("catalog")) {
+    const std::string path = vm["catalog"].as<std::string>();
+    catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
+  }
+  return catalog;
+}
+
 // `--compare FILE`: every measured point beside the built-in model's prediction.
 int compare(const po::variables_map& vm, std::ostream& out) {
   if (vm.count("scenario")) throw InputError("a scenario file: not with --compare, which takes its shapes from the calibration file");
@@ -91,13 +101,8 @@ int compare(const po::variables_map& vm, std::ostream& out) {
     if (vm.count(opt)) throw InputError(std::string("--") + opt + ": not with --compare, which takes its shapes from the file");
   }
   if (!vm["batch"].defaulted()) throw InputError("--batch: not with --compare, which takes its shapes from the file");
-  Catalog catalog = Catalog::builtin();
-  if (vm.count("catalog")) {
-    const std::string path = vm["catalog"].as<std::string>();
-    catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
-  }
   const std::string path = vm["compare"].as<std::string>();
-  const CalibrationCheck c = check_calibration(catalog, parse_json(read_input_file(path, "calibration"), path), path);
+  const CalibrationCheck c = check_calibration(load_catalog(vm), parse_json(read_input_file(path, "calibration"), path), path);
   if (!vm["device"].defaulted() && vm["device"].as<std::string>() != c.device) {
     throw InputError("--device: " + path + " measures '" + c.device + "', not '" + vm["device"].as<std::string>() + "'");
   }
@@ -226,11 +231,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       if (a != "plain" && a != "flash") throw InputError("--attention: expected plain or flash, got '" + a + "'");
       o.flash_attention = a == "flash";
     }
-    Catalog catalog = Catalog::builtin();
-    if (vm.count("catalog")) {
-      const std::string path = vm["catalog"].as<std::string>();
-      catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
-    }
+    const Catalog catalog = load_catalog(vm);
     ComputeModel model(catalog.accelerator(vm["device"].as<std::string>()));
     if (vm.count("calibration")) {
       const std::string path = vm["calibration"].as<std::string>();

@@ -119,8 +119,11 @@ Seconds ComputeModel::time(const Operator& op, Pass pass) const {
     // at far fewer FLOPs per byte than any device's ridge point, so only bytes count.)
     if (e > 0.0) compute = flops / (peak(op.dtype) * e);
   }
-  const double memory = bytes / (device_.memory_bandwidth.value() * eff_.memory);
-  return Seconds(std::max(compute, memory)) + fixed;
+  return Seconds(std::max(compute, memory_time(bytes).value())) + fixed;
+}
+
+Seconds ComputeModel::memory_time(double bytes) const {
+  return Seconds(bytes / (device_.memory_bandwidth.value() * eff_.memory));
 }
 
 void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& source) {
@@ -135,15 +138,18 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
     for (std::size_t i = 0; i < gemm.size(); ++i) {
       JsonObject g = gemm.object(i);
       GemmMeasurement x;
-      for (const char* dim : {"m", "n", "k"}) {
-        // Far beyond any GEMM one times; keeps products of two dimensions in range.
+      // Far beyond any GEMM one times; keeps products of two dimensions in range.
+      auto dim = [&g](const char* key) {
         constexpr std::int64_t kMaxDim = 10'000'000;
-        const std::int64_t v = g.positive_int(dim);
+        const std::int64_t v = g.positive_int(key);
         if (v > kMaxDim) {
-          throw InputError(g.field_path(dim) + ": expected at most " + std::to_string(kMaxDim) + ", got " + std::to_string(v));
+          throw InputError(g.field_path(key) + ": expected at most " + std::to_string(kMaxDim) + ", got " + std::to_string(v));
         }
-        (dim[0] == 'm' ? x.m : dim[0] == 'n' ? x.n : x.k) = v;
-      }
+        return v;
+      };
+      x.m = dim("m");
+      x.n = dim("n");
+      x.k = dim("k");
       const std::string dt = g.choice("dtype", kFloatTypeNames);
       x.dtype = *parse_float_type(dt);
       const double tflops = g.number("tflops", 1e-6, 1e6);
@@ -160,7 +166,8 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
       // A copy's bytes read and written over its time: memory-bound kernels move their
       // bytes at that fraction of the catalog's HBM bandwidth.
       JsonObject m = o.object("memory");
-      m.number("bytes", kMinCopyBytes, 1e15);  // beyond every cache: what HBM delivers
+      CopyMeasurement copy;
+      copy.bytes = m.number("bytes", kMinCopyBytes, 1e15);  // beyond every cache: what HBM delivers
       const double gbps = m.number("gbytes_per_s", 1e-3, 1e6);
       const double bw = device_.memory_bandwidth.value();
       if (gbps * 1e9 > bw * 1.05) {
@@ -169,7 +176,9 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
       }
       m.known("source");
       m.finish();
-      eff_.memory = std::min(1.0, gbps * 1e9 / bw);
+      copy.bytes_per_s = gbps * 1e9;
+      copy_ = copy;
+      eff_.memory = std::min(1.0, copy.bytes_per_s / bw);
     }
     if (o.has("launch_us")) eff_.launch = Seconds(o.number("launch_us", 0.0, 1e3) * 1e-6);
     if (o.has("host_dispatch_us")) eff_.host_dispatch = Seconds(o.number("host_dispatch_us", 0.0, 1e4) * 1e-6);

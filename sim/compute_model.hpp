@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,12 @@ struct GemmMeasurement {
   std::int64_t m = 0, n = 0, k = 0;
   DataType dtype = DataType::kBf16;
   double flops_per_s = 0.0;
+};
+
+/// A measured device-to-device copy: bytes read and written, and their rate.
+struct CopyMeasurement {
+  double bytes = 0.0;
+  double bytes_per_s = 0.0;
 };
 
 enum class Pass { kForward, kBackward };
@@ -95,11 +102,18 @@ class ComputeModel {
   [[nodiscard]] double peak(DataType dtype) const;
   /// m/(m + m_half) x n/(n + n_half) x k/(k + k_half) for this device.
   [[nodiscard]] double shape_factor(const GemmShape& g) const;
+  /// The time to move `bytes` through HBM at its usable bandwidth (no launch).
+  [[nodiscard]] Seconds memory_time(double bytes) const;
+
+  /// What calibrate() read: the GEMM points and the copy (none before it).
+  [[nodiscard]] const std::vector<GemmMeasurement>& measurements() const { return measured_; }
+  [[nodiscard]] const std::optional<CopyMeasurement>& copy_measurement() const { return copy_; }
 
  private:
   AcceleratorSpec device_;
   DeviceEfficiency eff_;
   std::vector<GemmMeasurement> measured_;
+  std::optional<CopyMeasurement> copy_;
 };
 
 }  // namespace ddlsim

@@ -44,6 +44,23 @@ void expect_bad_set(const std::string& set, const std::string& line) {
   CHECK(r.out.empty());
 }
 
+using BadInputs = std::vector<std::pair<std::vector<std::string>, std::string>>;
+
+// Runs `ddlsim workload` with each case's arguments, expecting exit 2, nothing on stdout
+// and one line on stderr that starts with the case's text (any line where it is empty).
+void expect_bad_workload(const BadInputs& cases) {
+  for (const auto& [extra, line] : cases) {
+    std::vector<std::string> args{"workload"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    INFO(line);
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    if (!line.empty()) CHECK(r.err.rfind("ddlsim workload: " + line, 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.out.empty());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the embedded default scenario runs") {
@@ -559,16 +576,7 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
        (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are not modelled (a dense transformer only)"},
       {{"--hf-config", s.write("bad.json", "{\"model_type\": ")}, ""},
   };
-  for (const auto& [extra, line] : cases) {
-    std::vector<std::string> args{"workload"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    INFO(line);
-    const auto r = ddlsim_cmd(args);
-    CHECK(r.status == 2);
-    if (!line.empty()) CHECK(r.err.rfind("ddlsim workload: " + line, 0) == 0);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    CHECK(r.out.empty());
-  }
+  expect_bad_workload(cases);
 }
 
 TEST_CASE("ddlsim workload --compare sets a calibration file's measurements beside the model's predictions") {
@@ -619,7 +627,7 @@ TEST_CASE("ddlsim workload --compare sets a calibration file's measurements besi
   REQUIRE(r.status == 0);
   CHECK(r.out.find("GEMMs: 1 point, mean |error| 12.2%") != std::string::npos);
 
-  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+  const BadInputs bad = {
       {{"--compare", file, "--preset", "gpt2"}, "--preset: not with --compare, which takes its shapes from the file"},
       {{"--compare", file, "--device", "h100-sxm"}, "--device: " + file + " measures 'a100-80gb', not 'h100-sxm'"},
       {{"--compare", file, "--list"}, "--list: not with --compare, which takes its shapes from the file"},
@@ -632,16 +640,7 @@ TEST_CASE("ddlsim workload --compare sets a calibration file's measurements besi
       {{"--compare", s.write("l.json", R"({"device": "a100-80gb", "gemm": [], "layer": {"hidden": 4096}})")},
        (s.dir / "l.json").string() + ": layer.heads: missing (a required field)"},
   };
-  for (const auto& [extra, line] : bad) {
-    std::vector<std::string> args{"workload"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    INFO(line);
-    const auto e = ddlsim_cmd(args);
-    CHECK(e.status == 2);
-    CHECK(e.err.rfind("ddlsim workload: " + line, 0) == 0);
-    CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
-    CHECK(e.out.empty());
-  }
+  expect_bad_workload(bad);
 }
 
 TEST_CASE("the compute model against published GEMM measurements (validation/compute)") {
