@@ -650,9 +650,14 @@ TEST_CASE("the compute model against published GEMM measurements (validation/com
   // kernels (m, n, k of 256 to 4096, the data the latencies were fitted to) the mean error
   // is within 8% on the H100 (7.5% when fitted; 394% without a latency) and 12% on the
   // B200 (11.3%; 938% without). These are regression guards of the data entries: the
-  // MAMF points and the XLA tables are what the figures were set from.
-  const std::pair<const char*, double> files[] = {
-      {"mi300x-mamf.json", 0.01}, {"b200-mamf.json", 0.01}, {"h100-sxm-xla.json", 0.08}, {"b200-xla.json", 0.12}};
+  // MAMF points and the XLA tables are what the figures were set from. Out of sample, a
+  // later measurement of the same H100 grid (h100-sxm-xla-2.json, 125 points, fitted to
+  // nothing) is within 9% (8.5%).
+  const std::pair<const char*, double> files[] = {{"mi300x-mamf.json", 0.01},
+                                                  {"b200-mamf.json", 0.01},
+                                                  {"h100-sxm-xla.json", 0.08},
+                                                  {"h100-sxm-xla-2.json", 0.09},
+                                                  {"b200-xla.json", 0.12}};
   for (const auto& [file, tolerance] : files) {
     INFO(file);
     const auto r = ddlsim_cmd({"workload", "--compare", std::string(DDLSIM_SOURCE_DIR) + "/validation/compute/" + file, "--json"});
