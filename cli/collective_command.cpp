@@ -44,7 +44,9 @@ GB/s are 10^9 bytes per second; sizes take K, M, G, T suffixes (powers of 1024).
 Network models:
   flow        every directed link shared max-min fairly by the transfers crossing it
               (congestion, adaptive routing over equal-cost paths)
-  analytical  each transfer alone: route latency + bytes / bottleneck bandwidth
+  analytical  each transfer alone: route latency + bytes / bottleneck bandwidth, the
+              collective's own transfers at once sharing the links next to servers
+              (two rings through one NIC: half of it each)
 Link bandwidths count the catalog's efficiency per link kind (the fraction of line rate
 NCCL reaches); see 'ddlsim topology --list' and topology/data/catalog.json.
 

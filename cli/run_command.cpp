@@ -94,7 +94,8 @@ po::options_description run_options() {
        "also write every link that carried traffic, per strategy, as CSV: strategy,link,kind,bytes,utilization "
        "(bytes in the step; utilization = bytes / (line rate x step time)); for plots/ddlsim_plots.py links")
       ("network", po::value<std::string>()->value_name("MODEL"),
-       "flow (links shared max-min fairly among transfers) or analytical (no contention); "
+       "flow (links shared max-min fairly among transfers) or analytical (each transfer alone, but a "
+       "collective's own transfers share the NICs and ports they cross); "
        "overrides the scenario's simulation.network (default flow)")
       ("print-scenario", "print the scenario as it stands after --set (as JSON) and exit")
       ("scenario", po::value<std::string>()->value_name("FILE"), "the scenario JSON file (or give it first)");

@@ -263,7 +263,8 @@ void run_task_graph_scenario(const nlohmann::json& doc, const TaskGraphRunOption
                          .id();
       ++transfers;
     } else if (t.kind == "collective") {
-      const LoweredCollective c = lower_collective(g, net_id, t.group, t.collective);
+      const LoweredCollective c =
+          lower_collective(g, net_id, t.group, t.collective, s.network == NetworkModelKind::kAnalytical ? &fabric : nullptr);
       first = c.start;
       last = c.end;
       transfers += c.transfers;

@@ -2,11 +2,16 @@
 //
 // A transfer of b bytes from s to d takes the first minimum-hop route r that
 // NetworkFabric offers (dimension order inside a torus) and lasts
-//     L(r) + b / min_{l in r} c_l,
+//     L(r) + b s / min_{l in r} c_l,
 // the route's summed latency plus its bytes over its bottleneck link's effective
-// capacity (bandwidth x efficiency). Concurrent transfers do not slow each other, so
-// this is a lower bound on the flow model's time (equal when no two flows share a link).
-// It costs O(log n) per transfer, for quick estimates and searches.
+// capacity (bandwidth x efficiency), s being the transfer's bandwidth share
+// (TaskGraph::share, 1 unless set): a collective lowered for this model gives each
+// transfer the part of the links next to servers (scale-up ports, PCIe, NICs) that the
+// collective's own transfers running at once leave it (two rings through one NIC: half
+// each). Other concurrent transfers do not slow it, so this is about a lower bound on
+// the flow model's time (equal when no two flows share a link, or only a collective's
+// own on links next to servers). It costs O(log n) per transfer, for quick estimates
+// and searches.
 #pragma once
 
 #include <cstdint>

@@ -4,9 +4,11 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 
 #include "sim/network_fabric.hpp"
 #include "support/input_error.hpp"
@@ -18,13 +20,82 @@ constexpr std::string_view kOpNames[] = {"all-reduce", "reduce-scatter", "all-ga
                                          "reduce",     "all-to-all",     "send-recv"};
 constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doubling", "direct", "hierarchical", "torus"};
 
+// The bandwidth shares of transfers that run at once, for the analytical model (which
+// prices each transfer alone on its first route): a link next to a server (one end an
+// accelerator, host or NIC: a scale-up port, a PCIe link, a NIC's cable) that k of them
+// cross gives each 1/k of its capacity. Not counted: links between switches (adaptive
+// routing spreads flows over a fabric's equal paths), and a route's links into and out
+// of an accelerator it passes through (a detour through another GPU's port that the
+// first route may take where a straight one is as short; collective libraries lay
+// their rings straight to each GPU's own NIC, so such a detour stands for a straight
+// route whose own links it does not know). A transfer's share is its route's bottleneck
+// capacity over the smallest capacity per transfer along it (at least 1; 1 when its
+// links are its own), rounded to a float, as a task graph stores it, so that a replay
+// and TimingSink price it alike.
+class Shares {
+ public:
+  explicit Shares(NetworkFabric* fabric) : f_(fabric) {}
+  Shares(const Shares&) = delete;
+  Shares& operator=(const Shares&) = delete;
+  ~Shares() { clear(); }
+
+  /// Replaces the set of transfers running at once (from, to), one entry per transfer.
+  /// Every transfer priced until the next call must be one of them.
+  void set(const std::vector<std::pair<NodeId, NodeId>>& hops) {
+    if (f_ == nullptr) return;
+    clear();
+    load_ = &f_->link_counts();
+    for (const auto& [from, to] : hops) {
+      const std::vector<LinkId>& route = f_->first_route(from, to);
+      for (std::size_t k = 0; k < route.size(); ++k) {
+        if (!counted(route, k)) continue;
+        if ((*load_)[route[k].value]++ == 0) touched_.push_back(route[k].value);
+      }
+    }
+  }
+  void clear() {
+    if (load_ != nullptr) {
+      for (std::uint32_t l : touched_) (*load_)[l] = 0;
+    }
+    touched_.clear();
+    load_ = nullptr;
+  }
+  /// The share of a transfer of the current set.
+  [[nodiscard]] double of(NodeId from, NodeId to) const {
+    if (load_ == nullptr) return 1.0;
+    const auto& route = f_->first_route(from, to);
+    if (route.empty()) return 1.0;
+    double rate = std::numeric_limits<double>::infinity();
+    for (std::size_t k = 0; k < route.size(); ++k) {
+      const int n = counted(route, k) ? std::max(1, (*load_)[route[k].value]) : 1;
+      rate = std::min(rate, f_->capacity(route[k]) / n);
+    }
+    return std::max(1.0, static_cast<double>(static_cast<float>(f_->route_capacity(route) / rate)));
+  }
+
+ private:
+  // Whether link k of a route counts: next to a server, and not into or out of an
+  // accelerator the route passes through.
+  [[nodiscard]] bool counted(const std::vector<LinkId>& route, std::size_t k) const {
+    if (f_->between_switches(route[k])) return false;
+    if (k > 0 && f_->into_accelerator(route[k - 1])) return false;             // out of one it passes through
+    if (k + 1 < route.size() && f_->into_accelerator(route[k])) return false;  // into one it passes through
+    return true;
+  }
+  NetworkFabric* f_;
+  std::vector<int>* load_ = nullptr;    // the fabric's link counters while a set is current
+  std::vector<std::uint32_t> touched_;  // links with a count, to reset
+};
+
 // Adds the transfers to a task graph.
 class GraphSink {
  public:
   GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec)
       : g_(g), net_(net), name_(g.intern(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)))) {}
-  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1) {
-    return g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies}, name_).id();
+  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, double share = 1.0) {
+    const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies}, name_).id();
+    if (share > 1.0) g_.set_share(t, share);
+    return t;
   }
   TaskId marker() { return g_.add(Marker{}, name_).id(); }
   void edge(TaskId a, TaskId b) { g_.add_edge(a, b); }
@@ -46,11 +117,11 @@ class TimingSink {
       : f_(f), cache_(kCache), traffic_(traffic), first_(first) {
     if (traffic_ != nullptr) link_bytes_.assign(f.cluster().link_count(), 0.0);
   }
-  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1) {
+  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, double share = 1.0) {
     const Price& p = price(from, to);
     ready_.push_back(0.0);
     const double latency = p.latency * latencies;
-    duration_.push_back(p.empty ? latency : latency + bytes / p.capacity);
+    duration_.push_back(p.empty ? latency : latency + bytes * share / p.capacity);
     count(from, p, bytes);
     return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
   }
@@ -64,12 +135,13 @@ class TimingSink {
 
   // Lowering::ring's timing without a handle per transfer: the same maxima and sums in
   // the same order, on arrays of finish times (a ring is most of a large collective).
-  void ring(const std::vector<NodeId>& order, int steps, double piece, int chunks, std::vector<TaskId>& ready_of) {
+  void ring(const std::vector<NodeId>& order, int steps, double piece, int chunks, std::vector<TaskId>& ready_of,
+            const Shares& shares) {
     const std::size_t p = order.size(), c = static_cast<std::size_t>(chunks);
     std::vector<double> dur(p), last(p), prev(p * c), cur(p * c);
     for (std::size_t r = 0; r < p; ++r) {
       const Price& pr = price(order[r], order[(r + 1) % p]);
-      dur[r] = pr.empty ? pr.latency : pr.latency + piece / pr.capacity;
+      dur[r] = pr.empty ? pr.latency : pr.latency + piece * shares.of(order[r], order[(r + 1) % p]) / pr.capacity;
       last[r] = finish(ready_of[r]);
       count(order[r], pr, piece * static_cast<double>(steps) * static_cast<double>(chunks));
     }
@@ -138,10 +210,34 @@ class TimingSink {
 template <class Sink>
 class Lowering {
  public:
-  Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec)
-      : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed) {}
+  /// With a fabric, transfers carry their bandwidth shares (Shares) among the set that
+  /// runs at once, which build() and the helpers below declare with `at_once`.
+  Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec, NetworkFabric* fabric)
+      : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed), shares_(fabric),
+        sharing_(fabric != nullptr) {}
 
   std::uint64_t transfers() const { return transfers_; }
+
+  /// Declares the transfers (positions in the group, one entry per transfer) that run at
+  /// once from here on, until the next call.
+  void at_once(const std::vector<std::pair<std::size_t, std::size_t>>& hops) {
+    if (!sharing_) return;
+    std::vector<std::pair<NodeId, NodeId>> nodes;
+    nodes.reserve(hops.size());
+    for (const auto& [a, b] : hops) nodes.emplace_back(group_.ranks[a], group_.ranks[b]);
+    shares_.set(nodes);
+  }
+  /// Every hop of these rings (each closing back to its start) at once.
+  void rings_at_once(const std::vector<std::vector<std::size_t>>& rings) {
+    if (!sharing_) return;
+    std::vector<std::pair<std::size_t, std::size_t>> hops;
+    for (const auto& r : rings) {
+      if (r.size() < 2) continue;
+      for (std::size_t k = 0; k < r.size(); ++k) hops.emplace_back(r[k], r[(k + 1) % r.size()]);
+    }
+    at_once(hops);
+  }
+  void none_at_once() { shares_.clear(); }
 
   // `steps` steps around the ring `order` (positions in the group), each moving
   // `segment` bytes from every rank to the next. A rank's step-s send follows its
@@ -171,7 +267,7 @@ class Lowering {
         nodes[r] = group_.ranks[order[r]];
         in[r] = ready[order[r]];
       }
-      sink_.ring(nodes, steps, piece, chunks_, in);
+      sink_.ring(nodes, steps, piece, chunks_, in, shares_);
       for (std::size_t r = 0; r < p; ++r) ready[order[r]] = in[r];
       transfers_ += p * static_cast<std::size_t>(steps) * static_cast<std::size_t>(chunks_);
       return;
@@ -273,6 +369,11 @@ class Lowering {
       const std::size_t d = halving ? p >> (k + 1) : std::size_t{1} << k;
       const double amount = halving ? bytes / static_cast<double>(std::size_t{2} << k)
                                     : bytes * static_cast<double>(std::size_t{1} << k) / static_cast<double>(p);
+      if (sharing_) {
+        std::vector<std::pair<std::size_t, std::size_t>> hops;
+        for (std::size_t r = 0; r < p; ++r) hops.emplace_back(r, r ^ d);
+        at_once(hops);
+      }
       for (std::size_t r = 0; r < p; ++r) {
         // What r sends holds what it received last step; it also follows its own last send.
         const TaskId t = chunked(r, r ^ d, amount, ready[r], k > 0 ? sent[r] : TaskId{});
@@ -286,6 +387,15 @@ class Lowering {
   // Every position in `from` sends `bytes` to every position in `to` (not itself), at once.
   void direct(const std::vector<std::size_t>& from, const std::vector<std::size_t>& to, double bytes,
               std::vector<TaskId>& ready) {
+    if (sharing_) {
+      std::vector<std::pair<std::size_t, std::size_t>> hops;
+      for (std::size_t s : from) {
+        for (std::size_t d : to) {
+          if (s != d) hops.emplace_back(s, d);
+        }
+      }
+      at_once(hops);
+    }
     std::vector<std::vector<TaskId>> arrivals(group_.ranks.size());
     for (std::size_t s : from) {
       for (std::size_t d : to) {
@@ -307,7 +417,8 @@ class Lowering {
  private:
   TaskId send(std::size_t from, std::size_t to, double bytes, std::uint32_t latencies = 1) {
     ++transfers_;
-    return sink_.send(group_.ranks[from], group_.ranks[to], bytes, latencies);
+    const NodeId a = group_.ranks[from], b = group_.ranks[to];
+    return sink_.send(a, b, bytes, latencies, sharing_ ? shares_.of(a, b) : 1.0);
   }
   // `bytes` from one position to another as `chunks_` pieces in sequence after `after`;
   // returns the last piece.
@@ -326,6 +437,8 @@ class Lowering {
   const CollectiveGroup& group_;
   int chunks_;
   bool streamed_;
+  Shares shares_;
+  bool sharing_;
   std::uint64_t transfers_ = 0;
 };
 
@@ -767,6 +880,22 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
     case CollectiveAlgorithm::kRing: {
       const auto orders = ring_orders(group, channels);
       const double share = S / channels;
+      if (spec.op == Op::kBroadcast || spec.op == Op::kReduce) {
+        // The chains below: each ring order without its hop into the root, run forward
+        // (broadcast) or backward (reduce).
+        std::vector<std::pair<std::size_t, std::size_t>> hops;
+        for (const auto& order : orders) {
+          for (std::size_t k = 0; k < p; ++k) {
+            const std::size_t a = order[k], b = order[(k + 1) % p];
+            if (b == root) continue;  // the chain from the root ends before it
+            if (spec.op == Op::kReduce) hops.emplace_back(b, a);
+            else hops.emplace_back(a, b);
+          }
+        }
+        low.at_once(hops);
+      } else {
+        low.rings_at_once(orders);
+      }
       std::vector<std::vector<TaskId>> done;
       for (const auto& order : orders) {
         std::vector<TaskId> r = ready;
@@ -802,6 +931,18 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       // NCCL's tree, or (two channels, its double binary tree) that and its mirror, each
       // carrying half the data.
       const int trees = channels;
+      {
+        std::vector<std::pair<std::size_t, std::size_t>> hops;  // up and down every tree's edges, pipelined
+        for (int t = 0; t < trees; ++t) {
+          const auto parent = tree_parents(group, t == 1);
+          for (std::size_t i = 0; i < parent.size(); ++i) {
+            if (parent[i] == i) continue;
+            hops.emplace_back(i, parent[i]);
+            hops.emplace_back(parent[i], i);
+          }
+        }
+        low.at_once(hops);
+      }
       std::vector<TaskId> a = ready, b = ready;
       low.tree_all_reduce(tree_parents(group, false), S / trees, a);
       if (trees == 1) {
@@ -840,12 +981,15 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       const auto local = group.by_domain();
       const std::size_t gsize = local.front().size(), n = local.size();
       const double G = static_cast<double>(gsize), N = static_cast<double>(n);
-      for (const auto& l : local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
+      std::vector<std::vector<std::size_t>> across(gsize);
       for (std::size_t k = 0; k < gsize; ++k) {
-        std::vector<std::size_t> across;
-        for (const auto& l : local) across.push_back(l[k]);
-        low.ring(across, 2 * static_cast<int>(n - 1), S / G / N, ready);
+        for (const auto& l : local) across[k].push_back(l[k]);
       }
+      low.rings_at_once(local);
+      for (const auto& l : local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
+      low.rings_at_once(across);
+      for (const auto& a : across) low.ring(a, 2 * static_cast<int>(n - 1), S / G / N, ready);
+      low.rings_at_once(local);
       for (const auto& l : local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
       break;
     }
@@ -854,6 +998,8 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       // torus_ways): part (j, way) carries S / (D ways) and reduces along the dimensions
       // in the order j, j + 1, ... (mod D), its rings running `way`, then gathers back in
       // the reverse order.
+      // The parts run on different links at each phase (see above): no shares.
+      low.none_at_once();
       const auto& dims = group.torus_dims;
       const auto used = torus_used_dims(dims);
       const std::size_t D = used.size();
@@ -909,12 +1055,12 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
 }  // namespace
 
 LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const CollectiveGroup& group,
-                                   const CollectiveSpec& spec) {
+                                   const CollectiveSpec& spec, NetworkFabric* shares_on) {
   check_request(group, spec);
   // Room for the transfers and about one marker per rank and phase.
   g.reserve(g.size() + collective_transfer_count(group, spec) + 4 * group.ranks.size() + 2);
   GraphSink sink(g, network, spec);
-  Lowering<GraphSink> low(sink, group, spec);
+  Lowering<GraphSink> low(sink, group, spec, shares_on);
   LoweredCollective out;
   std::tie(out.start, out.end) = build(low, group, spec);
   out.transfers = low.transfers();
@@ -924,7 +1070,7 @@ LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const Colle
 double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
   check_request(group, spec);
   TimingSink sink(fabric);
-  Lowering<TimingSink> low(sink, group, spec);
+  Lowering<TimingSink> low(sink, group, spec, &fabric);
   return sink.finish(build(low, group, spec).second);
 }
 
@@ -932,7 +1078,7 @@ CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const Collectiv
   check_request(group, spec);
   CollectiveCost out;
   TimingSink sink(fabric, &out.traffic, group.ranks.front());
-  Lowering<TimingSink> low(sink, group, spec);
+  Lowering<TimingSink> low(sink, group, spec, &fabric);
   out.time = sink.finish(build(low, group, spec).second);
   sink.collect();
   return out;

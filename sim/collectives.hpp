@@ -135,9 +135,14 @@ struct LoweredCollective {
 };
 
 /// Adds the collective's transfers, on network resource `network`, between two markers.
+/// With `shares_on`, each transfer also carries its bandwidth share (TaskGraph::share):
+/// how much of its route's bottleneck it gets beside the transfers of the collective
+/// that run at once with it on the links next to servers (two rings through one NIC
+/// get half of it each). The analytical network model divides by it; pass the fabric
+/// when the graph will replay on that model (the flow model finds the sharing itself).
 /// Throws InputError when the algorithm cannot run the operation on the group.
 LoweredCollective lower_collective(TaskGraph& graph, ResourceId network, const CollectiveGroup& group,
-                                   const CollectiveSpec& spec);
+                                   const CollectiveSpec& spec, NetworkFabric* shares_on = nullptr);
 
 /// The collective's time under the analytical network model (each transfer: its first
 /// route's latency plus bytes over its bottleneck capacity, no contention), computed

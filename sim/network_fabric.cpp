@@ -64,11 +64,15 @@ void NetworkFabric::init(std::vector<double> efficiency, const std::vector<bool>
   const std::size_t links = c.link_count();
   capacity_.resize(links);
   latency_.resize(links);
+  ends_.resize(links);
   for (std::uint32_t l = 0; l < links; ++l) {
     const Link& k = c.link(LinkId(l));
     if (!(efficiency[l] > 0.0 && efficiency[l] <= 1.0)) throw GraphError("NetworkFabric: efficiency must be in (0, 1]");
     capacity_[l] = k.bandwidth.value() * efficiency[l];
     latency_[l] = k.latency.value();
+    const NodeKind from = c.node(k.from).kind, to = c.node(k.to).kind;
+    ends_[l] = static_cast<std::uint8_t>((from == NodeKind::kSwitch && to == NodeKind::kSwitch ? kBetweenSwitches : 0) |
+                                         (to == NodeKind::kAccelerator ? kIntoAccelerator : 0));
   }
 
   // Scale-up domains: union the ends of every scale-up link, then number the classes

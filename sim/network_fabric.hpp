@@ -43,6 +43,17 @@ class NetworkFabric {
   [[nodiscard]] const Cluster& cluster() const { return *cluster_; }
   [[nodiscard]] double capacity(LinkId l) const { return capacity_[l.value]; }  // B/s
   [[nodiscard]] double latency(LinkId l) const { return latency_[l.value]; }    // s
+  /// Whether both ends of l are switches (a fabric's leaf, spine or core, or a switch
+  /// inside a server): not a link next to an accelerator, host or NIC.
+  [[nodiscard]] bool between_switches(LinkId l) const { return (ends_[l.value] & kBetweenSwitches) != 0; }
+  /// Whether l leads into an accelerator.
+  [[nodiscard]] bool into_accelerator(LinkId l) const { return (ends_[l.value] & kIntoAccelerator) != 0; }
+  /// One counter per directed link, for code that counts transfers on links: all zero
+  /// between uses (a user resets what it set before it returns the space).
+  std::vector<int>& link_counts() {
+    if (link_counts_.empty()) link_counts_.assign(capacity_.size(), 0);
+    return link_counts_;
+  }
 
   /// Candidate routes from src to dst (at least one; one empty route when src == dst).
   /// Two accelerators of one scale-up domain are joined over its scale-up links only
@@ -70,8 +81,11 @@ class NetworkFabric {
   void init(std::vector<double> efficiency, const std::vector<bool>& scale_up_kind_link);
 
   const Cluster* cluster_;
+  static constexpr std::uint8_t kBetweenSwitches = 1, kIntoAccelerator = 2;
   std::vector<double> capacity_;
   std::vector<double> latency_;
+  std::vector<std::uint8_t> ends_;  // per directed link: kBetweenSwitches | kIntoAccelerator
+  std::vector<int> link_counts_;    // link_counts()
   std::vector<std::uint32_t> domain_;  // per node; max() for nodes that are not accelerators
   std::vector<bool> scale_up_;          // per directed link
   // The walks between src and dst: inside their scale-up domain when they share one

@@ -24,7 +24,8 @@ class SbpLowering {
     std::unique_ptr<NetworkModel> net = make_network(network, "network", fabric);
     out_.resources.push_back(std::move(net));
     out_.network = ResourceId(0);
-    out_.folded = fold && network == NetworkModelKind::kAnalytical;
+    analytical_ = network == NetworkModelKind::kAnalytical;
+    out_.folded = fold && analytical_;
     if (out_.folded) {
       out_.resources.push_back(std::make_unique<DelayPool>("collectives"));
       priced_ = ResourceId(static_cast<std::uint32_t>(out_.resources.size() - 1));
@@ -113,7 +114,7 @@ class SbpLowering {
         const CollectiveGroup group = CollectiveGroup::of(fabric_, nodes);
         CollectiveSpec spec = chosen_spec(fabric_, group, step.op, step.bytes);
         spec.streamed = true;
-        const LoweredCollective c = lower_collective(g_, out_.network, group, spec);
+        const LoweredCollective c = lower_collective(g_, out_.network, group, spec, analytical_ ? &fabric_ : nullptr);
         ++out_.collectives;
         for (std::size_t p : members) {
           g_.add_edge(last[p], c.start);
@@ -151,6 +152,7 @@ class SbpLowering {
   std::vector<TaskId> last_;  // per device: its latest task on the step's path
   std::size_t devices_ = 0;   // devices with a compute stream: all, or 1 when folded
   ResourceId priced_{0};      // folded: the collectives' delay pool
+  bool analytical_ = false;   // replayed on the analytical model: collectives carry bandwidth shares
   std::map<std::tuple<std::size_t, int, double>, double> priced_memo_;
 };
 

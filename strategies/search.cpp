@@ -205,14 +205,16 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                                                        : m * (F + B) + (all - (F + B)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double grads = stage_params * reduced_gradient_bytes(p), weights = stage_params * kGradientBytes;
-    double dp_time = 0;
+    // The gradients' reduction may run beside the backward; ZeRO-1/2's all-gather of the
+    // updated weights follows the optimizer step, with nothing left to hide behind.
+    double reduce = 0, gather = 0;
     if (p.dp_mode == DataParallelMode::kAllReduce) {
-      dp_time = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads);
+      reduce = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads);
     } else {
-      dp_time = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads) +
-                collective(fabric, dp_ranks, CollectiveOp::kAllGather, weights);
+      reduce = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads);
+      gather = collective(fabric, dp_ranks, CollectiveOp::kAllGather, weights);
     }
-    step += p.overlap_grad_reduce ? std::max(0.0, dp_time - B) : dp_time;
+    step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
   }
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
   step += optimizer_step_time(updated, compute, optimizer_gradient_bytes(p)).value();

@@ -562,7 +562,8 @@ class StepLowering {
     const std::uint64_t more = collective_transfer_count(ch.group, ch.spec);
     admit_transfers(more, op_name(op), ch.group.ranks.size());
     const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
-    const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec);
+    const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec,
+                                                 in_.network == NetworkModelKind::kAnalytical ? in_.fabric : nullptr);
     out_.transfers += c.transfers;
     if (first_device) {
       const std::uint32_t n0 = node(rank(0, 0, 0)).value;

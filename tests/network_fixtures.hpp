@@ -69,7 +69,8 @@ inline NetRun run_network(const TaskGraph& g, NetworkFabric& fabric, Model model
 inline double collective_time(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec,
                               Model model = Model::kFlow) {
   TaskGraph g;
-  lower_collective(g, ResourceId(0), group, spec);
+  // Bandwidth shares for the analytical model, as the strategies lower collectives for it.
+  lower_collective(g, ResourceId(0), group, spec, model == Model::kAnalytical ? &fabric : nullptr);
   return run_network(g, fabric, model).makespan;
 }
 

@@ -74,6 +74,26 @@ TEST_CASE("bad construction calls are rejected") {
   CHECK_THROWS_AS(g.add(Allocate{PoolId(0), Bytes(-4)}), GraphError);
 }
 
+TEST_CASE("a transfer's bandwidth share is 1 unless set, and at least 1") {
+  // Expected: tasks read share 1 until one is given a share, those after it too; a share
+  // below 1, not finite, or for a task that does not exist is a GraphError; the shares
+  // cost no memory until one is set.
+  TaskGraph g;
+  const TaskId a = g.add(Transfer{ResourceId(0), EndpointId(0), EndpointId(1), Bytes(8)}).id();
+  const std::size_t before = g.memory_bytes();
+  g.set_share(a, 1.0);
+  CHECK(g.memory_bytes() == before);
+  const TaskId b = g.add(Transfer{ResourceId(0), EndpointId(0), EndpointId(1), Bytes(8)}).id();
+  g.set_share(b, 2.5);
+  const TaskId c = g.add(Marker{}).id();
+  CHECK(g.share(a) == 1.0);
+  CHECK(g.share(b) == 2.5);
+  CHECK(g.share(c) == 1.0);
+  CHECK_THROWS_AS(g.set_share(a, 0.5), GraphError);
+  CHECK_THROWS_AS(g.set_share(a, 1.0 / 0.0), GraphError);
+  CHECK_THROWS_AS(g.set_share(TaskId(9), 2.0), GraphError);
+}
+
 TEST_CASE("GraphViz dump names every task and edge") {
   // Expected: a compute task with quotes in its name (escaped), a marker drawn as a
   // diamond, and the edge between them.

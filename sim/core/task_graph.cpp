@@ -1,7 +1,6 @@
 #include "sim/core/task_graph.hpp"
 
 #include <algorithm>
-
 #include <cmath>
 #include <limits>
 #include <ostream>
@@ -128,10 +127,22 @@ void TaskGraph::add_edge(TaskId before, TaskId after) {
   ++edges_;
 }
 
+void TaskGraph::set_share(TaskId t, double share) {
+  if (t.value >= kinds_.size()) throw GraphError("set_share: task " + std::to_string(t.value) + " does not exist");
+  if (!std::isfinite(share) || share < 1.0) throw GraphError("set_share: a share is finite and at least 1");
+  if (share == 1.0 && t.value >= shares_.size()) return;
+  if (t.value >= shares_.size()) {
+    if (shares_.empty()) shares_.reserve(kinds_.capacity());
+    shares_.resize(std::size_t{t.value} + 1, 1.0F);
+  }
+  shares_[t.value] = static_cast<float>(share);
+}
+
 std::size_t TaskGraph::memory_bytes() const {
   std::size_t bytes = kinds_.capacity() * sizeof(TaskKind) + name_ids_.capacity() * sizeof(std::uint32_t) +
                       in_degree_.capacity() * sizeof(std::uint32_t) + succ_.capacity() * sizeof(EdgeList) +
-                      chunks_.capacity() * sizeof(Chunk) + resource_kinds_.capacity();
+                      chunks_.capacity() * sizeof(Chunk) + resource_kinds_.capacity() +
+                      shares_.capacity() * sizeof(float);
   for (const auto& n : names_) bytes += sizeof(std::string) + (n.size() > 15 ? n.capacity() : 0);
   return bytes;
 }

@@ -64,6 +64,14 @@ class TaskGraph {
   [[nodiscard]] std::uint32_t in_degree(TaskId t) const { return in_degree_[t.value]; }
   [[nodiscard]] std::uint32_t out_degree(TaskId t) const { return succ_[t.value].size; }
 
+  /// A transfer's bandwidth share: the factor by which the analytical network model
+  /// divides its route's bottleneck capacity because transfers of its own collective run
+  /// beside it on the same links (see lower_collective); 1 unless set. Network models
+  /// that find sharing themselves (flow) ignore it. Kept apart from the task kinds, and
+  /// held only by graphs that set one.
+  void set_share(TaskId t, double share);
+  [[nodiscard]] double share(TaskId t) const { return t.value < shares_.size() ? shares_[t.value] : 1.0; }
+
   /// Calls f(TaskId successor) for each successor of t, in the order the edges were added.
   template <class F>
   void for_each_successor(TaskId t, F&& f) const {
@@ -130,6 +138,7 @@ class TaskGraph {
   std::vector<Chunk> chunks_;
   std::size_t edges_ = 0;
   std::vector<std::uint8_t> resource_kinds_;
+  std::vector<float> shares_;  // per task up to the last one given a share; empty if none
 
   std::vector<std::string> names_;  // names_[0] is the empty name
   std::unordered_map<std::string, std::uint32_t> name_index_;
