@@ -1,4 +1,5 @@
-// The analytical network model: every transfer is priced alone, without contention.
+// The analytical network model: every transfer is priced alone, on its own route,
+// with no contention from other collectives or sends.
 //
 // A transfer of b bytes from s to d takes the first minimum-hop route r that
 // NetworkFabric offers (dimension order inside a torus) and lasts
@@ -8,10 +9,12 @@
 // (TaskGraph::share, 1 unless set): a collective lowered for this model gives each
 // transfer the part of the links next to servers (scale-up ports, PCIe, NICs) that the
 // collective's own transfers running at once leave it (two rings through one NIC: half
-// each). Other concurrent transfers do not slow it, so this is about a lower bound on
-// the flow model's time (equal when no two flows share a link, or only a collective's
-// own on links next to servers). It costs O(log n) per transfer, for quick estimates
-// and searches.
+// each; see lower_collective). It is not a bound on the flow model's time either way:
+// other traffic does not slow a transfer here, but a share holds for the whole
+// transfer, where on the flow model a link one transfer leaves idle (a ring step
+// waiting on its neighbour) goes to the others. At the default channel counts the two
+// agree within a few percent on the shared-NIC servers of the NCCL suite (a pair of
+// DGX-1, whose rings cross its NICs unevenly, is 25-40% slower here). It costs O(log n) per transfer, for quick estimates and searches.
 #pragma once
 
 #include <cstdint>

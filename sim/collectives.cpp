@@ -23,15 +23,28 @@ constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doublin
 // The bandwidth shares of transfers that run at once, for the analytical model (which
 // prices each transfer alone on its first route): a link next to a server (one end an
 // accelerator, host or NIC: a scale-up port, a PCIe link, a NIC's cable) that k of them
-// cross gives each 1/k of its capacity. Not counted: links between switches (adaptive
-// routing spreads flows over a fabric's equal paths), and a route's links into and out
-// of an accelerator it passes through (a detour through another GPU's port that the
-// first route may take where a straight one is as short; collective libraries lay
-// their rings straight to each GPU's own NIC, so such a detour stands for a straight
-// route whose own links it does not know). A transfer's share is its route's bottleneck
-// capacity over the smallest capacity per transfer along it (at least 1; 1 when its
-// links are its own), rounded to a float, as a task graph stores it, so that a replay
-// and TimingSink price it alike.
+// cross gives each 1/k of its capacity; links between switches are not counted
+// (adaptive routing spreads flows over a fabric's equal paths). Which route a transfer
+// is counted on:
+//  - spread (rings, trees, halving-doubling, hierarchical, a direct broadcast or
+//    reduce: a few transfers per rank): each in turn, those with the fewest candidate
+//    routes first, takes the candidate that leaves it the most bandwidth beside those
+//    placed before it (on a tie, the one through the fewest other accelerators, then
+//    the earliest), as a library lays a collective's channels on NICs of their own and
+//    the flow model's adaptive routing spreads them; a candidate may pass through
+//    another accelerator only if it is one of the collective's ranks (a library
+//    forwards through its own ranks), so where neither end's scale-up domain holds
+//    another rank the transfer takes its first route, counted as below;
+//  - not spread (a direct algorithm's p(p-1) sends, where looking at every candidate
+//    would cost too much): its first route, without the links into and out of an
+//    accelerator it passes through (a detour through another GPU's port, where a
+//    straight route may be as short).
+// A transfer's share is its first route's bottleneck capacity over the smallest
+// capacity per transfer along the route it is counted on (at least 1; 1 when its links
+// are its own), rounded to a float, as a task graph stores it, so that a replay and
+// TimingSink price it alike. A spread set's shares depend on the set alone, and the
+// fabric keeps them (NetworkFabric::cached_shares): a collective priced again costs a
+// look-up.
 class Shares {
  public:
   explicit Shares(NetworkFabric* fabric) : f_(fabric) {}
@@ -41,17 +54,31 @@ class Shares {
 
   /// Replaces the set of transfers running at once (from, to), one entry per transfer.
   /// Every transfer priced until the next call must be one of them.
-  void set(const std::vector<std::pair<NodeId, NodeId>>& hops) {
+  /// `members`: the collective's ranks, sorted.
+  void set(const std::vector<std::pair<NodeId, NodeId>>& hops, bool spread, const std::vector<NodeId>& members) {
     if (f_ == nullptr) return;
     clear();
-    load_ = &f_->link_counts();
-    for (const auto& [from, to] : hops) {
-      const std::vector<LinkId>& route = f_->first_route(from, to);
-      for (std::size_t k = 0; k < route.size(); ++k) {
-        if (!counted(route, k)) continue;
-        if ((*load_)[route[k].value]++ == 0) touched_.push_back(route[k].value);
-      }
+    active_ = true;
+    spread_ = spread;
+    if (!spread) {
+      load_ = &f_->link_counts();
+      touched_.reserve(4 * hops.size());
+      for (const auto& [from, to] : hops) count(f_->first_route(from, to), 1, true);
+      return;
     }
+    // A spread set's shares depend on the set alone: the fabric keeps them.
+    std::vector<std::uint64_t> keys(hops.size());
+    for (std::size_t h = 0; h < hops.size(); ++h) keys[h] = key(hops[h].first, hops[h].second);
+    const std::vector<float>* shares = f_->cached_shares(keys);
+    std::vector<float> found;
+    if (shares == nullptr) {
+      found = spread_shares(hops, members);
+      shares = &found;
+    }
+    for (std::size_t h = 0; h < hops.size(); ++h) {
+      if ((*shares)[h] > 1.0F) share_[keys[h]] = (*shares)[h];
+    }
+    if (!found.empty()) f_->cache_shares(std::move(keys), std::move(found));
   }
   void clear() {
     if (load_ != nullptr) {
@@ -59,32 +86,129 @@ class Shares {
     }
     touched_.clear();
     load_ = nullptr;
+    share_.clear();
+    active_ = false;
   }
   /// The share of a transfer of the current set.
   [[nodiscard]] double of(NodeId from, NodeId to) const {
-    if (load_ == nullptr) return 1.0;
-    const auto& route = f_->first_route(from, to);
-    if (route.empty()) return 1.0;
-    double rate = std::numeric_limits<double>::infinity();
-    for (std::size_t k = 0; k < route.size(); ++k) {
-      const int n = counted(route, k) ? std::max(1, (*load_)[route[k].value]) : 1;
-      rate = std::min(rate, f_->capacity(route[k]) / n);
+    if (!active_) return 1.0;
+    if (spread_) {
+      const auto it = share_.find(key(from, to));
+      return it == share_.end() ? 1.0 : static_cast<double>(it->second);
     }
-    return std::max(1.0, static_cast<double>(static_cast<float>(f_->route_capacity(route) / rate)));
+    const auto& first = f_->first_route(from, to);
+    if (first.empty()) return 1.0;
+    return std::max(1.0, static_cast<double>(static_cast<float>(f_->route_capacity(first) / rate(first, 0, true))));
   }
 
  private:
-  // Whether link k of a route counts: next to a server, and not into or out of an
-  // accelerator the route passes through.
-  [[nodiscard]] bool counted(const std::vector<LinkId>& route, std::size_t k) const {
+  static std::uint64_t key(NodeId a, NodeId b) { return (std::uint64_t{a.value} << 32) | b.value; }
+
+  // The spread shares of a set (see the class comment), one per transfer.
+  std::vector<float> spread_shares(const std::vector<std::pair<NodeId, NodeId>>& hops, const std::vector<NodeId>& members) {
+    load_ = &f_->link_counts();
+    // Ranks per scale-up domain: a route may pass through another rank of the
+    // collective (a library forwards through its own ranks), so candidates matter only
+    // where an end's domain holds another rank.
+    const auto& domain = f_->domain_of_node();
+    std::vector<int> ranks_in;  // per scale-up domain
+    for (NodeId m : members) {
+      const std::uint32_t d = domain[m.value];
+      if (d >= ranks_in.size()) ranks_in.resize(std::size_t{d} + 1, 0);
+      ++ranks_in[d];
+    }
+    const auto crowded = [&](NodeId n) { return domain[n.value] < ranks_in.size() && ranks_in[domain[n.value]] > 1; };
+    const auto member = [&](NodeId n) { return std::binary_search(members.begin(), members.end(), n); };
+    const auto through_members = [&](const std::vector<LinkId>& route, int transits) {
+      for (std::size_t k = 0; transits > 0 && k + 1 < route.size(); ++k) {
+        if (!f_->into_accelerator(route[k])) continue;
+        if (!member(f_->cluster().link(route[k]).to)) return false;
+        --transits;
+      }
+      return true;
+    };
+    std::vector<const std::vector<std::vector<LinkId>>*> candidates(hops.size(), nullptr);
+    std::vector<std::size_t> order(hops.size());
+    for (std::size_t h = 0; h < hops.size(); ++h) {
+      const auto [from, to] = hops[h];
+      if (crowded(from) || crowded(to)) candidates[h] = &f_->routes(from, to);
+      order[h] = h;
+    }
+    const auto size = [&](std::size_t h) { return candidates[h] == nullptr ? std::size_t{1} : candidates[h]->size(); };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return size(a) < size(b); });
+    std::vector<const std::vector<LinkId>*> taken(hops.size());
+    std::vector<char> plain(hops.size(), 0);  // on the first route, its detours not counted
+    for (std::size_t h : order) {
+      const std::vector<LinkId>* best = nullptr;
+      double best_rate = 0;
+      int best_transits = 0;
+      if (candidates[h] != nullptr) {
+        for (const auto& c : *candidates[h]) {
+          const int t = transits(c);
+          if (!through_members(c, t)) continue;
+          const double r = rate(c, 1, false);
+          if (best == nullptr || r > best_rate || (r == best_rate && t < best_transits)) {
+            best = &c;
+            best_rate = r;
+            best_transits = t;
+          }
+        }
+      }
+      if (best == nullptr) {
+        best = &f_->first_route(hops[h].first, hops[h].second);
+        plain[h] = 1;
+      }
+      taken[h] = best;
+      count(*best, 1, plain[h] != 0);
+    }
+    std::vector<float> out(hops.size(), 1.0F);
+    for (std::size_t h = 0; h < hops.size(); ++h) {
+      const auto& first = f_->first_route(hops[h].first, hops[h].second);
+      if (first.empty()) continue;
+      out[h] = std::max(1.0F, static_cast<float>(f_->route_capacity(first) / rate(*taken[h], 0, plain[h] != 0)));
+    }
+    for (std::uint32_t l : touched_) (*load_)[l] = 0;
+    touched_.clear();
+    load_ = nullptr;
+    return out;
+  }
+  // Whether link k of a route counts: next to a server, and, with `plain`, not into or
+  // out of an accelerator the route passes through.
+  [[nodiscard]] bool counted(const std::vector<LinkId>& route, std::size_t k, bool plain) const {
     if (f_->between_switches(route[k])) return false;
+    if (!plain) return true;
     if (k > 0 && f_->into_accelerator(route[k - 1])) return false;             // out of one it passes through
     if (k + 1 < route.size() && f_->into_accelerator(route[k])) return false;  // into one it passes through
     return true;
   }
+  void count(const std::vector<LinkId>& route, int n, bool plain) {
+    for (std::size_t k = 0; k < route.size(); ++k) {
+      if (!counted(route, k, plain)) continue;
+      touched_.push_back(route[k].value);
+      (*load_)[route[k].value] += n;
+    }
+  }
+  // The smallest capacity per transfer along a route, with `extra` more on its counted
+  // links (1: were a transfer not yet counted to take it).
+  [[nodiscard]] double rate(const std::vector<LinkId>& route, int extra, bool plain) const {
+    double r = std::numeric_limits<double>::infinity();
+    for (std::size_t k = 0; k < route.size(); ++k) {
+      const int n = counted(route, k, plain) ? std::max(1, (*load_)[route[k].value] + extra) : 1;
+      r = std::min(r, f_->capacity(route[k]) / n);
+    }
+    return r;
+  }
+  // How many accelerators a route passes through on its way.
+  [[nodiscard]] int transits(const std::vector<LinkId>& route) const {
+    int n = 0;
+    for (std::size_t k = 0; k + 1 < route.size(); ++k) n += f_->into_accelerator(route[k]) ? 1 : 0;
+    return n;
+  }
   NetworkFabric* f_;
-  std::vector<int>* load_ = nullptr;    // the fabric's link counters while a set is current
-  std::vector<std::uint32_t> touched_;  // links with a count, to reset
+  bool active_ = false, spread_ = false;
+  std::vector<int>* load_ = nullptr;    // the fabric's link counters while counting
+  std::vector<std::uint32_t> touched_;  // links counted (repeats allowed), to reset
+  std::unordered_map<std::uint64_t, float> share_;  // spread: the current set's shares above 1
 };
 
 // Adds the transfers to a task graph.
@@ -220,12 +344,16 @@ class Lowering {
 
   /// Declares the transfers (positions in the group, one entry per transfer) that run at
   /// once from here on, until the next call.
-  void at_once(const std::vector<std::pair<std::size_t, std::size_t>>& hops) {
+  void at_once(const std::vector<std::pair<std::size_t, std::size_t>>& hops, bool spread = true) {
     if (!sharing_) return;
     std::vector<std::pair<NodeId, NodeId>> nodes;
     nodes.reserve(hops.size());
     for (const auto& [a, b] : hops) nodes.emplace_back(group_.ranks[a], group_.ranks[b]);
-    shares_.set(nodes);
+    if (members_.empty()) {
+      members_ = group_.ranks;
+      std::sort(members_.begin(), members_.end());
+    }
+    shares_.set(nodes, spread, members_);
   }
   /// Every hop of these rings (each closing back to its start) at once.
   void rings_at_once(const std::vector<std::vector<std::size_t>>& rings) {
@@ -394,7 +522,8 @@ class Lowering {
           if (s != d) hops.emplace_back(s, d);
         }
       }
-      at_once(hops);
+      // From or to one rank: spread over the routes; p(p - 1) sends: first routes.
+      at_once(hops, from.size() == 1 || to.size() == 1);
     }
     std::vector<std::vector<TaskId>> arrivals(group_.ranks.size());
     for (std::size_t s : from) {
@@ -439,6 +568,7 @@ class Lowering {
   bool streamed_;
   Shares shares_;
   bool sharing_;
+  std::vector<NodeId> members_;  // the group's ranks, sorted (for shares)
   std::uint64_t transfers_ = 0;
 };
 

@@ -145,9 +145,10 @@ LoweredCollective lower_collective(TaskGraph& graph, ResourceId network, const C
                                    const CollectiveSpec& spec, NetworkFabric* shares_on = nullptr);
 
 /// The collective's time under the analytical network model (each transfer: its first
-/// route's latency plus bytes over its bottleneck capacity, no contention), computed
-/// while lowering, without a task graph or a replay: the same figure as replaying
-/// lower_collective's graph on AnalyticalNetwork, at a fraction of the cost.
+/// route's latency plus its bytes times its bandwidth share over its bottleneck
+/// capacity), computed while lowering, without a task graph or a replay: the same
+/// figure as replaying lower_collective's graph, lowered with the fabric (shares_on),
+/// on AnalyticalNetwork, at a fraction of the cost.
 double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec);
 
 /// The same time, and the traffic the collective's transfers put on the network: the

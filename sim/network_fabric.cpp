@@ -146,6 +146,30 @@ std::vector<std::vector<LinkId>> NetworkFabric::walks(NodeId src, NodeId dst, st
   return any.empty() || count == 1 ? any : spread_shortest_paths(*cluster_, src, dst, count, scratch_);
 }
 
+namespace {
+std::uint64_t set_hash(const std::vector<std::uint64_t>& set) {
+  std::uint64_t h = 1469598103934665603ull ^ set.size();
+  for (std::uint64_t k : set) h = (h ^ k) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+const std::vector<float>* NetworkFabric::cached_shares(const std::vector<std::uint64_t>& set) const {
+  const auto it = shares_.find(set_hash(set));
+  if (it == shares_.end()) return nullptr;
+  for (const auto& [s, v] : it->second) {
+    if (s == set) return &v;
+  }
+  return nullptr;
+}
+
+void NetworkFabric::cache_shares(std::vector<std::uint64_t> set, std::vector<float> values) {
+  if (cached_transfers_ + set.size() > kMaxCachedTransfers) return;
+  cached_transfers_ += set.size();
+  const std::uint64_t h = set_hash(set);
+  shares_[h].emplace_back(std::move(set), std::move(values));
+}
+
 double NetworkFabric::route_latency(std::span<const LinkId> route) const {
   double sum = 0.0;
   for (LinkId l : route) sum += latency_[l.value];

@@ -54,6 +54,13 @@ class NetworkFabric {
     if (link_counts_.empty()) link_counts_.assign(capacity_.size(), 0);
     return link_counts_;
   }
+  /// A number per transfer of a set of transfers (each a (src << 32 | dst) key, in
+  /// order) that depends on the set and the fabric alone, kept by whoever derived it
+  /// (the analytical model's bandwidth shares of a collective's transfers): the numbers
+  /// for exactly this set, or null. Up to kMaxCachedTransfers transfers are kept.
+  [[nodiscard]] const std::vector<float>* cached_shares(const std::vector<std::uint64_t>& set) const;
+  void cache_shares(std::vector<std::uint64_t> set, std::vector<float> values);
+  static constexpr std::size_t kMaxCachedTransfers = std::size_t{1} << 22;
 
   /// Candidate routes from src to dst (at least one; one empty route when src == dst).
   /// Two accelerators of one scale-up domain are joined over its scale-up links only
@@ -86,6 +93,9 @@ class NetworkFabric {
   std::vector<double> latency_;
   std::vector<std::uint8_t> ends_;  // per directed link: kBetweenSwitches | kIntoAccelerator
   std::vector<int> link_counts_;    // link_counts()
+  // cached_shares(): per hash of a set, its sets and their numbers.
+  std::unordered_map<std::uint64_t, std::vector<std::pair<std::vector<std::uint64_t>, std::vector<float>>>> shares_;
+  std::size_t cached_transfers_ = 0;
   std::vector<std::uint32_t> domain_;  // per node; max() for nodes that are not accelerators
   std::vector<bool> scale_up_;          // per directed link
   // The walks between src and dst: inside their scale-up domain when they share one
