@@ -13,8 +13,9 @@
 // other traffic does not slow a transfer here, but a share holds for the whole
 // transfer, where on the flow model a link one transfer leaves idle (a ring step
 // waiting on its neighbour) goes to the others. At the default channel counts the two
-// agree within a few percent on the shared-NIC servers of the NCCL suite (a pair of
-// DGX-1, whose rings cross its NICs unevenly, is 25-40% slower here). It costs O(log n) per transfer, for quick estimates and searches.
+// agree within a few percent on the shared-NIC servers of the NCCL suite; with fewer
+// channels than that, up to twice as slow here. It costs O(log n) per transfer, for
+// quick estimates and searches.
 #pragma once
 
 #include <cstdint>

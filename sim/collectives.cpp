@@ -576,26 +576,74 @@ class Lowering {
 
 // Consecutive channels leave a domain through different ranks; along a domain's direct
 // rings a channel enters at the rank that rank order would enter it at.
+namespace {
+
+// Entry positions (on each channel's ring) for channels [first, first + count) of a
+// domain with direct rings: every rank entered at most once and left (from the rank
+// before the entry on the channel's ring) at most once, each channel preferring the
+// rank group order would enter at (its (c mod size)-th), then the ones after it. A
+// depth-first search with a step budget; where it finds no such assignment, each
+// channel takes its preferred entry.
+std::vector<std::size_t> direct_entries(const CollectiveGroup& group, std::size_t d, const std::vector<std::size_t>& domain,
+                                        int first, int count) {
+  const auto& rings = group.domain_rings[d];
+  const std::size_t n = domain.size();
+  const auto ring_of = [&](int c) -> const std::vector<std::size_t>& { return rings[static_cast<std::size_t>(c) % rings.size()]; };
+  const auto position = [&](const std::vector<std::size_t>& m, std::size_t rank) {
+    return static_cast<std::size_t>(std::find(m.begin(), m.end(), rank) - m.begin());
+  };
+  std::vector<std::size_t> pick(static_cast<std::size_t>(count));
+  std::vector<char> entered(group.ranks.size(), 0), left(group.ranks.size(), 0);
+  std::size_t budget = 100000;
+  std::function<bool(int)> place = [&](int k) {
+    if (k == count) return true;
+    const int c = first + k;
+    const auto& m = ring_of(c);
+    for (std::size_t j = 0; j < n; ++j) {
+      if (budget == 0) return false;
+      --budget;
+      const std::size_t pos = position(m, domain[(static_cast<std::size_t>(c) + j) % n]);
+      const std::size_t in = m[pos], out = m[(pos + n - 1) % n];
+      if (entered[in] != 0 || left[out] != 0) continue;
+      entered[in] = left[out] = 1;
+      pick[static_cast<std::size_t>(k)] = pos;
+      if (place(k + 1)) return true;
+      entered[in] = left[out] = 0;
+    }
+    return false;
+  };
+  if (!place(0)) {
+    for (int k = 0; k < count; ++k) {
+      const int c = first + k;
+      pick[static_cast<std::size_t>(k)] = position(ring_of(c), domain[static_cast<std::size_t>(c) % n]);
+    }
+  }
+  return pick;
+}
+
+}  // namespace
+
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels) {
   const auto domains = group.by_domain();
-  std::vector<std::vector<std::size_t>> orders;
-  for (int c = 0; c < channels; ++c) {
-    std::vector<std::size_t> order;
-    order.reserve(group.ranks.size());
-    for (std::size_t d = 0; d < domains.size(); ++d) {
-      const bool direct = d < group.domain_rings.size() && !group.domain_rings[d].empty();
+  std::vector<std::vector<std::size_t>> orders(static_cast<std::size_t>(channels));
+  for (auto& o : orders) o.reserve(group.ranks.size());
+  for (std::size_t d = 0; d < domains.size(); ++d) {
+    const bool direct = d < group.domain_rings.size() && !group.domain_rings[d].empty();
+    const std::size_t n = domains[d].size();
+    // Along direct rings a channel leaves the domain from the rank before the one it
+    // entered at: entries and exits are chosen together, a block of `n` channels at a
+    // time, so that every rank enters and leaves once in n channels (where a rank's
+    // traffic arrives and leaves decides which of the domain's NICs it crosses).
+    std::vector<std::size_t> entries;
+    for (int c = 0; c < channels; ++c) {
       const auto& m = direct ? group.domain_rings[d][static_cast<std::size_t>(c) % group.domain_rings[d].size()] : domains[d];
-      std::size_t shift = static_cast<std::size_t>(c) % m.size();
+      std::size_t shift = static_cast<std::size_t>(c) % n;
       if (direct) {
-        // Along a direct ring, enter the domain at the rank that rank order would enter
-        // it at (every rank once in m channels; where a rank's traffic from outside
-        // arrives decides which of the domain's NICs it crosses).
-        const std::size_t entry = domains[d][shift];
-        shift = static_cast<std::size_t>(std::find(m.begin(), m.end(), entry) - m.begin());
+        if (shift == 0) entries = direct_entries(group, d, domains[d], c, std::min(channels - c, static_cast<int>(n)));
+        shift = entries[static_cast<std::size_t>(c) % n];
       }
-      for (std::size_t k = 0; k < m.size(); ++k) order.push_back(m[(k + shift) % m.size()]);
+      for (std::size_t k = 0; k < m.size(); ++k) orders[static_cast<std::size_t>(c)].push_back(m[(k + shift) % m.size()]);
     }
-    orders.push_back(std::move(order));
   }
   return orders;
 }

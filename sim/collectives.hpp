@@ -191,7 +191,9 @@ CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, 
 /// The rings of a ring algorithm with `channels` channels, as positions in the group:
 /// channel c visits every scale-up domain in turn, entering each at its (c mod size)-th
 /// rank in group order; in a domain with direct rings (domain_rings), along its
-/// (c mod count)-th ring, entering at the rank group order would enter it at.
+/// (c mod count)-th ring, entering where every rank of the domain is entered once and
+/// left once in as many channels as the domain has ranks (the rank group order would
+/// enter at where that allows).
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels);
 
 /// NCCL's tree over the group (its trees.cc and the NCCL 2.4 notes): inside each scale-up
