@@ -33,8 +33,10 @@ constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doublin
 //    the earliest), as a library lays a collective's channels on NICs of their own and
 //    the flow model's adaptive routing spreads them; a candidate may pass through
 //    another accelerator only if it is one of the collective's ranks (a library
-//    forwards through its own ranks), so where neither end's scale-up domain holds
-//    another rank the transfer takes its first route, counted as below;
+//    forwards through its own ranks); where neither end's scale-up domain holds
+//    another rank, or no candidate qualifies, the transfer takes its first route,
+//    counted as below. A transfer listed more than once (a ring two channels follow)
+//    takes the largest share of its copies;
 //  - not spread (a direct algorithm's p(p-1) sends, where looking at every candidate
 //    would cost too much): its first route, without the links into and out of an
 //    accelerator it passes through (a detour through another GPU's port, where a
@@ -42,9 +44,9 @@ constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doublin
 // A transfer's share is its first route's bottleneck capacity over the smallest
 // capacity per transfer along the route it is counted on (at least 1; 1 when its links
 // are its own), rounded to a float, as a task graph stores it, so that a replay and
-// TimingSink price it alike. A spread set's shares depend on the set alone, and the
-// fabric keeps them (NetworkFabric::cached_shares): a collective priced again costs a
-// look-up.
+// TimingSink price it alike. A spread set's shares depend on the set and the
+// collective's ranks alone, and the fabric keeps them (NetworkFabric::cached_shares): a
+// collective priced again costs a look-up.
 class Shares {
  public:
   explicit Shares(NetworkFabric* fabric) : f_(fabric) {}
@@ -62,21 +64,27 @@ class Shares {
     spread_ = spread;
     if (!spread) {
       load_ = &f_->link_counts();
-      touched_.reserve(4 * hops.size());
-      for (const auto& [from, to] : hops) count(f_->first_route(from, to), 1, true);
+      for (const auto& [from, to] : hops) count(f_->first_route(from, to), true);
       return;
     }
-    // A spread set's shares depend on the set alone: the fabric keeps them.
+    // A spread set's shares depend on the set and the collective's ranks alone: the
+    // fabric keeps them, keyed by both (a marker between them).
     std::vector<std::uint64_t> keys(hops.size());
     for (std::size_t h = 0; h < hops.size(); ++h) keys[h] = key(hops[h].first, hops[h].second);
+    keys.push_back(~std::uint64_t{0});
+    for (NodeId m : members) keys.push_back(m.value);
     const std::vector<float>* shares = f_->cached_shares(keys);
     std::vector<float> found;
     if (shares == nullptr) {
       found = spread_shares(hops, members);
       shares = &found;
     }
+    // A transfer listed more than once (a ring used by two channels) takes the largest
+    // share of its copies.
     for (std::size_t h = 0; h < hops.size(); ++h) {
-      if ((*shares)[h] > 1.0F) share_[keys[h]] = (*shares)[h];
+      if ((*shares)[h] <= 1.0F) continue;
+      float& v = share_[keys[h]];
+      v = std::max(v, (*shares)[h]);
     }
     if (!found.empty()) f_->cache_shares(std::move(keys), std::move(found));
   }
@@ -159,7 +167,7 @@ class Shares {
         plain[h] = 1;
       }
       taken[h] = best;
-      count(*best, 1, plain[h] != 0);
+      count(*best, plain[h] != 0);
     }
     std::vector<float> out(hops.size(), 1.0F);
     for (std::size_t h = 0; h < hops.size(); ++h) {
@@ -181,11 +189,11 @@ class Shares {
     if (k + 1 < route.size() && f_->into_accelerator(route[k])) return false;  // into one it passes through
     return true;
   }
-  void count(const std::vector<LinkId>& route, int n, bool plain) {
+  void count(const std::vector<LinkId>& route, bool plain) {
     for (std::size_t k = 0; k < route.size(); ++k) {
       if (!counted(route, k, plain)) continue;
-      touched_.push_back(route[k].value);
-      (*load_)[route[k].value] += n;
+      if ((*load_)[route[k].value] == 0) touched_.push_back(route[k].value);
+      ++(*load_)[route[k].value];
     }
   }
   // The smallest capacity per transfer along a route, with `extra` more on its counted
@@ -574,8 +582,6 @@ class Lowering {
 
 }  // namespace
 
-// Consecutive channels leave a domain through different ranks; along a domain's direct
-// rings a channel enters at the rank that rank order would enter it at.
 namespace {
 
 // Entry positions (on each channel's ring) for channels [first, first + count) of a
@@ -623,13 +629,26 @@ std::vector<std::size_t> direct_entries(const CollectiveGroup& group, std::size_
 
 }  // namespace
 
+// Consecutive channels enter a domain at different ranks; along a domain's direct rings
+// entries and exits are chosen together (direct_entries).
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels) {
+  if (channels <= 0) return {};
   const auto domains = group.by_domain();
   std::vector<std::vector<std::size_t>> orders(static_cast<std::size_t>(channels));
   for (auto& o : orders) o.reserve(group.ranks.size());
   for (std::size_t d = 0; d < domains.size(); ++d) {
-    const bool direct = d < group.domain_rings.size() && !group.domain_rings[d].empty();
     const std::size_t n = domains[d].size();
+    // Direct rings that each hold every rank of the domain (as CollectiveGroup::of lays
+    // them); others are ignored.
+    bool direct = d < group.domain_rings.size() && !group.domain_rings[d].empty();
+    if (direct) {
+      std::vector<std::size_t> want = domains[d];
+      std::sort(want.begin(), want.end());
+      for (auto ring : group.domain_rings[d]) {
+        std::sort(ring.begin(), ring.end());
+        direct = direct && ring == want;
+      }
+    }
     // Along direct rings a channel leaves the domain from the rank before the one it
     // entered at: entries and exits are chosen together, a block of `n` channels at a
     // time, so that every rank enters and leaves once in n channels (where a rank's

@@ -191,9 +191,11 @@ CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, 
 /// The rings of a ring algorithm with `channels` channels, as positions in the group:
 /// channel c visits every scale-up domain in turn, entering each at its (c mod size)-th
 /// rank in group order; in a domain with direct rings (domain_rings), along its
-/// (c mod count)-th ring, entering where every rank of the domain is entered once and
-/// left once in as many channels as the domain has ranks (the rank group order would
-/// enter at where that allows).
+/// (c mod count)-th ring, its entry chosen with its exit (the rank before the entry on
+/// that ring) by a bounded search over each block of as many channels as the domain
+/// has ranks (the last block may be shorter), so that no rank is entered or left twice
+/// in a block, each channel preferring the rank group order would enter at; where the
+/// search finds no such choice, every channel of the block takes that rank.
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels);
 
 /// NCCL's tree over the group (its trees.cc and the NCCL 2.4 notes): inside each scale-up
