@@ -33,9 +33,9 @@ constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doublin
 //    the earliest), as a library lays a collective's channels on NICs of their own and
 //    the flow model's adaptive routing spreads them; a candidate may pass through
 //    another accelerator only if it is one of the collective's ranks (a library
-//    forwards through its own ranks); where neither end's scale-up domain holds
-//    another rank, or no candidate qualifies, the transfer takes its first route,
-//    counted as below. A transfer listed more than once (a ring two channels follow)
+//    forwards through its own ranks); inside one scale-up domain, where neither end's
+//    domain holds another rank, or where no candidate qualifies, the transfer takes its
+//    first route, counted as below. A transfer listed more than once (a ring two channels follow)
 //    takes the largest share of its copies;
 //  - not spread (a direct algorithm's p(p-1) sends, where looking at every candidate
 //    would cost too much): its first route, without the links into and out of an
@@ -98,13 +98,15 @@ class Shares {
     active_ = false;
   }
   /// The share of a transfer of the current set.
-  [[nodiscard]] double of(NodeId from, NodeId to) const {
+  /// `route`: the transfer's first route where the caller has it at hand.
+  [[nodiscard]] double of(NodeId from, NodeId to, const std::vector<LinkId>* route = nullptr) const {
     if (!active_) return 1.0;
     if (spread_) {
+      if (share_.empty()) return 1.0;
       const auto it = share_.find(key(from, to));
       return it == share_.end() ? 1.0 : static_cast<double>(it->second);
     }
-    const auto& first = f_->first_route(from, to);
+    const auto& first = route != nullptr ? *route : f_->first_route(from, to);
     if (first.empty()) return 1.0;
     return std::max(1.0, static_cast<double>(static_cast<float>(f_->route_capacity(first) / rate(first, 0, true))));
   }
@@ -139,7 +141,9 @@ class Shares {
     std::vector<std::size_t> order(hops.size());
     for (std::size_t h = 0; h < hops.size(); ++h) {
       const auto [from, to] = hops[h];
-      if (crowded(from) || crowded(to)) candidates[h] = &f_->routes(from, to);
+      // Inside one scale-up domain a ring's or tree's hop has its one route (NVSwitch,
+      // or one NVLink); between domains, candidates where an end's domain is crowded.
+      if (domain[from.value] != domain[to.value] && (crowded(from) || crowded(to))) candidates[h] = &f_->routes(from, to);
       order[h] = h;
     }
     const auto size = [&](std::size_t h) { return candidates[h] == nullptr ? std::size_t{1} : candidates[h]->size(); };
@@ -224,9 +228,11 @@ class GraphSink {
  public:
   GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec)
       : g_(g), net_(net), name_(g.intern(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)))) {}
-  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, double share = 1.0) {
+  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr) {
     const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies}, name_).id();
-    if (share > 1.0) g_.set_share(t, share);
+    if (shares != nullptr) {
+      if (const double share = shares->of(from, to); share > 1.0) g_.set_share(t, share);
+    }
     return t;
   }
   TaskId marker() { return g_.add(Marker{}, name_).id(); }
@@ -249,8 +255,9 @@ class TimingSink {
       : f_(f), cache_(kCache), traffic_(traffic), first_(first) {
     if (traffic_ != nullptr) link_bytes_.assign(f.cluster().link_count(), 0.0);
   }
-  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, double share = 1.0) {
+  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr) {
     const Price& p = price(from, to);
+    const double share = shares != nullptr ? shares->of(from, to, p.route) : 1.0;
     ready_.push_back(0.0);
     const double latency = p.latency * latencies;
     duration_.push_back(p.empty ? latency : latency + bytes * share / p.capacity);
@@ -273,7 +280,7 @@ class TimingSink {
     std::vector<double> dur(p), last(p), prev(p * c), cur(p * c);
     for (std::size_t r = 0; r < p; ++r) {
       const Price& pr = price(order[r], order[(r + 1) % p]);
-      dur[r] = pr.empty ? pr.latency : pr.latency + piece * shares.of(order[r], order[(r + 1) % p]) / pr.capacity;
+      dur[r] = pr.empty ? pr.latency : pr.latency + piece * shares.of(order[r], order[(r + 1) % p], pr.route) / pr.capacity;
       last[r] = finish(ready_of[r]);
       count(order[r], pr, piece * static_cast<double>(steps) * static_cast<double>(chunks));
     }
@@ -555,7 +562,7 @@ class Lowering {
   TaskId send(std::size_t from, std::size_t to, double bytes, std::uint32_t latencies = 1) {
     ++transfers_;
     const NodeId a = group_.ranks[from], b = group_.ranks[to];
-    return sink_.send(a, b, bytes, latencies, sharing_ ? shares_.of(a, b) : 1.0);
+    return sink_.send(a, b, bytes, latencies, sharing_ ? &shares_ : nullptr);
   }
   // `bytes` from one position to another as `chunks_` pieces in sequence after `after`;
   // returns the last piece.
