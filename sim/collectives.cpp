@@ -53,6 +53,8 @@ class Shares {
   Shares(const Shares&) = delete;
   Shares& operator=(const Shares&) = delete;
   ~Shares() { clear(); }
+  /// Whether shares are computed at all (a fabric was given).
+  [[nodiscard]] bool enabled() const { return f_ != nullptr; }
 
   /// Replaces the set of transfers running at once (from, to), one entry per transfer.
   /// Every transfer priced until the next call must be one of them.
@@ -138,9 +140,11 @@ class Shares {
       return true;
     };
     std::vector<const std::vector<std::vector<LinkId>>*> candidates(hops.size(), nullptr);
+    std::vector<const std::vector<LinkId>*> firsts(hops.size());
     std::vector<std::size_t> order(hops.size());
     for (std::size_t h = 0; h < hops.size(); ++h) {
       const auto [from, to] = hops[h];
+      firsts[h] = &f_->first_route(from, to);
       // Inside one scale-up domain a ring's or tree's hop has its one route (NVSwitch,
       // or one NVLink); between domains, candidates where an end's domain is crowded.
       if (domain[from.value] != domain[to.value] && (crowded(from) || crowded(to))) candidates[h] = &f_->routes(from, to);
@@ -167,7 +171,7 @@ class Shares {
         }
       }
       if (best == nullptr) {
-        best = &f_->first_route(hops[h].first, hops[h].second);
+        best = firsts[h];
         plain[h] = 1;
       }
       taken[h] = best;
@@ -175,9 +179,8 @@ class Shares {
     }
     std::vector<float> out(hops.size(), 1.0F);
     for (std::size_t h = 0; h < hops.size(); ++h) {
-      const auto& first = f_->first_route(hops[h].first, hops[h].second);
-      if (first.empty()) continue;
-      out[h] = std::max(1.0F, static_cast<float>(f_->route_capacity(first) / rate(*taken[h], 0, plain[h] != 0)));
+      if (firsts[h]->empty()) continue;
+      out[h] = std::max(1.0F, static_cast<float>(f_->route_capacity(*firsts[h]) / rate(*taken[h], 0, plain[h] != 0)));
     }
     for (std::uint32_t l : touched_) (*load_)[l] = 0;
     touched_.clear();
@@ -352,15 +355,14 @@ class Lowering {
   /// With a fabric, transfers carry their bandwidth shares (Shares) among the set that
   /// runs at once, which build() and the helpers below declare with `at_once`.
   Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec, NetworkFabric* fabric)
-      : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed), shares_(fabric),
-        sharing_(fabric != nullptr) {}
+      : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed), shares_(fabric) {}
 
   std::uint64_t transfers() const { return transfers_; }
 
   /// Declares the transfers (positions in the group, one entry per transfer) that run at
   /// once from here on, until the next call.
   void at_once(const std::vector<std::pair<std::size_t, std::size_t>>& hops, bool spread = true) {
-    if (!sharing_) return;
+    if (!shares_.enabled()) return;
     std::vector<std::pair<NodeId, NodeId>> nodes;
     nodes.reserve(hops.size());
     for (const auto& [a, b] : hops) nodes.emplace_back(group_.ranks[a], group_.ranks[b]);
@@ -372,7 +374,7 @@ class Lowering {
   }
   /// Every hop of these rings (each closing back to its start) at once.
   void rings_at_once(const std::vector<std::vector<std::size_t>>& rings) {
-    if (!sharing_) return;
+    if (!shares_.enabled()) return;
     std::vector<std::pair<std::size_t, std::size_t>> hops;
     for (const auto& r : rings) {
       if (r.size() < 2) continue;
@@ -512,7 +514,7 @@ class Lowering {
       const std::size_t d = halving ? p >> (k + 1) : std::size_t{1} << k;
       const double amount = halving ? bytes / static_cast<double>(std::size_t{2} << k)
                                     : bytes * static_cast<double>(std::size_t{1} << k) / static_cast<double>(p);
-      if (sharing_) {
+      if (shares_.enabled()) {
         std::vector<std::pair<std::size_t, std::size_t>> hops;
         for (std::size_t r = 0; r < p; ++r) hops.emplace_back(r, r ^ d);
         at_once(hops);
@@ -530,7 +532,7 @@ class Lowering {
   // Every position in `from` sends `bytes` to every position in `to` (not itself), at once.
   void direct(const std::vector<std::size_t>& from, const std::vector<std::size_t>& to, double bytes,
               std::vector<TaskId>& ready) {
-    if (sharing_) {
+    if (shares_.enabled()) {
       std::vector<std::pair<std::size_t, std::size_t>> hops;
       for (std::size_t s : from) {
         for (std::size_t d : to) {
@@ -562,7 +564,7 @@ class Lowering {
   TaskId send(std::size_t from, std::size_t to, double bytes, std::uint32_t latencies = 1) {
     ++transfers_;
     const NodeId a = group_.ranks[from], b = group_.ranks[to];
-    return sink_.send(a, b, bytes, latencies, sharing_ ? &shares_ : nullptr);
+    return sink_.send(a, b, bytes, latencies, shares_.enabled() ? &shares_ : nullptr);
   }
   // `bytes` from one position to another as `chunks_` pieces in sequence after `after`;
   // returns the last piece.
@@ -582,7 +584,6 @@ class Lowering {
   int chunks_;
   bool streamed_;
   Shares shares_;
-  bool sharing_;
   std::vector<NodeId> members_;  // the group's ranks, sorted (for shares)
   std::uint64_t transfers_ = 0;
 };

@@ -412,19 +412,31 @@ TEST_CASE("the selector prefers latency-bound algorithms for small messages and 
 // --- Measured NCCL bus bandwidth (shared/validation/nccl_busbw.md), within 10% ---
 
 namespace {
+// A preset cluster with the built-in catalog, its fabric and the group of all its
+// accelerators.
+struct PresetNet {
+  PresetNet(const char* preset, int nodes, std::optional<int> nics = {})
+      : cat(Catalog::builtin()), c(build_preset(cat, preset, options(nodes, nics))), f(c, cat), g(CollectiveGroup::of(f)) {}
+  static PresetOptions options(int nodes, std::optional<int> nics) {
+    PresetOptions o;
+    o.nodes = nodes;
+    o.nics_per_node = nics;
+    return o;
+  }
+  const Catalog cat;
+  Cluster c;
+  NetworkFabric f;
+  const CollectiveGroup g;
+};
+
 double ring_busbw(const char* preset, int nodes, double bytes, std::optional<int> nics = {}, std::size_t first_ranks = 0,
                   Model model = Model::kFlow) {
-  const Catalog cat = Catalog::builtin();
-  PresetOptions o;
-  o.nodes = nodes;
-  o.nics_per_node = nics;
-  Cluster c = build_preset(cat, preset, o);
-  NetworkFabric f(c, cat);
+  PresetNet net(preset, nodes, nics);
   std::vector<NodeId> ranks;  // all when empty, else the first first_ranks
-  for (std::size_t i = 0; i < first_ranks; ++i) ranks.push_back(c.accelerators()[i]);
-  const CollectiveGroup g = CollectiveGroup::of(f, ranks);
+  for (std::size_t i = 0; i < first_ranks; ++i) ranks.push_back(net.c.accelerators()[i]);
+  const CollectiveGroup g = CollectiveGroup::of(net.f, ranks);
   const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, bytes, 0, 0);
-  return busbw(CollectiveOp::kAllReduce, g.ranks.size(), bytes, collective_time(f, g, s, model)) / 1e9;
+  return busbw(CollectiveOp::kAllReduce, g.ranks.size(), bytes, collective_time(net.f, g, s, model)) / 1e9;
 }
 }  // namespace
 
@@ -488,7 +500,6 @@ TEST_CASE("the analytical model shares a link next to a server among a collectiv
   // uplink carries its 3 sends of 2 MB at once, so each takes 3 x 2 MB over the link's
   // 10 GB/s: 0.6 ms plus a latency, the flow model's time too; the transfers carry share
   // 3 in the lowered graph (1 without the fabric, for the flow model, as before).
-  const Catalog cat = Catalog::builtin();
   Cluster c;
   const NodeId sw = c.add_node(NodeKind::kSwitch, "sw");
   for (int i = 0; i < 4; ++i) {
@@ -523,24 +534,17 @@ TEST_CASE("on servers sharing NICs the analytical model follows the flow model, 
   // direction, leaves a NIC unshared and the time about half). The same collectives
   // timed one after another on one fabric give what each gives on a fresh one (the
   // fabric's link counters are left at zero).
-  const Catalog cat = Catalog::builtin();
-  PresetOptions o;
-  o.nodes = 2;
-  o.nics_per_node = 4;
-  Cluster c = build_preset(cat, "dgx-a100", o);
-  NetworkFabric shared(c, cat);
-  const CollectiveGroup g = CollectiveGroup::of(shared);
+  PresetNet shared("dgx-a100", 2, 4);
   int checked = 0;
   for (CollectiveOp op : kCollectiveOps) {
     for (CollectiveAlgorithm a : kCollectiveAlgorithms) {
-      if (!unsupported_reason(g, op, a).empty() || op == CollectiveOp::kSendRecv) continue;
+      if (!unsupported_reason(shared.g, op, a).empty() || op == CollectiveOp::kSendRecv) continue;
       INFO(op_name(op), " / ", algorithm_name(a));
       const auto sp = spec(op, a, 256.0 * (1 << 20), 0, 0);
-      NetworkFabric fresh(c, cat);
-      const CollectiveGroup gf = CollectiveGroup::of(fresh);
-      const double analytical = collective_time(fresh, gf, sp, Model::kAnalytical);
-      CHECK(analytical == Approx(collective_time(fresh, gf, sp)).epsilon(0.15));
-      CHECK(analytical_collective_time(shared, g, sp) == analytical);
+      PresetNet fresh("dgx-a100", 2, 4);
+      const double analytical = collective_time(fresh.f, fresh.g, sp, Model::kAnalytical);
+      CHECK(analytical == Approx(collective_time(fresh.f, fresh.g, sp)).epsilon(0.15));
+      CHECK(analytical_collective_time(shared.f, shared.g, sp) == analytical);
       ++checked;
     }
   }
@@ -554,13 +558,8 @@ TEST_CASE("2 DGX-1: every GPU leaves its server once in eight channels, so the 4
   // the all-reduce bus bandwidth is within 5% of the measured 48 GB/s (nccl-tests issue
   // 29) on both network models (43.4 and 31.3 GB/s when three channels could leave
   // through one NIC).
-  const Catalog cat = Catalog::builtin();
-  PresetOptions o;
-  o.nodes = 2;
-  Cluster c = build_preset(cat, "dgx1-v100", o);
-  NetworkFabric f(c, cat);
-  const CollectiveGroup g = CollectiveGroup::of(f);
-  const auto orders = ring_orders(g, 8);
+  const PresetNet net("dgx1-v100", 2);
+  const auto orders = ring_orders(net.g, 8);
   for (std::size_t d = 0; d < 2; ++d) {
     std::set<std::size_t> entries, exits;
     for (const auto& order : orders) {
@@ -712,12 +711,9 @@ TEST_CASE("over 16 single-GPU nodes the selector picks the faster of ring and tr
   // algorithm auto picks replays within 2% of the faster of the two. (Pricing a parent's
   // two concurrent sends each at the NIC's full rate put the crossover past 256 KiB,
   // where the tree replays 3% slower.)
-  const Catalog cat = Catalog::builtin();
-  PresetOptions o;
-  o.nodes = 16;
-  Cluster c = build_preset(cat, "single-gpu-ethernet", o);
-  NetworkFabric f(c, cat);
-  const CollectiveGroup g = CollectiveGroup::of(f);
+  PresetNet net("single-gpu-ethernet", 16);
+  NetworkFabric& f = net.f;
+  const CollectiveGroup& g = net.g;
   for (double S = 65536; S <= 16.0 * 1024 * 1024; S *= 4) {
     INFO(S, " bytes");
     const CollectiveChoice pick = choose_algorithm(f, g, CollectiveOp::kAllReduce, S);
