@@ -35,8 +35,8 @@ constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doublin
 //    another accelerator only if it is one of the collective's ranks (a library
 //    forwards through its own ranks); inside one scale-up domain, where neither end's
 //    domain holds another rank, or where no candidate qualifies, the transfer takes its
-//    first route, counted as below. A transfer listed more than once (a ring two channels follow)
-//    takes the largest share of its copies;
+//    first route, counted as below. A transfer listed more than once (a ring two
+//    channels follow) takes the largest share of its copies;
 //  - not spread (a direct algorithm's p(p-1) sends, where looking at every candidate
 //    would cost too much): its first route, without the links into and out of an
 //    accelerator it passes through (a detour through another GPU's port, where a
