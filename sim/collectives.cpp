@@ -66,6 +66,7 @@ class Shares {
     spread_ = spread;
     if (!spread) {
       load_ = &f_->link_counts();
+      f_->prefetch_first_routes(hops);
       for (const auto& [from, to] : hops) count(f_->first_route(from, to), true);
       return;
     }

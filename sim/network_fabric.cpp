@@ -146,6 +146,47 @@ std::vector<std::vector<LinkId>> NetworkFabric::walks(NodeId src, NodeId dst, st
   return any.empty() || count == 1 ? any : spread_shortest_paths(*cluster_, src, dst, count, scratch_);
 }
 
+void NetworkFabric::prefetch_first_routes(const std::vector<std::pair<NodeId, NodeId>>& pairs) {
+  // Below this many unknown pairs a bidirectional search per pair (two small balls in a
+  // fat tree) costs less than whole-cluster searches.
+  constexpr std::size_t kWorthIt = 256;
+  constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::pair<NodeId, NodeId>> todo;  // (dst, src)
+  for (const auto& [src, dst] : pairs) {
+    if (src == dst || (in_torus_[src.value] && in_torus_[dst.value])) continue;
+    const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
+    if (routes_.count(key) != 0 || first_routes_.count(key) != 0) continue;
+    todo.emplace_back(dst, src);
+  }
+  if (todo.size() < kWorthIt) return;
+  std::sort(todo.begin(), todo.end(), [](const auto& a, const auto& b) {
+    return a.first.value != b.first.value ? a.first.value < b.first.value : a.second.value < b.second.value;
+  });
+  std::vector<std::uint32_t> any, inside;
+  for (std::size_t i = 0; i < todo.size();) {
+    const NodeId dst = todo[i].first;
+    distances_from(*cluster_, dst, any);
+    bool inside_done = false;
+    for (; i < todo.size() && todo[i].first == dst; ++i) {
+      const NodeId src = todo[i].second;
+      const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
+      if (first_routes_.count(key) != 0 || any[src.value] == kNone) continue;  // a repeat, or no route
+      // As walks(src, dst, 1): inside a shared scale-up domain when that is as short.
+      if (domain_[src.value] != kNone && domain_[src.value] == domain_[dst.value]) {
+        if (!inside_done) {
+          distances_from(*cluster_, dst, inside, &scale_up_);
+          inside_done = true;
+        }
+        if (inside[src.value] == any[src.value]) {
+          first_routes_.emplace(key, spread_walk(*cluster_, src, dst, 0, inside, &scale_up_));
+          continue;
+        }
+      }
+      first_routes_.emplace(key, spread_walk(*cluster_, src, dst, 0, any));
+    }
+  }
+}
+
 namespace {
 std::uint64_t set_hash(const std::vector<std::uint64_t>& set) {
   std::uint64_t h = 1469598103934665603ull ^ set.size();

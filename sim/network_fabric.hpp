@@ -73,6 +73,12 @@ class NetworkFabric {
   /// other candidates when they are not cached (one walk instead of kMaxCandidates).
   const std::vector<LinkId>& first_route(NodeId src, NodeId dst);
 
+  /// Finds first_route for every pair (src, dst) not yet known, as first_route would,
+  /// with one breadth-first search per destination instead of one search per pair: for
+  /// the p(p - 1) sends of an all-to-all among many ranks. Pairs that cannot be routed
+  /// are left for first_route to report.
+  void prefetch_first_routes(const std::vector<std::pair<NodeId, NodeId>>& pairs);
+
   /// The sum of the latencies along a route, and its smallest effective capacity
   /// (infinity for an empty route).
   [[nodiscard]] double route_latency(std::span<const LinkId> route) const;

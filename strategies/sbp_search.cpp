@@ -1,12 +1,14 @@
 #include "strategies/sbp_search.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 #include "strategies/stage_costs.hpp"
 #include "workloads/transformer.hpp"
@@ -358,7 +360,17 @@ class Pricer {
   DeviceMesh mesh_;
   NetworkFabric& fabric_;
   const ComputeModel& compute_;
-  std::map<std::tuple<std::uint32_t, std::uint32_t, double>, double> memo_;
+  // box()'s prices by (code(from), code(to), bytes); probed for every re-layout of every
+  // plan priced, so hashed.
+  struct BoxKeyHash {
+    std::size_t operator()(const std::tuple<std::uint32_t, std::uint32_t, double>& k) const {
+      const double bytes = std::get<2>(k);
+      const std::uint64_t b = bytes == 0.0 ? 0 : std::bit_cast<std::uint64_t>(bytes);  // +0 and -0 alike
+      const std::uint64_t ab = (std::uint64_t{std::get<0>(k)} << 32) | std::get<1>(k);
+      return static_cast<std::size_t>((ab * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full));
+    }
+  };
+  std::unordered_map<std::tuple<std::uint32_t, std::uint32_t, double>, double, BoxKeyHash> memo_;
   std::map<std::pair<std::size_t, double>, std::pair<double, double>> after_memo_;
   CollectivePrices own_prices_;
   CollectivePrices* prices_;

@@ -144,32 +144,62 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
                                                        PathScratch& scratch, const std::vector<bool>* usable) {
   distances_to(c, src, dst, scratch, usable);
-  const std::vector<std::uint32_t>& dist = scratch.dist;
   std::vector<std::vector<LinkId>> paths;
-  if (dist[src.value] != kFar) {
-    // Walk src -> dst `count` times; at hop d of walk j take the next hop with index
-    // (j + salt + d) mod (number of next hops) among the links that bring dst one hop
-    // closer, so the paths differ from the first hop on.
-    const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
-    std::vector<LinkId> next;
+  if (scratch.dist[src.value] != kFar) {
     for (std::size_t j = 0; j < count; ++j) {
-      std::vector<LinkId> path;
-      NodeId at = src;
-      for (std::uint32_t d = 0; at != dst; ++d) {
-        next.clear();
-        for (LinkId l : c.out_links(at)) {
-          if (usable != nullptr && !(*usable)[l.value]) continue;
-          if (dist[c.link(l).to.value] + 1 == dist[at.value]) next.push_back(l);
-        }
-        const LinkId pick = next[(j + (salt >> (d % 32)) + d) % next.size()];
-        path.push_back(pick);
-        at = c.link(pick).to;
-      }
+      std::vector<LinkId> path = spread_walk(c, src, dst, j, scratch.dist, usable);
       if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(std::move(path));
     }
   }
   reset_distances(scratch);
   return paths;
+}
+
+std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::size_t j,
+                                const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable) {
+  // At hop d take the next hop with index (j + salt + d) mod (number of next hops) among
+  // the links that bring dst one hop closer, so that walks j differ from the first hop on.
+  const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
+  std::vector<LinkId> path;
+  path.reserve(dist[src.value]);
+  NodeId at = src;
+  for (std::uint32_t d = 0; at != dst; ++d) {
+    std::size_t options = 0;
+    for (LinkId l : c.out_links(at)) {
+      if (usable != nullptr && !(*usable)[l.value]) continue;
+      if (dist[c.link(l).to.value] + 1 == dist[at.value]) ++options;
+    }
+    std::size_t k = (j + (salt >> (d % 32)) + d) % options;
+    for (LinkId l : c.out_links(at)) {
+      if (usable != nullptr && !(*usable)[l.value]) continue;
+      if (dist[c.link(l).to.value] + 1 != dist[at.value]) continue;
+      if (k-- == 0) {
+        path.push_back(l);
+        at = c.link(l).to;
+        break;
+      }
+    }
+  }
+  return path;
+}
+
+void distances_from(const Cluster& c, NodeId dst, std::vector<std::uint32_t>& dist, const std::vector<bool>* usable) {
+  dist.assign(c.node_count(), kFar);
+  std::vector<NodeId> layer{dst}, next;
+  dist[dst.value] = 0;
+  for (std::uint32_t d = 1; !layer.empty(); ++d) {
+    next.clear();
+    for (NodeId u : layer) {
+      for (LinkId l : c.out_links(u)) {
+        if (usable != nullptr && !(*usable)[l.value]) continue;
+        const NodeId v = c.link(l).to;
+        if (dist[v.value] != kFar) continue;
+        dist[v.value] = d;
+        next.push_back(v);
+      }
+    }
+    std::swap(layer, next);
+  }
 }
 
 TorusRouter::TorusRouter(const Cluster& c, std::vector<NodeId> chips, std::vector<int> dims, std::vector<bool> wrap)

@@ -65,6 +65,19 @@ struct PathScratch {
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
                                                        PathScratch& scratch, const std::vector<bool>* usable = nullptr);
 
+/// Walk j of spread_shortest_paths from src to dst: its next hops among the links that
+/// bring dst one hop closer by `dist` (hops to dst, exact on every node of every
+/// minimum-hop path from src; src must reach dst).
+std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::size_t j,
+                                const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable = nullptr);
+
+/// Hops from every node to dst (links are full duplex: a breadth-first search from dst),
+/// max() where dst cannot be reached; with `usable`, over the flagged links only. One
+/// search serves the walks from every source to dst (spread_walk), where a
+/// bidirectional search per pair would repeat most of the work.
+void distances_from(const Cluster& c, NodeId dst, std::vector<std::uint32_t>& dist,
+                    const std::vector<bool>* usable = nullptr);
+
 /// Dimension-order routing on a torus or mesh built by add_torus (chips in its row-major
 /// order): correct dimension 0 first, then 1, ...; around a ring the shorter way, the
 /// positive direction on a tie. Routes are cached like ShortestPathRouter's.
