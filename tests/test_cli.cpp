@@ -913,18 +913,19 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
   // Expected, from the sources (validation/nccl/cases.csv, validation/public_runs/cases.json):
-  // 11 NCCL points, 10 bus bandwidths in GB/s and one time in us; 17 runs. A run published
+  // 11 NCCL points, 10 bus bandwidths in GB/s and one time in us; 27 runs. A run published
   // as TFLOP/s per GPU becomes a step time by Narayanan et al.'s count, F = 96 B s l h^2
   // (1 + s/(6h) + V/(16 l h)) / (TFLOP/s x GPUs): the 174.6B GPT (96 layers, hidden
   // 12288, vocabulary 51200, sequence 2048) at batch 1536 on 384 GPUs and 153 TFLOP/s is
-  // 76.78 s. BLOOM's 104.7 s stays; PaLM's 238.3K tokens/s at 2048 x 2048 tokens per step
-  // is 17.60 s.
+  // 76.78 s; Table 1's 1T GPT (128 layers, hidden 25600) at batch 3072 on 3072 GPUs and
+  // 163 TFLOP/s is 102.6 s. BLOOM's 104.7 s stays; PaLM's 238.3K tokens/s at 2048 x 2048
+  // tokens per step is 17.60 s.
   const auto nccl = ddlsim::validation_cases("nccl");
   REQUIRE(nccl.size() == 11);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 10);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 1);
   const auto runs = ddlsim::validation_cases("public-runs");
-  REQUIRE(runs.size() == 17);
+  REQUIRE(runs.size() == 27);
   const auto find = [&](const std::string& model, const std::string& label) {
     for (const auto& c : runs) {
       if (c.model == model && c.label.rfind(label, 0) == 0) return c;
@@ -938,6 +939,9 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   CHECK(ptdp.gpus == 384);
   CHECK(ptdp.measured == ddlsim::test::Approx(flops / (153e12 * 384)));
   CHECK(ptdp.measured == ddlsim::test::Approx(76.78).epsilon(1e-3));
+  const auto trillion = find("Megatron-LM 1.7B-1T (Table 1)", "1008B: tp 8 x pp 64 x dp 6");
+  CHECK(trillion.gpus == 3072);
+  CHECK(trillion.measured == ddlsim::test::Approx(102.6).epsilon(1e-3));
   CHECK(find("BLOOM 176B", "tp 4").measured == 104.7);
   CHECK(find("PaLM 540B", "tp 12").measured == ddlsim::test::Approx(2048.0 * 2048 / 238300));
   // The cheapest point replayed: a ring all-reduce between two nodes over one EDR link
