@@ -34,9 +34,11 @@ Suites (data in validation/, embedded in the binary, each with its source and li
   nccl           NCCL all-reduce bus bandwidth (GB/s) on NVSwitch servers, DGX-1 and
                  InfiniBand nodes, and a small-message time (us), from nccl-tests
                  figures published in GitHub issues; each collective timed alone
-  public-runs    27 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table 1
+  public-runs    36 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table 1
                  of Narayanan et al. 2021) and its ZeRO-3 against PTD-P (Table 2),
-                 MT-NLG 530B, BLOOM 176B, PaLM 540B
+                 sequence parallelism and selective recomputation against full
+                 recomputation (Korthikanti et al. 2022), MT-NLG 530B, BLOOM 176B,
+                 PaLM 540B
 Cases are built from what the source states of the setup (cli/validation.hpp says
 how); nothing in a case is fitted. Two figures of the compute model are: the host's
 dispatch time per operator and the A100's GEMM half sizes, both fitted to vtrain-single

@@ -10,8 +10,9 @@
 //   nccl           NCCL bus bandwidth and small-message times (nccl-tests figures from
 //                  GitHub issues; validation/nccl/README.md), each collective timed alone
 //                  on the preset that stands for the measured machine;
-//   public-runs    published end-to-end runs (Megatron-LM's weak scaling and its ZeRO-3
-//                  against PTD-P, MT-NLG, BLOOM, PaLM), each a scenario in
+//   public-runs    published end-to-end runs (Megatron-LM's weak scaling, its ZeRO-3
+//                  against PTD-P and its sequence parallelism with selective
+//                  recomputation, MT-NLG, BLOOM, PaLM), each a scenario in
 //                  validation/public_runs/cases.json
 //                  with its published step time, tokens/s or TFLOP/s per GPU.
 //

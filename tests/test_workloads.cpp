@@ -253,6 +253,9 @@ TEST_CASE("workload presets: published sizes") {
   CHECK(build_workload_preset("llama2-7b", {}).totals().params == Approx(6.74e9).epsilon(0.01));
   CHECK(build_workload_preset("llama3-70b", {}).totals().params == Approx(70.6e9).epsilon(0.01));
   CHECK(build_workload_preset("megatron-1t", {}).totals().params == Approx(1.008e12).epsilon(0.01));
+  // Korthikanti et al. 2022's 22B (48 layers, hidden 6144, vocabulary 51200, sequence
+  // 2048): 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)) = 22.07B, within 0.1%.
+  CHECK(build_workload_preset("megatron-22b", {}).totals().params == Approx(22.07e9).epsilon(0.001));
   // PaLM 540B (Chowdhery et al. 2022, Table 1: 540.35B): 118 parallel layers of hidden
   // 18432 with 48 query heads of 256 (Q 12288 wide) and one key-value head, SwiGLU FFN
   // 73728, shared 256k embedding; within 0.1%.

@@ -32,6 +32,7 @@ const std::vector<Entry>& entries() {
       {"megatron-3.6b", "Narayanan et al. 2021: 30 layers, hidden 3072, 32 heads", [] { return megatron("megatron-3.6b", 30, 3072, 32); }},
       {"megatron-7.5b", "Narayanan et al. 2021: 36 layers, hidden 4096, 32 heads", [] { return megatron("megatron-7.5b", 36, 4096, 32); }},
       {"megatron-18b", "Narayanan et al. 2021: 40 layers, hidden 6144, 48 heads", [] { return megatron("megatron-18b", 40, 6144, 48); }},
+      {"megatron-22b", "Korthikanti et al. 2022: 48 layers, hidden 6144, 64 heads", [] { return megatron("megatron-22b", 48, 6144, 64); }},
       {"megatron-39b", "Narayanan et al. 2021: 48 layers, hidden 8192, 64 heads", [] { return megatron("megatron-39b", 48, 8192, 64); }},
       {"megatron-76b", "Narayanan et al. 2021: 60 layers, hidden 10240, 80 heads", [] { return megatron("megatron-76b", 60, 10240, 80); }},
       {"megatron-145b", "Narayanan et al. 2021: 80 layers, hidden 12288, 96 heads", [] { return megatron("megatron-145b", 80, 12288, 96); }},
