@@ -35,7 +35,8 @@ replayed step time.
            (v = 2), ZeRO 0-3, recomputation none/selective/full, sequence parallelism
            with tp > 1. Each plan keeps the framework settings of the scenario's
            first Megatron-style strategy (bucket_mib, overlap_grad_reduce,
-           overlap_p2p, grad_accumulation, grad_reduce_fp32, order), so a
+           overlap_p2p, overlap_tp_backward, grad_accumulation, grad_reduce_fp32,
+           order), so a
            DeepSpeed-like scenario is searched as DeepSpeed runs. Plans the memory
            model says do not fit the accelerator are pruned; the rest are ranked by
            a closed-form estimate

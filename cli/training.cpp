@@ -186,6 +186,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);
+  p.overlap_tp_backward = o.boolean_or("overlap_tp_backward", false);
   const std::string acc = o.choice_or("grad_accumulation", {"fused", "add", "fp32"}, "fused");
   for (GradAccumulation g : {GradAccumulation::kFused, GradAccumulation::kAdd, GradAccumulation::kFp32}) {
     if (acc == grad_accumulation_name(g)) p.grad_accumulation = g;
@@ -375,6 +376,12 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     }
   }
   if (!step.tp_comm.empty()) r.exposed_tp_s = usage.entries()[step.tp_comm[g].value].busy.value();
+  if (g < step.tp_overlaps.size()) {  // collectives beside weight gradients: only what outlasts them is exposed
+    for (const auto& [comm, grad] : step.tp_overlaps[g]) {
+      const Times &a = times.of(comm), &b = times.of(grad);
+      r.exposed_tp_s -= std::max(0.0, std::min(a.end, b.end) - std::max(a.start, b.start));
+    }
+  }
   const Times& last = times.of(step.last_backward[g]);
   const Times& opt = times.of(step.optimizer[g]);
   // Data-parallel waits. Its optimizer step starts once every stage's gradients are

@@ -70,6 +70,14 @@ struct ParallelPlan {
   /// --overlap-p2p-communication); false: the next pass waits for them, as Megatron's
   /// default batch_isend_irecv + wait and DeepSpeed's pipeline engine do.
   bool overlap_p2p = false;
+  /// The backward's tensor-parallel communication of each half layer runs beside the
+  /// weight-gradient GEMM of its column-parallel linear (QKV, the MLP's first linear), as
+  /// Megatron's asynchronous tensor-parallel all-reduce does
+  /// (LinearWithGradAccumulationAndAsyncCommunication): the input gradient's all-reduce,
+  /// or with sequence parallelism its reduce-scatter (half the all-reduce's time; the
+  /// all-gather of the output gradient before the half stays in line). false: the
+  /// half's collective follows its whole backward.
+  bool overlap_tp_backward = false;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   /// true: the data-parallel gradient reductions (all-reduce, ZeRO's reduce-scatters)

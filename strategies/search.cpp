@@ -55,6 +55,7 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
                 p.bucket_bytes = space.framework.bucket_bytes;
                 p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
                 p.overlap_p2p = space.framework.overlap_p2p;
+                p.overlap_tp_backward = space.framework.overlap_tp_backward;
                 p.grad_accumulation = space.framework.grad_accumulation;
                 p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
                 p.order = space.framework.order;
@@ -107,7 +108,20 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // kept for one past a full-recompute plan's recompute_layers.
   const double f = (c.attention.forward + c.mlp.forward).value() + ars * ar;
   const bool full = p.recompute == Recompute::kFull;
-  const double plain = (c.attention.backward + c.mlp.backward).value() + ars * ar;
+  // Each half layer's backward and its collective: after it, or with
+  // overlap_tp_backward beside its last weight-gradient GEMM (sequence parallelism: the
+  // all-gather in line, the reduce-scatter beside it, half the all-reduce each).
+  auto backward_half = [&](double total, double weight) {
+    const double share = p.sequence_parallel ? 0.5 : 1.0;
+    return (1.0 - share) * ar + (total - weight) + std::max(share * ar, weight);
+  };
+  const double plain = !p.overlap_tp_backward || p.tp == 1
+                           ? (c.attention.backward + c.mlp.backward).value() + ars * ar
+                       : model.parallel_layers
+                           ? backward_half((c.attention.backward + c.mlp.backward).value(),
+                                           (c.attention.weight_gradient + c.mlp.weight_gradient).value())
+                           : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
+                                 backward_half(c.mlp.backward.value(), c.mlp.weight_gradient.value());
   const double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar : 0.0);
   const double kept = full ? plain : b;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
@@ -224,7 +238,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.grad_accumulation, p.grad_reduce_fp32, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   return key(a) == key(b);
 }

@@ -1,5 +1,6 @@
 #include "strategies/stage_costs.hpp"
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 
@@ -111,6 +112,10 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       half.recompute += f;
       n.recompute += fwd;
     }
+    if (op.kind == OpKind::kLinear &&
+        (ends_with(op.name, ".qkv") || ends_with(op.name, ".fc1") || ends_with(op.name, ".gate_up"))) {
+      half.weight_gradient += b * 0.5;
+    }
     c.layer_params += op.cost.params;
     if (ends_with(op.name, ".residual1")) in_mlp = true;
   }
@@ -120,6 +125,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     half->forward = compute.dispatch_bound(half->forward, n.forward, 0);
     half->backward = compute.dispatch_bound(half->backward, 0, n.backward);
     half->recompute = compute.dispatch_bound(half->recompute, n.recompute, 0);
+    half->weight_gradient = std::min(half->weight_gradient, half->backward);
   }
   const double act = static_cast<double>(plan.micro_batch) * static_cast<double>(model.seq) *
                      static_cast<double>(model.hidden) * data_type_bytes(model.dtype);

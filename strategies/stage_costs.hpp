@@ -20,6 +20,11 @@ struct HalfLayer {
   Seconds forward{0.0};
   Seconds backward{0.0};
   Seconds recompute{0.0};  // extra work before the backward under the plan's recomputation
+  // The part of `backward` that ends it and can run beside the half's tensor-parallel
+  // collective: the weight-gradient GEMM of its column-parallel linear (QKV; the MLP's
+  // first linear or gate/up projection), half that linear's backward (its two GEMMs
+  // have equal FLOPs).
+  Seconds weight_gradient{0.0};
 };
 
 struct StageCosts {

@@ -199,11 +199,46 @@ class StepLowering {
   }
   TaskId tp_all_reduce(std::size_t grp, TaskId after) {
     if (p_.tp == 1) return after;
-    ++out_.tp_collectives;
-    ++tp_uses_[grp];
-    const TaskId task = g_.add(Compute{out_.tp_comm[grp], Seconds(tp_cost_[grp].time), Flops(0.0)}, "tp all-reduce").id();
+    return tp_collective(grp, 1.0, after, TaskId(), "tp all-reduce", true);
+  }
+  // `share` of the group's all-reduce time on its tensor-parallel stream after `after`
+  // (and `also`); `counted`: the collective's traffic and count go with this task (the
+  // two halves of a sequence-parallel pair count once).
+  TaskId tp_collective(std::size_t grp, double share, TaskId after, TaskId also, const char* name, bool counted) {
+    if (counted) {
+      ++out_.tp_collectives;
+      ++tp_uses_[grp];
+    }
+    const TaskId task = g_.add(Compute{out_.tp_comm[grp], Seconds(tp_cost_[grp].time * share), Flops(0.0)}, name).id();
     g_.add_edge(after, task);
+    if (also.valid()) g_.add_edge(also, task);
     return task;
+  }
+  // A half layer's backward (`total`, ending with its column-parallel linear's weight
+  // gradient `weight`) and its tensor-parallel collective; returns what comes next waits
+  // for. With overlap_tp_backward the collective runs beside the weight gradient (with
+  // sequence parallelism: the output gradient's all-gather first, in line, then the
+  // input gradient's reduce-scatter beside it, each half the all-reduce's time).
+  TaskId backward_half(std::size_t grp, Seconds total, Seconds weight, TaskId t, TaskId ready, const char* name,
+                       const char* weight_name) {
+    if (!p_.overlap_tp_backward) return tp_all_reduce(grp, compute(grp, total, t, name, ready));
+    double share = 1.0;
+    const char* comm_name = "tp all-reduce";
+    if (p_.sequence_parallel) {
+      t = tp_collective(grp, 0.5, t, ready, "tp all-gather", false);
+      ready = TaskId();
+      share = 0.5;
+      comm_name = "tp reduce-scatter";
+    }
+    const TaskId before = compute(grp, total - weight, t, name, ready);
+    const TaskId comm = tp_collective(grp, share, before, TaskId(), comm_name, true);
+    const TaskId grad = compute(grp, weight, before, weight_name);
+    if (out_.tp_overlaps.size() < out_.tp_comm.size()) out_.tp_overlaps.resize(out_.tp_comm.size());
+    out_.tp_overlaps[grp].emplace_back(comm, grad);
+    const TaskId done = g_.add(Marker{}, "half layer backward done").id();
+    g_.add_edge(comm, done);
+    g_.add_edge(grad, done);
+    return done;
   }
 
   // The ZeRO-3 collective `key` of stage i (created with the first replica that asks,
@@ -289,10 +324,12 @@ class StepLowering {
     }
     const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
     if (m_.parallel_layers) {  // the two branches' input gradients, summed by one all-reduce
-      return tp_all_reduce(grp, compute(grp, mlp + attn + extra, t, "layer backward", ready));
+      return backward_half(grp, mlp + attn + extra, costs_.attention.weight_gradient + costs_.mlp.weight_gradient, t,
+                           ready, "layer backward", "layer weight gradients");
     }
-    t = tp_all_reduce(grp, compute(grp, mlp, t, "mlp backward", ready));
-    return tp_all_reduce(grp, compute(grp, attn + extra, t, "attention backward"));
+    t = backward_half(grp, mlp, costs_.mlp.weight_gradient, t, ready, "mlp backward", "mlp weight gradient");
+    return backward_half(grp, attn + extra, costs_.attention.weight_gradient, t, TaskId(), "attention backward",
+                         "attention weight gradient");
   }
 
   // Memory over the step, per stage replica: its model states from the start, and each

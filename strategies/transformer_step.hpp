@@ -77,6 +77,9 @@ struct LoweredTrainingStep {
   ResourceId collectives;             // the DelayPool of priced collectives, when they are
   std::vector<ResourceId> compute;  // per lowered (dp, pp) stage replica, dp-major
   std::vector<ResourceId> tp_comm;  // per (dp, pp) when tp > 1
+  // Per (dp, pp) with overlap_tp_backward: each tensor-parallel collective and the
+  // weight-gradient task that runs beside it (their overlap is communication hidden).
+  std::vector<std::vector<std::pair<TaskId, TaskId>>> tp_overlaps;
   std::vector<TaskId> last_backward;  // per (dp, pp): the last compute task of its pipeline program
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step

@@ -514,6 +514,45 @@ TEST_CASE("tensor parallelism adds two all-reduces per layer to each pass") {
   CHECK(rig.run(s) == Approx(2 * per_mb + rig.optimizer(device_params)).epsilon(1e-6));
 }
 
+TEST_CASE("overlap_tp_backward: a half layer's backward collective runs beside its weight gradient") {
+  // Expected on one DGX H100 with tp 8, 4 layers, 2 micro-batches: each half layer's
+  // backward ends with its column-parallel linear's weight gradient w (half that
+  // linear's backward), and its all-reduce (time ar) runs beside it instead of after the
+  // whole half: each half's backward takes (total - w) + max(ar, w), so the step is
+  // shorter by 2 micro-batches x 4 layers x the two halves' min(ar, w). With sequence
+  // parallelism the output gradient's all-gather (ar / 2) stays in line and only the
+  // reduce-scatter (ar / 2) runs beside w: min(ar / 2, w) per half. The estimate agrees
+  // with the replay, and the exposed tensor-parallel time drops by what was hidden.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  for (const bool sp : {false, true}) {
+    CAPTURE(sp);
+    ParallelPlan p;
+    p.tp = 8;
+    p.global_batch = 2;
+    p.sequence_parallel = sp;
+    const StageCosts c = stage_costs(m, p, *rig.compute);
+    REQUIRE(c.attention.weight_gradient.value() > 0.0);
+    REQUIRE(c.mlp.weight_gradient.value() > 0.0);
+    CHECK(c.attention.weight_gradient < c.attention.backward);
+    const CollectiveGroup grp = CollectiveGroup::of(*rig.fabric);
+    const double ar =
+        analytical_collective_time(*rig.fabric, grp, chosen_spec(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes));
+    const double beside = sp ? ar / 2 : ar;
+    const double saved = 2 * 4 *
+                         (std::min(beside, c.attention.weight_gradient.value()) + std::min(beside, c.mlp.weight_gradient.value()));
+    LoweredTrainingStep off = rig.lower(m, p);
+    const double t_off = rig.run(off), e_off = estimate_step(m, p, *rig.fabric, *rig.compute);
+    p.overlap_tp_backward = true;
+    LoweredTrainingStep on = rig.lower(m, p);
+    CHECK(on.tp_collectives == off.tp_collectives);
+    const double t_on = rig.run(on), e_on = estimate_step(m, p, *rig.fabric, *rig.compute);
+    CHECK(t_off - t_on == Approx(saved).epsilon(1e-6));
+    CHECK(e_off - e_on == Approx(saved).epsilon(1e-6));
+    CHECK(e_on == Approx(t_on).epsilon(1e-4));
+  }
+}
+
 TEST_CASE("block recomputation: only the first recompute_layers layers of a stage recompute") {
   // Expected on one DGX H100, tp 8, 4 layers, 2 micro-batches in sequence: recomputing the
   // first r layers adds, per micro-batch, r x (the layer's recomputed forward + its two
