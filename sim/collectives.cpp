@@ -92,11 +92,7 @@ class Shares {
     if (!found.empty()) f_->cache_shares(std::move(keys), std::move(found));
   }
   void clear() {
-    if (load_ != nullptr) {
-      for (std::uint32_t l : touched_) (*load_)[l] = 0;
-    }
-    touched_.clear();
-    load_ = nullptr;
+    release_counts();
     share_.clear();
     active_ = false;
   }
@@ -116,6 +112,14 @@ class Shares {
 
  private:
   static std::uint64_t key(NodeId a, NodeId b) { return (std::uint64_t{a.value} << 32) | b.value; }
+  // Zeroes the fabric's link counters this set touched and gives them back.
+  void release_counts() {
+    if (load_ != nullptr) {
+      for (std::uint32_t l : touched_) (*load_)[l] = 0;
+    }
+    touched_.clear();
+    load_ = nullptr;
+  }
 
   // The spread shares of a set (see the class comment), one per transfer.
   std::vector<float> spread_shares(const std::vector<std::pair<NodeId, NodeId>>& hops, const std::vector<NodeId>& members) {
@@ -183,9 +187,7 @@ class Shares {
       if (firsts[h]->empty()) continue;
       out[h] = std::max(1.0F, static_cast<float>(f_->route_capacity(*firsts[h]) / rate(*taken[h], 0, plain[h] != 0)));
     }
-    for (std::uint32_t l : touched_) (*load_)[l] = 0;
-    touched_.clear();
-    load_ = nullptr;
+    release_counts();
     return out;
   }
   // Whether link k of a route counts: next to a server, and, with `plain`, not into or
@@ -359,6 +361,8 @@ class Lowering {
       : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed), shares_(fabric) {}
 
   std::uint64_t transfers() const { return transfers_; }
+  /// Whether transfers carry bandwidth shares (a fabric was given): what at_once is for.
+  [[nodiscard]] bool sharing() const { return shares_.enabled(); }
 
   /// Declares the transfers (positions in the group, one entry per transfer) that run at
   /// once from here on, until the next call.
@@ -1086,7 +1090,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
     case CollectiveAlgorithm::kRing: {
       const auto orders = ring_orders(group, channels);
       const double share = S / channels;
-      if (spec.op == Op::kBroadcast || spec.op == Op::kReduce) {
+      if (low.sharing() && (spec.op == Op::kBroadcast || spec.op == Op::kReduce)) {
         // The chains below: each ring order without its hop into the root, run forward
         // (broadcast) or backward (reduce).
         std::vector<std::pair<std::size_t, std::size_t>> hops;
@@ -1137,7 +1141,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       // NCCL's tree, or (two channels, its double binary tree) that and its mirror, each
       // carrying half the data.
       const int trees = channels;
-      {
+      if (low.sharing()) {
         std::vector<std::pair<std::size_t, std::size_t>> hops;  // up and down every tree's edges, pipelined
         for (int t = 0; t < trees; ++t) {
           const auto parent = tree_parents(group, t == 1);

@@ -115,13 +115,13 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const double share = p.sequence_parallel ? 0.5 : 1.0;
     return (1.0 - share) * ar + (total - weight) + std::max(share * ar, weight);
   };
-  const double plain = !p.overlap_tp_backward || p.tp == 1
-                           ? (c.attention.backward + c.mlp.backward).value() + ars * ar
-                       : model.parallel_layers
-                           ? backward_half((c.attention.backward + c.mlp.backward).value(),
-                                           (c.attention.weight_gradient + c.mlp.weight_gradient).value())
-                           : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
-                                 backward_half(c.mlp.backward.value(), c.mlp.weight_gradient.value());
+  double plain = (c.attention.backward + c.mlp.backward).value() + ars * ar;
+  if (p.overlap_tp_backward && p.tp > 1) {
+    plain = model.parallel_layers ? backward_half((c.attention.backward + c.mlp.backward).value(),
+                                                  (c.attention.weight_gradient + c.mlp.weight_gradient).value())
+                                  : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
+                                        backward_half(c.mlp.backward.value(), c.mlp.weight_gradient.value());
+  }
   const double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar : 0.0);
   const double kept = full ? plain : b;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);

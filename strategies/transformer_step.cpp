@@ -111,6 +111,7 @@ class StepLowering {
         if (p_.tp > 1) out_.tp_comm.push_back(add(std::make_unique<ComputeStream>(name + ".tp")));
       }
     }
+    if (p_.overlap_tp_backward) out_.tp_overlaps.resize(out_.tp_comm.size());
   }
 
   // Every tensor-parallel group's all-reduce, priced by the analytical model (with the
@@ -233,7 +234,6 @@ class StepLowering {
     const TaskId before = compute(grp, total - weight, t, name, ready);
     const TaskId comm = tp_collective(grp, share, before, TaskId(), comm_name, true);
     const TaskId grad = compute(grp, weight, before, weight_name);
-    if (out_.tp_overlaps.size() < out_.tp_comm.size()) out_.tp_overlaps.resize(out_.tp_comm.size());
     out_.tp_overlaps[grp].emplace_back(comm, grad);
     const TaskId done = g_.add(Marker{}, "half layer backward done").id();
     g_.add_edge(comm, done);
