@@ -805,6 +805,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
       {"strategies.1.order=[\"tp\",\"dp\"]", "strategies.1.order: expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]"},
       {"strategies.1.overlap_p2p=1", "strategies.1.overlap_p2p: expected true or false, got 1"},
+      {"strategies.1.overlap_tp_backward=1", "strategies.1.overlap_tp_backward: expected true or false, got 1"},
       {"workload.parallel_layers=1", "workload.parallel_layers: expected true or false, got 1"},
       {"strategies.1.recompute_layers=2", "strategies.1.recompute_layers: applies to full recomputation only (set \"recompute\": \"full\")"},
       {"strategies.0.recompute_layers=30", "strategies.0: recompute_layers (30) exceeds the layers (24)"},
