@@ -78,7 +78,7 @@ class SbpLowering {
     // Each device's optimizer step on its local parameters, once its gradients are in.
     const SbpMemory mem = sbp_memory(chain_, plan_);
     const double params = mem.weights / data_type_bytes(chain_.dtype);
-    const Seconds step = optimizer_step_time(params, compute_);
+    const Seconds step = optimizer_step_time(params, compute_, kGradientBytes, chain_.dtype);
     const TaskId end = g_.add(Marker{}, "step end").id();
     for (std::size_t p = 0; p < devices_; ++p) {
       const TaskId t = g_.add(Compute{out_.compute[p], step, Flops(0.0)}, "optimizer").id();

@@ -194,7 +194,7 @@ class Pricer {
     // and the optimizer steps once.
     const double k = plan.micro_batches;
     last_memory_ = sbp_memory(chain_, plan);
-    c.compute_s = k * c.compute_s + optimizer_step_time(last_memory_.weights / bytes_, compute_).value();
+    c.compute_s = k * c.compute_s + optimizer_step_time(last_memory_.weights / bytes_, compute_, kGradientBytes, chain_.dtype).value();
     c.boxing_s *= k;
     return c;
   }

@@ -136,10 +136,19 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   return c;
 }
 
-Seconds optimizer_step_time(double params, const ComputeModel& compute, double gradient_bytes) {
-  constexpr double kOptimizerBytes = 26.0;  // besides the gradient
+double optimizer_bytes(double gradient_bytes, DataType weights) {
+  constexpr double kNorm = kFp32Bytes;                          // read the fp32 gradient
+  constexpr double kAdam = 7 * kFp32Bytes;                      // read 4 tensors, write 3
+  if (weights == DataType::kFp32) return kNorm + kAdam;
+  const double to_main = gradient_bytes < kFp32Bytes ? gradient_bytes + kFp32Bytes : 0.0;
+  const double unscale = weights == DataType::kFp16 ? 2 * kFp32Bytes : 0.0;
+  constexpr double to_model = kFp32Bytes + kGradientBytes;     // read fp32, write 16-bit
+  return to_main + unscale + kNorm + kAdam + to_model;
+}
+
+Seconds optimizer_step_time(double params, const ComputeModel& compute, double gradient_bytes, DataType weights) {
   Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
-  opt.cost.fwd_bytes = params * (kOptimizerBytes + gradient_bytes);
+  opt.cost.fwd_bytes = params * optimizer_bytes(gradient_bytes, weights);
   return compute.time(opt, Pass::kForward);
 }
 

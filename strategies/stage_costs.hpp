@@ -54,12 +54,21 @@ inline double optimizer_gradient_bytes(const ParallelPlan& p) {
   return p.grad_reduce_fp32 || p.grad_accumulation == GradAccumulation::kFp32 ? kFp32Bytes : kGradientBytes;
 }
 
-/// The mixed-precision Adam step over `params` parameters: memory-bound, 26 bytes per
-/// parameter plus the gradient's (read the gradient, the fp32 master weight and both
-/// moments, write them and the 16-bit weight: 28 with a 16-bit gradient). About 10 FLOPs
-/// per 28 bytes is far below every device's ridge point, so only the bytes are priced
-/// (and accelerators without an fp32 peak, TPUs, need none).
-Seconds optimizer_step_time(double params, const ComputeModel& compute, double gradient_bytes = kGradientBytes);
+/// Bytes per parameter that one Adam step moves through memory, in the passes of
+/// Megatron-LM's mixed-precision optimizer (Float16OptimizerWithFloat16Params.step;
+/// DeepSpeed's fp16 and bf16 optimizers make the same ones): the 16-bit gradients copied
+/// to fp32 main gradients (read 2, write 4; none where they are fp32 already, gradient
+/// bytes 4); with fp16 weights, the loss scale's unscale and inf/nan check (read 4, write
+/// 4); the gradient norm for clipping (read 4); Adam on the fp32 main gradient (read it,
+/// the master weight and both moments, write the last three: 28); the master weights
+/// copied to the 16-bit weights (read 4, write 2). fp16 with 16-bit gradients: 52; bf16:
+/// 44, or 38 with fp32 gradients. fp32 weights need no master copy: the norm and Adam, 32.
+double optimizer_bytes(double gradient_bytes, DataType weights);
+
+/// The optimizer step over `params` parameters: memory-bound, optimizer_bytes per
+/// parameter. About 10 FLOPs per 28 bytes is far below every device's ridge point, so
+/// only the bytes are priced (and accelerators without an fp32 peak, TPUs, need none).
+Seconds optimizer_step_time(double params, const ComputeModel& compute, double gradient_bytes, DataType weights);
 
 /// Bytes per parameter moved by one micro-batch's gradient accumulation: 0 fused; for
 /// kAdd 6 (read the accumulated and the new 16-bit gradient, write the sum), or 10 with

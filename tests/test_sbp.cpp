@@ -196,8 +196,8 @@ TEST_CASE("SBP costs: data parallelism and Megatron in SBP terms") {
   // The same FLOPs split 8 ways either way, within 20% (local GEMMs of different
   // shapes); besides them the compute holds the optimizer step, over all the weights
   // under data parallelism and an eighth of them (plus a launch) under Megatron's.
-  const double dp_opt = optimizer_step_time(sbp_memory(c, data_parallel_plan(c, {8})).weights / 2, *rig.compute).value();
-  const double mt_opt = optimizer_step_time(sbp_memory(c, megatron_plan(c, 8)).weights / 2, *rig.compute).value();
+  const double dp_opt = optimizer_step_time(sbp_memory(c, data_parallel_plan(c, {8})).weights / 2, *rig.compute, kGradientBytes, c.dtype).value();
+  const double mt_opt = optimizer_step_time(sbp_memory(c, megatron_plan(c, 8)).weights / 2, *rig.compute, kGradientBytes, c.dtype).value();
   CHECK(mt_opt < dp_opt / 7);
   CHECK(mt.compute_s - mt_opt == Approx(dp.compute_s - dp_opt).epsilon(0.2));
 }
@@ -416,7 +416,7 @@ TEST_CASE("a folded SBP replay is the full replay on a symmetric mesh; micro-bat
   two.micro_batches = 2;
   const SbpCost a = sbp_cost(c4, one, rig.devices, *rig.fabric, *rig.compute);
   const SbpCost b = sbp_cost(c4, two, rig.devices, *rig.fabric, *rig.compute);
-  const double opt = optimizer_step_time(sbp_memory(c4, one).weights / 2, *rig.compute).value();
+  const double opt = optimizer_step_time(sbp_memory(c4, one).weights / 2, *rig.compute, kGradientBytes, c4.dtype).value();
   CHECK(b.compute_s - opt == Approx(2 * (a.compute_s - opt)).epsilon(1e-12));
   CHECK(b.gradient_sync_s == Approx(a.gradient_sync_s).epsilon(1e-12));
   // Mesh shapes: 16 devices in 1, 2 and 3 dimensions.

@@ -296,11 +296,14 @@ struct StepRig {
     for (auto& r : s.resources) ptrs.push_back(r.get());
     return replay(s.graph, ptrs, observers).makespan.value();
   }
-  double optimizer(double params) const {
-    Operator opt{OpKind::kAdd, "optimizer", -1, {}, 0, {}, DataType::kFp32, {}};
-    opt.cost.fwd_bytes = params * 28.0;
-    return compute->time(opt, Pass::kForward).value();
+  // A memory-bound pass over `bytes` at the compute model's HBM rate (and its launch).
+  double memory_pass(double bytes) const {
+    Operator pass{OpKind::kAdd, "pass", -1, {}, 0, {}, DataType::kFp32, {}};
+    pass.cost.fwd_bytes = bytes;
+    return compute->time(pass, Pass::kForward).value();
   }
+  // bf16 weights, 16-bit gradients: to fp32 (6), norm (4), Adam (28), to bf16 (6).
+  double optimizer(double params) const { return memory_pass(params * 44.0); }
 };
 
 double params_of(const TransformerConfig& m) { return build_transformer(m, 1).totals().params; }
@@ -331,25 +334,48 @@ TEST_CASE("one device runs its micro-batches back to back, then the optimizer") 
   CHECK(rig.run(s) == Approx(4 * per_mb + rig.optimizer(params_of(m))).epsilon(1e-9));
 }
 
+TEST_CASE("the optimizer step moves the bytes of Megatron's mixed-precision passes") {
+  // Expected, bytes per parameter: fp16 weights with 16-bit gradients 6 (to fp32) + 8
+  // (unscale) + 4 (norm) + 28 (Adam) + 6 (to fp16) = 52; fp16 with fp32 gradients 46;
+  // bf16 (no loss scale) 44, or 38 with fp32 gradients; fp32 weights 4 + 28 = 32.
+  CHECK(optimizer_bytes(kGradientBytes, DataType::kFp16) == 52.0);
+  CHECK(optimizer_bytes(kFp32Bytes, DataType::kFp16) == 46.0);
+  CHECK(optimizer_bytes(kGradientBytes, DataType::kBf16) == 44.0);
+  CHECK(optimizer_bytes(kFp32Bytes, DataType::kBf16) == 38.0);
+  CHECK(optimizer_bytes(kFp32Bytes, DataType::kFp32) == 32.0);
+  // In the replay and in the estimate, the same one-device step with fp16 weights takes
+  // the 8 bytes per parameter of the unscale pass longer (its GEMMs run at the same peak
+  // on an H100).
+  StepRig rig("dgx-h100", 1);
+  TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  ParallelPlan p;
+  p.global_batch = 4;
+  LoweredTrainingStep bf16 = rig.lower(m, p);
+  const double t_bf16 = rig.run(bf16);
+  const double est_bf16 = estimate_step(m, p, *rig.fabric, *rig.compute);
+  m.dtype = DataType::kFp16;
+  LoweredTrainingStep fp16 = rig.lower(m, p);
+  const double params = params_of(m);
+  const double unscale = rig.memory_pass(params * 52.0) - rig.memory_pass(params * 44.0);
+  CHECK(rig.run(fp16) - t_bf16 == Approx(unscale).epsilon(1e-6));
+  CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) - est_bf16 == Approx(unscale).epsilon(1e-6));
+}
+
 TEST_CASE("gradient accumulation adds a pass over the device's gradients per micro-batch") {
   // Expected, one device with 4 micro-batches: fused accumulation costs nothing; "add"
   // (autograd adding into .grad) reads two 16-bit gradients and writes one, 6 bytes per
   // parameter, in micro-batches 2-4 (the first gradient is kept as it is), in the replay
   // and in the estimate; "fp32" (DeepSpeed's bf16 optimizer) moves 2 + 4 + 4 + 4 + 4 = 18
   // bytes per parameter after every backward and keeps 4 bytes per parameter of fp32
-  // gradients besides the 16-bit ones, which its optimizer step reads (30 bytes per
-  // parameter instead of 28). "add" into fp32 buffers (grad_reduce_fp32: Megatron's
-  // main_grad.add_) moves 2 + 4 + 4 = 10 bytes in every micro-batch, keeps 4-byte
+  // gradients besides the 16-bit ones, which its optimizer step reads as they are (38
+  // bytes per parameter instead of 44: no copy of 16-bit gradients to fp32 ones). "add"
+  // into fp32 buffers (grad_reduce_fp32: Megatron's main_grad.add_) moves 2 + 4 + 4 = 10 bytes in every micro-batch, keeps 4-byte
   // gradients only and reads them in the optimizer step; with "fp32" it keeps 6. Each
   // pass is memory-bound: its bytes at the compute model's HBM rate.
   StepRig rig("dgx-h100", 1);
   const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
   const double params = params_of(m);
-  auto pass = [&](double bytes_per_param) {
-    Operator acc{OpKind::kAdd, "accumulate", -1, {}, 0, {}, DataType::kFp32, {}};
-    acc.cost.fwd_bytes = params * bytes_per_param;
-    return rig.compute->time(acc, Pass::kForward).value();
-  };
+  auto pass = [&](double bytes_per_param) { return rig.memory_pass(params * bytes_per_param); };
   ParallelPlan p;
   p.global_batch = 4;
   LoweredTrainingStep fused = rig.lower(m, p);
@@ -364,7 +390,7 @@ TEST_CASE("gradient accumulation adds a pass over the device's gradients per mic
   }();
   CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) - est_fused == Approx(3 * pass(6.0)).epsilon(1e-6));
   const double grads16 = stage_memory(p, m)[0].gradients;
-  const double optimizer_fp32 = pass(30.0) - pass(28.0);
+  const double optimizer_fp32 = pass(38.0) - pass(44.0);
   p.grad_accumulation = GradAccumulation::kFp32;
   LoweredTrainingStep fp32 = rig.lower(m, p);
   CHECK(rig.run(fp32) - base == Approx(4 * pass(18.0) + optimizer_fp32).epsilon(1e-6));
