@@ -56,13 +56,14 @@ inline double optimizer_gradient_bytes(const ParallelPlan& p) {
 
 /// Bytes per parameter that one Adam step moves through memory, in the passes of
 /// Megatron-LM's mixed-precision optimizer (Float16OptimizerWithFloat16Params.step;
-/// DeepSpeed's fp16 and bf16 optimizers make the same ones): the 16-bit gradients copied
-/// to fp32 main gradients (read 2, write 4; none where they are fp32 already, gradient
-/// bytes 4); with fp16 weights, the loss scale's unscale and inf/nan check (read 4, write
-/// 4); the gradient norm for clipping (read 4); Adam on the fp32 main gradient (read it,
-/// the master weight and both moments, write the last three: 28); the master weights
-/// copied to the 16-bit weights (read 4, write 2). fp16 with 16-bit gradients: 52; bf16:
-/// 44, or 38 with fp32 gradients. fp32 weights need no master copy: the norm and Adam, 32.
+/// DeepSpeed's fp16 and bf16 optimizers make these passes too, its fp16 one a flattening
+/// copy more, not priced): the 16-bit gradients copied to fp32 main gradients (read 2,
+/// write 4; none where they are fp32 already, gradient bytes 4); with fp16 weights, the
+/// loss scale's unscale and inf/nan check (read 4, write 4); the gradient norm for
+/// clipping (read 4); Adam on the fp32 main gradient (read it, the master weight and both
+/// moments, write the last three: 28); the master weights copied to the 16-bit weights
+/// (read 4, write 2). fp16 with 16-bit gradients: 52; bf16: 44, or 38 with fp32
+/// gradients. fp32 weights need no master copy: the norm and Adam, 32.
 double optimizer_bytes(double gradient_bytes, DataType weights);
 
 /// The optimizer step over `params` parameters: memory-bound, optimizer_bytes per
