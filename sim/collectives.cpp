@@ -136,13 +136,16 @@ class Shares {
     }
     const auto crowded = [&](NodeId n) { return domain[n.value] < ranks_in.size() && ranks_in[domain[n.value]] > 1; };
     const auto member = [&](NodeId n) { return std::binary_search(members.begin(), members.end(), n); };
-    const auto through_members = [&](const std::vector<LinkId>& route, int transits) {
-      for (std::size_t k = 0; transits > 0 && k + 1 < route.size(); ++k) {
+    // How many accelerators a route passes through on its way, or -1 if one of them is
+    // not a rank of the collective.
+    const auto member_transits = [&](const std::vector<LinkId>& route) {
+      int n = 0;
+      for (std::size_t k = 0; k + 1 < route.size(); ++k) {
         if (!f_->into_accelerator(route[k])) continue;
-        if (!member(f_->cluster().link(route[k]).to)) return false;
-        --transits;
+        if (!member(f_->cluster().link(route[k]).to)) return -1;
+        ++n;
       }
-      return true;
+      return n;
     };
     std::vector<const std::vector<std::vector<LinkId>>*> candidates(hops.size(), nullptr);
     std::vector<const std::vector<LinkId>*> firsts(hops.size());
@@ -165,8 +168,8 @@ class Shares {
       int best_transits = 0;
       if (candidates[h] != nullptr) {
         for (const auto& c : *candidates[h]) {
-          const int t = transits(c);
-          if (!through_members(c, t)) continue;
+          const int t = member_transits(c);
+          if (t < 0) continue;
           const double r = rate(c, 1, false);
           if (best == nullptr || r > best_rate || (r == best_rate && t < best_transits)) {
             best = &c;
@@ -215,12 +218,6 @@ class Shares {
       r = std::min(r, f_->capacity(route[k]) / n);
     }
     return r;
-  }
-  // How many accelerators a route passes through on its way.
-  [[nodiscard]] int transits(const std::vector<LinkId>& route) const {
-    int n = 0;
-    for (std::size_t k = 0; k + 1 < route.size(); ++k) n += f_->into_accelerator(route[k]) ? 1 : 0;
-    return n;
   }
   NetworkFabric* f_;
   bool active_ = false, spread_ = false;

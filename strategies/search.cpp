@@ -231,7 +231,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
   }
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
-  step += optimizer_step_time(updated, compute, optimizer_gradient_bytes(p), model.dtype).value();
+  step += plan_optimizer_step_time(updated, p, model.dtype, compute).value();
   return step;
 }
 

@@ -112,10 +112,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       half.recompute += f;
       n.recompute += fwd;
     }
-    if (op.kind == OpKind::kLinear &&
-        (ends_with(op.name, ".qkv") || ends_with(op.name, ".fc1") || ends_with(op.name, ".gate_up"))) {
-      half.weight_gradient += b * 0.5;
-    }
+    if (op.kind == OpKind::kLinear && split_of(op) == Split::kColumns) half.weight_gradient += b * 0.5;  // QKV, fc1, gate/up
     c.layer_params += op.cost.params;
     if (ends_with(op.name, ".residual1")) in_mlp = true;
   }

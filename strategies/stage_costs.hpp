@@ -71,6 +71,14 @@ double optimizer_bytes(double gradient_bytes, DataType weights);
 /// only the bytes are priced (and accelerators without an fp32 peak, TPUs, need none).
 Seconds optimizer_step_time(double params, const ComputeModel& compute, double gradient_bytes, DataType weights);
 
+/// A Megatron-style plan's optimizer step over `params` parameters of a model in
+/// `weights`: the gradients it keeps (optimizer_gradient_bytes), as the replay and the
+/// estimate both price it.
+inline Seconds plan_optimizer_step_time(double params, const ParallelPlan& p, DataType weights,
+                                        const ComputeModel& compute) {
+  return optimizer_step_time(params, compute, optimizer_gradient_bytes(p), weights);
+}
+
 /// Bytes per parameter moved by one micro-batch's gradient accumulation: 0 fused; for
 /// kAdd 6 (read the accumulated and the new 16-bit gradient, write the sum), or 10 with
 /// grad_reduce_fp32 (Megatron's `main_grad.add_(grad)` into an fp32 buffer: read 2 + 4,

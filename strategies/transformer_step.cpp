@@ -521,7 +521,7 @@ class StepLowering {
         g_.add_edge(out_.last_backward[grp], stage_done);
         const double params = sharded ? stage_params / shard_size(p_) : stage_params;
         const TaskId step =
-            compute(grp, optimizer_step_time(params, *in_.compute, optimizer_gradient_bytes(p_), m_.dtype), every_stage, "optimizer step");
+            compute(grp, plan_optimizer_step_time(params, p_, m_.dtype, *in_.compute), every_stage, "optimizer step");
         out_.optimizer[grp] = step;
         steps.push_back(step);
         if (!(zero12 && p_.dp > 1)) g_.add_edge(step, end);
