@@ -49,7 +49,7 @@ void add_cluster_options(po::options_description& d) {
       ("accelerator", po::value<std::string>()->value_name("ID"), "replace the preset's accelerator (catalog id)")
       ("nic", po::value<std::string>()->value_name("ID"), "replace the preset's scale-out link (catalog id)")
       ("nics-per-node", po::value<int>()->value_name("N"),
-       "dgx-* presets: scale-out NICs per server, 1, 2, 4 or 8 (default 8, one per GPU); fewer are each "
+       "dgx-* and mi300x-platform presets: scale-out NICs per server, 1, 2, 4 or 8 (default 8, one per GPU); fewer are each "
        "shared by 8/N GPUs behind a PCIe switch")
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
       ("file", po::value<std::string>()->value_name("FILE"),

@@ -646,8 +646,25 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   const auto domains = group.by_domain();
   std::vector<std::vector<std::size_t>> orders(static_cast<std::size_t>(channels));
   for (auto& o : orders) o.reserve(group.ranks.size());
+  // Per channel: where (which rank of its domain, in group order) it left the last domain
+  // it crossed on a path.
+  std::vector<std::size_t> left_at(static_cast<std::size_t>(channels));
+  for (int c = 0; c < channels; ++c) left_at[static_cast<std::size_t>(c)] = static_cast<std::size_t>(c);
   for (std::size_t d = 0; d < domains.size(); ++d) {
     const std::size_t n = domains[d].size();
+    if (d < group.domain_paths.size() && group.domain_paths[d]) {
+      // Walecki paths: the channel enters at the rank with the local index it left the
+      // last domain at (the same rail: its hop between servers stays on one leaf), and
+      // path k, entered at rank k, leaves at rank k + n/2.
+      for (int c = 0; c < channels; ++c) {
+        std::size_t& k = left_at[static_cast<std::size_t>(c)];
+        k = (d == 0 ? static_cast<std::size_t>(c) : k) % n;
+        const auto& path = group.domain_rings[d][k];
+        orders[static_cast<std::size_t>(c)].insert(orders[static_cast<std::size_t>(c)].end(), path.begin(), path.end());
+        k = (k + n / 2) % n;
+      }
+      continue;
+    }
     // Direct rings that each hold every rank of the domain (as CollectiveGroup::of lays
     // them); others are ignored.
     bool direct = d < group.domain_rings.size() && !group.domain_rings[d].empty();
@@ -812,18 +829,57 @@ std::vector<std::vector<std::size_t>> CollectiveGroup::by_domain() const {
 // ways: it and its reverse. Empty when the domain is switched (no direct links), when
 // rank order steps along direct links one way only, or for fewer than 3 members or (but
 // for a rank-order ring) more than 16.
+// Walecki's paths over a domain whose members (positions in the group, m of them, m even)
+// are each linked to every other, both ways, at one bandwidth (an MI300X platform): path
+// k runs member k, k + 1, k - 1, k + 2, k - 2, ... to k + m/2 (mod m) for k < m/2, and
+// path k + m/2 is path k backwards. The m paths use every link once and each member
+// starts one and ends one. Empty where the domain is not such a mesh.
+static std::vector<std::vector<std::size_t>> walecki_paths(const Cluster& c, const std::vector<NodeId>& ranks,
+                                                           const std::vector<std::size_t>& members) {
+  const std::size_t m = members.size();
+  if (m < 4 || m % 2 != 0 || m > 64) return {};
+  double bandwidth = -1;
+  for (std::size_t a = 0; a < m; ++a) {
+    std::vector<double> to(m, 0.0);
+    for (LinkId l : c.out_links(ranks[members[a]])) {
+      for (std::size_t b = 0; b < m; ++b) {
+        if (b != a && c.link(l).to == ranks[members[b]]) to[b] += c.link(l).bandwidth.value();
+      }
+    }
+    for (std::size_t b = 0; b < m; ++b) {
+      if (b == a) continue;
+      if (to[b] <= 0 || (bandwidth >= 0 && to[b] != bandwidth)) return {};
+      bandwidth = to[b];
+    }
+  }
+  std::vector<std::vector<std::size_t>> out(m);
+  for (std::size_t k = 0; k < m / 2; ++k) {
+    std::vector<std::size_t>& path = out[k];
+    path.push_back(k);
+    for (std::size_t step = 1; path.size() < m; ++step) {
+      path.push_back((k + step) % m);
+      if (path.size() < m) path.push_back((k + m - step) % m);
+    }
+    out[k + m / 2].assign(path.rbegin(), path.rend());
+  }
+  for (auto& path : out) {
+    for (std::size_t& i : path) i = members[i];
+  }
+  return out;
+}
+
 static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, const std::vector<NodeId>& ranks,
                                                    const std::vector<std::size_t>& members, bool one_domain) {
   const std::size_t m = members.size();
   if (m < 3) return {};
   // Rank order already a ring of direct links both ways (a torus dimension, a row of
-  // chips wired to their neighbours, a DGX-1's fully wired quad): in a group within this
-  // one domain, when those are its members' only links to one another (or there are too
-  // many members to search), that ring and its reverse, one channel each way, so that
-  // every link carries data in both directions, as TPU collectives on ICI do; where more
-  // links join them (the quad), the search below lays rings over those too, as NCCL's
-  // does. (Across domains the channels are the domains' ranks, each leaving by its own
-  // link, and rank order stays.)
+  // chips wired to their neighbours, a DGX-1's fully wired quad): when those are its
+  // members' only links to one another (or there are too many members to search), in a
+  // group within this one domain that ring and its reverse, one channel each way, so that
+  // every link carries data in both directions, as TPU collectives on ICI do, and across
+  // domains nothing (the channels are the domains' ranks, each leaving by its own link,
+  // and rank order stays); where more links join them (the quad), the search below lays
+  // rings over those too, as NCCL's does, within one domain or across several.
   const auto linked = [&](std::size_t a, std::size_t b) {
     for (LinkId l : c.out_links(ranks[members[a]])) {
       if (c.link(l).to == ranks[members[b]]) return true;
@@ -832,7 +888,6 @@ static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, cons
   };
   bool both_ways = true;
   for (std::size_t i = 0; i < m && both_ways; ++i) both_ways = linked(i, (i + 1) % m) && linked((i + 1) % m, i);
-  if (both_ways && !one_domain) return {};
   if (both_ways) {
     bool only_ring = true;  // every member linked to its two ring neighbours alone
     for (std::size_t i = 0; i < m && m <= 16 && only_ring; ++i) {
@@ -840,7 +895,12 @@ static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, cons
       for (std::size_t j = 0; j < m; ++j) neighbours += j != i && linked(i, j) ? 1 : 0;
       only_ring = neighbours == 2;
     }
+    if (only_ring && !one_domain) return {};
     if (only_ring) return {members, std::vector<std::size_t>(members.rbegin(), members.rend())};
+    // More links than the ring (every member wired to every other, as on an MI300X
+    // platform or in a DGX-1 quad): the search below lays the channels over all of them,
+    // in a group of several domains too, where rank order would put every channel on
+    // the same links.
   }
   if (m > 16) return {};
   std::vector<std::vector<double>> bw(m, std::vector<double>(m, 0.0));
@@ -930,11 +990,18 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
   for (NodeId n : g.ranks) g.domain.push_back(fabric.domain_of_node()[n.value]);
   bool any_direct = false;
   const auto domains = g.by_domain();
+  bool any_paths = false;
   for (const auto& members : domains) {
-    g.domain_rings.push_back(direct_rings(c, g.ranks, members, domains.size() == 1));
+    // Across domains a channel crosses each on a path from its entry to its exit.
+    std::vector<std::vector<std::size_t>> paths;
+    if (domains.size() > 1) paths = walecki_paths(c, g.ranks, members);
+    g.domain_paths.push_back(!paths.empty());
+    any_paths = any_paths || !paths.empty();
+    g.domain_rings.push_back(paths.empty() ? direct_rings(c, g.ranks, members, domains.size() == 1) : std::move(paths));
     any_direct = any_direct || !g.domain_rings.back().empty();
   }
   if (!any_direct) g.domain_rings.clear();
+  if (!any_paths) g.domain_paths.clear();
   for (const TorusShape& t : c.tori()) {
     if (t.chips == g.ranks) {
       g.torus_dims = t.dims;

@@ -92,6 +92,11 @@ struct CollectiveGroup {
   // reverse (one channel each way); empty otherwise.
   // Ring channel c follows domain_rings[d][c mod their count] (see direct_rings).
   std::vector<std::vector<std::vector<std::size_t>>> domain_rings;
+  // Per domain, in a group of several domains: whether its domain_rings are Walecki's
+  // paths over a full mesh (walecki_paths in collectives.cpp: path k starts at the
+  // domain's k-th rank and ends at its (k + size/2)-th), which ring_orders chains from
+  // domain to domain on one rail; empty when no domain's are.
+  std::vector<bool> domain_paths;
 
   /// Positions in the group per scale-up domain, domains in order of their first rank,
   /// positions in group order.
@@ -190,7 +195,10 @@ CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, 
 
 /// The rings of a ring algorithm with `channels` channels, as positions in the group:
 /// channel c visits every scale-up domain in turn, entering each at its (c mod size)-th
-/// rank in group order; in a domain with direct rings (domain_rings), along its
+/// rank in group order; in a domain of Walecki paths (domain_paths), along the path that
+/// starts at the rank with the local index it left the last domain at (at c in the
+/// first), so that its hop between servers stays on one rail; in a domain with direct
+/// rings (domain_rings), along its
 /// (c mod count)-th ring, its entry chosen with its exit (the rank before the entry on
 /// that ring) by a bounded search over each block of as many channels as the domain
 /// has ranks (the last block may be shorter), so that no rank is entered or left twice

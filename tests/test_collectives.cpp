@@ -593,6 +593,59 @@ TEST_CASE("the selector's estimate counts the rings that share a NIC") {
   }
 }
 
+TEST_CASE("an MI300X platform: rings over its xGMI mesh, and Walecki paths between servers") {
+  // Expected, with xGMI's 64 GB/s per direction and the catalog's efficiency 0.8 (51.2
+  // GB/s per link), for 1 GiB (latency under 1%):
+  // - 2 GPUs: one link joins them, busbw = 51.2 GB/s.
+  // - 8 GPUs of one server: the search lays 3 Hamiltonian cycles of the complete graph on
+  //   8 (sharing no link; the 4 links left over form a perfect matching), each both ways,
+  //   and after those 6 rings every ring would share a link, so it repeats them once: 12
+  //   channels, 48 of the 56 directed links carrying 2 each. Each GPU sends on 6 links:
+  //   busbw = 6 x 51.2 = 307.2 GB/s.
+  // - 2 servers (16 GPUs, 8 channels, one NDR NIC per GPU at 50 x 0.94 = 47 GB/s): in each
+  //   server the channels follow Walecki's 8 paths, which use every directed link once;
+  //   channel c enters the first server at its GPU c and leaves at GPU c + 4, enters the
+  //   second at GPU c + 4 (the same rail) and leaves at GPU c: every GPU enters and
+  //   leaves once per server and every NIC carries one channel each way, so the ring runs
+  //   at the NICs' rate: busbw = 8 x 47 = 376 GB/s (the NVSwitch-like mesh in rank order
+  //   would put all 8 channels on the same 7 links: 51.2).
+  const double bytes = kGiB;
+  CHECK(ring_busbw("mi300x-platform", 1, bytes, {}, 2) == Approx(51.2).epsilon(0.01));
+  const PresetNet one("mi300x-platform", 1);
+  REQUIRE(one.g.domain_rings.size() == 1);
+  std::map<std::pair<std::size_t, std::size_t>, int> uses;
+  for (const auto& ring : one.g.domain_rings[0]) {
+    REQUIRE(ring.size() == 8);
+    for (std::size_t k = 0; k < 8; ++k) ++uses[{ring[k], ring[(k + 1) % 8]}];
+  }
+  CHECK(one.g.domain_rings[0].size() == 12);
+  CHECK(uses.size() == 48);
+  for (const auto& [pair, n] : uses) CHECK(n == 2);
+  CHECK(ring_busbw("mi300x-platform", 1, bytes) == Approx(6 * 51.2).epsilon(0.01));
+
+  const PresetNet two("mi300x-platform", 2);
+  REQUIRE(two.g.domain_paths.size() == 2);
+  CHECK(two.g.domain_paths[0]);
+  CHECK(two.g.domain_paths[1]);
+  const auto orders = ring_orders(two.g, 8);
+  REQUIRE(orders.size() == 8);
+  std::map<std::pair<std::size_t, std::size_t>, int> hops;
+  for (std::size_t c = 0; c < 8; ++c) {
+    REQUIRE(orders[c].size() == 16);
+    CHECK(orders[c][0] == c);
+    CHECK(orders[c][7] == (c + 4) % 8);
+    CHECK(orders[c][8] == 8 + (c + 4) % 8);
+    CHECK(orders[c][15] == 8 + c);
+    for (std::size_t k = 0; k < 16; ++k) {
+      if (k % 8 != 7) ++hops[{orders[c][k], orders[c][k + 1]}];
+    }
+  }
+  CHECK(hops.size() == 2 * 56);  // every directed xGMI link of both servers, once
+  for (const auto& [pair, n] : hops) CHECK(n == 1);
+  CHECK(ring_busbw("mi300x-platform", 2, bytes) == Approx(8 * 47.0).epsilon(0.01));
+  CHECK(ring_busbw("mi300x-platform", 2, bytes, {}, 0, Model::kAnalytical) == Approx(8 * 47.0).epsilon(0.01));
+}
+
 TEST_CASE("DGX-1: rings follow the hybrid cube-mesh's NVLinks, as NCCL's search lays them") {
   // Expected: rank order 0..7 steps from GPU 3 to GPU 4, which no NVLink joins, so the
   // group gets direct rings: the cycle over the eight double NVLinks (0-3-2-1-5-6-7-4)

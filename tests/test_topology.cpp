@@ -227,6 +227,44 @@ TEST_CASE("presets build the reference machines") {
   CHECK(a.link(a.out_links(a.accelerators()[0]).back()).kind == "ib-ndr");
 }
 
+TEST_CASE("an MI300X platform: every GPU wired to its 7 peers, one NDR NIC each") {
+  // Expected for 2 servers: 16 MI300X; in each server 8 x 7 / 2 = 28 xGMI cables of 64
+  // GB/s per direction (every GPU one hop from every other), so 56 in all; one NDR NIC
+  // per GPU on its rail's leaf (16 edge cables), 8 rail leaves of 2 servers each needing
+  // 2 x 50 GB/s of uplinks: 2 cables each to 2 spines (16 more): 32 NDR cables, 10
+  // switches. Injection per GPU: 7 x 64 + 50 = 498 GB/s.
+  const Catalog cat = Catalog::builtin();
+  const Cluster c = build_preset(cat, "mi300x-platform", with_nodes(2));
+  c.validate();
+  CHECK(c.accelerators().size() == 16);
+  const TopologyStats st = topology_stats(c);
+  CHECK(st.links_by_kind.at("xgmi-mi300x").cables == 56);
+  CHECK(st.links_by_kind.at("ib-ndr").cables == 32);
+  CHECK(st.nodes_by_kind.at("switch") == 10);
+  const auto gpus = c.accelerators();
+  ShortestPathRouter r(c);
+  for (std::size_t a = 0; a < 8; ++a) {
+    CHECK(degree(c, gpus[a]) == 8);
+    for (std::size_t b = 0; b < 8; ++b) {
+      if (a != b) CHECK(r.route(gpus[a], gpus[b]).size() == 1);
+    }
+  }
+  CHECK(c.link(c.out_links(gpus[0]).front()).bandwidth.value() == Approx(64e9));
+  // NICs shared over PCIe as on the dgx presets; an accelerator without a link per peer
+  // cannot make the mesh.
+  PresetOptions four = with_nodes(2);
+  four.nics_per_node = 4;
+  CHECK(build_preset(cat, "mi300x-platform", four).accelerators().size() == 16);
+  PresetOptions a100 = with_nodes(1);
+  a100.accelerator = "a100-80gb";
+  CHECK(build_preset(cat, "mi300x-platform", a100).accelerators().size() == 8);  // 12 NVLinks: enough for 7 peers
+  PresetOptions v100 = with_nodes(1);
+  v100.accelerator = "v100-32gb";
+  CHECK_THROWS_WITH_AS(build_preset(cat, "mi300x-platform", v100),
+                       doctest::Contains("accelerator: v100-32gb has 6 scale-up links; this preset's mesh joins each"),
+                       std::exception);
+}
+
 TEST_CASE("preset errors name the problem") {
   const Catalog cat = Catalog::builtin();
   CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h10", {}), doctest::Contains("unknown preset 'dgx-h10' (did you mean 'dgx-h100'?)"),

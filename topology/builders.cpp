@@ -61,6 +61,23 @@ std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const 
   return gpus_on_switch(c, prefix, acc, gpus, sw, l);
 }
 
+std::vector<NodeId> add_full_mesh_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                       std::string_view accelerator, int gpus) {
+  positive(gpus, "GPUs per node");
+  const AcceleratorSpec& acc = catalog.accelerator(accelerator);
+  if (acc.scale_up_links < gpus - 1) {
+    throw GraphError(acc.id + " has " + std::to_string(acc.scale_up_links) + " scale-up links, too few to join each of " +
+                     std::to_string(gpus) + " GPUs to its " + std::to_string(gpus - 1) + " peers directly");
+  }
+  const LinkSpec& l = catalog.link(acc.scale_up);
+  std::vector<NodeId> out;
+  for (int g = 0; g < gpus; ++g) out.push_back(c.add_node(NodeKind::kAccelerator, prefix + ".gpu" + std::to_string(g), acc.id));
+  for (std::size_t a = 0; a < out.size(); ++a) {
+    for (std::size_t b = a + 1; b < out.size(); ++b) join(c, out[a], out[b], l);
+  }
+  return out;
+}
+
 std::vector<NodeId> add_dgx1_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                   std::vector<NodeId>* nics) {
   const AcceleratorSpec& acc = catalog.accelerator("v100-32gb");

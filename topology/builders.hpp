@@ -22,6 +22,14 @@ namespace ddlsim {
 std::vector<NodeId> add_nvswitch_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
                                       std::string_view accelerator, int gpus, std::string_view link = {});
 
+/// One server whose `gpus` accelerators are wired to one another directly, one link of
+/// the accelerator's scale_up kind between every two of them (AMD's MI300X platform:
+/// eight GPUs, each with one xGMI link of 64 GB/s per direction to each of its 7 peers).
+/// Two GPUs exchange data at one link's bandwidth; a collective over all of them can use
+/// every link at once. The accelerator needs scale_up_links of at least gpus - 1.
+/// GPUs are named "<prefix>.gpu<i>".
+std::vector<NodeId> add_full_mesh_node(Cluster& c, const Catalog& catalog, const std::string& prefix,
+                                       std::string_view accelerator, int gpus);
 /// A DGX-1 with V100s: eight GPUs in NVLink 2's hybrid cube-mesh (two fully connected
 /// quads, 0-3 and 4-7, joined 0-4, 1-5, 2-6, 3-7; 24 NVLinks, six per GPU) where the
 /// pairs 0-3, 0-4, 1-2, 1-5, 2-3, 4-7, 5-6 and 6-7 have two links (one cable of twice

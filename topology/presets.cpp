@@ -18,6 +18,7 @@ struct GpuPreset {
   int servers_per_leaf;    // a scalable unit: one leaf per rail
   int units_per_pod;       // units under one set of spines; beyond, leaf / spine / core
   std::size_t max_spines;  // spines of a pod (0: one per leaf uplink)
+  bool mesh = false;       // GPUs wired to one another directly (xGMI), not through an NVSwitch
 };
 
 // The number of servers a GPU preset builds: nodes, default 1, at most `most`.
@@ -35,11 +36,12 @@ void no_tpu_options(const PresetOptions& o) {
   if (o.dims) throw InputError("dims: only TPU presets have a shape; use nodes");
 }
 
-// Only the dgx-* presets let the NICs per server vary; the others take their own count
+// Only the dgx-* and mi300x-platform presets let the NICs per server vary; the others take their own count
 // (`own`; 0: none) and refuse any other.
 void fixed_nics(const PresetOptions& o, std::string_view preset, std::string_view why, int own) {
   if (o.nics_per_node && *o.nics_per_node != own) {
-    throw InputError("nics_per_node: " + std::string(preset) + " " + std::string(why) + "; the dgx-a100, dgx-h100 and dgx-b200 presets take it");
+    throw InputError("nics_per_node: " + std::string(preset) + " " + std::string(why) +
+                     "; the dgx-a100, dgx-h100, dgx-b200 and mi300x-platform presets take it");
   }
 }
 
@@ -47,6 +49,11 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
   no_tpu_options(o);
   const int nodes = server_count(o, 4096);
   const std::string acc = o.accelerator.value_or(p.accelerator);
+  if (p.mesh && catalog.accelerator(acc).scale_up_links < 7) {
+    throw InputError("accelerator: " + acc + " has " + std::to_string(catalog.accelerator(acc).scale_up_links) +
+                     " scale-up links; this preset's mesh joins each of a server's 8 GPUs to its 7 peers by one "
+                     "link each");
+  }
   const std::string nic = o.nic.value_or(p.nic);
   (void)catalog.link(nic);  // checked even when one server needs no network
   const int nics = o.nics_per_node.value_or(8);
@@ -60,7 +67,8 @@ Cluster dgx(const Catalog& catalog, const GpuPreset& p, const PresetOptions& o) 
   std::vector<std::vector<NodeId>> servers;
   for (int n = 0; n < nodes; ++n) {
     const std::string prefix = "node" + std::to_string(n);
-    std::vector<NodeId> gpus = add_nvswitch_node(c, catalog, prefix, acc, 8);
+    std::vector<NodeId> gpus =
+        p.mesh ? add_full_mesh_node(c, catalog, prefix, acc, 8) : add_nvswitch_node(c, catalog, prefix, acc, 8);
     if (nics == 8) {
       servers.push_back(std::move(gpus));
       continue;
@@ -175,6 +183,8 @@ std::vector<PresetInfo> preset_list() {
                    "rail-optimized, 32 servers per leaf"},
       {"dgx-b200", "DGX B200 servers (8 x B200, NVSwitch), NDR per GPU (or nics_per_node 1, 2, 4 shared over PCIe), "
                    "rail-optimized, 32 servers per leaf"},
+      {"mi300x-platform", "AMD MI300X servers (8 x MI300X, each joined to its 7 peers by one xGMI link), NDR per "
+                          "GPU (or nics_per_node 1, 2, 4 shared over PCIe), rail-optimized, 32 servers per leaf"},
       {"llama3-roce", "Meta Llama 3: 8 x H100 servers, 400 GbE RoCE per GPU, 3-level Clos, 1:7 between pods"},
       {"gb200-nvl72", "GB200 NVL72: 72 B200 in one NVLink 5 domain"},
       {"single-gpu-ethernet", "servers of one GPU each (default V100 32GB), one NIC each (default 25 GbE over TCP), "
@@ -190,6 +200,7 @@ Cluster build_preset(const Catalog& catalog, std::string_view name, const Preset
   if (name == "dgx-a100") return dgx(catalog, {"a100-80gb", "ib-hdr", "pcie4", 20, 1, 0}, o);
   if (name == "dgx-h100") return dgx(catalog, {"h100-sxm", "ib-ndr", "pcie5", 32, 4, 16}, o);
   if (name == "dgx-b200") return dgx(catalog, {"b200", "ib-ndr", "pcie5", 32, 4, 16}, o);
+  if (name == "mi300x-platform") return dgx(catalog, {"mi300x", "ib-ndr", "pcie5", 32, 4, 16, true}, o);
   if (name == "llama3-roce") return llama3(catalog, o);
   if (name == "single-gpu-ethernet") return single_gpu(catalog, o);
   if (name == "gb200-nvl72") {

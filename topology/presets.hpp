@@ -11,6 +11,10 @@
 //                spines, each leaf with 2 cables to every spine; beyond, pods of 4 SUs
 //                joined by cores; full bisection
 //   dgx-b200     8 x B200 on NVSwitch (NVLink 5), one NDR NIC per GPU; as dgx-h100
+//   mi300x-platform  AMD Instinct MI300X platform: 8 x MI300X per server, each joined to
+//                its 7 peers by one xGMI link (64 GB/s per direction; AMD's datasheet), one
+//                NDR NIC per GPU (Azure's ND MI300X v5: 8 x 400 Gb/s InfiniBand);
+//                fabric as dgx-h100
 //   llama3-roce  Meta's Llama 3 cluster: 8 x H100 per server, 400 GbE RoCE per GPU,
 //                16 GPUs per rack switch, 192 racks per pod at full bisection, pods
 //                joined with 1:7 oversubscription
@@ -41,7 +45,7 @@ struct PresetOptions {
   std::optional<int> nodes;                // servers (GPU presets); default 1
   std::optional<std::string> accelerator;  // catalog id replacing the preset's accelerator
   std::optional<std::string> nic;          // catalog link id replacing the scale-out link
-  /// dgx-* presets: scale-out NICs per server (1, 2, 4 or 8; default 8, one per GPU).
+  /// dgx-* and mi300x-platform presets: scale-out NICs per server (1, 2, 4 or 8; default 8, one per GPU).
   /// Fewer NICs are each shared by 8 / n GPUs through a PCIe switch.
   std::optional<int> nics_per_node;
   std::optional<std::vector<int>> dims;    // TPU slice shape
