@@ -31,9 +31,10 @@ Suites (data in validation/, embedded in the binary, each with its source and li
   vtrain-single  1,440 iteration times of GPT models (0.2B-1.3B) on one node of 2-8
                  A100s, over every tp x dp x pp and micro-batch (vTrain, MICRO 2024)
   vtrain-multi   109 iteration times of GPT 3.6B-175B on 64-512 A100s (vTrain)
-  nccl           NCCL all-reduce bus bandwidth (GB/s) on NVSwitch servers, DGX-1 and
-                 InfiniBand nodes, and a small-message time (us), from nccl-tests
-                 figures published in GitHub issues; each collective timed alone
+  nccl           NCCL all-reduce bus bandwidth (GB/s) on NVSwitch servers, DGX-1,
+                 InfiniBand nodes and (RCCL) an MI300X platform, and a small-message
+                 time (us), from nccl-tests and benchmark figures published in GitHub
+                 issues and ml-engineering; each collective timed alone
   public-runs    36 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table 1
                  of Narayanan et al. 2021) and its ZeRO-3 against PTD-P (Table 2),
                  sequence parallelism and selective recomputation against full

@@ -914,7 +914,7 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
   // Expected, from the sources (validation/nccl/cases.csv, validation/public_runs/cases.json):
-  // 11 NCCL points, 10 bus bandwidths in GB/s and one time in us; 36 runs. A run published
+  // 13 NCCL points, 12 bus bandwidths in GB/s and one time in us; 36 runs. A run published
   // as TFLOP/s per GPU becomes a step time by Narayanan et al.'s count, F = 96 B s l h^2
   // (1 + s/(6h) + V/(16 l h)) / (TFLOP/s x GPUs): the 174.6B GPT (96 layers, hidden
   // 12288, vocabulary 51200, sequence 2048) at batch 1536 on 384 GPUs and 153 TFLOP/s is
@@ -922,8 +922,8 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   // 163 TFLOP/s is 102.6 s. BLOOM's 104.7 s stays; PaLM's 238.3K tokens/s at 2048 x 2048
   // tokens per step is 17.60 s.
   const auto nccl = ddlsim::validation_cases("nccl");
-  REQUIRE(nccl.size() == 11);
-  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 10);
+  REQUIRE(nccl.size() == 13);
+  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 12);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 1);
   const auto runs = ddlsim::validation_cases("public-runs");
   REQUIRE(runs.size() == 36);
@@ -953,6 +953,16 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
     CHECK(c.predict(c, std::nullopt) == ddlsim::test::Approx(11.75).epsilon(1e-3));
     CHECK(c.gpus == 2);
   }
+  // And the one-link MI300X point: two GPUs joined by one xGMI link of 64 GB/s x the
+  // catalog's efficiency 0.8 = 51.2 GB/s (4 GiB: latency far below 0.1%).
+  int mi300x = 0;
+  for (auto c : nccl) {
+    if (c.label.find("2 x MI300X") == std::string::npos) continue;
+    CHECK(c.predict(c, std::nullopt) == ddlsim::test::Approx(51.2).epsilon(1e-3));
+    CHECK(c.measured == 47.671);
+    ++mi300x;
+  }
+  CHECK(mi300x == 1);
 }
 
 TEST_CASE("search: the best plan is never worse than the scenario's own, and --out runs") {
