@@ -821,14 +821,6 @@ std::vector<std::vector<std::size_t>> CollectiveGroup::by_domain() const {
   return local;
 }
 
-// The rings NCCL's search would lay along a domain's direct accelerator-to-accelerator
-// links (`members`: positions in `ranks`): every Hamiltonian cycle of those links, in
-// both directions, then picked greedily, each time the one whose most loaded directed
-// link would carry the most bandwidth per ring (ties: the first found), while that is at
-// least half the first ring's. When rank order is itself a ring of direct links both
-// ways: it and its reverse. Empty when the domain is switched (no direct links), when
-// rank order steps along direct links one way only, or for fewer than 3 members or (but
-// for a rank-order ring) more than 16.
 // Walecki's paths over a domain whose members (positions in the group, m of them, m even)
 // are each linked to every other, both ways, at one bandwidth (an MI300X platform): path
 // k runs member k, k + 1, k - 1, k + 2, k - 2, ... to k + m/2 (mod m) for k < m/2, and
@@ -868,6 +860,14 @@ static std::vector<std::vector<std::size_t>> walecki_paths(const Cluster& c, con
   return out;
 }
 
+// The rings NCCL's search would lay along a domain's direct accelerator-to-accelerator
+// links (`members`: positions in `ranks`): every Hamiltonian cycle of those links, in
+// both directions, then picked greedily, each time the one whose most loaded directed
+// link would carry the most bandwidth per ring (ties: the first found), while that is at
+// least half the first ring's. When rank order is itself a ring of direct links both
+// ways: it and its reverse. Empty when the domain is switched (no direct links), when
+// rank order steps along direct links one way only, or for fewer than 3 members or (but
+// for a rank-order ring) more than 16.
 static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, const std::vector<NodeId>& ranks,
                                                    const std::vector<std::size_t>& members, bool one_domain) {
   const std::size_t m = members.size();

@@ -36,8 +36,8 @@ void no_tpu_options(const PresetOptions& o) {
   if (o.dims) throw InputError("dims: only TPU presets have a shape; use nodes");
 }
 
-// Only the dgx-* and mi300x-platform presets let the NICs per server vary; the others take their own count
-// (`own`; 0: none) and refuse any other.
+// Only the dgx-* and mi300x-platform presets let the NICs per server vary; the others
+// take their own count (`own`; 0: none) and refuse any other.
 void fixed_nics(const PresetOptions& o, std::string_view preset, std::string_view why, int own) {
   if (o.nics_per_node && *o.nics_per_node != own) {
     throw InputError("nics_per_node: " + std::string(preset) + " " + std::string(why) +
