@@ -647,7 +647,7 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   std::vector<std::vector<std::size_t>> orders(static_cast<std::size_t>(channels));
   for (auto& o : orders) o.reserve(group.ranks.size());
   // Per channel: where (which rank of its domain, in group order) it left the last domain
-  // it crossed on a path.
+  // it crossed on a path (channel c enters the first at its c-th).
   std::vector<std::size_t> left_at(static_cast<std::size_t>(channels));
   for (int c = 0; c < channels; ++c) left_at[static_cast<std::size_t>(c)] = static_cast<std::size_t>(c);
   for (std::size_t d = 0; d < domains.size(); ++d) {
@@ -658,7 +658,7 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
       // path k, entered at rank k, leaves at rank k + n/2.
       for (int c = 0; c < channels; ++c) {
         std::size_t& k = left_at[static_cast<std::size_t>(c)];
-        k = (d == 0 ? static_cast<std::size_t>(c) : k) % n;
+        k %= n;
         const auto& path = group.domain_rings[d][k];
         orders[static_cast<std::size_t>(c)].insert(orders[static_cast<std::size_t>(c)].end(), path.begin(), path.end());
         k = (k + n / 2) % n;
@@ -821,6 +821,22 @@ std::vector<std::vector<std::size_t>> CollectiveGroup::by_domain() const {
   return local;
 }
 
+// Bandwidth from member i to member j (positions in `ranks`) over the links that join
+// them directly, summed; 0 where none does.
+static std::vector<std::vector<double>> direct_bandwidth(const Cluster& c, const std::vector<NodeId>& ranks,
+                                                         const std::vector<std::size_t>& members) {
+  const std::size_t m = members.size();
+  std::vector<std::vector<double>> bw(m, std::vector<double>(m, 0.0));
+  for (std::size_t i = 0; i < m; ++i) {
+    for (LinkId l : c.out_links(ranks[members[i]])) {
+      for (std::size_t j = 0; j < m; ++j) {
+        if (j != i && c.link(l).to == ranks[members[j]]) bw[i][j] += c.link(l).bandwidth.value();
+      }
+    }
+  }
+  return bw;
+}
+
 // Walecki's paths over a domain whose members (positions in the group, m of them, m even)
 // are each linked to every other, both ways, at one bandwidth (an MI300X platform): path
 // k runs member k, k + 1, k - 1, k + 2, k - 2, ... to k + m/2 (mod m) for k < m/2, and
@@ -830,18 +846,10 @@ static std::vector<std::vector<std::size_t>> walecki_paths(const Cluster& c, con
                                                            const std::vector<std::size_t>& members) {
   const std::size_t m = members.size();
   if (m < 4 || m % 2 != 0 || m > 64) return {};
-  double bandwidth = -1;
+  const auto bw = direct_bandwidth(c, ranks, members);
   for (std::size_t a = 0; a < m; ++a) {
-    std::vector<double> to(m, 0.0);
-    for (LinkId l : c.out_links(ranks[members[a]])) {
-      for (std::size_t b = 0; b < m; ++b) {
-        if (b != a && c.link(l).to == ranks[members[b]]) to[b] += c.link(l).bandwidth.value();
-      }
-    }
     for (std::size_t b = 0; b < m; ++b) {
-      if (b == a) continue;
-      if (to[b] <= 0 || (bandwidth >= 0 && to[b] != bandwidth)) return {};
-      bandwidth = to[b];
+      if (b != a && (bw[a][b] <= 0 || bw[a][b] != bw[0][1])) return {};
     }
   }
   std::vector<std::vector<std::size_t>> out(m);
@@ -903,18 +911,9 @@ static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, cons
     // the same links.
   }
   if (m > 16) return {};
-  std::vector<std::vector<double>> bw(m, std::vector<double>(m, 0.0));
+  const auto bw = direct_bandwidth(c, ranks, members);
   bool any = false;
-  for (std::size_t i = 0; i < m; ++i) {
-    for (LinkId l : c.out_links(ranks[members[i]])) {
-      for (std::size_t j = 0; j < m; ++j) {
-        if (j != i && c.link(l).to == ranks[members[j]]) {
-          bw[i][j] += c.link(l).bandwidth.value();
-          any = true;
-        }
-      }
-    }
-  }
+  for (const auto& row : bw) any = any || std::any_of(row.begin(), row.end(), [](double b) { return b > 0; });
   bool rank_order_direct = true;
   for (std::size_t i = 0; i < m; ++i) rank_order_direct = rank_order_direct && bw[i][(i + 1) % m] > 0;
   if (!any || (rank_order_direct && !both_ways)) return {};
