@@ -654,14 +654,15 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
     const std::size_t n = domains[d].size();
     if (d < group.domain_paths.size() && group.domain_paths[d]) {
       // Walecki paths: the channel enters at the rank with the local index it left the
-      // last domain at (the same rail: its hop between servers stays on one leaf), and
-      // path k, entered at rank k, leaves at rank k + n/2.
+      // last domain at (the same rail: its hop between servers stays on one leaf), along
+      // the path that starts there (path k starts at the domain's k-th rank), and leaves
+      // where that path ends.
       for (int c = 0; c < channels; ++c) {
         std::size_t& k = left_at[static_cast<std::size_t>(c)];
         k %= n;
         const auto& path = group.domain_rings[d][k];
         orders[static_cast<std::size_t>(c)].insert(orders[static_cast<std::size_t>(c)].end(), path.begin(), path.end());
-        k = (k + n / 2) % n;
+        k = static_cast<std::size_t>(std::lower_bound(domains[d].begin(), domains[d].end(), path.back()) - domains[d].begin());
       }
       continue;
     }
@@ -826,8 +827,9 @@ std::vector<std::vector<std::size_t>> CollectiveGroup::by_domain() const {
 static std::vector<std::vector<double>> direct_bandwidth(const Cluster& c, const std::vector<NodeId>& ranks,
                                                          const std::vector<std::size_t>& members) {
   const std::size_t m = members.size();
-  std::vector<std::vector<double>> bw(m, std::vector<double>(m, 0.0));
+  std::vector<std::vector<double>> bw(m);
   for (std::size_t i = 0; i < m; ++i) {
+    bw[i].assign(m, 0.0);
     for (LinkId l : c.out_links(ranks[members[i]])) {
       for (std::size_t j = 0; j < m; ++j) {
         if (j != i && c.link(l).to == ranks[members[j]]) bw[i][j] += c.link(l).bandwidth.value();
@@ -841,9 +843,13 @@ static std::vector<std::vector<double>> direct_bandwidth(const Cluster& c, const
 // are each linked to every other, both ways, at one bandwidth (an MI300X platform): path
 // k runs member k, k + 1, k - 1, k + 2, k - 2, ... to k + m/2 (mod m) for k < m/2, and
 // path k + m/2 is path k backwards. The m paths use every link once and each member
-// starts one and ends one. Empty where the domain is not such a mesh.
+// starts one and ends one. With `label` (a permutation of 0..m-1) member i of those
+// paths is member label[i] instead: the same paths over the mesh under other names, path
+// label[k] from label[k] to label[k + m/2]. Returned so that path k starts at member k.
+// Empty where the domain is not such a mesh.
 static std::vector<std::vector<std::size_t>> walecki_paths(const Cluster& c, const std::vector<NodeId>& ranks,
-                                                           const std::vector<std::size_t>& members) {
+                                                           const std::vector<std::size_t>& members,
+                                                           const std::vector<std::size_t>& label = {}) {
   const std::size_t m = members.size();
   if (m < 4 || m % 2 != 0 || m > 64) return {};
   const auto bw = direct_bandwidth(c, ranks, members);
@@ -862,10 +868,54 @@ static std::vector<std::vector<std::size_t>> walecki_paths(const Cluster& c, con
     }
     out[k + m / 2].assign(path.rbegin(), path.rend());
   }
+  if (label.size() == m) {
+    std::vector<std::vector<std::size_t>> named(m);
+    for (const auto& path : out) {
+      auto& to = named[label[path[0]]];
+      for (std::size_t i : path) to.push_back(label[i]);
+    }
+    out.swap(named);
+  }
   for (auto& path : out) {
     for (std::size_t& i : path) i = members[i];
   }
   return out;
+}
+
+// Names for the Walecki paths of the domains of one group that take them, so that each
+// channel's ring closes on the rail it started on. A channel crossing a domain on the
+// path from member k leaves it at member e(k); over the whole ring its exit map is the
+// product of the domains' e, which must be the identity for the hop from the last domain
+// back to the first to stay on one rail. Walecki's e is k -> k + m/2, an involution, so an
+// even number of domains closes. For an odd number (3 or more) of domains of m members,
+// m a multiple of 4, the last two are renamed: the one before last so that its paths
+// pair members 2j and 2j + 1 (e2: k -> k xor 1), the last so that they pair k and
+// (k + m/2) xor 1 (e3 = e2 e1); e1 and e2 commute, so e1 e2 e3 = (e1 e2)^2 = 1. Returns,
+// per domain in `sizes` (0 for a domain without paths), the naming to give it (empty:
+// Walecki's own).
+static std::vector<std::vector<std::size_t>> closing_labels(const std::vector<std::size_t>& sizes) {
+  std::vector<std::vector<std::size_t>> labels(sizes.size());
+  std::vector<std::size_t> with;
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 0) with.push_back(d);
+  }
+  if (with.size() < 3 || with.size() % 2 == 0) return labels;
+  const std::size_t m = sizes[with[0]];
+  for (std::size_t d : with) {
+    if (sizes[d] != m) return labels;
+  }
+  if (m % 4 != 0) return labels;
+  // Walecki pairs k with k + m/2 (k < m/2); the renamings send that pair to the wanted one.
+  std::vector<std::size_t> pairs_adjacent(m), pairs_shifted(m);
+  for (std::size_t k = 0; k < m / 2; ++k) {
+    pairs_adjacent[k] = 2 * k;
+    pairs_adjacent[k + m / 2] = 2 * k + 1;
+    pairs_shifted[k] = k;
+    pairs_shifted[k + m / 2] = (k + m / 2) ^ 1U;
+  }
+  labels[with[with.size() - 2]] = std::move(pairs_adjacent);
+  labels[with.back()] = std::move(pairs_shifted);
+  return labels;
 }
 
 // The rings NCCL's search would lay along a domain's direct accelerator-to-accelerator
@@ -990,10 +1040,19 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
   bool any_direct = false;
   const auto domains = g.by_domain();
   bool any_paths = false;
-  for (const auto& members : domains) {
-    // Across domains a channel crosses each on a path from its entry to its exit.
-    std::vector<std::vector<std::size_t>> paths;
-    if (domains.size() > 1) paths = walecki_paths(c, g.ranks, members);
+  // Across domains a channel crosses each on a path from its entry to its exit, named so
+  // that its ring closes on one rail (closing_labels).
+  std::vector<std::vector<std::vector<std::size_t>>> domain_paths(domains.size());
+  std::vector<std::size_t> path_sizes(domains.size(), 0);
+  for (std::size_t d = 0; d < domains.size() && domains.size() > 1; ++d) {
+    domain_paths[d] = walecki_paths(c, g.ranks, domains[d]);
+    if (!domain_paths[d].empty()) path_sizes[d] = domains[d].size();
+  }
+  const auto labels = closing_labels(path_sizes);
+  for (std::size_t d = 0; d < domains.size(); ++d) {
+    const auto& members = domains[d];
+    auto& paths = domain_paths[d];
+    if (!labels[d].empty()) paths = walecki_paths(c, g.ranks, members, labels[d]);
     g.domain_paths.push_back(!paths.empty());
     any_paths = any_paths || !paths.empty();
     g.domain_rings.push_back(paths.empty() ? direct_rings(c, g.ranks, members, domains.size() == 1) : std::move(paths));

@@ -94,8 +94,10 @@ struct CollectiveGroup {
   std::vector<std::vector<std::vector<std::size_t>>> domain_rings;
   // Per domain, in a group of several domains: whether its domain_rings are Walecki's
   // paths over a full mesh (walecki_paths in collectives.cpp: path k starts at the
-  // domain's k-th rank and ends at its (k + size/2)-th), which ring_orders chains from
-  // domain to domain on one rail; empty when no domain's are.
+  // domain's k-th rank and ends at its (k + size/2)-th, or, in the last two of an odd
+  // number of such domains, at another rank, so that every channel's ring closes on the
+  // rail it began on), which ring_orders chains from domain to domain on one rail; empty
+  // when no domain's are.
   std::vector<bool> domain_paths;
 
   /// Positions in the group per scale-up domain, domains in order of their first rank,

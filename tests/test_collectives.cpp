@@ -646,6 +646,44 @@ TEST_CASE("an MI300X platform: rings over its xGMI mesh, and Walecki paths betwe
   CHECK(ring_busbw("mi300x-platform", 2, bytes, {}, 0, Model::kAnalytical) == Approx(8 * 47.0).epsilon(0.01));
 }
 
+TEST_CASE("an MI300X platform of an odd number of servers: every channel's ring closes on its own rail") {
+  // Expected: each Walecki path leaves a server at the GPU 4 places from where it entered,
+  // so over an odd number of servers a channel would come back to the first server on
+  // another rail (the hop crossing an xGMI link a path uses: busbw about half). Renamed
+  // paths in the last two servers (pairing GPUs 2j and 2j + 1, then k and (k + 4) xor 1)
+  // make every channel leave the last server at the GPU it entered the first at, each
+  // server's paths still using each of its 56 directed links once and every NIC carrying
+  // one channel each way, so 3 and 5 servers run at the NICs' rate like 2 and 4:
+  // busbw = 8 x 47 = 376 GB/s less the ring's latency (under 1% at 4 GiB).
+  const double bytes = 4 * kGiB;
+  for (int servers : {3, 5}) {
+    CAPTURE(servers);
+    const PresetNet net("mi300x-platform", servers);
+    const auto orders = ring_orders(net.g, 8);
+    REQUIRE(orders.size() == 8);
+    const std::size_t n = 8 * static_cast<std::size_t>(servers);
+    std::map<std::pair<std::size_t, std::size_t>, int> hops;
+    std::set<std::size_t> first_entries;
+    for (std::size_t c = 0; c < 8; ++c) {
+      REQUIRE(orders[c].size() == n);
+      first_entries.insert(orders[c][0]);
+      for (std::size_t k = 0; k + 1 < n; ++k) {
+        if (k % 8 == 7) {
+          CHECK(orders[c][k + 1] % 8 == orders[c][k] % 8);  // between servers: one rail
+        } else {
+          ++hops[{orders[c][k], orders[c][k + 1]}];
+        }
+      }
+      CHECK(orders[c].back() % 8 == orders[c][0]);  // back to the first server on its rail
+    }
+    CHECK(first_entries.size() == 8);
+    CHECK(hops.size() == 56 * static_cast<std::size_t>(servers));
+    for (const auto& [pair, uses] : hops) CHECK(uses == 1);
+    CHECK(ring_busbw("mi300x-platform", servers, bytes) == Approx(8 * 47.0).epsilon(0.01));
+    CHECK(ring_busbw("mi300x-platform", servers, bytes, {}, 0, Model::kAnalytical) == Approx(8 * 47.0).epsilon(0.01));
+  }
+}
+
 TEST_CASE("DGX-1: rings follow the hybrid cube-mesh's NVLinks, as NCCL's search lays them") {
   // Expected: rank order 0..7 steps from GPU 3 to GPU 4, which no NVLink joins, so the
   // group gets direct rings: the cycle over the eight double NVLinks (0-3-2-1-5-6-7-4)
