@@ -50,7 +50,9 @@ Printed: every case of the suites with at most 100 cases (--cases: all), measure
 predicted and the error; then per suite and model (or run, or kind of point): cases,
 mean and worst absolute percentage error, and Kendall's tau between predicted and
 measured figures among the strategies of one model on one GPU count and batch (1 =
-same order, -1 = reversed; - where no two cases compare). --csv writes every case.
+same order, -1 = reversed; - where no two cases compare). --csv writes every case,
+with, for a replayed training step, where it goes (compute, exposed tp/pp/dp/other
+communication, bubble; seconds) and the fullest device's peak memory (GiB).
 
 --cost-model [SCENARIO.json] checks a cost model instead: for every strategy of the
 training scenario (the embedded default without a file), the analytical estimate the
@@ -104,7 +106,7 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
   AtomicFile f(path);
   std::ostream& o = f.stream();
   o << "suite,model,case,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,unit,measured,predicted,error,"
-       "refused\n";
+       "refused,compute_s,exposed_tp_s,exposed_pp_s,exposed_dp_s,exposed_other_s,bubble_s,peak_memory_gib\n";
   for (const ValidationCase& c : cases) {
     o << c.suite << "," << csv_quoted(c.model) << "," << csv_quoted(c.label) << "," << c.gpus;
     // The training setup's columns stay empty for a case without one (a collective).
@@ -115,7 +117,18 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
     }
     char nums[96];
     std::snprintf(nums, sizeof nums, "%.17g,%.17g,%.17g", c.measured, c.predicted, c.refused.empty() ? c.error() : 0.0);
-    o << "," << c.unit << "," << nums << "," << csv_quoted(c.refused) << "\n";
+    o << "," << c.unit << "," << nums << "," << csv_quoted(c.refused);
+    // Where a replayed training step goes (empty for a collective or a refused plan).
+    const auto& b = c.breakdown;
+    if (b.step && c.refused.empty()) {
+      char step[256];
+      std::snprintf(step, sizeof step, ",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", b.compute_s, b.exposed_tp_s,
+                    b.exposed_pp_s, b.exposed_dp_s, b.exposed_other_s, b.bubble_s,
+                    b.peak_memory_bytes / (1024.0 * 1024 * 1024));
+      o << step << "\n";
+    } else {
+      o << ",,,,,,,\n";
+    }
   }
   f.commit();
 }

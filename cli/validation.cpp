@@ -68,6 +68,20 @@ std::string size_label(const ValidationCase& c, const std::string& billions) {
   return buf;
 }
 
+// The replayed step time, its breakdown kept in the case.
+double step_of(ValidationCase& c, const TrainingReport& r) {
+  auto& b = c.breakdown;
+  b.step = true;
+  b.compute_s = r.compute_busy_s;
+  b.exposed_tp_s = r.exposed_tp_s;
+  b.exposed_pp_s = r.exposed_pp_s;
+  b.exposed_dp_s = r.exposed_dp_s;
+  b.exposed_other_s = r.other_comm_s();
+  b.bubble_s = r.bubble_s;
+  b.peak_memory_bytes = r.peak_memory_bytes;
+  return r.step_time_s;
+}
+
 double predict_vtrain(ValidationCase& c, std::optional<NetworkModelKind> network) {
   TrainingScenario s;
   s.name = c.suite;
@@ -96,7 +110,7 @@ double predict_vtrain(ValidationCase& c, std::optional<NetworkModelKind> network
     c.refused = why;
     return 0;
   }
-  return run_training_strategy(s, t).step_time_s;
+  return step_of(c, run_training_strategy(s, t));
 }
 
 
@@ -209,7 +223,7 @@ double predict_run(const nlohmann::json& scenario, ValidationCase& c, std::optio
     c.refused = why;
     return 0;
   }
-  return run_training_strategy(s, t).step_time_s;
+  return step_of(c, run_training_strategy(s, t));
 }
 
 std::vector<ValidationCase> public_run_cases() {

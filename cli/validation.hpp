@@ -59,6 +59,14 @@ struct ValidationCase {
   // Filled by run_validation:
   double predicted = 0;
   std::string refused;  // empty when it ran
+  // Where the replayed step goes on its critical device (TrainingReport's breakdown, in
+  // seconds) and the fullest device's memory high-water mark, for a case that replays a
+  // training step (step = true); a collective has none.
+  struct Step {
+    bool step = false;
+    double compute_s = 0, exposed_tp_s = 0, exposed_pp_s = 0, exposed_dp_s = 0, exposed_other_s = 0, bubble_s = 0;
+    double peak_memory_bytes = 0;
+  } breakdown;
 
   [[nodiscard]] double error() const { return (predicted - measured) / measured; }  // signed fraction
 };

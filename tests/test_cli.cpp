@@ -965,6 +965,43 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   CHECK(mi300x == 1);
 }
 
+TEST_CASE("validate: a replayed step's breakdown adds up to it, and --csv writes it beside each case") {
+  // Expected: the critical device's step is its compute, the communication it waits for
+  // (tensor-, pipeline-, data-parallel, other) and the pipeline's bubble, so those sum to
+  // the predicted step (the 1.7B GPT of Table 1, plain data parallelism: no tp, pp or
+  // bubble time). A collective has no step: its breakdown columns stay empty, 7 of them
+  // after 'refused'.
+  auto runs = ddlsim::validation_cases("public-runs");
+  int seen = 0;
+  for (auto& c : runs) {
+    if (c.label.rfind("1.7B:", 0) != 0) continue;
+    ++seen;
+    c.predicted = c.predict(c, ddlsim::NetworkModelKind::kAnalytical);
+    const auto& b = c.breakdown;
+    REQUIRE(b.step);
+    CHECK(b.compute_s > 0);
+    CHECK(b.exposed_tp_s == 0);
+    CHECK(b.exposed_pp_s == 0);
+    CHECK(b.bubble_s == 0);
+    CHECK(b.compute_s + b.exposed_tp_s + b.exposed_pp_s + b.exposed_dp_s + b.exposed_other_s + b.bubble_s ==
+          ddlsim::test::Approx(c.predicted).epsilon(1e-9));
+    CHECK(b.peak_memory_bytes > 0);
+  }
+  CHECK(seen == 1);
+  Scratch s;
+  const std::string csv = (s.dir / "nccl.csv").string();
+  const auto r = ddlsim_cmd({"validate", "--suite", "nccl", "--csv", csv, "--jobs", "1"});
+  REQUIRE(r.status == 0);
+  std::ifstream in(csv);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  CHECK(header.find(",refused,compute_s,exposed_tp_s,exposed_pp_s,exposed_dp_s,exposed_other_s,bubble_s,peak_memory_gib") !=
+        std::string::npos);
+  CHECK(row.size() > 7);
+  CHECK(row.substr(row.size() - 10) == ",\"\",,,,,,,");  // refused empty, then 7 empty columns
+}
+
 TEST_CASE("search: the best plan is never worse than the scenario's own, and --out runs") {
   // Expected: on kTraining (16 A100s), the grid's best replayed plan is at most the best
   // baseline's step time (baselines are replayed alongside); --out writes a scenario
