@@ -71,16 +71,23 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // Ring edges inside a domain and between domains; channels multiply the latter.
       Edge in, out;
       const auto local = g.by_domain();
+      // The hops between domains are those of channel 0's ring (ring_orders: each enters
+      // a domain on the rail it left the last one on).
+      const auto first_ring = local.size() > 1 ? ring_orders(g, 1) : std::vector<std::vector<std::size_t>>{};
       for (std::size_t d = 0; d < local.size(); ++d) {
         const auto& l = local[d];
         for (std::size_t k = 0; k + 1 < l.size(); ++k) in.add(f, node(l[k]), node(l[k + 1]));
-        const auto& next = local[(d + 1) % local.size()];
-        if (local.size() > 1) out.add(f, node(l.back()), node(next.front()));
-        else if (l.size() > 1) in.add(f, node(l.back()), node(l.front()));
+        if (local.size() == 1 && l.size() > 1) in.add(f, node(l.back()), node(l.front()));
+      }
+      for (const auto& o : first_ring) {
+        for (std::size_t k = 0; k < o.size(); ++k) {
+          const std::size_t next = o[(k + 1) % o.size()];
+          if (g.domain[o[k]] != g.domain[next]) out.add(f, node(o[k]), node(next));
+        }
       }
       // Inside the domains the channels' rings (ring_orders: along a DGX-1's direct
-      // rings or a direct rank-order ring and its reverse, else the same rank-order
-      // edges) share links: each channel gets its
+      // rings or a direct rank-order ring and its reverse, else rank-order edges one way
+      // or the other) share links: each channel gets its
       // bottleneck's capacity over the channels crossing it, all channels the slowest
       // channel's share each.
       if (in.seen && channels > 1) {
@@ -100,16 +107,18 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         }
         in.capacity = slowest * channels;
       }
-      // Channel c leaves the first domain at the rank before its c-th and enters the next
-      // at its c-th (ring_orders); channels that leave through one NIC share it.
+      // Where each channel leaves the first domain for the next (ring_orders); channels
+      // that leave through one NIC share it.
       double shared = 1.0;
       if (local.size() > 1 && channels > 1) {
         std::vector<std::pair<NodeId, NodeId>> crossings;
-        const auto& from = local[0];
-        const auto& to = local[1];
-        for (int c = 0; c < channels; ++c) {
-          const auto k = static_cast<std::size_t>(c);
-          crossings.emplace_back(node(from[(k + from.size() - 1) % from.size()]), node(to[k % to.size()]));
+        for (const auto& o : ring_orders(g, channels)) {
+          for (std::size_t k = 0; k + 1 < o.size(); ++k) {
+            if (g.domain[o[k]] != g.domain[o[k + 1]]) {
+              crossings.emplace_back(node(o[k]), node(o[k + 1]));
+              break;
+            }
+          }
         }
         shared = bottleneck_sharing(f, crossings);
       }

@@ -650,6 +650,8 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   // it crossed on a path (channel c enters the first at its c-th).
   std::vector<std::size_t> left_at(static_cast<std::size_t>(channels));
   for (int c = 0; c < channels; ++c) left_at[static_cast<std::size_t>(c)] = static_cast<std::size_t>(c);
+  std::vector<std::size_t> switched_at(static_cast<std::size_t>(channels), 0);
+  std::size_t switched_seen = 0;
   for (std::size_t d = 0; d < domains.size(); ++d) {
     const std::size_t n = domains[d].size();
     if (d < group.domain_paths.size() && group.domain_paths[d]) {
@@ -683,14 +685,28 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
     // traffic arrives and leaves decides which of the domain's NICs it crosses).
     std::vector<std::size_t> entries;
     for (int c = 0; c < channels; ++c) {
-      const auto& m = direct ? group.domain_rings[d][static_cast<std::size_t>(c) % group.domain_rings[d].size()] : domains[d];
-      std::size_t shift = static_cast<std::size_t>(c) % n;
-      if (direct) {
-        if (shift == 0) entries = direct_entries(group, d, domains[d], c, std::min(channels - c, static_cast<int>(n)));
-        shift = entries[static_cast<std::size_t>(c) % n];
+      auto& order = orders[static_cast<std::size_t>(c)];
+      if (!direct) {
+        // A switched domain (any order runs at the switch's rate): the channel enters at
+        // the rank with the local index it left the last switched domain at (at c in
+        // the first), so that its hop between servers stays on one rail, and crosses
+        // the domain in rank order, backwards in every other one, so that it leaves at
+        // the rank before its entry, then after it, alternately: over an even number of
+        // domains it comes back to the first on the rail it left it on (NCCL's
+        // alternating rings, which keep a ring's traffic off other rails' switches).
+        std::size_t& k = switched_at[static_cast<std::size_t>(c)];
+        const std::size_t entry = switched_seen == 0 ? static_cast<std::size_t>(c) % n : k % n;
+        const bool backwards = switched_seen % 2 == 1;
+        for (std::size_t i = 0; i < n; ++i) order.push_back(domains[d][(entry + (backwards ? n - i : i)) % n]);
+        k = backwards ? (entry + 1) % n : (entry + n - 1) % n;
+        continue;
       }
-      for (std::size_t k = 0; k < m.size(); ++k) orders[static_cast<std::size_t>(c)].push_back(m[(k + shift) % m.size()]);
+      const auto& m = group.domain_rings[d][static_cast<std::size_t>(c) % group.domain_rings[d].size()];
+      if (c % static_cast<int>(n) == 0) entries = direct_entries(group, d, domains[d], c, std::min(channels - c, static_cast<int>(n)));
+      const std::size_t shift = entries[static_cast<std::size_t>(c) % n];
+      for (std::size_t i = 0; i < m.size(); ++i) order.push_back(m[(i + shift) % m.size()]);
     }
+    if (!direct) ++switched_seen;
   }
   return orders;
 }

@@ -196,8 +196,11 @@ double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, 
 CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 
 /// The rings of a ring algorithm with `channels` channels, as positions in the group:
-/// channel c visits every scale-up domain in turn, entering each at its (c mod size)-th
-/// rank in group order; in a domain of Walecki paths (domain_paths), along the path that
+/// channel c visits every scale-up domain in turn; in a switched domain (no direct
+/// rings), entering the first at its (c mod size)-th rank in group order and each next
+/// at the rank with the local index it left the last at, crossing it in group order,
+/// backwards in every other such domain (NCCL's alternating rings: the hops between
+/// servers stay on one rail); in a domain of Walecki paths (domain_paths), along the path that
 /// starts at the rank with the local index it left the last domain at (at c in the
 /// first), so that its hop between servers stays on one rail; in a domain with direct
 /// rings (domain_rings), along its

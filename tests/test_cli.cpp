@@ -965,6 +965,30 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   CHECK(mi300x == 1);
 }
 
+TEST_CASE("run: several data-parallel groups per server all-reduce at the NICs' rate on the flow network too") {
+  // Expected: 16 DGX A100 with tp 4 hold 4 data-parallel groups of 32 ranks, 2 per server
+  // (GPUs r and r + 4), all reducing their gradients at once after the backward
+  // (overlap_grad_reduce false). Each group's ring runs over its 2 GPUs' own HDR NICs in
+  // each server (2 x 25 x 0.94 = 47 GB/s of bus bandwidth) and the 4 groups use 8
+  // different NICs, so the flow network, where they share the fabric, gives the data-
+  // parallel wait the analytical network gives each group alone (within 5%). Before the
+  // rings kept their hops between servers on one rail, every hop changed rail and the
+  // groups' flows collided on the spine switches: twice as long.
+  Scratch s;
+  const std::string f = s.write("dp.json", R"({"name": "dp", "cluster": {"preset": "dgx-a100", "nodes": 16},
+    "workload": {"model": "megatron-1.7b"},
+    "strategies": [{"name": "tp4", "tp": 4, "global_batch": 128, "micro_batch": 4, "overlap_grad_reduce": false}]})");
+  double dp[2] = {0, 0};
+  int i = 0;
+  for (const char* network : {"flow", "analytical"}) {
+    const auto r = ddlsim_cmd({"run", f, "--json", "--set", std::string("simulation.network=") + network});
+    REQUIRE(r.status == 0);
+    dp[i++] = nlohmann::json::parse(r.out).at("strategies").at(0).at("breakdown").at("exposed_comm_s").at("dp").get<double>();
+  }
+  CHECK(dp[1] > 0);
+  CHECK(dp[0] == ddlsim::test::Approx(dp[1]).epsilon(0.05));
+}
+
 TEST_CASE("validate: a replayed step's breakdown adds up to it, and --csv writes it beside each case") {
   // Expected: the critical device's step is its compute, the communication it waits for
   // (tensor-, pipeline-, data-parallel, other) and the pipeline's bubble, so those sum to

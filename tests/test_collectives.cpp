@@ -593,6 +593,50 @@ TEST_CASE("the selector's estimate counts the rings that share a NIC") {
   }
 }
 
+TEST_CASE("rings over switched servers keep each hop between servers on one rail, as NCCL's alternating rings do") {
+  // Expected: a group of 2 GPUs per DGX A100 (GPUs 0 and 4 of each server, as one
+  // data-parallel group of tp 4 x dp 2-per-server sits) has 2 channels; channel c enters
+  // the first server at its c-th rank and crosses it in rank order, leaving at the rank
+  // before; it enters the next server at that rank (the same local index: the same NIC
+  // rail) and crosses it backwards, leaving at the rank after, and so on, so every hop
+  // between servers stays on one rail; over an even number of servers (4) the hop back to
+  // the first does too, over an odd number (3) that one hop changes rail, as NCCL's does.
+  // Every rank enters its server once and leaves it once over the 2 channels.
+  for (int servers : {4, 3}) {
+    CAPTURE(servers);
+    const Catalog cat = Catalog::builtin();
+    PresetOptions o;
+    o.nodes = servers;
+    Cluster c = build_preset(cat, "dgx-a100", o);
+    NetworkFabric f(c, cat);
+    std::vector<NodeId> ranks;
+    for (int s = 0; s < servers; ++s) {
+      ranks.push_back(c.accelerators()[static_cast<std::size_t>(8 * s)]);
+      ranks.push_back(c.accelerators()[static_cast<std::size_t>(8 * s + 4)]);
+    }
+    const CollectiveGroup g = CollectiveGroup::of(f, ranks);
+    const auto orders = ring_orders(g, 2);
+    REQUIRE(orders.size() == 2);
+    std::set<std::pair<std::size_t, std::size_t>> entered, left;  // (server, local index)
+    int off_rail = 0;
+    for (std::size_t ch = 0; ch < 2; ++ch) {
+      const auto& o = orders[ch];
+      REQUIRE(o.size() == 2 * static_cast<std::size_t>(servers));
+      CHECK(o[0] == ch);
+      for (std::size_t k = 0; k < o.size(); ++k) {
+        const std::size_t next = o[(k + 1) % o.size()];
+        if (o[k] / 2 == next / 2) continue;  // inside a server
+        left.insert({o[k] / 2, o[k] % 2});
+        entered.insert({next / 2, next % 2});
+        if (o[k] % 2 != next % 2) ++off_rail;
+      }
+    }
+    CHECK(entered.size() == 2 * static_cast<std::size_t>(servers));
+    CHECK(left.size() == 2 * static_cast<std::size_t>(servers));
+    CHECK(off_rail == (servers % 2 == 0 ? 0 : 2));  // odd: each channel's wrap-around hop
+  }
+}
+
 TEST_CASE("an MI300X platform: rings over its xGMI mesh, and Walecki paths between servers") {
   // Expected, with xGMI's 64 GB/s per direction and the catalog's efficiency 0.8 (51.2
   // GB/s per link), for 1 GiB (latency under 1%):
