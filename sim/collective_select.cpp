@@ -90,10 +90,13 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // or the other) share links: each channel gets its
       // bottleneck's capacity over the channels crossing it, all channels the slowest
       // channel's share each.
+      // Every channel's ring, for the two checks below.
+      const auto orders = channels > 1 && (in.seen || local.size() > 1) ? ring_orders(g, channels)
+                                                                         : std::vector<std::vector<std::size_t>>{};
       if (in.seen && channels > 1) {
         std::vector<const std::vector<LinkId>*> routes;  // every channel's hops inside a domain
         std::map<std::uint32_t, int> uses;
-        for (const auto& o : ring_orders(g, channels)) {
+        for (const auto& o : orders) {
           for (std::size_t k = 0; k < o.size(); ++k) {
             const std::size_t next = o[(k + 1) % o.size()];
             if (g.domain[o[k]] != g.domain[next]) continue;
@@ -112,7 +115,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       double shared = 1.0;
       if (local.size() > 1 && channels > 1) {
         std::vector<std::pair<NodeId, NodeId>> crossings;
-        for (const auto& o : ring_orders(g, channels)) {
+        for (const auto& o : orders) {
           for (std::size_t k = 0; k + 1 < o.size(); ++k) {
             if (g.domain[o[k]] != g.domain[o[k + 1]]) {
               crossings.emplace_back(node(o[k]), node(o[k + 1]));

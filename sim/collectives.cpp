@@ -650,7 +650,8 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   // it crossed on a path (channel c enters the first at its c-th).
   std::vector<std::size_t> left_at(static_cast<std::size_t>(channels));
   for (int c = 0; c < channels; ++c) left_at[static_cast<std::size_t>(c)] = static_cast<std::size_t>(c);
-  std::vector<std::size_t> switched_at(static_cast<std::size_t>(channels), 0);
+  // The same for switched domains, and how many of those it has crossed.
+  std::vector<std::size_t> switched_at(left_at);
   std::size_t switched_seen = 0;
   for (std::size_t d = 0; d < domains.size(); ++d) {
     const std::size_t n = domains[d].size();
@@ -695,7 +696,7 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
         // domains it comes back to the first on the rail it left it on (NCCL's
         // alternating rings, which keep a ring's traffic off other rails' switches).
         std::size_t& k = switched_at[static_cast<std::size_t>(c)];
-        const std::size_t entry = switched_seen == 0 ? static_cast<std::size_t>(c) % n : k % n;
+        const std::size_t entry = k % n;
         const bool backwards = switched_seen % 2 == 1;
         for (std::size_t i = 0; i < n; ++i) order.push_back(domains[d][(entry + (backwards ? n - i : i)) % n]);
         k = backwards ? (entry + 1) % n : (entry + n - 1) % n;
