@@ -50,13 +50,16 @@ Network models:
 Link bandwidths count the catalog's efficiency per link kind (the fraction of line rate
 NCCL reaches); see 'ddlsim topology --list' and topology/data/catalog.json.
 
-Algorithms: ring, tree (all-reduce; NCCL's: a chain in each server, a double binary
-tree across servers), halving-doubling
-(power-of-two ranks), direct, hierarchical (all-reduce over scale-up domains), torus
+Algorithms: ring, tree (all-reduce; NCCL's: a chain in each server, a binary tree across
+servers, one per channel, the channels alternating between the two trees of a double
+binary tree and heading their chains at different GPUs, so every NIC carries one),
+halving-doubling (power-of-two ranks), direct, hierarchical (all-reduce over scale-up domains), torus
 (rings per dimension, every dimension both ways at once; the ranks must be a whole
 torus); a ring of direct links (a torus dimension) runs both ways; 'auto' picks by size and
 topology like NCCL's tuner, among what a collective library offers (ring, tree,
-hierarchical, torus; halving-doubling only by name), 'all' prints every one that can
+hierarchical, torus; halving-doubling only by name), taking a tree for its latency but
+never for bandwidth a ring has (NCCL's tuner prices a tree's bandwidth below a ring's
+even on two servers, where the tree replays faster), 'all' prints every one that can
 run the operation.
 
 Examples:
@@ -165,11 +168,6 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       else if (forced.size() == 1) throw InputError("--algorithm: " + why);
       else skipped.push_back(std::string(algorithm_name(a)) + ": " + why);
     }
-    if (base.channels > 2) {
-      for (CollectiveAlgorithm a : algorithms) {
-        if (a == CollectiveAlgorithm::kTree) throw InputError("--channels: tree takes 1 (one tree) or 2 (double binary tree)");
-      }
-    }
 
     std::vector<double> sizes;
     for (double s = lo; s <= hi * (1 + 1e-12); s = std::max(s * factor, s + 1)) sizes.push_back(std::round(s));
@@ -193,7 +191,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         CollectiveSpec spec = base;
         spec.algorithm = a;
         spec.bytes = bytes;
-        spec.channels = (a == CollectiveAlgorithm::kTree && ch > 2) ? 2 : ch;
+        spec.channels = ch;
         const double seconds = collective_seconds(fabric, group, spec,
                                                   network == "analytical" ? NetworkModelKind::kAnalytical : NetworkModelKind::kFlow,
                                                   op_text, engine);

@@ -141,32 +141,44 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       }
     }
     case CollectiveAlgorithm::kTree: {
-      // NCCL's tree (tree_parents) and, with two channels, its mirror, S/t each, pipelined
-      // in c chunks: the first chunk's way up from the deepest rank and back down (each
-      // hop its route's latency and a chunk over its bottleneck), then the other chunks at
-      // the pace of the busiest link between domains (it carries every tree edge's S/t up
-      // or down that crosses it: a NIC shared by both trees' heads carries both) or of the
-      // busiest rank inside a domain, all its sends there (S/t up and S/t down per tree
-      // for a chain rank) over its slowest route. That is a switched domain's uplink
-      // exactly; where direct links join the domain (DGX-1's NVLink, ICI) a chain rank's
-      // two sends take two links and the replay can be faster: the estimate then leans
-      // toward the ring, as NCCL's own tuning prices trees below rings inside a server.
-      const int trees = std::clamp(channels, 1, 2);
+      // NCCL's trees (tree_parents), one per channel, S/t each, pipelined in c chunks:
+      // the first chunk's way up from the deepest rank and back down (each hop its
+      // route's latency and a chunk over its bottleneck, shared with the parent's other
+      // children its route leaves by the same link and, between domains, with the other
+      // trees' edges that cross the same link: every tree's first chunk reaches its
+      // heads at about the same time), then the other chunks at the pace of the busiest
+      // link next to a server (it carries the S/t of every tree edge, up or down, whose
+      // route crosses it: a NIC shared by several trees' heads carries all of theirs; an
+      // NVLink of a DGX-1's ring the trees that walk it that way).
+      const int trees = std::max(channels, 1);
       CollectiveSpec spec;
       spec.algorithm = a;
       spec.bytes = S;
       const double c = effective_chunks(spec);
       const double share = S / trees, piece = share / c;
-      std::map<std::uint32_t, double> load;  // bytes per link, between domains
-      std::vector<double> sent(p, 0.0);        // bytes per rank to ranks of its domain
-      std::vector<double> slowest(p, std::numeric_limits<double>::infinity());
-      double fill = 0.0, latency = 0.0;
-      for (int t = 0; t < trees; ++t) {
-        const std::vector<std::size_t> parent = tree_parents(g, t == 1);
+      std::vector<std::vector<std::size_t>> parents;
+      parents.reserve(static_cast<std::size_t>(trees));
+      for (int t = 0; t < trees; ++t) parents.push_back(tree_parents(g, t, trees));
+      // Per link (those between switches left out: adaptive routing spreads what crosses
+      // them), the bytes of every tree edge that crosses it, up or down.
+      std::map<std::uint32_t, double> load;
+      // Per link, the trees' edges between domains whose way down crosses it: every tree
+      // sends its first chunk down such an edge at about the same time.
+      std::map<std::uint32_t, double> across;
+      for (const auto& parent : parents) {
+        for (std::size_t i = 0; i < p; ++i) {
+          if (parent[i] == i || g.domain[i] == g.domain[parent[i]]) continue;
+          for (LinkId l : f.first_route(node(parent[i]), node(i))) {
+            if (!f.between_switches(l)) across[l.value] += 1.0;
+          }
+        }
+      }
+      double latency = 0.0, fill = 0.0;
+      for (const auto& parent : parents) {
         const TreeShape shape = tree_shape(parent);
         const auto& children = shape.children;
-        // Each rank's way from the root (s), parents first. A parent sends a chunk to its children at once, and receives theirs at once:
-        // those whose routes leave (enter) it by the same link share it.
+        // Each rank's way from the root, parents first: a parent sends a chunk to its
+        // children at once (those whose routes leave it by the same link share it).
         std::vector<double> way(p, 0.0);
         for (std::size_t i : shape.top_down) {
           if (parent[i] == i) continue;
@@ -179,25 +191,24 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
               if (!r.empty() && r.front() == down.front()) sharing += 1.0;
             }
           }
-          way[i] = way[parent[i]] + f.route_latency(down) + sharing * piece / f.route_capacity(down);
+          double slowest = down.empty() ? 0.0 : sharing * piece / f.route_capacity(down);
+          if (g.domain[i] != g.domain[parent[i]]) {
+            for (LinkId l : down) {
+              if (!f.between_switches(l)) slowest = std::max(slowest, across[l.value] * piece / f.capacity(l));
+            }
+          }
+          way[i] = way[parent[i]] + f.route_latency(down) + slowest;
           fill = std::max(fill, 2.0 * way[i]);
-          for (const auto& [from, to] : {std::pair{i, parent[i]}, std::pair{parent[i], i}}) {
-            const auto& r = f.first_route(node(from), node(to));
-            latency = std::max(latency, f.route_latency(r));
-            if (g.domain[from] == g.domain[to]) {
-              sent[from] += share;
-              slowest[from] = std::min(slowest[from], f.route_capacity(r));
-            } else {
-              for (LinkId l : r) load[l.value] += share;
+          for (const auto* r : {&f.first_route(node(i), node(parent[i])), &down}) {
+            latency = std::max(latency, f.route_latency(*r));
+            for (LinkId l : *r) {
+              if (!f.between_switches(l)) load[l.value] += share;
             }
           }
         }
       }
       double busiest = 0.0;
       for (const auto& [l, bytes] : load) busiest = std::max(busiest, bytes / f.capacity(LinkId(l)));
-      for (std::size_t i = 0; i < p; ++i) {
-        if (sent[i] > 0.0) busiest = std::max(busiest, sent[i] / slowest[i]);
-      }
       return fill + (c - 1.0) * latency + busiest * (c - 1.0) / c;
     }
     case CollectiveAlgorithm::kHalvingDoubling: {
@@ -223,7 +234,9 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       const double G = static_cast<double>(local.front().size()), N = static_cast<double>(local.size());
       Edge in, out;
       for (std::size_t k = 0; k + 1 < local.front().size(); ++k) in.add(f, node(local[0][k]), node(local[0][k + 1]));
-      out.add(f, node(local[0][0]), node(local[1][0]));
+      // The ring across domains pays its slowest hop's latency at every step (the way
+      // between two domains may cross more switches than between the first two).
+      for (std::size_t d = 0; d < local.size(); ++d) out.add(f, node(local[d][0]), node(local[(d + 1) % local.size()][0]));
       // The G rings across domains run side by side, rank k of each domain in ring k;
       // rings that leave through one NIC share it.
       std::vector<std::pair<NodeId, NodeId>> crossings;
@@ -290,10 +303,22 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
   }
   CollectiveChoice best{A::kDirect, 1, std::numeric_limits<double>::infinity()};
   if (group.ranks.size() < 2) return CollectiveChoice{candidates.front(), 1, 0.0};
+  double ring = std::numeric_limits<double>::infinity();  // the ring's estimate, candidates' first
   for (A a : candidates) {
     if (!unsupported_reason(group, op, a).empty()) continue;
-    const int channels = a == A::kRing ? default_channels(group) : a == A::kTree ? 2 : 1;
-    const double t = estimate(fabric, group, op, a, bytes, channels);
+    const int channels = a == A::kRing ? default_channels(group) : a == A::kTree ? default_tree_channels(group) : 1;
+    double t = estimate(fabric, group, op, a, bytes, channels);
+    if (a == A::kRing) ring = t;
+    if (a == A::kTree && t < best.estimate && ring < std::numeric_limits<double>::infinity()) {
+      // NCCL's tuner gives a tree the bus bandwidth of the ring's graph at 92% and
+      // converts it to algorithm bandwidth at 0.5 (the ring's at p / 2(p - 1)): it never
+      // prefers a tree for bandwidth, only for its latency (src/graph/tuning.cc), even on
+      // two servers, where a tree moves half a ring's bytes through each NIC and can be
+      // faster. The choice follows it; the chosen tree replays as fast as it can.
+      const double P = static_cast<double>(group.ranks.size());
+      const double ring_bytes = ring - estimate(fabric, group, op, A::kRing, 0.0, default_channels(group));
+      t = std::max(t, estimate(fabric, group, op, a, 0.0, channels) + ring_bytes * P / (0.92 * (P - 1.0)));
+    }
     if (t < best.estimate) best = CollectiveChoice{a, channels, t};
   }
   return best;

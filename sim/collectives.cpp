@@ -712,7 +712,8 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   return orders;
 }
 
-std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrored) {
+std::vector<std::size_t> tree_parents(const CollectiveGroup& group, int channel, int channels) {
+  const bool mirrored = channel % 2 == 1;
   auto chains = group.by_domain();
   for (std::size_t d = 0; d < chains.size(); ++d) {
     // A domain's first direct ring, when it holds exactly the domain's ranks.
@@ -723,7 +724,14 @@ std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrore
       std::sort(b.begin(), b.end());
       if (a == b) chains[d] = std::move(ring);
     }
-    if (mirrored) std::reverse(chains[d].begin(), chains[d].end());
+    // Channel t's chain starts at its (t n / channels)-th rank, so that the channels'
+    // heads, which carry the traffic between domains, spread over the domain's ranks
+    // (and their NICs); a mirrored channel walks it the other way from there.
+    const std::size_t n = chains[d].size();
+    const std::size_t head = static_cast<std::size_t>(channel) * n / static_cast<std::size_t>(std::max(channels, 1)) % n;
+    std::vector<std::size_t> chain(n);
+    for (std::size_t i = 0; i < n; ++i) chain[i] = chains[d][(head + (mirrored ? n - i : i)) % n];
+    chains[d] = std::move(chain);
   }
   if (mirrored) std::reverse(chains.begin(), chains.end());
   std::vector<std::size_t> parent(group.ranks.size());
@@ -1096,11 +1104,17 @@ int default_channels(const CollectiveGroup& group) {
   return static_cast<int>(most);
 }
 
+int default_tree_channels(const CollectiveGroup& group) {
+  if (group.by_domain().size() < 2) return 2;
+  const int rings = default_channels(group);
+  return std::max(2, rings + rings % 2);
+}
+
 int effective_channels(const CollectiveGroup& group, const CollectiveSpec& spec) {
   if (spec.channels > 0) return spec.channels;
   switch (spec.algorithm) {
     case CollectiveAlgorithm::kRing: return default_channels(group);
-    case CollectiveAlgorithm::kTree: return 2;
+    case CollectiveAlgorithm::kTree: return default_tree_channels(group);
     default: return 1;
   }
 }
@@ -1201,10 +1215,6 @@ void check_request(const CollectiveGroup& group, const CollectiveSpec& spec) {
   if (group.domain.size() != p) throw InputError("collective: one scale-up domain per rank expected");
   if (spec.chunks < 0) throw InputError("collective: chunks must be at least 1 (or 0 for automatic)");
   if (spec.channels < 0) throw InputError("collective: channels must be at least 1 (or 0 for automatic)");
-  if (spec.algorithm == CollectiveAlgorithm::kTree && effective_channels(group, spec) > 2) {
-    throw InputError("collective: tree takes 1 channel (one tree) or 2 (NCCL's double binary tree), not " +
-                     std::to_string(effective_channels(group, spec)));
-  }
   if (!(spec.bytes >= 0.0)) throw InputError("collective: bytes must be >= 0");
   if (spec.root >= p) throw InputError("collective: root " + std::to_string(spec.root) + " is not a rank of the group");
   if (spec.op == Op::kSendRecv && (spec.peer >= p || spec.peer == spec.root)) {
@@ -1277,13 +1287,15 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       break;
     }
     case CollectiveAlgorithm::kTree: {
-      // NCCL's tree, or (two channels, its double binary tree) that and its mirror, each
-      // carrying half the data.
+      // NCCL's trees, one per channel, S/t each: even channels the tree, odd ones its
+      // mirror (the double binary tree), each channel's chains headed by another rank.
       const int trees = channels;
+      std::vector<std::vector<std::size_t>> parents;
+      parents.reserve(static_cast<std::size_t>(trees));
+      for (int t = 0; t < trees; ++t) parents.push_back(tree_parents(group, t, trees));
       if (low.sharing()) {
         std::vector<std::pair<std::size_t, std::size_t>> hops;  // up and down every tree's edges, pipelined
-        for (int t = 0; t < trees; ++t) {
-          const auto parent = tree_parents(group, t == 1);
+        for (const auto& parent : parents) {
           for (std::size_t i = 0; i < parent.size(); ++i) {
             if (parent[i] == i) continue;
             hops.emplace_back(i, parent[i]);
@@ -1292,17 +1304,19 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
         }
         low.at_once(hops);
       }
-      std::vector<TaskId> a = ready, b = ready;
-      low.tree_all_reduce(tree_parents(group, false), S / trees, a);
       if (trees == 1) {
-        ready = a;
+        low.tree_all_reduce(parents[0], S, ready);
         break;
       }
-      low.tree_all_reduce(tree_parents(group, true), S / trees, b);
+      std::vector<std::vector<TaskId>> done;
+      done.reserve(parents.size());
+      for (const auto& parent : parents) {
+        done.push_back(ready);
+        low.tree_all_reduce(parent, S / trees, done.back());
+      }
       for (std::size_t i = 0; i < p; ++i) {
         ready[i] = low.marker();
-        low.edge(a[i], ready[i]);
-        low.edge(b[i], ready[i]);
+        for (const auto& d : done) low.edge(d[i], ready[i]);
       }
       break;
     }

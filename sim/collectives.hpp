@@ -15,15 +15,18 @@
 //           channels (NCCL's rings) the data is split over rings that enter each
 //           scale-up domain at a different rank, so every rank's scale-out link carries
 //           one ring.
-//  tree     All-reduce over NCCL's tree (tree_parents): inside each of the D scale-up
-//           domains a chain of its ranks, across domains a binary tree (heap order over
-//           the domains) joining the chains' heads; reduced up to the root and broadcast
-//           down, pipelined in chunks: about 2 (floor(log2 D) a_out + (g - 1) a_in) plus
-//           the busiest link's bytes over its bandwidth, for g ranks per domain. Two
-//           channels are NCCL's double binary tree: the data halves go over that tree and
-//           its mirror (domains and chains reversed, so a domain near a leaf of one is
-//           near the root of the other). With one rank per domain it is a binary tree
-//           over the ranks; within one domain, a chain.
+//  tree     All-reduce over NCCL's trees (tree_parents), one per channel, S/t each for t
+//           channels: inside each of the D scale-up domains a chain of its ranks, across
+//           domains a binary tree (heap order over the domains) joining the chains'
+//           heads; reduced up to the root and broadcast down, pipelined in chunks: about
+//           2 (floor(log2 D) a_out + (g - 1) a_in) plus the busiest link's bytes over its
+//           bandwidth, for g ranks per domain. Odd channels take the mirror tree
+//           (domains reversed, so a domain near a leaf of one is near the root of the
+//           other: NCCL's double binary tree), and channel c's chains start at each
+//           domain's (c g / t)-th rank, so the channels' heads, which carry the traffic
+//           between domains, use every rank's NIC (NCCL gives each channel a tree of its
+//           own over its own NIC: src/graph/connect.cc). With one rank per domain it is
+//           a binary tree over the ranks; within one domain, a chain.
 //  halving-doubling  Rabenseifner's all-reduce (power-of-two p): reduce-scatter by
 //           recursive halving, all-gather by recursive doubling, exchanging with the
 //           rank at distance p/2, p/4, ... : 2 log2(p) a + 2(p-1)/p S/B. Reduce-scatter and
@@ -114,7 +117,7 @@ struct CollectiveSpec {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
   double bytes = 0.0;
   int chunks = 0;     // pieces per transfer; 0: automatic (effective_chunks)
-  int channels = 0;   // rings (ring) or trees (tree: 1 or 2); 0: automatic (effective_channels)
+  int channels = 0;   // rings (ring) or trees (tree); 0: automatic (effective_channels)
   std::size_t root = 0;  // broadcast, reduce, send/recv source (a position in the group)
   std::size_t peer = 1;  // send/recv destination (a position in the group)
   // Rings (ring, hierarchical and torus phases) as streams: each rank's sends of a phase
@@ -211,15 +214,16 @@ CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, 
 /// search finds no such choice, every channel of the block takes that rank.
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels);
 
-/// NCCL's tree over the group (its trees.cc and the NCCL 2.4 notes): inside each scale-up
-/// domain a chain of its ranks (along the domain's first direct ring when that holds
-/// exactly the domain's ranks, else in group order), and across domains a binary tree in
-/// heap order over the domains (in order of their first rank) whose edges join the
-/// chains' heads. `mirrored` (the second tree of a double binary tree) takes the domains
-/// and each chain in reverse, so a domain near a leaf of one tree is near the root of the
-/// other and the chains run the other way. Returns each position's parent (the root's is
-/// itself).
-std::vector<std::size_t> tree_parents(const CollectiveGroup& group, bool mirrored);
+/// NCCL's tree of channel `channel` of `channels` over the group (its trees.cc, connect.cc
+/// and the NCCL 2.4 notes): inside each scale-up domain a chain of its ranks (along the
+/// domain's first direct ring when that holds exactly the domain's ranks, else in group
+/// order), starting at the domain's (channel x size / channels)-th rank, and across
+/// domains a binary tree in heap order over the domains (in order of their first rank)
+/// whose edges join the chains' heads. An odd channel takes the second tree of the double
+/// binary tree: the domains in reverse, so a domain near a leaf of one tree is near the
+/// root of the other, and its chains walk the domain backwards from their head. Returns
+/// each position's parent (the root's is itself).
+std::vector<std::size_t> tree_parents(const CollectiveGroup& group, int channel, int channels);
 
 /// A tree given by parents (tree_parents): its root, each position's children, and the
 /// positions parents first (breadth first from the root).
@@ -251,8 +255,14 @@ int torus_ways(const CollectiveGroup& group);
 /// rank's scale-out link), else the domain's direct rings (domain_rings) or 1.
 int default_channels(const CollectiveGroup& group);
 
-/// spec.channels, or when 0: default_channels for ring, 2 (double binary tree) for
-/// tree, 1 otherwise.
+/// spec.channels, or when 0: default_channels for ring, default_tree_channels for tree,
+/// 1 otherwise.
 int effective_channels(const CollectiveGroup& group, const CollectiveSpec& spec);
+
+/// The default channel count for the tree algorithm: with several domains, the ring's
+/// (default_channels) rounded up to an even count, so that every rank heads a tree
+/// between domains (its NIC carrying that tree's traffic) and the channels alternate
+/// between the two trees of NCCL's double binary tree; in one domain, 2.
+int default_tree_channels(const CollectiveGroup& group);
 
 }  // namespace ddlsim

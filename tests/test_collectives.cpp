@@ -41,11 +41,41 @@ Cluster star_cluster(int p, double B, double a) {
   return c;
 }
 
+// n servers of g chips: inside each a switch with links (Bin, ain); every chip also
+// reaches a top switch over links (Bout, aout), directly or, with `nics`, through a NIC
+// of its own (two such links: only routes between servers take them).
+Cluster servers_cluster(int n, int g, double Bin, double ain, double Bout, double aout, bool nics) {
+  Cluster c;
+  const auto chips = add_chips(c, n * g);
+  const NodeId top = c.add_node(NodeKind::kSwitch, "top");
+  for (int d = 0; d < n; ++d) {
+    const NodeId sw = c.add_node(NodeKind::kSwitch, "sw" + std::to_string(d));
+    for (int k = 0; k < g; ++k) c.connect(chips[d * g + k], sw, BytesPerSecond(Bin), Seconds(ain), "x");
+  }
+  for (NodeId x : chips) {
+    if (!nics) {
+      c.connect(x, top, BytesPerSecond(Bout), Seconds(aout), "x");
+      continue;
+    }
+    const NodeId nic = c.add_node(NodeKind::kNic, "nic" + std::to_string(x.value));
+    c.connect(x, nic, BytesPerSecond(Bout), Seconds(aout), "x");
+    c.connect(nic, top, BytesPerSecond(Bout), Seconds(aout), "x");
+  }
+  return c;
+}
+
 CollectiveGroup flat_group(const Cluster& c) {
   CollectiveGroup g;
   g.ranks.assign(c.accelerators().begin(), c.accelerators().end());
   g.domain.assign(g.ranks.size(), 0);
   return g;
+}
+
+// servers_cluster's chips, each server's g a scale-up domain.
+CollectiveGroup servers_group(const Cluster& c, int g) {
+  CollectiveGroup group = flat_group(c);
+  for (std::size_t i = 0; i < group.domain.size(); ++i) group.domain[i] = static_cast<std::uint32_t>(i / static_cast<std::size_t>(g));
+  return group;
 }
 
 // Every chip a scale-up domain of its own (as chips without scale-up links are).
@@ -183,20 +213,52 @@ TEST_CASE("hierarchical all-reduce: ring inside each domain, across domains, ins
   // 2 (g-1)(2 ain + S/(g Bin)) + 2 (n-1)(2 aout + S/(g n Bout)).
   const int n = 2, gsize = 4;
   const double Bin = 100e9, ain = 1e-6, Bout = 25e9, aout = 2e-6, S = kGiB;
-  Cluster c;
-  const auto chips = add_chips(c, n * gsize);
-  const NodeId top = c.add_node(NodeKind::kSwitch, "top");
-  for (int d = 0; d < n; ++d) {
-    const NodeId sw = c.add_node(NodeKind::kSwitch, "sw" + std::to_string(d));
-    for (int k = 0; k < gsize; ++k) c.connect(chips[d * gsize + k], sw, BytesPerSecond(Bin), Seconds(ain), "x");
-  }
-  for (NodeId x : chips) c.connect(x, top, BytesPerSecond(Bout), Seconds(aout), "x");
+  Cluster c = servers_cluster(n, gsize, Bin, ain, Bout, aout, false);
   NetworkFabric f = line_rate(c);
-  CollectiveGroup g = flat_group(c);
-  for (int i = 0; i < n * gsize; ++i) g.domain[i] = static_cast<std::uint32_t>(i / gsize);
+  const CollectiveGroup g = servers_group(c, gsize);
   const double expected = 2.0 * (gsize - 1) * (2 * ain + S / gsize / Bin) + 2.0 * (n - 1) * (2 * aout + S / gsize / n / Bout);
   CHECK(collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S)) ==
         Approx(expected).epsilon(0.01));
+}
+
+TEST_CASE("NCCL's trees on a channel each: heads on every rank, half a ring's bytes through a NIC on two servers") {
+  // Two servers of 4 chips (inside: a switch, 400 GB/s links; each chip its own NIC,
+  // 25 GB/s to it and from it to a top switch, so that only routes between the servers
+  // take it). Expected: 4 trees by default (one per rank of a server), S/4 each; tree
+  // t's chains start at each server's t-th rank (even trees walk the server forwards,
+  // odd ones backwards), so its hop between the servers joins the two t-th ranks, each
+  // NIC carrying one tree's S/4 each way: S/(4 Bout), where a ring's 4 channels move
+  // 2(p-1)/p S through the NICs, 1.75 times as long. Inside, a rank sends S/4 up and S/4 down in the 3 trees it neither heads
+  // nor ends: 1.5 S / Bin, less than the NICs' time. In c = 64 chunks: the first one up
+  // and down through the NICs, the others after it (each crossing 4 links, 4 aout), and
+  // 3 chain hops each way inside: (c + 1)(4 aout + S/(4c Bout)) + 6 (2 ain + S/(4c Bin)).
+  const int n = 2, gsize = 4;
+  const double Bin = 400e9, ain = 1e-6, Bout = 25e9, aout = 2e-6, S = kGiB;
+  Cluster c = servers_cluster(n, gsize, Bin, ain, Bout, aout, true);
+  NetworkFabric f = line_rate(c);
+  const CollectiveGroup g = servers_group(c, gsize);
+  REQUIRE(default_tree_channels(g) == gsize);
+  std::set<std::size_t> heads;
+  for (int t = 0; t < gsize; ++t) {
+    const auto parent = tree_parents(g, t, gsize);
+    std::vector<std::pair<std::size_t, std::size_t>> across;
+    for (std::size_t i = 0; i < parent.size(); ++i) {
+      if (parent[i] != i && g.domain[i] != g.domain[parent[i]]) across.emplace_back(i, parent[i]);
+    }
+    REQUIRE(across.size() == 1);
+    CHECK(across[0].first % gsize == static_cast<std::size_t>(t));   // the t-th rank of one server
+    CHECK(across[0].second % gsize == static_cast<std::size_t>(t));  // and of the other: one rail
+    heads.insert(across[0].first % gsize);
+  }
+  CHECK(heads.size() == static_cast<std::size_t>(gsize));
+  const int chunks = 64;
+  const double piece = S / gsize / chunks;
+  const double tree = collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, chunks, 0));
+  CHECK(tree == Approx((chunks + 1) * (4 * aout + piece / Bout) + 6 * (2 * ain + piece / Bin)).epsilon(0.01));
+  const double ring = collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, 1, 0));
+  CHECK(ring == Approx(2.0 * 7 / 8 * S / (gsize * Bout)).epsilon(0.02));
+  // The selector's estimate follows the replay.
+  CHECK(collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, gsize) == Approx(tree).epsilon(0.05));
 }
 
 TEST_CASE("per-dimension rings on a torus, every dimension both ways at once") {
@@ -816,28 +878,86 @@ TEST_CASE("streamed rings take the step-by-step time alone, with one transfer pe
   }
 }
 
-TEST_CASE("the selector's tree estimate follows the replay of NCCL's tree across servers") {
-  // Expected: the tree over 2 to 5 DGX A100 (8 NICs or 1 per server) at 1 GiB, where the
-  // busiest NIC sets the pace (S/2 per tree edge it carries; a head with two child
-  // servers appears only from 5 servers on), and at 8 B, where the depth does: the
-  // estimate within 5% of the flow replay.
+TEST_CASE("the selector's tree estimate follows the replay of NCCL's trees across servers") {
+  // Expected: NCCL's trees, a channel per rank of a server (default_tree_channels), over
+  // 2 to 5 DGX A100 (8 NICs or 1 per server), 1 and 2 DGX-1 (chains along the cube-mesh's
+  // NVLink ring, each of its links carrying the trees that walk it that way) and 3 MI300X
+  // platforms, at 1 GiB, where the busiest link sets the pace (each tree edge's S/t, up
+  // and down, on every link of its route next to a server), and at 8 B, where the depth
+  // does: the estimate within 5% of the flow replay.
   const Catalog cat = Catalog::builtin();
+  std::vector<std::tuple<std::string, int, int>> cases;
   for (int nodes : {2, 3, 4, 5}) {
-    for (int nics : {8, 1}) {
-      INFO(nodes, " nodes, ", nics, " NICs per node");
-      PresetOptions o;
-      o.nodes = nodes;
-      o.nics_per_node = nics;
-      Cluster c = build_preset(cat, "dgx-a100", o);
-      NetworkFabric f(c, cat);
-      const CollectiveGroup g = CollectiveGroup::of(f);
-      for (double S : {8.0, kGiB}) {
-        const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 0, 2);
-        CHECK(collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 2) ==
-              Approx(collective_time(f, g, s)).epsilon(0.05));
-      }
+    for (int nics : {8, 1}) cases.emplace_back("dgx-a100", nodes, nics);
+  }
+  cases.emplace_back("dgx1-v100", 1, 0);
+  cases.emplace_back("dgx1-v100", 2, 0);
+  cases.emplace_back("mi300x-platform", 3, 0);
+  for (const auto& [preset, nodes, nics] : cases) {
+    INFO(preset, ", ", nodes, " nodes, ", nics, " NICs per node");
+    PresetOptions o;
+    o.nodes = nodes;
+    if (nics > 0) o.nics_per_node = nics;
+    Cluster c = build_preset(cat, preset, o);
+    NetworkFabric f(c, cat);
+    const CollectiveGroup g = CollectiveGroup::of(f);
+    const int trees = default_tree_channels(g);
+    CHECK(trees == (nodes > 1 ? 8 : 2));
+    for (double S : {8.0, kGiB}) {
+      const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 0, 0);
+      CHECK(collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, trees) ==
+            Approx(collective_time(f, g, s)).epsilon(0.05));
     }
   }
+}
+
+TEST_CASE("the selector picks trees for their latency, as NCCL's tuner does, not for their bandwidth") {
+  // Expected: on 2 DGX A100 at 1 GiB the trees replay faster than the ring (they move
+  // S/8 through each NIC each way, the ring 2(p-1)/p S/8: NVLink inside the servers sets
+  // their pace, busbw above the 8 NICs' ~188 GB/s), but NCCL's tuner prices a tree's
+  // bandwidth at 0.92 x 0.5 of its graph's bus bandwidth, never above a ring's, so auto
+  // picks the ring there, as NCCL would. Across 32 servers (256 ranks) at 2 MiB, where the
+  // ring's 510 steps of latency dominate, auto picks the trees and they replay fastest
+  // of ring, tree and hierarchical.
+  const Catalog cat = Catalog::builtin();
+  for (int nodes : {2, 32}) {
+    INFO(nodes, " nodes");
+    PresetOptions o;
+    o.nodes = nodes;
+    Cluster c = build_preset(cat, "dgx-a100", o);
+    NetworkFabric f(c, cat);
+    const CollectiveGroup g = CollectiveGroup::of(f);
+    const double S = nodes == 2 ? kGiB : 2.0 * 1024 * 1024;
+    const auto time_of = [&](CollectiveAlgorithm a) { return collective_time(f, g, spec(CollectiveOp::kAllReduce, a, S, 0, 0)); };
+    const double ring = time_of(CollectiveAlgorithm::kRing), tree = time_of(CollectiveAlgorithm::kTree);
+    const CollectiveChoice pick = choose_algorithm(f, g, CollectiveOp::kAllReduce, S);
+    if (nodes == 2) {
+      CHECK(tree < ring);
+      CHECK(busbw(CollectiveOp::kAllReduce, g.ranks.size(), S, tree) > 8 * 25e9);
+      CHECK(pick.algorithm == CollectiveAlgorithm::kRing);
+    } else {
+      CHECK(pick.algorithm == CollectiveAlgorithm::kTree);
+      CHECK(pick.channels == 8);
+      CHECK(tree < ring);
+      CHECK(tree < time_of(CollectiveAlgorithm::kHierarchical));
+    }
+  }
+}
+
+TEST_CASE("the hierarchical estimate pays the slowest hop between servers at every step") {
+  // Expected: 32 DGX A100 span two of the preset's units of 20 servers, so the ring
+  // across servers crosses the spine between some servers (more switches, more latency)
+  // and between the first two not: at 8 B, all latency, the estimate (its steps at the
+  // slowest hop's latency) equals the replay within 1%.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 32;
+  Cluster c = build_preset(cat, "dgx-a100", o);
+  NetworkFabric f(c, cat);
+  const CollectiveGroup g = CollectiveGroup::of(f);
+  const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, 8, 0, 0);
+  CHECK(collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, 8, 1) ==
+        Approx(collective_time(f, g, s)).epsilon(0.01));
 }
 
 TEST_CASE("over 16 single-GPU nodes the selector picks the faster of ring and tree in the replay") {
