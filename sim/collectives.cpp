@@ -467,6 +467,10 @@ class Lowering {
     const std::size_t p = parent.size();
     if (p < 2) return;
     const auto [root, children, top_down] = tree_shape(parent);
+    if (streamed_ && chunks_ > 1) {
+      streamed_tree(parent, root, children, top_down, bytes, ready);
+      return;
+    }
     const double piece = bytes / chunks_;
     std::vector<TaskId> up(p), down(p);  // per position: its latest send up / receive from the parent
     const std::vector<TaskId> start = ready;
@@ -501,6 +505,46 @@ class Lowering {
     TaskId root_done = marker();
     sink_.edge(start[root], root_done);
     for (std::size_t k : children[root]) sink_.edge(up[k], root_done);
+    ready[root] = root_done;
+  }
+
+  // tree_all_reduce as streams: one transfer per edge and direction for all the chunks,
+  // started once both its ends are ready (the chunks pipeline through the tree), that
+  // pays its route's latency once per chunk and once per hop of the pipeline's fill
+  // (2d - 1 for a tree d hops deep); the fill's chunk bytes are not counted. Alone on a
+  // tree of uniform links it takes (2d + c - 1) a + S/B, the pipelined tree's time less
+  // (2d - 1) S/(cB); it makes 2 transfers per edge, not 2c.
+  void streamed_tree(const std::vector<std::size_t>& parent, std::size_t root,
+                     const std::vector<std::vector<std::size_t>>& children, const std::vector<std::size_t>& top_down,
+                     double bytes, std::vector<TaskId>& ready) {
+    const std::size_t p = parent.size();
+    std::vector<std::size_t> depth(p, 0);
+    std::size_t deepest = 0;
+    for (std::size_t i : top_down) {
+      if (i != root) depth[i] = depth[parent[i]] + 1;
+      deepest = std::max(deepest, depth[i]);
+    }
+    const auto latencies = static_cast<std::uint32_t>(static_cast<std::size_t>(chunks_) + 2 * deepest - 1);
+    const std::vector<TaskId> start = ready;
+    for (std::size_t i = 0; i < p; ++i) {
+      if (i == root) continue;
+      const TaskId up = send(i, parent[i], bytes, latencies);
+      const TaskId down = send(parent[i], i, bytes, latencies);
+      for (TaskId t : {up, down}) {
+        sink_.edge(start[i], t);
+        sink_.edge(start[parent[i]], t);
+      }
+      const TaskId done = marker();  // i has its result: its parent's sum, and its own sent up
+      sink_.edge(up, done);
+      sink_.edge(down, done);
+      ready[i] = done;
+    }
+    (void)children;
+    TaskId root_done = marker();
+    sink_.edge(start[root], root_done);
+    for (std::size_t i = 0; i < p; ++i) {
+      if (i != root && parent[i] == root) sink_.edge(ready[i], root_done);
+    }
     ready[root] = root_done;
   }
 
@@ -1173,7 +1217,8 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
         default: return (p - 1) * per;
       }
     }
-    case CollectiveAlgorithm::kTree: return static_cast<std::uint64_t>(effective_channels(group, spec)) * 2 * (p - 1) * c;
+    case CollectiveAlgorithm::kTree:  // streamed: each edge's first chunk and the rest, each way
+      return static_cast<std::uint64_t>(effective_channels(group, spec)) * 2 * (p - 1) * (s && c > 1 ? 1 : c);
     case CollectiveAlgorithm::kHalvingDoubling: {
       const auto steps = static_cast<std::uint64_t>(std::countr_zero(p));
       return (spec.op == Op::kAllReduce ? 2 : 1) * steps * p * c;

@@ -255,6 +255,13 @@ TEST_CASE("NCCL's trees on a channel each: heads on every rank, half a ring's by
   const double piece = S / gsize / chunks;
   const double tree = collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, chunks, 0));
   CHECK(tree == Approx((chunks + 1) * (4 * aout + piece / Bout) + 6 * (2 * ain + piece / Bin)).epsilon(0.01));
+  // Streamed (as training replays lower it: one transfer per edge and direction, paying
+  // the latency per chunk and per hop of the fill, 2d - 1 = 7 for this 4-deep tree): the
+  // NIC hop's (c + 7)(4 aout) + S/(4 Bout), within 3% of the pipelined tree.
+  auto streamed = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, chunks, 0);
+  streamed.streamed = true;
+  CHECK(collective_time(f, g, streamed) == Approx((chunks + 7) * 4 * aout + S / (gsize * Bout)).epsilon(0.01));
+  CHECK(collective_time(f, g, streamed) == Approx(tree).epsilon(0.03));
   const double ring = collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, 1, 0));
   CHECK(ring == Approx(2.0 * 7 / 8 * S / (gsize * Bout)).epsilon(0.02));
   // The selector's estimate follows the replay.
