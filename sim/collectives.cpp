@@ -468,7 +468,7 @@ class Lowering {
     if (p < 2) return;
     const auto [root, children, top_down] = tree_shape(parent);
     if (streamed_ && chunks_ > 1) {
-      streamed_tree(parent, root, children, top_down, bytes, ready);
+      streamed_tree(parent, root, top_down, bytes, ready);
       return;
     }
     const double piece = bytes / chunks_;
@@ -514,8 +514,7 @@ class Lowering {
   // (2d - 1 for a tree d hops deep); the fill's chunk bytes are not counted. Alone on a
   // tree of uniform links it takes (2d + c - 1) a + S/B, the pipelined tree's time less
   // (2d - 1) S/(cB); it makes 2 transfers per edge, not 2c.
-  void streamed_tree(const std::vector<std::size_t>& parent, std::size_t root,
-                     const std::vector<std::vector<std::size_t>>& children, const std::vector<std::size_t>& top_down,
+  void streamed_tree(const std::vector<std::size_t>& parent, std::size_t root, const std::vector<std::size_t>& top_down,
                      double bytes, std::vector<TaskId>& ready) {
     const std::size_t p = parent.size();
     std::vector<std::size_t> depth(p, 0);
@@ -539,7 +538,6 @@ class Lowering {
       sink_.edge(down, done);
       ready[i] = done;
     }
-    (void)children;
     TaskId root_done = marker();
     sink_.edge(start[root], root_done);
     for (std::size_t i = 0; i < p; ++i) {
@@ -1204,7 +1202,8 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
   const std::uint64_t p = group.ranks.size();
   const auto c = static_cast<std::uint64_t>(effective_chunks(spec));
   if (p < 2) return 0;
-  // A streamed ring phase is one transfer per rank instead of one per step and chunk.
+  // A streamed ring phase is one transfer per rank instead of one per step and chunk, a
+  // streamed tree one per edge and direction instead of one per chunk.
   const std::uint64_t s = spec.streamed ? 1 : 0;
   switch (spec.algorithm) {
     case CollectiveAlgorithm::kRing: {

@@ -124,7 +124,10 @@ struct CollectiveSpec {
   // as one transfer of all its steps' bytes that pays its route's latency once per step
   // (NCCL pipelines slices around the ring, so a rank forwards while it receives), in
   // place of a transfer per step and chunk. Alone on a uniform ring it takes the same
-  // time; it makes far fewer transfers for the flow model to solve.
+  // time; it makes far fewer transfers for the flow model to solve. A tree pipelined in
+  // c > 1 chunks likewise: one transfer per edge and direction for all of them, started
+  // when both ends are ready, paying the route's latency once per chunk and per hop of
+  // the fill (2d - 1, d the tree's depth), the fill's chunk bytes left out.
   bool streamed = false;
 };
 
