@@ -156,9 +156,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       spec.bytes = S;
       const double c = effective_chunks(spec);
       const double share = S / trees, piece = share / c;
-      std::vector<std::vector<std::size_t>> parents;
-      parents.reserve(static_cast<std::size_t>(trees));
-      for (int t = 0; t < trees; ++t) parents.push_back(tree_parents(g, t, trees));
+      const auto parents = tree_parents(g, trees);
       // Per link (those between switches left out: adaptive routing spreads what crosses
       // them), the bytes of every tree edge that crosses it, up or down.
       std::map<std::uint32_t, double> load;

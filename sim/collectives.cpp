@@ -754,35 +754,40 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
   return orders;
 }
 
-std::vector<std::size_t> tree_parents(const CollectiveGroup& group, int channel, int channels) {
-  const bool mirrored = channel % 2 == 1;
-  auto chains = group.by_domain();
-  for (std::size_t d = 0; d < chains.size(); ++d) {
+std::vector<std::vector<std::size_t>> tree_parents(const CollectiveGroup& group, int channels) {
+  auto base = group.by_domain();
+  for (std::size_t d = 0; d < base.size(); ++d) {
     // A domain's first direct ring, when it holds exactly the domain's ranks.
     if (d < group.domain_rings.size() && !group.domain_rings[d].empty()) {
       auto ring = group.domain_rings[d][0];
-      auto a = ring, b = chains[d];
+      auto a = ring, b = base[d];
       std::sort(a.begin(), a.end());
       std::sort(b.begin(), b.end());
-      if (a == b) chains[d] = std::move(ring);
+      if (a == b) base[d] = std::move(ring);
     }
+  }
+  const auto t_count = static_cast<std::size_t>(std::max(channels, 1));
+  std::vector<std::vector<std::size_t>> parents(t_count, std::vector<std::size_t>(group.ranks.size()));
+  std::vector<std::vector<std::size_t>> chains(base.size());
+  for (std::size_t t = 0; t < t_count; ++t) {
+    const bool mirrored = t % 2 == 1;
     // Channel t's chain starts at its (t n / channels)-th rank, so that the channels'
     // heads, which carry the traffic between domains, spread over the domain's ranks
     // (and their NICs); a mirrored channel walks it the other way from there.
-    const std::size_t n = chains[d].size();
-    const std::size_t head = static_cast<std::size_t>(channel) * n / static_cast<std::size_t>(std::max(channels, 1)) % n;
-    std::vector<std::size_t> chain(n);
-    for (std::size_t i = 0; i < n; ++i) chain[i] = chains[d][(head + (mirrored ? n - i : i)) % n];
-    chains[d] = std::move(chain);
+    for (std::size_t d = 0; d < base.size(); ++d) {
+      const std::size_t n = base[d].size(), head = t * n / t_count % n;
+      chains[d].resize(n);
+      for (std::size_t i = 0; i < n; ++i) chains[d][i] = base[d][(head + (mirrored ? n - i : i)) % n];
+    }
+    if (mirrored) std::reverse(chains.begin(), chains.end());
+    auto& parent = parents[t];
+    for (std::size_t d = 0; d < chains.size(); ++d) {
+      const auto& chain = chains[d];
+      parent[chain[0]] = d == 0 ? chain[0] : chains[(d - 1) / 2][0];
+      for (std::size_t k = 1; k < chain.size(); ++k) parent[chain[k]] = chain[k - 1];
+    }
   }
-  if (mirrored) std::reverse(chains.begin(), chains.end());
-  std::vector<std::size_t> parent(group.ranks.size());
-  for (std::size_t d = 0; d < chains.size(); ++d) {
-    const auto& chain = chains[d];
-    parent[chain[0]] = d == 0 ? chain[0] : chains[(d - 1) / 2][0];
-    for (std::size_t k = 1; k < chain.size(); ++k) parent[chain[k]] = chain[k - 1];
-  }
-  return parent;
+  return parents;
 }
 
 TreeShape tree_shape(const std::vector<std::size_t>& parent) {
@@ -1334,9 +1339,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       // NCCL's trees, one per channel, S/t each: even channels the tree, odd ones its
       // mirror (the double binary tree), each channel's chains headed by another rank.
       const int trees = channels;
-      std::vector<std::vector<std::size_t>> parents;
-      parents.reserve(static_cast<std::size_t>(trees));
-      for (int t = 0; t < trees; ++t) parents.push_back(tree_parents(group, t, trees));
+      const auto parents = tree_parents(group, trees);
       if (low.sharing()) {
         std::vector<std::pair<std::size_t, std::size_t>> hops;  // up and down every tree's edges, pipelined
         for (const auto& parent : parents) {

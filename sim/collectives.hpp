@@ -217,16 +217,16 @@ CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, 
 /// search finds no such choice, every channel of the block takes that rank.
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels);
 
-/// NCCL's tree of channel `channel` of `channels` over the group (its trees.cc, connect.cc
-/// and the NCCL 2.4 notes): inside each scale-up domain a chain of its ranks (along the
-/// domain's first direct ring when that holds exactly the domain's ranks, else in group
-/// order), starting at the domain's (channel x size / channels)-th rank, and across
+/// NCCL's trees of `channels` channels over the group (its trees.cc, connect.cc and the
+/// NCCL 2.4 notes), channel t's: inside each scale-up domain a chain of its ranks (along
+/// the domain's first direct ring when that holds exactly the domain's ranks, else in
+/// group order), starting at the domain's (t x size / channels)-th rank, and across
 /// domains a binary tree in heap order over the domains (in order of their first rank)
 /// whose edges join the chains' heads. An odd channel takes the second tree of the double
 /// binary tree: the domains in reverse, so a domain near a leaf of one tree is near the
-/// root of the other, and its chains walk the domain backwards from their head. Returns
-/// each position's parent (the root's is itself).
-std::vector<std::size_t> tree_parents(const CollectiveGroup& group, int channel, int channels);
+/// root of the other, and its chains walk the domain backwards from their head. Returns,
+/// per channel, each position's parent (the root's is itself).
+std::vector<std::vector<std::size_t>> tree_parents(const CollectiveGroup& group, int channels);
 
 /// A tree given by parents (tree_parents): its root, each position's children, and the
 /// positions parents first (breadth first from the root).

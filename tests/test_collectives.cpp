@@ -78,6 +78,15 @@ CollectiveGroup servers_group(const Cluster& c, int g) {
   return group;
 }
 
+// servers_cluster at line rate, with its group.
+struct ServersNet {
+  ServersNet(int n, int g, double Bin, double ain, double Bout, double aout, bool nics)
+      : c(servers_cluster(n, g, Bin, ain, Bout, aout, nics)), f(line_rate(c)), group(servers_group(c, g)) {}
+  Cluster c;
+  NetworkFabric f;
+  const CollectiveGroup group;
+};
+
 // Every chip a scale-up domain of its own (as chips without scale-up links are).
 CollectiveGroup singleton_group(const Cluster& c) {
   CollectiveGroup g = flat_group(c);
@@ -213,9 +222,9 @@ TEST_CASE("hierarchical all-reduce: ring inside each domain, across domains, ins
   // 2 (g-1)(2 ain + S/(g Bin)) + 2 (n-1)(2 aout + S/(g n Bout)).
   const int n = 2, gsize = 4;
   const double Bin = 100e9, ain = 1e-6, Bout = 25e9, aout = 2e-6, S = kGiB;
-  Cluster c = servers_cluster(n, gsize, Bin, ain, Bout, aout, false);
-  NetworkFabric f = line_rate(c);
-  const CollectiveGroup g = servers_group(c, gsize);
+  ServersNet net(n, gsize, Bin, ain, Bout, aout, false);
+  NetworkFabric& f = net.f;
+  const CollectiveGroup& g = net.group;
   const double expected = 2.0 * (gsize - 1) * (2 * ain + S / gsize / Bin) + 2.0 * (n - 1) * (2 * aout + S / gsize / n / Bout);
   CHECK(collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S)) ==
         Approx(expected).epsilon(0.01));
@@ -234,13 +243,14 @@ TEST_CASE("NCCL's trees on a channel each: heads on every rank, half a ring's by
   // 3 chain hops each way inside: (c + 1)(4 aout + S/(4c Bout)) + 6 (2 ain + S/(4c Bin)).
   const int n = 2, gsize = 4;
   const double Bin = 400e9, ain = 1e-6, Bout = 25e9, aout = 2e-6, S = kGiB;
-  Cluster c = servers_cluster(n, gsize, Bin, ain, Bout, aout, true);
-  NetworkFabric f = line_rate(c);
-  const CollectiveGroup g = servers_group(c, gsize);
+  ServersNet net(n, gsize, Bin, ain, Bout, aout, true);
+  NetworkFabric& f = net.f;
+  const CollectiveGroup& g = net.group;
   REQUIRE(default_tree_channels(g) == gsize);
   std::set<std::size_t> heads;
+  const auto trees = tree_parents(g, gsize);
   for (int t = 0; t < gsize; ++t) {
-    const auto parent = tree_parents(g, t, gsize);
+    const auto& parent = trees[static_cast<std::size_t>(t)];
     std::vector<std::pair<std::size_t, std::size_t>> across;
     for (std::size_t i = 0; i < parent.size(); ++i) {
       if (parent[i] != i && g.domain[i] != g.domain[parent[i]]) across.emplace_back(i, parent[i]);
@@ -892,22 +902,18 @@ TEST_CASE("the selector's tree estimate follows the replay of NCCL's trees acros
   // platforms, at 1 GiB, where the busiest link sets the pace (each tree edge's S/t, up
   // and down, on every link of its route next to a server), and at 8 B, where the depth
   // does: the estimate within 5% of the flow replay.
-  const Catalog cat = Catalog::builtin();
-  std::vector<std::tuple<std::string, int, int>> cases;
+  std::vector<std::tuple<const char*, int, std::optional<int>>> cases;
   for (int nodes : {2, 3, 4, 5}) {
     for (int nics : {8, 1}) cases.emplace_back("dgx-a100", nodes, nics);
   }
-  cases.emplace_back("dgx1-v100", 1, 0);
-  cases.emplace_back("dgx1-v100", 2, 0);
-  cases.emplace_back("mi300x-platform", 3, 0);
+  cases.emplace_back("dgx1-v100", 1, std::nullopt);
+  cases.emplace_back("dgx1-v100", 2, std::nullopt);
+  cases.emplace_back("mi300x-platform", 3, std::nullopt);
   for (const auto& [preset, nodes, nics] : cases) {
-    INFO(preset, ", ", nodes, " nodes, ", nics, " NICs per node");
-    PresetOptions o;
-    o.nodes = nodes;
-    if (nics > 0) o.nics_per_node = nics;
-    Cluster c = build_preset(cat, preset, o);
-    NetworkFabric f(c, cat);
-    const CollectiveGroup g = CollectiveGroup::of(f);
+    INFO(preset, ", ", nodes, " nodes, ", nics.value_or(0), " NICs per node (0: the preset's)");
+    PresetNet net(preset, nodes, nics);
+    NetworkFabric& f = net.f;
+    const CollectiveGroup& g = net.g;
     const int trees = default_tree_channels(g);
     CHECK(trees == (nodes > 1 ? 8 : 2));
     for (double S : {8.0, kGiB}) {
@@ -926,14 +932,11 @@ TEST_CASE("the selector picks trees for their latency, as NCCL's tuner does, not
   // picks the ring there, as NCCL would. Across 32 servers (256 ranks) at 2 MiB, where the
   // ring's 510 steps of latency dominate, auto picks the trees and they replay fastest
   // of ring, tree and hierarchical.
-  const Catalog cat = Catalog::builtin();
   for (int nodes : {2, 32}) {
     INFO(nodes, " nodes");
-    PresetOptions o;
-    o.nodes = nodes;
-    Cluster c = build_preset(cat, "dgx-a100", o);
-    NetworkFabric f(c, cat);
-    const CollectiveGroup g = CollectiveGroup::of(f);
+    PresetNet net("dgx-a100", nodes);
+    NetworkFabric& f = net.f;
+    const CollectiveGroup& g = net.g;
     const double S = nodes == 2 ? kGiB : 2.0 * 1024 * 1024;
     const auto time_of = [&](CollectiveAlgorithm a) { return collective_time(f, g, spec(CollectiveOp::kAllReduce, a, S, 0, 0)); };
     const double ring = time_of(CollectiveAlgorithm::kRing), tree = time_of(CollectiveAlgorithm::kTree);
@@ -956,15 +959,10 @@ TEST_CASE("the hierarchical estimate pays the slowest hop between servers at eve
   // across servers crosses the spine between some servers (more switches, more latency)
   // and between the first two not: at 8 B, all latency, the estimate (its steps at the
   // slowest hop's latency) equals the replay within 1%.
-  const Catalog cat = Catalog::builtin();
-  PresetOptions o;
-  o.nodes = 32;
-  Cluster c = build_preset(cat, "dgx-a100", o);
-  NetworkFabric f(c, cat);
-  const CollectiveGroup g = CollectiveGroup::of(f);
+  PresetNet net("dgx-a100", 32);
   const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, 8, 0, 0);
-  CHECK(collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, 8, 1) ==
-        Approx(collective_time(f, g, s)).epsilon(0.01));
+  CHECK(collective_estimate(net.f, net.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, 8, 1) ==
+        Approx(collective_time(net.f, net.g, s)).epsilon(0.01));
 }
 
 TEST_CASE("over 16 single-GPU nodes the selector picks the faster of ring and tree in the replay") {
