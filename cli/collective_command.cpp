@@ -46,7 +46,8 @@ Network models:
               (congestion, adaptive routing over equal-cost paths)
   analytical  each transfer alone: route latency + bytes / bottleneck bandwidth, the
               collective's own transfers at once sharing the links next to servers
-              (two rings through one NIC: half of it each)
+              (two rings through one NIC: half of it each; a tree's transfers, those
+              of their step of the pipelines)
 Link bandwidths count the catalog's efficiency per link kind (the fraction of line rate
 NCCL reaches); see 'ddlsim topology --list' and topology/data/catalog.json.
 

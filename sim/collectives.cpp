@@ -461,62 +461,19 @@ class Lowering {
     for (std::size_t k = 0; k + 1 < p; ++k) ready[order[k + 1]] = into[k];
   }
 
-  // Reduce up a tree and broadcast back down, `bytes` pipelined in chunks. parent[i] is
-  // the parent of position i (positions in the group), the root's is itself.
-  void tree_all_reduce(const std::vector<std::size_t>& parent, double bytes, std::vector<TaskId>& ready) {
+  // trees_by_step's all-reduce on one tree as streams, for the flow model: one
+  // transfer per edge and direction for all the chunks, started once both its ends are
+  // ready (the chunks pipeline through the tree), that pays its route's latency once per
+  // chunk and once per hop of the pipeline's fill (2d - 1 for a tree d hops deep); the
+  // fill's chunk bytes are not counted. Alone on a tree of uniform links it takes
+  // (2d + c - 1) a + S/B, the pipelined tree's time less (2d - 1) S/(cB); it makes 2
+  // transfers per edge, not 2c.
+  void streamed_tree(const std::vector<std::size_t>& parent, double bytes, std::vector<TaskId>& ready) {
     const std::size_t p = parent.size();
     if (p < 2) return;
-    const auto [root, children, top_down] = tree_shape(parent);
-    if (streamed_ && chunks_ > 1) {
-      streamed_tree(parent, root, top_down, bytes, ready);
-      return;
-    }
-    const double piece = bytes / chunks_;
-    std::vector<TaskId> up(p), down(p);  // per position: its latest send up / receive from the parent
-    const std::vector<TaskId> start = ready;
-    std::vector<TaskId> down_into(p);    // per child position: the previous chunk sent to it
-    for (int j = 0; j < chunks_; ++j) {
-      for (std::size_t k = top_down.size(); k-- > 1;) {  // children before parents
-        const std::size_t i = top_down[k];
-        const TaskId t = send(i, parent[i], piece);
-        sink_.edge(j == 0 ? start[i] : up[i], t);
-        for (std::size_t ch : children[i]) sink_.edge(up[ch], t);
-        up[i] = t;
-      }
-      for (std::size_t i : top_down) {
-        for (std::size_t ch : children[i]) {
-          const TaskId t = send(i, ch, piece);
-          if (i == root) {  // the root has chunk j once all its children's sums arrived
-            sink_.edge(j == 0 ? start[root] : down_into[ch], t);
-            for (std::size_t k : children[root]) sink_.edge(up[k], t);
-          } else {
-            sink_.edge(down[i], t);
-            if (j > 0) sink_.edge(down_into[ch], t);
-          }
-          down_into[ch] = t;
-          down[ch] = t;
-        }
-      }
-    }
-    for (std::size_t i = 0; i < p; ++i) {
-      if (i != root) ready[i] = down[i];
-    }
-    // The root's result is complete when its children's last sums arrived.
-    TaskId root_done = marker();
-    sink_.edge(start[root], root_done);
-    for (std::size_t k : children[root]) sink_.edge(up[k], root_done);
-    ready[root] = root_done;
-  }
-
-  // tree_all_reduce as streams: one transfer per edge and direction for all the chunks,
-  // started once both its ends are ready (the chunks pipeline through the tree), that
-  // pays its route's latency once per chunk and once per hop of the pipeline's fill
-  // (2d - 1 for a tree d hops deep); the fill's chunk bytes are not counted. Alone on a
-  // tree of uniform links it takes (2d + c - 1) a + S/B, the pipelined tree's time less
-  // (2d - 1) S/(cB); it makes 2 transfers per edge, not 2c.
-  void streamed_tree(const std::vector<std::size_t>& parent, std::size_t root, const std::vector<std::size_t>& top_down,
-                     double bytes, std::vector<TaskId>& ready) {
-    const std::size_t p = parent.size();
+    const TreeShape shape = tree_shape(parent);
+    const std::size_t root = shape.root;
+    const auto& top_down = shape.top_down;
     std::vector<std::size_t> depth(p, 0);
     std::size_t deepest = 0;
     for (std::size_t i : top_down) {
@@ -544,6 +501,125 @@ class Lowering {
       if (i != root && parent[i] == root) sink_.edge(ready[i], root_done);
     }
     ready[root] = root_done;
+  }
+
+  // All-reduces over trees (one per channel, `bytes` each; parents[t][i] is the parent
+  // of position i in tree t, the root's is itself): reduce up each tree and broadcast
+  // back down, pipelined in chunks. Chunk j leaves a rank up once its children's chunk j
+  // and its own chunk j - 1 have, and down once it has chunk j and its chunk j - 1 went
+  // down; a rank of height h (0 for a leaf) sends it up at step j + h, and a rank of
+  // depth k (0 for the root) down at step j + H + k, H the root's height. The transfers
+  // are added step by step and, with shares (the analytical model), declared at once
+  // step by step: a transfer shares its links with those of every tree in its step, not
+  // with every edge of every tree. The trees' chains start at different ranks, so while
+  // the pipelines fill few transfers meet on a link, and once every edge carries a chunk
+  // all do. done[t] starts as each position's readiness and ends as tree t's results.
+  void trees_by_step(const std::vector<std::vector<std::size_t>>& parents, double bytes,
+                     std::vector<std::vector<TaskId>>& done) {
+    const std::size_t p = parents.front().size(), c = static_cast<std::size_t>(chunks_);
+    if (p < 2) return;
+    const double piece = bytes / chunks_;
+    struct Tree {
+      TreeShape shape;
+      std::vector<std::vector<std::size_t>> up_at;    // per height: the ranks (not the root) that send up
+      std::vector<std::vector<std::size_t>> down_at;  // per depth: the ranks with children
+      std::size_t top = 0;                            // the root's height
+      std::vector<TaskId> up, down;                   // [position x c + chunk]: its send up / the send into it
+    };
+    std::vector<Tree> trees(parents.size());
+    std::size_t steps = 0;
+    for (std::size_t t = 0; t < parents.size(); ++t) {
+      Tree& tr = trees[t];
+      tr.shape = tree_shape(parents[t]);
+      const auto& order = tr.shape.top_down;
+      std::vector<std::size_t> height(p, 0), depth(p, 0);
+      for (std::size_t k = order.size(); k-- > 1;) {  // children before parents
+        const std::size_t i = order[k], up = parents[t][i];
+        height[up] = std::max(height[up], height[i] + 1);
+      }
+      for (std::size_t i : order) {
+        if (i != tr.shape.root) depth[i] = depth[parents[t][i]] + 1;
+      }
+      tr.top = height[tr.shape.root];
+      tr.up_at.resize(tr.top);
+      for (std::size_t i : order) {
+        if (i != tr.shape.root) tr.up_at[height[i]].push_back(i);
+        if (!tr.shape.children[i].empty()) {
+          if (depth[i] >= tr.down_at.size()) tr.down_at.resize(depth[i] + 1);
+          tr.down_at[depth[i]].push_back(i);
+        }
+      }
+      tr.up.assign(p * c, TaskId{});
+      tr.down.assign(p * c, TaskId{});
+      steps = std::max(steps, c + tr.top + tr.down_at.size() - 1);
+    }
+    // Whether `step` sends a chunk of a rank whose first chunk goes at step `at`, and which (j).
+    const auto chunk = [c](std::size_t step, std::size_t at, std::size_t& j) {
+      if (step < at || step - at >= c) return false;
+      j = step - at;
+      return true;
+    };
+    std::vector<std::pair<std::size_t, std::size_t>> hops;
+    for (std::size_t w = 0; w < steps; ++w) {
+      hops.clear();
+      std::size_t j = 0;
+      for (std::size_t t = 0; t < trees.size(); ++t) {
+        const Tree& tr = trees[t];
+        for (std::size_t h = 0; h < tr.up_at.size(); ++h) {
+          if (!chunk(w, h, j)) continue;
+          for (std::size_t i : tr.up_at[h]) hops.emplace_back(i, parents[t][i]);
+        }
+        for (std::size_t k = 0; k < tr.down_at.size(); ++k) {
+          if (!chunk(w, tr.top + k, j)) continue;
+          for (std::size_t i : tr.down_at[k]) {
+            for (std::size_t ch : tr.shape.children[i]) hops.emplace_back(i, ch);
+          }
+        }
+      }
+      at_once(hops);
+      for (std::size_t t = 0; t < trees.size(); ++t) {
+        Tree& tr = trees[t];
+        const std::size_t root = tr.shape.root;
+        const auto& start = done[t];
+        for (std::size_t h = 0; h < tr.up_at.size(); ++h) {
+          if (!chunk(w, h, j)) continue;
+          for (std::size_t i : tr.up_at[h]) {
+            const TaskId s = send(i, parents[t][i], piece);
+            sink_.edge(j == 0 ? start[i] : tr.up[i * c + j - 1], s);
+            for (std::size_t ch : tr.shape.children[i]) sink_.edge(tr.up[ch * c + j], s);
+            tr.up[i * c + j] = s;
+          }
+        }
+        for (std::size_t k = 0; k < tr.down_at.size(); ++k) {
+          if (!chunk(w, tr.top + k, j)) continue;
+          for (std::size_t i : tr.down_at[k]) {
+            for (std::size_t ch : tr.shape.children[i]) {
+              const TaskId s = send(i, ch, piece);
+              if (i == root) {  // the root has chunk j once all its children's sums arrived
+                sink_.edge(j == 0 ? start[root] : tr.down[ch * c + j - 1], s);
+                for (std::size_t kid : tr.shape.children[root]) sink_.edge(tr.up[kid * c + j], s);
+              } else {
+                sink_.edge(tr.down[i * c + j], s);
+                if (j > 0) sink_.edge(tr.down[ch * c + j - 1], s);
+              }
+              tr.down[ch * c + j] = s;
+            }
+          }
+        }
+      }
+    }
+    none_at_once();
+    for (std::size_t t = 0; t < trees.size(); ++t) {
+      Tree& tr = trees[t];
+      const std::size_t root = tr.shape.root;
+      const TaskId root_done = marker();  // the root's result: its children's last sums arrived
+      sink_.edge(done[t][root], root_done);
+      for (std::size_t kid : tr.shape.children[root]) sink_.edge(tr.up[kid * c + c - 1], root_done);
+      for (std::size_t i = 0; i < p; ++i) {
+        if (i != root) done[t][i] = tr.down[i * c + c - 1];
+      }
+      done[t][root] = root_done;
+    }
   }
 
   // Recursive halving (reduce-scatter, halving = true) or doubling (all-gather) over a
@@ -1202,7 +1278,7 @@ std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, Co
   return what;
 }
 
-std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec) {
+std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared) {
   using Op = CollectiveOp;
   const std::uint64_t p = group.ranks.size();
   const auto c = static_cast<std::uint64_t>(effective_chunks(spec));
@@ -1221,8 +1297,8 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
         default: return (p - 1) * per;
       }
     }
-    case CollectiveAlgorithm::kTree:  // streamed: each edge's first chunk and the rest, each way
-      return static_cast<std::uint64_t>(effective_channels(group, spec)) * 2 * (p - 1) * (s && c > 1 ? 1 : c);
+    case CollectiveAlgorithm::kTree:  // streamed (not shared): one per edge and way for all the chunks
+      return static_cast<std::uint64_t>(effective_channels(group, spec)) * 2 * (p - 1) * (s && c > 1 && !shared ? 1 : c);
     case CollectiveAlgorithm::kHalvingDoubling: {
       const auto steps = static_cast<std::uint64_t>(std::countr_zero(p));
       return (spec.op == Op::kAllReduce ? 2 : 1) * steps * p * c;
@@ -1338,28 +1414,21 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
     case CollectiveAlgorithm::kTree: {
       // NCCL's trees, one per channel, S/t each: even channels the tree, odd ones its
       // mirror (the double binary tree), each channel's chains headed by another rank.
+      // With shares (the analytical model) the trees go chunk by chunk, step by step,
+      // streamed or not: a stream would share its links with every edge of every tree
+      // for all its time and leave out the pipeline's fill, the time that counts for the
+      // small messages trees are chosen for (streaming saves the flow model's flows).
       const int trees = channels;
       const auto parents = tree_parents(group, trees);
-      if (low.sharing()) {
-        std::vector<std::pair<std::size_t, std::size_t>> hops;  // up and down every tree's edges, pipelined
-        for (const auto& parent : parents) {
-          for (std::size_t i = 0; i < parent.size(); ++i) {
-            if (parent[i] == i) continue;
-            hops.emplace_back(i, parent[i]);
-            hops.emplace_back(parent[i], i);
-          }
-        }
-        low.at_once(hops);
+      std::vector<std::vector<TaskId>> done(parents.size(), ready);
+      if (spec.streamed && effective_chunks(spec) > 1 && !low.sharing()) {
+        for (std::size_t t = 0; t < parents.size(); ++t) low.streamed_tree(parents[t], S / trees, done[t]);
+      } else {
+        low.trees_by_step(parents, S / trees, done);
       }
-      if (trees == 1) {
-        low.tree_all_reduce(parents[0], S, ready);
+      if (done.size() == 1) {
+        ready = done.front();
         break;
-      }
-      std::vector<std::vector<TaskId>> done;
-      done.reserve(parents.size());
-      for (const auto& parent : parents) {
-        done.push_back(ready);
-        low.tree_all_reduce(parent, S / trees, done.back());
       }
       for (std::size_t i = 0; i < p; ++i) {
         ready[i] = low.marker();
@@ -1468,7 +1537,7 @@ LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const Colle
                                    const CollectiveSpec& spec, NetworkFabric* shares_on) {
   check_request(group, spec);
   // Room for the transfers and about one marker per rank and phase.
-  g.reserve(g.size() + collective_transfer_count(group, spec) + 4 * group.ranks.size() + 2);
+  g.reserve(g.size() + collective_transfer_count(group, spec, shares_on != nullptr) + 4 * group.ranks.size() + 2);
   GraphSink sink(g, network, spec);
   Lowering<GraphSink> low(sink, group, spec, shares_on);
   LoweredCollective out;

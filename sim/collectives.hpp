@@ -151,7 +151,8 @@ struct LoweredCollective {
 /// With `shares_on`, each transfer also carries its bandwidth share (TaskGraph::share):
 /// how much of its route's bottleneck it gets beside the transfers of the collective
 /// that run at once with it on the links next to servers (two rings through one NIC
-/// get half of it each). The analytical network model divides by it; pass the fabric
+/// get half of it each; a tree's transfers, chunk by chunk even when streamed, those
+/// of the same step of the trees' pipelines). The analytical network model divides by it; pass the fabric
 /// when the graph will replay on that model (the flow model finds the sharing itself).
 /// Throws InputError when the algorithm cannot run the operation on the group.
 LoweredCollective lower_collective(TaskGraph& graph, ResourceId network, const CollectiveGroup& group,
@@ -177,8 +178,10 @@ struct CollectiveCost {
 };
 CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec);
 
-/// The number of transfers lower_collective would add (to refuse absurd sizes up front).
-std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec);
+/// The number of transfers lower_collective would add (to refuse absurd sizes up front);
+/// `shared`: lowered with bandwidth shares (for the analytical model), where trees go
+/// chunk by chunk even when streamed.
+std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared = false);
 
 /// NCCL-like choice: the algorithm (and channel count) with the smallest closed-form time
 /// estimate for this size on this group, from the latencies and bottleneck capacities

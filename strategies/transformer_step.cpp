@@ -596,7 +596,7 @@ class StepLowering {
       const TaskId t = g_.add(Compute{out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, op_name(op)).id();
       return LoweredCollective{t, t, 0};
     }
-    const std::uint64_t more = collective_transfer_count(ch.group, ch.spec);
+    const std::uint64_t more = collective_transfer_count(ch.group, ch.spec, in_.network == NetworkModelKind::kAnalytical);
     admit_transfers(more, op_name(op), ch.group.ranks.size());
     const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
     const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec,
