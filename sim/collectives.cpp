@@ -35,12 +35,17 @@ constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "halving-doublin
 //    another accelerator only if it is one of the collective's ranks (a library
 //    forwards through its own ranks); inside one scale-up domain, where neither end's
 //    domain holds another rank, or where no candidate qualifies, the transfer takes its
-//    first route, counted as below. A transfer listed more than once (a ring two
-//    channels follow) takes the largest share of its copies;
+//    first route. A transfer listed more than once (a ring two channels follow) takes
+//    the largest share of its copies;
 //  - not spread (a direct algorithm's p(p-1) sends, where looking at every candidate
-//    would cost too much): its first route, without the links into and out of an
-//    accelerator it passes through (a detour through another GPU's port, where a
-//    straight route may be as short).
+//    would cost too much): its first route.
+// Every link of that route next to a server counts, those into and out of another
+// accelerator it passes through too: the shortest route to a GPU of another server on
+// another rail goes through the GPU of its own rail there (as NCCL's PXN sends do), and
+// on a DGX-1 to a GPU with no NVLink of its own through a neighbour's NVLinks; the flow
+// model loads those ports too. (Until the twenty-first session they were left out, and
+// a direct all-to-all or all-reduce came out up to 4-5 times faster than on the flow
+// model: DGX-1, MI300X platforms.)
 // A transfer's share is its first route's bottleneck capacity over the smallest
 // capacity per transfer along the route it is counted on (at least 1; 1 when its links
 // are its own), rounded to a float, as a task graph stores it, so that a replay and
@@ -67,7 +72,7 @@ class Shares {
     if (!spread) {
       load_ = &f_->link_counts();
       f_->prefetch_first_routes(hops);
-      for (const auto& [from, to] : hops) count(f_->first_route(from, to), true);
+      for (const auto& [from, to] : hops) count(f_->first_route(from, to));
       return;
     }
     // A spread set's shares depend on the set and the collective's ranks alone: the
@@ -107,7 +112,7 @@ class Shares {
     }
     const auto& first = route != nullptr ? *route : f_->first_route(from, to);
     if (first.empty()) return 1.0;
-    return std::max(1.0, static_cast<double>(static_cast<float>(f_->route_capacity(first) / rate(first, 0, true))));
+    return std::max(1.0, static_cast<double>(static_cast<float>(f_->route_capacity(first) / rate(first, 0))));
   }
 
  private:
@@ -161,7 +166,6 @@ class Shares {
     const auto size = [&](std::size_t h) { return candidates[h] == nullptr ? std::size_t{1} : candidates[h]->size(); };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return size(a) < size(b); });
     std::vector<const std::vector<LinkId>*> taken(hops.size());
-    std::vector<char> plain(hops.size(), 0);  // on the first route, its detours not counted
     for (std::size_t h : order) {
       const std::vector<LinkId>* best = nullptr;
       double best_rate = 0;
@@ -170,7 +174,7 @@ class Shares {
         for (const auto& c : *candidates[h]) {
           const int t = member_transits(c);
           if (t < 0) continue;
-          const double r = rate(c, 1, false);
+          const double r = rate(c, 1);
           if (best == nullptr || r > best_rate || (r == best_rate && t < best_transits)) {
             best = &c;
             best_rate = r;
@@ -178,43 +182,30 @@ class Shares {
           }
         }
       }
-      if (best == nullptr) {
-        best = firsts[h];
-        plain[h] = 1;
-      }
-      taken[h] = best;
-      count(*best, plain[h] != 0);
+      taken[h] = best != nullptr ? best : firsts[h];
+      count(*taken[h]);
     }
     std::vector<float> out(hops.size(), 1.0F);
     for (std::size_t h = 0; h < hops.size(); ++h) {
       if (firsts[h]->empty()) continue;
-      out[h] = std::max(1.0F, static_cast<float>(f_->route_capacity(*firsts[h]) / rate(*taken[h], 0, plain[h] != 0)));
+      out[h] = std::max(1.0F, static_cast<float>(f_->route_capacity(*firsts[h]) / rate(*taken[h], 0)));
     }
     release_counts();
     return out;
   }
-  // Whether link k of a route counts: next to a server, and, with `plain`, not into or
-  // out of an accelerator the route passes through.
-  [[nodiscard]] bool counted(const std::vector<LinkId>& route, std::size_t k, bool plain) const {
-    if (f_->between_switches(route[k])) return false;
-    if (!plain) return true;
-    if (k > 0 && f_->into_accelerator(route[k - 1])) return false;             // out of one it passes through
-    if (k + 1 < route.size() && f_->into_accelerator(route[k])) return false;  // into one it passes through
-    return true;
-  }
-  void count(const std::vector<LinkId>& route, bool plain) {
+  void count(const std::vector<LinkId>& route) {
     for (std::size_t k = 0; k < route.size(); ++k) {
-      if (!counted(route, k, plain)) continue;
+      if (f_->between_switches(route[k])) continue;
       if ((*load_)[route[k].value] == 0) touched_.push_back(route[k].value);
       ++(*load_)[route[k].value];
     }
   }
   // The smallest capacity per transfer along a route, with `extra` more on its counted
   // links (1: were a transfer not yet counted to take it).
-  [[nodiscard]] double rate(const std::vector<LinkId>& route, int extra, bool plain) const {
+  [[nodiscard]] double rate(const std::vector<LinkId>& route, int extra) const {
     double r = std::numeric_limits<double>::infinity();
     for (std::size_t k = 0; k < route.size(); ++k) {
-      const int n = counted(route, k, plain) ? std::max(1, (*load_)[route[k].value] + extra) : 1;
+      const int n = f_->between_switches(route[k]) ? 1 : std::max(1, (*load_)[route[k].value] + extra);
       r = std::min(r, f_->capacity(route[k]) / n);
     }
     return r;
