@@ -431,25 +431,49 @@ class Lowering {
     for (std::size_t r = 0; r < p; ++r) ready[order[(r + 1) % p]] = last[r];
   }
 
-  // Pipelines `bytes` along the chain order[0] -> order[1] -> ... in chunks.
-  void chain(const std::vector<std::size_t>& order, double bytes, std::vector<TaskId>& ready) {
-    const std::size_t p = order.size();
-    if (p < 2) return;
+  // Pipelines `bytes` along each chain (positions in the group, chains[t][0] first) in
+  // chunks: chunk j crosses hop k (into chains[t][k + 1]) at step j + k, after it
+  // crossed hop k - 1 and chunk j - 1 crossed hop k (the first chunk also after the
+  // hop's sender is ready). The transfers are added step by step and, with shares (the
+  // analytical model), declared at once step by step, as trees_by_step's. done[t] starts
+  // as each position's readiness and ends as chain t's results.
+  void chains_by_step(const std::vector<std::vector<std::size_t>>& chains, double bytes,
+                      std::vector<std::vector<TaskId>>& done) {
+    const std::size_t c = static_cast<std::size_t>(chunks_);
     const double piece = bytes / chunks_;
-    std::vector<TaskId> into(p);  // per hop k (into order[k+1]): the previous chunk's send
-    std::vector<TaskId> recv(p);  // per position k: arrival of the current chunk
-    for (int j = 0; j < chunks_; ++j) {
-      recv[0] = ready[order[0]];
-      for (std::size_t k = 0; k + 1 < p; ++k) {
-        const TaskId t = send(order[k], order[k + 1], piece);
-        sink_.edge(recv[k], t);
-        if (j > 0) sink_.edge(into[k], t);
-        else if (k > 0) sink_.edge(ready[order[k]], t);
-        into[k] = t;
-        recv[k + 1] = t;
+    std::size_t steps = 0;
+    std::vector<std::vector<TaskId>> sent(chains.size());  // [hop x c + chunk]
+    for (std::size_t t = 0; t < chains.size(); ++t) {
+      if (chains[t].size() < 2) continue;
+      steps = std::max(steps, c + chains[t].size() - 2);
+      sent[t].assign((chains[t].size() - 1) * c, TaskId{});
+    }
+    std::vector<std::pair<std::size_t, std::size_t>> hops;
+    for (std::size_t w = 0; w < steps; ++w) {
+      hops.clear();
+      for (const auto& order : chains) {
+        for (std::size_t k = 0; k + 1 < order.size() && k <= w; ++k) {
+          if (w - k < c) hops.emplace_back(order[k], order[k + 1]);
+        }
+      }
+      at_once(hops);
+      for (std::size_t t = 0; t < chains.size(); ++t) {
+        const auto& order = chains[t];
+        for (std::size_t k = 0; k + 1 < order.size() && k <= w; ++k) {
+          const std::size_t j = w - k;
+          if (j >= c) continue;
+          const TaskId s = send(order[k], order[k + 1], piece);
+          sink_.edge(k == 0 ? done[t][order[0]] : sent[t][(k - 1) * c + j], s);
+          if (j > 0) sink_.edge(sent[t][k * c + j - 1], s);
+          else if (k > 0) sink_.edge(done[t][order[k]], s);
+          sent[t][k * c + j] = s;
+        }
       }
     }
-    for (std::size_t k = 0; k + 1 < p; ++k) ready[order[k + 1]] = into[k];
+    none_at_once();
+    for (std::size_t t = 0; t < chains.size(); ++t) {
+      for (std::size_t k = 0; k + 1 < chains[t].size(); ++k) done[t][chains[t][k + 1]] = sent[t][k * c + c - 1];
+    }
   }
 
   // trees_by_step's all-reduce on one tree as streams, for the flow model: one
@@ -1355,42 +1379,22 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
     case CollectiveAlgorithm::kRing: {
       const auto orders = ring_orders(group, channels);
       const double share = S / channels;
-      if (low.sharing() && (spec.op == Op::kBroadcast || spec.op == Op::kReduce)) {
-        // The chains below: each ring order without its hop into the root, run forward
-        // (broadcast) or backward (reduce).
-        std::vector<std::pair<std::size_t, std::size_t>> hops;
+      std::vector<std::vector<TaskId>> done(orders.size(), ready);
+      if (spec.op == Op::kBroadcast || spec.op == Op::kReduce) {
+        // A chain through each ring order, starting (broadcast) or ending (reduce) at the root.
+        std::vector<std::vector<std::size_t>> chains;
         for (const auto& order : orders) {
-          for (std::size_t k = 0; k < p; ++k) {
-            const std::size_t a = order[k], b = order[(k + 1) % p];
-            if (b == root) continue;  // the chain from the root ends before it
-            if (spec.op == Op::kReduce) hops.emplace_back(b, a);
-            else hops.emplace_back(a, b);
-          }
+          const std::size_t at = static_cast<std::size_t>(std::find(order.begin(), order.end(), root) - order.begin());
+          std::vector<std::size_t> chain;
+          for (std::size_t k = 0; k < p; ++k) chain.push_back(order[(at + k) % p]);
+          if (spec.op == Op::kReduce) std::reverse(chain.begin(), chain.end());
+          chains.push_back(std::move(chain));
         }
-        low.at_once(hops);
-      } else {
+        low.chains_by_step(chains, share, done);
+      } else if (spec.op == Op::kAllReduce || spec.op == Op::kReduceScatter || spec.op == Op::kAllGather) {
         low.rings_at_once(orders);
-      }
-      std::vector<std::vector<TaskId>> done;
-      for (const auto& order : orders) {
-        std::vector<TaskId> r = ready;
-        switch (spec.op) {
-          case Op::kAllReduce: low.ring(order, 2 * static_cast<int>(p - 1), share / P, r); break;
-          case Op::kReduceScatter:
-          case Op::kAllGather: low.ring(order, static_cast<int>(p - 1), share / P, r); break;
-          case Op::kBroadcast:
-          case Op::kReduce: {
-            // A chain through the ring order, starting (broadcast) or ending (reduce) at the root.
-            const std::size_t at = static_cast<std::size_t>(std::find(order.begin(), order.end(), root) - order.begin());
-            std::vector<std::size_t> chain;
-            for (std::size_t k = 0; k < p; ++k) chain.push_back(order[(at + k) % p]);
-            if (spec.op == Op::kReduce) std::reverse(chain.begin(), chain.end());
-            low.chain(chain, share, r);
-            break;
-          }
-          default: break;
-        }
-        done.push_back(std::move(r));
+        const int steps = static_cast<int>(p - 1) * (spec.op == Op::kAllReduce ? 2 : 1);
+        for (std::size_t t = 0; t < orders.size(); ++t) low.ring(orders[t], steps, share / P, done[t]);
       }
       if (orders.size() == 1) {
         ready = done.front();
