@@ -127,7 +127,9 @@ struct CollectiveSpec {
   // time; it makes far fewer transfers for the flow model to solve. A tree pipelined in
   // c > 1 chunks likewise: one transfer per edge and direction for all of them, started
   // when both ends are ready, paying the route's latency once per chunk and per hop of
-  // the fill (2d - 1, d the tree's depth), the fill's chunk bytes left out.
+  // the fill (2d - 1, d the tree's depth), the fill's chunk bytes left out. Lowered with
+  // shares (the analytical model), trees go chunk by chunk whatever this says
+  // (collective_transfer_count's `shared`).
   bool streamed = false;
 };
 
