@@ -448,26 +448,29 @@ class Lowering {
       steps = std::max(steps, c + chains[t].size() - 2);
       sent[t].assign((chains[t].size() - 1) * c, TaskId{});
     }
+    struct Move {
+      std::size_t t, k, j;  // chain t's hop k, chunk j
+    };
+    std::vector<Move> moves;
     std::vector<std::pair<std::size_t, std::size_t>> hops;
     for (std::size_t w = 0; w < steps; ++w) {
+      moves.clear();
       hops.clear();
-      for (const auto& order : chains) {
-        for (std::size_t k = 0; k + 1 < order.size() && k <= w; ++k) {
-          if (w - k < c) hops.emplace_back(order[k], order[k + 1]);
+      for (std::size_t t = 0; t < chains.size(); ++t) {
+        for (std::size_t k = 0; k + 1 < chains[t].size() && k <= w; ++k) {
+          if (w - k >= c) continue;
+          moves.push_back({t, k, w - k});
+          hops.emplace_back(chains[t][k], chains[t][k + 1]);
         }
       }
       at_once(hops);
-      for (std::size_t t = 0; t < chains.size(); ++t) {
+      for (const auto& [t, k, j] : moves) {
         const auto& order = chains[t];
-        for (std::size_t k = 0; k + 1 < order.size() && k <= w; ++k) {
-          const std::size_t j = w - k;
-          if (j >= c) continue;
-          const TaskId s = send(order[k], order[k + 1], piece);
-          sink_.edge(k == 0 ? done[t][order[0]] : sent[t][(k - 1) * c + j], s);
-          if (j > 0) sink_.edge(sent[t][k * c + j - 1], s);
-          else if (k > 0) sink_.edge(done[t][order[k]], s);
-          sent[t][k * c + j] = s;
-        }
+        const TaskId s = send(order[k], order[k + 1], piece);
+        sink_.edge(k == 0 ? done[t][order[0]] : sent[t][(k - 1) * c + j], s);
+        if (j > 0) sink_.edge(sent[t][k * c + j - 1], s);
+        else if (k > 0) sink_.edge(done[t][order[k]], s);
+        sent[t][k * c + j] = s;
       }
     }
     none_at_once();
@@ -568,59 +571,51 @@ class Lowering {
       tr.down.assign(p * c, TaskId{});
       steps = std::max(steps, c + tr.top + tr.down_at.size() - 1);
     }
-    // Whether `step` sends a chunk of a rank whose first chunk goes at step `at`, and which (j).
-    const auto chunk = [c](std::size_t step, std::size_t at, std::size_t& j) {
-      if (step < at || step - at >= c) return false;
-      j = step - at;
-      return true;
+    // Each step's sends: tree t's rank `from` sends chunk j to `to`, up (to its parent)
+    // or down (to a child).
+    struct Move {
+      std::size_t t, from, to, j;
+      bool up;
     };
+    std::vector<Move> moves;
     std::vector<std::pair<std::size_t, std::size_t>> hops;
     for (std::size_t w = 0; w < steps; ++w) {
-      hops.clear();
-      std::size_t j = 0;
+      moves.clear();
       for (std::size_t t = 0; t < trees.size(); ++t) {
         const Tree& tr = trees[t];
-        for (std::size_t h = 0; h < tr.up_at.size(); ++h) {
-          if (!chunk(w, h, j)) continue;
-          for (std::size_t i : tr.up_at[h]) hops.emplace_back(i, parents[t][i]);
+        // Ranks whose first chunk goes at step `at` send chunk w - at, if there is one.
+        for (std::size_t h = 0; h < tr.up_at.size() && h <= w; ++h) {
+          if (w - h >= c) continue;
+          for (std::size_t i : tr.up_at[h]) moves.push_back({t, i, parents[t][i], w - h, true});
         }
-        for (std::size_t k = 0; k < tr.down_at.size(); ++k) {
-          if (!chunk(w, tr.top + k, j)) continue;
+        for (std::size_t k = 0; k < tr.down_at.size() && tr.top + k <= w; ++k) {
+          if (w - tr.top - k >= c) continue;
           for (std::size_t i : tr.down_at[k]) {
-            for (std::size_t ch : tr.shape.children[i]) hops.emplace_back(i, ch);
+            for (std::size_t ch : tr.shape.children[i]) moves.push_back({t, i, ch, w - tr.top - k, false});
           }
         }
       }
+      hops.clear();
+      for (const Move& m : moves) hops.emplace_back(m.from, m.to);
       at_once(hops);
-      for (std::size_t t = 0; t < trees.size(); ++t) {
+      for (const auto& [t, from, to, j, up] : moves) {
         Tree& tr = trees[t];
-        const std::size_t root = tr.shape.root;
         const auto& start = done[t];
-        for (std::size_t h = 0; h < tr.up_at.size(); ++h) {
-          if (!chunk(w, h, j)) continue;
-          for (std::size_t i : tr.up_at[h]) {
-            const TaskId s = send(i, parents[t][i], piece);
-            sink_.edge(j == 0 ? start[i] : tr.up[i * c + j - 1], s);
-            for (std::size_t ch : tr.shape.children[i]) sink_.edge(tr.up[ch * c + j], s);
-            tr.up[i * c + j] = s;
-          }
+        const TaskId s = send(from, to, piece);
+        if (up) {
+          sink_.edge(j == 0 ? start[from] : tr.up[from * c + j - 1], s);
+          for (std::size_t ch : tr.shape.children[from]) sink_.edge(tr.up[ch * c + j], s);
+          tr.up[from * c + j] = s;
+          continue;
         }
-        for (std::size_t k = 0; k < tr.down_at.size(); ++k) {
-          if (!chunk(w, tr.top + k, j)) continue;
-          for (std::size_t i : tr.down_at[k]) {
-            for (std::size_t ch : tr.shape.children[i]) {
-              const TaskId s = send(i, ch, piece);
-              if (i == root) {  // the root has chunk j once all its children's sums arrived
-                sink_.edge(j == 0 ? start[root] : tr.down[ch * c + j - 1], s);
-                for (std::size_t kid : tr.shape.children[root]) sink_.edge(tr.up[kid * c + j], s);
-              } else {
-                sink_.edge(tr.down[i * c + j], s);
-                if (j > 0) sink_.edge(tr.down[ch * c + j - 1], s);
-              }
-              tr.down[ch * c + j] = s;
-            }
-          }
+        if (from == tr.shape.root) {  // the root has chunk j once all its children's sums arrived
+          sink_.edge(j == 0 ? start[from] : tr.down[to * c + j - 1], s);
+          for (std::size_t kid : tr.shape.children[from]) sink_.edge(tr.up[kid * c + j], s);
+        } else {
+          sink_.edge(tr.down[from * c + j], s);
+          if (j > 0) sink_.edge(tr.down[to * c + j - 1], s);
         }
+        tr.down[to * c + j] = s;
       }
     }
     none_at_once();
@@ -1363,6 +1358,20 @@ void check_request(const CollectiveGroup& group, const CollectiveSpec& spec) {
   if (std::string why = unsupported_reason(group, spec.op, spec.algorithm); !why.empty()) throw InputError(why);
 }
 
+// Each rank's readiness once every channel's part has given it its result: the one
+// part's own, or a marker after all of them.
+template <class Sink>
+void join_parts(Lowering<Sink>& low, const std::vector<std::vector<TaskId>>& done, std::vector<TaskId>& ready) {
+  if (done.size() == 1) {
+    ready = done.front();
+    return;
+  }
+  for (std::size_t i = 0; i < ready.size(); ++i) {
+    ready[i] = low.marker();
+    for (const auto& d : done) low.edge(d[i], ready[i]);
+  }
+}
+
 // Lowers the collective between a start marker and the returned end marker.
 template <class Sink>
 std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& group, const CollectiveSpec& spec) {
@@ -1396,14 +1405,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
         const int steps = static_cast<int>(p - 1) * (spec.op == Op::kAllReduce ? 2 : 1);
         for (std::size_t t = 0; t < orders.size(); ++t) low.ring(orders[t], steps, share / P, done[t]);
       }
-      if (orders.size() == 1) {
-        ready = done.front();
-      } else {
-        for (std::size_t i = 0; i < p; ++i) {
-          ready[i] = low.marker();
-          for (const auto& d : done) low.edge(d[i], ready[i]);
-        }
-      }
+      join_parts(low, done, ready);
       break;
     }
     case CollectiveAlgorithm::kTree: {
@@ -1421,14 +1423,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       } else {
         low.trees_by_step(parents, S / trees, done);
       }
-      if (done.size() == 1) {
-        ready = done.front();
-        break;
-      }
-      for (std::size_t i = 0; i < p; ++i) {
-        ready[i] = low.marker();
-        for (const auto& d : done) low.edge(d[i], ready[i]);
-      }
+      join_parts(low, done, ready);
       break;
     }
     case CollectiveAlgorithm::kHalvingDoubling:
