@@ -264,7 +264,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       }
     } else {
       source = vm["hf-config"].as<std::string>();
-      g = build_model_workload(ModelWorkload{std::nullopt, source, o});
+      g = build_model_workload(ModelWorkload{std::nullopt, source, o, std::nullopt});
     }
 
     std::vector<Row> rows;

@@ -56,6 +56,8 @@ class JsonObject {
   std::string choice(const std::string& key, const std::vector<std::string>& choices);
   JsonObject object(const std::string& key);
   JsonArray array(const std::string& key);
+  /// The value as it is, of any type, for a field whose reader takes JSON of its own.
+  const nlohmann::json& value(const std::string& key) { return at(key); }
 
   // Optional fields with a documented default.
   std::string string_or(const std::string& key, const std::string& fallback);

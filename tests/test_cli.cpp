@@ -9,6 +9,7 @@
 #include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unistd.h>
@@ -1024,6 +1025,36 @@ TEST_CASE("validate: a replayed step's breakdown adds up to it, and --csv writes
         std::string::npos);
   CHECK(row.size() > 7);
   CHECK(row.substr(row.size() - 10) == ",\"\",,,,,,,");  // refused empty, then 7 empty columns
+}
+
+TEST_CASE("run: a HuggingFace config written in the scenario is the same model as the file") {
+  // Expected: workload.hf_config as an object gives the very report its file gives (the
+  // same step, to the byte); a config that is neither a file name nor an object, or one
+  // with a bad field, is one line naming the path.
+  Scratch s;
+  const std::string config =
+      R"({"model_type": "gpt2", "n_layer": 4, "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000})";
+  s.write("gpt.json", config);
+  auto scenario = [](const std::string& hf) {
+    return R"({"name": "hf", "cluster": {"preset": "dgx-a100"}, "workload": {"hf_config": )" + hf +
+           R"(}, "strategies": [{"name": "tp2", "tp": 2, "global_batch": 32, "micro_batch": 2}]})";
+  };
+  const auto file = ddlsim_cmd({"run", s.write("a.json", scenario("\"gpt.json\"")), "--json"});
+  const auto inline_ = ddlsim_cmd({"run", s.write("b.json", scenario(config)), "--json"});
+  REQUIRE(file.status == 0);
+  REQUIRE(inline_.status == 0);
+  CHECK(inline_.out == file.out);
+  CHECK(nlohmann::json::parse(inline_.out).at("strategies").at(0).at("step_time_s").get<double>() > 0);
+  for (const auto& [hf, line] : std::vector<std::pair<std::string, std::string>>{
+           {"5", "workload.hf_config: expected a file name or a config object, got 5"},
+           {R"({"model_type": "gpt2", "n_layer": "x", "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000})",
+            "workload.hf_config: n_layer: expected a positive integer, got \"x\""},
+           {R"({"model_type": "gpt2", "n_layer": 4, "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000, "num_experts": 8})",
+            "workload.hf_config: num_experts: mixture-of-experts layers are not modelled (a dense transformer only)"}}) {
+    const auto e = ddlsim_cmd({"run", s.write("c.json", scenario(hf))});
+    CHECK(e.status == 2);
+    CHECK(e.err == "ddlsim run: " + line + "\n");
+  }
 }
 
 TEST_CASE("search: the best plan is never worse than the scenario's own, and --out runs") {

@@ -26,8 +26,13 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
                        " (see 'ddlsim workload --list'; \"synthetic\" takes the synthetic model's fields)");
     }
     out.preset = name;
+  } else if (const nlohmann::json& v = w.value("hf_config"); v.is_object()) {
+    out.hf_config_text = v.dump();
   } else {
-    const std::string path = w.string("hf_config");
+    if (!v.is_string()) {
+      throw InputError(w.field_path("hf_config") + ": expected a file name or a config object, got " + v.dump());
+    }
+    const std::string path = v.get<std::string>();
     if (path.empty()) throw InputError(w.field_path("hf_config") + ": expected a file name, got \"\"");
     const std::filesystem::path p(path);
     out.hf_config = p.is_absolute() || base_dir.empty() ? path : (std::filesystem::path(base_dir) / p).string();
@@ -50,9 +55,13 @@ namespace {
 // The HuggingFace file, read with the sequence length (read_hf_config checks it against
 // the model), and the options other than the sequence length.
 std::pair<TransformerConfig, WorkloadOptions> read_hf_workload(const ModelWorkload& w) {
-  const std::string& path = *w.hf_config;
   WorkloadOptions rest = w.options;
   rest.seq.reset();
+  if (w.hf_config_text) {
+    const std::string source = "workload.hf_config";
+    return {read_hf_config(nlohmann::json::parse(*w.hf_config_text), source, w.options.seq), rest};
+  }
+  const std::string& path = *w.hf_config;
   return {read_hf_config(parse_json(read_input_file(path, "HuggingFace config"), path), path, w.options.seq), rest};
 }
 }  // namespace

@@ -3,9 +3,12 @@
 //   "workload": {"model": "llama3-8b", "batch": 8, "seq": 4096, "dtype": "bf16",
 //                "attention": "flash"}
 //   "workload": {"hf_config": "path/to/config.json", "batch": 8, "seq": 4096}
+//   "workload": {"hf_config": {"model_type": "gpt2", "n_layer": 48, ...}}
 //
 // model: a workload preset (ddlsim workload --list); hf_config: a HuggingFace config.json,
-// relative to the scenario file's folder. batch: samples per step (default 1); seq,
+// relative to the scenario file's folder, or the file's content written in place (a
+// scenario that needs no other file, and whose model --set and --vary can change field
+// by field: workload.hf_config.n_layer=...). batch: samples per step (default 1); seq,
 // dtype, attention: as `ddlsim workload`'s options (defaults: the model's);
 // parallel_layers: true runs each layer's attention and MLP side by side on one norm
 // (PaLM, GPT-J, GPT-NeoX), false in series (default: the model's; PaLM's preset: true).
@@ -25,6 +28,7 @@ struct ModelWorkload {
   std::optional<std::string> preset;
   std::optional<std::string> hf_config;  // path as resolved against the scenario's folder
   WorkloadOptions options;
+  std::optional<std::string> hf_config_text;  // or the config itself, as JSON text
 };
 
 /// Reads the object; `base_dir` is the scenario file's folder ("" for the current one).
