@@ -11,22 +11,9 @@
 #include "sim/compute_model.hpp"
 #include "strategies/search.hpp"
 #include "support/input_error.hpp"
+#include "support/strings.hpp"
 
 namespace ddlsim {
-namespace {
-
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> out{""};
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) out.emplace_back();
-    else if (c != '\r') out.back() += c;
-  }
-  return out;
-}
-
-}  // namespace
 
 CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<std::string>& csv_text,
                                 const std::string& csv_name) {
@@ -41,7 +28,7 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
     while (std::getline(in, line)) {
       ++number;
       const std::string where = csv_name + ":" + std::to_string(number);
-      const std::vector<std::string> f = split_csv_line(line);
+      const std::vector<std::string> f = csv_fields(line);
       if (number == 1) {
         if (f != std::vector<std::string>{"scenario", "strategy", "predicted_step_s"}) {
           throw InputError(where + ": expected the header scenario,strategy,predicted_step_s");

@@ -46,13 +46,20 @@ dispatch time per operator and the A100's GEMM half sizes, both fitted to vtrain
 (sim/data/compute_efficiency.json gives each with its fit), so that suite's error is
 in-sample; the other suites were not used to fit anything.
 
-Printed: every case of the suites with at most 100 cases (--cases: all), measured,
-predicted and the error; then per suite and model (or run, or kind of point): cases,
+Printed: every case of the suites with at most 100 cases (--cases: all), numbered
+within its suite, measured, predicted and the error; then per suite and model (or run,
+or kind of point): cases,
 mean and worst absolute percentage error, and Kendall's tau between predicted and
 measured figures among the strategies of one model on one GPU count and batch (1 =
 same order, -1 = reversed; - where no two cases compare). --csv writes every case,
 with, for a replayed training step, where it goes (compute, exposed tp/pp/dp/other
 communication, bubble; seconds) and the fullest device's peak memory (GiB).
+
+--case N (with --suite) prints what reproduces one case outside validate and replays
+nothing: a training case's scenario as JSON (the cluster, the model, the one strategy,
+the measurement and its source in the description), which 'ddlsim run' replays to the
+same predicted step, with its breakdown, memory and --trace; an NCCL case's 'ddlsim
+collective' command. --network puts that network model in it.
 
 --cost-model [SCENARIO.json] checks a cost model instead: for every strategy of the
 training scenario (the embedded default without a file), the analytical estimate the
@@ -67,6 +74,7 @@ Examples:
   ddlsim validate --suite nccl --network analytical
   ddlsim validate --csv cases.csv --json > accuracy.json
   ddlsim validate --check validation/accuracy.json    # fails (exit 3) if accuracy got worse
+  ddlsim validate --suite vtrain-multi --case 12 > case.json && ddlsim run case.json --trace t.json
   ddlsim validate --cost-model scenarios/megatron-zero3-vs-ptdp.json
   ddlsim validate --cost-model my.json --estimates mine.csv --json
 
@@ -105,10 +113,10 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
 void write_csv(const std::string& path, const std::vector<ValidationCase>& cases) {
   AtomicFile f(path);
   std::ostream& o = f.stream();
-  o << "suite,model,case,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,unit,measured,predicted,error,"
+  o << "suite,index,model,case,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,unit,measured,predicted,error,"
        "refused,compute_s,exposed_tp_s,exposed_pp_s,exposed_dp_s,exposed_other_s,bubble_s,peak_memory_gib\n";
   for (const ValidationCase& c : cases) {
-    o << c.suite << "," << csv_quoted(c.model) << "," << csv_quoted(c.label) << "," << c.gpus;
+    o << c.suite << "," << c.index << "," << csv_quoted(c.model) << "," << csv_quoted(c.label) << "," << c.gpus;
     // The training setup's columns stay empty for a case without one (a collective).
     for (std::int64_t v : {c.global_batch, c.micro_batch, c.hidden, c.heads, c.layers, c.seq, std::int64_t{c.tp},
                            std::int64_t{c.dp}, std::int64_t{c.pp}}) {
@@ -145,12 +153,13 @@ void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, st
       suite = c.suite;
       out << suite << ":\n";
     }
-    char line[320];
+    char line[400];
     if (!c.refused.empty()) {
-      std::snprintf(line, sizeof line, "  %-28s %-64s refused: %s\n", c.model.c_str(), c.label.c_str(), c.refused.c_str());
+      std::snprintf(line, sizeof line, "  %4d  %-28s %-64s refused: %s\n", c.index, c.model.c_str(), c.label.c_str(),
+                    c.refused.c_str());
     } else {
-      std::snprintf(line, sizeof line, "  %-28s %-64s %10.4g %10.4g %-4s %+7.1f%%\n", c.model.c_str(), c.label.c_str(),
-                    c.measured, c.predicted, c.unit.c_str(), c.error() * 100);
+      std::snprintf(line, sizeof line, "  %4d  %-28s %-64s %10.4g %10.4g %-4s %+7.1f%%\n", c.index, c.model.c_str(),
+                    c.label.c_str(), c.measured, c.predicted, c.unit.c_str(), c.error() * 100);
     }
     out << line;
   }
@@ -192,6 +201,9 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("network", po::value<std::string>()->value_name("MODEL"),
        "flow or analytical for every case (default: flow for vtrain and nccl, each scenario's own for public-runs)")
       ("cases", "print every case, predicted against measured (default: those of suites of at most 100 cases)")
+      ("case", po::value<int>()->value_name("N"),
+       "print what reproduces case N of --suite (its number in the list and the CSV's index) and replay nothing: a "
+       "training case's scenario, for 'ddlsim run', or an NCCL case's 'ddlsim collective' command")
       ("jobs,j", po::value<int>()->value_name("N"), "threads (default: the machine's cores)")
       ("csv", po::value<std::string>()->value_name("FILE"), "write every case, predicted against measured")
       ("json", "print the accuracy table as JSON")
@@ -220,6 +232,21 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("network")) {
       network = parse_network_model(vm["network"].as<std::string>());
       if (!network) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
+    }
+    if (vm.count("case")) {
+      for (const char* other : {"cases", "jobs", "csv", "json", "check", "record"}) {
+        if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --case (which replays nothing)");
+      }
+      if (suite == "all") {
+        throw InputError("--case: name its suite too (--suite vtrain-multi --case 12): cases are numbered within their suite");
+      }
+      const int n = vm["case"].as<int>();
+      if (n < 1 || static_cast<std::size_t>(n) > cases.size()) {
+        throw InputError("--case: expected 1 to " + std::to_string(cases.size()) + " (the cases of " + suite + "), got " +
+                         std::to_string(n));
+      }
+      out << reproduce_case(cases[static_cast<std::size_t>(n) - 1], network);
+      return kExitOk;
     }
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (vm.count("jobs")) {

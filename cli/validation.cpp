@@ -20,32 +20,22 @@
 #include "support/json_reader.hpp"
 #include "topology/presets.hpp"
 #include "validation/validation_data.hpp"
-#include "workloads/transformer.hpp"
 
 namespace ddlsim {
 namespace {
 
 constexpr std::int64_t kVtrainVocab = 50257;
 
-std::vector<std::string> split_csv_line(std::string line) {
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string cell;
-  while (std::getline(ss, cell, ',')) out.push_back(cell);
-  return out;
-}
-
 // Rows of a CSV as header -> cell maps.
 std::vector<std::map<std::string, std::string>> read_csv(std::string_view text) {
   std::stringstream in{std::string(text)};
   std::string line;
   std::getline(in, line);
-  const std::vector<std::string> header = split_csv_line(line);
+  const std::vector<std::string> header = csv_fields(line);
   std::vector<std::map<std::string, std::string>> rows;
   while (std::getline(in, line)) {
-    const std::vector<std::string> cells = split_csv_line(line);
-    if (cells.empty()) continue;
+    if (line.empty() || line == "\r") continue;
+    const std::vector<std::string> cells = csv_fields(line);
     std::map<std::string, std::string> row;
     for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
     rows.push_back(std::move(row));
@@ -82,39 +72,62 @@ double step_of(ValidationCase& c, const TrainingReport& r) {
   return r.step_time_s;
 }
 
-double predict_vtrain(ValidationCase& c, std::optional<NetworkModelKind> network) {
-  TrainingScenario s;
-  s.name = c.suite;
-  PresetOptions o;
-  o.nodes = (c.gpus + 7) / 8;
-  o.nic = "ib-edr";
-  s.cluster = build_preset(s.catalog, "dgx-a100", o);
-  s.cluster_title = "dgx-a100";
-  s.model = gpt_config("gpt", c.layers, c.hidden, c.heads, c.seq, kVtrainVocab);
-  s.network = network.value_or(NetworkModelKind::kFlow);
-  TrainingStrategy t;
-  ParallelPlan& p = t.plan;
-  p.name = "case";
-  p.tp = c.tp;
-  p.pp = c.pp;
-  p.dp = c.dp;
-  p.global_batch = c.global_batch;
-  p.micro_batch = c.micro_batch;
-  p.schedule = PipelineSchedule::k1F1B;
-  p.recompute = Recompute::kFull;
-  p.overlap_grad_reduce = false;
-  // DeepSpeed's engines (fp16) leave the accumulation to autograd: a pass per micro-batch.
-  p.grad_accumulation = GradAccumulation::kAdd;
-  p.order = {MeshAxis::kTp, MeshAxis::kDp, MeshAxis::kPp};
-  if (std::string why = plan_problem(p, s.model, s.cluster.accelerators().size()); !why.empty()) {
-    c.refused = why;
-    return 0;
-  }
-  return step_of(c, run_training_strategy(s, t));
+// The scenario of a vTrain case, as JSON text: what predict_scenario replays and what
+// `validate --case` prints.
+std::string vtrain_scenario(const ValidationCase& c, const std::string& source) {
+  using J = nlohmann::ordered_json;
+  char measured[64];
+  std::snprintf(measured, sizeof measured, "%.6g s", c.measured);
+  J scenario = J::object();
+  scenario["name"] = c.suite + " " + std::to_string(c.index) + ": " + c.model + ", " + c.label;
+  scenario["description"] =
+      "vTrain's measured iteration (" + source + ", MIT licence; Bang et al., MICRO 2024): " + measured +
+      ". Megatron-DeepSpeed's GPT (learned positions, tied embedding, vocabulary 50,257) on DGX A100 servers, "
+      "800 Gb/s per server as one 100 Gb/s InfiniBand EDR NIC per GPU; ranks as Megatron-DeepSpeed places them "
+      "(tensor-parallel innermost, then data-parallel, then pipeline stages); 1F1B, full recomputation, the "
+      "gradients all-reduced after the whole backward and accumulated by autograd, a pass per micro-batch, as "
+      "DeepSpeed's 16-bit engines do (cli/validation.hpp)";
+  scenario["cluster"] = J{{"preset", "dgx-a100"}, {"nodes", (c.gpus + 7) / 8}, {"nic", "ib-edr"}};
+  scenario["workload"] = J{{"hf_config", J{{"model_type", "gpt2"},
+                                          {"n_layer", c.layers},
+                                          {"n_embd", c.hidden},
+                                          {"n_head", c.heads},
+                                          {"n_positions", c.seq},
+                                          {"vocab_size", kVtrainVocab}}}};
+  J strategy = J::object();
+  strategy["name"] = "tp" + std::to_string(c.tp) + "-dp" + std::to_string(c.dp) + "-pp" + std::to_string(c.pp) + "-mb" +
+                     std::to_string(c.micro_batch);
+  strategy["tp"] = c.tp;
+  strategy["pp"] = c.pp;
+  strategy["dp"] = c.dp;
+  strategy["global_batch"] = c.global_batch;
+  strategy["micro_batch"] = c.micro_batch;
+  strategy["schedule"] = "1f1b";
+  strategy["recompute"] = "full";
+  strategy["overlap_grad_reduce"] = false;
+  strategy["grad_accumulation"] = "add";
+  strategy["order"] = J::array({"tp", "dp", "pp"});
+  scenario["strategies"] = J::array({strategy});
+  scenario["simulation"] = J{{"network", "flow"}};
+  return scenario.dump(2) + "\n";
 }
 
+// Replays a case's scenario (its one strategy). A plan ddlsim refuses (the scenario's
+// reading checks it, as `ddlsim run` does) is the case's refusal, not an error of the
+// suite.
+double predict_scenario(ValidationCase& c, std::optional<NetworkModelKind> network) {
+  TrainingScenario s;
+  try {
+    s = read_training_scenario(nlohmann::json::parse(c.reproduce), "");
+  } catch (const InputError& e) {
+    c.refused = e.what();
+    return 0;
+  }
+  if (network) s.network = *network;
+  return step_of(c, run_training_strategy(s, s.strategies.front()));
+}
 
-std::vector<ValidationCase> vtrain_cases(const std::string& suite, std::string_view csv) {
+std::vector<ValidationCase> vtrain_cases(const std::string& suite, std::string_view csv, const std::string& source) {
   std::vector<ValidationCase> out;
   for (auto& row : read_csv(csv)) {
     auto num = [&](const char* col) { return std::stod(row.at(col)); };
@@ -136,7 +149,9 @@ std::vector<ValidationCase> vtrain_cases(const std::string& suite, std::string_v
     c.label = "tp " + std::to_string(c.tp) + " x dp " + std::to_string(c.dp) + " x pp " + std::to_string(c.pp) +
               ", micro-batch " + std::to_string(c.micro_batch);
     c.group = c.model + " / " + std::to_string(c.gpus) + " GPUs / batch " + std::to_string(c.global_batch);
-    c.predict = predict_vtrain;
+    c.index = static_cast<int>(out.size()) + 1;
+    c.reproduce = vtrain_scenario(c, source);
+    c.predict = predict_scenario;
     out.push_back(std::move(c));
   }
   return out;
@@ -169,6 +184,13 @@ std::vector<ValidationCase> nccl_cases() {
     if (!row.at("nic").empty()) o.nic = row.at("nic");
     if (!row.at("nics_per_node").empty()) o.nics_per_node = std::stoi(row.at("nics_per_node"));
     const double bytes = parse_size(where + ": bytes", row.at("bytes"));
+    c.index = static_cast<int>(out.size()) + 1;
+    c.reproduce = "ddlsim collective --preset " + row.at("preset") + " --nodes " + row.at("nodes");
+    if (!row.at("accelerator").empty()) c.reproduce += " --accelerator " + row.at("accelerator");
+    if (!row.at("nic").empty()) c.reproduce += " --nic " + row.at("nic");
+    if (!row.at("nics_per_node").empty()) c.reproduce += " --nics-per-node " + row.at("nics_per_node");
+    c.reproduce += " --ranks " + row.at("ranks") + " --op " + row.at("op") + " --algorithm " + row.at("algorithm") +
+                   " -b " + row.at("bytes") + " -e " + row.at("bytes") + " --network flow\n";
     c.predict = [o, preset = row.at("preset"), ranks = row.at("ranks"), op = *op, algorithm = *algorithm, bytes, metric,
                  op_text = row.at("op")](ValidationCase& c, std::optional<NetworkModelKind> network) {
       const Catalog catalog = Catalog::builtin();
@@ -215,22 +237,14 @@ double published_step_s(const nlohmann::json& measured, const TrainingScenario& 
   throw InputError(where + ".measured: unknown figure '" + kind + "'");
 }
 
-double predict_run(const nlohmann::json& scenario, ValidationCase& c, std::optional<NetworkModelKind> network) {
-  TrainingScenario s = read_training_scenario(scenario, "");
-  if (network) s.network = *network;
-  const TrainingStrategy& t = s.strategies.front();
-  if (std::string why = plan_problem(t.plan, s.model, s.cluster.accelerators().size()); !why.empty()) {
-    c.refused = why;
-    return 0;
-  }
-  return step_of(c, run_training_strategy(s, t));
-}
-
 std::vector<ValidationCase> public_run_cases() {
   const nlohmann::json doc = nlohmann::json::parse(kPublicRuns);
+  // The same cases in their file's key order, for the scenarios `validate --case` prints.
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(kPublicRuns);
   std::vector<ValidationCase> out;
   std::size_t i = 0;
   for (const nlohmann::json& e : doc.at("cases")) {
+    const nlohmann::ordered_json& oe = ordered.at("cases").at(i);
     const std::string where = "validation/public_runs/cases.json: cases[" + std::to_string(i++) + "]";
     ValidationCase c;
     c.suite = "public-runs";
@@ -251,9 +265,21 @@ std::vector<ValidationCase> public_run_cases() {
     c.pp = p.pp;
     c.group = c.model + " / " + std::to_string(c.gpus) + " GPUs / batch " + std::to_string(c.global_batch);
     c.measured = published_step_s(e.at("measured"), s, where);
-    c.predict = [scenario = e.at("scenario")](ValidationCase& c, std::optional<NetworkModelKind> network) {
-      return predict_run(scenario, c, network);
-    };
+    c.index = static_cast<int>(out.size()) + 1;
+    nlohmann::ordered_json scenario = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : oe.at("scenario").items()) {
+      scenario[key] = value;
+      if (key == "name" && !oe.at("scenario").contains("description")) {
+        char step[64];
+        std::snprintf(step, sizeof step, "%.6g s per step", c.measured);
+        scenario["description"] = c.model + ", " + e.at("case").get<std::string>() + ". " +
+                                  e.at("source").get<std::string>() + ". Published: " +
+                                  e.at("published").get<std::string>() + ", " + step +
+                                  " (validation/public_runs/cases.json)";
+      }
+    }
+    c.reproduce = scenario.dump(2) + "\n";
+    c.predict = predict_scenario;
     out.push_back(std::move(c));
   }
   return out;
@@ -262,14 +288,26 @@ std::vector<ValidationCase> public_run_cases() {
 }  // namespace
 
 std::vector<ValidationCase> validation_cases(const std::string& suite) {
-  if (suite == "vtrain-single") return vtrain_cases(suite, kVtrainSingle);
-  if (suite == "vtrain-multi") return vtrain_cases(suite, kVtrainMulti);
+  if (suite == "vtrain-single") return vtrain_cases(suite, kVtrainSingle, "validation/vtrain/ground_truth_single.csv");
+  if (suite == "vtrain-multi") return vtrain_cases(suite, kVtrainMulti, "validation/vtrain/ground_truth_multi.csv");
   if (suite == "nccl") return nccl_cases();
   if (suite == "public-runs") return public_run_cases();
   std::vector<std::string> names{"all"};
   for (const char* n : kValidationSuites) names.emplace_back(n);
   throw InputError("--suite: unknown suite '" + suite + "'" + did_you_mean(suite, names) +
                    "; suites: vtrain-single, vtrain-multi, nccl, public-runs, all");
+}
+
+std::string reproduce_case(const ValidationCase& c, std::optional<NetworkModelKind> network) {
+  if (!network) return c.reproduce;
+  const std::string name(network_model_name(*network));
+  if (c.suite == "nccl") {
+    const std::string flag = " --network flow\n";
+    return c.reproduce.substr(0, c.reproduce.size() - flag.size()) + " --network " + name + "\n";
+  }
+  nlohmann::ordered_json scenario = nlohmann::ordered_json::parse(c.reproduce);
+  scenario["simulation"]["network"] = name;
+  return scenario.dump(2) + "\n";
 }
 
 void run_validation(std::vector<ValidationCase>& cases, std::optional<NetworkModelKind> network, int jobs) {

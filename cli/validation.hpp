@@ -16,7 +16,8 @@
 //                  validation/public_runs/cases.json
 //                  with its published step time, tokens/s or TFLOP/s per GPU.
 //
-// How a vTrain case becomes a scenario, from what vTrain states of the setup and nothing
+// How a vTrain case becomes a scenario (`ddlsim validate --suite vtrain-multi --case N`
+// prints it), from what vTrain states of the setup and nothing
 // fitted per case (the compute model's host dispatch figure was fitted to vtrain-single
 // as a whole, see sim/data/compute_efficiency.json): GPT as Megatron builds it (learned positions, tied embedding, vocabulary 50,257,
 // 16-bit), 1F1B, full recomputation, no gradient bucketing (the data-parallel all-reduce
@@ -53,6 +54,11 @@ struct ValidationCase {
   std::int64_t hidden = 0, heads = 0, layers = 0, seq = 0;
   int tp = 0, dp = 0, pp = 0;
   double measured = 0;
+  int index = 0;  // 1-based, among the cases of its suite (validate --case, the CSV's index)
+  // What reproduces the prediction outside `validate`: a training case's scenario as JSON
+  // text, which `ddlsim run` replays to the predicted step time, or an NCCL case's
+  // `ddlsim collective` command line. reproduce_case applies a network model to it.
+  std::string reproduce;
   // Replays the case: returns the prediction in `unit`, or sets `refused` (why ddlsim
   // refused the plan) and returns 0. The network model overrides the case's own.
   std::function<double(ValidationCase&, std::optional<NetworkModelKind>)> predict;
@@ -75,6 +81,10 @@ inline constexpr const char* kValidationSuites[] = {"vtrain-single", "vtrain-mul
 
 /// The cases of one suite. Throws InputError for an unknown suite name.
 std::vector<ValidationCase> validation_cases(const std::string& suite);
+
+/// The case's `reproduce` with `network` (when given) in place of its own network model:
+/// the scenario's simulation.network, or the command's --network.
+std::string reproduce_case(const ValidationCase& c, std::optional<NetworkModelKind> network);
 
 /// Replays every case (on `jobs` threads; results do not depend on it), on `network`
 /// when given, else on each case's own network model (flow for vTrain and NCCL, the

@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ddlsim {
 
@@ -20,5 +21,10 @@ std::string did_you_mean(std::string_view given, std::span<const std::string> ca
 
 /// A CSV cell of text: in double quotes, its own quotes doubled.
 std::string csv_quoted(std::string_view text);
+
+/// The cells of one CSV line: split at commas outside double quotes, the quotes removed
+/// (a doubled quote inside them is one quote, as csv_quoted writes it) and a trailing
+/// carriage return dropped. An empty line is one empty cell.
+std::vector<std::string> csv_fields(std::string_view line);
 
 }  // namespace ddlsim

@@ -1027,6 +1027,73 @@ TEST_CASE("validate: a replayed step's breakdown adds up to it, and --csv writes
   CHECK(row.substr(row.size() - 10) == ",\"\",,,,,,,");  // refused empty, then 7 empty columns
 }
 
+TEST_CASE("validate --case: what it prints reproduces the case's prediction outside validate") {
+  // Expected: for a training case, the printed scenario replayed by 'ddlsim run' gives
+  // the step time validate predicts for the case (the same replay: validate runs that
+  // very text), on the case's own network and on the one --network names; for an NCCL
+  // case, the printed 'ddlsim collective' command gives the case's bus bandwidth. Cases
+  // are numbered from 1 within their suite, as the list and the CSV's index say.
+  Scratch s;
+  auto step_of_run = [&](const std::string& text) {
+    const auto r = ddlsim_cmd({"run", s.write("case.json", text), "--json"});
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies").at(0).at("step_time_s").get<double>();
+  };
+  struct Pick {
+    std::string suite;
+    int index;
+    std::optional<NetworkModelKind> network;
+  };
+  for (const Pick& p : {Pick{"vtrain-single", 7, std::nullopt}, Pick{"vtrain-multi", 12, NetworkModelKind::kAnalytical},
+                        Pick{"public-runs", 13, std::nullopt}}) {
+    INFO(p.suite << " " << p.index);
+    auto cases = validation_cases(p.suite);
+    ValidationCase& c = cases.at(static_cast<std::size_t>(p.index - 1));
+    CHECK(c.index == p.index);
+    const double predicted = c.predict(c, p.network);
+    std::vector<std::string> args{"validate", "--suite", p.suite, "--case", std::to_string(p.index)};
+    if (p.network) args.insert(args.end(), {"--network", "analytical"});
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    CHECK(r.err.empty());
+    const auto doc = nlohmann::json::parse(r.out);
+    CHECK(doc.at("strategies").size() == 1);
+    CHECK(doc.at("simulation").at("network") == (p.network ? "analytical" : doc.at("simulation").at("network")));
+    CHECK(doc.at("description").get<std::string>().find(p.suite == "public-runs" ? "Published" : "measured") !=
+          std::string::npos);
+    CHECK(step_of_run(r.out) == Approx(predicted).epsilon(1e-12));
+  }
+  // An NCCL case: the command's bus bandwidth.
+  auto nccl = validation_cases("nccl");
+  ValidationCase& c = nccl.at(6);  // 4 DGX A100, ring all-reduce of 8G
+  const double busbw = c.predict(c, std::nullopt);
+  const auto r = ddlsim_cmd({"validate", "--suite", "nccl", "--case", "7"});
+  REQUIRE(r.status == 0);
+  REQUIRE(r.out.rfind("ddlsim collective ", 0) == 0);
+  std::istringstream words(r.out);
+  std::vector<std::string> args;
+  for (std::string w; words >> w;) args.push_back(w);
+  args.erase(args.begin());  // "ddlsim"
+  args.push_back("--json");
+  const auto t = ddlsim_cmd(args);
+  REQUIRE(t.status == 0);
+  CHECK(nlohmann::json::parse(t.out).at("results").at(0).at("busbw_gbytes_per_s").get<double>() ==
+        Approx(busbw).epsilon(1e-12));
+  // One line and exit 2 for what cannot be printed.
+  for (const auto& [extra, line] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--case", "3"}, "--case: name its suite too (--suite vtrain-multi --case 12): cases are numbered within their suite"},
+           {{"--suite", "nccl", "--case", "0"}, "--case: expected 1 to 13 (the cases of nccl), got 0"},
+           {{"--suite", "vtrain-multi", "--case", "110"}, "--case: expected 1 to 109 (the cases of vtrain-multi), got 110"},
+           {{"--suite", "nccl", "--case", "1", "--csv", "x.csv"}, "--csv: not with --case (which replays nothing)"}}) {
+    std::vector<std::string> a{"validate"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const auto e = ddlsim_cmd(a);
+    CHECK(e.status == 2);
+    CHECK(e.err == "ddlsim validate: " + line + "\n");
+    CHECK(e.out.empty());
+  }
+}
+
 TEST_CASE("run: a HuggingFace config written in the scenario is the same model as the file") {
   // Expected: workload.hf_config as an object gives the very report its file gives (the
   // same step, to the byte); a config that is neither a file name nor an object, or one
