@@ -40,17 +40,9 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
       if (f[0] != s.name) continue;  // another scenario's estimates
       const auto it = by_name.find(f[1]);
       if (it == by_name.end()) throw InputError(where + ": scenario '" + s.name + "' has no strategy '" + f[1] + "'");
-      double v = 0;
-      std::size_t used = 0;
-      try {
-        v = std::stod(f[2], &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != f[2].size() || f[2].empty() || !std::isfinite(v) || v <= 0) {
-        throw InputError(where + ": predicted_step_s: expected a positive number of seconds, got '" + f[2] + "'");
-      }
-      todo.push_back({it->second, CostModelRow{f[1], csv_name, v, 0}});
+      const std::optional<double> v = positive_number(f[2]);
+      if (!v) throw InputError(where + ": predicted_step_s: expected a positive number of seconds, got '" + f[2] + "'");
+      todo.push_back({it->second, CostModelRow{f[1], csv_name, *v, 0}});
     }
     if (todo.empty()) throw InputError(csv_name + ": no estimate for scenario '" + s.name + "'");
   } else {

@@ -61,6 +61,13 @@ the measurement and its source in the description), which 'ddlsim run' replays t
 same predicted step, with its breakdown, memory and --trace; an NCCL case's 'ddlsim
 collective' command. --network puts that network model in it.
 
+--measured FILE.csv replays your own measurements instead of the suites: a header
+scenario_file,strategy,measured_step_s, then a row per measured step (a training
+scenario's file, relative to the CSV's folder; the name of one of its strategies; the
+seconds per step you measured). They are printed and tabled like a suite, "measured",
+one model per scenario file, Kendall's tau among the strategies measured on one file;
+--csv, --json, --record, --check and --case work on them as on the suites.
+
 --cost-model [SCENARIO.json] checks a cost model instead: for every strategy of the
 training scenario (the embedded default without a file), the analytical estimate the
 searches rank plans by (estimate_step for Megatron-style plans, sbp_cost for SBP
@@ -75,6 +82,7 @@ Examples:
   ddlsim validate --csv cases.csv --json > accuracy.json
   ddlsim validate --check validation/accuracy.json    # fails (exit 3) if accuracy got worse
   ddlsim validate --suite vtrain-multi --case 12 > case.json && ddlsim run case.json --trace t.json
+  ddlsim validate --measured my-steps.csv --record mine.json   # your cluster, then --check mine.json
   ddlsim validate --cost-model scenarios/megatron-zero3-vs-ptdp.json
   ddlsim validate --cost-model my.json --estimates mine.csv --json
 
@@ -167,7 +175,7 @@ void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, st
 }
 
 int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
-  for (const char* other : {"csv", "check", "record"}) {
+  for (const char* other : {"csv", "check", "record", "measured", "case"}) {
     if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --cost-model");
   }
   if (!vm["suite"].defaulted()) throw InputError("--suite: not with --cost-model");
@@ -201,6 +209,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("network", po::value<std::string>()->value_name("MODEL"),
        "flow or analytical for every case (default: flow for vtrain and nccl, each scenario's own for public-runs)")
       ("cases", "print every case, predicted against measured (default: those of suites of at most 100 cases)")
+      ("measured", po::value<std::string>()->value_name("FILE"),
+       "your measurements instead of the suites: a CSV scenario_file,strategy,measured_step_s")
       ("case", po::value<int>()->value_name("N"),
        "print what reproduces case N of --suite (its number in the list and the CSV's index) and replay nothing: a "
        "training case's scenario, for 'ddlsim run', or an NCCL case's 'ddlsim collective' command")
@@ -221,8 +231,13 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     for (const char* only : {"estimates", "set"}) {
       if (vm.count(only)) throw InputError(std::string("--") + only + ": only with --cost-model");
     }
-    const std::string suite = vm["suite"].as<std::string>();
+    std::string suite = vm["suite"].as<std::string>();
     std::vector<ValidationCase> cases;
+    if (vm.count("measured")) {
+      if (!vm["suite"].defaulted()) throw InputError("--suite: not with --measured (your measurements are their own suite)");
+      suite = "measured";
+      cases = measured_cases(vm["measured"].as<std::string>());
+    }
     for (const char* name : kValidationSuites) {
       if (suite != "all" && suite != name) continue;
       for (ValidationCase& c : validation_cases(name)) cases.push_back(std::move(c));

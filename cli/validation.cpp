@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -286,6 +287,98 @@ std::vector<ValidationCase> public_run_cases() {
 }
 
 }  // namespace
+
+std::vector<ValidationCase> measured_cases(const std::string& path) {
+  const std::string text = read_input_file(path, "measurements");
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  const std::vector<std::string> header{"scenario_file", "strategy", "measured_step_s"};
+  std::vector<ValidationCase> out;
+  std::istringstream in(text);
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    const std::string where = path + ":" + std::to_string(number);
+    const std::vector<std::string> f = csv_fields(line);
+    if (number == 1) {
+      if (f != header) throw InputError(where + ": expected the header scenario_file,strategy,measured_step_s");
+      continue;
+    }
+    if (line.empty() || line == "\r") continue;
+    if (f.size() != 3) throw InputError(where + ": expected 3 fields, got " + std::to_string(f.size()));
+    const std::optional<double> measured = positive_number(f[2]);
+    if (!measured) throw InputError(where + ": measured_step_s: expected a positive number of seconds, got '" + f[2] + "'");
+    if (f[0].empty()) throw InputError(where + ": scenario_file: expected a file name, got ''");
+    const std::filesystem::path file = std::filesystem::path(f[0]).is_absolute() ? std::filesystem::path(f[0]) : folder / f[0];
+    ValidationCase c;
+    try {
+      const std::string scenario_text = read_input_file(file.string(), "scenario");
+      const nlohmann::json doc = parse_json(scenario_text, file.string());
+      if (!is_training_scenario(doc)) {
+        throw InputError(file.string() + ": not a training scenario (its cluster names no preset)");
+      }
+      try {  // the whole scenario, as 'ddlsim run' reads it
+        (void)read_training_scenario(doc, file.parent_path().string());
+      } catch (const InputError& e) {
+        throw InputError(file.string() + ": " + e.what());
+      }
+      // The scenario with the measured strategy alone, in its own key order, and a
+      // HuggingFace file written in place: a scenario that reads the same from anywhere.
+      nlohmann::ordered_json scenario = nlohmann::ordered_json::parse(scenario_text);
+      nlohmann::ordered_json strategy;
+      std::vector<std::string> names;
+      if (scenario.contains("strategies") && scenario["strategies"].is_array()) {
+        for (const auto& t : scenario["strategies"]) {
+          if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
+          names.push_back(t["name"].get<std::string>());
+          if (names.back() == f[1]) strategy = t;
+        }
+      }
+      if (strategy.is_null()) {
+        std::string list;
+        for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+        throw InputError("strategy: " + file.string() + " has no strategy '" + f[1] + "'" + did_you_mean(f[1], names) +
+                         " (its strategies: " + list + ")");
+      }
+      scenario["strategies"] = nlohmann::ordered_json::array({strategy});
+      if (scenario.contains("workload") && scenario["workload"].is_object() && scenario["workload"].contains("hf_config") &&
+          scenario["workload"]["hf_config"].is_string()) {
+        const std::filesystem::path hf(scenario["workload"]["hf_config"].get<std::string>());
+        const std::string hf_path = (hf.is_absolute() ? hf : file.parent_path() / hf).string();
+        scenario["workload"]["hf_config"] =
+            nlohmann::ordered_json::parse(parse_json(read_input_file(hf_path, "HuggingFace config"), hf_path).dump());
+      }
+      c.reproduce = scenario.dump(2) + "\n";
+      const TrainingScenario s = read_training_scenario(nlohmann::json::parse(c.reproduce), "");
+      const TrainingStrategy& t = s.strategies.front();
+      const ParallelPlan& p = t.plan;
+      c.gpus = t.sbp ? static_cast<int>(s.cluster.accelerators().size()) : p.tp * p.pp * p.dp;
+      c.global_batch = p.global_batch;
+      if (!t.sbp) {  // an SBP plan has no micro-batch size or tp x dp x pp
+        c.micro_batch = p.micro_batch;
+        c.tp = p.tp;
+        c.dp = p.dp;
+        c.pp = p.pp;
+      }
+      if (s.transformer) {
+        c.hidden = s.model.hidden;
+        c.heads = s.model.heads;
+        c.layers = s.model.layers;
+        c.seq = s.model.seq;
+      }
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
+    c.suite = "measured";
+    c.model = f[0];
+    c.label = f[1];
+    c.group = f[0];
+    c.measured = *measured;
+    c.index = static_cast<int>(out.size()) + 1;
+    c.predict = predict_scenario;
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) throw InputError(path + ": no measurement (a row per measured step after the header)");
+  return out;
+}
 
 std::vector<ValidationCase> validation_cases(const std::string& suite) {
   if (suite == "vtrain-single") return vtrain_cases(suite, kVtrainSingle, "validation/vtrain/ground_truth_single.csv");

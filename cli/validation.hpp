@@ -82,6 +82,15 @@ inline constexpr const char* kValidationSuites[] = {"vtrain-single", "vtrain-mul
 /// The cases of one suite. Throws InputError for an unknown suite name.
 std::vector<ValidationCase> validation_cases(const std::string& suite);
 
+/// Your own measurements as the cases of a suite "measured". `path`: a CSV with the
+/// header scenario_file,strategy,measured_step_s and a row per measured step: a training
+/// scenario's file (relative to the CSV's folder), the name of one of its strategies, and
+/// the measured seconds per step. Each case replays that strategy of that scenario as
+/// `ddlsim run` does (its `reproduce` is the scenario with that strategy alone and a
+/// HuggingFace file written in place); Kendall's tau compares the strategies measured on
+/// one scenario file. Throws InputError naming the CSV's line.
+std::vector<ValidationCase> measured_cases(const std::string& path);
+
 /// The case's `reproduce` with `network` (when given) in place of its own network model:
 /// the scenario's simulation.network, or the command's --network.
 std::string reproduce_case(const ValidationCase& c, std::optional<NetworkModelKind> network);

@@ -1,7 +1,9 @@
 #include "support/strings.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 namespace ddlsim {
@@ -85,6 +87,18 @@ std::string csv_quoted(std::string_view text) {
   std::string q = "\"";
   for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
   return q + "\"";
+}
+
+std::optional<double> positive_number(const std::string& text) {
+  double v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (text.empty() || used != text.size() || !std::isfinite(v) || v <= 0) return std::nullopt;
+  return v;
 }
 
 std::vector<std::string> csv_fields(std::string_view line) {

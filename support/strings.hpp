@@ -1,6 +1,7 @@
 // Small string helpers shared by input validation.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,5 +27,9 @@ std::string csv_quoted(std::string_view text);
 /// (a doubled quote inside them is one quote, as csv_quoted writes it) and a trailing
 /// carriage return dropped. An empty line is one empty cell.
 std::vector<std::string> csv_fields(std::string_view line);
+
+/// The text as a positive finite number, all of it (no sign, unit or trailing text
+/// left over); nullopt otherwise.
+std::optional<double> positive_number(const std::string& text);
 
 }  // namespace ddlsim

@@ -16,6 +16,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/validation.hpp"
+#include "support/strings.hpp"
 #include "tests/cli_fixtures.hpp"
 
 using namespace ddlsim;
@@ -1092,6 +1093,79 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
     CHECK(e.err == "ddlsim validate: " + line + "\n");
     CHECK(e.out.empty());
   }
+}
+
+TEST_CASE("validate --measured: your own steps, tabled like a suite") {
+  // Expected: steps "measured" at 1.25 x ddlsim's own replay of each strategy are each
+  // -20% off (1/1.25 - 1, the closed form), in the replay's order (tau 1); the same
+  // figures swapped between the two strategies reverse that order (tau -1). A scenario
+  // in a subfolder, whose HuggingFace file sits beside it, is found from the CSV's folder,
+  // and --case prints it with that strategy alone and the file written in place, which
+  // 'ddlsim run' replays to the same step from anywhere.
+  Scratch s;
+  fs::create_directories(s.dir / "sub");
+  s.write("sub/gpt.json",
+          R"({"model_type": "gpt2", "n_layer": 4, "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000})");
+  s.write("sub/t.json", R"({"name": "mine", "cluster": {"preset": "dgx-a100"}, "workload": {"hf_config": "gpt.json"},
+    "strategies": [{"name": "dp", "global_batch": 32, "micro_batch": 2},
+                   {"name": "tp4", "tp": 4, "global_batch": 32, "micro_batch": 2}],
+    "simulation": {"network": "analytical"}})");
+  const auto run = ddlsim_cmd({"run", (s.dir / "sub/t.json").string(), "--json"});
+  REQUIRE(run.status == 0);
+  const auto steps = nlohmann::json::parse(run.out).at("strategies");
+  const double dp = steps.at(0).at("step_time_s").get<double>(), tp4 = steps.at(1).at("step_time_s").get<double>();
+  REQUIRE(dp != tp4);
+  auto csv = [&](double a, double b) {
+    char text[256];
+    std::snprintf(text, sizeof text, "scenario_file,strategy,measured_step_s\nsub/t.json,dp,%.17g\n\"sub/t.json\",tp4,%.17g\n", a, b);
+    return s.write("m.csv", text);
+  };
+  auto r = ddlsim_cmd({"validate", "--measured", csv(1.25 * dp, 1.25 * tp4), "--json"});
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.out).at("measured");
+  CHECK(j.at("sub/t.json").at("cases") == 2);
+  CHECK(j.at("sub/t.json").at("mean_abs_error").get<double>() == Approx(0.2).epsilon(1e-12));
+  CHECK(j.at("all").at("worst_abs_error").get<double>() == Approx(0.2).epsilon(1e-12));
+  CHECK(j.at("all").at("kendall_tau").get<double>() == 1.0);
+  r = ddlsim_cmd({"validate", "--measured", csv(1.25 * tp4, 1.25 * dp), "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("measured").at("all").at("kendall_tau").get<double>() == -1.0);
+  // Recorded, then checked: the same figures pass.
+  const std::string rec = (s.dir / "mine.json").string(), m = csv(1.25 * dp, 1.25 * tp4);
+  REQUIRE(ddlsim_cmd({"validate", "--measured", m, "--record", rec}).status == 0);
+  CHECK(ddlsim_cmd({"validate", "--measured", m, "--check", rec}).status == 0);
+  // The second case as a scenario of its own.
+  r = ddlsim_cmd({"validate", "--measured", m, "--case", "2"});
+  REQUIRE(r.status == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc.at("strategies").size() == 1);
+  CHECK(doc.at("strategies").at(0).at("name") == "tp4");
+  CHECK(doc.at("workload").at("hf_config").at("n_layer") == 4);
+  const auto again = ddlsim_cmd({"run", s.write("elsewhere.json", r.out), "--json"});
+  REQUIRE(again.status == 0);
+  CHECK(nlohmann::json::parse(again.out).at("strategies").at(0).at("step_time_s").get<double>() == Approx(tp4).epsilon(1e-12));
+  // One line and exit 2 for each kind of bad file.
+  const std::string bad = (s.dir / "bad.csv").string(), t = (s.dir / "sub").string();
+  for (const auto& [text, line] : std::vector<std::pair<std::string, std::string>>{
+           {"scenario,strategy,measured_step_s\n", ":1: expected the header scenario_file,strategy,measured_step_s"},
+           {"scenario_file,strategy,measured_step_s\n", ": no measurement (a row per measured step after the header)"},
+           {"scenario_file,strategy,measured_step_s\nsub/t.json,dp\n", ":2: expected 3 fields, got 2"},
+           {"scenario_file,strategy,measured_step_s\nsub/t.json,dp,0\n",
+            ":2: measured_step_s: expected a positive number of seconds, got '0'"},
+           {"scenario_file,strategy,measured_step_s\nsub/t.json,tp8,1\n",
+            ":2: strategy: " + t + "/t.json has no strategy 'tp8' (did you mean 'tp4'?) (its strategies: dp, tp4)"},
+           {"scenario_file,strategy,measured_step_s\nsub/none.json,dp,1\n", ":2: cannot read scenario " + t + "/none.json"}}) {
+    s.write("bad.csv", text);
+    const auto e = ddlsim_cmd({"validate", "--measured", bad});
+    CHECK(e.status == 2);
+    CHECK(e.err.rfind("ddlsim validate: " + bad + line, 0) == 0);
+    CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
+  }
+  CHECK(ddlsim_cmd({"validate", "--measured", m, "--suite", "nccl"}).err ==
+        "ddlsim validate: --suite: not with --measured (your measurements are their own suite)\n");
+  // The CSV cells as csv_quoted writes them read back as they were.
+  CHECK(csv_fields("\"a,b\",\"say \"\"hi\"\"\",c\r") == std::vector<std::string>{"a,b", "say \"hi\"", "c"});
+  CHECK(csv_fields(csv_quoted("x, \"y\"") + ",") == std::vector<std::string>{"x, \"y\"", ""});
 }
 
 TEST_CASE("run: a HuggingFace config written in the scenario is the same model as the file") {
