@@ -10,8 +10,8 @@ seconds=${1:-8}
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DDDLSIM_FUZZ=ON -DDDLSIM_TESTS=OFF -DDDLSIM_BENCH=OFF -DDDLSIM_WERROR=OFF >/dev/null
-ninja -C "$build_dir" fuzz_scenario fuzz_set fuzz_topology fuzz_catalog fuzz_hf_config fuzz_calibration fuzz_training fuzz_accuracy fuzz_sweep fuzz_graph
-for harness in scenario set topology catalog hf_config calibration training accuracy sweep graph; do
+ninja -C "$build_dir" fuzz_scenario fuzz_set fuzz_topology fuzz_catalog fuzz_hf_config fuzz_calibration fuzz_training fuzz_accuracy fuzz_sweep fuzz_graph fuzz_measured
+for harness in scenario set topology catalog hf_config calibration training accuracy sweep graph measured; do
   work="$build_dir/corpus/$harness"
   mkdir -p "$work"
   echo "fuzz: $harness for ${seconds}s"
