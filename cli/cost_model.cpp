@@ -6,7 +6,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <sstream>
 
 #include "sim/compute_model.hpp"
 #include "strategies/search.hpp"
@@ -22,21 +21,9 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
   for (const TrainingStrategy& t : s.strategies) by_name[t.plan.name] = &t;
   std::vector<std::pair<const TrainingStrategy*, CostModelRow>> todo;
   if (csv_text) {
-    std::istringstream in(*csv_text);
-    std::string line;
-    std::size_t number = 0;
-    while (std::getline(in, line)) {
-      ++number;
-      const std::string where = csv_name + ":" + std::to_string(number);
-      const std::vector<std::string> f = csv_fields(line);
-      if (number == 1) {
-        if (f != std::vector<std::string>{"scenario", "strategy", "predicted_step_s"}) {
-          throw InputError(where + ": expected the header scenario,strategy,predicted_step_s");
-        }
-        continue;
-      }
-      if (line.empty()) continue;
-      if (f.size() != 3) throw InputError(where + ": expected 3 fields, got " + std::to_string(f.size()));
+    for (const CsvRow& row : csv_rows(*csv_text, csv_name, {"scenario", "strategy", "predicted_step_s"})) {
+      const std::string where = csv_name + ":" + std::to_string(row.line);
+      const std::vector<std::string>& f = row.fields;
       if (f[0] != s.name) continue;  // another scenario's estimates
       const auto it = by_name.find(f[1]);
       if (it == by_name.end()) throw InputError(where + ": scenario '" + s.name + "' has no strategy '" + f[1] + "'");

@@ -2,7 +2,7 @@
 //
 //   {"name": ..., "description": ...,
 //    "cluster": {"preset": "dgx-a100", "nodes": 4, ...},
-//    "workload": {"model": "megatron-1.7b" | "hf_config": FILE, "seq": N, "dtype": ..., "attention": ...},
+//    "workload": {"model": "megatron-1.7b" | "hf_config": FILE or {...}, "seq": N, "dtype": ..., "attention": ...},
 //    "strategies": [{"name": "ptd-p", "tp": 8, "pp": 2, "dp": 2, "global_batch": 512,
 //                    "micro_batch": 4, "schedule": "1f1b", "virtual_stages": 1, "zero": 1,
 //                    "sequence_parallel": true, "recompute": "selective",

@@ -55,11 +55,11 @@ same order, -1 = reversed; - where no two cases compare). --csv writes every cas
 with, for a replayed training step, where it goes (compute, exposed tp/pp/dp/other
 communication, bubble; seconds) and the fullest device's peak memory (GiB).
 
---case N (with --suite) prints what reproduces one case outside validate and replays
-nothing: a training case's scenario as JSON (the cluster, the model, the one strategy,
-the measurement and its source in the description), which 'ddlsim run' replays to the
-same predicted step, with its breakdown, memory and --trace; an NCCL case's 'ddlsim
-collective' command. --network puts that network model in it.
+--case N (with --suite or --measured) prints what reproduces one case outside
+validate and replays nothing: a training case's scenario as JSON (the cluster, the
+model, the one strategy, the measurement in the description), which 'ddlsim run'
+replays to the same predicted step, with its breakdown, memory and --trace; an NCCL
+case's 'ddlsim collective' command. --network puts that network model in it.
 
 --measured FILE.csv replays your own measurements instead of the suites: a header
 scenario_file,strategy,measured_step_s, then a row per measured step (a training
@@ -90,17 +90,20 @@ Exit status: 0 done; 2 bad input; 3 --check found a figure worse than recorded.
 
 Options)";
 
+// `text` padded with spaces to `width` characters (as printf's %-*s; longer text stays whole).
+std::string padded(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
+}
+
 void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
-  char line[256];
-  std::snprintf(line, sizeof line, "%-14s %-30s %6s %13s %9s %12s\n", "suite", "model", "cases", "mean |err| %",
-                "worst %", "Kendall tau");
-  out << line;
+  char nums[128];
+  std::snprintf(nums, sizeof nums, "%6s %13s %9s %12s\n", "cases", "mean |err| %", "worst %", "Kendall tau");
+  out << padded("suite", 14) << " " << padded("model", 30) << " " << nums;
   for (const Accuracy& a : table) {
     char tau[32] = "-";
     if (a.pairs > 0) std::snprintf(tau, sizeof tau, "%.3f", a.kendall_tau);
-    std::snprintf(line, sizeof line, "%-14s %-30s %6d %13.2f %9.2f %12s\n", a.suite.c_str(), a.model.c_str(), a.cases,
-                  a.mean_abs_error * 100, a.worst_abs_error * 100, tau);
-    out << line;
+    std::snprintf(nums, sizeof nums, "%6d %13.2f %9.2f %12s\n", a.cases, a.mean_abs_error * 100, a.worst_abs_error * 100, tau);
+    out << padded(a.suite, 14) << " " << padded(a.model, 30) << " " << nums;
     if (a.refused > 0) out << "  (" << a.refused << " cases refused by ddlsim; see --csv)\n";
   }
 }
@@ -161,15 +164,16 @@ void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, st
       suite = c.suite;
       out << suite << ":\n";
     }
-    char line[400];
+    char index[16];
+    std::snprintf(index, sizeof index, "  %4d  ", c.index);
+    out << index << padded(c.model, 28) << " " << padded(c.label, 64) << " ";
     if (!c.refused.empty()) {
-      std::snprintf(line, sizeof line, "  %4d  %-28s %-64s refused: %s\n", c.index, c.model.c_str(), c.label.c_str(),
-                    c.refused.c_str());
+      out << "refused: " << c.refused << "\n";
     } else {
-      std::snprintf(line, sizeof line, "  %4d  %-28s %-64s %10.4g %10.4g %-4s %+7.1f%%\n", c.index, c.model.c_str(),
-                    c.label.c_str(), c.measured, c.predicted, c.unit.c_str(), c.error() * 100);
+      char nums[96];
+      std::snprintf(nums, sizeof nums, "%10.4g %10.4g %-4s %+7.1f%%\n", c.measured, c.predicted, c.unit.c_str(), c.error() * 100);
+      out << nums;
     }
-    out << line;
   }
   if (!suite.empty()) out << "\n";
 }
@@ -212,7 +216,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("measured", po::value<std::string>()->value_name("FILE"),
        "your measurements instead of the suites: a CSV scenario_file,strategy,measured_step_s")
       ("case", po::value<int>()->value_name("N"),
-       "print what reproduces case N of --suite (its number in the list and the CSV's index) and replay nothing: a "
+       "print what reproduces case N of --suite or --measured (its number in the list and the CSV's index) and "
+       "replay nothing: a "
        "training case's scenario, for 'ddlsim run', or an NCCL case's 'ddlsim collective' command")
       ("jobs,j", po::value<int>()->value_name("N"), "threads (default: the machine's cores)")
       ("csv", po::value<std::string>()->value_name("FILE"), "write every case, predicted against measured")
@@ -253,7 +258,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
         if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --case (which replays nothing)");
       }
       if (suite == "all") {
-        throw InputError("--case: name its suite too (--suite vtrain-multi --case 12): cases are numbered within their suite");
+        throw InputError("--case: name its suite too (--suite vtrain-multi --case 12, or --measured FILE): cases are "
+                         "numbered within their suite");
       }
       const int n = vm["case"].as<int>();
       if (n < 1 || static_cast<std::size_t>(n) > cases.size()) {

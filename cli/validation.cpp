@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -113,19 +114,18 @@ std::string vtrain_scenario(const ValidationCase& c, const std::string& source) 
   return scenario.dump(2) + "\n";
 }
 
-// Replays a case's scenario (its one strategy). A plan ddlsim refuses (the scenario's
-// reading checks it, as `ddlsim run` does) is the case's refusal, not an error of the
-// suite.
+// Replays a case's scenario (its one strategy). A plan ddlsim refuses, reading it (as
+// `ddlsim run` checks a plan: "strategies.0: tp (5) must divide ...") or lowering it (a
+// step beyond the replay's limits), is the case's refusal, not an error of the suite.
 double predict_scenario(ValidationCase& c, std::optional<NetworkModelKind> network) {
-  TrainingScenario s;
   try {
-    s = read_training_scenario(nlohmann::json::parse(c.reproduce), "");
+    TrainingScenario s = read_training_scenario(nlohmann::json::parse(c.reproduce), "");
+    if (network) s.network = *network;
+    return step_of(c, run_training_strategy(s, s.strategies.front()));
   } catch (const InputError& e) {
     c.refused = e.what();
     return 0;
   }
-  if (network) s.network = *network;
-  return step_of(c, run_training_strategy(s, s.strategies.front()));
 }
 
 std::vector<ValidationCase> vtrain_cases(const std::string& suite, std::string_view csv, const std::string& source) {
@@ -191,7 +191,7 @@ std::vector<ValidationCase> nccl_cases() {
     if (!row.at("nic").empty()) c.reproduce += " --nic " + row.at("nic");
     if (!row.at("nics_per_node").empty()) c.reproduce += " --nics-per-node " + row.at("nics_per_node");
     c.reproduce += " --ranks " + row.at("ranks") + " --op " + row.at("op") + " --algorithm " + row.at("algorithm") +
-                   " -b " + row.at("bytes") + " -e " + row.at("bytes") + " --network flow\n";
+                   " -b " + row.at("bytes") + " -e " + row.at("bytes");  // reproduce_case adds --network
     c.predict = [o, preset = row.at("preset"), ranks = row.at("ranks"), op = *op, algorithm = *algorithm, bytes, metric,
                  op_text = row.at("op")](ValidationCase& c, std::optional<NetworkModelKind> network) {
       const Catalog catalog = Catalog::builtin();
@@ -291,19 +291,10 @@ std::vector<ValidationCase> public_run_cases() {
 std::vector<ValidationCase> measured_cases(const std::string& path) {
   const std::string text = read_input_file(path, "measurements");
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  const std::vector<std::string> header{"scenario_file", "strategy", "measured_step_s"};
   std::vector<ValidationCase> out;
-  std::istringstream in(text);
-  std::string line;
-  for (std::size_t number = 1; std::getline(in, line); ++number) {
-    const std::string where = path + ":" + std::to_string(number);
-    const std::vector<std::string> f = csv_fields(line);
-    if (number == 1) {
-      if (f != header) throw InputError(where + ": expected the header scenario_file,strategy,measured_step_s");
-      continue;
-    }
-    if (line.empty() || line == "\r") continue;
-    if (f.size() != 3) throw InputError(where + ": expected 3 fields, got " + std::to_string(f.size()));
+  for (const CsvRow& row : csv_rows(text, path, {"scenario_file", "strategy", "measured_step_s"})) {
+    const std::string where = path + ":" + std::to_string(row.line);
+    const std::vector<std::string>& f = row.fields;
     const std::optional<double> measured = positive_number(f[2]);
     if (!measured) throw InputError(where + ": measured_step_s: expected a positive number of seconds, got '" + f[2] + "'");
     if (f[0].empty()) throw InputError(where + ": scenario_file: expected a file name, got ''");
@@ -339,6 +330,15 @@ std::vector<ValidationCase> measured_cases(const std::string& path) {
                          " (its strategies: " + list + ")");
       }
       scenario["strategies"] = nlohmann::ordered_json::array({strategy});
+      char note[96];
+      std::snprintf(note, sizeof note, "Measured: %.6g s per step (", *measured);
+      const std::string measured_note = note + where + ").";
+      const auto description = scenario.find("description");
+      if (description != scenario.end() && description->is_string() && !description->get<std::string>().empty()) {
+        *description = description->get<std::string>() + " " + measured_note;
+      } else {
+        scenario["description"] = measured_note;
+      }
       if (scenario.contains("workload") && scenario["workload"].is_object() && scenario["workload"].contains("hf_config") &&
           scenario["workload"]["hf_config"].is_string()) {
         const std::filesystem::path hf(scenario["workload"]["hf_config"].get<std::string>());
@@ -392,12 +392,11 @@ std::vector<ValidationCase> validation_cases(const std::string& suite) {
 }
 
 std::string reproduce_case(const ValidationCase& c, std::optional<NetworkModelKind> network) {
+  if (c.suite == "nccl") {  // a command line, timed on the flow network unless told
+    return c.reproduce + " --network " + std::string(network_model_name(network.value_or(NetworkModelKind::kFlow))) + "\n";
+  }
   if (!network) return c.reproduce;
   const std::string name(network_model_name(*network));
-  if (c.suite == "nccl") {
-    const std::string flag = " --network flow\n";
-    return c.reproduce.substr(0, c.reproduce.size() - flag.size()) + " --network " + name + "\n";
-  }
   nlohmann::ordered_json scenario = nlohmann::ordered_json::parse(c.reproduce);
   scenario["simulation"]["network"] = name;
   return scenario.dump(2) + "\n";
@@ -411,16 +410,27 @@ void run_validation(std::vector<ValidationCase>& cases, std::optional<NetworkMod
     return cases[a].global_batch * cases[a].layers * cases[a].gpus > cases[b].global_batch * cases[b].layers * cases[b].gpus;
   });
   std::atomic<std::size_t> next{0};
+  // The first error of any case stops the others from starting and is rethrown once
+  // every thread has joined (an exception may not leave a thread).
+  std::exception_ptr failed;
+  std::mutex failed_mutex;
   auto work = [&] {
     for (std::size_t i = next++; i < order.size(); i = next++) {
       ValidationCase& c = cases[order[i]];
-      c.predicted = c.predict(c, network);
+      try {
+        c.predicted = c.predict(c, network);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failed_mutex);
+        if (!failed) failed = std::current_exception();
+        next = order.size();
+      }
     }
   };
   std::vector<std::thread> threads;
   for (int j = 1; j < std::max(1, jobs); ++j) threads.emplace_back(work);
   work();
   for (auto& t : threads) t.join();
+  if (failed) std::rethrow_exception(failed);
 }
 
 std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {

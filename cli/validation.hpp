@@ -14,7 +14,9 @@
 //                  against PTD-P and its sequence parallelism with selective
 //                  recomputation, MT-NLG, BLOOM, PaLM), each a scenario in
 //                  validation/public_runs/cases.json
-//                  with its published step time, tokens/s or TFLOP/s per GPU.
+//                  with its published step time, tokens/s or TFLOP/s per GPU;
+//   measured       your own (validate --measured FILE.csv): steps you measured, each a
+//                  strategy of a training scenario of yours (measured_cases).
 //
 // How a vTrain case becomes a scenario (`ddlsim validate --suite vtrain-multi --case N`
 // prints it), from what vTrain states of the setup and nothing

@@ -1,8 +1,8 @@
 // libFuzzer harness: arbitrary bytes as a file of your own measurements (`ddlsim
 // validate --measured FILE.csv`), read beside a small training scenario and its
 // HuggingFace file written once into a folder of the harness's own. Only InputError may
-// come out of reading; an accepted file's cases replay (at most 4 of them) and are
-// tabled, and each case's scenario, as --case prints it, reads back.
+// come out of reading; an accepted file's cases replay (at most 4 of them, on two
+// threads) and are tabled, and each case's scenario, as --case prints it, reads back.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -44,13 +44,20 @@ const std::filesystem::path& folder() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  // Files inside the harness's folder only: no way up, no absolute path (a device file
+  // such as /dev/zero would only measure the machine).
+  if (text.find("..") != std::string::npos || text.find('/') == 0 || text.find("\n/") != std::string::npos ||
+      text.find("\"/") != std::string::npos) {
+    return 0;
+  }
   const std::filesystem::path csv = folder() / "m.csv";
-  std::ofstream(csv, std::ios::binary) << std::string(reinterpret_cast<const char*>(data), size);
+  std::ofstream(csv, std::ios::binary) << text;
   try {
     std::vector<ddlsim::ValidationCase> cases = ddlsim::measured_cases(csv.string());
     if (cases.empty() || cases.size() > 4) return 0;
     for (const auto& c : cases) (void)ddlsim::read_training_scenario(nlohmann::json::parse(c.reproduce), "");
-    ddlsim::run_validation(cases, std::nullopt, 1);
+    ddlsim::run_validation(cases, std::nullopt, 2);  // two threads, as validate runs them
     (void)ddlsim::accuracy_table(cases);
   } catch (const ddlsim::InputError&) {
   }

@@ -1,6 +1,9 @@
 #include "support/strings.hpp"
 
+#include "support/input_error.hpp"
+
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -90,6 +93,13 @@ std::string csv_quoted(std::string_view text) {
 }
 
 std::optional<double> positive_number(const std::string& text) {
+  // Decimal digits, a point and an exponent only: no sign, space, hexadecimal or words.
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.')) return std::nullopt;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.' && c != 'e' && c != 'E' && c != '-' && c != '+') {
+      return std::nullopt;
+    }
+  }
   double v = 0;
   std::size_t used = 0;
   try {
@@ -99,6 +109,37 @@ std::optional<double> positive_number(const std::string& text) {
   }
   if (text.empty() || used != text.size() || !std::isfinite(v) || v <= 0) return std::nullopt;
   return v;
+}
+
+std::vector<CsvRow> csv_rows(std::string_view text, const std::string& source, const std::vector<std::string>& header) {
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  std::vector<CsvRow> rows;
+  std::size_t number = 0;
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    ++number;
+    const std::string where = source + ":" + std::to_string(number);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (std::count(line.begin(), line.end(), '"') % 2 != 0) throw InputError(where + ": a quote is not closed");
+    std::vector<std::string> fields = csv_fields(line);
+    if (number == 1) {
+      if (fields != header) {
+        std::string names;
+        for (const std::string& h : header) names += (names.empty() ? "" : ",") + h;
+        throw InputError(where + ": expected the header " + names);
+      }
+      continue;
+    }
+    if (line.empty()) continue;
+    if (fields.size() != header.size()) {
+      throw InputError(where + ": expected " + std::to_string(header.size()) + " fields, got " + std::to_string(fields.size()));
+    }
+    rows.push_back({number, std::move(fields)});
+  }
+  if (number == 0) throw InputError(source + ": empty (expected the header first)");
+  return rows;
 }
 
 std::vector<std::string> csv_fields(std::string_view line) {

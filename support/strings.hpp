@@ -28,8 +28,20 @@ std::string csv_quoted(std::string_view text);
 /// carriage return dropped. An empty line is one empty cell.
 std::vector<std::string> csv_fields(std::string_view line);
 
-/// The text as a positive finite number, all of it (no sign, unit or trailing text
-/// left over); nullopt otherwise.
+/// A data row of a CSV file and its line number (1: the header).
+struct CsvRow {
+  std::size_t line = 0;
+  std::vector<std::string> fields;
+};
+
+/// The rows of a CSV text whose first line must be `header` (after a byte-order mark, as
+/// spreadsheets write one): blank lines skipped, every other row as many fields as the
+/// header. Throws InputError "<source>:<line>: ..." for another header, a quote left
+/// open, or a row of another width.
+std::vector<CsvRow> csv_rows(std::string_view text, const std::string& source, const std::vector<std::string>& header);
+
+/// The text as a positive finite decimal number ("2.5", "1e-3"), all of it: no sign,
+/// space, hexadecimal, unit or trailing text; nullopt otherwise.
 std::optional<double> positive_number(const std::string& text);
 
 }  // namespace ddlsim

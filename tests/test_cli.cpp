@@ -1059,7 +1059,8 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
     CHECK(r.err.empty());
     const auto doc = nlohmann::json::parse(r.out);
     CHECK(doc.at("strategies").size() == 1);
-    CHECK(doc.at("simulation").at("network") == (p.network ? "analytical" : doc.at("simulation").at("network")));
+    // vTrain cases run on the flow network; Table 1's published runs on the analytical one.
+    CHECK(doc.at("simulation").at("network") == (p.network || p.suite == "public-runs" ? "analytical" : "flow"));
     CHECK(doc.at("description").get<std::string>().find(p.suite == "public-runs" ? "Published" : "measured") !=
           std::string::npos);
     CHECK(step_of_run(r.out) == Approx(predicted).epsilon(1e-12));
@@ -1082,7 +1083,9 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
         Approx(busbw).epsilon(1e-12));
   // One line and exit 2 for what cannot be printed.
   for (const auto& [extra, line] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--case", "3"}, "--case: name its suite too (--suite vtrain-multi --case 12): cases are numbered within their suite"},
+           {{"--case", "3"},
+            "--case: name its suite too (--suite vtrain-multi --case 12, or --measured FILE): cases are numbered within "
+            "their suite"},
            {{"--suite", "nccl", "--case", "0"}, "--case: expected 1 to 13 (the cases of nccl), got 0"},
            {{"--suite", "vtrain-multi", "--case", "110"}, "--case: expected 1 to 109 (the cases of vtrain-multi), got 110"},
            {{"--suite", "nccl", "--case", "1", "--csv", "x.csv"}, "--csv: not with --case (which replays nothing)"}}) {
@@ -1141,6 +1144,7 @@ TEST_CASE("validate --measured: your own steps, tabled like a suite") {
   CHECK(doc.at("strategies").size() == 1);
   CHECK(doc.at("strategies").at(0).at("name") == "tp4");
   CHECK(doc.at("workload").at("hf_config").at("n_layer") == 4);
+  CHECK(doc.at("description").get<std::string>().find("Measured: ") != std::string::npos);
   const auto again = ddlsim_cmd({"run", s.write("elsewhere.json", r.out), "--json"});
   REQUIRE(again.status == 0);
   CHECK(nlohmann::json::parse(again.out).at("strategies").at(0).at("step_time_s").get<double>() == Approx(tp4).epsilon(1e-12));
@@ -1154,7 +1158,11 @@ TEST_CASE("validate --measured: your own steps, tabled like a suite") {
             ":2: measured_step_s: expected a positive number of seconds, got '0'"},
            {"scenario_file,strategy,measured_step_s\nsub/t.json,tp8,1\n",
             ":2: strategy: " + t + "/t.json has no strategy 'tp8' (did you mean 'tp4'?) (its strategies: dp, tp4)"},
-           {"scenario_file,strategy,measured_step_s\nsub/none.json,dp,1\n", ":2: cannot read scenario " + t + "/none.json"}}) {
+           {"scenario_file,strategy,measured_step_s\nsub/none.json,dp,1\n", ":2: cannot read scenario " + t + "/none.json"},
+           {"scenario_file,strategy,measured_step_s\n\"sub/t.json,dp,1\n", ":2: a quote is not closed"},
+           {"scenario_file,strategy,measured_step_s\nsub/t.json,dp,+1\n",
+            ":2: measured_step_s: expected a positive number of seconds, got '+1'"},
+           {"\xEF\xBB\xBFscenario_file;strategy;measured_step_s\n", ":1: expected the header scenario_file,strategy,measured_step_s"}}) {
     s.write("bad.csv", text);
     const auto e = ddlsim_cmd({"validate", "--measured", bad});
     CHECK(e.status == 2);
@@ -1163,7 +1171,28 @@ TEST_CASE("validate --measured: your own steps, tabled like a suite") {
   }
   CHECK(ddlsim_cmd({"validate", "--measured", m, "--suite", "nccl"}).err ==
         "ddlsim validate: --suite: not with --measured (your measurements are their own suite)\n");
-  // The CSV cells as csv_quoted writes them read back as they were.
+  // A spreadsheet's byte-order mark is no part of the header; a step ddlsim cannot
+  // replay (beyond its transfer limit on the flow network) is that row's refusal, the
+  // other rows replayed; a long strategy name prints whole.
+  s.write("sub/big.json", R"({"name": "big", "cluster": {"preset": "dgx-a100", "nodes": 512},
+    "workload": {"model": "megatron-1.7b"}, "strategies": [{"name": "dp", "global_batch": 4096, "micro_batch": 1}],
+    "simulation": {"network": "flow", "rings": "steps"}})");
+  const std::string name(80, 'x');
+  s.write("sub/long.json", R"({"name": "long", "cluster": {"preset": "dgx-a100"}, "workload": {"hf_config": "gpt.json"},
+    "strategies": [{"name": ")" + name + R"(", "global_batch": 32, "micro_batch": 2}], "simulation": {"network": "analytical"}})");
+  r = ddlsim_cmd({"validate", "--measured",
+                  s.write("mixed.csv", "\xEF\xBB\xBFscenario_file,strategy,measured_step_s\nsub/big.json,dp,3\nsub/long.json," +
+                                           name + ",1\n"),
+                  "--jobs", "2"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("     1  sub/big.json                 dp") != std::string::npos);
+  CHECK(r.out.find("refused: the step needs more than 20000000 transfers") != std::string::npos);
+  CHECK(r.out.find("     2  sub/long.json                " + name + " ") != std::string::npos);
+  // The CSV cells as csv_quoted writes them read back as they were; a number is decimal.
+  CHECK(!positive_number(" 1"));
+  CHECK(!positive_number("0x1p1"));
+  CHECK(!positive_number("inf"));
+  CHECK(positive_number("2.5e-3") == 2.5e-3);
   CHECK(csv_fields("\"a,b\",\"say \"\"hi\"\"\",c\r") == std::vector<std::string>{"a,b", "say \"hi\"", "c"});
   CHECK(csv_fields(csv_quoted("x, \"y\"") + ",") == std::vector<std::string>{"x, \"y\"", ""});
 }

@@ -30,7 +30,7 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
     out.hf_config_text = v.dump();
   } else {
     if (!v.is_string()) {
-      throw InputError(w.field_path("hf_config") + ": expected a file name or a config object, got " + v.dump());
+      throw InputError(w.field_path("hf_config") + ": expected a file name or a config object, got " + shown(v));
     }
     const std::string path = v.get<std::string>();
     if (path.empty()) throw InputError(w.field_path("hf_config") + ": expected a file name, got \"\"");
