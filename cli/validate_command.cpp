@@ -48,10 +48,9 @@ in-sample; the other suites were not used to fit anything.
 
 Printed: every case of the suites with at most 100 cases (--cases: all), numbered
 within its suite, measured, predicted and the error; then per suite and model (or run,
-or kind of point): cases,
-mean and worst absolute percentage error, and Kendall's tau between predicted and
-measured figures among the strategies of one model on one GPU count and batch (1 =
-same order, -1 = reversed; - where no two cases compare). --csv writes every case,
+or kind of point): cases, mean and worst absolute percentage error, and Kendall's tau
+between predicted and measured figures among the strategies of one model on one GPU
+count and batch (1 = same order, -1 = reversed; - where no two cases compare). --csv writes every case,
 with, for a replayed training step, where it goes (compute, exposed tp/pp/dp/other
 communication, bubble; seconds) and the fullest device's peak memory (GiB).
 
