@@ -1288,6 +1288,16 @@ std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, Co
   return what;
 }
 
+// Whether a tree all-reduce is lowered as streams (streamed_tree: one transfer per edge
+// and direction for all its chunks) rather than chunk by chunk (trees_by_step): streamed,
+// in more than one chunk, and without shares (the analytical model's trees always go
+// chunk by chunk).
+namespace {
+bool trees_streamed(const CollectiveSpec& spec, bool shared) {
+  return spec.streamed && effective_chunks(spec) > 1 && !shared;
+}
+}  // namespace
+
 std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared) {
   using Op = CollectiveOp;
   const std::uint64_t p = group.ranks.size();
@@ -1307,8 +1317,8 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
         default: return (p - 1) * per;
       }
     }
-    case CollectiveAlgorithm::kTree:  // streamed (not shared): one per edge and way for all the chunks
-      return static_cast<std::uint64_t>(effective_channels(group, spec)) * 2 * (p - 1) * (s && c > 1 && !shared ? 1 : c);
+    case CollectiveAlgorithm::kTree:  // streamed: one per edge and way for all the chunks
+      return static_cast<std::uint64_t>(effective_channels(group, spec)) * 2 * (p - 1) * (trees_streamed(spec, shared) ? 1 : c);
     case CollectiveAlgorithm::kHalvingDoubling: {
       const auto steps = static_cast<std::uint64_t>(std::countr_zero(p));
       return (spec.op == Op::kAllReduce ? 2 : 1) * steps * p * c;
@@ -1418,7 +1428,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       const int trees = channels;
       const auto parents = tree_parents(group, trees);
       std::vector<std::vector<TaskId>> done(parents.size(), ready);
-      if (spec.streamed && effective_chunks(spec) > 1 && !low.sharing()) {
+      if (trees_streamed(spec, low.sharing())) {
         for (std::size_t t = 0; t < parents.size(); ++t) low.streamed_tree(parents[t], S / trees, done[t]);
       } else {
         low.trees_by_step(parents, S / trees, done);
