@@ -74,6 +74,26 @@ double step_of(ValidationCase& c, const TrainingReport& r) {
   return r.step_time_s;
 }
 
+// A case's training setup (the CSV's columns) from its scenario and strategy: an SBP
+// plan has no micro-batch size or tp x dp x pp, a CNN no transformer shape.
+void set_setup(ValidationCase& c, const TrainingScenario& s, const TrainingStrategy& t) {
+  const ParallelPlan& p = t.plan;
+  c.gpus = t.sbp ? static_cast<int>(s.cluster.accelerators().size()) : p.tp * p.pp * p.dp;
+  c.global_batch = p.global_batch;
+  if (!t.sbp) {
+    c.micro_batch = p.micro_batch;
+    c.tp = p.tp;
+    c.dp = p.dp;
+    c.pp = p.pp;
+  }
+  if (s.transformer) {
+    c.hidden = s.model.hidden;
+    c.heads = s.model.heads;
+    c.layers = s.model.layers;
+    c.seq = s.model.seq;
+  }
+}
+
 // The scenario of a vTrain case, as JSON text: what predict_scenario replays and what
 // `validate --case` prints.
 std::string vtrain_scenario(const ValidationCase& c, const std::string& source) {
@@ -239,38 +259,26 @@ double published_step_s(const nlohmann::json& measured, const TrainingScenario& 
 }
 
 std::vector<ValidationCase> public_run_cases() {
-  const nlohmann::json doc = nlohmann::json::parse(kPublicRuns);
-  // The same cases in their file's key order, for the scenarios `validate --case` prints.
-  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(kPublicRuns);
+  // In the file's key order, for the scenarios `validate --case` prints.
+  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(kPublicRuns);
   std::vector<ValidationCase> out;
   std::size_t i = 0;
-  for (const nlohmann::json& e : doc.at("cases")) {
-    const nlohmann::ordered_json& oe = ordered.at("cases").at(i);
+  for (const nlohmann::ordered_json& e : doc.at("cases")) {
     const std::string where = "validation/public_runs/cases.json: cases[" + std::to_string(i++) + "]";
     ValidationCase c;
     c.suite = "public-runs";
     c.model = e.at("run").get<std::string>();
     c.label = e.at("case").get<std::string>() + " (published: " + e.at("published").get<std::string>() + ")";
-    const TrainingScenario s = read_training_scenario(e.at("scenario"), "");
+    const TrainingScenario s = read_training_scenario(nlohmann::json(e.at("scenario")), "");
     if (s.strategies.size() != 1) throw InputError(where + ".scenario: expected one strategy");
-    const ParallelPlan& p = s.strategies.front().plan;
-    c.gpus = p.tp * p.pp * p.dp;
-    c.global_batch = p.global_batch;
-    c.micro_batch = p.micro_batch;
-    c.hidden = s.model.hidden;
-    c.heads = s.model.heads;
-    c.layers = s.model.layers;
-    c.seq = s.model.seq;
-    c.tp = p.tp;
-    c.dp = p.dp;
-    c.pp = p.pp;
+    set_setup(c, s, s.strategies.front());
     c.group = c.model + " / " + std::to_string(c.gpus) + " GPUs / batch " + std::to_string(c.global_batch);
-    c.measured = published_step_s(e.at("measured"), s, where);
+    c.measured = published_step_s(nlohmann::json(e.at("measured")), s, where);
     c.index = static_cast<int>(out.size()) + 1;
     nlohmann::ordered_json scenario = nlohmann::ordered_json::object();
-    for (const auto& [key, value] : oe.at("scenario").items()) {
+    for (const auto& [key, value] : e.at("scenario").items()) {
       scenario[key] = value;
-      if (key == "name" && !oe.at("scenario").contains("description")) {
+      if (key == "name" && !e.at("scenario").contains("description")) {
         char step[64];
         std::snprintf(step, sizeof step, "%.6g s per step", c.measured);
         scenario["description"] = c.model + ", " + e.at("case").get<std::string>() + ". " +
@@ -306,30 +314,27 @@ std::vector<ValidationCase> measured_cases(const std::string& path) {
       if (!is_training_scenario(doc)) {
         throw InputError(file.string() + ": not a training scenario (its cluster names no preset)");
       }
-      try {  // the whole scenario, as 'ddlsim run' reads it
-        (void)read_training_scenario(doc, file.parent_path().string());
+      TrainingScenario whole;  // the whole scenario, as 'ddlsim run' reads it
+      try {
+        whole = read_training_scenario(doc, file.parent_path().string());
       } catch (const InputError& e) {
         throw InputError(file.string() + ": " + e.what());
       }
-      // The scenario with the measured strategy alone, in its own key order, and a
-      // HuggingFace file written in place: a scenario that reads the same from anywhere.
-      nlohmann::ordered_json scenario = nlohmann::ordered_json::parse(scenario_text);
-      nlohmann::ordered_json strategy;
       std::vector<std::string> names;
-      if (scenario.contains("strategies") && scenario["strategies"].is_array()) {
-        for (const auto& t : scenario["strategies"]) {
-          if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
-          names.push_back(t["name"].get<std::string>());
-          if (names.back() == f[1]) strategy = t;
-        }
-      }
-      if (strategy.is_null()) {
+      for (const TrainingStrategy& t : whole.strategies) names.push_back(t.plan.name);
+      const auto found = std::find(names.begin(), names.end(), f[1]);
+      if (found == names.end()) {
         std::string list;
         for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
         throw InputError("strategy: " + file.string() + " has no strategy '" + f[1] + "'" + did_you_mean(f[1], names) +
                          " (its strategies: " + list + ")");
       }
-      scenario["strategies"] = nlohmann::ordered_json::array({strategy});
+      const auto which = static_cast<std::size_t>(found - names.begin());
+      // The scenario with the measured strategy alone (the reader keeps the file's order),
+      // in its own key order, and a HuggingFace file written in place: a scenario that
+      // reads the same from anywhere.
+      nlohmann::ordered_json scenario = nlohmann::ordered_json::parse(scenario_text);
+      scenario["strategies"] = nlohmann::ordered_json::array({scenario["strategies"][which]});
       char note[96];
       std::snprintf(note, sizeof note, "Measured: %.6g s per step (", *measured);
       const std::string measured_note = note + where + ").";
@@ -339,31 +344,13 @@ std::vector<ValidationCase> measured_cases(const std::string& path) {
       } else {
         scenario["description"] = measured_note;
       }
-      if (scenario.contains("workload") && scenario["workload"].is_object() && scenario["workload"].contains("hf_config") &&
-          scenario["workload"]["hf_config"].is_string()) {
-        const std::filesystem::path hf(scenario["workload"]["hf_config"].get<std::string>());
-        const std::string hf_path = (hf.is_absolute() ? hf : file.parent_path() / hf).string();
+      if (whole.workload.hf_config) {  // the file the reader resolved against the scenario's folder
+        const std::string& hf_path = *whole.workload.hf_config;
         scenario["workload"]["hf_config"] =
             nlohmann::ordered_json::parse(parse_json(read_input_file(hf_path, "HuggingFace config"), hf_path).dump());
       }
       c.reproduce = scenario.dump(2) + "\n";
-      const TrainingScenario s = read_training_scenario(nlohmann::json::parse(c.reproduce), "");
-      const TrainingStrategy& t = s.strategies.front();
-      const ParallelPlan& p = t.plan;
-      c.gpus = t.sbp ? static_cast<int>(s.cluster.accelerators().size()) : p.tp * p.pp * p.dp;
-      c.global_batch = p.global_batch;
-      if (!t.sbp) {  // an SBP plan has no micro-batch size or tp x dp x pp
-        c.micro_batch = p.micro_batch;
-        c.tp = p.tp;
-        c.dp = p.dp;
-        c.pp = p.pp;
-      }
-      if (s.transformer) {
-        c.hidden = s.model.hidden;
-        c.heads = s.model.heads;
-        c.layers = s.model.layers;
-        c.seq = s.model.seq;
-      }
+      set_setup(c, whole, whole.strategies[which]);
     } catch (const InputError& e) {
       throw InputError(where + ": " + e.what());
     }
