@@ -89,10 +89,25 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
   switch (p.schedule) {
     case PipelineSchedule::kGPipe: return m;
     case PipelineSchedule::k1F1B: return std::min(m, pp - stage);
-    case PipelineSchedule::kInterleaved1F1B:
-      return std::min(m, (pp - stage) * (1.0 + (pp - 1.0) / (pp * p.virtual_stages)));
+    case PipelineSchedule::kInterleaved1F1B: {
+      // Chunk forwards in flight at the peak: the warm-up's, plus the one 1F1B starts
+      // with (pipeline_schedule, as Megatron-LM's schedule runs them), each 1/v of the
+      // stage's layers. Stage 0 gives Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)).
+      const double v = p.virtual_stages, chunks = m * v;
+      const double warmup = m == pp ? chunks : std::min(chunks, 2 * (pp - stage - 1) + (v - 1) * pp);
+      return std::min(chunks, warmup + 1) / v;
+    }
   }
   return m;
+}
+
+double in_flight_losses(const ParallelPlan& p) {
+  const double m = static_cast<double>(p.micro_batches());
+  if (p.schedule == PipelineSchedule::kGPipe) return m;
+  // 1F1B runs each backward on the last stage right after its forward; so does the
+  // interleaved schedule for the last chunk, unless every forward comes first (m = pp).
+  if (p.schedule == PipelineSchedule::kInterleaved1F1B && m == p.pp) return m;
+  return 1;
 }
 
 double loss_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp) {
@@ -143,7 +158,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     if (i == p.pp - 1) {
       // The loss keeps each in-flight micro-batch's softmax: one under 1F1B, where the
       // last stage runs each backward right after its forward.
-      d.activations += loss_activation_bytes(m, p.micro_batch, p.tp) * in_flight_micro_batches(p, i);
+      d.activations += loss_activation_bytes(m, p.micro_batch, p.tp) * in_flight_losses(p);
     }
     out.push_back(d);
   }

@@ -25,11 +25,14 @@
 // Selective recomputation drops the a s/h terms (the scores are recomputed); full
 // recomputation keeps only each layer's input (B, divided by t with sequence
 // parallelism). A pipeline stage keeps the activations of the micro-batches in flight:
-// GPipe all m; 1F1B min(m, pp - i) on stage i; interleaved 1F1B (pp - i)(1 + (pp-1)/(pp v))
-// capped at m (Korthikanti et al.'s figure for the first stage, scaled). The last stage
-// also keeps the loss's fp32 softmax of the logits (seq x micro_batch x vocab / t
-// elements, 4 bytes each) of each micro-batch in flight. The replay tracks the same quantities over time (transformer_step's memory
-// pools); under GPipe and 1F1B its peaks equal these figures exactly.
+// GPipe all m; 1F1B min(m, pp - i) on stage i; interleaved 1F1B min(m v, w_i + 1) chunk
+// forwards of 1/v of the stage's layers each, w_i = 2 (pp - i - 1) + (v - 1) pp its
+// warm-up (m v when m = pp: Megatron-LM then runs every forward first), which on stage 0
+// is Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)). The last stage also keeps the loss's
+// fp32 softmax of the logits (seq x micro_batch x vocab / t elements, 4 bytes each): of
+// all m micro-batches under GPipe (and interleaving with m = pp), else of one. The
+// replay tracks the same quantities over time (transformer_step's memory pools); its
+// peaks equal these figures exactly.
 #pragma once
 
 #include <vector>
@@ -76,8 +79,12 @@ double layers_activation_bytes(const ParallelPlan& plan, const TransformerConfig
 /// computes it, split over tp.
 double loss_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp);
 
-/// Micro-batches whose activations stage `stage` holds at once.
+/// Micro-batches whose activations stage `stage` holds at once, at its peak (under the
+/// interleaved schedule in units of the stage's layers: chunk forwards / v).
 double in_flight_micro_batches(const ParallelPlan& plan, int stage);
+
+/// Micro-batches whose loss (its softmax of the logits) the last stage holds at once.
+double in_flight_losses(const ParallelPlan& plan);
 
 /// Memory of a device of each pipeline stage (all tp and dp ranks of a stage alike).
 std::vector<DeviceMemory> stage_memory(const ParallelPlan& plan, const TransformerConfig& m);

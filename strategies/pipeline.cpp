@@ -39,7 +39,9 @@ std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, in
           return forward ? c : v - 1 - c;
         };
         auto micro_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
-        const int warmup = std::min(total, (pp - i - 1) * 2 + (v - 1) * pp);
+        // Megatron-LM's warm-up: with as many micro-batches as stages it runs every
+        // forward first (schedules.py, all_warmup_microbatches).
+        const int warmup = m == pp ? total : std::min(total, (pp - i - 1) * 2 + (v - 1) * pp);
         int f = 0, b = 0;
         for (; f < warmup; ++f) ops.push_back({true, chunk_of(f, true), micro_of(f)});
         while (f < total) {

@@ -1066,18 +1066,32 @@ TEST_CASE("plans the lowering cannot run are refused with the reason") {
 
 TEST_CASE("the replay's memory high-water marks follow the schedule") {
   // Expected: each stage replica's pool peaks at its model states plus the activations
-  // of the micro-batches in flight: min(m, pp - i) under 1F1B and all m under GPipe,
-  // exactly the memory model's figure (stage_memory); under the interleaved schedule the
-  // first stage holds the most and the last the least.
+  // of the micro-batches in flight: min(m, pp - i) under 1F1B, all m under GPipe, and
+  // under the interleaved schedule min(m v, 2 (pp - i - 1) + (v - 1) pp + 1) chunk
+  // forwards (all m v when m = pp), exactly the memory model's figure (stage_memory);
+  // under the interleaved schedule the first stage holds the most and the last the least.
   StepRig rig("dgx-a100", 1);
   const TransformerConfig m = gpt_config("g", 8, 1024, 16, 1024, 32000);
-  for (PipelineSchedule sched : {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe, PipelineSchedule::kInterleaved1F1B}) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const PipelineSchedule sched = variant == 0   ? PipelineSchedule::k1F1B
+                                   : variant == 1 ? PipelineSchedule::kGPipe
+                                                  : PipelineSchedule::kInterleaved1F1B;
     ParallelPlan p;
     p.pp = 4;
     p.dp = 2;
-    p.global_batch = 16;  // m = 8
+    p.global_batch = variant == 3 ? 8 : 16;  // m = 8; m = pp = 4 in the last variant
     p.schedule = sched;
     if (sched == PipelineSchedule::kInterleaved1F1B) p.virtual_stages = 2;
+    if (variant == 2) {
+      // Chunk forwards in flight by hand (pp 4, v 2, m 8, so at most 16): 2 x 3 + 4 + 1 =
+      // 11 on stage 0, then 9, 7 and 5; in units of the stage's layers, half that.
+      const double chunks[] = {11, 9, 7, 5};
+      for (int i = 0; i < 4; ++i) CHECK(in_flight_micro_batches(p, i) == chunks[i] / 2);
+    }
+    if (variant == 3) {
+      for (int i = 0; i < 4; ++i) CHECK(in_flight_micro_batches(p, i) == 4);  // every forward first
+      CHECK(in_flight_losses(p) == 4);
+    }
     LoweredTrainingStep s = rig.lower(m, p);
     MemoryTracker mem;
     Observer* obs[] = {&mem};
@@ -1090,9 +1104,9 @@ TEST_CASE("the replay's memory high-water marks follow the schedule") {
       CHECK(mem.pools()[static_cast<std::size_t>(4 + i)].peak.value() == peak);  // replicas alike
       CHECK(mem.pools()[static_cast<std::size_t>(i)].current.value() == Approx(model[static_cast<std::size_t>(i)].weights +
             model[static_cast<std::size_t>(i)].gradients + model[static_cast<std::size_t>(i)].optimizer));  // all freed
-      if (sched != PipelineSchedule::kInterleaved1F1B) CHECK(peak == Approx(model[static_cast<std::size_t>(i)].total()).epsilon(1e-12));
+      CHECK(peak == Approx(model[static_cast<std::size_t>(i)].total()).epsilon(1e-12));
     }
-    if (sched == PipelineSchedule::kInterleaved1F1B) CHECK(mem.pools()[0].peak.value() > mem.pools()[3].peak.value());
+    if (variant == 2) CHECK(mem.pools()[0].peak.value() > mem.pools()[3].peak.value());
   }
 }
 
