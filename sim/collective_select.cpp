@@ -246,16 +246,16 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
     }
     case CollectiveAlgorithm::kTorus: {
       // The D x ways parts (torus_used_dims, torus_ways) side by side, S / (D ways)
-      // each: the slowest part's way through its dimensions (a part's phases use links no
-      // other part uses then when the dimensions are alike; the two ways of a wrapped
-      // ring, the two directions).
+      // each, phase by phase: each phase takes its slowest part's rings (in a phase the
+      // parts use different dimensions' links, the two ways of a wrapped ring a link's
+      // two directions; the lowering waits for every part between phases).
       const auto& dims = g.torus_dims;
       const auto used = torus_used_dims(dims);
       const std::size_t D = used.size();
       const double ways = torus_ways(g);
-      double worst = 0.0;
+      std::vector<double> phase(D, 0.0);
       for (std::size_t j = 0; j < D; ++j) {
-        double t = 0.0, shard = S / (static_cast<double>(D) * ways);
+        double shard = S / (static_cast<double>(D) * ways);
         for (std::size_t i = 0; i < D; ++i) {
           const std::size_t d = used[(j + i) % D];
           std::size_t stride = 1;
@@ -263,11 +263,12 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           Edge e;
           e.add(f, node(0), node(stride));
           shard /= dims[d];
-          t += e.steps(dims[d] - 1.0, shard);
+          phase[i] = std::max(phase[i], e.steps(dims[d] - 1.0, shard));
         }
-        worst = std::max(worst, t);
       }
-      return op == Op::kAllReduce ? 2.0 * worst : worst;
+      double t = 0.0;
+      for (double x : phase) t += x;
+      return op == Op::kAllReduce ? 2.0 * t : t;
     }
   }
   return std::numeric_limits<double>::infinity();

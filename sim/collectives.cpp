@@ -1476,55 +1476,65 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       // Every dimension's links, both ways where they wrap, at once (torus_used_dims,
       // torus_ways): part (j, way) carries S / (D ways) and reduces along the dimensions
       // in the order j, j + 1, ... (mod D), its rings running `way`, then gathers back in
-      // the reverse order.
-      // The parts run on different links at each phase (see above): no shares.
+      // the reverse order. Phase i of every part ends before any part starts phase i + 1:
+      // then the parts use different dimensions' links (or a link's two directions) in
+      // every phase, so none shares a link and no shares are needed. On sides of one
+      // length the phases take equal times and the barrier costs nothing; on unequal
+      // sides, parts left to run ahead would meet on one dimension's links.
       low.none_at_once();
       const auto& dims = group.torus_dims;
       const auto used = torus_used_dims(dims);
       const std::size_t D = used.size();
       if (D == 0) break;  // one chip: nothing to send
       const int ways = torus_ways(group);
-      std::vector<std::vector<TaskId>> done;
+      struct Part {
+        std::vector<std::size_t> seq;  // its dimensions, in its order
+        std::vector<double> shard;     // bytes held before phase i
+        bool backwards;
+      };
+      std::vector<Part> parts;
       for (std::size_t j = 0; j < D; ++j) {
         for (int w = 0; w < ways; ++w) {
-          const bool backwards = w == 1;
-          std::vector<std::size_t> seq;  // this part's dimensions, in its order
-          for (std::size_t i = 0; i < D; ++i) seq.push_back(used[(j + i) % D]);
-          std::vector<double> shard(D + 1, S / (static_cast<double>(D) * ways));  // held before phase i
-          for (std::size_t i = 0; i < D; ++i) shard[i + 1] = shard[i] / dims[seq[i]];
-          const auto rings = [&](std::size_t d) {
-            auto r = torus_rings(dims, d);
-            if (backwards) {
-              for (auto& ring : r) std::reverse(ring.begin(), ring.end());
-            }
-            return r;
-          };
+          Part part{{}, std::vector<double>(D + 1, S / (static_cast<double>(D) * ways)), w == 1};
+          for (std::size_t i = 0; i < D; ++i) part.seq.push_back(used[(j + i) % D]);
+          for (std::size_t i = 0; i < D; ++i) part.shard[i + 1] = part.shard[i] / dims[part.seq[i]];
+          parts.push_back(std::move(part));
+        }
+      }
+      // Phase i of every part (its rings along its i-th dimension), then the barrier.
+      const auto phase = [&](std::size_t i) {
+        std::vector<std::vector<TaskId>> done;
+        for (const Part& part : parts) {
           std::vector<TaskId> r = ready;
-          if (spec.op != Op::kAllGather) {
-            for (std::size_t i = 0; i < D; ++i) {
-              for (const auto& ring : rings(seq[i])) low.ring(ring, dims[seq[i]] - 1, shard[i + 1], r);
-            }
-          }
-          if (spec.op != Op::kReduceScatter) {
-            for (std::size_t i = D; i-- > 0;) {
-              for (const auto& ring : rings(seq[i])) low.ring(ring, dims[seq[i]] - 1, shard[i + 1], r);
-            }
+          auto rings = torus_rings(dims, part.seq[i]);
+          for (auto& ring : rings) {
+            if (part.backwards) std::reverse(ring.begin(), ring.end());
+            low.ring(ring, dims[part.seq[i]] - 1, part.shard[i + 1], r);
           }
           done.push_back(std::move(r));
         }
+        const TaskId barrier = low.marker();
+        for (const auto& d : done) {
+          for (TaskId t : d) low.edge(t, barrier);
+        }
+        std::fill(ready.begin(), ready.end(), barrier);
+      };
+      if (spec.op != Op::kAllGather) {
+        for (std::size_t i = 0; i < D; ++i) phase(i);
       }
-      for (std::size_t i = 0; i < p; ++i) {
-        ready[i] = low.marker();
-        for (const auto& d : done) low.edge(d[i], ready[i]);
+      if (spec.op != Op::kReduceScatter) {
+        for (std::size_t i = D; i-- > 0;) phase(i);
       }
       break;
     }
   }
   const TaskId end = low.marker();
   bool joined = false;
+  TaskId last;
   for (TaskId t : ready) {
-    if (t == start) continue;
+    if (t == start || t == last) continue;  // (after a barrier every rank's is the barrier)
     low.edge(t, end);
+    last = t;
     joined = true;
   }
   if (!joined) low.edge(start, end);
