@@ -94,6 +94,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   for (int k = 0; k < p.tp; ++k) tp_ranks.push_back(mesh_rank(p, 0, 0, k));
   for (int d = 0; d < p.dp; ++d) dp_ranks.push_back(mesh_rank(p, d, 0, 0));
   const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
+  const double ends_ar = p.sequence_parallel ? 0.5 * ar : ar;  // the embedding's, the output layer's
   // All-reduces per layer and pass: two (after attention, after the MLP), one with
   // parallel layers; recomputed forwards all-reduce again.
   const double ars = model.parallel_layers ? 1 : 2;
@@ -190,10 +191,13 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     for (int k = 0; k < chunks; ++k) {
       const bool embedding = first && k == 0, output = last && k == chunks - 1;
       std::vector<Unit> fwd, bwd;
-      if (embedding) fwd.push_back({c.first_forward.value(), ag_first, 0.0, 0.0});
+      // The embedding's forward and the output layer's backward end with a
+      // tensor-parallel all-reduce (with sequence parallelism a reduce-scatter, and the
+      // output layer's forward starts with an all-gather).
+      if (embedding) fwd.push_back({c.first_forward.value() + ends_ar, ag_first, 0.0, 0.0});
       for (int l = 0; l < per_chunk; ++l) fwd.push_back({f, ag_layer, 0.0, 0.0});
-      if (output) fwd.push_back({c.last_forward.value(), ag_last, 0.0, 0.0});
-      if (output) bwd.push_back({c.last_backward.value(), ag_last, rs_last, ar_last});
+      if (output) fwd.push_back({c.last_forward.value() + (ar - ends_ar), ag_last, 0.0, 0.0});
+      if (output) bwd.push_back({c.last_backward.value() + ends_ar, ag_last, rs_last, ar_last});
       for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer, ar_layer});
       if (embedding) bwd.push_back({c.first_backward.value(), ag_first, rs_first, ar_first});
       // The model's last chunk sends no activations on, its first no gradients back.
@@ -229,6 +233,12 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       gather = collective(fabric, dp_ranks, CollectiveOp::kAllGather, weights);
     }
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
+  }
+  if (p.pp > 1 && model.tied_embedding) {
+    // The tied embedding's two copies (first and last stage): their gradients summed.
+    double bytes = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) / p.tp * reduced_gradient_bytes(p);
+    if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) bytes /= shard_size(p);
+    step += collective(fabric, {mesh_rank(p, 0, 0, 0), mesh_rank(p, 0, p.pp - 1, 0)}, CollectiveOp::kAllReduce, bytes);
   }
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
   step += plan_optimizer_step_time(updated, p, model.dtype, compute).value();

@@ -202,14 +202,12 @@ class StepLowering {
     if (p_.tp == 1) return after;
     return tp_collective(grp, 1.0, after, TaskId(), "tp all-reduce", true);
   }
-  // `share` of the group's all-reduce time on its tensor-parallel stream after `after`
-  // (and `also`); `counted`: the collective's traffic and count go with this task (the
+  // `share` of the group's all-reduce time (and traffic) on its tensor-parallel stream
+  // after `after` (and `also`); `counted`: the collective's count goes with this task (the
   // two halves of a sequence-parallel pair count once).
   TaskId tp_collective(std::size_t grp, double share, TaskId after, TaskId also, const char* name, bool counted) {
-    if (counted) {
-      ++out_.tp_collectives;
-      ++tp_uses_[grp];
-    }
+    if (counted) ++out_.tp_collectives;
+    tp_uses_[grp] += share;
     const TaskId task = g_.add(Compute{out_.tp_comm[grp], Seconds(tp_cost_[grp].time * share), Flops(0.0)}, name).id();
     g_.add_edge(after, task);
     if (also.valid()) g_.add_edge(also, task);
@@ -280,8 +278,21 @@ class StepLowering {
   // One unit's forward after `t` (and `ready`); returns its last task.
   TaskId forward_unit(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
     switch (u.kind) {
-      case UnitKind::kEmbedding: return compute(grp, costs_.first_forward, t, "embedding forward", ready);
-      case UnitKind::kOutput: return compute(grp, costs_.last_forward, t, "output and loss forward", ready);
+      case UnitKind::kEmbedding: {
+        // Megatron-LM's vocabulary-parallel embedding sums its tp ranks' lookups: an
+        // all-reduce of the micro-batch's activations (a reduce-scatter with sequence
+        // parallelism).
+        t = compute(grp, costs_.first_forward, t, "embedding forward", ready);
+        if (p_.tp == 1) return t;
+        return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
+      }
+      case UnitKind::kOutput:
+        // With sequence parallelism the output layer's input is all-gathered first.
+        if (p_.tp > 1 && p_.sequence_parallel) {
+          t = tp_collective(grp, 0.5, t, ready, "tp all-gather", false);
+          ready = TaskId();
+        }
+        return compute(grp, costs_.last_forward, t, "output and loss forward", ready);
       case UnitKind::kLayers: break;
     }
     if (p_.tp == 1) {
@@ -304,7 +315,13 @@ class StepLowering {
   TaskId backward_unit(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
     switch (u.kind) {
       case UnitKind::kEmbedding: return compute(grp, costs_.first_backward, t, "embedding backward", ready);
-      case UnitKind::kOutput: return compute(grp, costs_.last_backward, t, "output and loss backward", ready);
+      case UnitKind::kOutput:
+        // The gradient of the output layer's input, summed over the tp ranks (its forward
+        // copied the input to every rank): an all-reduce, or the reduce-scatter that
+        // pairs the forward's all-gather with sequence parallelism.
+        t = compute(grp, costs_.last_backward, t, "output and loss backward", ready);
+        if (p_.tp == 1) return t;
+        return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
       case UnitKind::kLayers: break;
     }
     const Seconds attn = costs_.attention.backward, mlp = costs_.mlp.backward;
@@ -491,6 +508,7 @@ class StepLowering {
     // flag (loss scaling) over the model-parallel ranks, as Megatron-LM and DeepSpeed do.
     // Those all-reduces carry a few bytes; only the wait they impose is modelled.
     const TaskId every_stage = g_.add(Marker{}, "every stage's gradients reduced").id();
+    tied_embedding_all_reduce(every_stage);
     for (int i = 0; i < p_.pp; ++i) {
       const TaskId stage_done = out_.gradients_reduced[static_cast<std::size_t>(i)];
       g_.add_edge(stage_done, every_stage);
@@ -535,6 +553,49 @@ class StepLowering {
           g_.add_edge(c.end, gathered);
         }
         g_.add_edge(gathered, end);
+      }
+    }
+  }
+
+  // A tied embedding split by the pipeline has a copy on the first stage (the input
+  // embedding) and one on the last (the output layer): their gradients are summed before
+  // the optimizer step, an all-reduce between each tp rank's two copies in every replica,
+  // after both stages' data-parallel reductions (Megatron-LM's _allreduce_embedding_grads
+  // in finalize_model_grads; DeepSpeed's pipeline engine reduces its tied modules' too).
+  void tied_embedding_all_reduce(TaskId every_stage) {
+    if (p_.pp == 1 || !m_.tied_embedding) return;
+    double bytes = static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp * reduced_gradient_bytes(p_);
+    if (zero3_) bytes /= shard_size(p_);  // each rank's shard of it
+    const TaskId first = out_.gradients_reduced.front(), last = out_.gradients_reduced.back();
+    out_.embedding_reduced = g_.add(Marker{}, "tied embedding gradients summed").id();
+    g_.add_edge(out_.embedding_reduced, every_stage);
+    for (int d = 0; d < p_.dp; ++d) {
+      for (int k = 0; k < p_.tp; ++k) {
+        const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, {node(rank(d, 0, k)), node(rank(d, p_.pp - 1, k))});
+        CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllReduce, bytes);
+        spec.streamed = in_.stream_rings;
+        LoweredCollective c;
+        if (priced_) {
+          // Replicas folded away still put their traffic on the links.
+          const CollectiveCost cost = analytical_collective_cost(*in_.fabric, grp, spec);
+          for (const auto& [l, b] : cost.traffic.links) out_.priced_link_bytes[l.value] += b;
+          if (d == 0 && k == 0) out_.dp_bytes_per_device += cost.traffic.first_rank_sends;
+          if (d >= dpl_) continue;
+          ++out_.priced_collectives;
+          const TaskId t = g_.add(Compute{out_.collectives, Seconds(cost.time), Flops(0.0)}, "tied embedding all-reduce").id();
+          c = LoweredCollective{t, t, 0};
+        } else {
+          admit_transfers(collective_transfer_count(grp, spec, in_.network == NetworkModelKind::kAnalytical),
+                          "tied embedding all-reduce", 2);
+          const auto before = static_cast<std::uint32_t>(g_.size());
+          c = lower_collective(g_, out_.network, grp, spec,
+                               in_.network == NetworkModelKind::kAnalytical ? in_.fabric : nullptr);
+          out_.transfers += c.transfers;
+          if (d == 0 && k == 0) count_sent(before, node(rank(0, 0, 0)));
+        }
+        g_.add_edge(first, c.start);
+        g_.add_edge(last, c.start);
+        g_.add_edge(c.end, out_.embedding_reduced);
       }
     }
   }
@@ -602,15 +663,17 @@ class StepLowering {
     const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec,
                                                  in_.network == NetworkModelKind::kAnalytical ? in_.fabric : nullptr);
     out_.transfers += c.transfers;
-    if (first_device) {
-      const std::uint32_t n0 = node(rank(0, 0, 0)).value;
-      for (std::uint32_t t = first; t < g_.size(); ++t) {
-        if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t))); x != nullptr && x->src.value == n0) {
-          out_.dp_bytes_per_device += x->bytes.value();
-        }
+    if (first_device) count_sent(first, node(rank(0, 0, 0)));
+    return c;
+  }
+
+  // Adds the bytes the transfers from task `first` on send from `src` to dp_bytes_per_device.
+  void count_sent(std::uint32_t first, NodeId src) {
+    for (std::uint32_t t = first; t < g_.size(); ++t) {
+      if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t))); x != nullptr && x->src.value == src.value) {
+        out_.dp_bytes_per_device += x->bytes.value();
       }
     }
-    return c;
   }
 
   const TrainingStepInputs& in_;
@@ -628,7 +691,7 @@ class StepLowering {
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
-  std::vector<std::uint64_t> tp_uses_;   // per lowered group: its all-reduces
+  std::vector<double> tp_uses_;          // per lowered group: its all-reduces' worth of traffic
   struct Choice {
     CollectiveGroup group;
     CollectiveSpec spec;

@@ -702,11 +702,14 @@ const char* kTraining = R"({"name": "t", "cluster": {"preset": "dgx-a100", "node
                  {"name": "tp-pp", "tp": 4, "pp": 2, "global_batch": 64, "micro_batch": 2, "zero": 1}]})";
 }  // namespace
 
-TEST_CASE("a pipeline without data parallelism waits on no data-parallel communication") {
-  // Expected: tp 8 x pp 2 on the 16 GPUs (dp 1) has no gradient to reduce and no weights
-  // to gather, so its data-parallel wait is exactly 0; the critical stage's wait for the
-  // other to drain the pipeline at the end of the step is bubble (or pipeline) time, and
-  // the parts still add up to the step.
+TEST_CASE("a pipeline without data parallelism waits only for its tied embedding's gradients") {
+  // Expected: tp 8 x pp 2 on the 16 GPUs (dp 1) has no gradient to reduce across replicas
+  // and no weights to gather; its only gradient wait is the tied embedding's: each tp
+  // rank's copy on the first stage (server 0) and on the last (server 1) summed, V h / 8 x
+  // 2 bytes (V 51,200, h 2,304) between GPU k of each server, the 8 pairs on their own
+  // NICs: the time 'ddlsim collective' gives that all-reduce over ranks 0 and 8. The
+  // critical stage's wait for the other to drain the pipeline at the end of the step is
+  // bubble (or pipeline) time, and the parts still add up to the step.
   Scratch s;
   const std::string f = s.write("t.json", kTraining);
   const auto r = ddlsim_cmd({"run", f, "--json", "--strategy", "tp-pp", "--set", "strategies.1.tp=8", "--set",
@@ -714,13 +717,17 @@ TEST_CASE("a pipeline without data parallelism waits on no data-parallel communi
   REQUIRE(r.status == 0);
   const auto st = nlohmann::json::parse(r.out).at("strategies").at(0);
   CHECK(st.at("plan") == "dp 1 x tp 8 x pp 2");
+  const auto c = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--nodes", "2", "--ranks", "0,8", "-b", "29491200",
+                             "-e", "29491200", "--json"});
+  REQUIRE(c.status == 0);
+  const double pair = nlohmann::json::parse(c.out).at("results").at(0).at("time_us").get<double>() * 1e-6;
   const auto& b = st.at("breakdown");
   const auto& x = b.at("exposed_comm_s");
-  CHECK(x.at("dp").get<double>() == 0.0);
+  CHECK(x.at("dp").get<double>() == Approx(pair).epsilon(1e-9));
   CHECK(b.at("bubble_s").get<double>() > 0.0);
   CHECK(st.at("step_time_s").get<double>() ==
         Approx(b.at("compute_s").get<double>() + x.at("tp").get<double>() + x.at("pp").get<double>() +
-               b.at("bubble_s").get<double>()));
+               x.at("dp").get<double>() + b.at("bubble_s").get<double>()));
 }
 
 TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {
