@@ -138,6 +138,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // scatter plus the next unit's gather, then the last unit's scatter; the replicas'
   // all-reduces run beside the whole pass.
   const bool zero3 = p.dp_mode == DataParallelMode::kZero3 && p.dp > 1;
+  // ZeRO-2 scatters each unit's gradients after its backward too, in every micro-batch
+  // (DeepSpeed's partitioned gradients), and gathers nothing before a pass.
+  const bool scatters = zero3 || (p.dp_mode == DataParallelMode::kZero2 && p.dp > 1);
   const int s = shard_size(p);
   const std::vector<std::uint32_t> group(dp_ranks.begin(), dp_ranks.begin() + s);
   std::vector<std::uint32_t> replicas;
@@ -146,7 +149,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, params * kGradientBytes) : 0.0;
   };
   auto scatter = [&](double params) {
-    return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p)) : 0.0;
+    return scatters && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p)) : 0.0;
   };
   auto across = [&](double params) {
     return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * reduced_gradient_bytes(p) / s)
@@ -158,8 +161,14 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   struct Unit {
     double compute, gather, scatter, across;
   };
-  auto pass = [](const std::vector<Unit>& us) {
+  auto pass = [zero3](const std::vector<Unit>& us) {
     if (us.empty()) return 0.0;
+    if (!zero3) {
+      // No gathers: ZeRO-2's scatters queue beside the compute (counted per stage below).
+      double compute = 0.0;
+      for (const Unit& u : us) compute += u.compute;
+      return compute;
+    }
     double t = us.front().gather, lane = 0.0;
     for (std::size_t j = 0; j < us.size(); ++j) {
       const double before = j > 0 ? us[j - 1].scatter : 0.0;
@@ -187,7 +196,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // own first gather and its own send.
     const int chunks = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
     const int per_chunk = Li / chunks, recomputing = recomputed_layers(p, per_chunk);
-    double Fi = 0, Bi = 0;
+    double Fi = 0, Bi = 0, queued = 0;
     for (int k = 0; k < chunks; ++k) {
       const bool embedding = first && k == 0, output = last && k == chunks - 1;
       std::vector<Unit> fwd, bwd;
@@ -203,10 +212,16 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       // The model's last chunk sends no activations on, its first no gradients back.
       const double chunk_params = per_chunk * c.layer_params + (embedding ? c.first_params : 0.0) +
                                   (output ? c.last_params : 0.0);
+      if (scatters && !zero3) {
+        for (const Unit& u : bwd) queued += u.scatter;
+      }
       Fi += pass(fwd) + (output ? 0.0 : send);
       Bi += pass(bwd) + (embedding ? 0.0 : send) +
             accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, compute).value();
     }
+    // ZeRO-2: a micro-batch's scatters drain while the stage runs its next forward and
+    // backward; they slow it only when they take longer.
+    Bi = std::max(Bi, queued - Fi);
     all += Fi + Bi;
     Fmax = std::max(Fmax, Fi);
     Bmax = std::max(Bmax, Bi);
@@ -225,11 +240,12 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const double grads = stage_params * reduced_gradient_bytes(p), weights = stage_params * kGradientBytes;
     // The gradients' reduction may run beside the backward; ZeRO-1/2's all-gather of the
     // updated weights follows the optimizer step, with nothing left to hide behind.
+    // (ZeRO-2's reduce-scatters ran in the passes.)
     double reduce = 0, gather = 0;
     if (p.dp_mode == DataParallelMode::kAllReduce) {
       reduce = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads);
     } else {
-      reduce = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads);
+      if (p.dp_mode == DataParallelMode::kZero1) reduce = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads);
       gather = collective(fabric, dp_ranks, CollectiveOp::kAllGather, weights);
     }
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
@@ -240,6 +256,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) bytes /= shard_size(p);
     step += collective(fabric, {mesh_rank(p, 0, 0, 0), mesh_rank(p, 0, p.pp - 1, 0)}, CollectiveOp::kAllReduce, bytes);
   }
+  if (scatters && !zero3) step += rs_first;  // ZeRO-2: the last backward's last scatter (the embedding's)
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
   step += plan_optimizer_step_time(updated, p, model.dtype, compute).value();
   return step;

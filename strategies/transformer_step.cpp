@@ -32,6 +32,7 @@ class StepLowering {
     stages_ = p_.pp * v_;
     mb_ = static_cast<int>(p_.micro_batches());
     zero3_ = p_.dp_mode == DataParallelMode::kZero3 && p_.dp > 1;
+    scatters_ = (zero3_ || p_.dp_mode == DataParallelMode::kZero2) && p_.dp > 1;
     chunk_layers_ = chunk_layer_counts();
     priced_ = in_.network == NetworkModelKind::kAnalytical && in_.price_collectives;
     price_tp_groups();
@@ -65,8 +66,9 @@ class StepLowering {
     double params;
     bool recompute = false;  // layers: recomputes its forward in backward
   };
-  // A ZeRO-3 collective of one unit, micro-batch and pass, shared by all replicas of a
-  // stage: (virtual stage, micro-batch, forward, unit, all-gather (else reduce-scatter)).
+  // A ZeRO-3 collective (or a ZeRO-2 reduce-scatter) of one unit, micro-batch and pass,
+  // shared by all replicas of a stage: (virtual stage, micro-batch, forward, unit,
+  // all-gather (else reduce-scatter)).
   using CollKey = std::tuple<int, int, bool, int, bool>;
   struct Markers {
     TaskId start, end;
@@ -239,9 +241,10 @@ class StepLowering {
     return done;
   }
 
-  // The ZeRO-3 collective `key` of stage i (created with the first replica that asks,
-  // one per tp rank between two shared markers); the calling replica starts it after
-  // `trigger`.
+  // The ZeRO-3 collective (or ZeRO-2 reduce-scatter: DeepSpeed reduces partitioned
+  // gradients in every micro-batch's backward) `key` of stage i (created with the first
+  // replica that asks, one per tp rank between two shared markers); the calling replica
+  // starts it after `trigger`.
   // All-gathers of one micro-batch and pass run one after another (`previous`).
   Markers zero3_collective(int i, const CollKey& key, double bytes, TaskId trigger, const CollKey* previous) {
     auto it = zero3_colls_.find(key);
@@ -409,7 +412,7 @@ class StepLowering {
           continue;
         }
         t = backward_unit(grp, u, t, ready);
-        if (zero3_) {
+        if (scatters_) {
           const Markers rs =
               zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * reduced_gradient_bytes(p_), t, nullptr);
           if (d == 0) g_.add_edge(rs.end, out_.gradients_reduced[static_cast<std::size_t>(i)]);
@@ -515,7 +518,7 @@ class StepLowering {
       const auto& produced_by_0 = contributions_[group(0, i)];
       double stage_params = 0.0;
       for (const auto& [t, params] : produced_by_0) stage_params += params;
-      if (p_.dp > 1 && !zero3_) {
+      if (p_.dp > 1 && !scatters_) {
         for (const auto& [first, last] : buckets(i)) {
           double bytes = 0.0;
           for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * reduced_gradient_bytes(p_);
@@ -685,6 +688,9 @@ class StepLowering {
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
+  // ZeRO-2 and 3: each unit's gradients reduce-scattered after its backward, in every
+  // micro-batch (the device keeps only its shard of them).
+  bool scatters_ = false;
   std::vector<double> chunk_act_;  // bytes per micro-batch: each chunk's layers' activations (as chunk_layers_)
   double loss_act_ = 0;            // bytes per micro-batch: the loss's softmax
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
