@@ -11,6 +11,10 @@ constexpr double kWeightBytes = 2, kGradBytes = 2, kOptimizerBytes = 12;
 // biases) and replicated (norms, row-parallel biases).
 struct LayerParams {
   double sharded = 0, replicated = 0;
+  double kv = 0;  // the key and value projections: split by tp up to one group per rank
+  [[nodiscard]] double per_device(int tp, std::int64_t kv_heads) const {
+    return sharded / tp + replicated + kv / static_cast<double>(std::min<std::int64_t>(tp, kv_heads));
+  }
 };
 
 LayerParams layer_params(const TransformerConfig& m) {
@@ -19,8 +23,8 @@ LayerParams layer_params(const TransformerConfig& m) {
   const double w = static_cast<double>(m.attention_width());
   const bool gpt = m.family == TransformerConfig::Family::kGpt;
   LayerParams p;
-  const double qkv_out = w + 2 * g * d;
-  p.sharded += h * qkv_out + (m.qkv_bias ? qkv_out : 0) + w * h;  // QKV and output projection
+  p.sharded += h * w + (m.qkv_bias ? w : 0) + w * h;  // Q and output projection
+  p.kv += 2 * g * d * (h + (m.qkv_bias ? 1 : 0));    // K and V
   p.replicated += m.proj_bias ? h : 0;
   if (gpt) {
     p.sharded += 2 * h * f + (m.mlp_bias ? f : 0);
@@ -49,7 +53,10 @@ ModelStates model_states(double params, int dp, DataParallelMode mode) {
 double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sp, Recompute rc) {
   const double s = static_cast<double>(m.seq), b = static_cast<double>(micro_batch), h = static_cast<double>(m.hidden);
   const double a = static_cast<double>(m.heads), t = tp, B = data_type_bytes(m.dtype);
-  const double kv = static_cast<double>(m.kv_heads) / a, f = static_cast<double>(m.ffn) / h;
+  // The key-value share of the heads, per tp rank's share of them: g/a, or with more
+  // ranks than groups one whole group on each (so g/a x t/g before the division by t).
+  const double kv = static_cast<double>(m.kv_heads) / a * std::max(1.0, t / static_cast<double>(m.kv_heads));
+  const double f = static_cast<double>(m.ffn) / h;
   const double r = static_cast<double>(m.attention_width()) / h;  // Q's width over hidden (1 unless head_size)
   const double sbh = s * b * h;
   if (rc == Recompute::kFull) return sbh * B / (sp ? t : 1.0);
@@ -132,11 +139,10 @@ double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& p
 std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerConfig& m) {
   const std::vector<int> layers = stage_layer_counts(p, m);
   const LayerParams lp = layer_params(m);
-  const double t = p.tp;
   std::vector<DeviceMemory> out;
   for (int i = 0; i < p.pp; ++i) {
     DeviceMemory d;
-    d.parameters = layers[static_cast<std::size_t>(i)] * (lp.sharded / t + lp.replicated);
+    d.parameters = layers[static_cast<std::size_t>(i)] * lp.per_device(p.tp, m.kv_heads);
     if (i == 0) d.parameters += embedding_parameters(m, p);
     if (i == p.pp - 1) {
       d.parameters += final_norm_parameters(m);

@@ -5,7 +5,8 @@
 // optimizer state (fp32 master weights, Adam's first and second moments). ZeRO-1 shards
 // the optimizer state over the dp ranks, ZeRO-2 also the gradients, ZeRO-3 (FSDP) also
 // the weights. A device holds its pipeline stage's parameters divided by tp (layer norms
-// and biases of row-parallel layers replicated); the first stage the input embedding, the
+// and biases of row-parallel layers replicated; the key and value projections divided by
+// at most their g groups: with tp > g each rank holds one whole group); the first stage the input embedding, the
 // last the final norm and the output layer (with a tied embedding and pp > 1, a copy of
 // the embedding for it, as Megatron does).
 //

@@ -1105,6 +1105,34 @@ TEST_CASE("plans the lowering cannot run are refused with the reason") {
   CHECK_THROWS_WITH_AS(rig.lower(m, p), "tp (3) must divide the attention heads (16)", InputError);
 }
 
+TEST_CASE("with more tp ranks than key-value groups each rank holds one whole group") {
+  // Expected: a grouped-query layer (hidden 2048, 16 heads of 128, 2 key-value groups,
+  // SwiGLU 5632, no biases) at tp 8 holds per device 1/8 of Q, of the output projection
+  // and of the MLP, and one whole K and V group (2 x 128 x 2048: the 2 groups replicated
+  // 4 times), not 1/8 of both groups; its two RMS norms are replicated. The step's costs
+  // count the same parameters. So each rank holds, computes and keeps (activations) what
+  // it would with 8 groups at tp 8, one group each. At tp 2 the even split holds.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = llama_config("l", 1, 2048, 16, 2, 5632, 1024, 32000);
+  const TransformerConfig eight = llama_config("l", 1, 2048, 16, 8, 5632, 1024, 32000);
+  const double h = 2048, f = 5632, d = 128;
+  ParallelPlan p;
+  p.tp = 8;
+  p.global_batch = 1;
+  const double per_layer = (2 * h * h + 3 * h * f) / 8 + 2 * d * h + 2 * h;
+  const double embedding = 32000.0 * h / 8, final_norm = h, output = 32000.0 * h / 8;
+  CHECK(stage_memory(p, m).front().parameters == Approx(per_layer + embedding + final_norm + output).epsilon(1e-12));
+  const StageCosts c = stage_costs(m, p, *rig.compute), c8 = stage_costs(eight, p, *rig.compute);
+  CHECK(c.layer_params == Approx(per_layer).epsilon(1e-12));
+  CHECK(c8.layer_params == Approx(per_layer).epsilon(1e-12));
+  CHECK(c.attention.forward.value() == Approx(c8.attention.forward.value()).epsilon(1e-12));
+  CHECK(layer_activation_bytes(m, 1, 8, false, Recompute::kNone) ==
+        Approx(layer_activation_bytes(eight, 1, 8, false, Recompute::kNone)).epsilon(1e-12));
+  p.tp = 2;
+  const double even = (2 * h * h + 3 * h * f + 2 * 2 * d * h) / 2 + 2 * h;
+  CHECK(stage_costs(m, p, *rig.compute).layer_params == Approx(even).epsilon(1e-12));
+}
+
 TEST_CASE("the replay's memory high-water marks follow the schedule") {
   // Expected: each stage replica's pool peaks at its model states plus the activations
   // of the micro-batches in flight: min(m, pp - i) under 1F1B, all m under GPipe, and
