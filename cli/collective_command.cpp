@@ -183,7 +183,10 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       std::vector<Run> runs;
       if (automatic) {
         const CollectiveChoice pick = choose_algorithm(fabric, group, *op, bytes);
-        if (base.channels > 0) runs.push_back({pick.algorithm, base.channels, std::nullopt});
+        // (The selector prices a rooted operation from rank 0; the row's estimate is the
+        // one from --root, to --peer.)
+        const bool rooted = *op == CollectiveOp::kBroadcast || *op == CollectiveOp::kReduce || *op == CollectiveOp::kSendRecv;
+        if (base.channels > 0 || rooted) runs.push_back({pick.algorithm, base.channels > 0 ? base.channels : pick.channels, std::nullopt});
         else runs.push_back({pick.algorithm, pick.channels, pick.estimate});
       } else {
         for (CollectiveAlgorithm a : algorithms) runs.push_back({a, base.channels, std::nullopt});
@@ -200,7 +203,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         const int used = effective_channels(group, spec);
         rows.push_back(Row{bytes, std::string(algorithm_name(a)), used, effective_chunks(spec), seconds, algbw,
                            algbw * busbw_factor(*op, members.size()),
-                           estimate ? *estimate : collective_estimate(fabric, group, *op, a, bytes, used)});
+                           estimate ? *estimate : collective_estimate(fabric, group, *op, a, bytes, used, base.root, base.peer)});
       }
     }
 

@@ -61,7 +61,7 @@ double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, 
 }
 
 double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
-                int channels) {
+                int channels, std::size_t root = 0, std::size_t peer = 1) {
   using Op = CollectiveOp;
   const std::size_t p = g.ranks.size();
   const double P = static_cast<double>(p);
@@ -217,12 +217,30 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       return op == Op::kAllReduce ? 2.0 * half : half;
     }
     case CollectiveAlgorithm::kDirect: {
+      // From the root (to the peer, for a send-recv; into the root, for a reduce); the
+      // others from rank 0's view, every rank alike.
       Edge e;
-      for (std::size_t i = 1; i < p; ++i) e.add(f, node(0), node(i));
+      if (op == Op::kSendRecv) {
+        e.add(f, node(root), node(peer));
+      } else if (op == Op::kBroadcast || op == Op::kReduce) {
+        // The root's S to (or from) each other rank at once: the busiest link's bytes.
+        std::map<std::uint32_t, double> load;
+        for (std::size_t i = 0; i < p; ++i) {
+          if (i == root) continue;
+          const NodeId from = op == Op::kBroadcast ? node(root) : node(i), to = op == Op::kBroadcast ? node(i) : node(root);
+          e.add(f, from, to);
+          for (LinkId l : f.first_route(from, to)) load[l.value] += S;
+        }
+        double busiest = 0.0;
+        for (const auto& [l, bytes] : load) busiest = std::max(busiest, bytes / f.capacity(LinkId(l)));
+        return e.latency + busiest;
+      } else {
+        for (std::size_t i = 1; i < p; ++i) e.add(f, node(0), node(i));
+      }
       switch (op) {
         case Op::kSendRecv: return e.steps(1, S);
         case Op::kBroadcast:
-        case Op::kReduce: return e.latency + (P - 1.0) * S / e.capacity;
+        case Op::kReduce: return e.latency + (P - 1.0) * S / e.capacity;  // (returned above)
         case Op::kAllReduce: return 2.0 * (e.latency + (P - 1.0) * S / P / e.capacity);
         default: return e.latency + (P - 1.0) * S / P / e.capacity;
       }
@@ -277,10 +295,10 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
 }  // namespace
 
 double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
-                           double bytes, int channels) {
+                           double bytes, int channels, std::size_t root, std::size_t peer) {
   if (group.ranks.size() < 2) return 0.0;
   if (std::string why = unsupported_reason(group, op, a); !why.empty()) throw InputError(why);
-  return estimate(fabric, group, op, a, bytes, channels);
+  return estimate(fabric, group, op, a, bytes, channels, root, peer);
 }
 
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes) {

@@ -198,9 +198,11 @@ struct CollectiveChoice {
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 
 /// The selector's closed-form estimate (s) of one algorithm with `channels` channels (as
-/// choose_algorithm prices it). Throws InputError when the algorithm cannot run `op` here.
+/// choose_algorithm prices it; a direct broadcast, reduce or send-recv from `root`, to
+/// `peer`, positions in the group). Throws InputError when the algorithm cannot run `op`
+/// here.
 double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
-                           double bytes, int channels);
+                           double bytes, int channels, std::size_t root = 0, std::size_t peer = 1);
 
 /// A specification of `op` on `bytes` with the algorithm and channels choose_algorithm
 /// picks (chunks automatic).

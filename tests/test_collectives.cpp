@@ -1081,6 +1081,33 @@ TEST_CASE("the hierarchical estimate pays the slowest hop between servers at eve
         Approx(collective_time(net.f, net.g, s)).epsilon(0.01));
 }
 
+TEST_CASE("the direct estimate takes the root and the peer") {
+  // Expected on 2 DGX A100: a send-recv from rank 2 to rank 9 crosses the servers (one
+  // route, its latency plus S over its bottleneck, the replay's time), from rank 2 to 3
+  // stays on NVLink; a direct broadcast from rank 1 to ranks 0, 2 and 8 takes as long as
+  // its busiest link needs, the one NIC its copy for rank 8 crosses (S over it).
+  PresetNet net("dgx-a100", 2);
+  const double S = 256e6;
+  for (auto [root, peer] : {std::pair<std::size_t, std::size_t>{2, 9}, {2, 3}}) {
+    INFO(root, " -> ", peer);
+    auto s = spec(CollectiveOp::kSendRecv, CollectiveAlgorithm::kDirect, S, 1, 0);
+    s.root = root;
+    s.peer = peer;
+    const auto& route = net.f.first_route(net.g.ranks[root], net.g.ranks[peer]);
+    const double alone = net.f.route_latency(route) + S / net.f.route_capacity(route);
+    CHECK(collective_time(net.f, net.g, s) == Approx(alone).epsilon(1e-9));
+    CHECK(collective_estimate(net.f, net.g, CollectiveOp::kSendRecv, CollectiveAlgorithm::kDirect, S, 1, root, peer) ==
+          Approx(alone).epsilon(1e-9));
+  }
+  const auto acc = net.c.accelerators();
+  const CollectiveGroup four = CollectiveGroup::of(net.f, {acc[0], acc[1], acc[2], acc[8]});
+  auto b = spec(CollectiveOp::kBroadcast, CollectiveAlgorithm::kDirect, S, 1, 0);
+  b.root = 1;
+  const double estimate = collective_estimate(net.f, four, CollectiveOp::kBroadcast, CollectiveAlgorithm::kDirect, S, 1, 1);
+  CHECK(estimate == Approx(collective_time(net.f, four, b)).epsilon(0.01));
+  CHECK(estimate < 1.5 * S / net.f.route_capacity(net.f.first_route(acc[1], acc[8])));
+}
+
 TEST_CASE("over 16 single-GPU nodes the selector picks the faster of ring and tree in the replay") {
   // Expected: on 16 servers of one GPU and one 25 GbE NIC, the tree (depth 4) wins small
   // all-reduces and the ring large ones; at each size from 64 KiB to 16 MiB the
