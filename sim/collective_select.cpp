@@ -26,6 +26,12 @@ struct Edge {
   [[nodiscard]] double steps(double n, double bytes) const { return seen ? n * (latency + bytes / capacity) : 0.0; }
 };
 
+// The time the busiest link needs for its bytes (per link id).
+double busiest_link(NetworkFabric& f, const std::map<std::uint32_t, double>& load) {
+  double busiest = 0.0;
+  for (const auto& [l, bytes] : load) busiest = std::max(busiest, bytes / f.capacity(LinkId(l)));
+  return busiest;
+}
 
 // How many of the transfers between these pairs, running side by side, must share one
 // bottleneck link (a link of its route's smallest capacity): each pair in turn takes,
@@ -205,9 +211,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           }
         }
       }
-      double busiest = 0.0;
-      for (const auto& [l, bytes] : load) busiest = std::max(busiest, bytes / f.capacity(LinkId(l)));
-      return fill + (c - 1.0) * latency + busiest * (c - 1.0) / c;
+      return fill + (c - 1.0) * latency + busiest_link(f, load) * (c - 1.0) / c;
     }
     case CollectiveAlgorithm::kHalvingDoubling: {
       Edge e;
@@ -217,12 +221,12 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       return op == Op::kAllReduce ? 2.0 * half : half;
     }
     case CollectiveAlgorithm::kDirect: {
-      // From the root (to the peer, for a send-recv; into the root, for a reduce); the
-      // others from rank 0's view, every rank alike.
       Edge e;
-      if (op == Op::kSendRecv) {
+      if (op == Op::kSendRecv) {  // root to peer
         e.add(f, node(root), node(peer));
-      } else if (op == Op::kBroadcast || op == Op::kReduce) {
+        return e.steps(1, S);
+      }
+      if (op == Op::kBroadcast || op == Op::kReduce) {
         // The root's S to (or from) each other rank at once: the busiest link's bytes.
         std::map<std::uint32_t, double> load;
         for (std::size_t i = 0; i < p; ++i) {
@@ -231,19 +235,12 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           e.add(f, from, to);
           for (LinkId l : f.first_route(from, to)) load[l.value] += S;
         }
-        double busiest = 0.0;
-        for (const auto& [l, bytes] : load) busiest = std::max(busiest, bytes / f.capacity(LinkId(l)));
-        return e.latency + busiest;
-      } else {
-        for (std::size_t i = 1; i < p; ++i) e.add(f, node(0), node(i));
+        return e.latency + busiest_link(f, load);
       }
-      switch (op) {
-        case Op::kSendRecv: return e.steps(1, S);
-        case Op::kBroadcast:
-        case Op::kReduce: return e.latency + (P - 1.0) * S / e.capacity;  // (returned above)
-        case Op::kAllReduce: return 2.0 * (e.latency + (P - 1.0) * S / P / e.capacity);
-        default: return e.latency + (P - 1.0) * S / P / e.capacity;
-      }
+      // Every rank alike: rank 0's view.
+      for (std::size_t i = 1; i < p; ++i) e.add(f, node(0), node(i));
+      const double each = e.latency + (P - 1.0) * S / P / e.capacity;
+      return op == Op::kAllReduce ? 2.0 * each : each;
     }
     case CollectiveAlgorithm::kHierarchical: {
       const auto local = g.by_domain();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "strategies/pipeline.hpp"
+
 namespace ddlsim {
 namespace {
 
@@ -11,9 +13,9 @@ constexpr double kWeightBytes = 2, kGradBytes = 2, kOptimizerBytes = 12;
 // biases) and replicated (norms, row-parallel biases).
 struct LayerParams {
   double sharded = 0, replicated = 0;
-  double kv = 0;  // the key and value projections: split by tp up to one group per rank
-  [[nodiscard]] double per_device(int tp, std::int64_t kv_heads) const {
-    return sharded / tp + replicated + kv / static_cast<double>(std::min<std::int64_t>(tp, kv_heads));
+  double kv = 0;  // the key and value projections (TransformerConfig::kv_ways)
+  [[nodiscard]] double per_device(int tp, const TransformerConfig& m) const {
+    return sharded / tp + replicated + kv / static_cast<double>(m.kv_ways(tp));
   }
 };
 
@@ -55,7 +57,7 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   const double a = static_cast<double>(m.heads), t = tp, B = data_type_bytes(m.dtype);
   // The key-value share of the heads, per tp rank's share of them: g/a, or with more
   // ranks than groups one whole group on each (so g/a x t/g before the division by t).
-  const double kv = static_cast<double>(m.kv_heads) / a * std::max(1.0, t / static_cast<double>(m.kv_heads));
+  const double kv = static_cast<double>(m.kv_heads) / a * (t / static_cast<double>(m.kv_ways(tp)));
   const double f = static_cast<double>(m.ffn) / h;
   const double r = static_cast<double>(m.attention_width()) / h;  // Q's width over hidden (1 unless head_size)
   const double sbh = s * b * h;
@@ -101,7 +103,7 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
       // with (pipeline_schedule, as Megatron-LM's schedule runs them), each 1/v of the
       // stage's layers. Stage 0 gives Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)).
       const double v = p.virtual_stages, chunks = m * v;
-      const double warmup = m == pp ? chunks : std::min(chunks, 2 * (pp - stage - 1) + (v - 1) * pp);
+      const double warmup = interleaved_warmup(p.pp, p.virtual_stages, static_cast<int>(p.micro_batches()), stage);
       return std::min(chunks, warmup + 1) / v;
     }
   }
@@ -113,7 +115,11 @@ double in_flight_losses(const ParallelPlan& p) {
   if (p.schedule == PipelineSchedule::kGPipe) return m;
   // 1F1B runs each backward on the last stage right after its forward; so does the
   // interleaved schedule for the last chunk, unless every forward comes first (m = pp).
-  if (p.schedule == PipelineSchedule::kInterleaved1F1B && m == p.pp) return m;
+  const int micro_batches = static_cast<int>(p.micro_batches());
+  if (p.schedule == PipelineSchedule::kInterleaved1F1B &&
+      interleaved_warmup(p.pp, p.virtual_stages, micro_batches, p.pp - 1) == micro_batches * p.virtual_stages) {
+    return m;
+  }
   return 1;
 }
 
@@ -142,7 +148,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
   std::vector<DeviceMemory> out;
   for (int i = 0; i < p.pp; ++i) {
     DeviceMemory d;
-    d.parameters = layers[static_cast<std::size_t>(i)] * lp.per_device(p.tp, m.kv_heads);
+    d.parameters = layers[static_cast<std::size_t>(i)] * lp.per_device(p.tp, m);
     if (i == 0) d.parameters += embedding_parameters(m, p);
     if (i == p.pp - 1) {
       d.parameters += final_norm_parameters(m);

@@ -5,6 +5,13 @@
 
 namespace ddlsim {
 
+int interleaved_warmup(int pp, int v, int m, int stage) {
+  // Megatron-LM's warm-up: with as many micro-batches as stages it runs every forward
+  // first (schedules.py, all_warmup_microbatches).
+  const int total = m * v;
+  return m == pp ? total : std::min(total, (pp - stage - 1) * 2 + (v - 1) * pp);
+}
+
 std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, int pp, int v, int m) {
   if (pp < 1 || v < 1 || m < 1) throw std::invalid_argument("pipeline_schedule: pp, v and m must be positive");
   if (kind != PipelineSchedule::kInterleaved1F1B && v != 1) {
@@ -39,9 +46,7 @@ std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, in
           return forward ? c : v - 1 - c;
         };
         auto micro_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
-        // Megatron-LM's warm-up: with as many micro-batches as stages it runs every
-        // forward first (schedules.py, all_warmup_microbatches).
-        const int warmup = m == pp ? total : std::min(total, (pp - i - 1) * 2 + (v - 1) * pp);
+        const int warmup = interleaved_warmup(pp, v, m, i);
         int f = 0, b = 0;
         for (; f < warmup; ++f) ops.push_back({true, chunk_of(f, true), micro_of(f)});
         while (f < total) {

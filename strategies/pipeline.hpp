@@ -9,7 +9,8 @@
 //                of device i is virtual stage c pp + i of a pp v stage pipeline.
 //                Micro-batches go in groups of pp; the k-th forward of a device runs chunk
 //                (k / pp) mod v on micro-batch (k / (pp v)) pp + k mod pp, backwards run
-//                the chunks in reverse; (pp - i - 1) 2 + (v - 1) pp warm-up forwards.
+//                the chunks in reverse; (pp - i - 1) 2 + (v - 1) pp warm-up forwards
+//                (every forward when m = pp, as Megatron-LM runs it).
 // With free communication and equal stages of forward time f and backward time b per
 // device, a step of GPipe or 1F1B takes (m + pp - 1)(f + b), a bubble share of
 // (pp - 1)/(m + pp - 1); interleaving divides the bubble by v.
@@ -26,6 +27,9 @@ struct PipelineOp {
   int chunk;        // model chunk on this device (0 .. v-1)
   int micro_batch;  // 0 .. m-1
 };
+
+/// The interleaved schedule's warm-up forwards on stage i (chunk forwards, at most m v).
+int interleaved_warmup(int pp, int virtual_stages, int micro_batches, int stage);
 
 /// Each device's (pipeline rank's) operations in program order. Throws
 /// std::invalid_argument for counts the schedule cannot take (plan_problem checks them).

@@ -140,7 +140,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const bool zero3 = p.dp_mode == DataParallelMode::kZero3 && p.dp > 1;
   // ZeRO-2 scatters each unit's gradients after its backward too, in every micro-batch
   // (DeepSpeed's partitioned gradients), and gathers nothing before a pass.
-  const bool scatters = zero3 || (p.dp_mode == DataParallelMode::kZero2 && p.dp > 1);
+  const bool zero2 = p.dp_mode == DataParallelMode::kZero2 && p.dp > 1;
   const int s = shard_size(p);
   const std::vector<std::uint32_t> group(dp_ranks.begin(), dp_ranks.begin() + s);
   std::vector<std::uint32_t> replicas;
@@ -149,7 +149,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, params * kGradientBytes) : 0.0;
   };
   auto scatter = [&](double params) {
-    return scatters && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p)) : 0.0;
+    return (zero2 || zero3) && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p)) : 0.0;
   };
   auto across = [&](double params) {
     return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * reduced_gradient_bytes(p) / s)
@@ -212,7 +212,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       // The model's last chunk sends no activations on, its first no gradients back.
       const double chunk_params = per_chunk * c.layer_params + (embedding ? c.first_params : 0.0) +
                                   (output ? c.last_params : 0.0);
-      if (scatters && !zero3) {
+      if (zero2) {
         for (const Unit& u : bwd) queued += u.scatter;
       }
       Fi += pass(fwd) + (output ? 0.0 : send);
@@ -256,7 +256,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) bytes /= shard_size(p);
     step += collective(fabric, {mesh_rank(p, 0, 0, 0), mesh_rank(p, 0, p.pp - 1, 0)}, CollectiveOp::kAllReduce, bytes);
   }
-  if (scatters && !zero3) step += rs_first;  // ZeRO-2: the last backward's last scatter (the embedding's)
+  if (zero2) step += rs_first;  // ZeRO-2: the last backward's last scatter (the embedding's)
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
   step += plan_optimizer_step_time(updated, p, model.dtype, compute).value();
   return step;

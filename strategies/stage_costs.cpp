@@ -27,7 +27,10 @@ Split split_of(const Operator& op) {
   return Split::kReplicated;  // norms, residual adds and dropouts, embeddings
 }
 
-Operator sharded(Operator op, int tp, bool sp) {
+// One rank's share of an operator under tensor parallelism (sequence parallelism `sp`).
+// The QKV projection's key-value columns split only as far as whole groups go
+// (TransformerConfig::kv_ways): with more ranks than groups each computes one group.
+Operator sharded(Operator op, const TransformerConfig& m, int tp, bool sp) {
   const Split s = split_of(op);
   const double t = tp;
   if (s == Split::kReplicated && !(sp && op.kind != OpKind::kEmbedding)) return op;
@@ -44,25 +47,19 @@ Operator sharded(Operator op, int tp, bool sp) {
     case Split::kHeads: div(op.gemm.batch); break;
     default: break;
   }
+  if (ends_with(op.name, ".qkv") && m.kv_ways(tp) < tp) {
+    const double w = static_cast<double>(m.attention_width()), d = static_cast<double>(m.head_dim());
+    const double kv = 2.0 * d * static_cast<double>(m.kv_heads);
+    const double f = (w / t + 2.0 * d) / ((w + kv) / t);  // this rank's columns (one group) over the even split's
+    op.cost.fwd_flops *= f;
+    op.cost.bwd_flops *= f;
+    op.cost.params *= f;
+    op.gemm.n = static_cast<std::int64_t>(m.attention_width() / tp + 2 * m.head_dim());
+  }
   return op;
 }
 
 bool attention_core(const Operator& op) { return op.name.find(".attention") != std::string::npos; }
-
-// More tp ranks than key-value groups (multi-query attention, as PaLM's, over 12 ranks):
-// each rank computes its 1/tp of the queries and one whole key-value group, replicated
-// tp / g times, where the even split would give it 1/tp of the groups.
-Operator with_replicated_kv(Operator op, const TransformerConfig& m, int tp) {
-  if (!ends_with(op.name, ".qkv") || tp <= m.kv_heads) return op;
-  const double t = tp, w = static_cast<double>(m.attention_width()), d = static_cast<double>(m.head_dim());
-  const double kv = 2.0 * d * static_cast<double>(m.kv_heads);
-  const double f = (w / t + 2.0 * d) / ((w + kv) / t);  // this rank's columns over the even split's
-  op.cost.fwd_flops *= f;
-  op.cost.bwd_flops *= f;
-  op.cost.params *= f;
-  op.gemm.n = static_cast<std::int64_t>(m.attention_width() / tp + 2 * m.head_dim());
-  return op;
-}
 
 // PyTorch's softmax path where Megatron's fused kernel does not run
 // (megatron_fused_softmax): bytes moved per score element by each of its kernels.
@@ -99,7 +96,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     int forward = 0, backward = 0, recompute = 0;
   } attention, mlp;
   for (const Operator& raw : g.ops()) {
-    const Operator op = with_replicated_kv(sharded(raw, plan.tp, plan.sequence_parallel), model, plan.tp);
+    const Operator op = sharded(raw, model, plan.tp, plan.sequence_parallel);
     Seconds f = compute.time(op, Pass::kForward), b = compute.time(op, Pass::kBackward);
     int kernels = 1;  // what the host issues for this operator in each pass
     if (op.kind == OpKind::kSoftmax && attention_core(op) && data_type_bytes(model.dtype) == 2.0 &&

@@ -70,6 +70,12 @@ class StepLowering {
   // shared by all replicas of a stage: (virtual stage, micro-batch, forward, unit,
   // all-gather (else reduce-scatter)).
   using CollKey = std::tuple<int, int, bool, int, bool>;
+  // A collective's ranks, algorithm and (priced) cost.
+  struct Choice {
+    CollectiveGroup group;
+    CollectiveSpec spec;
+    CollectiveCost cost;  // when priced
+  };
   struct Markers {
     TaskId start, end;
   };
@@ -574,28 +580,12 @@ class StepLowering {
     g_.add_edge(out_.embedding_reduced, every_stage);
     for (int d = 0; d < p_.dp; ++d) {
       for (int k = 0; k < p_.tp; ++k) {
-        const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, {node(rank(d, 0, k)), node(rank(d, p_.pp - 1, k))});
-        CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllReduce, bytes);
-        spec.streamed = in_.stream_rings;
-        LoweredCollective c;
-        if (priced_) {
-          // Replicas folded away still put their traffic on the links.
-          const CollectiveCost cost = analytical_collective_cost(*in_.fabric, grp, spec);
-          for (const auto& [l, b] : cost.traffic.links) out_.priced_link_bytes[l.value] += b;
-          if (d == 0 && k == 0) out_.dp_bytes_per_device += cost.traffic.first_rank_sends;
-          if (d >= dpl_) continue;
-          ++out_.priced_collectives;
-          const TaskId t = g_.add(Compute{out_.collectives, Seconds(cost.time), Flops(0.0)}, "tied embedding all-reduce").id();
-          c = LoweredCollective{t, t, 0};
-        } else {
-          admit_transfers(collective_transfer_count(grp, spec, in_.network == NetworkModelKind::kAnalytical),
-                          "tied embedding all-reduce", 2);
-          const auto before = static_cast<std::uint32_t>(g_.size());
-          c = lower_collective(g_, out_.network, grp, spec,
-                               in_.network == NetworkModelKind::kAnalytical ? in_.fabric : nullptr);
-          out_.transfers += c.transfers;
-          if (d == 0 && k == 0) count_sent(before, node(rank(0, 0, 0)));
+        const Choice ch = choose({node(rank(d, 0, k)), node(rank(d, p_.pp - 1, k))}, CollectiveOp::kAllReduce, bytes);
+        if (d >= dpl_) {  // a replica folded away (priced) still puts its traffic on the links
+          count_priced(ch, false);
+          continue;
         }
+        const LoweredCollective c = run_choice(ch, "tied embedding all-reduce", d == 0 && k == 0);
         g_.add_edge(first, c.start);
         g_.add_edge(last, c.start);
         g_.add_edge(c.end, out_.embedding_reduced);
@@ -644,39 +634,53 @@ class StepLowering {
     if (it == dp_choice_.end()) {
       std::vector<NodeId> ranks;
       for (int d : dp_members(comm)) ranks.push_back(node(rank(d, i, k)));
-      Choice ch{CollectiveGroup::of(*in_.fabric, ranks), {}, {}};
-      ch.spec = chosen_spec(*in_.fabric, ch.group, op, bytes);
-      ch.spec.streamed = in_.stream_rings;
-      // Priced: the analytical model's time for the whole collective, which is what its
-      // transfers take on AnalyticalNetwork (they never contend).
-      if (priced_) ch.cost = analytical_collective_cost(*in_.fabric, ch.group, ch.spec);
-      it = dp_choice_.emplace(key, std::move(ch)).first;
+      it = dp_choice_.emplace(key, choose(ranks, op, bytes)).first;
     }
-    const Choice& ch = it->second;
+    return run_choice(it->second, op_name(op), first_device);
+  }
+
+  // The algorithm for `op` on `bytes` over these ranks; priced, the analytical model's
+  // time for the whole collective, which is what its transfers take on
+  // AnalyticalNetwork (they never contend).
+  Choice choose(const std::vector<NodeId>& ranks, CollectiveOp op, double bytes) const {
+    Choice ch{CollectiveGroup::of(*in_.fabric, ranks), {}, {}};
+    ch.spec = chosen_spec(*in_.fabric, ch.group, op, bytes);
+    ch.spec.streamed = in_.stream_rings;
+    if (priced_) ch.cost = analytical_collective_cost(*in_.fabric, ch.group, ch.spec);
+    return ch;
+  }
+
+  // A priced collective's traffic on the links, and what the first device sends in it.
+  void count_priced(const Choice& ch, bool first_device) {
+    for (const auto& [l, b] : ch.cost.traffic.links) out_.priced_link_bytes[l.value] += b;
+    if (first_device) out_.dp_bytes_per_device += ch.cost.traffic.first_rank_sends;
+  }
+
+  // The collective in the graph: priced, one task of its time (`what` names it); else
+  // its transfers (refused past the transfer limit). Counts what the first device
+  // (dp 0, stage 0, tp rank 0) sends when it is in it.
+  LoweredCollective run_choice(const Choice& ch, std::string_view what, bool first_device) {
     if (priced_) {
-      for (const auto& [l, b] : ch.cost.traffic.links) out_.priced_link_bytes[l.value] += b;
-      if (first_device) out_.dp_bytes_per_device += ch.cost.traffic.first_rank_sends;
+      count_priced(ch, first_device);
       ++out_.priced_collectives;
-      const TaskId t = g_.add(Compute{out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, op_name(op)).id();
+      const TaskId t = g_.add(Compute{out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, what).id();
       return LoweredCollective{t, t, 0};
     }
     const std::uint64_t more = collective_transfer_count(ch.group, ch.spec, in_.network == NetworkModelKind::kAnalytical);
-    admit_transfers(more, op_name(op), ch.group.ranks.size());
-    const std::uint32_t first = static_cast<std::uint32_t>(g_.size());
+    admit_transfers(more, what, ch.group.ranks.size());
+    const auto first = static_cast<std::uint32_t>(g_.size());
     const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec,
                                                  in_.network == NetworkModelKind::kAnalytical ? in_.fabric : nullptr);
     out_.transfers += c.transfers;
-    if (first_device) count_sent(first, node(rank(0, 0, 0)));
-    return c;
-  }
-
-  // Adds the bytes the transfers from task `first` on send from `src` to dp_bytes_per_device.
-  void count_sent(std::uint32_t first, NodeId src) {
-    for (std::uint32_t t = first; t < g_.size(); ++t) {
-      if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t))); x != nullptr && x->src.value == src.value) {
-        out_.dp_bytes_per_device += x->bytes.value();
+    if (first_device) {
+      const std::uint32_t n0 = node(rank(0, 0, 0)).value;
+      for (std::uint32_t t = first; t < g_.size(); ++t) {
+        if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t))); x != nullptr && x->src.value == n0) {
+          out_.dp_bytes_per_device += x->bytes.value();
+        }
       }
     }
+    return c;
   }
 
   const TrainingStepInputs& in_;
@@ -698,11 +702,6 @@ class StepLowering {
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
   std::vector<double> tp_uses_;          // per lowered group: its all-reduces' worth of traffic
-  struct Choice {
-    CollectiveGroup group;
-    CollectiveSpec spec;
-    CollectiveCost cost;  // when priced
-  };
   std::map<std::tuple<int, int, CollectiveOp, double, int>, Choice> dp_choice_;  // (pp, tp rank, op, bytes, communicator)
   std::map<std::tuple<int, int, int>, TaskId> dp_tail_;  // (pp, tp rank, communicator): the last collective's end
   std::vector<std::tuple<int, int, int>> sends_;  // replica 0's sends (pp from, pp to, tp rank), when folded

@@ -55,6 +55,10 @@ struct TransformerConfig {
   /// Columns of Q and of the attention output: heads x head_dim() (= hidden unless
   /// head_size says otherwise).
   [[nodiscard]] std::int64_t attention_width() const { return heads * head_dim(); }
+  /// The tp ranks the key-value groups split over: tp, or the g groups when there are
+  /// more ranks than groups (each rank then holds one whole group, replicated tp / g
+  /// times, as PaLM's multi-query head over its 12 model-parallel ranks).
+  [[nodiscard]] std::int64_t kv_ways(int tp) const { return tp < kv_heads ? tp : kv_heads; }
 };
 
 /// Megatron-style GPT: layer norm, GeLU MLP of 4h, biases, learned positions, tied
