@@ -64,19 +64,23 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   if (rc == Recompute::kFull) return sbh * B / (sp ? t : 1.0);
   const double mask = m.dropout ? 1.0 : 0.0;
   // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs,
-  // residual dropout masks; with parallel layers one norm input fewer (its output is both
-  // the QKV's and the first MLP linear's input).
-  const double replicated = (m.parallel_layers ? 3 : 4) * B + 2 * mask;
+  // residual dropout masks; with parallel layers one norm, whose input and output (the
+  // QKV's and the first MLP linear's input, kept once) are all.
+  const double replicated = (m.parallel_layers ? 2 : 4) * B + 2 * mask;
   double sharded = B * r /* output projection input */;
   double scores = 0;  // the a s / h terms
   if (m.flash_attention) {
-    sharded += B * r * (2 + 2 * kv) + 4.0 * a / h;  // Q, K, V, output; fp32 log-sum-exp per row and head
+    // Q, K, V (the output, kept too, is the output projection's input); fp32 log-sum-exp
+    // per row and head.
+    sharded += B * r * (1 + 2 * kv) + 4.0 * a / h;
   } else {
     sharded += B * r * (1 + kv) + B * r * kv;  // Q, K for the scores; V for the context
     // Softmax output (fp32 where Megatron's fused kernel does not run), dropout mask,
-    // probabilities.
+    // probabilities for the context matmul: the dropout's output, or without dropout the
+    // softmax output itself unless that is fp32 (then its cast copy).
     const double softmax = (megatron_fused_softmax(m, micro_batch, tp) || B != 2.0) ? B : 4.0;
-    scores = (softmax + B + mask) * a * s / h;
+    const double probabilities = m.dropout || softmax != B ? B : 0.0;
+    scores = (softmax + mask + probabilities) * a * s / h;
   }
   if (m.qk_norm) sharded += B * r * (1 + kv);  // the query and key norms' inputs
   if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * f;  // GeLU input, second linear input

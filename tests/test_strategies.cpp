@@ -110,6 +110,30 @@ TEST_CASE("the activation formula agrees with the operator graph at t = 1") {
   CHECK(layer_activation_bytes(palm, 1, 1, false, Recompute::kNone) == Approx(graph_layer_saved(palm, 1)).epsilon(1e-12));
 }
 
+TEST_CASE("a tensor that two operators keep counts once, in the formula and in the graph") {
+  // Expected per layer at t = 1, in units of sbh, bf16 (Korthikanti's 34 + 5as/h with
+  // dropout and plain attention):
+  //  - no dropout: less the two residual masks (2) and the attention mask (as/h), and the
+  //    context matmul's input is the softmax output itself (not 2as/h more): 32 + 2as/h;
+  //  - parallel layers: one norm, its output the QKV's and the MLP's input, kept once:
+  //    two of the four replicated 2-byte tensors go, 30 + 5as/h;
+  //  - flash attention, no dropout: norms and linear inputs 8, Q, K, V 6, the output
+  //    (the projection's input) 2, MLP 16, fp32 log-sum-exp per row and head: 32 + 4a/h.
+  const double s = 512, h = 1024, a = 16, sbh = s * h;
+  TransformerConfig plain = gpt_config("g", 2, 1024, 16, 512, 1000);
+  plain.dropout = false;
+  CHECK(layer_activation_bytes(plain, 1, 1, false, Recompute::kNone) == Approx(sbh * (32 + 2 * a * s / h)));
+  CHECK(graph_layer_saved(plain, 1) == Approx(sbh * (32 + 2 * a * s / h)));
+  TransformerConfig parallel = gpt_config("g", 2, 1024, 16, 512, 1000);
+  parallel.parallel_layers = true;
+  CHECK(layer_activation_bytes(parallel, 1, 1, false, Recompute::kNone) == Approx(sbh * (30 + 5 * a * s / h)));
+  CHECK(graph_layer_saved(parallel, 1) == Approx(sbh * (30 + 5 * a * s / h)));
+  TransformerConfig flash = plain;
+  flash.flash_attention = true;
+  CHECK(layer_activation_bytes(flash, 1, 1, false, Recompute::kNone) == Approx(sbh * (32 + 4 * a / h)));
+  CHECK(graph_layer_saved(flash, 1) == Approx(sbh * (32 + 4 * a / h)));
+}
+
 TEST_CASE("pipeline schedules keep the expected micro-batches in flight") {
   // pp 4, m 8: GPipe keeps all 8 on every stage; 1F1B keeps pp - i on stage i.
   ParallelPlan p;

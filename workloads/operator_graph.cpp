@@ -67,7 +67,18 @@ std::uint32_t OperatorGraph::add_tensor(std::string name, Shape shape, DataType 
     if (d <= 0) bad(name, "every dimension must be positive, got " + show(shape));
   }
   tensors_.push_back(Tensor{std::move(name), std::move(shape), dtype});
-  return static_cast<std::uint32_t>(tensors_.size() - 1);
+  const auto id = static_cast<std::uint32_t>(tensors_.size() - 1);
+  storage_.push_back(id);
+  kept_.push_back(false);
+  return id;
+}
+
+double OperatorGraph::keep(std::uint32_t x) {
+  const std::uint32_t s = storage_.at(x);
+  if (kept_[s]) return 0.0;
+  kept_[s] = true;
+  const Tensor& t = tensors_[x];
+  return static_cast<double>(elements(t.shape)) * data_type_bytes(t.dtype);
 }
 
 std::uint32_t OperatorGraph::add_op(OpKind kind, std::string name, std::vector<std::uint32_t> inputs, Shape out_shape,
@@ -84,7 +95,9 @@ std::uint32_t OperatorGraph::input(std::string name, Shape shape, DataType dtype
 std::uint32_t OperatorGraph::view(std::string name, std::uint32_t x, Shape shape) {
   const Tensor& t = tensor(x);
   if (elements(shape) != elements(t.shape)) bad(name, "a view of " + show(t.shape) + " cannot have shape " + show(shape));
-  return add_tensor(std::move(name), std::move(shape), t.dtype);
+  const std::uint32_t id = add_tensor(std::move(name), std::move(shape), t.dtype);
+  storage_[id] = storage_[x];
+  return id;
 }
 
 std::vector<std::uint32_t> OperatorGraph::split(const std::string& name, std::uint32_t x,
@@ -113,7 +126,7 @@ std::uint32_t OperatorGraph::linear(std::string name, std::uint32_t x, std::int6
   c.fwd_bytes = (m * K + K * N + m * N) * B;
   c.bwd_bytes = 2.0 * c.fwd_bytes;  // two GEMMs (input and weight gradients), each reading two operands
   c.params = (shared_weight ? 0.0 : K * N) + (bias ? N : 0.0);
-  c.saved_bytes = m * K * B;  // the input, for the weight gradient
+  c.saved_bytes = keep(x);  // the input, for the weight gradient
   Shape out = t.shape;
   out.back() = n;
   return add_op(OpKind::kLinear, std::move(name), {x}, std::move(out), t.dtype, c,
@@ -138,7 +151,7 @@ std::uint32_t OperatorGraph::matmul(std::string name, std::uint32_t a, std::uint
   c.bwd_flops = 2.0 * c.fwd_flops;
   c.fwd_bytes = (mk + kn + mn) * Bt;
   c.bwd_bytes = 2.0 * c.fwd_bytes;
-  c.saved_bytes = (mk + kn) * Bt;  // both operands
+  c.saved_bytes = keep(a) + keep(b);  // both operands
   Shape out = ta.shape;
   out[r - 1] = n;
   return add_op(OpKind::kMatmul, std::move(name), {a, b}, std::move(out), ta.dtype, c, GemmShape{batch, m, n, k});
@@ -161,7 +174,7 @@ std::uint32_t OperatorGraph::conv2d(std::string name, std::uint32_t x, std::int6
   c.fwd_bytes = (static_cast<double>(elements(t.shape)) + weights + out_elems) * Bt;
   c.bwd_bytes = 2.0 * c.fwd_bytes;
   c.params = weights + (bias ? static_cast<double>(filters) : 0.0);
-  c.saved_bytes = static_cast<double>(elements(t.shape)) * Bt;
+  c.saved_bytes = keep(x);
   // As an implicit GEMM: (N P Q) x (C R R) times (C R R) x K.
   return add_op(OpKind::kConv2d, std::move(name), {x}, Shape{N, filters, P, Q}, t.dtype, c,
                 GemmShape{1, N * P * Q, filters, C * kernel * kernel});
@@ -181,7 +194,7 @@ std::uint32_t OperatorGraph::pool(std::string name, std::uint32_t x, std::int64_
   c.bwd_flops = in_e;
   c.fwd_bytes = (in_e + out_e) * Bt;
   c.bwd_bytes = (in_e + out_e) * Bt;
-  c.saved_bytes = in_e * Bt;
+  c.saved_bytes = keep(x);
   return add_op(OpKind::kPool, std::move(name), {x}, out, t.dtype, c);
 }
 
@@ -203,13 +216,15 @@ std::uint32_t OperatorGraph::flash_attention(std::string name, std::uint32_t q, 
   c.fwd_bytes = (2.0 * qe + 2.0 * kve) * Bt;  // read q, k, v; write the output
   c.bwd_bytes = 2.0 * c.fwd_bytes;
   // q, k, v and the output, plus one fp32 log-sum-exp per row.
-  c.saved_bytes = (2.0 * qe + 2.0 * kve) * Bt + static_cast<double>(B * heads * s) * 4.0;
-  return add_op(OpKind::kFlashAttention, std::move(name), {q, k, v}, tq.shape, tq.dtype, c,
-                GemmShape{B * heads, s, s, d});
+  c.saved_bytes = keep(q) + keep(k) + keep(v) + qe * Bt + static_cast<double>(B * heads * s) * 4.0;
+  const std::uint32_t out = add_op(OpKind::kFlashAttention, std::move(name), {q, k, v}, tq.shape, tq.dtype, c,
+                                   GemmShape{B * heads, s, s, d});
+  kept_[out] = true;
+  return out;
 }
 
 std::uint32_t OperatorGraph::elementwise(OpKind kind, std::string name, std::uint32_t x, double flops_per_element,
-                                         double saved_bytes_per_element) {
+                                         Keeps keeps) {
   const Tensor t = tensor(x);
   const double e = static_cast<double>(elements(t.shape));
   const double Bt = data_type_bytes(t.dtype);
@@ -218,25 +233,27 @@ std::uint32_t OperatorGraph::elementwise(OpKind kind, std::string name, std::uin
   c.bwd_flops = 2.0 * c.fwd_flops;  // assumed: a backward costs about twice its forward
   c.fwd_bytes = 2.0 * e * Bt;       // read the input, write the output
   c.bwd_bytes = 3.0 * e * Bt;       // read the gradient and what was saved, write the gradient
-  c.saved_bytes = saved_bytes_per_element * e;
-  return add_op(kind, std::move(name), {x}, t.shape, t.dtype, c);
+  c.saved_bytes = keeps == Keeps::kInput ? keep(x) : keeps == Keeps::kOutput ? e * Bt : e;  // a mask: 1 byte each
+  const std::uint32_t y = add_op(kind, std::move(name), {x}, t.shape, t.dtype, c);
+  if (keeps == Keeps::kOutput) kept_[y] = true;
+  return y;
 }
 
 // FLOPs per element: softmax 5 (max, subtract, exp, sum, divide); layer norm 7 (mean,
 // variance, normalise, scale, shift); RMS norm 4; batch norm 7; GeLU 8 (tanh form);
 // ReLU 1; dropout 2 (compare, scale).
 std::uint32_t OperatorGraph::softmax(std::string name, std::uint32_t x) {
-  return elementwise(OpKind::kSoftmax, std::move(name), x, 5.0, data_type_bytes(tensor(x).dtype));  // keeps its output
+  return elementwise(OpKind::kSoftmax, std::move(name), x, 5.0, Keeps::kOutput);
 }
 
 std::uint32_t OperatorGraph::layer_norm(std::string name, std::uint32_t x) {
-  const std::uint32_t y = elementwise(OpKind::kLayerNorm, std::move(name), x, 7.0, data_type_bytes(tensor(x).dtype));
+  const std::uint32_t y = elementwise(OpKind::kLayerNorm, std::move(name), x, 7.0, Keeps::kInput);
   ops_.back().cost.params = 2.0 * static_cast<double>(tensor(x).shape.back());  // scale and shift
   return y;
 }
 
 std::uint32_t OperatorGraph::rms_norm(std::string name, std::uint32_t x) {
-  const std::uint32_t y = elementwise(OpKind::kRmsNorm, std::move(name), x, 4.0, data_type_bytes(tensor(x).dtype));
+  const std::uint32_t y = elementwise(OpKind::kRmsNorm, std::move(name), x, 4.0, Keeps::kInput);
   ops_.back().cost.params = static_cast<double>(tensor(x).shape.back());  // scale
   return y;
 }
@@ -244,21 +261,21 @@ std::uint32_t OperatorGraph::rms_norm(std::string name, std::uint32_t x) {
 std::uint32_t OperatorGraph::batch_norm(std::string name, std::uint32_t x) {
   const Tensor t = tensor(x);
   if (t.shape.size() != 4) bad(name, "expects [N, C, H, W], got " + show(t.shape));
-  const std::uint32_t y = elementwise(OpKind::kBatchNorm, std::move(name), x, 7.0, data_type_bytes(t.dtype));
+  const std::uint32_t y = elementwise(OpKind::kBatchNorm, std::move(name), x, 7.0, Keeps::kInput);
   ops_.back().cost.params = 2.0 * static_cast<double>(t.shape[1]);  // scale and shift per channel
   return y;
 }
 
 std::uint32_t OperatorGraph::gelu(std::string name, std::uint32_t x) {
-  return elementwise(OpKind::kGelu, std::move(name), x, 8.0, data_type_bytes(tensor(x).dtype));
+  return elementwise(OpKind::kGelu, std::move(name), x, 8.0, Keeps::kInput);
 }
 
 std::uint32_t OperatorGraph::relu(std::string name, std::uint32_t x) {
-  return elementwise(OpKind::kRelu, std::move(name), x, 1.0, data_type_bytes(tensor(x).dtype));
+  return elementwise(OpKind::kRelu, std::move(name), x, 1.0, Keeps::kInput);
 }
 
 std::uint32_t OperatorGraph::dropout(std::string name, std::uint32_t x) {
-  return elementwise(OpKind::kDropout, std::move(name), x, 2.0, 1.0);  // a 1-byte mask per element
+  return elementwise(OpKind::kDropout, std::move(name), x, 2.0, Keeps::kMask);
 }
 
 std::uint32_t OperatorGraph::swiglu(std::string name, std::uint32_t gate, std::uint32_t up) {
@@ -271,7 +288,7 @@ std::uint32_t OperatorGraph::swiglu(std::string name, std::uint32_t gate, std::u
   c.bwd_flops = 2.0 * c.fwd_flops;
   c.fwd_bytes = 3.0 * e * Bt;
   c.bwd_bytes = 5.0 * e * Bt;
-  c.saved_bytes = 2.0 * e * Bt;  // both inputs
+  c.saved_bytes = keep(gate) + keep(up);  // both inputs
   return add_op(OpKind::kSwiGlu, std::move(name), {gate, up}, tg.shape, tg.dtype, c);
 }
 

@@ -13,7 +13,11 @@
 //  - saved bytes follow Korthikanti et al. ("Reducing Activation Recomputation in Large
 //    Transformer Models", 2022): a linear layer keeps its input, a batched matmul both
 //    inputs, softmax its output, dropout a 1-byte mask, GeLU its input, layer norm its
-//    input; a residual add keeps nothing.
+//    input; a residual add keeps nothing. A tensor that several operators keep is stored
+//    once, and counted on the first of them: a norm's output that feeds two linears
+//    (parallel layers), a softmax's output that the context matmul takes without a
+//    dropout between them. Views share their tensor's storage; split parts do not
+//    overlap.
 // Shapes are logical (the whole batch, unsharded); strategies derive per-device shards.
 #pragma once
 
@@ -146,11 +150,16 @@ class OperatorGraph {
   std::uint32_t add_tensor(std::string name, Shape shape, DataType dtype);
   std::uint32_t add_op(OpKind kind, std::string name, std::vector<std::uint32_t> inputs, Shape out_shape,
                        DataType dtype, OpCost cost, GemmShape gemm = {});
-  std::uint32_t elementwise(OpKind kind, std::string name, std::uint32_t x, double flops_per_element,
-                            double saved_bytes_per_element);
+  /// What an elementwise operator keeps for its backward.
+  enum class Keeps : std::uint8_t { kInput, kOutput, kMask };
+  std::uint32_t elementwise(OpKind kind, std::string name, std::uint32_t x, double flops_per_element, Keeps keeps);
+  /// x's bytes the first time an operator keeps x (or a view of it), 0 after.
+  double keep(std::uint32_t x);
 
   std::string name_;
   std::vector<Tensor> tensors_;
+  std::vector<std::uint32_t> storage_;  // per tensor: the tensor whose storage it is (itself unless a view)
+  std::vector<bool> kept_;              // per storage: kept for backward by an operator already
   std::vector<Operator> ops_;
   int layer_ = -1;
 };
