@@ -1,5 +1,6 @@
 #include "strategies/sbp.hpp"
 
+#include <algorithm>
 #include <functional>
 
 #include "support/input_error.hpp"
@@ -184,10 +185,54 @@ std::vector<BoxingStep> boxing_steps(const NdSbp& from, const NdSbp& to, double 
     throw InputError("boxing " + to_string(from) + " -> " + to_string(to) + ": the mesh has " +
                      std::to_string(mesh.dims.size()) + " dimensions");
   }
+  // The order of the per-dimension moves decides the bytes each one moves: a dimension
+  // re-laid while another splits the tensor works on that split's part. So the moves
+  // that cut the tensor go first and those that make it whole again last:
+  //   1. B -> S, B -> P (local);
+  //   2. P -> S reduce-scatters, the last mesh dimension first (the innermost, usually
+  //      the fast one, on the largest part);
+  //   3. S(i) -> S(j) all-to-alls and P -> B all-reduces (neither cuts nor joins);
+  //   4. S -> B all-gathers, the first dimension first (on the smallest part);
+  //   5. S -> P (local: zeros beside the local part), after which the tensor is whole.
+  // Of several P -> B dimensions only the first all-reduces; the others reduce-scatter
+  // (step 2) before it and all-gather (step 4) after it, a hierarchical all-reduce that
+  // sends 2 (n-1)/n of the part over each dimension as a flat one over the product would,
+  // where dimension-by-dimension all-reduces of the whole would send more. Every move's
+  // dual (gradient_sbp of both ends: S -> B and P -> S, P -> B and itself, all-to-all
+  // and itself, local and local) lands in the mirrored place, so the backward re-layout
+  // moves the same parts as the forward (tested).
+  struct Move {
+    int phase;
+    std::size_t dim;
+    Sbp to;
+  };
+  std::vector<Move> moves;
+  bool first_all_reduce = true;
+  for (std::size_t d = 0; d < from.size(); ++d) {
+    if (from[d] == to[d]) continue;
+    const SbpKind a = from[d].kind, b = to[d].kind;
+    if (a == SbpKind::kBroadcast) moves.push_back({1, d, to[d]});
+    else if (a == SbpKind::kPartialSum && b == SbpKind::kSplit) moves.push_back({2, d, to[d]});
+    else if (a == SbpKind::kSplit && b == SbpKind::kSplit) moves.push_back({3, d, to[d]});
+    else if (a == SbpKind::kPartialSum && b == SbpKind::kBroadcast) {
+      if (first_all_reduce || mesh.dims[d] < 2) {
+        moves.push_back({3, d, to[d]});
+        first_all_reduce = first_all_reduce && mesh.dims[d] < 2;
+      } else {
+        moves.push_back({2, d, S(0)});
+        moves.push_back({4, d, to[d]});
+      }
+    } else if (a == SbpKind::kSplit && b == SbpKind::kBroadcast) moves.push_back({4, d, to[d]});
+    else moves.push_back({5, d, to[d]});  // S -> P
+  }
+  std::stable_sort(moves.begin(), moves.end(), [](const Move& x, const Move& y) {
+    if (x.phase != y.phase) return x.phase < y.phase;
+    return x.phase == 2 ? x.dim > y.dim : x.dim < y.dim;
+  });
   std::vector<BoxingStep> out;
   NdSbp cur = from;
-  for (std::size_t d = 0; d < cur.size(); ++d) {
-    if (cur[d] == to[d]) continue;
+  for (const Move& mv : moves) {
+    const std::size_t d = mv.dim;
     // The part the devices along d share: the tensor over the other dimensions' splits.
     double part = tensor_bytes;
     for (std::size_t e = 0; e < cur.size(); ++e) {
@@ -197,7 +242,7 @@ std::vector<BoxingStep> boxing_steps(const NdSbp& from, const NdSbp& to, double 
     BoxingStep step;
     step.mesh_dim = d;
     step.bytes = part;
-    const SbpKind a = cur[d].kind, b = to[d].kind;
+    const SbpKind a = cur[d].kind, b = mv.to.kind;
     step.local = !(a == SbpKind::kPartialSum || (a == SbpKind::kSplit && b != SbpKind::kPartialSum));
     if (a == SbpKind::kPartialSum && b == SbpKind::kBroadcast) {
       step.op = CollectiveOp::kAllReduce;
@@ -218,7 +263,7 @@ std::vector<BoxingStep> boxing_steps(const NdSbp& from, const NdSbp& to, double 
       step.sent_per_device = 0;
     }
     out.push_back(step);
-    cur[d] = to[d];
+    cur[d] = mv.to;
   }
   return out;
 }
@@ -229,12 +274,39 @@ double boxing_bytes_per_device(const NdSbp& from, const NdSbp& to, double tensor
   return sent;
 }
 
+std::vector<std::vector<NodeId>> distinct_lines(const DeviceMesh& mesh, std::size_t dim, const NetworkFabric& fabric) {
+  const auto& domain = fabric.domain_of_node();
+  std::vector<std::vector<std::uint32_t>> seen;
+  std::vector<std::vector<NodeId>> out;
+  for (const std::vector<std::size_t>& positions : mesh.lines(dim)) {
+    // The line's pattern: each member's scale-up domain numbered by first appearance.
+    std::vector<std::uint32_t> pattern, firsts;
+    std::vector<NodeId> nodes;
+    for (std::size_t p : positions) {
+      const NodeId n = mesh.devices[p];
+      nodes.push_back(n);
+      const std::uint32_t d = n.value < domain.size() ? domain[n.value] : n.value;
+      const auto it = std::find(firsts.begin(), firsts.end(), d);
+      pattern.push_back(static_cast<std::uint32_t>(it - firsts.begin()));
+      if (it == firsts.end()) firsts.push_back(d);
+    }
+    if (std::find(seen.begin(), seen.end(), pattern) != seen.end()) continue;
+    seen.push_back(std::move(pattern));
+    out.push_back(std::move(nodes));
+  }
+  return out;
+}
+
 double boxing_time(const NdSbp& from, const NdSbp& to, double tensor_bytes, const DeviceMesh& mesh, NetworkFabric& fabric) {
   double t = 0;
   for (const BoxingStep& s : boxing_steps(from, to, tensor_bytes, mesh)) {
     if (s.local) continue;
-    const CollectiveGroup g = CollectiveGroup::of(fabric, mesh.line(0, s.mesh_dim));
-    t += analytical_collective_time(fabric, g, chosen_spec(fabric, g, s.op, s.bytes));
+    double slowest = 0;
+    for (const std::vector<NodeId>& line : distinct_lines(mesh, s.mesh_dim, fabric)) {
+      const CollectiveGroup g = CollectiveGroup::of(fabric, line);
+      slowest = std::max(slowest, analytical_collective_time(fabric, g, chosen_spec(fabric, g, s.op, s.bytes)));
+    }
+    t += slowest;
   }
   return t;
 }

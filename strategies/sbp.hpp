@@ -96,17 +96,25 @@ struct BoxingStep {
   double sent_per_device = 0;  // bytes each device of the group sends
 };
 
-/// The steps that turn a tensor of `tensor_bytes` (logical) from `from` into `to`, mesh
-/// dimension by mesh dimension in order. Throws InputError for a split axis the tensor
-/// lacks or SBPs of a size other than the mesh's.
+/// The steps that turn a tensor of `tensor_bytes` (logical) from `from` into `to`, one
+/// per mesh dimension that changes (two where several dimensions go P -> B: a
+/// hierarchical all-reduce), those that cut the tensor first and those that make it
+/// whole last (see sbp.cpp). Throws InputError for SBPs of a size other than the mesh's.
 std::vector<BoxingStep> boxing_steps(const NdSbp& from, const NdSbp& to, double tensor_bytes, const DeviceMesh& mesh);
 
 /// Bytes one device sends in the whole boxing.
 double boxing_bytes_per_device(const NdSbp& from, const NdSbp& to, double tensor_bytes, const DeviceMesh& mesh);
 
-/// The boxing's time on the real topology: each step's collective, on the line of
-/// devices through mesh position 0 along its dimension, at its analytical time (steps
-/// one after another).
+/// One line of devices along mesh dimension `dim` for each way lines lie over the
+/// scale-up domains (which members share a server: the pattern of their domains in
+/// order), line 0's first. On a homogeneous cluster lines of one pattern cost alike, so
+/// the slowest of these is the slowest line (up to wiring inside a server, e.g. a
+/// DGX-1's hybrid cube-mesh).
+std::vector<std::vector<NodeId>> distinct_lines(const DeviceMesh& mesh, std::size_t dim, const NetworkFabric& fabric);
+
+/// The boxing's time on the real topology: each step's collective at its analytical
+/// time on the slowest of distinct_lines along its dimension (every line runs it at
+/// once; the step waits for the last), steps one after another.
 double boxing_time(const NdSbp& from, const NdSbp& to, double tensor_bytes, const DeviceMesh& mesh, NetworkFabric& fabric);
 
 }  // namespace ddlsim

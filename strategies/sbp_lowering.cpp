@@ -66,10 +66,21 @@ class SbpLowering {
         computes(st.backward_s, "backward");
         if (st.kind == SbpStage::Kind::kElementwise || !last_pass) continue;
         if (!(st.grad == st.weights)) {
-          std::vector<TaskId> sync = last_;  // off the backward's path: it overlaps
+          // Off the backward's path (it overlaps), after the layer's backward and after the
+          // gradient synchronization before it: one communication stream runs them in turn,
+          // as the cost's flow shop has them.
+          std::vector<TaskId> sync = last_;
+          for (std::size_t p = 0; p < devices_; ++p) {
+            if (gradients[p].empty()) continue;
+            const TaskId ready = g_.add(Marker{}, "gradient sync ready").id();
+            g_.add_edge(last_[p], ready);
+            g_.add_edge(gradients[p].back(), ready);
+            sync[p] = ready;
+          }
+          const std::vector<TaskId> before = sync;
           relay(st.grad, st.weights, st.weight_bytes, sync);
           for (std::size_t p = 0; p < devices_; ++p) {
-            if (sync[p] != last_[p]) gradients[p].push_back(sync[p]);
+            if (sync[p] != before[p]) gradients[p].push_back(sync[p]);
           }
         }
       }

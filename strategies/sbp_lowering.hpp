@@ -7,7 +7,8 @@
 // line joins after its previous task and leaves for its next; each layer is one compute
 // task per device (its local GEMM's forward time). Backward, in reverse: each layer's
 // backward compute task, then its weight gradient's re-layout to the weights' (the
-// gradient all-reduces) as collectives that overlap with the rest of the backward; each
+// gradient all-reduces) as collectives that overlap with the rest of the backward, one
+// after another (one communication stream, as DDP's buckets run); each
 // activation re-layout whose gradient flows back runs its dual (B and P exchanged: an
 // all-gather's dual is a reduce-scatter, and so on). Each device closes the step with
 // its optimizer step (strategies/stage_costs: optimizer_step_time on its local

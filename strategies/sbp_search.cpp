@@ -61,13 +61,14 @@ Operator share_of(Operator op, double pieces) {
   return op;
 }
 
-// Collective prices shared by the pricers of one search: the line through mesh position 0
-// along a dimension is devices 0, stride, 2 stride, ... (size of them), whatever the shape.
+// Collective prices shared by the pricers of one search: the lines along a dimension
+// depend on its stride and size alone (the line through position i holds i's position
+// less its coordinate times the stride, plus c stride for c < size), whatever the shape.
 }  // namespace
 
 struct SbpPriceCache {
   std::map<std::tuple<std::size_t, int, int, double>, double> time;  // (stride, size, op, bytes)
-  std::map<std::pair<std::size_t, int>, CollectiveGroup> groups;     // (stride, size)
+  std::map<std::pair<std::size_t, int>, std::vector<CollectiveGroup>> groups;  // (stride, size): distinct_lines
   // All-to-all's analytical time is affine in the bytes (every pair's direct transfer:
   // latency plus bytes over the busiest link; tested), so two prices give every other:
   // (stride, size) -> (time of 1 MB, time of 2 MB). Routing every pair of a large group
@@ -109,7 +110,7 @@ class Pricer {
       layer.repeat = l.repeat;
       std::tie(layer.forward_s, layer.backward_s) = matmul_times(l, sig);
       layer.weights = sig.b;
-      layer.grad = weight_gradient(sig);
+      layer.grad = weight_gradient(sig, i + 1 == chain_.layers.size());
       layer.weight_bytes = static_cast<double>(l.k) * static_cast<double>(l.n) * bytes_;
       out.push_back(layer);
       // The output, made complete for an elementwise step if need be.
@@ -262,9 +263,20 @@ class Pricer {
       if (it2 == prices_->time.end()) {
         auto g = prices_->groups.find({stride, size});
         if (g == prices_->groups.end()) {
-          g = prices_->groups.emplace(std::make_pair(stride, size), CollectiveGroup::of(fabric_, mesh_.line(0, step.mesh_dim))).first;
+          std::vector<CollectiveGroup> groups;
+          for (const std::vector<NodeId>& line : distinct_lines(mesh_, step.mesh_dim, fabric_)) {
+            groups.push_back(CollectiveGroup::of(fabric_, line));
+          }
+          g = prices_->groups.emplace(std::make_pair(stride, size), std::move(groups)).first;
         }
-        auto price = [&](double b) { return analytical_collective_time(fabric_, g->second, chosen_spec(fabric_, g->second, step.op, b)); };
+        // Every line runs the collective at once: the step takes the slowest's time.
+        auto price = [&](double b) {
+          double slowest = 0;
+          for (const CollectiveGroup& group : g->second) {
+            slowest = std::max(slowest, analytical_collective_time(fabric_, group, chosen_spec(fabric_, group, step.op, b)));
+          }
+          return slowest;
+        };
         double value = 0;
         if (step.op == CollectiveOp::kAllToAll) {
           auto a = prices_->all_to_all.find({stride, size});
@@ -330,14 +342,17 @@ class Pricer {
     return gemm_memo_[key] = {compute_.time(op, Pass::kForward).value(), compute_.time(op, Pass::kBackward).value()};
   }
 
-  // The weight gradient is a partial sum along every dimension where the weights are
-  // broadcast but the batch or k is split or partial (S(0) x B, P x B): all-reduced.
-  static NdSbp weight_gradient(const MatmulSignature& sig) {
+  // The weight gradient X^T dY is a partial sum along every dimension where the weights
+  // are broadcast but the batch or k is split or partial (S(0) x B, P x B), and where
+  // the whole layer is replicated (B x B -> B) but its output's gradient arrives as a
+  // partial sum, the dual of B (gradient_sbp), as it does unless the loss follows the
+  // layer (each device then computes the whole loss and its whole gradient): all-reduced.
+  static NdSbp weight_gradient(const MatmulSignature& sig, bool loss_follows) {
     NdSbp grad = sig.b;
     for (std::size_t d = 0; d < grad.size(); ++d) {
-      if (sig.b[d].kind == SbpKind::kBroadcast && (splits(sig.a[d], 0) || sig.a[d].kind == SbpKind::kPartialSum)) {
-        grad[d] = kP;
-      }
+      if (sig.b[d].kind != SbpKind::kBroadcast) continue;
+      const bool replicated = sig.a[d].kind == SbpKind::kBroadcast && sig.c[d].kind == SbpKind::kBroadcast;
+      if (splits(sig.a[d], 0) || sig.a[d].kind == SbpKind::kPartialSum || (replicated && !loss_follows)) grad[d] = kP;
     }
     return grad;
   }

@@ -20,8 +20,10 @@
 //     backward the same bytes back (the gradient of a tensor re-laid the other way
 //     costs the same collectives in reverse);
 //   gradient synchronization: along each mesh dimension where layer i's weights are
-//     broadcast while its activations are split or partial (S(0) x B, P x B), the
-//     weight gradient is a partial sum and is all-reduced, on the weights' local bytes.
+//     broadcast while its activations are split or partial (S(0) x B, P x B), or the
+//     layer is replicated (B x B -> B) and its output's gradient arrives as a partial
+//     sum (the dual of B; not where the loss follows it), the weight gradient is a
+//     partial sum and is all-reduced, on the weights' local bytes.
 // Collectives are priced on the real topology (analytical times, one after another).
 // A norm after a layer whose output stays split by columns needs its statistics (two
 // fp32 values per row) all-reduced along those mesh dimensions, forward and backward.

@@ -83,6 +83,66 @@ TEST_CASE("boxing on one mesh dimension: the collective and the bytes each devic
   CHECK(boxing_steps({S(0)}, {S(0)}, T, m).empty());
 }
 
+TEST_CASE("boxing over several mesh dimensions cuts first and gathers last, and its dual mirrors it") {
+  // Expected, T bytes:
+  //  - [P, P] -> [B, B] on 2 x 8 (a 2-D data-parallel gradient): reduce-scatter over the
+  //    8, all-reduce of T/8 over the 2, all-gather over the 8: 7/8 T + 1/8 T + 7/8 T =
+  //    1.875 T per device, as a flat ring over 16 (2 x 15/16 T), not all-reduces of T
+  //    over each (T + 1.75 T);
+  //  - [P, P] -> [B, S(0)] and [P, P] -> [S(0), B] on 4 x 4 alike: reduce-scatter T
+  //    (3/4 T), then all-reduce T/4 (3/8 T): 1.125 T;
+  //  - [S(1), S(1)] -> [B, B] on 2 x 8: all-gather of T/8 over the 2 first (T/16), then
+  //    of T over the 8 (7/8 T); the backward's dual [P, P] -> [S(1), S(1)] reduce-scatters
+  //    the same parts in the mirrored order: T over the 8, then T/8 over the 2;
+  //  - for every pair of layouts on 2 x 8 and 2 x 2 x 4, the dual re-layout (gradient_sbp
+  //    of both ends, swapped) moves the same (dimension, part) collectives with
+  //    all-gather and reduce-scatter swapped, so the backward costs what the forward does.
+  const double T = 1 << 24;
+  CHECK(boxing_bytes_per_device({kP, kP}, {kB, kB}, T, mesh_of({2, 8})) == Approx(1.875 * T));
+  CHECK(boxing_bytes_per_device({kP, kP}, {kB, S(0)}, T, mesh_of({4, 4})) == Approx(1.125 * T));
+  CHECK(boxing_bytes_per_device({kP, kP}, {S(0), kB}, T, mesh_of({4, 4})) == Approx(1.125 * T));
+  const auto gather = boxing_steps({S(1), S(1)}, {kB, kB}, T, mesh_of({2, 8}));
+  REQUIRE(gather.size() == 2);
+  CHECK((gather[0].mesh_dim == 0 && gather[0].bytes == Approx(T / 8)));
+  CHECK((gather[1].mesh_dim == 1 && gather[1].bytes == Approx(T)));
+  const auto scatter = boxing_steps({kP, kP}, {S(1), S(1)}, T, mesh_of({2, 8}));
+  REQUIRE(scatter.size() == 2);
+  CHECK((scatter[0].mesh_dim == 1 && scatter[0].bytes == Approx(T) && scatter[0].op == CollectiveOp::kReduceScatter));
+  CHECK((scatter[1].mesh_dim == 0 && scatter[1].bytes == Approx(T / 8)));
+  const Sbp kinds[] = {S(0), S(1), kB, kP};
+  for (const std::vector<int>& dims : {std::vector<int>{2, 8}, std::vector<int>{2, 2, 4}}) {
+    const DeviceMesh m = mesh_of(dims);
+    const std::size_t D = dims.size();
+    std::size_t layouts = 1;
+    for (std::size_t d = 0; d < D; ++d) layouts *= 4;
+    auto layout = [&](std::size_t code) {
+      NdSbp s;
+      for (std::size_t d = 0; d < D; ++d, code /= 4) s.push_back(kinds[code % 4]);
+      return s;
+    };
+    auto moves = [&](const NdSbp& a, const NdSbp& b, bool dual) {
+      std::vector<std::tuple<std::size_t, int, double>> out;
+      for (const BoxingStep& st : boxing_steps(a, b, T, m)) {
+        if (st.local) continue;
+        CollectiveOp op = st.op;
+        if (dual && op == CollectiveOp::kAllGather) op = CollectiveOp::kReduceScatter;
+        else if (dual && op == CollectiveOp::kReduceScatter) op = CollectiveOp::kAllGather;
+        out.emplace_back(st.mesh_dim, static_cast<int>(op), st.bytes);
+      }
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    int mismatches = 0;
+    for (std::size_t x = 0; x < layouts; ++x) {
+      for (std::size_t y = 0; y < layouts; ++y) {
+        const NdSbp a = layout(x), b = layout(y);
+        if (moves(a, b, false) != moves(gradient_sbp(b), gradient_sbp(a), true)) ++mismatches;
+      }
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
 TEST_CASE("2D, 2.5D and 3D matmul: per-device communication against their forms") {
   // C(n, n) = A(n, n) x B(n, n), fp32 (W = 4 n^2 bytes per matrix), P devices.
   // 2D (SUMMA) on q x q, q = sqrt(P): A [S(0), S(1)] -> [S(0), B] and B [S(0), S(1)] ->
@@ -200,6 +260,52 @@ TEST_CASE("SBP costs: data parallelism and Megatron in SBP terms") {
   const double mt_opt = optimizer_step_time(sbp_memory(c, megatron_plan(c, 8)).weights / 2, *rig.compute, kGradientBytes, c.dtype).value();
   CHECK(mt_opt < dp_opt / 7);
   CHECK(mt.compute_s - mt_opt == Approx(dp.compute_s - dp_opt).epsilon(0.2));
+}
+
+TEST_CASE("a boxing step is priced on its slowest line") {
+  // Expected: on 3 DGX-1 servers (8 GPUs each) a 4 x 6 mesh's lines of 6 lie over the
+  // servers three ways: GPUs 0-5 inside server 0, 6-11 across servers 0 and 1, 12-17
+  // across 1 and 2. Every line runs the collective at once, so a step takes the slowest
+  // line's time: more than line 0's, which stays on NVLink, and the estimate of a
+  // tensor-parallel MLP over the 6 (data-parallel over the 4) equals its replay (each
+  // line lowered, the step after the slowest; the two weight gradients' all-reduces in
+  // turn on one stream, as the estimate's flow shop has them) to rounding. On the
+  // aligned 3 x 8 mesh every line is one server.
+  SbpRig rig("dgx1-v100", 3, 24);
+  DeviceMesh mesh{{4, 6}, rig.devices};
+  CHECK(distinct_lines(mesh, 1, *rig.fabric).size() == 3);
+  CHECK(distinct_lines(DeviceMesh{{3, 8}, rig.devices}, 1, *rig.fabric).size() == 1);
+  const double T = 64 << 20;
+  const CollectiveGroup first = CollectiveGroup::of(*rig.fabric, mesh.line(0, 1));
+  CHECK(boxing_time({kB, kP}, {kB, kB}, T, mesh, *rig.fabric) >
+        analytical_collective_time(*rig.fabric, first, chosen_spec(*rig.fabric, first, CollectiveOp::kAllReduce, T)));
+  SbpChain c = mlp(4096, 2048);
+  c.dtype = DataType::kFp16;  // a V100 has no bf16
+  const MatmulSignature column{{S(0), kB}, {kB, S(1)}, {S(0), S(1)}}, row{{S(0), S(1)}, {kB, S(0)}, {S(0), kP}};
+  const SbpPlan plan{{4, 6}, {column, row}};
+  const double est = sbp_cost(c, plan, rig.devices, *rig.fabric, *rig.compute).total();
+  CHECK(replay_sbp_plan(c, plan, rig.devices, *rig.fabric, *rig.compute, NetworkModelKind::kAnalytical) ==
+        Approx(est).epsilon(1e-9));
+}
+
+TEST_CASE("a replicated layer's weight gradient is all-reduced unless the loss follows it") {
+  // Expected on 8 GPUs of a DGX A100: fc1 B x B -> B then fc2 S(0) x B -> S(0). fc2's
+  // slice of fc1's output has the dual gradient, a partial sum (the zero-filled slice's
+  // gradient on each device), so fc1's weight gradient X^T dY is one too and is
+  // all-reduced like fc2's under data parallelism: the total synchronization is the two
+  // weights' all-reduces, 2 x 4096 x 16384 x 2 bytes each, as for data parallelism.
+  // With the layers the other way round (fc2 replicated and last) each device computes
+  // the whole loss and its whole gradient: only fc1's gradient is all-reduced.
+  SbpRig rig("dgx-a100", 1, 8);
+  const SbpChain c = mlp(8192, 4096);
+  const CollectiveGroup g = CollectiveGroup::of(*rig.fabric, rig.devices);
+  const double s = analytical_collective_time(*rig.fabric, g,
+                                              chosen_spec(*rig.fabric, g, CollectiveOp::kAllReduce, 4096.0 * 16384 * 2));
+  const MatmulSignature dp{{S(0)}, {kB}, {S(0)}}, rep{{kB}, {kB}, {kB}};
+  const SbpPlan first{{8}, {rep, dp}};
+  CHECK(sbp_cost(c, first, rig.devices, *rig.fabric, *rig.compute).gradient_sync_total_s == Approx(2 * s).epsilon(1e-12));
+  const SbpPlan last{{8}, {dp, rep}};
+  CHECK(sbp_cost(c, last, rig.devices, *rig.fabric, *rig.compute).gradient_sync_total_s == Approx(s).epsilon(1e-12));
 }
 
 TEST_CASE("autoddl's coordinate descent finds the exhaustive optimum on small cases") {
