@@ -11,6 +11,7 @@
 #include "topology/builders.hpp"
 #include "topology/explicit.hpp"
 #include "topology/presets.hpp"
+#include "support/input_error.hpp"
 #include "topology/stats.hpp"
 #include "topology/routing.hpp"
 
@@ -455,6 +456,30 @@ TEST_CASE("explicit topologies keep the tori, so routing and bisection survive a
   CHECK_THROWS_WITH_AS(read_explicit_topology(nlohmann::json::parse(R"({"nodes": [{"name": "g0", "kind": "accelerator",
       "model": "tpu-v4"}], "links": [], "tori": [{"dims": [2], "wrap": [false], "chips": ["g0"]}]})"), cat, "t.json"),
       "t.json: tori.0.chips: expected 2 chip names (the product of dims), got 1", std::exception);
+  // A torus whose chips and links disagree is refused with the field named (the router
+  // would otherwise step along a link that is not there): a line of 4 declared a ring
+  // (no wrap-around link), a ring listed out of order, a chip listed twice, no dims.
+  const std::string nodes = R"("nodes": [{"name": "c0", "kind": "accelerator", "model": "tpu-v4"},
+      {"name": "c1", "kind": "accelerator", "model": "tpu-v4"}, {"name": "c2", "kind": "accelerator", "model": "tpu-v4"},
+      {"name": "c3", "kind": "accelerator", "model": "tpu-v4"}])";
+  const std::string line = R"("links": [{"a": "c0", "b": "c1", "gbytes_per_s": 10}, {"a": "c1", "b": "c2", "gbytes_per_s": 10},
+      {"a": "c2", "b": "c3", "gbytes_per_s": 10}])";
+  const std::string ring = R"("links": [{"a": "c0", "b": "c1", "gbytes_per_s": 10}, {"a": "c1", "b": "c2", "gbytes_per_s": 10},
+      {"a": "c2", "b": "c3", "gbytes_per_s": 10}, {"a": "c3", "b": "c0", "gbytes_per_s": 10}])";
+  auto read = [&](const std::string& links, const std::string& torus) {
+    return read_explicit_topology(nlohmann::json::parse("{" + nodes + ", " + links + ", \"tori\": [" + torus + "]}"), cat, "t.json");
+  };
+  CHECK(read(ring, R"({"dims": [4], "wrap": [true], "chips": ["c0", "c1", "c2", "c3"]})").tori().size() == 1);
+  CHECK(read(line, R"({"dims": [4], "wrap": [false], "chips": ["c0", "c1", "c2", "c3"]})").tori().size() == 1);
+  CHECK_THROWS_WITH_AS(read(line, R"({"dims": [4], "wrap": [true], "chips": ["c0", "c1", "c2", "c3"]})"),
+                       doctest::Contains("t.json: tori.0: chips 'c3' and 'c0' are neighbours along dimension 0 (its wrap-around)"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(read(ring, R"({"dims": [4], "wrap": [true], "chips": ["c0", "c2", "c1", "c3"]})"),
+                       doctest::Contains("t.json: tori.0: chips 'c0' and 'c2'"), InputError);
+  CHECK_THROWS_WITH_AS(read(ring, R"({"dims": [4], "wrap": [true], "chips": ["c0", "c1", "c1", "c3"]})"),
+                       "t.json: tori.0.chips.2: 'c1' is listed in a torus already", InputError);
+  CHECK_THROWS_WITH_AS(read(ring, R"({"dims": [], "wrap": [], "chips": []})"), "t.json: tori.0.dims: expected at least one dimension",
+                       InputError);
 }
 
 TEST_CASE("explicit topologies: links from the catalog or given, asymmetric links") {

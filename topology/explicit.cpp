@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
+#include <string>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -98,6 +100,7 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
   root.known("tori");
   if (root.has("tori")) {
     JsonArray tori = root.array("tori");
+    std::set<std::uint32_t> in_a_torus;
     for (std::size_t t = 0; t < tori.size(); ++t) {
       JsonObject o = tori.object(t);
       TorusShape shape;
@@ -110,7 +113,8 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
         total *= static_cast<std::size_t>(k);
         if (total > (std::size_t{1} << 24)) throw InputError(dims.path() + ": more than 2^24 chips");
       }
-      if (dims.size() == 0 || wrap.size() != dims.size()) {
+      if (dims.size() == 0) throw InputError(dims.path() + ": expected at least one dimension");
+      if (wrap.size() != dims.size()) {
         throw InputError(wrap.path() + ": expected one true/false per dimension (" + std::to_string(dims.size()) + ")");
       }
       for (std::size_t d = 0; d < wrap.size(); ++d) {
@@ -129,7 +133,34 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
         if (it == index.end()) throw InputError(where + ": no node named '" + v.get<std::string>() + "'");
         const NodeId n(static_cast<std::uint32_t>(it->second));
         if (c.node(n).kind != NodeKind::kAccelerator) throw InputError(where + ": '" + v.get<std::string>() + "' is not an accelerator");
+        if (!in_a_torus.insert(n.value).second) {
+          throw InputError(where + ": '" + v.get<std::string>() + "' is listed in a torus already");
+        }
         shape.chips.push_back(n);
+      }
+      // Dimension-order routing steps to the neighbours along each dimension: the links
+      // to them must be there, as the order of `chips` (row-major, the last dimension
+      // fastest) and `wrap` say.
+      std::vector<std::size_t> stride(shape.dims.size(), 1);
+      for (std::size_t d = shape.dims.size() - 1; d-- > 0;) stride[d] = stride[d + 1] * static_cast<std::size_t>(shape.dims[d + 1]);
+      const auto linked = [&](NodeId from, NodeId to) {
+        for (LinkId l : c.out_links(from)) {
+          if (c.link(l).to == to) return true;
+        }
+        return false;
+      };
+      for (std::size_t i = 0; i < shape.chips.size(); ++i) {
+        for (std::size_t d = 0; d < shape.dims.size(); ++d) {
+          const auto k = static_cast<std::size_t>(shape.dims[d]);
+          const std::size_t x = i / stride[d] % k;
+          if (k < 2 || (x + 1 == k && !shape.wrap[d])) continue;
+          const std::size_t j = i - x * stride[d] + (x + 1) % k * stride[d];
+          if (!linked(shape.chips[i], shape.chips[j]) || !linked(shape.chips[j], shape.chips[i])) {
+            throw InputError(o.path() + ": chips '" + c.node(shape.chips[i]).name + "' and '" + c.node(shape.chips[j]).name +
+                             "' are neighbours along dimension " + std::to_string(d) + (x + 1 == k ? " (its wrap-around)" : "") +
+                             " but no link joins them (chips are listed row-major, the last dimension fastest)");
+          }
+        }
       }
       o.finish();
       c.add_torus_shape(std::move(shape));

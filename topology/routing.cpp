@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "sim/core/errors.hpp"
 
@@ -249,6 +250,7 @@ const std::vector<LinkId>& TorusRouter::route(NodeId src, NodeId dst) {
     const bool plus = wrap_[d] ? up <= k - up : y > x;
     while (x != y) {
       const LinkId l = step_[(at * n + d) * 2 + (plus ? 0 : 1)];
+      if (!l.valid()) throw GraphError("TorusRouter: no link from a chip to its neighbour along dimension " + std::to_string(d));
       path.push_back(l);
       const std::size_t nx = plus ? (x + 1) % k : (x + k - 1) % k;
       at = at - x * stride_[d] + nx * stride_[d];
