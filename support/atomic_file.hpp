@@ -1,7 +1,9 @@
 // An output file that appears whole or not at all: the content is written to a
 // temporary file beside the target and renamed over it by commit(). If commit() is never
 // reached (an error, an exception), the temporary file is removed and the target is left
-// as it was.
+// as it was. A symbolic link is followed: the file it names is replaced, the link kept.
+// A target that is not a plain file (a FIFO, a terminal, /dev/stdout) is written
+// directly, as a stream (it cannot be replaced whole); a directory is refused.
 #pragma once
 
 #include <fstream>
@@ -22,10 +24,12 @@ class AtomicFile {
   void commit();
 
  private:
-  std::string path_;
+  std::string path_;    // as given, for messages
+  std::string target_;  // the file replaced: path_, or what a link at path_ names
   std::string temp_;
   std::ofstream out_;
   bool committed_ = false;
+  bool direct_ = false;  // the target is not a plain file: written in place
 };
 
 }  // namespace ddlsim

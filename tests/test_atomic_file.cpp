@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 #include "support/atomic_file.hpp"
@@ -75,5 +77,49 @@ TEST_CASE("two atomic files for one target do not share a temporary") {
 
 TEST_CASE("an atomic file in a folder that does not exist fails with the path") {
   CHECK_THROWS_WITH_AS(AtomicFile("/nonexistent-dir/x.json"), doctest::Contains("cannot write /nonexistent-dir/x.json"),
+                       std::runtime_error);
+}
+
+TEST_CASE("an atomic file follows a link, writes a FIFO in place and refuses a directory") {
+  // Expected: through a symbolic link the file it names gets the content and the link
+  // stays a link; a FIFO (as /dev/stdout may be) is written as a stream and stays a
+  // FIFO; a directory or a link to nowhere is refused before anything is written.
+  Dir d;
+  const fs::path real = d.path / "real.csv", link = d.path / "link.csv";
+  std::ofstream(real) << "old";
+  fs::create_symlink("real.csv", link);
+  {
+    AtomicFile f(link.string());
+    f.stream() << "new";
+    f.commit();
+  }
+  CHECK(fs::is_symlink(link));
+  CHECK(read(real) == "new");
+  CHECK(entries(d.path) == 2);
+  const fs::path fifo = d.path / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string got;
+  {
+    // A reader on the other end first, so that opening for writing does not block.
+    std::ifstream reader;
+    std::thread t([&] {
+      reader.open(fifo);
+      std::stringstream ss;
+      ss << reader.rdbuf();
+      got = ss.str();
+    });
+    {
+      AtomicFile f(fifo.string());
+      f.stream() << "streamed";
+      f.commit();
+    }
+    t.join();
+  }
+  CHECK(got == "streamed");
+  CHECK(fs::is_fifo(fifo));
+  CHECK_THROWS_WITH_AS(AtomicFile((d.path / "..").string() + "/" + d.path.filename().string()),
+                       doctest::Contains("it is a directory"), std::runtime_error);
+  fs::create_symlink("nowhere/x.csv", d.path / "dangling.csv");
+  CHECK_THROWS_WITH_AS(AtomicFile((d.path / "dangling.csv").string()), doctest::Contains("a link to a file that cannot be reached"),
                        std::runtime_error);
 }
