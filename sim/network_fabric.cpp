@@ -135,15 +135,16 @@ const std::vector<LinkId>& NetworkFabric::first_route(NodeId src, NodeId dst) {
 
 std::vector<std::vector<LinkId>> NetworkFabric::walks(NodeId src, NodeId dst, std::size_t count) {
   constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
+  const std::size_t wide = count == kMaxCandidates ? kMaxWideCandidates : 0;
   if (domain_[src.value] == kNone || domain_[src.value] != domain_[dst.value]) {
-    return spread_shortest_paths(*cluster_, src, dst, count, scratch_);
+    return spread_shortest_paths(*cluster_, src, dst, count, scratch_, nullptr, wide);
   }
   // Two accelerators of one scale-up domain: its own links when they are as short as
   // any other way.
-  std::vector<std::vector<LinkId>> inside = spread_shortest_paths(*cluster_, src, dst, count, scratch_, &scale_up_);
+  std::vector<std::vector<LinkId>> inside = spread_shortest_paths(*cluster_, src, dst, count, scratch_, &scale_up_, wide);
   const std::vector<std::vector<LinkId>> any = spread_shortest_paths(*cluster_, src, dst, 1, scratch_);
   if (!inside.empty() && !any.empty() && inside.front().size() == any.front().size()) return inside;
-  return any.empty() || count == 1 ? any : spread_shortest_paths(*cluster_, src, dst, count, scratch_);
+  return any.empty() || count == 1 ? any : spread_shortest_paths(*cluster_, src, dst, count, scratch_, nullptr, wide);
 }
 
 void NetworkFabric::prefetch_first_routes(const std::vector<std::pair<NodeId, NodeId>>& pairs) {

@@ -9,7 +9,8 @@
 //
 // Routes: between two chips of one torus the cluster recorded, the single dimension-order
 // route (as TPUs route); otherwise up to kMaxCandidates distinct minimum-hop paths (of the
-// equal-cost set), chosen to differ from the first hop on, of which the flow model picks
+// equal-cost set; more where a switch on the way offers more equal next hops, up to
+// kMaxWideCandidates), chosen to differ from the first hop on, of which the flow model picks
 // one per transfer by load and the analytical model takes the first. Answers are cached
 // per (src, dst).
 #pragma once
@@ -30,7 +31,11 @@ class ShortestPathRouter;
 
 class NetworkFabric {
  public:
+  /// Candidate routes per (src, dst): kMaxCandidates, or where a switch on the way has
+  /// more equal-cost next hops (a leaf with 32 uplinks), as many as it has, up to
+  /// kMaxWideCandidates.
   static constexpr std::size_t kMaxCandidates = 16;
+  static constexpr std::size_t kMaxWideCandidates = 64;
 
   NetworkFabric(const Cluster& cluster, const Catalog& catalog);
   /// With the efficiency of every directed link given explicitly (tests, custom models),

@@ -166,6 +166,35 @@ TEST_CASE("adaptive routing spreads flows over equal-cost paths") {
   CHECK(run_network(g, f, Model::kFlow).makespan == Approx(0.1).epsilon(1e-12));
 }
 
+TEST_CASE("adaptive routing finds every uplink of a wide leaf, and every cable down") {
+  // Two leaves of 32 hosts joined by 16 spines, two cables from each leaf to each spine
+  // (32 uplinks per leaf: full bisection), every link 10 GB/s. 32 flows of 1 GB, host i
+  // of leaf A to host i of leaf B, can each have an uplink and a downlink of their own:
+  // all end at 0.1 s. With 16 candidate routes per pair (a window of 16 uplinks) the
+  // last flows found theirs all taken and shared: 0.2 s; the candidates now number the
+  // distinct paths, 32 uplinks x 2 cables down = 64.
+  Cluster c;
+  const auto h = add_chips(c, 64);
+  const NodeId la = c.add_node(NodeKind::kSwitch, "la"), lb = c.add_node(NodeKind::kSwitch, "lb");
+  const BytesPerSecond B(10e9);
+  for (int i = 0; i < 32; ++i) {
+    c.connect(h[static_cast<std::size_t>(i)], la, B, Seconds(0.0), "x");
+    c.connect(h[static_cast<std::size_t>(32 + i)], lb, B, Seconds(0.0), "x");
+  }
+  for (int s = 0; s < 16; ++s) {
+    const NodeId spine = c.add_node(NodeKind::kSwitch, "s" + std::to_string(s));
+    for (int k = 0; k < 2; ++k) {
+      c.connect(la, spine, B, Seconds(0.0), "x");
+      c.connect(lb, spine, B, Seconds(0.0), "x");
+    }
+  }
+  NetworkFabric f = line_rate(c);
+  CHECK(f.routes(h[0], h[32]).size() == 64);
+  TaskGraph g;
+  for (std::size_t i = 0; i < 32; ++i) transfer(g, h[i], h[32 + i], 1e9);
+  CHECK(run_network(g, f, Model::kFlow).makespan == Approx(0.1).epsilon(1e-12));
+}
+
 TEST_CASE("a transfer to itself or of no bytes takes only its latency") {
   Cluster c;
   const auto n = add_chips(c, 2);

@@ -143,12 +143,32 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
 }
 
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
-                                                       PathScratch& scratch, const std::vector<bool>* usable) {
+                                                       PathScratch& scratch, const std::vector<bool>* usable,
+                                                       std::size_t widen_to) {
   distances_to(c, src, dst, scratch, usable);
   std::vector<std::vector<LinkId>> paths;
+  std::size_t plain = count;
   if (scratch.dist[src.value] != kFar) {
+    if (widen_to > count) {
+      // The choices of next hops along the first walk, multiplied (the same at every
+      // node of one level of a regular fabric): how many distinct walks there are.
+      std::size_t widest = 1;
+      for (NodeId at = src; at != dst;) {
+        std::size_t options = 0;
+        NodeId next = at;
+        for (LinkId l : c.out_links(at)) {
+          if (usable != nullptr && !(*usable)[l.value]) continue;
+          if (scratch.dist[c.link(l).to.value] + 1 != scratch.dist[at.value]) continue;
+          if (options++ == 0) next = c.link(l).to;
+        }
+        widest = std::min(widest * options, widen_to);
+        at = next;
+      }
+      plain = count;
+      count = std::max(count, widest);
+    }
     for (std::size_t j = 0; j < count; ++j) {
-      std::vector<LinkId> path = spread_walk(c, src, dst, j, scratch.dist, usable);
+      std::vector<LinkId> path = spread_walk(c, src, dst, j, scratch.dist, usable, plain);
       if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(std::move(path));
     }
   }
@@ -157,9 +177,14 @@ std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId 
 }
 
 std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::size_t j,
-                                const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable) {
+                                const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
+                                std::size_t plain) {
   // At hop d take the next hop with index (j + salt + d) mod (number of next hops) among
   // the links that bring dst one hop closer, so that walks j differ from the first hop on.
+  // Walks from `plain` on add j / m1 after the first choice of m1 > 1 next hops, so that
+  // walk j + m1 leaves as walk j does and then differs (a leaf's 32 uplinks, then a
+  // spine's 2 cables down: 64 walks, each its own pair).
+  std::size_t shift = 0;
   const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
   std::vector<LinkId> path;
   path.reserve(dist[src.value]);
@@ -170,7 +195,8 @@ std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::s
       if (usable != nullptr && !(*usable)[l.value]) continue;
       if (dist[c.link(l).to.value] + 1 == dist[at.value]) ++options;
     }
-    std::size_t k = (j + (salt >> (d % 32)) + d) % options;
+    std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
+    if (j >= plain && options > 1 && shift == 0) shift = j / options;
     for (LinkId l : c.out_links(at)) {
       if (usable != nullptr && !(*usable)[l.value]) continue;
       if (dist[c.link(l).to.value] + 1 != dist[at.value]) continue;

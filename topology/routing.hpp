@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <limits>
 #include <vector>
 
 #include "topology/cluster.hpp"
@@ -61,15 +62,22 @@ struct PathScratch {
 /// flows over spines and cores), deterministic for a given (src, dst). Empty when dst
 /// cannot be reached; one empty path when src == dst.
 /// With `usable` (one flag per directed link, both directions of a cable alike), only
-/// the flagged links are searched.
+/// the flagged links are searched. With `widen_to` above `count`, as many walks as there
+/// are distinct ones (the product of the equal-cost choices along the first walk), up
+/// to widen_to, where that is more than count (a leaf with 32 uplinks to spines with 2
+/// cables down each: 64 walks).
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
-                                                       PathScratch& scratch, const std::vector<bool>* usable = nullptr);
+                                                       PathScratch& scratch, const std::vector<bool>* usable = nullptr,
+                                                       std::size_t widen_to = 0);
 
 /// Walk j of spread_shortest_paths from src to dst: its next hops among the links that
 /// bring dst one hop closer by `dist` (hops to dst, exact on every node of every
 /// minimum-hop path from src; src must reach dst).
+/// Walks j >= `plain` also shift their later choices by j / (the first choice's width),
+/// so that more walks than that width still differ.
 std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::size_t j,
-                                const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable = nullptr);
+                                const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable = nullptr,
+                                std::size_t plain = std::numeric_limits<std::size_t>::max());
 
 /// Hops from every node to dst (links are full duplex: a breadth-first search from dst),
 /// max() where dst cannot be reached; with `usable`, over the flagged links only. One
