@@ -171,7 +171,14 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     }
 
     std::vector<double> sizes;
-    for (double s = lo; s <= hi * (1 + 1e-12); s = std::max(s * factor, s + 1)) sizes.push_back(std::round(s));
+    constexpr std::size_t kMaxSizes = 10'000;
+    for (double s = lo; s <= hi * (1 + 1e-12); s = std::max(s * factor, s + 1)) {
+      if (sizes.size() == kMaxSizes) {
+        throw InputError("--stepfactor: from --minbytes to --maxbytes in steps of that factor makes more than " +
+                         std::to_string(kMaxSizes) + " sizes; take a larger factor or a narrower range");
+      }
+      sizes.push_back(std::round(s));
+    }
     ReplayEngine engine;
     std::vector<Row> rows;
     for (double bytes : sizes) {

@@ -15,6 +15,7 @@
 #include "cli/options.hpp"
 #include "cli/search.hpp"
 #include "cli/training.hpp"
+#include "support/strings.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
@@ -224,7 +225,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     }
     out << "scenario: " << s.name << " (" << s.model.name << " on " << devices << " accelerators, global batch "
         << space.global_batch << ", network " << network_model_name(s.network) << ")\n\n";
-    char line[512];
+    std::string line;
     // The plan column as wide as the longest plan shown (framework settings lengthen them).
     const std::size_t shown = std::min(replayed.size(), static_cast<std::size_t>(top));
     std::vector<std::string> plans;
@@ -233,19 +234,19 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       plans.push_back(describe_plan(replayed[i].plan));
       width = std::max(width, static_cast<int>(std::min<std::size_t>(plans.back().size(), 300)));
     }
-    std::snprintf(line, sizeof line, "%4s  %-14s %-*s %12s %10s %6s %10s\n", "rank", "name", width, "plan",
+    line = printf_string("%4s  %-14s %-*s %12s %10s %6s %10s\n", "rank", "name", width, "plan",
                   "estimate (s)", "step (s)", "MFU %", "peak (GiB)");
     out << line;
     for (std::size_t i = 0; i < shown; ++i) {
       const SearchCandidate& e = replayed[i];
-      std::snprintf(line, sizeof line, "%4zu  %-14s %-*s %12.3f %10.3f %6.1f %10.2f%s\n", i + 1, e.plan.name.c_str(), width,
+      line = printf_string("%4zu  %-14s %-*s %12.3f %10.3f %6.1f %10.2f%s\n", i + 1, e.plan.name.c_str(), width,
                     plans[i].c_str(), e.estimate_s, e.report.step_time_s, e.report.mfu * 100,
                     e.report.peak_memory_bytes / 1073741824.0, e.report.fits_in_memory ? "" : "  OUT OF MEMORY");
       out << line;
     }
     out << "\nbest: " << describe_plan(best.plan) << " (" << best.plan.name << "), " << best.report.step_time_s
         << " s per step\n      " << plan_json(best.plan, "search-best").dump() << "\n";
-    std::snprintf(line, sizeof line,
+    line = printf_string(
                   "\ngrid: %zu plans enumerated, %zu pruned by the memory model, %zu estimated, %zu replayed "
                   "(%zu baselines)\n",
                   result.enumerated, result.pruned, result.estimated, replayed.size(), result.baselines);

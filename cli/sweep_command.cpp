@@ -92,10 +92,12 @@ Options)";
 
 constexpr std::size_t kMaxPoints = 1'000'000;
 
-// A value as --set reads it: JSON when it parses, else the text as a string.
-Json value_json(const std::string& text) {
-  Json j = Json::parse(text, nullptr, false);
-  return j.is_discarded() ? Json(text) : j;
+// A value as --set reads it: JSON when it parses, else the text as a string; JSON with
+// the checks of a file (nesting depth, a key given twice).
+Json value_json(const std::string& text, const std::string& where) {
+  if (!Json::accept(text)) return Json(text);
+  (void)parse_json(text, where);  // the checks
+  return Json::parse(text);       // in Json's key order
 }
 
 // The columns of a row, in order: point, the varied paths, strategy, status, reason,
@@ -134,7 +136,7 @@ std::vector<Json> run_point(const nlohmann::json& base, const std::string& base_
     stride /= v.values.size();
     const std::string& value = v.values[rest / stride];
     rest %= stride;
-    head[v.path] = value_json(value);
+    head[v.path] = value_json(value, "--vary " + v.path);
   }
   auto failed = [&](const std::string& strategy, const std::string& why) {
     Json row = head;
@@ -311,34 +313,34 @@ void print_sweep_table(std::ostream& out, const Json& doc) {
   }
   std::size_t sw = 8;
   for (const Json& row : doc.at("rows")) sw = std::max(sw, row.at("strategy").get<std::string>().size());
-  char line[512];
+  std::string line;
   out << "scenario: " << doc.at("scenario").get<std::string>() << ", " << doc.at("points").get<std::size_t>()
       << " points\n";
-  std::snprintf(line, sizeof line, "%6s", "point");
+  line = printf_string("%6s", "point");
   out << line;
   for (std::size_t i = 0; i < varies.size(); ++i) {
-    std::snprintf(line, sizeof line, "  %-*s", width[i], varies[i].path.c_str());
+    line = printf_string("  %-*s", width[i], varies[i].path.c_str());
     out << line;
   }
-  std::snprintf(line, sizeof line, "  %-*s  %-13s %10s %7s %11s\n", static_cast<int>(sw), "strategy", "status", "step (s)",
+  line = printf_string("  %-*s  %-13s %10s %7s %11s\n", static_cast<int>(sw), "strategy", "status", "step (s)",
                 "MFU %", "peak (GiB)");
   out << line;
   for (const Json& row : doc.at("rows")) {
-    std::snprintf(line, sizeof line, "%6zu", row.at("point").get<std::size_t>());
+    line = printf_string("%6zu", row.at("point").get<std::size_t>());
     out << line;
     for (std::size_t i = 0; i < varies.size(); ++i) {
-      std::snprintf(line, sizeof line, "  %-*s", width[i], text(row.at(varies[i].path)).c_str());
+      line = printf_string("  %-*s", width[i], text(row.at(varies[i].path)).c_str());
       out << line;
     }
     const std::string status = row.at("status").get<std::string>();
-    std::snprintf(line, sizeof line, "  %-*s  %-13s", static_cast<int>(sw), row.at("strategy").get<std::string>().c_str(),
+    line = printf_string("  %-*s  %-13s", static_cast<int>(sw), row.at("strategy").get<std::string>().c_str(),
                   status.c_str());
     out << line;
     if (status == "failed") {
       out << " " << row.at("reason").get<std::string>() << "\n";
       continue;
     }
-    std::snprintf(line, sizeof line, " %10.3f %7.1f %11.2f\n", row.at("step_time_s").get<double>(),
+    line = printf_string(" %10.3f %7.1f %11.2f\n", row.at("step_time_s").get<double>(),
                   row.at("mfu").get<double>() * 100, row.at("peak_memory_bytes").get<double>() / 1073741824.0);
     out << line;
   }
@@ -383,8 +385,10 @@ Json merge_sweep_parts(const std::vector<std::pair<std::string, std::string>>& p
   std::vector<bool> seen;
   std::size_t n = 0;
   for (const auto& [path, text] : parts) {
-    Json part = Json::parse(text, nullptr, false);
-    if (part.is_discarded() || !part.is_object()) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
+    if (!Json::accept(text)) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
+    (void)parse_json(text, path);  // nesting depth, a key given twice
+    Json part = Json::parse(text);
+    if (!part.is_object()) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
     for (const char* key : {"scenario", "source", "sets", "vary", "strategy", "points", "shard", "columns", "rows"}) {
       if (!part.contains(key)) {
         throw InputError(path + ": " + key + ": missing; parts come from 'ddlsim sweep --shard K/N --json FILE'");
@@ -494,11 +498,19 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     // A path that cannot be set (through a number or a string) is bad input, up front.
     for (const Vary& v : varies) {
       nlohmann::json probe = base;
+      for (const std::string& value : v.values) (void)value_json(value, "--vary " + v.path);  // depth, repeated keys
       try {
-        apply_set(probe, v.path + "=" + value_json(v.values.front()).dump());
+        apply_set(probe, v.path + "=" + value_json(v.values.front(), "--vary " + v.path).dump());
       } catch (const InputError& e) {
         const std::string said = e.what(), prefix = "--set " + v.path + ": ";
         throw InputError("--vary " + v.path + ": " + (said.rfind(prefix, 0) == 0 ? said.substr(prefix.size()) : said));
+      }
+      // A key the scenario format does not have (a misspelt path) would fail every point.
+      try {
+        (void)read_training_scenario(probe, file ? std::filesystem::path(*file).parent_path().string() : std::string());
+      } catch (const InputError& e) {
+        const std::string said = e.what();
+        if (said.rfind(v.path + ": unknown key", 0) == 0) throw InputError("--vary " + said);
       }
     }
     const std::string base_dir = file ? std::filesystem::path(*file).parent_path().string() : std::string();

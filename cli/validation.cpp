@@ -483,7 +483,11 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
   std::vector<std::string> out;
   constexpr double kSlack = 1e-4;
   for (const Accuracy& a : table) {
-    if (!recorded.contains(a.suite) || !recorded[a.suite].contains(a.model)) continue;
+    if (!recorded.contains(a.suite) || !recorded[a.suite].is_object() || !recorded[a.suite].contains(a.model)) {
+      // Nothing to hold it to: a check that compares nothing must not pass.
+      out.push_back(a.suite + " / " + a.model + ": not in " + path + " (record it with --record)");
+      continue;
+    }
     JsonObject r(recorded[a.suite][a.model], path + ": " + a.suite + "." + a.model);
     auto worse = [&](const char* field, double now, bool lower_is_better) {
       const double was = r.number(field, -1.0, 1e6);

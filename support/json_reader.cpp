@@ -34,29 +34,71 @@ std::string read_input_file(const std::string& path, const std::string& what) {
   return ss.str();
 }
 
-nlohmann::json parse_json(const std::string& text, const std::string& source) {
-  // Track the keys of every open object so that a key given twice is an error: the
-  // JSON library would otherwise silently keep the last one. Limit nesting, since the
-  // library's serializer (used in reports) recurses.
-  constexpr int kMaxDepth = 64;
-  std::vector<std::set<std::string>> keys;
+namespace {
+
+// A pass over the text that builds nothing and checks what the JSON library lets
+// through: a key given twice in one object (the library would silently keep the last)
+// and nesting deeper than kMaxDepth (the library's serializer, used in reports,
+// recurses). A SAX pass, linear in the text: the library's callback parser rescans a
+// parent array after every object it closes, quadratic in an array of objects.
+class JsonChecker : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  static constexpr std::size_t kMaxDepth = 64;
   std::string problem;
-  auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if ((event == E::object_start || event == E::array_start) && depth >= kMaxDepth && problem.empty()) {
-      problem = "nested more than " + std::to_string(kMaxDepth) + " levels deep";
-    }
-    if (event == E::object_start) keys.emplace_back();
-    if (event == E::object_end && !keys.empty()) keys.pop_back();
-    if (event == E::key && !keys.empty() && problem.empty()) {
-      const std::string k = parsed.get<std::string>();
-      if (!keys.back().insert(k).second) problem = "key '" + k + "' appears twice in one object";
-    }
-    return problem.empty();  // once something is wrong, keep nothing more
-  };
+  bool syntax_error = false;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return open();
+  }
+  bool key(string_t& k) override {
+    if (!keys_.back().insert(k).second) problem = "key '" + k + "' appears twice in one object";
+    return problem.empty();
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    keys_.emplace_back();  // unused: keeps keys_ in step with the nesting
+    return open();
+  }
+  bool end_array() override {
+    keys_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    syntax_error = true;
+    return false;
+  }
+
+ private:
+  bool open() {
+    if (++depth_ > kMaxDepth) problem = "nested more than " + std::to_string(kMaxDepth) + " levels deep";
+    return problem.empty();
+  }
+  std::size_t depth_ = 0;
+  std::vector<std::set<std::string>> keys_;
+};
+
+}  // namespace
+
+nlohmann::json parse_json(const std::string& text, const std::string& source) {
+  JsonChecker check;
+  nlohmann::json::sax_parse(text, &check);
+  if (!check.problem.empty()) throw InputError(source + ": " + check.problem);
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(text, callback);
+    doc = nlohmann::json::parse(text);  // the checks passed, or it throws the syntax error
   } catch (const nlohmann::json::exception& e) {
     // Syntax errors, and numbers beyond the range of a double (out_of_range.406).
     std::string what = e.what();
@@ -64,7 +106,6 @@ nlohmann::json parse_json(const std::string& text, const std::string& source) {
     if (at != std::string::npos) what = what.substr(at + 2);
     throw InputError(source + ": invalid JSON: " + what);
   }
-  if (!problem.empty()) throw InputError(source + ": " + problem);
   return doc;
 }
 

@@ -3,6 +3,8 @@
 #include "support/input_error.hpp"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -161,6 +163,19 @@ std::vector<std::string> csv_fields(std::string_view line) {
       out.back() += c;
     }
   }
+  return out;
+}
+
+std::string printf_string(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string out(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, again);
+  va_end(again);
   return out;
 }
 

@@ -23,6 +23,10 @@ std::string did_you_mean(std::string_view given, std::span<const std::string> ca
 /// A CSV cell of text: in double quotes, its own quotes doubled.
 std::string csv_quoted(std::string_view text);
 
+/// printf into a string of whatever length the result has (table rows whose names are
+/// long: a fixed buffer would cut them).
+std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
 /// The cells of one CSV line: split at commas outside double quotes, the quotes removed
 /// (a doubled quote inside them is one quote, as csv_quoted writes it) and a trailing
 /// carriage return dropped. An empty line is one empty cell.

@@ -914,6 +914,12 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   CHECK(r.status == 2);
   CHECK(r.out.empty());
   CHECK(r.err == "ddlsim validate: " + rec + ": expected an object of suites\n");
+  // A record that holds none of the figures run (another file, another suite) compares
+  // nothing, and a check that compares nothing fails.
+  std::ofstream(rec) << R"({"vtrain-single": {}})";
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
+  CHECK(r.status == 3);
+  CHECK(r.err.find("nccl / all: not in " + rec + " (record it with --record)") != std::string::npos);
   r = ddlsim_cmd({"validate", "--suite", "vtrain"});
   CHECK(r.status == 2);
   CHECK(r.err ==

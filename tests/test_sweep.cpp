@@ -179,6 +179,9 @@ TEST_CASE("sweep: bad input is one line, exit status 2, no file") {
       {{"sweep", f, "--vary", "cluster.nodes=1", "--strategy", "dq", "--csv", out}, "--strategy dq: the scenario has no such strategy (did you mean 'dp'?); it has: dp, tp"},
       {{"sweep", f, "--vary", "name.x=1", "--csv", out}, "--vary name.x: name is a string, not an object or array"},
       {{"sweep", f, "--vary", "cluster.nodes=1", "--jobs", "0", "--csv", out}, "--jobs: expected 1 to 1024, got 0"},
+      {{"sweep", f, "--vary", "cluster.nodez=1,2", "--csv", out}, "--vary cluster.nodez: unknown key (did you mean 'nodes'?)"},
+      {{"sweep", f, "--vary", "name=a," + std::string(100000, '[') + std::string(100000, ']'), "--csv", out},
+       "--vary name: nested more than 64 levels deep"},
   };
   for (const auto& [args, message] : cases) {
     CAPTURE(message);
