@@ -1,8 +1,10 @@
 #include "cli/options.hpp"
 
+#include <filesystem>
 #include <ostream>
 
 #include "cli/cli.hpp"
+#include "support/input_error.hpp"
 
 namespace po = boost::program_options;
 
@@ -25,6 +27,35 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args, c
     return kExitOk;
   }
   return std::nullopt;
+}
+
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs) {
+  namespace fs = std::filesystem;
+  auto resolved = [](const std::string& path) {
+    std::error_code ec;
+    const fs::path full = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    return ec ? fs::path(path) : full;
+  };
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].second) continue;
+    const std::string& a = *outputs[i].second;
+    for (std::size_t j = i + 1; j < outputs.size(); ++j) {
+      if (!outputs[j].second) continue;
+      const std::string& b = *outputs[j].second;
+      if (a == b || resolved(a) == resolved(b)) {
+        throw InputError("--" + outputs[i].first + " and --" + outputs[j].first + " name the same file, " + a +
+                         "; give them different names");
+      }
+    }
+  }
+}
+
+void check_distinct_outputs(const po::variables_map& vm, const std::vector<std::string>& flags) {
+  std::vector<std::pair<std::string, std::optional<std::string>>> outputs;
+  for (const std::string& f : flags) {
+    outputs.emplace_back(f, vm.count(f) ? std::optional<std::string>(vm[f].as<std::string>()) : std::nullopt);
+  }
+  check_distinct_outputs(outputs);
 }
 
 }  // namespace ddlsim

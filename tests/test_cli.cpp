@@ -114,6 +114,12 @@ TEST_CASE("--set changes the scenario before validation") {
   CHECK(nlohmann::json::parse(r.out).at("strategies").at(0).at("step_time_s").get<double>() == Approx(0.012));
   const auto p = ddlsim_cmd({"run", s.write("t.json", kSmall), "--print-scenario", "--set", "strategies.1.name=x"});
   CHECK(nlohmann::json::parse(p.out).at("strategies").at(1).at("name") == "x");
+  // --print-scenario checks what it prints (its output is meant to start a new file):
+  // a training scenario with a misspelt key is one line and status 2, nothing printed.
+  const auto bad = ddlsim_cmd({"run", "--print-scenario", "--set", "cluster.nodez=3"});
+  CHECK(bad.status == 2);
+  CHECK(bad.out.empty());
+  CHECK(bad.err == "ddlsim run: cluster.nodez: unknown key (did you mean 'nodes'?)\n");
 }
 
 TEST_CASE("output is byte-identical across runs") {
@@ -332,6 +338,21 @@ TEST_CASE("an output that cannot be written is one line and status 1, and --trac
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim run: --trace and --dot name the same file, " + f + "; give them different names\n");
   CHECK(s.files() == 0);
+  // One file however it is written: ./x beside x, or a file a link names, for every pair
+  // of outputs (the second would silently replace the first).
+  const std::string dot = (s.dir / "." / "x.json").string();
+  r = ddlsim_cmd({"run", "--strategy", "ptd-p", "--trace", f, "--dot", dot});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: --trace and --dot name the same file, " + f + "; give them different names\n");
+  std::ofstream(s.dir / "real.csv") << "x";
+  std::filesystem::create_symlink(s.dir / "real.csv", s.dir / "link.csv");
+  r = ddlsim_cmd({"run", "--csv", (s.dir / "real.csv").string(), "--links", (s.dir / "link.csv").string()});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--csv and --links name the same file") != std::string::npos);
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--csv", f, "--record", dot});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--csv and --record name the same file") != std::string::npos);
+  CHECK(s.files() == 2);  // real.csv and the link, untouched
 }
 
 TEST_CASE("concurrent transfers get their own trace lanes, so complete events on a track never overlap") {
