@@ -65,26 +65,10 @@ class SbpLowering {
         }
         computes(st.backward_s, "backward");
         if (st.kind == SbpStage::Kind::kElementwise || !last_pass) continue;
-        if (!(st.grad == st.weights)) {
-          // Off the backward's path (it overlaps), after the layer's backward and after the
-          // gradient synchronization before it: one communication stream runs them in turn,
-          // as the cost's flow shop has them.
-          std::vector<TaskId> sync = last_;
-          for (std::size_t p = 0; p < devices_; ++p) {
-            if (gradients[p].empty()) continue;
-            const TaskId ready = g_.add(Marker{}, "gradient sync ready").id();
-            g_.add_edge(last_[p], ready);
-            g_.add_edge(gradients[p].back(), ready);
-            sync[p] = ready;
-          }
-          const std::vector<TaskId> before = sync;
-          relay(st.grad, st.weights, st.weight_bytes, sync);
-          for (std::size_t p = 0; p < devices_; ++p) {
-            if (sync[p] != before[p]) gradients[p].push_back(sync[p]);
-          }
-        }
+        synchronize({{st.grad, st.weights, st.weight_bytes}, {st.own_grad, st.own_to, st.own_bytes}}, gradients);
       }
       if (!chain_.before.empty()) computes(before_b, "backward");
+      if (last_pass) synchronize(sbp_embedding_syncs(chain_, plan_), gradients);
     }
     // Each device's optimizer step on its local parameters, once its gradients are in.
     const SbpMemory mem = sbp_memory(chain_, plan_);
@@ -105,6 +89,29 @@ class SbpLowering {
       const TaskId t = g_.add(Compute{out_.compute[p], Seconds(seconds), Flops(0.0)}, name).id();
       g_.add_edge(last_[p], t);
       last_[p] = t;
+    }
+  }
+
+  // Gradient synchronizations, off the backward's path (they overlap), after the backward
+  // so far and after the synchronizations before them: one communication stream runs
+  // them in turn, as the cost's flow shop has them. Each device's last one is added to
+  // `gradients` (its optimizer step waits for them).
+  void synchronize(const std::vector<SbpSync>& syncs, std::vector<std::vector<TaskId>>& gradients) {
+    for (const SbpSync& x : syncs) {
+      if (x.from == x.to || x.bytes <= 0) continue;
+      std::vector<TaskId> sync = last_;
+      for (std::size_t p = 0; p < devices_; ++p) {
+        if (gradients[p].empty()) continue;
+        const TaskId ready = g_.add(Marker{}, "gradient sync ready").id();
+        g_.add_edge(last_[p], ready);
+        g_.add_edge(gradients[p].back(), ready);
+        sync[p] = ready;
+      }
+      const std::vector<TaskId> before = sync;
+      relay(x.from, x.to, x.bytes, sync);
+      for (std::size_t p = 0; p < devices_; ++p) {
+        if (sync[p] != before[p]) gradients[p].push_back(sync[p]);
+      }
     }
   }
 

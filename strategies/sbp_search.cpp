@@ -48,6 +48,21 @@ double column_shards(const NdSbp& s, const std::vector<int>& dims) {
   return n;
 }
 
+// The weight gradient X^T dY is a partial sum along every dimension where the weights
+// are broadcast but the batch or k is split or partial (S(0) x B, P x B), and where the
+// whole layer is replicated (B x B -> B) but its output's gradient arrives as a partial
+// sum, the dual of B (gradient_sbp), as it does unless the loss follows the layer (each
+// device then computes the whole loss and its whole gradient): all-reduced.
+NdSbp weight_gradient(const MatmulSignature& sig, bool loss_follows) {
+  NdSbp grad = sig.b;
+  for (std::size_t d = 0; d < grad.size(); ++d) {
+    if (sig.b[d].kind != SbpKind::kBroadcast) continue;
+    const bool replicated = sig.a[d].kind == SbpKind::kBroadcast && sig.c[d].kind == SbpKind::kBroadcast;
+    if (splits(sig.a[d], 0) || sig.a[d].kind == SbpKind::kPartialSum || (replicated && !loss_follows)) grad[d] = kP;
+  }
+  return grad;
+}
+
 // One device's share of an operator run by `pieces` devices: its costs divided, and a
 // batched GEMM's batch (samples x heads) too.
 Operator share_of(Operator op, double pieces) {
@@ -112,6 +127,8 @@ class Pricer {
       layer.weights = sig.b;
       layer.grad = weight_gradient(sig, i + 1 == chain_.layers.size());
       layer.weight_bytes = static_cast<double>(l.k) * static_cast<double>(l.n) * bytes_;
+      layer.own_bytes = l.own_params * bytes_;
+      const std::size_t layer_at = out.size();
       out.push_back(layer);
       // The output, made complete for an elementwise step if need be.
       const double out_bytes = static_cast<double>(rows(l)) * static_cast<double>(l.n) * bytes_;
@@ -122,6 +139,15 @@ class Pricer {
         const NdSbp layout = best_complete(from, target, out_bytes);
         out.push_back(boxing_stage(from, layout, out_bytes, true, l.repeat));
         from = layout;
+      }
+      {
+        // Its bias and norms act on the completed output: summed where that is cut or partial.
+        SbpStage& own = out[layer_at];
+        own.own_to = NdSbp(D, kB);
+        own.own_grad = own.own_to;
+        for (std::size_t d = 0; d < D; ++d) {
+          if (from[d].kind != SbpKind::kBroadcast) own.own_grad[d] = kP;
+        }
       }
       if (l.normalizes && std::any_of(from.begin(), from.end(), [](const Sbp& x) { return splits(x, 1); })) {
         // The norm's statistics: a rows x 2 fp32 partial sum along the column-split
@@ -181,7 +207,10 @@ class Pricer {
         if (st.backward) t += st.repeat * box(st.from, st.to, st.bytes);
         continue;
       }
-      const double sync = st.kind == SbpStage::Kind::kLayer ? box(st.grad, st.weights, st.weight_bytes) : 0.0;
+      const double sync = st.kind == SbpStage::Kind::kLayer
+                              ? box(st.grad, st.weights, st.weight_bytes) +
+                                    (st.own_bytes > 0 ? box(st.own_grad, st.own_to, st.own_bytes) : 0.0)
+                              : 0.0;
       c.gradient_sync_total_s += st.repeat * sync;
       if (sync > 0.0) {
         net = std::max({net + st.repeat * sync, t + st.backward_s + st.repeat * sync,
@@ -190,6 +219,12 @@ class Pricer {
       t += st.repeat * st.backward_s;
     }
     t += b;
+    // The embedding's synchronizations once its backward, the step's last, is done.
+    for (const SbpSync& e : sbp_embedding_syncs(chain_, plan)) {
+      const double sync = box(e.from, e.to, e.bytes);
+      c.gradient_sync_total_s += sync;
+      if (sync > 0.0) net = std::max(net, t) + sync;
+    }
     c.gradient_sync_s = std::max(0.0, net - t);
     // Every micro-batch computes and re-lays its activations; gradients are synchronized
     // and the optimizer steps once.
@@ -342,21 +377,6 @@ class Pricer {
     return gemm_memo_[key] = {compute_.time(op, Pass::kForward).value(), compute_.time(op, Pass::kBackward).value()};
   }
 
-  // The weight gradient X^T dY is a partial sum along every dimension where the weights
-  // are broadcast but the batch or k is split or partial (S(0) x B, P x B), and where
-  // the whole layer is replicated (B x B -> B) but its output's gradient arrives as a
-  // partial sum, the dual of B (gradient_sbp), as it does unless the loss follows the
-  // layer (each device then computes the whole loss and its whole gradient): all-reduced.
-  static NdSbp weight_gradient(const MatmulSignature& sig, bool loss_follows) {
-    NdSbp grad = sig.b;
-    for (std::size_t d = 0; d < grad.size(); ++d) {
-      if (sig.b[d].kind != SbpKind::kBroadcast) continue;
-      const bool replicated = sig.a[d].kind == SbpKind::kBroadcast && sig.c[d].kind == SbpKind::kBroadcast;
-      if (splits(sig.a[d], 0) || sig.a[d].kind == SbpKind::kPartialSum || (replicated && !loss_follows)) grad[d] = kP;
-    }
-    return grad;
-  }
-
   static SbpStage boxing_stage(const NdSbp& from, const NdSbp& to, double bytes, bool backward, double repeat) {
     SbpStage st;
     st.kind = SbpStage::Kind::kBoxing;
@@ -412,16 +432,18 @@ SbpChain chain_of(const OperatorGraph& graph, std::int64_t batch) {
   for (const Operator& op : graph.ops()) {
     if (!is_gemm(op)) {
       // The largest embedding is the vocabulary's; others (positions) are replicated.
+      double replicated = op.cost.params;
       if (op.kind == OpKind::kEmbedding && op.cost.params > c.embedding_params) {
-        c.replicated_params += c.embedding_params;
+        replicated = c.embedding_params;
         c.embedding_params = op.cost.params;
-      } else {
-        c.replicated_params += op.cost.params;
       }
+      c.replicated_params += replicated;
       if (c.layers.empty()) {
         c.before.push_back(op);
+        c.before_params += replicated;
       } else {
         LinearLayer& l = c.layers.back();
+        l.own_params += replicated;
         l.after.push_back(op);
         l.whole_samples = l.whole_samples || op.kind == OpKind::kMatmul || op.kind == OpKind::kFlashAttention;
         // A norm over each query or key head needs no statistics from other devices: a
@@ -436,8 +458,10 @@ SbpChain chain_of(const OperatorGraph& graph, std::int64_t batch) {
       c.dtype = op.dtype;
     }
     // A bias is a GEMM's parameter beyond k x n: replicated, like a norm's.
-    c.replicated_params += std::max(0.0, op.cost.params - static_cast<double>(op.gemm.k) * static_cast<double>(op.gemm.n));
+    const double bias = std::max(0.0, op.cost.params - static_cast<double>(op.gemm.k) * static_cast<double>(op.gemm.n));
+    c.replicated_params += bias;
     LinearLayer l{op.name, op.gemm.k, op.gemm.n, true, op.gemm.m};
+    l.own_params = bias;
     l.role = role_of(op.name);
     l.tied = op.cost.params < 0.5 * static_cast<double>(op.gemm.k) * static_cast<double>(op.gemm.n);
     if (!op.inputs.empty()) l.in_elements = static_cast<double>(elements(graph.tensor(op.inputs.front()).shape));
@@ -532,6 +556,26 @@ std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n, std::size_t max_dim
       if ((n / a) % b == 0) out.push_back({static_cast<int>(a), static_cast<int>(b), static_cast<int>(n / (a * b))});
     }
   }
+  return out;
+}
+
+std::vector<SbpSync> sbp_embedding_syncs(const SbpChain& chain, const SbpPlan& plan) {
+  std::vector<SbpSync> out;
+  if (chain.layers.empty() || plan.layers.size() != chain.layers.size()) return out;
+  const std::size_t D = plan.dims.size();
+  const double bytes = data_type_bytes(chain.dtype);
+  if (chain.embedding_params > 0) {
+    const MatmulSignature& last = plan.layers.back();
+    const NdSbp summed = weight_gradient(last, true);
+    SbpSync e{last.b, last.b, chain.embedding_params * bytes};
+    for (std::size_t d = 0; d < D; ++d) {
+      if (last.b[d].kind == SbpKind::kBroadcast && !(chain.layers.back().tied && summed[d].kind == SbpKind::kPartialSum)) {
+        e.from[d] = kP;
+      }
+    }
+    if (!(e.from == e.to)) out.push_back(e);
+  }
+  if (chain.before_params > 0) out.push_back({NdSbp(D, kP), NdSbp(D, kB), chain.before_params * bytes});
   return out;
 }
 

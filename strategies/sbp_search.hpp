@@ -23,7 +23,10 @@
 //     broadcast while its activations are split or partial (S(0) x B, P x B), or the
 //     layer is replicated (B x B -> B) and its output's gradient arrives as a partial
 //     sum (the dual of B; not where the loss follows it), the weight gradient is a
-//     partial sum and is all-reduced, on the weights' local bytes.
+//     partial sum and is all-reduced, on the weights' local bytes; so are its bias and
+//     the norms after it (whole on every device) along each dimension where its
+//     completed output is not broadcast, and after the backward of the embedding the
+//     vocabulary table and position embeddings (sbp_embedding_syncs).
 // Collectives are priced on the real topology (analytical times, one after another).
 // A norm after a layer whose output stays split by columns needs its statistics (two
 // fp32 values per row) all-reduced along those mesh dimensions, forward and backward.
@@ -61,6 +64,7 @@ struct LinearLayer {
   bool normalizes = false;        // `after` holds a layer or RMS norm (statistics over the columns)
   std::int64_t column_groups = 0; // the output's columns come in this many groups a split must not cut (QKV: key-value heads); 0: any
   bool whole_samples = false;     // `after` mixes the rows of a sample (attention): rows may be split by samples only
+  double own_params = 0;          // its bias and the parameters of the operators after it (norms): whole on every device
   [[nodiscard]] const std::string& role_name() const { return role.empty() ? name : role; }
 };
 
@@ -71,7 +75,8 @@ struct SbpChain {
   std::int64_t batch = 0;            // samples in the step (0: unknown, no limit on row splits)
   std::vector<Operator> before{};    // operators before the first GEMM (embedding), on the loader's batch split
   double embedding_params = 0;       // laid out as the last layer's weights (a vocabulary-parallel embedding)
-  double replicated_params = 0;      // norms and biases: whole on every device
+  double replicated_params = 0;      // norms and biases: whole on every device (all of them, for memory)
+  double before_params = 0;          // of those, the operators' before the first layer (position embeddings)
 };
 
 /// The GEMM-like operators (linear layers, and convolutions as implicit GEMMs: rows =
@@ -125,8 +130,26 @@ struct SbpStage {
   double forward_s = 0, backward_s = 0;
   NdSbp grad, weights;
   double weight_bytes = 0;
+  // Its own replicated parameters' gradient (LinearLayer::own_params), a partial sum along
+  // every dimension where its completed output is not broadcast, all-reduced to own_to.
+  NdSbp own_grad, own_to;
+  double own_bytes = 0;
   double repeat = 1;
 };
+
+/// A gradient synchronization: `bytes` (whole tensor) re-laid from `from` to `to`.
+struct SbpSync {
+  NdSbp from, to;
+  double bytes = 0;
+};
+
+/// The synchronizations after the backward of the operators before the first layer: the
+/// vocabulary embedding's gradient (laid out as the last layer's weights; the tokens
+/// arrive split over every mesh dimension, so it is a partial sum along each dimension
+/// where the table is broadcast, except where a tied output layer's synchronization
+/// already sums it) and the other parameters there (position embeddings: every
+/// dimension).
+std::vector<SbpSync> sbp_embedding_syncs(const SbpChain& chain, const SbpPlan& plan);
 
 /// (kElementwise: the operators after a layer, on its completed output's shards, with
 /// their forward and backward times in forward_s, backward_s.) `repeat`: the layer's.

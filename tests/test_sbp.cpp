@@ -19,6 +19,7 @@
 #include "support/input_error.hpp"
 #include "topology/presets.hpp"
 #include "workloads/presets.hpp"
+#include "workloads/transformer.hpp"
 
 using namespace ddlsim;
 using ddlsim::test::Approx;
@@ -306,6 +307,44 @@ TEST_CASE("a replicated layer's weight gradient is all-reduced unless the loss f
   CHECK(sbp_cost(c, first, rig.devices, *rig.fabric, *rig.compute).gradient_sync_total_s == Approx(2 * s).epsilon(1e-12));
   const SbpPlan last{{8}, {dp, rep}};
   CHECK(sbp_cost(c, last, rig.devices, *rig.fabric, *rig.compute).gradient_sync_total_s == Approx(s).epsilon(1e-12));
+}
+
+TEST_CASE("data parallelism synchronizes every parameter's gradient once") {
+  // Expected: a Llama-style model (untied output layer, RMS norms, no biases) and a GPT
+  // (tied embedding, learned positions, biases, layer norms) under data parallelism on 8
+  // GPUs of a DGX A100: the GEMMs' weights, the norms and biases after each layer, the
+  // vocabulary embedding (its lookup's tokens split 8 ways; tied, the output layer's
+  // all-reduce sums it) and the position embedding are each all-reduced once, so the
+  // total synchronization is the sum of those all-reduces, and their parameters add up to
+  // the model's. The replay, lowered the same way (the embedding's after its backward, the
+  // step's last), takes what the estimate's flow shop says, to rounding.
+  SbpRig rig("dgx-a100", 1, 8);
+  const CollectiveGroup g = CollectiveGroup::of(*rig.fabric, rig.devices);
+  auto ar = [&](double params) {
+    return analytical_collective_time(*rig.fabric, g, chosen_spec(*rig.fabric, g, CollectiveOp::kAllReduce, params * 2));
+  };
+  for (const TransformerConfig& m : {llama_config("l", 2, 1024, 16, 4, 2816, 512, 1000), gpt_config("g", 2, 1024, 16, 512, 1000)}) {
+    INFO(m.name);
+    const OperatorGraph graph = build_transformer(m, 8);
+    const SbpChain c = chain_of(graph, 8);
+    double expected = 0, params = 0;
+    for (const LinearLayer& l : c.layers) {
+      const double w = l.tied ? 0.0 : static_cast<double>(l.k) * static_cast<double>(l.n);
+      if (l.tied) expected += ar(static_cast<double>(l.k) * static_cast<double>(l.n));  // the table, summed here
+      if (w > 0) expected += ar(w);
+      if (l.own_params > 0) expected += ar(l.own_params);
+      params += w + l.own_params;
+    }
+    if (!c.layers.back().tied) expected += ar(c.embedding_params);
+    if (c.before_params > 0) expected += ar(c.before_params);
+    params += c.embedding_params + c.before_params;
+    CHECK(params == graph.totals().params);
+    const SbpPlan dp = data_parallel_plan(c, {8});
+    const SbpCost est = sbp_cost(c, dp, rig.devices, *rig.fabric, *rig.compute);
+    CHECK(est.gradient_sync_total_s == Approx(expected).epsilon(1e-9));
+    CHECK(replay_sbp_plan(c, dp, rig.devices, *rig.fabric, *rig.compute, NetworkModelKind::kAnalytical) ==
+          Approx(est.total()).epsilon(1e-9));
+  }
 }
 
 TEST_CASE("autoddl's coordinate descent finds the exhaustive optimum on small cases") {
