@@ -136,7 +136,7 @@ class Pricer {
       if (l.elementwise_after && std::any_of(from.begin(), from.end(), [](const Sbp& x) { return x.kind == SbpKind::kPartialSum; })) {
         const std::size_t next = i + 1;
         const NdSbp* target = next < chain_.layers.size() ? &plan.layers[next].a : nullptr;
-        const NdSbp layout = best_complete(from, target, out_bytes);
+        const NdSbp layout = best_complete(from, target, out_bytes, l);
         out.push_back(boxing_stage(from, layout, out_bytes, true, l.repeat));
         from = layout;
       }
@@ -258,17 +258,21 @@ class Pricer {
   // need checking (sbp_plan_problem checks everything, for plans from outside).
   bool rows_fit(const SbpPlan& plan) const {
     for (std::size_t i = 0; i < chain_.layers.size(); ++i) {
-      const LinearLayer& l = chain_.layers[i];
-      if (l.column_groups > 0) {
-        const double per = static_cast<double>(l.column_groups) / column_shards(plan.layers[i].c, mesh_.dims);
-        if (per != std::floor(per)) return false;
-      }
-      if (!l.whole_samples || chain_.batch <= 0) continue;
-      const double pieces = row_shards(plan.layers[i].c, mesh_.dims);
-      const double per = static_cast<double>(chain_.batch) / pieces;
-      if (per != std::floor(per)) return false;
+      if (!runs_after(plan.layers[i].c, chain_.layers[i])) return false;
     }
     return true;
+  }
+
+  // Whether the operators after layer l can run on its output laid out as `layout`:
+  // columns split by whole groups (heads), rows before attention by whole samples.
+  bool runs_after(const NdSbp& layout, const LinearLayer& l) const {
+    if (l.column_groups > 0) {
+      const double per = static_cast<double>(l.column_groups) / column_shards(layout, mesh_.dims);
+      if (per != std::floor(per)) return false;
+    }
+    if (!l.whole_samples || chain_.batch <= 0) return true;
+    const double per = static_cast<double>(chain_.batch) / row_shards(layout, mesh_.dims);
+    return per == std::floor(per);
   }
 
   // An n-D SBP as a number: 2 bits per mesh dimension (S(0), S(1), B, P).
@@ -328,8 +332,10 @@ class Pricer {
   }
 
   // The complete layout (each partial-sum dimension made B, S(0) or S(1)) that is
-  // cheapest to reach and then to re-lay into `target` (none after the last layer).
-  NdSbp best_complete(const NdSbp& from, const NdSbp* target, double bytes) {
+  // cheapest to reach and then to re-lay into `target` (none after the last layer), among
+  // those the operators after layer `l` can run on (rows split by whole samples before
+  // attention, columns by whole groups); B everywhere always can.
+  NdSbp best_complete(const NdSbp& from, const NdSbp* target, double bytes, const LinearLayer& l) {
     std::vector<std::size_t> partial;
     for (std::size_t d = 0; d < from.size(); ++d) {
       if (from[d].kind == SbpKind::kPartialSum) partial.push_back(d);
@@ -346,6 +352,7 @@ class Pricer {
         layout[d] = options[code % 3];
         code /= 3;
       }
+      if (!runs_after(layout, l)) continue;
       const double t = box(from, layout, bytes) + (target ? box(layout, *target, bytes) : 0.0);
       // Earlier options win ties, up to rounding: a ring all-reduce costs exactly its
       // reduce-scatter plus its all-gather, and the last bit of the sum must not decide.
@@ -507,7 +514,8 @@ std::string sbp_plan_problem(const SbpChain& chain, const SbpPlan& plan) {
       }
     }
     if (l.whole_samples && chain.batch > 0) {
-      // The operators after it see the output's row splits (completion keeps them).
+      // The operators after it see the output's row splits (a partial sum's completion
+      // adds splits only where these operators can run on them: Pricer::best_complete).
       const double pieces = row_shards(sig.c, plan.dims);
       const double per = static_cast<double>(chain.batch) / pieces;
       if (pieces > 1 && per != std::floor(per)) {

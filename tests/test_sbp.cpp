@@ -309,6 +309,30 @@ TEST_CASE("a replicated layer's weight gradient is all-reduced unless the loss f
   CHECK(sbp_cost(c, last, rig.devices, *rig.fabric, *rig.compute).gradient_sync_total_s == Approx(s).epsilon(1e-12));
 }
 
+TEST_CASE("a partial sum is completed only into a layout the operators after it can run on") {
+  // Expected on 16 GPUs of 2 DGX A100, a QKV layer (8 key-value groups, attention after
+  // it: rows split by whole samples only) S(1) x S(0) -> P over a batch of 8 samples,
+  // then a projection S(0) x B -> S(0): reduce-scattering the partial output into the
+  // projection's S(0) would be cheapest, but splits 8 samples 16 ways before attention;
+  // S(1) would cut 8 groups 16 ways. Only B remains: an all-reduce. With 16 samples the
+  // row split is allowed and chosen.
+  SbpRig rig("dgx-a100", 2, 16);
+  for (const std::int64_t batch : {8, 16}) {
+    CAPTURE(batch);
+    SbpChain c{batch * 128, {{"qkv", 1024, 3072, true}, {"proj", 1024, 1024, true}}};
+    c.batch = batch;
+    c.layers[0].column_groups = 8;
+    c.layers[0].whole_samples = true;
+    const SbpPlan plan{{16}, {{{S(1)}, {S(0)}, {kP}}, {{S(0)}, {kB}, {S(0)}}}};
+    CHECK(sbp_plan_problem(c, plan).empty());
+    NdSbp completed;
+    for (const SbpStage& st : sbp_schedule(c, plan, rig.devices, *rig.fabric, *rig.compute)) {
+      if (st.kind == SbpStage::Kind::kBoxing && st.from == NdSbp{kP}) completed = st.to;
+    }
+    CHECK(completed == (batch == 8 ? NdSbp{kB} : NdSbp{S(0)}));
+  }
+}
+
 TEST_CASE("data parallelism synchronizes every parameter's gradient once") {
   // Expected: a Llama-style model (untied output layer, RMS norms, no biases) and a GPT
   // (tied embedding, learned positions, biases, layer norms) under data parallelism on 8
