@@ -95,9 +95,7 @@ constexpr std::size_t kMaxPoints = 1'000'000;
 // A value as --set reads it: JSON when it parses, else the text as a string; JSON with
 // the checks of a file (nesting depth, a key given twice).
 Json value_json(const std::string& text, const std::string& where) {
-  if (!Json::accept(text)) return Json(text);
-  (void)parse_json(text, where);  // the checks
-  return Json::parse(text);       // in Json's key order
+  return check_json(text, where) ? Json::parse(text) : Json(text);
 }
 
 // The columns of a row, in order: point, the varied paths, strategy, status, reason,
@@ -385,8 +383,7 @@ Json merge_sweep_parts(const std::vector<std::pair<std::string, std::string>>& p
   std::vector<bool> seen;
   std::size_t n = 0;
   for (const auto& [path, text] : parts) {
-    if (!Json::accept(text)) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
-    (void)parse_json(text, path);  // nesting depth, a key given twice
+    if (!check_json(text, path)) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
     Json part = Json::parse(text);
     if (!part.is_object()) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
     for (const char* key : {"scenario", "source", "sets", "vary", "strategy", "points", "shard", "columns", "rows"}) {

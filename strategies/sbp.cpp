@@ -297,16 +297,24 @@ std::vector<std::vector<NodeId>> distinct_lines(const DeviceMesh& mesh, std::siz
   return out;
 }
 
+std::vector<CollectiveGroup> distinct_line_groups(const DeviceMesh& mesh, std::size_t dim, NetworkFabric& fabric) {
+  std::vector<CollectiveGroup> out;
+  for (const std::vector<NodeId>& line : distinct_lines(mesh, dim, fabric)) out.push_back(CollectiveGroup::of(fabric, line));
+  return out;
+}
+
+double slowest_line_time(NetworkFabric& fabric, const std::vector<CollectiveGroup>& lines, CollectiveOp op, double bytes) {
+  double slowest = 0;
+  for (const CollectiveGroup& g : lines) {
+    slowest = std::max(slowest, analytical_collective_time(fabric, g, chosen_spec(fabric, g, op, bytes)));
+  }
+  return slowest;
+}
+
 double boxing_time(const NdSbp& from, const NdSbp& to, double tensor_bytes, const DeviceMesh& mesh, NetworkFabric& fabric) {
   double t = 0;
   for (const BoxingStep& s : boxing_steps(from, to, tensor_bytes, mesh)) {
-    if (s.local) continue;
-    double slowest = 0;
-    for (const std::vector<NodeId>& line : distinct_lines(mesh, s.mesh_dim, fabric)) {
-      const CollectiveGroup g = CollectiveGroup::of(fabric, line);
-      slowest = std::max(slowest, analytical_collective_time(fabric, g, chosen_spec(fabric, g, s.op, s.bytes)));
-    }
-    t += slowest;
+    if (!s.local) t += slowest_line_time(fabric, distinct_line_groups(mesh, s.mesh_dim, fabric), s.op, s.bytes);
   }
   return t;
 }

@@ -111,6 +111,11 @@ double boxing_bytes_per_device(const NdSbp& from, const NdSbp& to, double tensor
 /// the slowest of these is the slowest line (up to wiring inside a server, e.g. a
 /// DGX-1's hybrid cube-mesh).
 std::vector<std::vector<NodeId>> distinct_lines(const DeviceMesh& mesh, std::size_t dim, const NetworkFabric& fabric);
+/// distinct_lines as collective groups.
+std::vector<CollectiveGroup> distinct_line_groups(const DeviceMesh& mesh, std::size_t dim, NetworkFabric& fabric);
+/// The analytical time of the chosen algorithm for `op` on `bytes`, on the slowest of
+/// `lines` (every line runs it at once; the step waits for the last).
+double slowest_line_time(NetworkFabric& fabric, const std::vector<CollectiveGroup>& lines, CollectiveOp op, double bytes);
 
 /// The boxing's time on the real topology: each step's collective at its analytical
 /// time on the slowest of distinct_lines along its dimension (every line runs it at

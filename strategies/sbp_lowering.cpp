@@ -65,7 +65,7 @@ class SbpLowering {
         }
         computes(st.backward_s, "backward");
         if (st.kind == SbpStage::Kind::kElementwise || !last_pass) continue;
-        synchronize({{st.grad, st.weights, st.weight_bytes}, {st.own_grad, st.own_to, st.own_bytes}}, gradients);
+        synchronize(st.syncs, gradients);
       }
       if (!chain_.before.empty()) computes(before_b, "backward");
       if (last_pass) synchronize(sbp_embedding_syncs(chain_, plan_), gradients);

@@ -124,10 +124,8 @@ class Pricer {
       layer.layer = i;
       layer.repeat = l.repeat;
       std::tie(layer.forward_s, layer.backward_s) = matmul_times(l, sig);
-      layer.weights = sig.b;
-      layer.grad = weight_gradient(sig, i + 1 == chain_.layers.size());
-      layer.weight_bytes = static_cast<double>(l.k) * static_cast<double>(l.n) * bytes_;
-      layer.own_bytes = l.own_params * bytes_;
+      layer.syncs.push_back({weight_gradient(sig, i + 1 == chain_.layers.size()), sig.b,
+                             static_cast<double>(l.k) * static_cast<double>(l.n) * bytes_});
       const std::size_t layer_at = out.size();
       out.push_back(layer);
       // The output, made complete for an elementwise step if need be.
@@ -142,12 +140,11 @@ class Pricer {
       }
       {
         // Its bias and norms act on the completed output: summed where that is cut or partial.
-        SbpStage& own = out[layer_at];
-        own.own_to = NdSbp(D, kB);
-        own.own_grad = own.own_to;
+        SbpSync own{NdSbp(D, kB), NdSbp(D, kB), l.own_params * bytes_};
         for (std::size_t d = 0; d < D; ++d) {
-          if (from[d].kind != SbpKind::kBroadcast) own.own_grad[d] = kP;
+          if (from[d].kind != SbpKind::kBroadcast) own.from[d] = kP;
         }
+        out[layer_at].syncs.push_back(std::move(own));
       }
       if (l.normalizes && std::any_of(from.begin(), from.end(), [](const Sbp& x) { return splits(x, 1); })) {
         // The norm's statistics: a rows x 2 fp32 partial sum along the column-split
@@ -207,10 +204,8 @@ class Pricer {
         if (st.backward) t += st.repeat * box(st.from, st.to, st.bytes);
         continue;
       }
-      const double sync = st.kind == SbpStage::Kind::kLayer
-                              ? box(st.grad, st.weights, st.weight_bytes) +
-                                    (st.own_bytes > 0 ? box(st.own_grad, st.own_to, st.own_bytes) : 0.0)
-                              : 0.0;
+      double sync = 0.0;
+      for (const SbpSync& x : st.syncs) sync += box(x.from, x.to, x.bytes);
       c.gradient_sync_total_s += st.repeat * sync;
       if (sync > 0.0) {
         net = std::max({net + st.repeat * sync, t + st.backward_s + st.repeat * sync,
@@ -286,7 +281,7 @@ class Pricer {
   }
 
   double box(const NdSbp& a, const NdSbp& b, double bytes) {
-    if (a == b) return 0.0;
+    if (a == b || bytes <= 0.0) return 0.0;  // nothing to move (a layer without a bias or norm)
     const auto key = std::make_tuple(code(a), code(b), bytes);
     const auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
@@ -302,20 +297,9 @@ class Pricer {
       if (it2 == prices_->time.end()) {
         auto g = prices_->groups.find({stride, size});
         if (g == prices_->groups.end()) {
-          std::vector<CollectiveGroup> groups;
-          for (const std::vector<NodeId>& line : distinct_lines(mesh_, step.mesh_dim, fabric_)) {
-            groups.push_back(CollectiveGroup::of(fabric_, line));
-          }
-          g = prices_->groups.emplace(std::make_pair(stride, size), std::move(groups)).first;
+          g = prices_->groups.emplace(std::make_pair(stride, size), distinct_line_groups(mesh_, step.mesh_dim, fabric_)).first;
         }
-        // Every line runs the collective at once: the step takes the slowest's time.
-        auto price = [&](double b) {
-          double slowest = 0;
-          for (const CollectiveGroup& group : g->second) {
-            slowest = std::max(slowest, analytical_collective_time(fabric_, group, chosen_spec(fabric_, group, step.op, b)));
-          }
-          return slowest;
-        };
+        auto price = [&](double b) { return slowest_line_time(fabric_, g->second, step.op, b); };
         double value = 0;
         if (step.op == CollectiveOp::kAllToAll) {
           auto a = prices_->all_to_all.find({stride, size});

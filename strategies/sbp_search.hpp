@@ -117,10 +117,18 @@ struct SbpCost {
   [[nodiscard]] double total() const { return compute_s + boxing_s + gradient_sync_s; }
 };
 
+/// A gradient synchronization: `bytes` (whole tensor) re-laid from `from` to `to`.
+struct SbpSync {
+  NdSbp from, to;
+  double bytes = 0;
+};
+
 /// One step of a plan in forward order: a re-layout of an activation (between layers,
 /// or completing a partial sum; `backward`: its gradient is re-laid back too, the dual
-/// collectives of the same bytes), or a layer (its forward and backward times, and its
-/// weight gradient's layout `grad`, to be brought to the weights' when they differ).
+/// collectives of the same bytes), or a layer (its forward and backward times, and the
+/// synchronizations of its gradients, in order: its weights' (the weight gradient's
+/// layout to the weights') and its own replicated parameters' (LinearLayer::own_params,
+/// a partial sum along every dimension where its completed output is not broadcast).
 struct SbpStage {
   enum class Kind { kBoxing, kLayer, kElementwise } kind = Kind::kBoxing;
   NdSbp from, to;
@@ -128,19 +136,8 @@ struct SbpStage {
   bool backward = true;
   std::size_t layer = 0;
   double forward_s = 0, backward_s = 0;
-  NdSbp grad, weights;
-  double weight_bytes = 0;
-  // Its own replicated parameters' gradient (LinearLayer::own_params), a partial sum along
-  // every dimension where its completed output is not broadcast, all-reduced to own_to.
-  NdSbp own_grad, own_to;
-  double own_bytes = 0;
+  std::vector<SbpSync> syncs;
   double repeat = 1;
-};
-
-/// A gradient synchronization: `bytes` (whole tensor) re-laid from `from` to `to`.
-struct SbpSync {
-  NdSbp from, to;
-  double bytes = 0;
 };
 
 /// The synchronizations after the backward of the operators before the first layer: the

@@ -92,10 +92,15 @@ class JsonChecker : public nlohmann::json_sax<nlohmann::json> {
 
 }  // namespace
 
-nlohmann::json parse_json(const std::string& text, const std::string& source) {
+bool check_json(const std::string& text, const std::string& source) {
   JsonChecker check;
   nlohmann::json::sax_parse(text, &check);
   if (!check.problem.empty()) throw InputError(source + ": " + check.problem);
+  return !check.syntax_error;
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& source) {
+  check_json(text, source);  // a syntax error: the parse below says where
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);  // the checks passed, or it throws the syntax error

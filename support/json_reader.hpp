@@ -87,8 +87,14 @@ class JsonObject {
 std::string read_input_file(const std::string& path, const std::string& what);
 
 /// Parses JSON text, turning syntax errors into InputError naming `source` and the
-/// line and column.
+/// line and column; a key given twice in one object or nesting deeper than 64 levels is
+/// an InputError too (check_json).
 nlohmann::json parse_json(const std::string& text, const std::string& source);
+
+/// The checks parse_json makes beyond the syntax, in one pass that builds nothing (for
+/// text parsed into another JSON type): InputError naming `source` for a repeated key
+/// or too deep a nesting; false if the text is not JSON at all.
+bool check_json(const std::string& text, const std::string& source);
 
 /// A JSON value shown in an error message, shortened to about 40 characters.
 std::string shown(const nlohmann::json& value);

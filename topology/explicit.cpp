@@ -11,6 +11,7 @@
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 #include "support/strings.hpp"
+#include "topology/routing.hpp"
 
 namespace ddlsim {
 namespace {
@@ -138,29 +139,12 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
         }
         shape.chips.push_back(n);
       }
-      // Dimension-order routing steps to the neighbours along each dimension: the links
-      // to them must be there, as the order of `chips` (row-major, the last dimension
-      // fastest) and `wrap` say.
-      std::vector<std::size_t> stride(shape.dims.size(), 1);
-      for (std::size_t d = shape.dims.size() - 1; d-- > 0;) stride[d] = stride[d + 1] * static_cast<std::size_t>(shape.dims[d + 1]);
-      const auto linked = [&](NodeId from, NodeId to) {
-        for (LinkId l : c.out_links(from)) {
-          if (c.link(l).to == to) return true;
-        }
-        return false;
-      };
-      for (std::size_t i = 0; i < shape.chips.size(); ++i) {
-        for (std::size_t d = 0; d < shape.dims.size(); ++d) {
-          const auto k = static_cast<std::size_t>(shape.dims[d]);
-          const std::size_t x = i / stride[d] % k;
-          if (k < 2 || (x + 1 == k && !shape.wrap[d])) continue;
-          const std::size_t j = i - x * stride[d] + (x + 1) % k * stride[d];
-          if (!linked(shape.chips[i], shape.chips[j]) || !linked(shape.chips[j], shape.chips[i])) {
-            throw InputError(o.path() + ": chips '" + c.node(shape.chips[i]).name + "' and '" + c.node(shape.chips[j]).name +
-                             "' are neighbours along dimension " + std::to_string(d) + (x + 1 == k ? " (its wrap-around)" : "") +
-                             " but no link joins them (chips are listed row-major, the last dimension fastest)");
-          }
-        }
+      // Dimension-order routing steps to the neighbours along each dimension: the router
+      // checks that their links are there, as the order of `chips` and `wrap` say.
+      try {
+        TorusRouter check(c, shape);
+      } catch (const GraphError& e) {
+        throw InputError(o.path() + ": " + e.what());
       }
       o.finish();
       c.add_torus_shape(std::move(shape));

@@ -110,6 +110,11 @@ void reset_distances(PathScratch& s) {
   for (NodeId n : s.touched) s.dist[n.value] = kFar;
 }
 
+// Whether link l (out of `at`) may be taken (flagged usable) and brings dst one hop closer.
+bool closer(const Cluster& c, LinkId l, NodeId at, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable) {
+  return (usable == nullptr || (*usable)[l.value]) && dist[c.link(l).to.value] + 1 == dist[at.value];
+}
+
 }  // namespace
 
 std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t limit) {
@@ -157,14 +162,11 @@ std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId 
         std::size_t options = 0;
         NodeId next = at;
         for (LinkId l : c.out_links(at)) {
-          if (usable != nullptr && !(*usable)[l.value]) continue;
-          if (scratch.dist[c.link(l).to.value] + 1 != scratch.dist[at.value]) continue;
-          if (options++ == 0) next = c.link(l).to;
+          if (closer(c, l, at, scratch.dist, usable) && options++ == 0) next = c.link(l).to;
         }
         widest = std::min(widest * options, widen_to);
         at = next;
       }
-      plain = count;
       count = std::max(count, widest);
     }
     for (std::size_t j = 0; j < count; ++j) {
@@ -191,15 +193,11 @@ std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::s
   NodeId at = src;
   for (std::uint32_t d = 0; at != dst; ++d) {
     std::size_t options = 0;
-    for (LinkId l : c.out_links(at)) {
-      if (usable != nullptr && !(*usable)[l.value]) continue;
-      if (dist[c.link(l).to.value] + 1 == dist[at.value]) ++options;
-    }
+    for (LinkId l : c.out_links(at)) options += closer(c, l, at, dist, usable) ? 1 : 0;
     std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
     if (j >= plain && options > 1 && shift == 0) shift = j / options;
     for (LinkId l : c.out_links(at)) {
-      if (usable != nullptr && !(*usable)[l.value]) continue;
-      if (dist[c.link(l).to.value] + 1 != dist[at.value]) continue;
+      if (!closer(c, l, at, dist, usable)) continue;
       if (k-- == 0) {
         path.push_back(l);
         at = c.link(l).to;
@@ -254,6 +252,21 @@ TorusRouter::TorusRouter(const Cluster& c, std::vector<NodeId> chips, std::vecto
       }
     }
   }
+  // Every step a route may take must have its link (the chips' order and the wrap flags
+  // must match the cluster's links).
+  for (std::size_t i = 0; i < total; ++i) {
+    for (std::size_t d = 0; d < n; ++d) {
+      const auto k = static_cast<std::size_t>(dims_[d]);
+      const std::size_t x = i / stride_[d] % k;
+      if (k < 2 || (x + 1 == k && !wrap_[d])) continue;
+      const std::size_t j = i - x * stride_[d] + (x + 1) % k * stride_[d];
+      if (!step_[(i * n + d) * 2].valid() || !step_[(j * n + d) * 2 + 1].valid()) {
+        throw GraphError("chips '" + c.node(chips[i]).name + "' and '" + c.node(chips[j]).name +
+                         "' are neighbours along dimension " + std::to_string(d) + (x + 1 == k ? " (its wrap-around)" : "") +
+                         " but no link joins them (chips are listed row-major, the last dimension fastest)");
+      }
+    }
+  }
 }
 
 const std::vector<LinkId>& TorusRouter::route(NodeId src, NodeId dst) {
@@ -275,8 +288,7 @@ const std::vector<LinkId>& TorusRouter::route(NodeId src, NodeId dst) {
     const std::size_t up = (y + k - x) % k;  // hops going +1
     const bool plus = wrap_[d] ? up <= k - up : y > x;
     while (x != y) {
-      const LinkId l = step_[(at * n + d) * 2 + (plus ? 0 : 1)];
-      if (!l.valid()) throw GraphError("TorusRouter: no link from a chip to its neighbour along dimension " + std::to_string(d));
+      const LinkId l = step_[(at * n + d) * 2 + (plus ? 0 : 1)];  // there (the constructor checked)
       path.push_back(l);
       const std::size_t nx = plus ? (x + 1) % k : (x + k - 1) % k;
       at = at - x * stride_[d] + nx * stride_[d];

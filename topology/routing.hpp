@@ -88,7 +88,8 @@ void distances_from(const Cluster& c, NodeId dst, std::vector<std::uint32_t>& di
 
 /// Dimension-order routing on a torus or mesh built by add_torus (chips in its row-major
 /// order): correct dimension 0 first, then 1, ...; around a ring the shorter way, the
-/// positive direction on a tie. Routes are cached like ShortestPathRouter's.
+/// positive direction on a tie. Routes are cached like ShortestPathRouter's. Throws
+/// GraphError, naming the two chips, when a step a route may take has no link.
 class TorusRouter {
  public:
   TorusRouter(const Cluster& c, std::vector<NodeId> chips, std::vector<int> dims, std::vector<bool> wrap);
