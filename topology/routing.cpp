@@ -187,6 +187,7 @@ std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::s
   // walk j + m1 leaves as walk j does and then differs (a leaf's 32 uplinks, then a
   // spine's 2 cables down: 64 walks, each its own pair).
   std::size_t shift = 0;
+  bool chosen = false;  // past the first choice of more than one next hop
   const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
   std::vector<LinkId> path;
   path.reserve(dist[src.value]);
@@ -195,7 +196,8 @@ std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::s
     std::size_t options = 0;
     for (LinkId l : c.out_links(at)) options += closer(c, l, at, dist, usable) ? 1 : 0;
     std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
-    if (j >= plain && options > 1 && shift == 0) shift = j / options;
+    if (j >= plain && options > 1 && !chosen) shift = j / options;
+    chosen = chosen || options > 1;
     for (LinkId l : c.out_links(at)) {
       if (!closer(c, l, at, dist, usable)) continue;
       if (k-- == 0) {
