@@ -97,7 +97,7 @@ CalibrationCheck check_calibration(const Catalog& catalog, const nlohmann::json&
       l.finish();
       TransformerConfig shape = llama_config("layer", 1, c.hidden, c.heads, c.kv_heads, c.ffn, c.seq, 32000);
       if (std::string why = transformer_problem(shape); !why.empty()) throw InputError(l.path() + ": " + why);
-      if (std::string why = transformer_batch_problem(shape, c.batch); !why.empty()) throw InputError(l.path() + ": " + why);
+      if (std::string why = transformer_batch_problem(shape, c.batch); !why.empty()) throw InputError(l.path() + "." + why);
       std::tie(c.model_forward_s, c.model_backward_s) = layer_seconds(model, c);
       std::tie(c.calibrated_forward_s, c.calibrated_backward_s) = layer_seconds(calibrated, c);
       out.layer = c;

@@ -2,6 +2,7 @@
 
 #include "cli/options.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -116,6 +117,14 @@ LoadedCluster load_cluster(const po::variables_map& vm) {
     try {
       c = build_preset(catalog, out.source, o);
       c.validate();
+    } catch (const InputError& e) {
+      // The preset's option keys as this command's flags: nics_per_node -> --nics-per-node.
+      const auto flag = [](std::string_view key) {
+        std::string f = "--" + std::string(key);
+        std::replace(f.begin(), f.end(), '_', '-');
+        return f;
+      };
+      throw InputError(spelled_preset_error(e.what(), flag, ""));
     } catch (const GraphError& e) {
       throw InputError(out.source + ": " + e.what());
     }

@@ -101,8 +101,8 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       ("stepfactor,f", po::value<double>()->value_name("F")->default_value(2.0), "multiply the size by F each step (> 1)")
       ("chunks", po::value<int>()->value_name("N")->default_value(0), "pieces per transfer (0: automatic)")
       ("channels", po::value<int>()->value_name("N")->default_value(0), "rings, or trees for tree (0: automatic)")
-      ("root", po::value<std::size_t>()->value_name("R")->default_value(0), "root of broadcast/reduce, sender of send-recv (a position in --ranks)")
-      ("peer", po::value<std::size_t>()->value_name("R")->default_value(1), "receiver of send-recv (a position in --ranks)")
+      ("root", po::value<long long>()->value_name("R")->default_value(0), "root of broadcast/reduce, sender of send-recv (a position in --ranks)")
+      ("peer", po::value<long long>()->value_name("R")->default_value(1), "receiver of send-recv (a position in --ranks)")
       ("json", "print the results as JSON");
   po::variables_map vm;
   if (const auto stop = parse_cluster_command(args, d, "collective", vm, out, err)) return *stop;
@@ -153,12 +153,14 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     base.op = *op;
     base.chunks = chunks;
     base.channels = channels;
-    base.root = vm["root"].as<std::size_t>();
-    base.peer = vm["peer"].as<std::size_t>();
-    if (base.root >= members.size()) throw InputError("--root: " + std::to_string(base.root) + " is not a position in --ranks (0 to " + std::to_string(members.size() - 1) + ")");
-    if (*op == CollectiveOp::kSendRecv && (base.peer >= members.size() || base.peer == base.root)) {
+    const long long root = vm["root"].as<long long>(), peer = vm["peer"].as<long long>();
+    const auto positions = static_cast<long long>(members.size());
+    if (root < 0 || root >= positions) throw InputError("--root: " + std::to_string(root) + " is not a position in --ranks (0 to " + std::to_string(positions - 1) + ")");
+    base.root = static_cast<std::size_t>(root);
+    if (*op == CollectiveOp::kSendRecv && (peer < 0 || peer >= positions || peer == root)) {
       throw InputError("--peer: send-recv needs a position in --ranks other than --root");
     }
+    if (peer >= 0 && peer < positions) base.peer = static_cast<std::size_t>(peer);
 
     // Which algorithms run; a forced one that cannot is an error, 'all' skips (and says so).
     std::vector<std::string> skipped;

@@ -1,6 +1,7 @@
 // `ddlsim search`: find a parallel plan for a training scenario's model and cluster.
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -80,7 +81,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   po::options_description d(kSearchHelp);
   d.add_options()("help,h", "show this help")
       ("method", po::value<std::string>()->value_name("NAME")->default_value("grid"), "grid, autoddl or mcmc")
-      ("seed", po::value<std::uint64_t>()->value_name("N")->default_value(1), "mcmc: the random walk's seed")
+      ("seed", po::value<std::string>()->value_name("N")->default_value("1"), "mcmc: the random walk's seed (0 to 2^64-1)")
       ("iterations", po::value<int>()->value_name("N")->default_value(500), "mcmc: proposals")
       ("global-batch", po::value<std::int64_t>()->value_name("N"), "sequences per step (default: the first strategy's)")
       ("replay", po::value<int>()->value_name("N")->default_value(8), "replay the N plans with the best estimates")
@@ -159,7 +160,16 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       SbpSearchOptions so;
       so.global_batch = space.global_batch;
       so.mcmc = method == "mcmc";
-      so.seed = vm["seed"].as<std::uint64_t>();
+      {
+        // Boost reads "-1" into an unsigned as 2^64-1; a seed is digits only.
+        const std::string seed = vm["seed"].as<std::string>();
+        std::uint64_t value = 0;
+        const auto [end, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), value);
+        if (seed.empty() || ec != std::errc() || end != seed.data() + seed.size()) {
+          throw InputError("--seed: expected a whole number from 0 to 18446744073709551615, got '" + seed + "'");
+        }
+        so.seed = value;
+      }
       so.iterations = vm["iterations"].as<int>();
       if (so.iterations < 1 || so.iterations > 1'000'000) throw InputError("--iterations: expected 1 to 1000000");
       so.json = vm.count("json") > 0;

@@ -222,6 +222,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     WorkloadOptions o;
     o.batch = vm["batch"].as<std::int64_t>();
     if (vm.count("seq")) o.seq = vm["seq"].as<std::int64_t>();
+    o.spelled = "--";
     if (vm.count("dtype")) {
       o.dtype = parse_float_type(vm["dtype"].as<std::string>());
       if (!o.dtype) throw InputError("--dtype: expected fp32, bf16, fp16 or fp8, got '" + vm["dtype"].as<std::string>() + "'");

@@ -227,6 +227,14 @@ TEST_CASE("bad input: the command line") {
   r = ddlsim_cmd({"run", "/nonexistent/s.json"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim run: cannot read scenario /nonexistent/s.json: no such file or not readable\n");
+  // A preset's refusal names the option as the input spells it: cluster.pods here,
+  // --pods on the topology command.
+  r = ddlsim_cmd({"run", "--set", "cluster.pods=2"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: cluster.pods: only TPU presets are made of pods (GPU presets take a server count)\n");
+  r = ddlsim_cmd({"topology", "--preset", "dgx-a100", "--pods", "2"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim topology: --pods: only TPU presets are made of pods (GPU presets take a server count)\n");
   r = ddlsim_cmd({"run", "--strategy", "pdt-p"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim run: --strategy pdt-p: the scenario has no such strategy (did you mean 'ptd-p'?); it has: "
@@ -412,10 +420,10 @@ TEST_CASE("ddlsim topology: bad input is one line and status 2") {
   CHECK(r.err.rfind("ddlsim topology: unknown link 'ib-ndrr' (did you mean 'ib-ndr'?)", 0) == 0);
   r = ddlsim_cmd({"topology", "--preset", "dgx-a100", "--nodes", "2", "--nics-per-node", "3"});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim topology: nics_per_node: expected 1, 2, 4 or 8 (NICs shared evenly by the 8 GPUs), got 3\n");
+  CHECK(r.err == "ddlsim topology: --nics-per-node: expected 1, 2, 4 or 8 (NICs shared evenly by the 8 GPUs), got 3\n");
   r = ddlsim_cmd({"topology", "--preset", "tpu-v4-pod", "--nics-per-node", "4"});
   CHECK(r.status == 2);
-  CHECK(r.err.find("nics_per_node: a TPU preset has no NICs") != std::string::npos);
+  CHECK(r.err.find("--nics-per-node: a TPU preset has no NICs") != std::string::npos);
   r = ddlsim_cmd({"topology"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim topology: --preset: required, or a topology file (see 'ddlsim topology --list' for the presets)\n");
@@ -479,7 +487,7 @@ TEST_CASE("ddlsim topology writes dot and explicit files, and refuses options a 
   CHECK(k == jj);
   r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--dims", "4x4"});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim topology: dims: only TPU presets have a shape; use nodes\n");
+  CHECK(r.err == "ddlsim topology: --dims: only TPU presets have a shape (GPU presets take a server count)\n");
   r = ddlsim_cmd({"topology", exported, "--pods", "2"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim topology: --pods: applies to presets, not to a topology file\n");
@@ -543,6 +551,8 @@ TEST_CASE("ddlsim collective: bad input is one line and status 2") {
       {{"-f", "1"}, "--stepfactor: expected a number above 1 and at most 1024"},
       {{"--network", "packet"}, "--network: expected flow or analytical, got 'packet'"},
       {{"--op", "broadcast", "--root", "8"}, "--root: 8 is not a position in --ranks (0 to 7)"},
+      {{"--op", "broadcast", "--root", "-1"}, "--root: -1 is not a position in --ranks (0 to 7)"},
+      {{"--op", "send-recv", "--peer", "-1"}, "--peer: send-recv needs a position in --ranks other than --root"},
       {{"--op", "send-recv", "--peer", "0"}, "--peer: send-recv needs a position in --ranks other than --root"},
       {{"--algorithm", "halving-doubling", "--ranks", "0-5"}, "--algorithm: halving-doubling needs a power-of-two number of ranks, not 6"},
   };
@@ -588,8 +598,13 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--preset", "llama3-8"}, "unknown workload preset 'llama3-8' (did you mean 'llama3-8b'?) (see 'ddlsim workload --list')"},
       {{}, "--preset: required, or --hf-config or a scenario file (see --list for the presets)"},
-      {{"--preset", "gpt2", "--seq", "2048"}, "sequence length 2048 exceeds gpt2's 1024 learned positions"},
-      {{"--preset", "gpt2", "--batch", "0"}, "batch: expected 1 to 1000000, got 0"},
+      {{"--preset", "gpt2", "--seq", "2048"}, "--seq: 2048 tokens exceed gpt2's 1024 learned positions"},
+      {{"--preset", "gpt2", "--seq", "0"}, "--seq: expected 1 to 10000000, got 0"},
+      {{"--hf-config", s.write("gpt2.json", R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+          "n_positions": 1024, "vocab_size": 50257})"), "--seq", "4096"},
+       "--seq: 4096 tokens exceed " + (s.dir / "gpt2.json").string() + "'s 1024 learned positions (n_positions)"},
+      {{"--preset", "gpt2", "--batch", "0"}, "--batch: expected 1 to 1000000, got 0"},
+      {{"--preset", "llama3-8b", "--batch", "1000000", "--seq", "1000000"}, "--batch: batch x heads x seq^2 = 3.2e+19, beyond the 1e18 ddlsim models"},
       {{"--preset", "resnet50", "--seq", "10"}, "--seq: resnet50 is not a transformer"},
       {{"--preset", "gpt2", "--dtype", "int4"}, "--dtype: expected fp32, bf16, fp16 or fp8, got 'int4'"},
       {{"--preset", "gpt2", "--attention", "sparse"}, "--attention: expected plain or flash, got 'sparse'"},
@@ -659,7 +674,7 @@ TEST_CASE("ddlsim workload --compare sets a calibration file's measurements besi
       {{"--compare", s.write("big.json", R"({"device": "a100-80gb", "gemm": [],
          "layer": {"hidden": 1000000, "heads": 1, "kv_heads": 1, "ffn": 10000000, "seq": 10000000, "batch": 500000,
                    "forward_ms": 1, "backward_ms": 1}})")},
-       (s.dir / "big.json").string() + ": layer: batch x heads x seq^2 = "},
+       (s.dir / "big.json").string() + ": layer.batch: batch x heads x seq^2 = 5e+19, beyond the 1e18 ddlsim models"},
       {{"--compare", s.write("l.json", R"({"device": "a100-80gb", "gemm": [], "layer": {"hidden": 4096}})")},
        (s.dir / "l.json").string() + ": layer.heads: missing (a required field)"},
   };
@@ -1299,6 +1314,9 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
   r = ddlsim_cmd({"search", f, "--method", "anneal"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim search: --method: expected grid, autoddl or mcmc, got 'anneal'\n");
+  r = ddlsim_cmd({"search", f, "--method", "mcmc", "--seed", "-1"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim search: --seed: expected a whole number from 0 to 18446744073709551615, got '-1'\n");
   r = ddlsim_cmd({"search", s.write("small.json", kSmall)});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim search: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");

@@ -271,7 +271,7 @@ TEST_CASE("preset errors name the problem") {
   CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h10", {}), doctest::Contains("unknown preset 'dgx-h10' (did you mean 'dgx-h100'?)"),
                        std::exception);
   CHECK_THROWS_WITH_AS(build_preset(cat, "tpu-v4-pod", with_nodes(2)),
-                       "nodes: TPU presets take dims (e.g. 4x4x8), not nodes", std::exception);
+                       "nodes: TPU presets take a shape (dims, e.g. 4x4x8), not a server count", std::exception);
   CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", with_nodes(0)), "nodes: expected 1 to 4096, got 0", std::exception);
   PresetOptions three = with_nodes(2);
   three.nics_per_node = 3;
@@ -636,7 +636,7 @@ TEST_CASE("TPU pods joined over the data-centre network") {
   CHECK(r.route(c.accelerators()[0], c.accelerators()[64]).size() == 4);
   PresetOptions bad;
   bad.pods = 2;
-  CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", bad), "pods: only TPU presets are made of pods; use nodes",
+  CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", bad), "pods: only TPU presets are made of pods (GPU presets take a server count)",
                        std::exception);
 }
 

@@ -244,7 +244,7 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_key_value_heads"] = 5;
   CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");
-  CHECK(what(nlohmann::json::parse(kLlama3_8b), 0) == "config.json: sequence length: expected 1 to 10000000, got 0");
+  CHECK(what(nlohmann::json::parse(kLlama3_8b), 0) == "seq: expected 1 to 10000000, got 0");
 }
 
 TEST_CASE("workload presets: published sizes") {

@@ -32,8 +32,8 @@ int server_count(const PresetOptions& o, int most) {
 
 // GPU server presets take nodes, not the TPU options.
 void no_tpu_options(const PresetOptions& o) {
-  if (o.pods) throw InputError("pods: only TPU presets are made of pods; use nodes");
-  if (o.dims) throw InputError("dims: only TPU presets have a shape; use nodes");
+  if (o.pods) throw InputError("pods: only TPU presets are made of pods (GPU presets take a server count)");
+  if (o.dims) throw InputError("dims: only TPU presets have a shape (GPU presets take a server count)");
 }
 
 // Only the dgx-* and mi300x-platform presets let the NICs per server vary; the others
@@ -98,7 +98,7 @@ Cluster dgx1(const Catalog& catalog, const PresetOptions& o) {
   no_tpu_options(o);
   fixed_nics(o, "dgx1-v100", "has its 4 NICs, each shared by two GPUs", 4);
   const int nodes = server_count(o, 4096);
-  if (o.accelerator || o.dims) throw InputError("dgx1-v100 takes no accelerator or dims (its NVLink mesh is V100's)");
+  if (o.accelerator) throw InputError("accelerator: dgx1-v100 takes no other accelerator (its NVLink mesh is V100's)");
   const std::string nic = o.nic.value_or("ib-edr");
   (void)catalog.link(nic);
   Cluster c;
@@ -145,7 +145,7 @@ Cluster single_gpu(const Catalog& catalog, const PresetOptions& o) {
 }
 
 Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vector<int> dims, const PresetOptions& o) {
-  if (o.nodes) throw InputError("nodes: TPU presets take dims (e.g. 4x4x8), not nodes");
+  if (o.nodes) throw InputError("nodes: TPU presets take a shape (dims, e.g. 4x4x8), not a server count");
   if (o.nic) throw InputError("nic: TPU presets have no NIC to replace");
   fixed_nics(o, "a TPU preset", "has no NICs", 0);
   if (o.dims) dims = *o.dims;
@@ -205,7 +205,10 @@ Cluster build_preset(const Catalog& catalog, std::string_view name, const Preset
   if (name == "single-gpu-ethernet") return single_gpu(catalog, o);
   if (name == "gb200-nvl72") {
     if (o.nodes && *o.nodes != 1) throw InputError("nodes: gb200-nvl72 is one NVL72 rack; joining racks is not modelled yet");
-    if (o.dims || o.nic || o.pods || o.nics_per_node) throw InputError("gb200-nvl72 takes no dims, nic, nics_per_node or pods");
+    if (o.dims) throw InputError("dims: gb200-nvl72 takes none (it is one NVL72 rack)");
+    if (o.nic) throw InputError("nic: gb200-nvl72 takes none (its racks' scale-out is not modelled yet)");
+    if (o.pods) throw InputError("pods: only TPU presets are made of pods");
+    if (o.nics_per_node) throw InputError("nics_per_node: gb200-nvl72 takes none (its racks' scale-out is not modelled yet)");
     Cluster c;
     add_nvswitch_node(c, catalog, "nvl72", o.accelerator.value_or("b200"), 72);  // the accelerator's own NVLink
     return c;
@@ -267,10 +270,21 @@ Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog) {
     c.validate();
     return c;
   } catch (const InputError& e) {
-    throw InputError(cluster.path() + ": " + e.what());
+    throw InputError(spelled_preset_error(e.what(), [&](std::string_view key) { return cluster.field_path(std::string(key)); },
+                                          cluster.path()));
   } catch (const GraphError& e) {
     throw InputError(cluster.path() + ": " + e.what());
   }
+}
+
+std::string spelled_preset_error(std::string_view message, const std::function<std::string(std::string_view)>& spell,
+                                 std::string_view whole) {
+  for (std::string_view key : {"nodes", "pods", "dims", "accelerator", "nics_per_node", "nic"}) {
+    if (message.size() > key.size() + 1 && message.substr(0, key.size()) == key && message.substr(key.size(), 2) == ": ") {
+      return spell(key) + std::string(message.substr(key.size()));
+    }
+  }
+  return whole.empty() ? std::string(message) : std::string(whole) + ": " + std::string(message);
 }
 
 }  // namespace ddlsim

@@ -31,6 +31,7 @@
 // TPU v4 pods were.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -68,7 +69,14 @@ class JsonObject;
 Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog);
 
 /// Builds a preset; throws InputError for an unknown name (with a suggestion) or an
-/// option the preset does not take.
+/// option the preset does not take, its message beginning with the option's key
+/// ("nodes: ...", "nics_per_node: ...").
 Cluster build_preset(const Catalog& catalog, std::string_view name, const PresetOptions& options);
+
+/// A build_preset message with its leading option key as the caller's input spells it
+/// (`spell("nics_per_node")`: "cluster.nics_per_node", "--nics-per-node"), or after
+/// "`whole`: " (if not empty) when it names no option.
+std::string spelled_preset_error(std::string_view message, const std::function<std::string(std::string_view)>& spell,
+                                 std::string_view whole);
 
 }  // namespace ddlsim

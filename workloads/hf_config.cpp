@@ -29,7 +29,13 @@ const char* const kMixtureOfExperts[] = {"num_local_experts", "num_experts", "nu
 
 }  // namespace
 
-TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& source, std::optional<std::int64_t> seq) {
+TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& source, std::optional<std::int64_t> seq,
+                                 const std::string& seq_field) {
+  // The sequence length is the caller's option, not the file's: its errors name the option.
+  if (seq && (*seq <= 0 || *seq > 10'000'000)) {
+    throw InputError(seq_field + ": expected 1 to 10000000, got " + std::to_string(*seq));
+  }
+  TransformerConfig c;
   try {
     JsonObject o(doc, "");
     for (const char* k : kMixtureOfExperts) {
@@ -40,7 +46,6 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
     for (const char* k : kIgnorable) o.known(k);
     const std::vector<std::string> types{"llama", "mistral", "qwen2", "qwen3", "gpt2"};
     const std::string type = o.choice("model_type", types);
-    TransformerConfig c;
     c.name = doc.contains("_name_or_path") && doc["_name_or_path"].is_string() && !doc["_name_or_path"].get<std::string>().empty()
                  ? doc["_name_or_path"].get<std::string>()
                  : type;
@@ -88,19 +93,18 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       }
     }
     o.finish();
-    if (seq) {
-      if (*seq <= 0 || *seq > 10'000'000) throw InputError("sequence length: expected 1 to 10000000, got " + std::to_string(*seq));
-      if (c.learned_positions && *seq > c.seq) {
-        throw InputError("sequence length " + std::to_string(*seq) + " exceeds the model's " + std::to_string(c.seq) +
-                         " learned positions");
-      }
-      c.seq = *seq;
-    }
     if (std::string why = transformer_problem(c); !why.empty()) throw InputError(why);
-    return c;
   } catch (const InputError& e) {
     throw InputError(source + ": " + e.what());
   }
+  if (seq) {
+    if (c.learned_positions && *seq > c.seq) {
+      throw InputError(seq_field + ": " + std::to_string(*seq) + " tokens exceed " + source + "'s " + std::to_string(c.seq) +
+                       " learned positions (n_positions)");
+    }
+    c.seq = *seq;
+  }
+  return c;
 }
 
 }  // namespace ddlsim

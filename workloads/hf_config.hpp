@@ -20,8 +20,9 @@
 namespace ddlsim {
 
 /// `seq`: the training sequence length (default: the model's maximum positions).
-/// Throws InputError naming `source` and the field.
+/// Throws InputError naming `source` and the field, or `seq_field` (how the caller's
+/// input spells the sequence length: --seq, workload.seq) for a bad `seq`.
 TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& source,
-                                 std::optional<std::int64_t> seq = std::nullopt);
+                                 std::optional<std::int64_t> seq = std::nullopt, const std::string& seq_field = "seq");
 
 }  // namespace ddlsim

@@ -42,6 +42,7 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
     throw InputError(w.field_path("batch") + ": at most 1000000, got " + std::to_string(out.options.batch));
   }
   if (w.has("seq")) out.options.seq = w.positive_int("seq");
+  out.options.spelled = w.field_path("");
   if (w.has("dtype")) {
     out.options.dtype = parse_float_type(w.choice("dtype", kFloatTypeNames));
   }
@@ -59,10 +60,10 @@ std::pair<TransformerConfig, WorkloadOptions> read_hf_workload(const ModelWorklo
   rest.seq.reset();
   if (w.hf_config_text) {
     const std::string source = "workload.hf_config";
-    return {read_hf_config(nlohmann::json::parse(*w.hf_config_text), source, w.options.seq), rest};
+    return {read_hf_config(nlohmann::json::parse(*w.hf_config_text), source, w.options.seq, w.options.spelled + "seq"), rest};
   }
   const std::string& path = *w.hf_config;
-  return {read_hf_config(parse_json(read_input_file(path, "HuggingFace config"), path), path, w.options.seq), rest};
+  return {read_hf_config(parse_json(read_input_file(path, "HuggingFace config"), path), path, w.options.seq, w.options.spelled + "seq"), rest};
 }
 }  // namespace
 

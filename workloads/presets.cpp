@@ -106,10 +106,10 @@ std::optional<TransformerConfig> transformer_preset(std::string_view name) {
 TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
   if (o.seq) {
     if (*o.seq <= 0 || *o.seq > 10'000'000) {
-      throw InputError("sequence length: expected 1 to 10000000, got " + std::to_string(*o.seq));
+      throw InputError(o.spelled + "seq: expected 1 to 10000000, got " + std::to_string(*o.seq));
     }
     if (c.learned_positions && *o.seq > c.seq) {
-      throw InputError("sequence length " + std::to_string(*o.seq) + " exceeds " + c.name + "'s " + std::to_string(c.seq) +
+      throw InputError(o.spelled + "seq: " + std::to_string(*o.seq) + " tokens exceed " + c.name + "'s " + std::to_string(c.seq) +
                        " learned positions");
     }
     c.seq = *o.seq;
@@ -122,20 +122,20 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
 }
 
 OperatorGraph build_transformer_with(TransformerConfig config, const WorkloadOptions& o) {
-  if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("batch: expected 1 to 1000000, got " + std::to_string(o.batch));
+  if (o.batch <= 0 || o.batch > 1'000'000) throw InputError(o.spelled + "batch: expected 1 to 1000000, got " + std::to_string(o.batch));
   const TransformerConfig c = with_options(std::move(config), o);
   // Refuse shapes whose arithmetic would overflow or whose graph would not fit.
-  if (std::string why = transformer_batch_problem(c, o.batch); !why.empty()) throw InputError(why);
+  if (std::string why = transformer_batch_problem(c, o.batch); !why.empty()) throw InputError(o.spelled + why);
   return build_transformer(c, o.batch);
 }
 
 OperatorGraph build_workload_preset(std::string_view name, const WorkloadOptions& o) {
   const Entry& e = find(name);
   if (e.transformer) return build_transformer_with(e.transformer(), o);
-  if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("batch: expected 1 to 1000000, got " + std::to_string(o.batch));
-  if (o.seq) throw InputError("--seq: " + std::string(name) + " is not a transformer");
-  if (o.flash_attention) throw InputError("--attention: " + std::string(name) + " is not a transformer");
-  if (o.parallel_layers) throw InputError("parallel_layers: " + std::string(name) + " is not a transformer");
+  if (o.batch <= 0 || o.batch > 1'000'000) throw InputError(o.spelled + "batch: expected 1 to 1000000, got " + std::to_string(o.batch));
+  if (o.seq) throw InputError(o.spelled + "seq: " + std::string(name) + " is not a transformer");
+  if (o.flash_attention) throw InputError(o.spelled + "attention: " + std::string(name) + " is not a transformer");
+  if (o.parallel_layers) throw InputError(o.spelled + "parallel_layers: " + std::string(name) + " is not a transformer");
   const DataType dt = o.dtype.value_or(DataType::kFp32);
   if (name == "vgg16") return build_vgg(16, o.batch, dt);
   if (name == "vgg19") return build_vgg(19, o.batch, dt);

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "support/strings.hpp"
+
 namespace ddlsim {
 
 TransformerConfig gpt_config(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads,
@@ -76,10 +78,10 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
   if (batch <= 0 || batch > 1'000'000) return "batch: expected 1 to 1000000, got " + std::to_string(batch);
   const double b = static_cast<double>(batch), seq = static_cast<double>(c.seq);
   const double scores = b * static_cast<double>(c.heads) * seq * seq;
-  if (scores > 1e18) return "batch x heads x seq^2 = " + std::to_string(scores) + " is beyond what ddlsim models";
+  if (scores > 1e18) return printf_string("batch: batch x heads x seq^2 = %.3g, beyond the 1e18 ddlsim models", scores);
   const double widest = b * seq * std::max(static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn));
   if (widest > 1e18) {
-    return "batch x seq x max(hidden, 2 ffn) = " + std::to_string(widest) + " is beyond what ddlsim models";
+    return printf_string("batch: batch x seq x max(hidden, 2 ffn) = %.3g, beyond the 1e18 ddlsim models", widest);
   }
   return {};
 }
