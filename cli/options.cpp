@@ -2,8 +2,10 @@
 
 #include <filesystem>
 #include <ostream>
+#include <stdexcept>
 
 #include "cli/cli.hpp"
+#include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
 
 namespace po = boost::program_options;
@@ -29,7 +31,7 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args, c
   return std::nullopt;
 }
 
-void check_distinct_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs) {
+void check_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs) {
   namespace fs = std::filesystem;
   auto resolved = [](const std::string& path) {
     std::error_code ec;
@@ -39,6 +41,11 @@ void check_distinct_outputs(const std::vector<std::pair<std::string, std::option
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].second) continue;
     const std::string& a = *outputs[i].second;
+    try {
+      check_writable(a);
+    } catch (const std::runtime_error& e) {
+      throw InputError("--" + outputs[i].first + ": " + e.what());
+    }
     for (std::size_t j = i + 1; j < outputs.size(); ++j) {
       if (!outputs[j].second) continue;
       const std::string& b = *outputs[j].second;
@@ -50,12 +57,12 @@ void check_distinct_outputs(const std::vector<std::pair<std::string, std::option
   }
 }
 
-void check_distinct_outputs(const po::variables_map& vm, const std::vector<std::string>& flags) {
+void check_outputs(const po::variables_map& vm, const std::vector<std::string>& flags) {
   std::vector<std::pair<std::string, std::optional<std::string>>> outputs;
   for (const std::string& f : flags) {
     outputs.emplace_back(f, vm.count(f) ? std::optional<std::string>(vm[f].as<std::string>()) : std::nullopt);
   }
-  check_distinct_outputs(outputs);
+  check_outputs(outputs);
 }
 
 }  // namespace ddlsim

@@ -19,11 +19,13 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args,
                                          const char* command, boost::program_options::variables_map& vm,
                                          std::ostream& out, std::ostream& err, int positional_count = 1);
 
-/// Throws InputError ("--a and --b name the same file, PATH; give them different names")
-/// when two of the given output options present in vm name one file (as written, or
-/// after making them absolute and resolving links: "t.json", "./t.json", a link to it).
-void check_distinct_outputs(const boost::program_options::variables_map& vm, const std::vector<std::string>& flags);
+/// Checks a command's output options before its work: throws InputError ("--a: cannot
+/// write PATH: no folder /x") when one cannot be written (check_writable), or ("--a and
+/// --b name the same file, PATH; give them different names") when two of those present
+/// in vm name one file (as written, or after making them absolute and resolving links:
+/// "t.json", "./t.json", a link to it).
+void check_outputs(const boost::program_options::variables_map& vm, const std::vector<std::string>& flags);
 /// The same over (flag, path) pairs, a pair without a path skipped.
-void check_distinct_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs);
+void check_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs);
 
 }  // namespace ddlsim

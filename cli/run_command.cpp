@@ -237,7 +237,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     return kExitOk;
   }
   try {
-    check_distinct_outputs({{"trace", a.trace}, {"dot", a.dot}, {"csv", a.csv}, {"links", a.links}});
+    check_outputs({{"trace", a.trace}, {"dot", a.dot}, {"csv", a.csv}, {"links", a.links}});
     const std::string source = a.scenario ? *a.scenario : std::string(kDefaultScenarioName);
     const std::string text = a.scenario ? read_input_file(*a.scenario, "scenario") : std::string(kDefaultScenario);
     const nlohmann::json doc = scenario_document(text, source, a.sets);

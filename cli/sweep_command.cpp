@@ -470,7 +470,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     if (vm.count("shard") && !vm.count("json")) {
       throw InputError("--shard: give --json PART.json too; 'ddlsim merge' joins the parts from their JSON");
     }
-    check_distinct_outputs(vm, {"csv", "json"});
+    check_outputs(vm, {"csv", "json"});
     const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
     const std::optional<std::string> file =
         vm.count("scenario") ? std::optional<std::string>(vm["scenario"].as<std::string>()) : std::nullopt;
@@ -572,7 +572,7 @@ int merge_command(const std::vector<std::string>& args, std::ostream& out, std::
   if (const auto done = parse_command_options(args, d, "part", "merge", vm, out, err, -1)) return *done;
   try {
     if (!vm.count("part")) throw InputError("give the parts: ddlsim merge part-*.json --csv sweep.csv");
-    check_distinct_outputs(vm, {"csv", "json"});
+    check_outputs(vm, {"csv", "json"});
     std::vector<std::pair<std::string, std::string>> parts;
     for (const std::string& path : vm["part"].as<std::vector<std::string>>()) {
       parts.emplace_back(path, read_input_file(path, "sweep part"));

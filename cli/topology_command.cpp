@@ -9,6 +9,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/cluster_options.hpp"
+#include "cli/options.hpp"
 #include "cli/commands.hpp"
 #include "sim/core/errors.hpp"
 #include "support/atomic_file.hpp"
@@ -150,6 +151,7 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       out << "\n";
       return kExitOk;
     }
+    check_outputs(vm, {"dot", "export"});
     const LoadedCluster loaded = load_cluster(vm);
     const Cluster& c = loaded.cluster;
     const TopologyStats s = topology_stats(c);

@@ -231,7 +231,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
   po::variables_map vm;
   if (const auto done = parse_command_options(args, d, nullptr, "validate", vm, out, err)) return *done;
   try {
-    check_distinct_outputs(vm, {"csv", "record"});
+    check_outputs(vm, {"csv", "record"});
     if (vm.count("cost-model")) return check_cost_model_command(vm, out);
     for (const char* only : {"estimates", "set"}) {
       if (vm.count(only)) throw InputError(std::string("--") + only + ": only with --cost-model");

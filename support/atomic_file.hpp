@@ -4,12 +4,23 @@
 // as it was. A symbolic link is followed: the file it names is replaced, the link kept.
 // A target that is not a plain file (a FIFO, a terminal, /dev/stdout) is written
 // directly, as a stream (it cannot be replaced whole); a directory is refused.
+// A program that calls remove_temporaries_on_signals() leaves no temporary behind when
+// SIGINT, SIGTERM or SIGHUP ends it either.
 #pragma once
 
 #include <fstream>
 #include <string>
 
 namespace ddlsim {
+
+/// Throws std::runtime_error ("cannot write PATH: ...") when an AtomicFile for `path`
+/// would fail to open: a directory, a missing or read-only folder, a dangling link.
+/// Commands call it before their work, so a bad output path costs no simulation.
+void check_writable(const std::string& path);
+
+/// Sets SIGINT, SIGTERM and SIGHUP to remove the temporaries of the atomic files alive
+/// (not yet committed) and then end the process as the signal would by default.
+void remove_temporaries_on_signals();
 
 class AtomicFile {
  public:
@@ -30,6 +41,7 @@ class AtomicFile {
   std::ofstream out_;
   bool committed_ = false;
   bool direct_ = false;  // the target is not a plain file: written in place
+  int slot_ = -1;        // where the signal handler finds temp_ (-1: nowhere)
 };
 
 }  // namespace ddlsim

@@ -4,7 +4,9 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <csignal>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -122,4 +124,54 @@ TEST_CASE("an atomic file follows a link, writes a FIFO in place and refuses a d
   fs::create_symlink("nowhere/x.csv", d.path / "dangling.csv");
   CHECK_THROWS_WITH_AS(AtomicFile((d.path / "dangling.csv").string()), doctest::Contains("a link to a file that cannot be reached"),
                        std::runtime_error);
+}
+
+TEST_CASE("check_writable refuses before any work what an atomic file would refuse") {
+  // Expected: a missing folder, a path through a plain file, a directory and a dangling
+  // link are refused naming the path; a new file in an existing folder, an existing file
+  // and a link to one pass, and nothing is created by the check.
+  Dir d;
+  CHECK_NOTHROW(check_writable((d.path / "new.csv").string()));
+  std::ofstream(d.path / "old.csv") << "x";
+  CHECK_NOTHROW(check_writable((d.path / "old.csv").string()));
+  fs::create_symlink("old.csv", d.path / "link.csv");
+  CHECK_NOTHROW(check_writable((d.path / "link.csv").string()));
+  CHECK(entries(d.path) == 2);
+  const std::string missing = (d.path / "no" / "x.csv").string();
+  CHECK_THROWS_WITH_AS(check_writable(missing), ("cannot write " + missing + ": no folder " + (d.path / "no").string()).c_str(),
+                       std::runtime_error);
+  const std::string through = (d.path / "old.csv" / "x.csv").string();
+  CHECK_THROWS_WITH_AS(check_writable(through), doctest::Contains("old.csv is not a folder"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(check_writable(d.path.string()), doctest::Contains("it is a directory"), std::runtime_error);
+  fs::create_symlink("nowhere/x.csv", d.path / "dangling.csv");
+  CHECK_THROWS_WITH_AS(check_writable((d.path / "dangling.csv").string()),
+                       doctest::Contains("a link to a file that cannot be reached"), std::runtime_error);
+}
+
+TEST_CASE("a signal that ends the program removes the temporaries of uncommitted files") {
+  // Expected: a child process that opens two atomic files, writes to them and is then
+  // sent SIGTERM dies by SIGTERM (the handler re-raises it) and leaves the folder as it
+  // was: no temporary, the old target untouched. A committed file stays.
+  Dir d;
+  std::ofstream(d.path / "kept.csv") << "old";
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    remove_temporaries_on_signals();  // as ddlsim's main does (replacing the test runner's handler)
+    AtomicFile done((d.path / "done.csv").string());
+    done.stream() << "whole";
+    done.commit();
+    AtomicFile a((d.path / "kept.csv").string()), b((d.path / "new.csv").string());
+    a.stream() << "partial";
+    b.stream() << "partial";
+    ::kill(::getpid(), SIGTERM);
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK(read(d.path / "kept.csv") == "old");
+  CHECK(read(d.path / "done.csv") == "whole");
+  CHECK(entries(d.path) == 2);
 }
