@@ -335,11 +335,17 @@ TEST_CASE("--dot writes the task graph") {
   CHECK(text.find("\\ncompute\"]") != std::string::npos);
 }
 
-TEST_CASE("an output that cannot be written is one line and status 1, and --trace/--dot must differ") {
+TEST_CASE("an output that cannot be written is one line and status 2 before any work, and --trace/--dot must differ") {
   Scratch s;
   auto r = ddlsim_cmd({"run", "--strategy", "ptd-p", "--trace", "/nonexistent-dir/t.json"});
-  CHECK(r.status == 1);
-  CHECK(r.err.rfind("ddlsim run: cannot write /nonexistent-dir/t.json: ", 0) == 0);
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: --trace: cannot write /nonexistent-dir/t.json: no folder /nonexistent-dir\n");
+  r = ddlsim_cmd({"validate", "--csv", "/nonexistent-dir/v.csv"});  // before its replays
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --csv: cannot write /nonexistent-dir/v.csv: no folder /nonexistent-dir\n");
+  r = ddlsim_cmd({"topology", "--preset", "dgx-a100", "--dot", s.dir.string()});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim topology: --dot: cannot write " + s.dir.string() + ": it is a directory\n");
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   const std::string f = (s.dir / "x.json").string();
   r = ddlsim_cmd({"run", "--strategy", "ptd-p", "--trace", f, "--dot", f});
