@@ -3,11 +3,10 @@
 #include <algorithm>
 
 #include "strategies/pipeline.hpp"
+#include "strategies/stage_costs.hpp"
 
 namespace ddlsim {
 namespace {
-
-constexpr double kWeightBytes = 2, kGradBytes = 2, kOptimizerBytes = 12;
 
 // Parameters of one layer: sharded by tp (the linear weights and column-parallel
 // biases) and replicated (norms, row-parallel biases).
@@ -43,9 +42,12 @@ LayerParams layer_params(const TransformerConfig& m) {
 
 }  // namespace
 
-ModelStates model_states(double params, int dp, DataParallelMode mode) {
+ModelStates model_states(double params, int dp, DataParallelMode mode, DataType weights) {
   const double n = dp;
-  ModelStates s{kWeightBytes * params, kGradBytes * params, kOptimizerBytes * params};
+  const double w = weight_bytes(weights);
+  // Adam's two fp32 moments, and an fp32 master copy unless the weights are fp32.
+  const double optimizer = weights == DataType::kFp32 ? 2 * kFp32Bytes : 3 * kFp32Bytes;
+  ModelStates s{w * params, w * params, optimizer * params};
   if (mode != DataParallelMode::kAllReduce) s.optimizer /= n;
   if (mode == DataParallelMode::kZero2 || mode == DataParallelMode::kZero3) s.gradients /= n;
   if (mode == DataParallelMode::kZero3) s.weights /= n;
@@ -158,15 +160,18 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       d.parameters += final_norm_parameters(m);
       d.parameters += output_layer_parameters(m, p);
     }
-    const ModelStates s = model_states(d.parameters, shard_size(p), p.dp_mode);
+    const ModelStates s = model_states(d.parameters, shard_size(p), p.dp_mode, m.dtype);
     d.weights = s.weights;
     d.gradients = s.gradients;
-    // s.gradients are 16-bit (sharded as ZeRO shards them). DeepSpeed's bf16 optimizer
-    // keeps fp32 copies besides them; Megatron's fp32 main_grad buffers replace them.
-    if (p.grad_accumulation == GradAccumulation::kFp32) {
-      d.gradients += 2.0 * s.gradients;
-    } else if (p.grad_reduce_fp32) {
-      d.gradients *= 2.0;
+    // s.gradients are 16-bit (sharded as ZeRO shards them) unless the model is fp32.
+    // DeepSpeed's bf16 optimizer keeps fp32 copies besides them; Megatron's fp32
+    // main_grad buffers replace them.
+    if (m.dtype != DataType::kFp32) {
+      if (p.grad_accumulation == GradAccumulation::kFp32) {
+        d.gradients += 2.0 * s.gradients;
+      } else if (p.grad_reduce_fp32) {
+        d.gradients *= 2.0;
+      }
     }
     d.optimizer = s.optimizer;
     d.activations = layers_activation_bytes(p, m, layers[static_cast<std::size_t>(i)], p.virtual_stages) *

@@ -2,7 +2,8 @@
 //
 // Model states (mixed-precision Adam, the ZeRO paper's accounting, Rajbhandari et al.
 // 2020): per parameter 2 bytes of 16-bit weights, 2 of 16-bit gradients and K = 12 of
-// optimizer state (fp32 master weights, Adam's first and second moments). ZeRO-1 shards
+// optimizer state (fp32 master weights, Adam's first and second moments); an fp32 model
+// 4 + 4 + 8 (no master copy). ZeRO-1 shards
 // the optimizer state over the dp ranks, ZeRO-2 also the gradients, ZeRO-3 (FSDP) also
 // the weights. A device holds its pipeline stage's parameters divided by tp (layer norms
 // and biases of row-parallel layers replicated; the key and value projections divided by
@@ -52,12 +53,13 @@ struct DeviceMemory {
 };
 
 /// Model-state bytes of `params` parameters replicated over dp ranks in this mode:
-/// {weights, gradients, optimizer}.
+/// {weights, gradients, optimizer}: 2 + 2 + 12 bytes per parameter for a 16-bit model
+/// (bf16, fp16, fp8's bf16 weights), 4 + 4 + 8 for an fp32 one (no master copy).
 struct ModelStates {
   double weights, gradients, optimizer;
   [[nodiscard]] double total() const { return weights + gradients + optimizer; }
 };
-ModelStates model_states(double params, int dp, DataParallelMode mode);
+ModelStates model_states(double params, int dp, DataParallelMode mode, DataType weights = DataType::kBf16);
 
 /// Parameters on one device of the first stage's embedding (and position table), the
 /// last stage's final norm, and its output layer (a copy of a tied embedding when the

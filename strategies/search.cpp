@@ -146,13 +146,13 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   std::vector<std::uint32_t> replicas;
   for (int d = 0; zero3 && s < p.dp && d < p.dp; d += s) replicas.push_back(dp_ranks[static_cast<std::size_t>(d)]);
   auto gather = [&](double params) {
-    return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, params * kGradientBytes) : 0.0;
+    return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, params * weight_bytes(model.dtype)) : 0.0;
   };
   auto scatter = [&](double params) {
-    return (zero2 || zero3) && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p)) : 0.0;
+    return (zero2 || zero3) && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p, model.dtype)) : 0.0;
   };
   auto across = [&](double params) {
-    return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * reduced_gradient_bytes(p) / s)
+    return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * reduced_gradient_bytes(p, model.dtype) / s)
                                       : 0.0;
   };
   const double ag_layer = gather(c.layer_params), rs_layer = scatter(c.layer_params), ar_layer = across(c.layer_params);
@@ -217,7 +217,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       }
       Fi += pass(fwd) + (output ? 0.0 : send);
       Bi += pass(bwd) + (embedding ? 0.0 : send) +
-            accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, compute).value();
+            accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, model.dtype, compute).value();
     }
     // ZeRO-2: a micro-batch's scatters drain while the stage runs its next forward and
     // backward; they slow it only when they take longer.
@@ -237,7 +237,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   double step = p.schedule == PipelineSchedule::kGPipe ? all + (m - 1) * (Fmax + Bmax)
                                                        : m * (F + B) + (all - (F + B)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
-    const double grads = stage_params * reduced_gradient_bytes(p), weights = stage_params * kGradientBytes;
+    const double grads = stage_params * reduced_gradient_bytes(p, model.dtype), weights = stage_params * weight_bytes(model.dtype);
     // The gradients' reduction may run beside the backward; ZeRO-1/2's all-gather of the
     // updated weights follows the optimizer step, with nothing left to hide behind.
     // (ZeRO-2's reduce-scatters ran in the passes.)
@@ -252,7 +252,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   }
   if (p.pp > 1 && model.tied_embedding) {
     // The tied embedding's two copies (first and last stage): their gradients summed.
-    double bytes = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) / p.tp * reduced_gradient_bytes(p);
+    double bytes = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) / p.tp * reduced_gradient_bytes(p, model.dtype);
     if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) bytes /= shard_size(p);
     step += collective(fabric, {mesh_rank(p, 0, 0, 0), mesh_rank(p, 0, p.pp - 1, 0)}, CollectiveOp::kAllReduce, bytes);
   }

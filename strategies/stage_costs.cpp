@@ -161,7 +161,8 @@ Seconds optimizer_step_time(double params, const ComputeModel& compute, double g
   return compute.time(opt, Pass::kForward);
 }
 
-double grad_accumulation_bytes(const ParallelPlan& p) {
+double grad_accumulation_bytes(const ParallelPlan& p, DataType weights) {
+  if (p.grad_accumulation != GradAccumulation::kFused && weights == DataType::kFp32) return 3 * kFp32Bytes;
   switch (p.grad_accumulation) {
     case GradAccumulation::kFused: return 0.0;
     case GradAccumulation::kAdd: return p.grad_reduce_fp32 ? kGradientBytes + 2 * kFp32Bytes : 3 * kGradientBytes;
@@ -170,10 +171,10 @@ double grad_accumulation_bytes(const ParallelPlan& p) {
   return 0.0;
 }
 
-Seconds grad_accumulation_time(double params, const ParallelPlan& p, const ComputeModel& compute) {
+Seconds grad_accumulation_time(double params, const ParallelPlan& p, DataType weights, const ComputeModel& compute) {
   if (p.grad_accumulation == GradAccumulation::kFused || params <= 0.0) return Seconds(0.0);
   Operator acc{OpKind::kAdd, "gradient accumulation", -1, {}, 0, {}, DataType::kFp32, {}};
-  acc.cost.fwd_bytes = params * grad_accumulation_bytes(p);
+  acc.cost.fwd_bytes = params * grad_accumulation_bytes(p, weights);
   return compute.time(acc, Pass::kForward);
 }
 

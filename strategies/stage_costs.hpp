@@ -45,13 +45,19 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
 inline constexpr double kGradientBytes = 2.0;
 /// Bytes of an fp32 gradient (or master weight, or moment), per parameter.
 inline constexpr double kFp32Bytes = 4.0;
+/// Bytes per parameter of a model's weights, and of the gradients its backward produces:
+/// 4 for an fp32 model, else 2 (bf16 and fp16; an fp8 model's GEMMs take fp8 casts of
+/// bf16 weights, as Transformer Engine keeps them).
+inline double weight_bytes(DataType weights) { return weights == DataType::kFp32 ? kFp32Bytes : kGradientBytes; }
 /// Bytes per parameter in the plan's data-parallel gradient reductions.
-inline double reduced_gradient_bytes(const ParallelPlan& p) { return p.grad_reduce_fp32 ? kFp32Bytes : kGradientBytes; }
+inline double reduced_gradient_bytes(const ParallelPlan& p, DataType weights) {
+  return p.grad_reduce_fp32 ? kFp32Bytes : weight_bytes(weights);
+}
 
 /// Bytes per parameter of the gradient the optimizer reads: 4 where the plan keeps fp32
-/// gradients (grad_reduce_fp32, or kFp32 accumulation), else 2.
-inline double optimizer_gradient_bytes(const ParallelPlan& p) {
-  return p.grad_reduce_fp32 || p.grad_accumulation == GradAccumulation::kFp32 ? kFp32Bytes : kGradientBytes;
+/// gradients (grad_reduce_fp32, or kFp32 accumulation, or an fp32 model), else 2.
+inline double optimizer_gradient_bytes(const ParallelPlan& p, DataType weights) {
+  return p.grad_reduce_fp32 || p.grad_accumulation == GradAccumulation::kFp32 ? kFp32Bytes : weight_bytes(weights);
 }
 
 /// Bytes per parameter that one Adam step moves through memory, in the passes of
@@ -76,7 +82,7 @@ Seconds optimizer_step_time(double params, const ComputeModel& compute, double g
 /// estimate both price it.
 inline Seconds plan_optimizer_step_time(double params, const ParallelPlan& p, DataType weights,
                                         const ComputeModel& compute) {
-  return optimizer_step_time(params, compute, optimizer_gradient_bytes(p), weights);
+  return optimizer_step_time(params, compute, optimizer_gradient_bytes(p, weights), weights);
 }
 
 /// Bytes per parameter moved by one micro-batch's gradient accumulation: 0 fused; for
@@ -84,12 +90,13 @@ inline Seconds plan_optimizer_step_time(double params, const ParallelPlan& p, Da
 /// grad_reduce_fp32 (Megatron's `main_grad.add_(grad)` into an fp32 buffer: read 2 + 4,
 /// write 4); 18 for kFp32 (read the 16-bit gradient, write it as fp32, read that and the
 /// fp32 buffer, write the buffer: DeepSpeed's `hp_grad.add_(lp_grad.to(fp32))`, two
-/// kernels).
-double grad_accumulation_bytes(const ParallelPlan& p);
+/// kernels). An fp32 model's gradients are fp32 already: 12 for kAdd and kFp32 (read
+/// both, write the sum).
+double grad_accumulation_bytes(const ParallelPlan& p, DataType weights);
 
 /// One micro-batch's gradient accumulation over `params` parameters of one device (a
 /// memory-bound pass; zero when fused).
-Seconds grad_accumulation_time(double params, const ParallelPlan& p, const ComputeModel& compute);
+Seconds grad_accumulation_time(double params, const ParallelPlan& p, DataType weights, const ComputeModel& compute);
 
 /// Whether micro-batch `micro_batch` (0-based) pays an accumulation pass: kAdd from the
 /// second on (autograd keeps the first one's gradient as it is) unless the gradients

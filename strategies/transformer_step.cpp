@@ -402,7 +402,7 @@ class StepLowering {
       auto gather = [&](int j, TaskId trigger) {
         const CollKey key{s, op.micro_batch, op.forward, j, true};
         const CollKey prev_key{s, op.micro_batch, op.forward, j - 1, true};
-        return zero3_collective(i, key, us[static_cast<std::size_t>(j)].params * 2.0, trigger,
+        return zero3_collective(i, key, us[static_cast<std::size_t>(j)].params * weight_bytes(m_.dtype), trigger,
                                 j > 0 ? &prev_key : nullptr);
       };
       for (int j = 0; j < n; ++j) {
@@ -420,7 +420,7 @@ class StepLowering {
         t = backward_unit(grp, u, t, ready);
         if (scatters_) {
           const Markers rs =
-              zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * reduced_gradient_bytes(p_), t, nullptr);
+              zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * reduced_gradient_bytes(p_, m_.dtype), t, nullptr);
           if (d == 0) g_.add_edge(rs.end, out_.gradients_reduced[static_cast<std::size_t>(i)]);
         }
         if (last_mb_backward) {
@@ -434,7 +434,7 @@ class StepLowering {
       if (accumulating) {
         double params = 0.0;
         for (const Unit& u : us) params += u.params;
-        t = compute(grp, grad_accumulation_time(accumulated_params(p_, params), p_, *in_.compute), t,
+        t = compute(grp, grad_accumulation_time(accumulated_params(p_, params), p_, m_.dtype, *in_.compute), t,
                     "gradient accumulation");
         for (double up : produced_params) produced(d, i, t, up);
       }
@@ -465,7 +465,7 @@ class StepLowering {
     std::size_t first = 0;
     double bytes = 0.0;
     for (std::size_t j = 0; j < c.size(); ++j) {
-      bytes += c[j].second * reduced_gradient_bytes(p_);
+      bytes += c[j].second * reduced_gradient_bytes(p_, m_.dtype);
       if ((p_.overlap_grad_reduce && bytes >= p_.bucket_bytes) || j + 1 == c.size()) {
         out.emplace_back(first, j + 1);
         first = j + 1;
@@ -527,7 +527,7 @@ class StepLowering {
       if (p_.dp > 1 && !scatters_) {
         for (const auto& [first, last] : buckets(i)) {
           double bytes = 0.0;
-          for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * reduced_gradient_bytes(p_);
+          for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * reduced_gradient_bytes(p_, m_.dtype);
           const TaskId ready = g_.add(Marker{}, "bucket ready").id();
           for (int d = 0; d < dpl_; ++d) {
             g_.add_edge(p_.overlap_grad_reduce ? contributions_[group(d, i)][last - 1].first
@@ -557,7 +557,7 @@ class StepLowering {
         const TaskId gathered = g_.add(Marker{}, "updated weights gathered").id();
         out_.weights_gathered.push_back(gathered);
         for (int k = 0; k < p_.tp; ++k) {
-          const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, stage_params * 2.0);
+          const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, stage_params * weight_bytes(m_.dtype));
           for (TaskId t : steps) g_.add_edge(t, c.start);
           g_.add_edge(c.end, gathered);
         }
@@ -573,7 +573,7 @@ class StepLowering {
   // in finalize_model_grads; DeepSpeed's pipeline engine reduces its tied modules' too).
   void tied_embedding_all_reduce(TaskId every_stage) {
     if (p_.pp == 1 || !m_.tied_embedding) return;
-    double bytes = static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp * reduced_gradient_bytes(p_);
+    double bytes = static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp * reduced_gradient_bytes(p_, m_.dtype);
     if (zero3_) bytes /= shard_size(p_);  // each rank's shard of it
     const TaskId first = out_.gradients_reduced.front(), last = out_.gradients_reduced.back();
     out_.embedding_reduced = g_.add(Marker{}, "tied embedding gradients summed").id();

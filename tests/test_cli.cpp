@@ -335,6 +335,27 @@ TEST_CASE("--dot writes the task graph") {
   CHECK(text.find("\\ncompute\"]") != std::string::npos);
 }
 
+TEST_CASE("an fp32 model keeps 4-byte weights and gradients, 8-byte optimizer states, and moves 4-byte gradients") {
+  // Expected, ZeRO-1 data parallelism on the default scenario: against bf16 the weights
+  // and gradients double (4 bytes per parameter, not 2), the sharded optimizer states
+  // shrink by 8/12 (two fp32 moments, no master copy), and every byte of data-parallel
+  // traffic (the gradients' reduce-scatter, the updated weights' all-gather) doubles.
+  auto run = [](const char* dtype) {
+    const auto r = ddlsim_cmd({"run", "--network", "analytical", "--strategy", "dp", "--set",
+                               std::string("workload.dtype=") + dtype, "--set", "strategies.0.zero=1", "--json"});
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies").at(0);
+  };
+  const auto bf16 = run("bf16"), fp32 = run("fp32");
+  const auto& a = bf16.at("memory_breakdown_bytes");
+  const auto& b = fp32.at("memory_breakdown_bytes");
+  CHECK(b.at("weights").get<double>() == Approx(2 * a.at("weights").get<double>()));
+  CHECK(b.at("gradients").get<double>() == Approx(2 * a.at("gradients").get<double>()));
+  CHECK(b.at("optimizer").get<double>() == Approx(a.at("optimizer").get<double>() * 8 / 12));
+  CHECK(fp32.at("most_utilized_links").at(0).at("bytes").get<double>() ==
+        Approx(2 * bf16.at("most_utilized_links").at(0).at("bytes").get<double>()));
+}
+
 TEST_CASE("an output that cannot be written is one line and status 2 before any work, and --trace/--dot must differ") {
   Scratch s;
   auto r = ddlsim_cmd({"run", "--strategy", "ptd-p", "--trace", "/nonexistent-dir/t.json"});

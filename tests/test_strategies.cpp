@@ -46,6 +46,11 @@ TEST_CASE("model states follow the ZeRO paper's 7.5B-parameter example on 64 GPU
   CHECK(model_states(psi, 64, DataParallelMode::kZero1).total() == Approx(31.4e9).epsilon(0.002));
   CHECK(model_states(psi, 64, DataParallelMode::kZero2).total() == Approx(16.6e9).epsilon(0.003));
   CHECK(model_states(psi, 64, DataParallelMode::kZero3).total() == Approx(1.9e9).epsilon(0.02));
+  // An fp32 model keeps 4-byte weights and gradients and Adam's two moments, no master
+  // copy: 16 bytes per parameter, ZeRO-1 4 + 4 + 8/64, ZeRO-3 16/64.
+  CHECK(model_states(psi, 64, DataParallelMode::kAllReduce, DataType::kFp32).weights == Approx(4 * psi));
+  CHECK(model_states(psi, 64, DataParallelMode::kZero1, DataType::kFp32).total() == Approx(psi * (8 + 8.0 / 64)));
+  CHECK(model_states(psi, 64, DataParallelMode::kZero3, DataType::kFp32).total() == Approx(psi * 16 / 64));
 }
 
 TEST_CASE("activation bytes per layer follow Korthikanti et al.'s Table 2") {
