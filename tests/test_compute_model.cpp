@@ -3,6 +3,7 @@
 
 #include "approx.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "sim/compute_model.hpp"
@@ -51,6 +52,33 @@ TEST_CASE("skinny GEMMs run far below peak") {
   const double skinny = m.gemm_efficiency(GemmShape{1, 64, 8192, 8192}, DataType::kBf16);
   CHECK(square > 0.7);
   CHECK(skinny == Approx(square / 2 * 8256.0 / 8192.0).epsilon(1e-12));
+}
+
+TEST_CASE("an fp32 convolution runs on TF32 tensor cores where the accelerator has them") {
+  // Expected (cuDNN's default, torch.backends.cudnn.allow_tf32): the same fp32 convolution
+  // takes flops / (tf32 peak x efficiency) on an A100 (156 TFLOP/s) and flops / (fp32
+  // peak x efficiency) on a V100 (no TF32: 15.7), the efficiency being the convolution's
+  // max x shape factor on each; an fp32 GEMM stays at the A100's fp32 peak (19.5).
+  const Catalog cat = Catalog::builtin();
+  OperatorGraph g;
+  g.conv2d("conv", g.input("x", {64, 256, 56, 56}, DataType::kFp32), 256, 3, 1, 1, false);
+  const Operator& conv = only_op(g);
+  REQUIRE(conv.kind == OpKind::kConv2d);
+  for (const char* id : {"a100-80gb", "v100-32gb"}) {
+    const ComputeModel m(cat.accelerator(id));
+    const auto tf32 = cat.accelerator(id).peak_for(Dtype::kTf32);
+    const double peak = tf32 ? tf32->value() : m.peak(DataType::kFp32);
+    const double e = m.efficiency().convolution * m.shape_factor(conv.gemm);
+    INFO(id);
+    CHECK((m.time(conv, Pass::kForward) - m.efficiency().launch).value() ==
+          Approx(std::max(conv.cost.fwd_flops / (peak * e), m.memory_time(conv.cost.fwd_bytes).value())).epsilon(1e-12));
+  }
+  CHECK(cat.accelerator("a100-80gb").peak_for(Dtype::kTf32)->value() == Approx(156e12));
+  CHECK_FALSE(cat.accelerator("v100-32gb").peak_for(Dtype::kTf32));
+  const ComputeModel a100(cat.accelerator("a100-80gb"));
+  const OperatorGraph f = gemm(8192, 8192, 8192, DataType::kFp32);
+  const double t = (a100.time(only_op(f), Pass::kForward) - a100.efficiency().launch).value();
+  CHECK(2.0 * 8192.0 * 8192.0 * 8192.0 / t == Approx(19.5e12 * a100.gemm_efficiency(only_op(f).gemm, DataType::kFp32)));
 }
 
 TEST_CASE("a calibration file replaces the GEMM efficiency with measurements") {
