@@ -48,7 +48,7 @@ in-sample; the other suites were not used to fit anything.
 
 Printed: every case of the suites with at most 100 cases (--cases: all), numbered
 within its suite, measured, predicted and the error; then per suite and model (or run,
-or kind of point): cases, mean and worst absolute percentage error, and Kendall's tau
+or kind of point): cases, mean and worst absolute percentage error, and Kendall's tau-b
 between predicted and measured figures among the strategies of one model on one GPU
 count and batch (1 = same order, -1 = reversed; - where no two cases compare). --csv writes every case,
 with, for a replayed training step, where it goes (compute, exposed tp/pp/dp/other
@@ -221,7 +221,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("jobs,j", po::value<int>()->value_name("N"), "threads (default: the machine's cores)")
       ("csv", po::value<std::string>()->value_name("FILE"), "write every case, predicted against measured")
       ("json", "print the accuracy table as JSON")
-      ("check", po::value<std::string>()->value_name("FILE"), "fail if any figure is worse than this recorded table (JSON)")
+      ("check", po::value<std::string>()->value_name("FILE"), "fail (status 3) if any figure is worse than this recorded table (JSON), or a count of cases or pairs differs")
       ("record", po::value<std::string>()->value_name("FILE"), "write the accuracy table as JSON, for --check")
       ("cost-model", po::value<std::string>()->value_name("SCENARIO")->implicit_value(""),
        "check estimates against replays for a training scenario's strategies (default: the embedded one)")

@@ -447,7 +447,13 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
     }
     if (c.refused.empty() && !c.group.empty()) groups[{c.suite, c.group, c.model}].push_back(&c);
   }
-  std::map<std::pair<std::string, std::string>, std::int64_t> net;  // concordant - discordant
+  // Kendall's tau-b: (concordant - discordant) / sqrt((n0 - t_measured)(n0 - t_predicted))
+  // over the n0 pairs, t_x the pairs tied in x (a configuration measured twice and
+  // predicted alike is neither for nor against the order).
+  struct Pairs {
+    std::int64_t net = 0, tied_measured = 0, tied_predicted = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Pairs> counts;
   for (const auto& [key, g] : groups) {
     for (std::size_t i = 0; i < g.size(); ++i) {
       for (std::size_t j = i + 1; j < g.size(); ++j) {
@@ -456,7 +462,10 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
         for (const std::string& model : {std::get<2>(key), std::string("all")}) {
           Accuracy& a = entry(std::get<0>(key), model);
           ++a.pairs;
-          net[{a.suite, a.model}] += sign;
+          Pairs& c = counts[{a.suite, a.model}];
+          c.net += sign;
+          c.tied_measured += dm == 0 ? 1 : 0;
+          c.tied_predicted += dp == 0 ? 1 : 0;
         }
       }
     }
@@ -464,7 +473,10 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
   for (Accuracy& a : out) {
     const int ran = a.cases - a.refused;
     if (ran > 0) a.mean_abs_error /= ran;
-    if (a.pairs > 0) a.kendall_tau = static_cast<double>(net[{a.suite, a.model}]) / static_cast<double>(a.pairs);
+    const Pairs& c = counts[{a.suite, a.model}];
+    const double n0 = static_cast<double>(a.pairs);
+    const double denominator = std::sqrt((n0 - static_cast<double>(c.tied_measured)) * (n0 - static_cast<double>(c.tied_predicted)));
+    if (denominator > 0) a.kendall_tau = static_cast<double>(c.net) / denominator;
   }
   // Each suite's "all" after its models.
   std::vector<Accuracy> ordered;
@@ -498,6 +510,17 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
         out.emplace_back(buf);
       }
     };
+    // Fewer cases or pairs than recorded would let a dropped bad row pass as progress.
+    for (const auto& [field, now] : {std::pair<const char*, double>{"cases", a.cases}, {"pairs", static_cast<double>(a.pairs)}}) {
+      if (!r.has(field)) continue;
+      const double was = r.number(field, 0.0, 1e12);
+      if (now != was) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s / %s: %s is %.0f, recorded %.0f in %s (record again once the change is meant)",
+                      a.suite.c_str(), a.model.c_str(), field, now, was, path.c_str());
+        out.emplace_back(buf);
+      }
+    }
     worse("mean_abs_error", a.mean_abs_error, true);
     worse("worst_abs_error", a.worst_abs_error, true);
     worse("kendall_tau", a.kendall_tau, false);

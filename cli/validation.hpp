@@ -111,7 +111,7 @@ struct Accuracy {
   int cases = 0, refused = 0;
   double mean_abs_error = 0;   // fraction
   double worst_abs_error = 0;  // fraction
-  double kendall_tau = 0;
+  double kendall_tau = 0;  // tau-b (ties in either ranking out of its denominator)
   std::int64_t pairs = 0;
 };
 
@@ -121,7 +121,8 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases);
 /// The figures of `table` worse than those recorded in `recorded` (a JSON object of
 /// suites of model sizes, as `ddlsim validate --record` writes; `path` names it in the
 /// lines): a mean or worst error above, or a tau below, the recorded one by more than
-/// its rounding (1e-4), and refused cases; one line each. Throws InputError naming the
+/// its rounding (1e-4), a count of cases or pairs other than the recorded one (a row
+/// dropped or added), and refused cases; one line each. Throws InputError naming the
 /// JSON path for a malformed record.
 std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,
                                               const std::string& path);

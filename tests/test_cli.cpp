@@ -1213,6 +1213,22 @@ TEST_CASE("validate --measured: your own steps, tabled like a suite") {
   const std::string rec = (s.dir / "mine.json").string(), m = csv(1.25 * dp, 1.25 * tp4);
   REQUIRE(ddlsim_cmd({"validate", "--measured", m, "--record", rec}).status == 0);
   CHECK(ddlsim_cmd({"validate", "--measured", m, "--check", rec}).status == 0);
+  // Kendall's tau-b: the dp row measured twice alike is predicted alike, a pair tied in
+  // both rankings; of the three pairs the other two agree, so tau-b = 2 / sqrt((3 - 1)
+  // x (3 - 1)) = 1 (tau-a, which counts the tie against the order, would be 2/3).
+  char three[256];
+  std::snprintf(three, sizeof three, "scenario_file,strategy,measured_step_s\nsub/t.json,dp,%.17g\nsub/t.json,tp4,%.17g\nsub/t.json,dp,%.17g\n",
+                1.25 * dp, 1.25 * tp4, 1.25 * dp);
+  const std::string m3 = s.write("m3.csv", three);
+  r = ddlsim_cmd({"validate", "--measured", m3, "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("measured").at("all").at("kendall_tau").get<double>() == Approx(1.0).epsilon(1e-12));
+  // A record of three rows does not pass a check of two: a dropped row is no progress.
+  const std::string rec3 = (s.dir / "three.json").string();
+  REQUIRE(ddlsim_cmd({"validate", "--measured", m3, "--record", rec3}).status == 0);
+  r = ddlsim_cmd({"validate", "--measured", m, "--check", rec3});
+  CHECK(r.status == 3);
+  CHECK(r.err.find("measured / all: cases is 2, recorded 3 in " + rec3) != std::string::npos);
   // The second case as a scenario of its own.
   r = ddlsim_cmd({"validate", "--measured", m, "--case", "2"});
   REQUIRE(r.status == 0);
