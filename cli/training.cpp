@@ -208,8 +208,8 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
 
 double model_matmul_params(const TransformerConfig& m) {
   const OperatorGraph one = build_transformer(m, 1);
-  const double h = static_cast<double>(m.hidden), seq = static_cast<double>(m.seq), V = static_cast<double>(m.vocab);
-  return one.totals().params - (m.learned_positions ? seq * h : 0.0) - (m.tied_embedding ? 0.0 : V * h);
+  const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
+  return one.totals().params - static_cast<double>(m.position_rows()) * h - (m.tied_embedding ? 0.0 : V * h);
 }
 
 double model_flops_per_token(const TransformerConfig& m) {

@@ -136,7 +136,7 @@ double loss_activation_bytes(const TransformerConfig& m, std::int64_t micro_batc
 
 double embedding_parameters(const TransformerConfig& m, const ParallelPlan& p) {
   const double h = static_cast<double>(m.hidden);
-  return static_cast<double>(m.vocab) * h / p.tp + (m.learned_positions ? static_cast<double>(m.seq) * h : 0.0);
+  return static_cast<double>(m.vocab) * h / p.tp + static_cast<double>(m.position_rows()) * h + (m.embedding_norm ? 2 * h : 0.0);
 }
 
 double final_norm_parameters(const TransformerConfig& m) {

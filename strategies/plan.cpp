@@ -51,6 +51,13 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.schedule != PipelineSchedule::kInterleaved1F1B && p.virtual_stages != 1) {
     return "virtual_stages applies to the interleaved schedule only";
   }
+  // Interleaving needs stages to interleave and chunks to interleave them with: with one
+  // chunk per device its warm-up, 2 (pp - i - 1), keeps twice 1F1B's activations for
+  // 1F1B's step (Megatron-LM refuses it too).
+  if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.pp < 2) return "the interleaved schedule needs pp of at least 2";
+  if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.virtual_stages < 2) {
+    return "the interleaved schedule needs virtual_stages of at least 2 (1 is the 1f1b schedule)";
+  }
   const std::int64_t chunks = static_cast<std::int64_t>(p.pp) * p.virtual_stages;
   if (!p.stage_layers.empty()) {
     if (p.virtual_stages != 1) return "a layer partition cannot be given with interleaving";

@@ -232,6 +232,14 @@ TEST_CASE("bad input: the command line") {
   r = ddlsim_cmd({"run", "--set", "cluster.pods=2"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim run: cluster.pods: only TPU presets are made of pods (GPU presets take a server count)\n");
+  // Interleaving with one chunk per device, or without a pipeline, is refused (it would
+  // keep twice 1F1B's activations for 1F1B's step).
+  r = ddlsim_cmd({"run", "--strategy", "ptd-p", "--set", "strategies.3.schedule=interleaved"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: strategies.3: the interleaved schedule needs virtual_stages of at least 2 (1 is the 1f1b schedule)\n");
+  r = ddlsim_cmd({"run", "--strategy", "dp", "--set", "strategies.0.schedule=interleaved", "--set", "strategies.0.virtual_stages=2"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: strategies.0: the interleaved schedule needs pp of at least 2\n");
   r = ddlsim_cmd({"topology", "--preset", "dgx-a100", "--pods", "2"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim topology: --pods: only TPU presets are made of pods (GPU presets take a server count)\n");
@@ -631,6 +639,11 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
           "n_positions": 1024, "vocab_size": 50257})"), "--seq", "4096"},
        "--seq: 4096 tokens exceed " + (s.dir / "gpt2.json").string() + "'s 1024 learned positions (n_positions)"},
       {{"--preset", "gpt2", "--batch", "0"}, "--batch: expected 1 to 1000000, got 0"},
+      // The logits, batch x seq x vocab = 1e6 x 1e5 x 1e8, would overflow their element count.
+      {{"--hf-config", s.write("wide.json", R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1,
+          "num_attention_heads": 1, "intermediate_size": 64, "max_position_embeddings": 100000, "vocab_size": 100000000})"),
+        "--seq", "100000", "--batch", "1000000"},
+       "--batch: batch x seq x max(hidden, 2 ffn, vocab) = 1e+19, beyond the 1e18 ddlsim models"},
       {{"--preset", "llama3-8b", "--batch", "1000000", "--seq", "1000000"}, "--batch: batch x heads x seq^2 = 3.2e+19, beyond the 1e18 ddlsim models"},
       {{"--preset", "resnet50", "--seq", "10"}, "--seq: resnet50 is not a transformer"},
       {{"--preset", "gpt2", "--dtype", "int4"}, "--dtype: expected fp32, bf16, fp16 or fp8, got 'int4'"},

@@ -154,6 +154,11 @@ TEST_CASE("HuggingFace GPT-2, Mistral and Qwen2 configs") {
     "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-05})");
   CHECK(build_transformer(read_hf_config(gpt2, "gpt2.json"), 1).totals().params == 124439808.0);
   CHECK(build_workload_preset("gpt2", WorkloadOptions{}).totals().params == 124439808.0);
+  // Training on shorter sequences keeps the whole 1024 x 768 position table.
+  WorkloadOptions short_seq;
+  short_seq.seq = 128;
+  CHECK(build_workload_preset("gpt2", short_seq).totals().params == 124439808.0);
+  CHECK(build_transformer(read_hf_config(gpt2, "gpt2.json", 128), 1).totals().params == 124439808.0);
   // Mistral 7B v0.1: 7,241,732,096 parameters; its 4096-token sliding window is refused
   // for longer sequences and accepted up to it.
   const auto mistral = nlohmann::json::parse(R"({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
@@ -162,6 +167,15 @@ TEST_CASE("HuggingFace GPT-2, Mistral and Qwen2 configs") {
   CHECK(what(mistral) ==
         "config.json: sliding_window: attention over a window of 4096 tokens, shorter than the sequence of 32768, is not modelled");
   CHECK(build_transformer(read_hf_config(mistral, "m.json", 4096), 1).totals().params == 7241732096.0);
+  // Without the key, transformers' MistralConfig default window (4096) applies; null
+  // means none.
+  auto no_key = mistral;
+  no_key.erase("sliding_window");
+  CHECK(what(no_key) == "config.json: sliding_window: attention over a window of 4096 tokens (MistralConfig's default, "
+                        "the key being absent), shorter than the sequence of 32768, is not modelled");
+  auto none = mistral;
+  none["sliding_window"] = nullptr;
+  CHECK(what(none).empty());
   // Qwen2 0.5B: Q, K, V biases and a tied embedding: 494,032,768 parameters.
   const auto qwen = nlohmann::json::parse(R"({"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864,
     "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "max_position_embeddings": 32768,
@@ -260,6 +274,9 @@ TEST_CASE("workload presets: published sizes") {
   // 18432 with 48 query heads of 256 (Q 12288 wide) and one key-value head, SwiGLU FFN
   // 73728, shared 256k embedding; within 0.1%.
   CHECK(build_workload_preset("palm-540b", {}).totals().params == Approx(540.35e9).epsilon(0.001));
+  // BLOOM 176B (bigscience/bloom's model card): 176,247,271,424 parameters exactly, with
+  // its 250,880-row embedding and the layer norm after it.
+  CHECK(build_workload_preset("bloom-176b", {}).totals().params == 176247271424.0);
   try {
     build_workload_preset("llama3-8", {});
     FAIL("expected an error");

@@ -82,13 +82,17 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       o.known("sliding_window");
       const bool sliding = type == "mistral" || (doc.contains("use_sliding_window") && doc["use_sliding_window"].is_boolean() &&
                                                   doc["use_sliding_window"].get<bool>());
-      if (sliding && doc.contains("sliding_window") && !doc["sliding_window"].is_null()) {
-        const std::int64_t window = o.positive_int("sliding_window");
+      // A Mistral config without the key has transformers' MistralConfig default, a
+      // window of 4096 tokens (null: none).
+      std::optional<std::int64_t> window;
+      if (doc.contains("sliding_window") && !doc["sliding_window"].is_null()) window = o.positive_int("sliding_window");
+      else if (type == "mistral" && !doc.contains("sliding_window")) window = 4096;
+      if (sliding && window) {
         const std::int64_t train_seq = seq.value_or(c.seq);
-        if (window < train_seq) {
-          throw InputError(o.field_path("sliding_window") + ": attention over a window of " + std::to_string(window) +
-                           " tokens, shorter than the sequence of " + std::to_string(train_seq) +
-                           ", is not modelled");
+        if (*window < train_seq) {
+          throw InputError(o.field_path("sliding_window") + ": attention over a window of " + std::to_string(*window) +
+                           " tokens" + (doc.contains("sliding_window") ? "" : " (MistralConfig's default, the key being absent)") +
+                           ", shorter than the sequence of " + std::to_string(train_seq) + ", is not modelled");
         }
       }
     }
@@ -98,10 +102,11 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
     throw InputError(source + ": " + e.what());
   }
   if (seq) {
-    if (c.learned_positions && *seq > c.seq) {
-      throw InputError(seq_field + ": " + std::to_string(*seq) + " tokens exceed " + source + "'s " + std::to_string(c.seq) +
+    if (c.learned_positions && *seq > c.position_rows()) {
+      throw InputError(seq_field + ": " + std::to_string(*seq) + " tokens exceed " + source + "'s " + std::to_string(c.position_rows()) +
                        " learned positions (n_positions)");
     }
+    if (c.learned_positions) c.positions = c.position_rows();  // the table keeps its rows
     c.seq = *seq;
   }
   return c;

@@ -55,10 +55,13 @@ const std::vector<Entry>& entries() {
        [] { return llama_config("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256); }},
       {"llama3-405b", "Llama 3 405B: 126 layers, hidden 16384, 128 heads (8 KV), FFN 53248",
        [] { return llama_config("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256); }},
-      {"bloom-176b", "BLOOM 176B: 70 layers, hidden 14336, 112 heads, seq 2048, vocab 250680, ALiBi (no position table)",
+      {"bloom-176b", "BLOOM 176B: 70 layers, hidden 14336, 112 heads, seq 2048, vocab 250880, ALiBi (no position table), a norm after the embedding",
        [] {
-         TransformerConfig c = gpt_config("bloom-176b", 70, 14336, 112, 2048, 250680);
+         // The embedding's 250,880 rows (its config.json's vocab_size: the tokenizer's
+         // 250,680 padded), and its word_embeddings_layernorm: 176,247,271,424 parameters.
+         TransformerConfig c = gpt_config("bloom-176b", 70, 14336, 112, 2048, 250880);
          c.learned_positions = false;  // ALiBi biases the attention scores instead
+         c.embedding_norm = true;
          return c;
        }},
       {"opt-175b", "OPT-175B: 96 layers, hidden 12288, 96 heads, seq 2048, vocab 50272",
@@ -108,10 +111,11 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
     if (*o.seq <= 0 || *o.seq > 10'000'000) {
       throw InputError(o.spelled + "seq: expected 1 to 10000000, got " + std::to_string(*o.seq));
     }
-    if (c.learned_positions && *o.seq > c.seq) {
-      throw InputError(o.spelled + "seq: " + std::to_string(*o.seq) + " tokens exceed " + c.name + "'s " + std::to_string(c.seq) +
+    if (c.learned_positions && *o.seq > c.position_rows()) {
+      throw InputError(o.spelled + "seq: " + std::to_string(*o.seq) + " tokens exceed " + c.name + "'s " + std::to_string(c.position_rows()) +
                        " learned positions");
     }
+    if (c.learned_positions) c.positions = c.position_rows();  // the table keeps its rows
     c.seq = *o.seq;
   }
   if (o.dtype) c.dtype = *o.dtype;

@@ -79,9 +79,10 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
   const double b = static_cast<double>(batch), seq = static_cast<double>(c.seq);
   const double scores = b * static_cast<double>(c.heads) * seq * seq;
   if (scores > 1e18) return printf_string("batch: batch x heads x seq^2 = %.3g, beyond the 1e18 ddlsim models", scores);
-  const double widest = b * seq * std::max(static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn));
+  const double widest = b * seq *
+                        std::max({static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn), static_cast<double>(c.vocab)});
   if (widest > 1e18) {
-    return printf_string("batch: batch x seq x max(hidden, 2 ffn) = %.3g, beyond the 1e18 ddlsim models", widest);
+    return printf_string("batch: batch x seq x max(hidden, 2 ffn, vocab) = %.3g, beyond the 1e18 ddlsim models", widest);
   }
   return {};
 }
@@ -110,8 +111,9 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
   std::uint32_t x = G.embedding("embed", tokens, c.vocab, h, c.dtype);
   if (c.learned_positions) {
     const std::uint32_t pos = G.input("positions", {b, s}, DataType::kInt64);
-    x = G.add("embed.add", x, G.embedding("embed.positions", pos, s, h, c.dtype));
+    x = G.add("embed.add", x, G.embedding("embed.positions", pos, c.position_rows(), h, c.dtype));
   }
+  if (c.embedding_norm) x = G.layer_norm("embed.norm", x);
   if (c.dropout) x = G.dropout("embed.dropout", x);
 
   for (std::int64_t l = 0; l < c.layers; ++l) {

@@ -34,8 +34,12 @@ struct TransformerConfig {
   bool qkv_bias = true;           // the Q, K, V projection has a bias (GPT, Qwen2)
   bool proj_bias = true;          // the attention output projection has a bias (GPT)
   bool mlp_bias = true;           // the MLP's linear layers have biases (GPT)
-  bool learned_positions = true;  // a seq x hidden position table (GPT)
+  bool learned_positions = true;  // a positions x hidden table (GPT)
+  // Rows of that table, the longest sequence the model takes (GPT-2's n_positions); 0:
+  // seq. A shorter training sequence (--seq) leaves the table, and its parameters, whole.
+  std::int64_t positions = 0;
   bool dropout = true;            // dropout after attention probabilities, projections, MLP (GPT training)
+  bool embedding_norm = false;    // a layer norm of the embedding's output (BLOOM's word_embeddings_layernorm)
   bool flash_attention = false;
   // Attention and MLP side by side on one norm of the layer's input (PaLM's "parallel
   // layers"): one norm per layer, and under tensor parallelism one all-reduce per
@@ -52,6 +56,8 @@ struct TransformerConfig {
   bool qk_norm = false;
 
   [[nodiscard]] std::int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  /// Rows of the learned position table (positions, or seq when unset); 0 without one.
+  [[nodiscard]] std::int64_t position_rows() const { return learned_positions ? (positions > 0 ? positions : seq) : 0; }
   /// Columns of Q and of the attention output: heads x head_dim() (= hidden unless
   /// head_size says otherwise).
   [[nodiscard]] std::int64_t attention_width() const { return heads * head_dim(); }
