@@ -174,6 +174,23 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       }
     }
     d.optimizer = s.optimizer;
+    if (p.dp_mode == DataParallelMode::kZero3 && shard_size(p) > 1) {
+      // ZeRO-3's working buffers: a pass holds the unit it computes gathered whole and
+      // the next one, prefetched (the largest two units in a row, in the order
+      // embedding, layers, output layer), and the backward that unit's whole gradient
+      // until its reduce-scatter (the largest unit).
+      std::vector<double> units;
+      if (i == 0) units.push_back(embedding_parameters(m, p));
+      for (int l = 0; l < layers[static_cast<std::size_t>(i)]; ++l) units.push_back(lp.per_device(p.tp, m));
+      if (i == p.pp - 1) units.push_back(final_norm_parameters(m) + output_layer_parameters(m, p));
+      double pair = 0, largest = 0;
+      for (std::size_t u = 0; u < units.size(); ++u) {
+        largest = std::max(largest, units[u]);
+        pair = std::max(pair, units[u] + (u + 1 < units.size() ? units[u + 1] : 0.0));
+      }
+      d.weights += pair * weight_bytes(m.dtype);
+      d.gradients += largest * reduced_gradient_bytes(p, m.dtype);
+    }
     d.activations = layers_activation_bytes(p, m, layers[static_cast<std::size_t>(i)], p.virtual_stages) *
                     in_flight_micro_batches(p, i);
     if (i == p.pp - 1) {

@@ -3,7 +3,9 @@
 // Model states (mixed-precision Adam, the ZeRO paper's accounting, Rajbhandari et al.
 // 2020): per parameter 2 bytes of 16-bit weights, 2 of 16-bit gradients and K = 12 of
 // optimizer state (fp32 master weights, Adam's first and second moments); an fp32 model
-// 4 + 4 + 8 (no master copy). ZeRO-1 shards
+// 4 + 4 + 8 (no master copy). ZeRO-3 adds its working buffers, which the paper leaves
+// out: the largest two consecutive units' weights gathered whole (one computing, the
+// next prefetched) and the largest unit's whole gradient before its reduce-scatter. ZeRO-1 shards
 // the optimizer state over the dp ranks, ZeRO-2 also the gradients, ZeRO-3 (FSDP) also
 // the weights. A device holds its pipeline stage's parameters divided by tp (layer norms
 // and biases of row-parallel layers replicated; the key and value projections divided by
