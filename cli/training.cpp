@@ -183,6 +183,17 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
       throw InputError(a.path() + ": expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]");
     }
   }
+  // ZeRO-2 and 3 reduce-scatter each unit's gradients in every micro-batch's backward,
+  // as it is produced (DeepSpeed's stages 2 and 3, FSDP): no buckets to size or to hold
+  // back, so a setting that would be ignored is refused.
+  if (p.dp_mode == DataParallelMode::kZero2 || p.dp_mode == DataParallelMode::kZero3) {
+    for (const char* key : {"bucket_mib", "overlap_grad_reduce"}) {
+      if (o.has(key)) {
+        throw InputError(o.field_path(key) + ": applies to zero 0 and 1; ZeRO-2 and 3 reduce-scatter each layer's gradients "
+                                             "as every micro-batch's backward produces them");
+      }
+    }
+  }
   p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);

@@ -240,6 +240,11 @@ TEST_CASE("bad input: the command line") {
   r = ddlsim_cmd({"run", "--strategy", "dp", "--set", "strategies.0.schedule=interleaved", "--set", "strategies.0.virtual_stages=2"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim run: strategies.0: the interleaved schedule needs pp of at least 2\n");
+  // ZeRO-2 reduce-scatters every layer as it is produced: a bucket size would be ignored.
+  r = ddlsim_cmd({"run", "--strategy", "dp", "--set", "strategies.0.zero=2", "--set", "strategies.0.bucket_mib=100"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: strategies.0.bucket_mib: applies to zero 0 and 1; ZeRO-2 and 3 reduce-scatter each layer's "
+                 "gradients as every micro-batch's backward produces them\n");
   r = ddlsim_cmd({"topology", "--preset", "dgx-a100", "--pods", "2"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim topology: --pods: only TPU presets are made of pods (GPU presets take a server count)\n");
