@@ -208,7 +208,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       if (output) fwd.push_back({c.last_forward.value() + (ar - ends_ar), ag_last, 0.0, 0.0});
       if (output) bwd.push_back({c.last_backward.value() + ends_ar, ag_last, rs_last, ar_last});
       for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer, ar_layer});
-      if (embedding) bwd.push_back({c.first_backward.value(), ag_first, rs_first, ar_first});
+      // (With sequence parallelism the embedding's backward starts with the all-gather
+      // that pairs its forward's reduce-scatter.)
+      if (embedding) bwd.push_back({c.first_backward.value() + (ar - ends_ar), ag_first, rs_first, ar_first});
       // The model's last chunk sends no activations on, its first no gradients back.
       const double chunk_params = per_chunk * c.layer_params + (embedding ? c.first_params : 0.0) +
                                   (output ? c.last_params : 0.0);

@@ -323,7 +323,15 @@ class StepLowering {
   // One unit's backward (one layer, or the embedding or output layer).
   TaskId backward_unit(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
     switch (u.kind) {
-      case UnitKind::kEmbedding: return compute(grp, costs_.first_backward, t, "embedding backward", ready);
+      case UnitKind::kEmbedding:
+        // With sequence parallelism the forward's reduce-scatter has an all-gather for
+        // its backward (Megatron's reduce_scatter_to_sequence_parallel_region): the
+        // embedding's gradient is gathered whole before the lookup's backward.
+        if (p_.tp > 1 && p_.sequence_parallel) {
+          t = tp_collective(grp, 0.5, t, ready, "tp all-gather", false);
+          ready = TaskId();
+        }
+        return compute(grp, costs_.first_backward, t, "embedding backward", ready);
       case UnitKind::kOutput:
         // The gradient of the output layer's input, summed over the tp ranks (its forward
         // copied the input to every rank): an all-reduce, or the reduce-scatter that
