@@ -419,6 +419,16 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     // No pipeline: the waits inside the step are for ZeRO-3's per-layer weight gathers.
     r.exposed_dp_s += r.exposed_pp_s;
     r.exposed_pp_s = 0;
+  } else if (g < step.zero3_waits.size()) {
+    // With a pipeline, the part of those waits that is ZeRO-3's: each unit's start held
+    // back by its gather past the end of the task before it.
+    double gathers = 0.0;
+    for (const auto& [before, gathered] : step.zero3_waits[g]) {
+      gathers += std::max(0.0, times.of(gathered).end - times.of(before).end);
+    }
+    const double moved = std::min(gathers, r.exposed_pp_s);
+    r.exposed_dp_s += moved;
+    r.exposed_pp_s -= moved;
   }
   r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s;
   r.idle_s = r.step_time_s - r.compute_busy_s - r.exposed_tp_s;

@@ -41,6 +41,7 @@ class StepLowering {
     out_.priced_link_bytes.assign(in_.fabric->cluster().link_count(), 0.0);
     make_resources();
     out_.last_backward.resize(static_cast<std::size_t>(dpl_ * p_.pp));
+    if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     for (int i = 0; i < p_.pp; ++i) out_.gradients_reduced.push_back(g_.add(Marker{}, "gradients reduced").id());
     memory_plan();
@@ -420,6 +421,7 @@ class StepLowering {
           if (j == 0) gather(0, entry);
           if (j + 1 < n) gather(j + 1, t);
           ready = zero3_colls_.at(CollKey{s, op.micro_batch, op.forward, j, true}).end;
+          out_.zero3_waits[grp].emplace_back(t, ready);
         }
         if (op.forward) {
           t = forward_unit(grp, u, t, ready);

@@ -81,6 +81,9 @@ struct LoweredTrainingStep {
   // weight-gradient task that runs beside it (their overlap is communication hidden).
   std::vector<std::vector<std::pair<TaskId, TaskId>>> tp_overlaps;
   std::vector<TaskId> last_backward;  // per (dp, pp): the last compute task of its pipeline program
+  // Per (dp, pp) under ZeRO-3: for each unit, the task before it and its weights'
+  // gather: a unit waits on the gather for max(0, gather end - that task's end).
+  std::vector<std::vector<std::pair<TaskId, TaskId>>> zero3_waits;
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   std::vector<TaskId> gradients_reduced;  // per pp stage: every replica's backward done and its gradients reduced

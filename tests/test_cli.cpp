@@ -369,6 +369,34 @@ TEST_CASE("an fp32 model keeps 4-byte weights and gradients, 8-byte optimizer st
         Approx(2 * bf16.at("most_utilized_links").at(0).at("bytes").get<double>()));
 }
 
+TEST_CASE("with a pipeline, ZeRO-3's gather waits are data-parallel time, not pipeline time") {
+  // Expected: the same interleaved pp 4 x tp 2 plan under ZeRO-1 and ZeRO-3. ZeRO-3
+  // adds per-unit weight gathers the compute waits for; the step grows by them, and
+  // the breakdown puts most of that growth under exposed data-parallel communication
+  // (at least 60% of it; the bubble, priced from each micro-batch's time, takes some),
+  // while pipeline time stays under a quarter of it (before the gathers were told
+  // apart, all of it but the bubble's share was pipeline time). The parts still add up: compute + tp + pp + dp + bubble = step.
+  auto run = [](const char* zero) {
+    const auto r = ddlsim_cmd({"run", "--network", "analytical", "--strategy", "ptd-p", "--set", "strategies.3.pp=4",
+                               "--set", "strategies.3.tp=2", "--set", "strategies.3.global_batch=128", "--set",
+                               "strategies.3.schedule=interleaved", "--set", "strategies.3.virtual_stages=2", "--set",
+                               std::string("strategies.3.zero=") + zero, "--json"});
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies").at(0);
+  };
+  const auto z1 = run("1"), z3 = run("3");
+  const double grown = z3.at("step_time_s").get<double>() - z1.at("step_time_s").get<double>();
+  REQUIRE(grown > 0);
+  const auto& e1 = z1.at("breakdown").at("exposed_comm_s");
+  const auto& e3 = z3.at("breakdown").at("exposed_comm_s");
+  CHECK(e3.at("dp").get<double>() - e1.at("dp").get<double>() > 0.6 * grown);
+  CHECK(e3.at("pp").get<double>() < 0.25 * grown);
+  const auto& b = z3.at("breakdown");
+  CHECK(b.at("compute_s").get<double>() + e3.at("tp").get<double>() + e3.at("pp").get<double>() + e3.at("dp").get<double>() +
+            b.at("bubble_s").get<double>() ==
+        Approx(z3.at("step_time_s").get<double>()).epsilon(1e-9));
+}
+
 TEST_CASE("an output that cannot be written is one line and status 2 before any work, and --trace/--dot must differ") {
   Scratch s;
   auto r = ddlsim_cmd({"run", "--strategy", "ptd-p", "--trace", "/nonexistent-dir/t.json"});
