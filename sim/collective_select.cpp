@@ -79,13 +79,19 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       const auto local = g.by_domain();
       // The hops between domains are those of channel 0's ring (ring_orders: each enters
       // a domain on the rail it left the last one on).
-      const auto first_ring = local.size() > 1 ? ring_orders(g, 1) : std::vector<std::vector<std::size_t>>{};
-      for (std::size_t d = 0; d < local.size(); ++d) {
-        const auto& l = local[d];
-        for (std::size_t k = 0; k + 1 < l.size(); ++k) in.add(f, node(l[k]), node(l[k + 1]));
-        if (local.size() == 1 && l.size() > 1) in.add(f, node(l.back()), node(l.front()));
+      const auto first_ring = ring_orders(g, 1);
+      if (local.size() == 1) {
+        // One domain: the ring the lowering runs (ring_orders: a direct ring where the
+        // links make one, as a torus's or a DGX-1's, else rank order), closing hop too.
+        for (const auto& o : first_ring) {
+          for (std::size_t k = 0; k < o.size() && o.size() > 1; ++k) in.add(f, node(o[k]), node(o[(k + 1) % o.size()]));
+        }
+      } else {
+        for (const auto& l : local) {
+          for (std::size_t k = 0; k + 1 < l.size(); ++k) in.add(f, node(l[k]), node(l[k + 1]));
+        }
       }
-      for (const auto& o : first_ring) {
+      for (const auto& o : local.size() > 1 ? first_ring : std::vector<std::vector<std::size_t>>{}) {
         for (std::size_t k = 0; k < o.size(); ++k) {
           const std::size_t next = o[(k + 1) % o.size()];
           if (g.domain[o[k]] != g.domain[next]) out.add(f, node(o[k]), node(next));
@@ -275,8 +281,11 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           const std::size_t d = used[(j + i) % D];
           std::size_t stride = 1;
           for (std::size_t e = d + 1; e < dims.size(); ++e) stride *= static_cast<std::size_t>(dims[e]);
+          // A step of a dimension's ring waits for its slowest hop: one link, or without
+          // wraparound the closing hop back along the whole line (k - 1 links).
           Edge e;
           e.add(f, node(0), node(stride));
+          e.add(f, node(stride * static_cast<std::size_t>(dims[d] - 1)), node(0));
           shard /= dims[d];
           phase[i] = std::max(phase[i], e.steps(dims[d] - 1.0, shard));
         }

@@ -604,6 +604,33 @@ TEST_CASE("ddlsim collective prints nccl-tests columns for every size") {
   }
 }
 
+TEST_CASE("ddlsim collective: on a TPU slice without wraparound auto prices the ring and the torus as they replay") {
+  // Expected on a 2x2x4 TPU v4 slice (a mesh: no dimension a multiple of 4 in all three,
+  // so no wraparound; ICI hops of about 1 us), a 1 KiB all-reduce: the ring runs along
+  // the slice's direct ring, 2 (16 - 1) = 30 one-hop steps, about 30 us; the torus
+  // algorithm's rings each close back along their whole line, so its 2 x 3 phases of 3
+  // steps each wait for a 3-hop closing transfer, about 6 x 3 x 3 = 54 us. Each estimate
+  // equals its replay within 1%, and auto takes the ring (it took the torus while the
+  // torus was priced at one hop per step and the ring at its rank order's 5-hop closing
+  // hop).
+  const auto r = ddlsim_cmd({"collective", "--preset", "tpu-v4-pod", "--dims", "2x2x4", "-b", "1K", "-e", "1K", "--network",
+                             "analytical", "--algorithm", "all", "--json"});
+  REQUIRE(r.status == 0);
+  std::map<std::string, std::pair<double, double>> got;
+  const auto doc = nlohmann::json::parse(r.out);
+  for (const auto& x : doc.at("results")) {
+    got[x.at("algorithm").get<std::string>()] = {x.at("time_us").get<double>(), x.at("estimate_us").get<double>()};
+  }
+  CHECK(got.at("ring").first == Approx(30).epsilon(0.01));
+  CHECK(got.at("ring").second == Approx(got.at("ring").first).epsilon(0.01));
+  CHECK(got.at("torus").first == Approx(54).epsilon(0.01));
+  CHECK(got.at("torus").second == Approx(got.at("torus").first).epsilon(0.01));
+  const auto a = ddlsim_cmd({"collective", "--preset", "tpu-v4-pod", "--dims", "2x2x4", "-b", "1K", "-e", "1K", "--network",
+                             "analytical", "--json"});
+  REQUIRE(a.status == 0);
+  CHECK(nlohmann::json::parse(a.out).at("results").at(0).at("algorithm") == "ring");
+}
+
 TEST_CASE("ddlsim collective: bad input is one line and status 2") {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--op", "al-reduce"}, "--op: unknown operation 'al-reduce' (did you mean 'all-reduce'?)"},
