@@ -157,10 +157,12 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     const auto positions = static_cast<long long>(members.size());
     if (root < 0 || root >= positions) throw InputError("--root: " + std::to_string(root) + " is not a position in --ranks (0 to " + std::to_string(positions - 1) + ")");
     base.root = static_cast<std::size_t>(root);
-    if (*op == CollectiveOp::kSendRecv && (peer < 0 || peer >= positions || peer == root)) {
-      throw InputError("--peer: send-recv needs a position in --ranks other than --root");
+    if (*op == CollectiveOp::kSendRecv) {
+      if (peer < 0 || peer >= positions || peer == root) {
+        throw InputError("--peer: send-recv needs a position in --ranks other than --root");
+      }
+      base.peer = static_cast<std::size_t>(peer);  // (only send-recv has a receiver)
     }
-    if (peer >= 0 && peer < positions) base.peer = static_cast<std::size_t>(peer);
 
     // Which algorithms run; a forced one that cannot is an error, 'all' skips (and says so).
     std::vector<std::string> skipped;

@@ -79,23 +79,18 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       const auto local = g.by_domain();
       // The hops between domains are those of channel 0's ring (ring_orders: each enters
       // a domain on the rail it left the last one on).
-      const auto first_ring = ring_orders(g, 1);
-      if (local.size() == 1) {
-        // One domain: the ring the lowering runs (ring_orders: a direct ring where the
-        // links make one, as a torus's or a DGX-1's, else rank order), closing hop too.
-        for (const auto& o : first_ring) {
-          for (std::size_t k = 0; k < o.size() && o.size() > 1; ++k) in.add(f, node(o[k]), node(o[(k + 1) % o.size()]));
-        }
-      } else {
+      // In one domain its edges are all the ring's (ring_orders: a direct ring where the
+      // links make one, as a torus's or a DGX-1's, else rank order), closing hop too.
+      const std::vector<std::size_t> first_ring = ring_orders(g, 1).front();
+      if (local.size() > 1) {
         for (const auto& l : local) {
           for (std::size_t k = 0; k + 1 < l.size(); ++k) in.add(f, node(l[k]), node(l[k + 1]));
         }
       }
-      for (const auto& o : local.size() > 1 ? first_ring : std::vector<std::vector<std::size_t>>{}) {
-        for (std::size_t k = 0; k < o.size(); ++k) {
-          const std::size_t next = o[(k + 1) % o.size()];
-          if (g.domain[o[k]] != g.domain[next]) out.add(f, node(o[k]), node(next));
-        }
+      for (std::size_t k = 0; k < first_ring.size(); ++k) {
+        const std::size_t here = first_ring[k], next = first_ring[(k + 1) % first_ring.size()];
+        if (local.size() == 1) in.add(f, node(here), node(next));
+        else if (g.domain[here] != g.domain[next]) out.add(f, node(here), node(next));
       }
       // Inside the domains the channels' rings (ring_orders: along a DGX-1's direct
       // rings or a direct rank-order ring and its reverse, else rank-order edges one way
