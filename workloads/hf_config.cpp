@@ -106,7 +106,6 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       throw InputError(seq_field + ": " + std::to_string(*seq) + " tokens exceed " + source + "'s " + std::to_string(c.position_rows()) +
                        " learned positions (n_positions)");
     }
-    if (c.learned_positions) c.positions = c.position_rows();  // the table keeps its rows
     c.seq = *seq;
   }
   return c;

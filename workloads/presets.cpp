@@ -115,7 +115,6 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
       throw InputError(o.spelled + "seq: " + std::to_string(*o.seq) + " tokens exceed " + c.name + "'s " + std::to_string(c.position_rows()) +
                        " learned positions");
     }
-    if (c.learned_positions) c.positions = c.position_rows();  // the table keeps its rows
     c.seq = *o.seq;
   }
   if (o.dtype) c.dtype = *o.dtype;

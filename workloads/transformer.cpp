@@ -18,6 +18,7 @@ TransformerConfig gpt_config(std::string name, std::int64_t layers, std::int64_t
   c.kv_heads = heads;
   c.ffn = 4 * hidden;
   c.seq = seq;
+  c.positions = seq;  // the learned table's rows: a shorter training sequence keeps them
   c.vocab = vocab;
   return c;
 }
