@@ -399,13 +399,13 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   // reduced (the barrier); before it the device waits for (1) its own stage's reduction,
   // from the end of its backward (data-parallel), then (2) the rest of the pipeline to
   // finish its backwards (the drain: pipeline time), then (3) the other stages'
-  // reductions (and a split tied embedding's) still running after both (data-parallel). After its step, under ZeRO-1/2,
+  // reductions (and the sums of copies: a split tied embedding's) still running after both (data-parallel). After its step, under ZeRO-1/2,
   // the updated weights' all-gathers and the end of the step are data-parallel too.
   const std::size_t stage = g % static_cast<std::size_t>(p.pp);
   double drained = 0.0, barrier = 0.0;
   for (TaskId t : step.last_backward) drained = std::max(drained, times.of(t).end);
   for (TaskId t : step.gradients_reduced) barrier = std::max(barrier, times.of(t).end);
-  if (step.embedding_reduced.valid()) barrier = std::max(barrier, times.of(step.embedding_reduced).end);
+  if (step.copies_summed.valid()) barrier = std::max(barrier, times.of(step.copies_summed).end);
   const double own = times.of(step.gradients_reduced[stage]).end;
   r.exposed_dp_s = std::max(0.0, own - last.end) + std::max(0.0, barrier - std::max(own, drained));
   if (!step.weights_gathered.empty()) r.exposed_dp_s += std::max(0.0, r.step_time_s - opt.end);

@@ -258,6 +258,15 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) bytes /= shard_size(p);
     step += collective(fabric, {mesh_rank(p, 0, 0, 0), mesh_rank(p, 0, p.pp - 1, 0)}, CollectiveOp::kAllReduce, bytes);
   }
+  if (const double kv = model.replicated_kv_params(p.tp); kv > 0.0) {
+    // More tp ranks than key-value groups: each group's copies' gradients summed among
+    // the ranks sharing it, the busiest stage's layers at once.
+    double bytes = kv * *std::max_element(layers.begin(), layers.end()) * reduced_gradient_bytes(p, model.dtype);
+    if (zero3) bytes /= shard_size(p);
+    std::vector<std::uint32_t> sharing;
+    for (int k = 0; k < p.tp / model.kv_heads; ++k) sharing.push_back(mesh_rank(p, 0, 0, k));
+    step += collective(fabric, sharing, CollectiveOp::kAllReduce, bytes);
+  }
   if (zero2) step += rs_first;  // ZeRO-2: the last backward's last scatter (the embedding's)
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
   step += plan_optimizer_step_time(updated, p, model.dtype, compute).value();

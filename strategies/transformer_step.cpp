@@ -527,7 +527,7 @@ class StepLowering {
     // flag (loss scaling) over the model-parallel ranks, as Megatron-LM and DeepSpeed do.
     // Those all-reduces carry a few bytes; only the wait they impose is modelled.
     const TaskId every_stage = g_.add(Marker{}, "every stage's gradients reduced").id();
-    tied_embedding_all_reduce(every_stage);
+    sum_copies(every_stage);
     for (int i = 0; i < p_.pp; ++i) {
       const TaskId stage_done = out_.gradients_reduced[static_cast<std::size_t>(i)];
       g_.add_edge(stage_done, every_stage);
@@ -576,31 +576,62 @@ class StepLowering {
     }
   }
 
-  // A tied embedding split by the pipeline has a copy on the first stage (the input
-  // embedding) and one on the last (the output layer): their gradients are summed before
-  // the optimizer step, an all-reduce between each tp rank's two copies in every replica,
-  // after both stages' data-parallel reductions (Megatron-LM's _allreduce_embedding_grads
-  // in finalize_model_grads; DeepSpeed's pipeline engine reduces its tied modules' too).
-  void tied_embedding_all_reduce(TaskId every_stage) {
-    if (p_.pp == 1 || !m_.tied_embedding) return;
-    double bytes = static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp * reduced_gradient_bytes(p_, m_.dtype);
-    if (zero3_) bytes /= shard_size(p_);  // each rank's shard of it
-    const TaskId first = out_.gradients_reduced.front(), last = out_.gradients_reduced.back();
-    out_.embedding_reduced = g_.add(Marker{}, "tied embedding gradients summed").id();
-    g_.add_edge(out_.embedding_reduced, every_stage);
-    for (int d = 0; d < p_.dp; ++d) {
-      for (int k = 0; k < p_.tp; ++k) {
-        const Choice ch = choose({node(rank(d, 0, k)), node(rank(d, p_.pp - 1, k))}, CollectiveOp::kAllReduce, bytes);
-        if (d >= dpl_) {  // a replica folded away (priced) still puts its traffic on the links
-          count_priced(ch, false);
-          continue;
+  // Weights a replica holds more than one copy of have their copies' gradients summed
+  // before the optimizer step, after the data-parallel reductions of the stages holding
+  // them, each an all-reduce among the copies in every replica (priced for a replica
+  // folded away, whose traffic still loads the links).
+  void sum_copies(TaskId every_stage) {
+    // A tied embedding split by the pipeline: a copy on the first stage (the input
+    // embedding) and one on the last (the output layer), between each tp rank's two
+    // (Megatron-LM's _allreduce_embedding_grads in finalize_model_grads; DeepSpeed's
+    // pipeline engine reduces its tied modules' too).
+    if (p_.pp > 1 && m_.tied_embedding) {
+      const double bytes = static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp;
+      for (int d = 0; d < p_.dp; ++d) {
+        for (int k = 0; k < p_.tp; ++k) {
+          sum_copy(d, {node(rank(d, 0, k)), node(rank(d, p_.pp - 1, k))}, bytes,
+                   {out_.gradients_reduced.front(), out_.gradients_reduced.back()}, "tied embedding all-reduce",
+                   d == 0 && k == 0, every_stage);
         }
-        const LoweredCollective c = run_choice(ch, "tied embedding all-reduce", d == 0 && k == 0);
-        g_.add_edge(first, c.start);
-        g_.add_edge(last, c.start);
-        g_.add_edge(c.end, out_.embedding_reduced);
       }
     }
+    // More tp ranks than key-value groups: each group's key and value weights on each of
+    // the tp / kv_heads ranks that share it (a replicated weight's gradient, as GSPMD
+    // sums it; PaLM's one multi-query head over 12 ranks), the stage's layers at once.
+    const double kv = m_.replicated_kv_params(p_.tp);
+    if (kv == 0.0) return;
+    const int sharing = p_.tp / static_cast<int>(m_.kv_heads);
+    for (int i = 0; i < p_.pp; ++i) {
+      int layers = 0;
+      for (int s = i; s < stages_; s += p_.pp) layers += chunk_layers_[static_cast<std::size_t>(s)];
+      for (int d = 0; d < p_.dp; ++d) {
+        for (int k0 = 0; k0 < p_.tp; k0 += sharing) {
+          std::vector<NodeId> ranks;
+          for (int k = k0; k < k0 + sharing; ++k) ranks.push_back(node(rank(d, i, k)));
+          sum_copy(d, ranks, kv * layers, {out_.gradients_reduced[static_cast<std::size_t>(i)]},
+                   "key-value group all-reduce", d == 0 && i == 0 && k0 == 0, every_stage);
+        }
+      }
+    }
+  }
+  // One all-reduce of `params` gradients among `ranks` (copies in replica d), after
+  // `after`; under ZeRO-3 each rank's shard of them.
+  void sum_copy(int d, const std::vector<NodeId>& ranks, double params, std::initializer_list<TaskId> after,
+                std::string_view what, bool first_device, TaskId every_stage) {
+    double bytes = params * reduced_gradient_bytes(p_, m_.dtype);
+    if (zero3_) bytes /= shard_size(p_);
+    const Choice ch = choose(ranks, CollectiveOp::kAllReduce, bytes);
+    if (d >= dpl_) {
+      count_priced(ch, false);
+      return;
+    }
+    if (!out_.copies_summed.valid()) {
+      out_.copies_summed = g_.add(Marker{}, "copies' gradients summed").id();
+      g_.add_edge(out_.copies_summed, every_stage);
+    }
+    const LoweredCollective c = run_choice(ch, what, first_device);
+    for (TaskId t : after) g_.add_edge(t, c.start);
+    g_.add_edge(c.end, out_.copies_summed);
   }
 
   // Which data-parallel ranks of a stage and tp rank a collective spans: every one

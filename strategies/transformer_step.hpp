@@ -88,7 +88,9 @@ struct LoweredTrainingStep {
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   std::vector<TaskId> gradients_reduced;  // per pp stage: every replica's backward done and its gradients reduced
   std::vector<TaskId> weights_gathered;   // per pp stage under ZeRO-1/2 with dp > 1: updated weights all-gathered (else empty)
-  TaskId embedding_reduced;  // a tied embedding split by the pipeline: its two copies' gradients summed (else invalid)
+  // Copies within a replica (a tied embedding split by the pipeline, key-value groups
+  // replicated over tp ranks): their gradients summed (else invalid).
+  TaskId copies_summed;
   ResourceId network;
   const NetworkModel* network_model = nullptr;  // resources[network], for its per-link bytes
   std::uint64_t tp_collectives = 0;  // priced analytically

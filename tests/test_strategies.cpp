@@ -1047,8 +1047,8 @@ TEST_CASE("no stage steps its optimizer before every stage's gradients are reduc
   REQUIRE(s.optimizer.size() == 4);
   REQUIRE(s.gradients_reduced.size() == 4);
   const double drained = times.at[s.last_backward[0].value].second;
-  REQUIRE(s.embedding_reduced.valid());
-  const double summed = times.at[s.embedding_reduced.value].second;
+  REQUIRE(s.copies_summed.valid());
+  const double summed = times.at[s.copies_summed.value].second;
   CHECK(summed > drained);
   for (int i = 0; i < 4; ++i) {
     CHECK(times.at[s.optimizer[i].value].first == Approx(summed).epsilon(1e-12));
@@ -1166,6 +1166,35 @@ TEST_CASE("with more tp ranks than key-value groups each rank holds one whole gr
   p.tp = 2;
   const double even = (2 * h * h + 3 * h * f + 2 * 2 * d * h) / 2 + 2 * h;
   CHECK(stage_costs(m, p, *rig.compute).layer_params == Approx(even).epsilon(1e-12));
+}
+
+TEST_CASE("key-value groups replicated over tp ranks have their gradients summed") {
+  // Expected: 2 groups at tp 8 put each group's key and value weights on 4 ranks; the
+  // step sums their gradients among those 4 (an all-reduce per group and replica of the
+  // stage's layers' 2 head_dim hidden values, bf16: 3 x 2 x 128 x 2048 x 2 bytes), after
+  // the stage's data-parallel reduction and before the optimizer step. Every all-reduce
+  // algorithm sends 2 (n - 1) / n of the buffer from each of its n ranks, so with dp 1
+  // the first device sends 3/2 of it and nothing else of the step's reductions. At tp 2
+  // (one group per rank) nothing is summed.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = llama_config("l", 3, 2048, 16, 2, 5632, 1024, 32000);
+  const double buffer = 3 * 2 * 128 * 2048.0 * 2;
+  ParallelPlan p;
+  p.tp = 8;
+  p.global_batch = 2;
+  for (const bool priced : {true, false}) {
+    CAPTURE(priced);
+    LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kFlow, priced);
+    CHECK(s.dp_bytes_per_device == Approx(2.0 * 3 / 4 * buffer).epsilon(1e-9));
+    REQUIRE(s.copies_summed.valid());
+    const StartEnd times = replay_times(rig, s);
+    CHECK(times.at[s.copies_summed.value].second > times.at[s.gradients_reduced[0].value].second);
+    CHECK(times.at[s.optimizer[0].value].first >= times.at[s.copies_summed.value].second);
+  }
+  p.tp = 2;
+  LoweredTrainingStep even = rig.lower(m, p);
+  CHECK(!even.copies_summed.valid());
+  CHECK(even.dp_bytes_per_device == 0.0);
 }
 
 TEST_CASE("the replay's memory high-water marks follow the schedule") {

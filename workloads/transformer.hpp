@@ -65,6 +65,14 @@ struct TransformerConfig {
   /// more ranks than groups (each rank then holds one whole group, replicated tp / g
   /// times, as PaLM's multi-query head over its 12 model-parallel ranks).
   [[nodiscard]] std::int64_t kv_ways(int tp) const { return tp < kv_heads ? tp : kv_heads; }
+  /// A layer's key and value weights (and biases) that each of `tp` ranks holds as a
+  /// copy of its group's when there are more ranks than groups, else 0: 2 head_dim
+  /// (hidden + bias). Their gradients are summed over the tp / kv_heads ranks that share
+  /// the group before the optimizer step.
+  [[nodiscard]] double replicated_kv_params(int tp) const {
+    if (tp <= kv_heads) return 0.0;
+    return 2.0 * static_cast<double>(head_dim()) * static_cast<double>(hidden + (qkv_bias ? 1 : 0));
+  }
 };
 
 /// Megatron-style GPT: layer norm, GeLU MLP of 4h, biases, learned positions, tied
