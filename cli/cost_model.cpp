@@ -84,7 +84,7 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
     j["strategies"] = rows;
     j["mean_abs_error"] = c.mean_abs_error;
     j["worst_abs_error"] = c.worst_abs_error;
-    j["kendall_tau"] = c.kendall_tau;
+    j["kendall_tau"] = c.pairs > 0 ? nlohmann::ordered_json(c.kendall_tau) : nlohmann::ordered_json();
     j["pairs"] = c.pairs;
     out << j.dump(2) << "\n";
     return;

@@ -114,7 +114,7 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
                            {"refused", a.refused},
                            {"mean_abs_error", a.mean_abs_error},
                            {"worst_abs_error", a.worst_abs_error},
-                           {"kendall_tau", a.kendall_tau},
+                           {"kendall_tau", a.pairs > 0 ? nlohmann::ordered_json(a.kendall_tau) : nlohmann::ordered_json()},
                            {"pairs", a.pairs}};
   }
   return j;
@@ -293,7 +293,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       for (auto& [s, models] : j.items()) {
         for (auto& [m, a] : models.items()) {
           for (const char* k : {"mean_abs_error", "worst_abs_error", "kendall_tau"}) {
-            a[k] = std::round(a[k].get<double>() * 1e4) / 1e4;
+            if (a[k].is_number()) a[k] = std::round(a[k].get<double>() * 1e4) / 1e4;
           }
         }
       }

@@ -523,7 +523,7 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
     }
     worse("mean_abs_error", a.mean_abs_error, true);
     worse("worst_abs_error", a.worst_abs_error, true);
-    worse("kendall_tau", a.kendall_tau, false);
+    if (a.pairs > 0) worse("kendall_tau", a.kendall_tau, false);  // none (null) where no two cases compare
     if (a.refused > 0) out.push_back(a.suite + " / " + a.model + ": " + std::to_string(a.refused) + " cases refused");
   }
   return out;

@@ -1034,6 +1034,9 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   CHECK(r.status == 0);
   nlohmann::json j = nlohmann::json::parse(std::ifstream(rec));
   const std::string model = j["nccl"].begin().key();
+  // No two NCCL points compare (each is its own machine): no pairs, and no tau (null, not 0).
+  CHECK(j["nccl"]["all"]["pairs"] == 0);
+  CHECK(j["nccl"]["all"]["kendall_tau"].is_null());
   j["nccl"][model]["mean_abs_error"] = j["nccl"][model]["mean_abs_error"].get<double>() - 0.01;
   std::ofstream(rec) << j.dump();
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
