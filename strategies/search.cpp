@@ -264,7 +264,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     double bytes = kv * *std::max_element(layers.begin(), layers.end()) * reduced_gradient_bytes(p, model.dtype);
     if (zero3) bytes /= shard_size(p);
     std::vector<std::uint32_t> sharing;
-    for (int k = 0; k < p.tp / model.kv_heads; ++k) sharing.push_back(mesh_rank(p, 0, 0, k));
+    for (int k = 0; k < model.kv_copies(p.tp); ++k) sharing.push_back(mesh_rank(p, 0, 0, k));
     step += collective(fabric, sharing, CollectiveOp::kAllReduce, bytes);
   }
   if (zero2) step += rs_first;  // ZeRO-2: the last backward's last scatter (the embedding's)

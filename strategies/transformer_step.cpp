@@ -600,7 +600,7 @@ class StepLowering {
     // sums it; PaLM's one multi-query head over 12 ranks), the stage's layers at once.
     const double kv = m_.replicated_kv_params(p_.tp);
     if (kv == 0.0) return;
-    const int sharing = p_.tp / static_cast<int>(m_.kv_heads);
+    const int sharing = m_.kv_copies(p_.tp);
     for (int i = 0; i < p_.pp; ++i) {
       int layers = 0;
       for (int s = i; s < stages_; s += p_.pp) layers += chunk_layers_[static_cast<std::size_t>(s)];

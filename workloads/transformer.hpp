@@ -65,12 +65,15 @@ struct TransformerConfig {
   /// more ranks than groups (each rank then holds one whole group, replicated tp / g
   /// times, as PaLM's multi-query head over its 12 model-parallel ranks).
   [[nodiscard]] std::int64_t kv_ways(int tp) const { return tp < kv_heads ? tp : kv_heads; }
+  /// How many of `tp` ranks hold each key-value group: tp / kv_ways(tp), 1 unless there
+  /// are more ranks than groups.
+  [[nodiscard]] int kv_copies(int tp) const { return static_cast<int>(tp / kv_ways(tp)); }
   /// A layer's key and value weights (and biases) that each of `tp` ranks holds as a
   /// copy of its group's when there are more ranks than groups, else 0: 2 head_dim
-  /// (hidden + bias). Their gradients are summed over the tp / kv_heads ranks that share
-  /// the group before the optimizer step.
+  /// (hidden + bias). Their gradients are summed over the kv_copies(tp) ranks that
+  /// share the group before the optimizer step.
   [[nodiscard]] double replicated_kv_params(int tp) const {
-    if (tp <= kv_heads) return 0.0;
+    if (kv_copies(tp) == 1) return 0.0;
     return 2.0 * static_cast<double>(head_dim()) * static_cast<double>(hidden + (qkv_bias ? 1 : 0));
   }
 };
