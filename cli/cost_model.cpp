@@ -99,8 +99,10 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
                   r.estimate_s, r.replay_s, r.error() * 100);
     out << line;
   }
-  std::snprintf(line, sizeof line, "\nmean |error| %.1f%%, worst %.1f%%, Kendall tau %.3f over %zu pairs\n",
-                c.mean_abs_error * 100, c.worst_abs_error * 100, c.kendall_tau, c.pairs);
+  char tau[32] = "- (no two plans compare)";
+  if (c.pairs > 0) std::snprintf(tau, sizeof tau, "%.3f", c.kendall_tau);
+  std::snprintf(line, sizeof line, "\nmean |error| %.1f%%, worst %.1f%%, Kendall tau %s over %zu pairs\n",
+                c.mean_abs_error * 100, c.worst_abs_error * 100, tau, c.pairs);
   out << line;
 }
 

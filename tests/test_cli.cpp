@@ -1676,7 +1676,7 @@ TEST_CASE("validate --cost-model: estimates against replays, the built-in ones o
   // Expected: on kTraining (analytical network) every strategy is estimated by
   // estimate_step, each error is (estimate - replay) / replay, and the summary is their
   // mean and worst absolute value; a user's CSV predicting 1.1 x each replay shows +10%
-  // for each and Kendall tau 1 (same order); mistakes in the CSV are one line naming the
+  // for each and Kendall tau 1 (same order), one estimate alone has no tau; mistakes in the CSV are one line naming the
   // file and line, status 2; --cost-model takes none of the suite options.
   Scratch s;
   const std::string f = s.write("t.json", kTraining);
@@ -1708,6 +1708,11 @@ TEST_CASE("validate --cost-model: estimates against replays, the built-in ones o
     CHECK(e.at("error").get<double>() == Approx(0.1).epsilon(1e-9));
   }
   CHECK(k.at("kendall_tau").get<double>() == 1.0);
+  // One estimated plan: no pair to rank, so the text says so instead of printing tau 0.
+  s.write("mine.csv", "scenario,strategy,predicted_step_s\nt,dp,1.0\n");
+  const auto one = ddlsim_cmd({"validate", "--cost-model", f, "--network", "analytical", "--estimates", mine});
+  REQUIRE(one.status == 0);
+  CHECK(one.out.find("Kendall tau - (no two plans compare) over 0 pairs") != std::string::npos);
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"scenario,strategy,predicted\n", mine + ":1: expected the header scenario,strategy,predicted_step_s"},
       {"scenario,strategy,predicted_step_s\nt,xp,1.0\n", mine + ":2: scenario 't' has no strategy 'xp'"},
