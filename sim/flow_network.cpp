@@ -34,6 +34,7 @@ void FlowNetwork::begin(const TaskGraph& graph) {
   const std::size_t links = fabric_->cluster().link_count();
   on_link_.assign(links, {});
   load_.assign(links, 0);
+  crossings_.assign(links, 0);
   demand_.assign(links, 0.0);
   dirty_.clear();
   clock_ = 0.0;
@@ -68,17 +69,29 @@ std::uint32_t FlowNetwork::new_flow() {
 const std::vector<LinkId>& FlowNetwork::choose_route(NodeId src, NodeId dst) {
   const auto& candidates = fabric_->routes(src, dst);
   if (candidates.size() == 1) return candidates.front();
+  // A link every candidate crosses (the source's NIC, the destination's) bounds them all
+  // alike, so the choice is made on the links where they differ: otherwise a busy NIC,
+  // tighter than any fabric link, would tie every candidate and the first would win
+  // however loaded its spine.
+  const auto everyone = static_cast<std::uint32_t>(candidates.size());
+  for (const auto& r : candidates) {
+    for (LinkId l : r) ++crossings_[l.value];
+  }
   std::size_t best = 0;
   double best_share = -1.0;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     double share = std::numeric_limits<double>::infinity();
     for (LinkId l : candidates[i]) {
+      if (crossings_[l.value] == everyone) continue;
       share = std::min(share, fabric_->capacity(l) / static_cast<double>(load_[l.value] + 1));
     }
     if (share > best_share) {
       best_share = share;
       best = i;
     }
+  }
+  for (const auto& r : candidates) {
+    for (LinkId l : r) crossings_[l.value] = 0;
   }
   return candidates[best];
 }

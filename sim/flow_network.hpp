@@ -27,7 +27,9 @@
 // Route choice: among the minimum-hop routes NetworkFabric offers (one, dimension order,
 // inside a torus), a transfer takes the one whose tightest link would give it the
 // largest share, counting the transfers already routed over each link (adaptive
-// routing, as InfiniBand and Spectrum-X fabrics do per flow); ties go to the first.
+// routing, as InfiniBand and Spectrum-X fabrics do per flow); links every candidate
+// crosses are left out of that comparison (they would bound all alike); ties go to the
+// first.
 //
 // Assumptions: fluid flows (no packets, no queues, no congestion control dynamics: rates
 // settle instantly); latency is paid once per transfer before its bytes flow; the two
@@ -113,6 +115,7 @@ class FlowNetwork final : public NetworkModel {
   void schedule_head(std::uint32_t fifo);
   std::vector<std::vector<std::uint32_t>> on_link_;  // active flows per directed link
   std::vector<std::uint32_t> load_;                  // flows routed over each link (waiting or active)
+  std::vector<std::uint32_t> crossings_;             // choose_route scratch: candidates crossing each link (0 between calls)
   std::vector<std::uint32_t> dirty_;                 // links whose flows changed since the last solve
   // Sum of the route bottlenecks of the flows on each link. A link whose demand fits
   // its capacity can never be saturated, so it constrains nothing and couples nothing.

@@ -166,6 +166,42 @@ TEST_CASE("adaptive routing spreads flows over equal-cost paths") {
   CHECK(run_network(g, f, Model::kFlow).makespan == Approx(0.1).epsilon(1e-12));
 }
 
+TEST_CASE("adaptive routing looks past a busy NIC to the fabric behind it") {
+  // Two leaves joined by two spines, every link 10 GB/s; host h4 hangs off spine s0 and
+  // h5 off s1. h0 sends two flows of 1 GB to h2 (its NIC gives each 5 GB/s); then h4 and
+  // h5 each send 1 GB to h3, which can only go down from their own spine. h0's NIC
+  // bounds both of its candidate routes alike, so its second flow must be placed by the
+  // spines behind it: over the other spine. Then each spine's link down to lb carries two
+  // flows, every flow gets 5 GB/s and all end at 0.2 s. Placed by the NIC alone (a tie:
+  // the first route again), one spine's link down would carry three flows at 10/3 GB/s:
+  // 0.3 s.
+  Cluster c;
+  const auto h = add_chips(c, 6);
+  const NodeId la = c.add_node(NodeKind::kSwitch, "la"), lb = c.add_node(NodeKind::kSwitch, "lb");
+  const NodeId s0 = c.add_node(NodeKind::kSwitch, "s0"), s1 = c.add_node(NodeKind::kSwitch, "s1");
+  const BytesPerSecond B(10e9);
+  c.connect(h[0], la, B, Seconds(0.0), "x");
+  c.connect(h[1], la, B, Seconds(0.0), "x");
+  c.connect(h[2], lb, B, Seconds(0.0), "x");
+  c.connect(h[3], lb, B, Seconds(0.0), "x");
+  c.connect(h[4], s0, B, Seconds(0.0), "x");
+  c.connect(h[5], s1, B, Seconds(0.0), "x");
+  for (NodeId s : {s0, s1}) {
+    c.connect(la, s, B, Seconds(0.0), "x");
+    c.connect(lb, s, B, Seconds(0.0), "x");
+  }
+  NetworkFabric f = line_rate(c);
+  REQUIRE(f.routes(h[0], h[2]).size() == 2);
+  REQUIRE(f.routes(h[4], h[3]).size() == 1);
+  REQUIRE(f.routes(h[5], h[3]).size() == 1);
+  TaskGraph g;
+  transfer(g, h[0], h[2], 1e9);
+  transfer(g, h[0], h[2], 1e9);
+  transfer(g, h[4], h[3], 1e9);
+  transfer(g, h[5], h[3], 1e9);
+  CHECK(run_network(g, f, Model::kFlow).makespan == Approx(0.2).epsilon(1e-12));
+}
+
 TEST_CASE("adaptive routing finds every uplink of a wide leaf, and every cable down") {
   // Two leaves of 32 hosts joined by 16 spines, two cables from each leaf to each spine
   // (32 uplinks per leaf: full bisection), every link 10 GB/s. 32 flows of 1 GB, host i
