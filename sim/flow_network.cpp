@@ -36,11 +36,18 @@ void FlowNetwork::begin(const TaskGraph& graph) {
   load_.assign(links, 0);
   crossings_.assign(links, 0);
   demand_.assign(links, 0.0);
+  ends_on_.assign(links, 0);
+  was_saturable_.assign(links, 0);
+  sat_epoch_.assign(links, 0);
+  sat_.assign(links, 0);
   dirty_.clear();
   clock_ = 0.0;
   link_mark_.assign(links, 0);
   flow_mark_.clear();
   fixed_mark_.clear();
+  bound_epoch_.clear();
+  lower_.clear();
+  upper_.clear();
   epoch_ = 0;
   remaining_.assign(links, 0.0);
   unfixed_.assign(links, 0);
@@ -61,6 +68,9 @@ std::uint32_t FlowNetwork::new_flow() {
   pos_cap_.push_back(0);
   flow_mark_.push_back(0);
   fixed_mark_.push_back(0);
+  bound_epoch_.push_back(0);
+  lower_.push_back(0.0);
+  upper_.push_back(0.0);
   new_rate_.push_back(0.0);
   events_.grow(flows_.size());
   return f;
@@ -174,6 +184,8 @@ void FlowNetwork::join(std::uint32_t f, double at) {
     on.push_back(f);
     demand_[flow.route[h].value] += flow.cap;
   }
+  ++ends_on_[flow.route[0].value];
+  if (flow.hops > 1) ++ends_on_[flow.route[flow.hops - 1].value];
   mark_dirty(flow);
 }
 
@@ -201,7 +213,11 @@ void FlowNetwork::leave(std::uint32_t f) {
       }
     }
   }
-  if (flow.linked) mark_dirty(flow);
+  if (flow.linked) {
+    --ends_on_[flow.route[0].value];
+    if (flow.hops > 1) --ends_on_[flow.route[flow.hops - 1].value];
+    mark_dirty(flow);
+  }
   free_.push_back(f);
 }
 
@@ -243,8 +259,52 @@ Seconds FlowNetwork::advance(Seconds t, ReplaySink& sink) {
   return next_event();
 }
 
-bool FlowNetwork::saturable(std::uint32_t l) const {
+bool FlowNetwork::may_saturate(std::uint32_t l) const {
   return on_link_[l].size() > 1 && demand_[l] > fabric_->capacity(LinkId(l)) * (1.0 + 1e-12);
+}
+
+bool FlowNetwork::saturable(std::uint32_t l) {
+  if (!may_saturate(l)) return false;
+  if (ends_on_[l] > 0) return true;  // kept whenever its route bottlenecks could fill it
+  if (sat_epoch_[l] == epoch_) return sat_[l] != 0;
+  double sum = 0.0;
+  for (std::uint32_t f : on_link_[l]) sum += bound(f);
+  sat_epoch_[l] = epoch_;
+  sat_[l] = sum > fabric_->capacity(LinkId(l)) * (1.0 + 1e-12) ? 1 : 0;
+  return sat_[l] != 0;
+}
+
+double FlowNetwork::bound(std::uint32_t f) {
+  // The lower bounds of every flow on f's first and last links, then f's upper bound.
+  auto lower = [&](std::uint32_t g) {
+    if (bound_epoch_[g] == epoch_) return lower_[g];
+    const Flow& flow = flows_[g];
+    double least = std::numeric_limits<double>::infinity();
+    for (std::uint32_t h = 0; h < flow.hops; ++h) {
+      const std::uint32_t k = flow.route[h].value;
+      least = std::min(least, fabric_->capacity(LinkId(k)) / static_cast<double>(on_link_[k].size()));
+    }
+    bound_epoch_[g] = epoch_;
+    lower_[g] = least;
+    upper_[g] = -1.0;  // not yet known
+    return least;
+  };
+  lower(f);
+  if (upper_[f] >= 0.0) return upper_[f];
+  const Flow& flow = flows_[f];
+  double most = flow.cap;
+  const std::uint32_t ends[2] = {flow.route[0].value, flow.route[flow.hops - 1].value};
+  for (int e = 0; e < (flow.hops > 1 ? 2 : 1); ++e) {
+    const std::uint32_t k = ends[e];
+    if (!may_saturate(k)) continue;  // not a constraint: it bounds nothing
+    double others = 0.0;
+    for (std::uint32_t g : on_link_[k]) {
+      if (g != f) others += lower(g);
+    }
+    most = std::min(most, fabric_->capacity(LinkId(k)) - others);
+  }
+  upper_[f] = std::max(most, 0.0);
+  return upper_[f];
 }
 
 void FlowNetwork::solve() {
@@ -253,6 +313,8 @@ void FlowNetwork::solve() {
     std::fill(link_mark_.begin(), link_mark_.end(), 0);
     std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
     std::fill(fixed_mark_.begin(), fixed_mark_.end(), 0);
+    std::fill(bound_epoch_.begin(), bound_epoch_.end(), 0);
+    std::fill(sat_epoch_.begin(), sat_epoch_.end(), 0);
     epoch_ = 1;
   }
   seeds_.swap(dirty_);
@@ -273,14 +335,20 @@ void FlowNetwork::solve() {
       }
     };
     if (saturable(seed)) comp_links_.push_back(seed);
+    was_saturable_[seed] = saturable(seed) ? 1 : 0;
     visit_link(seed);
     while (scan < comp_flows_.size()) {
       const Flow& flow = flows_[comp_flows_[scan++]];
       for (std::uint32_t h = 0; h < flow.hops; ++h) {
         const std::uint32_t l = flow.route[h].value;
-        if (link_mark_[l] == epoch_ || !saturable(l)) continue;
+        if (link_mark_[l] == epoch_) continue;
+        // A link that was a constraint and no longer is (its flows' bounds fell) still
+        // brings in its flows: their rates were solved under it.
+        const bool now = saturable(l), before = was_saturable_[l] != 0;
+        if (!now && !before) continue;
+        was_saturable_[l] = now ? 1 : 0;
         link_mark_[l] = epoch_;
-        comp_links_.push_back(l);
+        if (now) comp_links_.push_back(l);
         visit_link(l);
       }
     }

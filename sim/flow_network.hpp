@@ -17,12 +17,20 @@
 // L(r) + b / min_l c_l, and k equal flows on one bottleneck link get c_l / k each.
 //
 // Rates change only when a flow joins or leaves, and only for flows coupled to it:
-// sharing, directly or through other flows, a link that can saturate (one whose flows'
-// route bottlenecks add up to more than its capacity; a link that cannot saturate never
-// binds, so dropping it changes no rate). Every change re-solves that connected
-// component and nothing else, at a cost of O(levels x (L_c + F_c h)) for F_c flows of h
-// hops on L_c links. Changes at one instant are solved together. A flow's finish time is
-// its rate-weighted remaining bytes.
+// sharing, directly or through other flows, a link that can saturate. A link that cannot
+// saturate never binds, so dropping it changes no rate. Which can: a link that is some
+// flow's first or last hop (a NIC, mostly) when its flows' route bottlenecks add up to
+// more than its capacity; any other link when upper bounds on its flows' rates do. The
+// bound of flow f: its route bottleneck, and for each of its first and last links k
+// that can saturate, c_k less the lower bounds of k's other flows; a flow's lower bound
+// is min over its links of c_l / n_l (n_l flows on l), which max-min fairness gives
+// every flow. Those bounds hold for the problem without the dropped links, so the
+// dropped links' constraints hold for its solution, which is therefore the solution of
+// the whole problem. So a busy NIC's flows do not couple everything they cross behind
+// it. A link that stops being a constraint brings its flows into the next re-solve.
+// Every change re-solves that connected component and nothing else, at a cost of
+// O(levels x (L_c + F_c h)) for F_c flows of h hops on L_c links. Changes at one instant
+// are solved together. A flow's finish time is its rate-weighted remaining bytes.
 //
 // Route choice: among the minimum-hop routes NetworkFabric offers (one, dimension order,
 // inside a torus), a transfer takes the one whose tightest link would give it the
@@ -120,7 +128,17 @@ class FlowNetwork final : public NetworkModel {
   // Sum of the route bottlenecks of the flows on each link. A link whose demand fits
   // its capacity can never be saturated, so it constrains nothing and couples nothing.
   std::vector<double> demand_;
-  [[nodiscard]] bool saturable(std::uint32_t l) const;
+  // Linked flows that start or end on each link (it is their first or last hop).
+  std::vector<std::uint32_t> ends_on_;
+  [[nodiscard]] bool may_saturate(std::uint32_t l) const;  // demand_ over capacity
+  // Whether l is a constraint of the current solve (the header says when); cached per solve.
+  bool saturable(std::uint32_t l);
+  // An upper bound on f's max-min rate from its first and last links (cached per solve).
+  double bound(std::uint32_t f);
+  std::vector<std::uint32_t> sat_epoch_, bound_epoch_;
+  std::vector<std::uint8_t> sat_;
+  std::vector<std::uint8_t> was_saturable_;  // each link's saturable() when a solve last looked at it
+  std::vector<double> lower_, upper_;
   double clock_ = 0.0;                               // time of the pending changes
 
   // Solver scratch, sized once per begin().

@@ -143,6 +143,28 @@ TEST_CASE("a flow that joins later slows the first one only from then on") {
   CHECK(r.end[b.value] == Approx(0.2).epsilon(1e-12));
 }
 
+TEST_CASE("a link its flows' NICs keep from filling couples nothing") {
+  // Hosts s0 and s1 (10 GB/s NICs) on switch x each send two 1 GB flows over x -> y
+  // (20 GB/s) to four hosts on y. Each NIC gives its two flows 5 GB/s, so x -> y carries
+  // at most 20 GB/s and can never bind, though the flows' route bottlenecks (10 GB/s
+  // each) add up to 40: the flows of s0 and those of s1 are solved as two separate
+  // components of two flows, not one of four. All end at 1 / 5 = 0.2 s.
+  Cluster c;
+  const auto h = add_chips(c, 6);
+  const NodeId x = c.add_node(NodeKind::kSwitch, "x"), y = c.add_node(NodeKind::kSwitch, "y");
+  c.connect(h[0], x, BytesPerSecond(10e9), Seconds(0.0), "x");
+  c.connect(h[1], x, BytesPerSecond(10e9), Seconds(0.0), "x");
+  c.connect(x, y, BytesPerSecond(20e9), Seconds(0.0), "x");
+  for (std::size_t i = 2; i < 6; ++i) c.connect(y, h[i], BytesPerSecond(10e9), Seconds(0.0), "x");
+  NetworkFabric f = line_rate(c);
+  TaskGraph g;
+  for (std::size_t i = 0; i < 4; ++i) transfer(g, h[i / 2], h[2 + i], 1e9);
+  const NetRun r = run_network(g, f, Model::kFlow);
+  for (double end : r.end) CHECK(end == Approx(0.2).epsilon(1e-12));
+  CHECK(r.stats.components == 2);
+  CHECK(r.stats.flows_resolved == 4);
+}
+
 TEST_CASE("adaptive routing spreads flows over equal-cost paths") {
   // Two leaves joined by two spines (10 GB/s links). Two 1 GB flows from leaf A's
   // hosts to leaf B's: the second takes the other spine, so both end at 0.1 s, not 0.2.
