@@ -334,8 +334,9 @@ void FlowNetwork::solve() {
         comp_flows_.push_back(f);
       }
     };
-    if (saturable(seed)) comp_links_.push_back(seed);
-    was_saturable_[seed] = saturable(seed) ? 1 : 0;
+    const bool constraint = saturable(seed);
+    if (constraint) comp_links_.push_back(seed);
+    was_saturable_[seed] = constraint ? 1 : 0;
     visit_link(seed);
     while (scan < comp_flows_.size()) {
       const Flow& flow = flows_[comp_flows_[scan++]];

@@ -4,6 +4,8 @@
 #include "approx.hpp"
 
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "network_fixtures.hpp"
 #include "sim/core/errors.hpp"
@@ -17,6 +19,23 @@ using ddlsim::test::Approx;
 namespace {
 TaskId transfer(TaskGraph& g, NodeId a, NodeId b, double bytes) {
   return g.add(Transfer{ResourceId(0), EndpointId(a.value), EndpointId(b.value), Bytes(bytes)}, "t").id();
+}
+
+// Hosts h[0], h[1] on leaf "la", h[2], h[3] on leaf "lb", both leaves joined by spines
+// "s0" and "s1", every link 10 GB/s; returns the spines.
+std::pair<NodeId, NodeId> two_leaves_two_spines(Cluster& c, const std::vector<NodeId>& h) {
+  const NodeId la = c.add_node(NodeKind::kSwitch, "la"), lb = c.add_node(NodeKind::kSwitch, "lb");
+  const NodeId s0 = c.add_node(NodeKind::kSwitch, "s0"), s1 = c.add_node(NodeKind::kSwitch, "s1");
+  const BytesPerSecond B(10e9);
+  c.connect(h[0], la, B, Seconds(0.0), "x");
+  c.connect(h[1], la, B, Seconds(0.0), "x");
+  c.connect(h[2], lb, B, Seconds(0.0), "x");
+  c.connect(h[3], lb, B, Seconds(0.0), "x");
+  for (NodeId s : {s0, s1}) {
+    c.connect(la, s, B, Seconds(0.0), "x");
+    c.connect(lb, s, B, Seconds(0.0), "x");
+  }
+  return {s0, s1};
 }
 }  // namespace
 
@@ -170,17 +189,7 @@ TEST_CASE("adaptive routing spreads flows over equal-cost paths") {
   // hosts to leaf B's: the second takes the other spine, so both end at 0.1 s, not 0.2.
   Cluster c;
   const auto h = add_chips(c, 4);
-  const NodeId la = c.add_node(NodeKind::kSwitch, "la"), lb = c.add_node(NodeKind::kSwitch, "lb");
-  const NodeId s0 = c.add_node(NodeKind::kSwitch, "s0"), s1 = c.add_node(NodeKind::kSwitch, "s1");
-  const BytesPerSecond B(10e9);
-  c.connect(h[0], la, B, Seconds(0.0), "x");
-  c.connect(h[1], la, B, Seconds(0.0), "x");
-  c.connect(h[2], lb, B, Seconds(0.0), "x");
-  c.connect(h[3], lb, B, Seconds(0.0), "x");
-  for (NodeId s : {s0, s1}) {
-    c.connect(la, s, B, Seconds(0.0), "x");
-    c.connect(lb, s, B, Seconds(0.0), "x");
-  }
+  two_leaves_two_spines(c, h);
   NetworkFabric f = line_rate(c);
   TaskGraph g;
   transfer(g, h[0], h[2], 1e9);
@@ -199,19 +208,9 @@ TEST_CASE("adaptive routing looks past a busy NIC to the fabric behind it") {
   // 0.3 s.
   Cluster c;
   const auto h = add_chips(c, 6);
-  const NodeId la = c.add_node(NodeKind::kSwitch, "la"), lb = c.add_node(NodeKind::kSwitch, "lb");
-  const NodeId s0 = c.add_node(NodeKind::kSwitch, "s0"), s1 = c.add_node(NodeKind::kSwitch, "s1");
-  const BytesPerSecond B(10e9);
-  c.connect(h[0], la, B, Seconds(0.0), "x");
-  c.connect(h[1], la, B, Seconds(0.0), "x");
-  c.connect(h[2], lb, B, Seconds(0.0), "x");
-  c.connect(h[3], lb, B, Seconds(0.0), "x");
-  c.connect(h[4], s0, B, Seconds(0.0), "x");
-  c.connect(h[5], s1, B, Seconds(0.0), "x");
-  for (NodeId s : {s0, s1}) {
-    c.connect(la, s, B, Seconds(0.0), "x");
-    c.connect(lb, s, B, Seconds(0.0), "x");
-  }
+  const auto [s0, s1] = two_leaves_two_spines(c, h);
+  c.connect(h[4], s0, BytesPerSecond(10e9), Seconds(0.0), "x");
+  c.connect(h[5], s1, BytesPerSecond(10e9), Seconds(0.0), "x");
   NetworkFabric f = line_rate(c);
   REQUIRE(f.routes(h[0], h[2]).size() == 2);
   REQUIRE(f.routes(h[4], h[3]).size() == 1);
