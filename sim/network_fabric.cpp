@@ -137,14 +137,14 @@ std::vector<std::vector<LinkId>> NetworkFabric::walks(NodeId src, NodeId dst, st
   constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
   const std::size_t wide = count == kMaxCandidates ? kMaxWideCandidates : 0;
   if (domain_[src.value] == kNone || domain_[src.value] != domain_[dst.value]) {
-    return spread_shortest_paths(*cluster_, src, dst, count, scratch_, nullptr, wide);
+    return spread_shortest_paths(*cluster_, src, dst, count, scratch_, nullptr, wide, &scale_up_);
   }
   // Two accelerators of one scale-up domain: its own links when they are as short as
   // any other way.
   std::vector<std::vector<LinkId>> inside = spread_shortest_paths(*cluster_, src, dst, count, scratch_, &scale_up_, wide);
-  const std::vector<std::vector<LinkId>> any = spread_shortest_paths(*cluster_, src, dst, 1, scratch_);
+  const std::vector<std::vector<LinkId>> any = spread_shortest_paths(*cluster_, src, dst, 1, scratch_, nullptr, 0, &scale_up_);
   if (!inside.empty() && !any.empty() && inside.front().size() == any.front().size()) return inside;
-  return any.empty() || count == 1 ? any : spread_shortest_paths(*cluster_, src, dst, count, scratch_, nullptr, wide);
+  return any.empty() || count == 1 ? any : spread_shortest_paths(*cluster_, src, dst, count, scratch_, nullptr, wide, &scale_up_);
 }
 
 void NetworkFabric::prefetch_first_routes(const std::vector<std::pair<NodeId, NodeId>>& pairs) {
@@ -183,7 +183,7 @@ void NetworkFabric::prefetch_first_routes(const std::vector<std::pair<NodeId, No
           continue;
         }
       }
-      first_routes_.emplace(key, spread_walk(*cluster_, src, dst, 0, any));
+      first_routes_.emplace(key, spread_walk(*cluster_, src, dst, 0, any, nullptr, std::numeric_limits<std::size_t>::max(), &scale_up_));
     }
   }
 }

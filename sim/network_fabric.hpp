@@ -11,8 +11,11 @@
 // route (as TPUs route); otherwise up to kMaxCandidates distinct minimum-hop paths (of the
 // equal-cost set; more where a switch on the way offers more equal next hops, up to
 // kMaxWideCandidates), chosen to differ from the first hop on, of which the flow model picks
-// one per transfer by load and the analytical model takes the first. Answers are cached
-// per (src, dst).
+// one per transfer by load and the analytical model takes the first. Each starts with
+// as long a run of scale-up links as a minimum-hop route allows (spread_walk's `lead`):
+// a send to another server's GPU on another rail rides NVLink to the GPU of the
+// destination's rail and leaves by its NIC, as NCCL's PXN does. Answers are cached per
+// (src, dst).
 #pragma once
 
 #include <cstdint>

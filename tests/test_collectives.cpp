@@ -548,6 +548,33 @@ double ring_busbw(const char* preset, int nodes, double bytes, std::optional<int
 }
 }  // namespace
 
+TEST_CASE("a direct all-to-all across DGX A100 servers loads every NIC alike, sending on the destination's rail") {
+  // Expected: on n = 2 and 4 DGX A100 servers (a leaf per rail), an all-to-all of S =
+  // 256 MiB per rank sends 8 (n - 1) pieces of S / 8n from each GPU to other servers.
+  // As NCCL's PXN sends, each piece rides NVLink to the GPU of its destination's rail and
+  // leaves by that GPU's NIC, so every NIC carries 8 (n - 1) pieces out and as many in:
+  // (n - 1) / n x S over one HDR NIC at its catalog efficiency, plus a few microseconds
+  // of latency, within 1%. (Leaving by its own NIC or landing on a neighbour's, as the
+  // flow model's load-by-load choice did before, came out 25% and 12% over.)
+  const double S = 256.0 * (1 << 20);
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    PresetNet net("dgx-a100", n);
+    const double nic = 25e9 * net.cat.link("ib-hdr").efficiency;
+    const double expected = (n - 1.0) / n * S / nic;
+    CHECK(collective_time(net.f, net.g, spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kDirect, S, 1, 1)) ==
+          Approx(expected).epsilon(0.01));
+    // The route from server 0's GPU 0 to server 1's GPU 3: over NVLink to server 0's GPU 3,
+    // then rail 3 (its NIC, the leaf, server 1's GPU 3), whichever candidate is taken.
+    const auto& acc = net.c.accelerators();
+    for (const auto& r : net.f.routes(acc[0], acc[8 + 3])) {
+      REQUIRE(r.size() == 4);
+      CHECK(net.c.link(r[1]).to == acc[3]);
+      CHECK(net.c.link(r[2]).kind == "ib-hdr");
+    }
+  }
+}
+
 TEST_CASE("8 x A100 NVSwitch ring all-reduce at 8 GB: busbw within 10% of the measured 232.5 GB/s") {
   // nccl-tests issues 149 and 175: 232.5 and 235 GB/s measured (~230 expected).
   CHECK(ring_busbw("dgx-a100", 1, 8e9) == Approx(232.5).epsilon(0.10));

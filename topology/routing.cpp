@@ -115,6 +115,22 @@ bool closer(const Cluster& c, LinkId l, NodeId at, const std::vector<std::uint32
   return (usable == nullptr || (*usable)[l.value]) && dist[c.link(l).to.value] + 1 == dist[at.value];
 }
 
+// The most `lead` links a minimum-hop path from `at` can take one after another from
+// there (0 when none of its closer links is flagged), remembered per node in `memo`
+// (the few nodes of one scale-up domain).
+std::uint32_t lead_run(const Cluster& c, NodeId at, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
+                       const std::vector<bool>& lead, std::vector<std::pair<NodeId, std::uint32_t>>& memo) {
+  for (const auto& [n, run] : memo) {
+    if (n == at) return run;
+  }
+  std::uint32_t best = 0;
+  for (LinkId l : c.out_links(at)) {
+    if (lead[l.value] && closer(c, l, at, dist, usable)) best = std::max(best, 1 + lead_run(c, c.link(l).to, dist, usable, lead, memo));
+  }
+  memo.emplace_back(at, best);
+  return best;
+}
+
 }  // namespace
 
 std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t limit) {
@@ -149,7 +165,7 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
 
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
                                                        PathScratch& scratch, const std::vector<bool>* usable,
-                                                       std::size_t widen_to) {
+                                                       std::size_t widen_to, const std::vector<bool>* lead) {
   distances_to(c, src, dst, scratch, usable);
   std::vector<std::vector<LinkId>> paths;
   std::size_t plain = count;
@@ -170,7 +186,7 @@ std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId 
       count = std::max(count, widest);
     }
     for (std::size_t j = 0; j < count; ++j) {
-      std::vector<LinkId> path = spread_walk(c, src, dst, j, scratch.dist, usable, plain);
+      std::vector<LinkId> path = spread_walk(c, src, dst, j, scratch.dist, usable, plain, lead);
       if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(std::move(path));
     }
   }
@@ -180,7 +196,7 @@ std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId 
 
 std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::size_t j,
                                 const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
-                                std::size_t plain) {
+                                std::size_t plain, const std::vector<bool>* lead) {
   // At hop d take the next hop with index (j + salt + d) mod (number of next hops) among
   // the links that bring dst one hop closer, so that walks j differ from the first hop on.
   // Walks from `plain` on add j / m1 after the first choice of m1 > 1 next hops, so that
@@ -192,17 +208,26 @@ std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::s
   std::vector<LinkId> path;
   path.reserve(dist[src.value]);
   NodeId at = src;
+  // The leading run of `lead` links: while it lasts, a next hop must be a flagged link
+  // after which the rest of the run can still follow.
+  std::vector<std::pair<NodeId, std::uint32_t>> memo;
+  std::uint32_t run = lead != nullptr ? lead_run(c, src, dist, usable, *lead, memo) : 0;
+  const auto may_take = [&](LinkId l) {
+    if (!closer(c, l, at, dist, usable)) return false;
+    return run == 0 || ((*lead)[l.value] && lead_run(c, c.link(l).to, dist, usable, *lead, memo) + 1 == run);
+  };
   for (std::uint32_t d = 0; at != dst; ++d) {
     std::size_t options = 0;
-    for (LinkId l : c.out_links(at)) options += closer(c, l, at, dist, usable) ? 1 : 0;
+    for (LinkId l : c.out_links(at)) options += may_take(l) ? 1 : 0;
     std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
     if (j >= plain && options > 1 && !chosen) shift = j / options;
     chosen = chosen || options > 1;
     for (LinkId l : c.out_links(at)) {
-      if (!closer(c, l, at, dist, usable)) continue;
+      if (!may_take(l)) continue;
       if (k-- == 0) {
         path.push_back(l);
         at = c.link(l).to;
+        if (run > 0) --run;
         break;
       }
     }

@@ -66,18 +66,25 @@ struct PathScratch {
 /// are distinct ones (the product of the equal-cost choices along the first walk), up
 /// to widen_to, where that is more than count (a leaf with 32 uplinks to spines with 2
 /// cables down each: 64 walks).
+/// With `lead` (one flag per directed link, both directions alike), every walk first
+/// takes as long a run of flagged links as a minimum-hop path allows, then spreads as
+/// usual: given a cluster's scale-up links, a transfer to another server rides NVLink to
+/// the GPU whose NIC is nearest the destination and enters the network there (NCCL's PXN,
+/// which keeps a send on its destination's rail), where that is as short as any way.
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
                                                        PathScratch& scratch, const std::vector<bool>* usable = nullptr,
-                                                       std::size_t widen_to = 0);
+                                                       std::size_t widen_to = 0, const std::vector<bool>* lead = nullptr);
 
 /// Walk j of spread_shortest_paths from src to dst: its next hops among the links that
 /// bring dst one hop closer by `dist` (hops to dst, exact on every node of every
 /// minimum-hop path from src; src must reach dst).
 /// Walks j >= `plain` also shift their later choices by j / (the first choice's width),
 /// so that more walks than that width still differ.
+/// With `lead`, the leading run of flagged links as spread_shortest_paths says.
 std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::size_t j,
                                 const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable = nullptr,
-                                std::size_t plain = std::numeric_limits<std::size_t>::max());
+                                std::size_t plain = std::numeric_limits<std::size_t>::max(),
+                                const std::vector<bool>* lead = nullptr);
 
 /// Hops from every node to dst (links are full duplex: a breadth-first search from dst),
 /// max() where dst cannot be reached; with `usable`, over the flagged links only. One
