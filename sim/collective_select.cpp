@@ -238,9 +238,24 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         }
         return e.latency + busiest_link(f, load);
       }
-      // Every rank alike: rank 0's view.
+      // Every rank alike: rank 0's latency, and the busiest link under what the ranks of
+      // rank 0's scale-up domain send and what the other ranks send them, S / P each on
+      // its first route. They share the domain's NICs: 8 GPUs of a DGX sending to other
+      // servers fill its 8 NICs alike (each piece leaves by the NIC of its destination's
+      // rail), and one GPU per server, on different rails, receives every piece on its
+      // own NIC.
       for (std::size_t i = 1; i < p; ++i) e.add(f, node(0), node(i));
-      const double each = e.latency + (P - 1.0) * S / P / e.capacity;
+      std::map<std::uint32_t, double> load;
+      for (std::size_t i = 0; i < p; ++i) {
+        if (g.domain[i] != g.domain[0]) continue;
+        for (std::size_t j = 0; j < p; ++j) {
+          if (j == i) continue;
+          for (LinkId l : f.first_route(node(i), node(j))) load[l.value] += S / P;
+          if (g.domain[j] == g.domain[0]) continue;  // counted as j's send
+          for (LinkId l : f.first_route(node(j), node(i))) load[l.value] += S / P;
+        }
+      }
+      const double each = e.latency + busiest_link(f, load);
       return op == Op::kAllReduce ? 2.0 * each : each;
     }
     case CollectiveAlgorithm::kHierarchical: {

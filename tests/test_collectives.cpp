@@ -564,6 +564,10 @@ TEST_CASE("a direct all-to-all across DGX A100 servers loads every NIC alike, se
     const double expected = (n - 1.0) / n * S / nic;
     CHECK(collective_time(net.f, net.g, spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kDirect, S, 1, 1)) ==
           Approx(expected).epsilon(0.01));
+    // The selector's estimate prices the same NICs (it took every piece through one NIC:
+    // 1.9 and 1.3 times this).
+    CHECK(collective_estimate(net.f, net.g, CollectiveOp::kAllToAll, CollectiveAlgorithm::kDirect, S, 1) ==
+          Approx(expected).epsilon(0.01));
     // The route from server 0's GPU 0 to server 1's GPU 3: over NVLink to server 0's GPU 3,
     // then rail 3 (its NIC, the leaf, server 1's GPU 3), whichever candidate is taken.
     const auto& acc = net.c.accelerators();
@@ -573,6 +577,18 @@ TEST_CASE("a direct all-to-all across DGX A100 servers loads every NIC alike, se
       CHECK(net.c.link(r[2]).kind == "ib-hdr");
     }
   }
+  // One GPU per server, each on another rail (GPU k of server k): every piece lands on
+  // its destination's own NIC, 3 of S / 4 into each, on the flow model and in the
+  // estimate alike (the flow model gave 0.67 times this before, landing pieces on the
+  // NICs of GPUs outside the group; an estimate from rank 0's sends alone, 0.33).
+  PresetNet net("dgx-a100", 4);
+  const auto& acc = net.c.accelerators();
+  const CollectiveGroup diagonal = CollectiveGroup::of(net.f, {acc[0], acc[9], acc[18], acc[27]});
+  const double expected = 0.75 * S / (25e9 * net.cat.link("ib-hdr").efficiency);
+  CHECK(collective_time(net.f, diagonal, spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kDirect, S, 1, 1)) ==
+        Approx(expected).epsilon(0.01));
+  CHECK(collective_estimate(net.f, diagonal, CollectiveOp::kAllToAll, CollectiveAlgorithm::kDirect, S, 1) ==
+        Approx(expected).epsilon(0.01));
 }
 
 TEST_CASE("8 x A100 NVSwitch ring all-reduce at 8 GB: busbw within 10% of the measured 232.5 GB/s") {
