@@ -227,32 +227,33 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         e.add(f, node(root), node(peer));
         return e.steps(1, S);
       }
+      // Bytes per link of sends at once on their first routes; the busiest link's time.
+      std::map<std::uint32_t, double> load;
+      const auto carry = [&](NodeId from, NodeId to, double bytes) {
+        for (LinkId l : f.first_route(from, to)) load[l.value] += bytes;
+      };
       if (op == Op::kBroadcast || op == Op::kReduce) {
-        // The root's S to (or from) each other rank at once: the busiest link's bytes.
-        std::map<std::uint32_t, double> load;
+        // The root's S to (or from) each other rank at once.
         for (std::size_t i = 0; i < p; ++i) {
           if (i == root) continue;
           const NodeId from = op == Op::kBroadcast ? node(root) : node(i), to = op == Op::kBroadcast ? node(i) : node(root);
           e.add(f, from, to);
-          for (LinkId l : f.first_route(from, to)) load[l.value] += S;
+          carry(from, to, S);
         }
         return e.latency + busiest_link(f, load);
       }
       // Every rank alike: rank 0's latency, and the busiest link under what the ranks of
-      // rank 0's scale-up domain send and what the other ranks send them, S / P each on
-      // its first route. They share the domain's NICs: 8 GPUs of a DGX sending to other
-      // servers fill its 8 NICs alike (each piece leaves by the NIC of its destination's
-      // rail), and one GPU per server, on different rails, receives every piece on its
-      // own NIC.
+      // rank 0's scale-up domain send and what the other ranks send them, S / P each.
+      // They share the domain's NICs: 8 GPUs of a DGX sending to other servers fill its
+      // 8 NICs alike (each piece leaves by the NIC of its destination's rail), and one
+      // GPU per server, on different rails, receives every piece on its own NIC.
       for (std::size_t i = 1; i < p; ++i) e.add(f, node(0), node(i));
-      std::map<std::uint32_t, double> load;
       for (std::size_t i = 0; i < p; ++i) {
         if (g.domain[i] != g.domain[0]) continue;
         for (std::size_t j = 0; j < p; ++j) {
           if (j == i) continue;
-          for (LinkId l : f.first_route(node(i), node(j))) load[l.value] += S / P;
-          if (g.domain[j] == g.domain[0]) continue;  // counted as j's send
-          for (LinkId l : f.first_route(node(j), node(i))) load[l.value] += S / P;
+          carry(node(i), node(j), S / P);
+          if (g.domain[j] != g.domain[0]) carry(node(j), node(i), S / P);  // else counted as j's send
         }
       }
       const double each = e.latency + busiest_link(f, load);
