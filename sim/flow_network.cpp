@@ -12,7 +12,10 @@ namespace ddlsim {
 namespace {
 
 constexpr double kTie = 1e-12;  // relative: finishes this close are one instant
-
+// A flow's bottleneck_ when no link is: it runs at its route's bottleneck capacity, or
+// it has no rate yet.
+constexpr std::uint32_t kCapped = 0xFFFFFFFFu;
+constexpr std::uint32_t kUnsolved = 0xFFFFFFFEu;
 
 }  // namespace
 
@@ -35,21 +38,19 @@ void FlowNetwork::begin(const TaskGraph& graph) {
   on_link_.assign(links, {});
   load_.assign(links, 0);
   crossings_.assign(links, 0);
-  demand_.assign(links, 0.0);
-  ends_on_.assign(links, 0);
-  was_saturable_.assign(links, 0);
-  sat_epoch_.assign(links, 0);
-  sat_.assign(links, 0);
   dirty_.clear();
+  bottleneck_.clear();
   clock_ = 0.0;
   link_mark_.assign(links, 0);
+  total_mark_.assign(links, 0);
   flow_mark_.clear();
   fixed_mark_.clear();
-  bound_epoch_.clear();
-  lower_.clear();
-  upper_.clear();
+  added_mark_.clear();
   epoch_ = 0;
+  pass_ = 0;
   remaining_.assign(links, 0.0);
+  link_total_.assign(links, 0.0);
+  link_max_.assign(links, 0.0);
   unfixed_.assign(links, 0);
 }
 
@@ -68,9 +69,8 @@ std::uint32_t FlowNetwork::new_flow() {
   pos_cap_.push_back(0);
   flow_mark_.push_back(0);
   fixed_mark_.push_back(0);
-  bound_epoch_.push_back(0);
-  lower_.push_back(0.0);
-  upper_.push_back(0.0);
+  added_mark_.push_back(0);
+  bottleneck_.push_back(kUnsolved);
   new_rate_.push_back(0.0);
   events_.grow(flows_.size());
   return f;
@@ -182,10 +182,8 @@ void FlowNetwork::join(std::uint32_t f, double at) {
     auto& on = on_link_[flow.route[h].value];
     pos[h] = static_cast<std::uint32_t>(on.size());
     on.push_back(f);
-    demand_[flow.route[h].value] += flow.cap;
   }
-  ++ends_on_[flow.route[0].value];
-  if (flow.hops > 1) ++ends_on_[flow.route[flow.hops - 1].value];
+  bottleneck_[f] = kUnsolved;
   mark_dirty(flow);
 }
 
@@ -196,8 +194,6 @@ void FlowNetwork::leave(std::uint32_t f) {
     const std::uint32_t l = flow.route[h].value;
     --load_[l];
     if (!flow.linked) continue;
-    demand_[l] -= flow.cap;
-    if (on_link_[l].size() == 1) demand_[l] = 0.0;  // no rounding residue on an empty link
     // Swap-remove f from the link's list and tell the flow moved into its place.
     auto& on = on_link_[l];
     const std::uint32_t moved = on.back();
@@ -213,11 +209,7 @@ void FlowNetwork::leave(std::uint32_t f) {
       }
     }
   }
-  if (flow.linked) {
-    --ends_on_[flow.route[0].value];
-    if (flow.hops > 1) --ends_on_[flow.route[flow.hops - 1].value];
-    mark_dirty(flow);
-  }
+  if (flow.linked) mark_dirty(flow);
   free_.push_back(f);
 }
 
@@ -259,115 +251,43 @@ Seconds FlowNetwork::advance(Seconds t, ReplaySink& sink) {
   return next_event();
 }
 
-bool FlowNetwork::may_saturate(std::uint32_t l) const {
-  return on_link_[l].size() > 1 && demand_[l] > fabric_->capacity(LinkId(l)) * (1.0 + 1e-12);
-}
-
-bool FlowNetwork::saturable(std::uint32_t l) {
-  if (!may_saturate(l)) return false;
-  if (ends_on_[l] > 0) return true;  // kept whenever its route bottlenecks could fill it
-  if (sat_epoch_[l] == epoch_) return sat_[l] != 0;
-  double sum = 0.0;
-  for (std::uint32_t f : on_link_[l]) sum += bound(f);
-  sat_epoch_[l] = epoch_;
-  sat_[l] = sum > fabric_->capacity(LinkId(l)) * (1.0 + 1e-12) ? 1 : 0;
-  return sat_[l] != 0;
-}
-
-double FlowNetwork::bound(std::uint32_t f) {
-  // The lower bounds of every flow on f's first and last links, then f's upper bound.
-  auto lower = [&](std::uint32_t g) {
-    if (bound_epoch_[g] == epoch_) return lower_[g];
-    const Flow& flow = flows_[g];
-    double least = std::numeric_limits<double>::infinity();
-    for (std::uint32_t h = 0; h < flow.hops; ++h) {
-      const std::uint32_t k = flow.route[h].value;
-      least = std::min(least, fabric_->capacity(LinkId(k)) / static_cast<double>(on_link_[k].size()));
-    }
-    bound_epoch_[g] = epoch_;
-    lower_[g] = least;
-    upper_[g] = -1.0;  // not yet known
-    return least;
-  };
-  lower(f);
-  if (upper_[f] >= 0.0) return upper_[f];
-  const Flow& flow = flows_[f];
-  double most = flow.cap;
-  const std::uint32_t ends[2] = {flow.route[0].value, flow.route[flow.hops - 1].value};
-  for (int e = 0; e < (flow.hops > 1 ? 2 : 1); ++e) {
-    const std::uint32_t k = ends[e];
-    if (!may_saturate(k)) continue;  // not a constraint: it bounds nothing
-    double others = 0.0;
-    for (std::uint32_t g : on_link_[k]) {
-      if (g != f) others += lower(g);
-    }
-    most = std::min(most, fabric_->capacity(LinkId(k)) - others);
+void FlowNetwork::next_pass() {
+  if (++pass_ == 0) {  // the marks wrapped: clear them once every 2^32 passes
+    std::fill(link_mark_.begin(), link_mark_.end(), 0);
+    std::fill(total_mark_.begin(), total_mark_.end(), 0);
+    std::fill(fixed_mark_.begin(), fixed_mark_.end(), 0);
+    std::fill(added_mark_.begin(), added_mark_.end(), 0);
+    pass_ = 1;
   }
-  upper_[f] = std::max(most, 0.0);
-  return upper_[f];
 }
 
 void FlowNetwork::solve() {
   ++stats_.solves;
   if (++epoch_ == 0) {  // the marks wrapped: clear them once every 2^32 solves
-    std::fill(link_mark_.begin(), link_mark_.end(), 0);
     std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
-    std::fill(fixed_mark_.begin(), fixed_mark_.end(), 0);
-    std::fill(bound_epoch_.begin(), bound_epoch_.end(), 0);
-    std::fill(sat_epoch_.begin(), sat_epoch_.end(), 0);
     epoch_ = 1;
   }
-  seeds_.swap(dirty_);
-  dirty_.clear();
-  // One connected component at a time: the flows on a changed link, and everything
-  // coupled to them through links that can saturate. Components do not interact.
-  for (std::uint32_t seed : seeds_) {
-    if (link_mark_[seed] == epoch_) continue;
-    link_mark_[seed] = epoch_;
-    comp_links_.clear();
-    comp_flows_.clear();
-    std::size_t scan = 0;
-    auto visit_link = [&](std::uint32_t l) {
-      for (std::uint32_t f : on_link_[l]) {
-        if (flow_mark_[f] == epoch_) continue;
-        flow_mark_[f] = epoch_;
-        comp_flows_.push_back(f);
-      }
-    };
-    const bool constraint = saturable(seed);
-    if (constraint) comp_links_.push_back(seed);
-    was_saturable_[seed] = constraint ? 1 : 0;
-    visit_link(seed);
-    while (scan < comp_flows_.size()) {
-      const Flow& flow = flows_[comp_flows_[scan++]];
-      for (std::uint32_t h = 0; h < flow.hops; ++h) {
-        const std::uint32_t l = flow.route[h].value;
-        if (link_mark_[l] == epoch_) continue;
-        // A link that was a constraint and no longer is (its flows' bounds fell) still
-        // brings in its flows: their rates were solved under it.
-        const bool now = saturable(l), before = was_saturable_[l] != 0;
-        if (!now && !before) continue;
-        was_saturable_[l] = now ? 1 : 0;
-        link_mark_[l] = epoch_;
-        if (now) comp_links_.push_back(l);
-        visit_link(l);
-      }
+  // The flows the changes may move: those that joined, and those whose bottleneck is a
+  // link a flow joined or left. Every other flow keeps a bottleneck the changes did not
+  // touch, unless the new rates take it away, which check() finds.
+  set_.clear();
+  for (std::uint32_t l : dirty_) {
+    for (std::uint32_t f : on_link_[l]) {
+      if (flow_mark_[f] == epoch_ || (bottleneck_[f] != l && bottleneck_[f] != kUnsolved)) continue;
+      flow_mark_[f] = epoch_;
+      set_.push_back(f);
     }
-    if (!comp_flows_.empty()) solve_component();
   }
-  seeds_.clear();
-}
-
-void FlowNetwork::solve_component() {
-  ++stats_.components;
-  stats_.flows_resolved += comp_flows_.size();
-  if (comp_links_.empty()) {  // nothing can saturate: every flow runs at its route's bottleneck
-    for (std::uint32_t f : comp_flows_) new_rate_[f] = flows_[f].cap;
-  } else {
+  dirty_.clear();
+  if (set_.empty()) return;
+  do {
+    next_pass();
+    ++stats_.fills;
     fill();
-  }
+  } while (!check());
+  stats_.flows_resolved += set_.size();
   // New rates take effect at clock_: settle the bytes each flow received until then.
-  for (std::uint32_t f : comp_flows_) {
+  for (std::uint32_t f : set_) {
     Flow& flow = flows_[f];
     const double rate = new_rate_[f];
     if (rate == flow.rate) continue;
@@ -380,36 +300,52 @@ void FlowNetwork::solve_component() {
   }
 }
 
-// Progressive filling over the component: the saturable links in comp_links_ are the
-// constraints, each flow also bounded by its own route bottleneck.
+// Progressive filling of the set's flows (flow_mark_ == epoch_) over every link they
+// cross, each link's capacity less the rates of the other flows on it, which are held.
+// Records in new_rate_ each set flow's rate.
 void FlowNetwork::fill() {
   constexpr double kSame = 1e-12;  // relative: shares this close are one level
   live_links_.clear();
-  for (std::uint32_t l : comp_links_) {
-    remaining_[l] = fabric_->capacity(LinkId(l));
-    unfixed_[l] = static_cast<std::uint32_t>(on_link_[l].size());
-    live_links_.push_back(l);
+  for (std::uint32_t f : set_) {
+    const Flow& flow = flows_[f];
+    for (std::uint32_t h = 0; h < flow.hops; ++h) {
+      const std::uint32_t l = flow.route[h].value;
+      if (link_mark_[l] != pass_) {
+        link_mark_[l] = pass_;
+        unfixed_[l] = 0;
+        live_links_.push_back(l);
+      }
+      ++unfixed_[l];
+    }
   }
-  live_flows_.assign(comp_flows_.begin(), comp_flows_.end());
+  for (std::uint32_t l : live_links_) {
+    double held = 0.0;
+    for (std::uint32_t g : on_link_[l]) {
+      if (flow_mark_[g] != epoch_) held += flows_[g].rate;
+    }
+    remaining_[l] = std::max(0.0, fabric_->capacity(LinkId(l)) - held);
+  }
+  links_.assign(live_links_.begin(), live_links_.end());  // for check(): the links the set crosses
+  live_flows_.assign(set_.begin(), set_.end());
   double level = 0.0;  // levels only rise; rounding must not undo that
   auto fix = [&](std::uint32_t f, double rate) {
-    fixed_mark_[f] = epoch_;
+    fixed_mark_[f] = pass_;
     new_rate_[f] = rate;
     const Flow& flow = flows_[f];
     for (std::uint32_t h = 0; h < flow.hops; ++h) {
       const std::uint32_t k = flow.route[h].value;
-      if (link_mark_[k] != epoch_ || !saturable(k)) continue;  // not a constraint here
       remaining_[k] -= rate;
       --unfixed_[k];
     }
   };
-  // A few rounds that fix every link and flow at the lowest level at once (most
-  // components have one or two levels); past that, one link or flow at a time from a
-  // heap, so that many distinct levels cost O(F h log L) rather than O(levels x L).
+  auto open = [&](std::uint32_t f) { return flow_mark_[f] == epoch_ && fixed_mark_[f] != pass_; };
+  // A few rounds that fix every link and flow at the lowest level at once (most sets
+  // have one or two levels); past that, one link or flow at a time from a heap, so that
+  // many distinct levels cost O(F h log L) rather than O(levels x L).
   int rounds = 0;
   while (!live_flows_.empty() && rounds++ < 4) {
     double share = std::numeric_limits<double>::infinity();
-    for (std::uint32_t l : live_links_) share = std::min(share, remaining_[l] / unfixed_[l]);
+    for (std::uint32_t l : live_links_) share = std::min(share, std::max(remaining_[l], 0.0) / unfixed_[l]);
     double own = std::numeric_limits<double>::infinity();
     for (std::uint32_t f : live_flows_) own = std::min(own, flows_[f].cap);
     level = std::max(level, std::min(share, own));
@@ -417,23 +353,24 @@ void FlowNetwork::fill() {
     // Flows whose own bottleneck is reached keep it; then every flow on a link at the
     // level gets the level.
     for (std::uint32_t f : live_flows_) {
-      if (fixed_mark_[f] != epoch_ && flows_[f].cap <= top) fix(f, std::min(flows_[f].cap, std::max(level, 0.0)));
+      if (open(f) && flows_[f].cap <= top) fix(f, std::min(flows_[f].cap, std::max(level, 0.0)));
     }
     for (std::uint32_t l : live_links_) {
-      if (unfixed_[l] == 0 || remaining_[l] / unfixed_[l] > top) continue;
+      if (unfixed_[l] == 0 || std::max(remaining_[l], 0.0) / unfixed_[l] > top) continue;
       for (std::uint32_t f : on_link_[l]) {
-        if (fixed_mark_[f] != epoch_) fix(f, level);
+        if (open(f)) fix(f, level);
       }
     }
     std::erase_if(live_links_, [&](std::uint32_t l) { return unfixed_[l] == 0; });
-    std::erase_if(live_flows_, [&](std::uint32_t f) { return fixed_mark_[f] == epoch_; });
+    std::erase_if(live_flows_, [&](std::uint32_t f) { return fixed_mark_[f] == pass_; });
   }
   if (live_flows_.empty()) return;
   // Heap phase: links by share (lazily updated: stale entries are skipped), flows by cap.
   using Entry = std::pair<double, std::uint32_t>;
   auto later = [](const Entry& a, const Entry& b) { return a.first != b.first ? a.first > b.first : a.second > b.second; };
+  auto share_of = [&](std::uint32_t l) { return std::max(remaining_[l], 0.0) / unfixed_[l]; };
   heap_.clear();
-  for (std::uint32_t l : live_links_) heap_.emplace_back(remaining_[l] / unfixed_[l], l);
+  for (std::uint32_t l : live_links_) heap_.emplace_back(share_of(l), l);
   std::make_heap(heap_.begin(), heap_.end(), later);
   std::sort(live_flows_.begin(), live_flows_.end(), [&](std::uint32_t a, std::uint32_t b) {
     return flows_[a].cap != flows_[b].cap ? flows_[a].cap < flows_[b].cap : a < b;
@@ -444,21 +381,20 @@ void FlowNetwork::fill() {
     const Flow& flow = flows_[f];
     for (std::uint32_t h = 0; h < flow.hops; ++h) {
       const std::uint32_t k = flow.route[h].value;
-      if (link_mark_[k] != epoch_ || !saturable(k) || unfixed_[k] == 0) continue;
-      heap_.emplace_back(remaining_[k] / unfixed_[k], k);
+      if (unfixed_[k] == 0) continue;
+      heap_.emplace_back(share_of(k), k);
       std::push_heap(heap_.begin(), heap_.end(), later);
     }
   };
   for (;;) {
-    while (next_flow < live_flows_.size() && fixed_mark_[live_flows_[next_flow]] == epoch_) ++next_flow;
+    while (next_flow < live_flows_.size() && fixed_mark_[live_flows_[next_flow]] == pass_) ++next_flow;
     while (!heap_.empty()) {  // drop stale entries
       const auto [key, l] = heap_.front();
-      if (unfixed_[l] != 0 && key == remaining_[l] / unfixed_[l]) break;
+      if (unfixed_[l] != 0 && key == share_of(l)) break;
       std::pop_heap(heap_.begin(), heap_.end(), later);
       heap_.pop_back();
     }
-    const bool have_flow = next_flow < live_flows_.size();
-    if (!have_flow) break;
+    if (next_flow == live_flows_.size()) break;
     const double cap = flows_[live_flows_[next_flow]].cap;
     if (heap_.empty() || cap <= heap_.front().first) {
       level = std::max(level, cap);
@@ -470,9 +406,87 @@ void FlowNetwork::fill() {
     heap_.pop_back();
     level = std::max(level, key);
     for (std::uint32_t f : on_link_[l]) {
-      if (fixed_mark_[f] != epoch_) fix_and_push(f, level);
+      if (open(f)) fix_and_push(f, level);
     }
   }
+}
+
+// The certificate: every set flow, and every held flow whose bottleneck is a link the
+// set crosses, must have a bottleneck under the filled rates. Records the bottlenecks
+// found. A held flow without one joins the set; so do the held flows that outrun a set
+// flow without one on its saturated links (they took what it should share). Returns
+// whether all passed.
+bool FlowNetwork::check() {
+  constexpr double kClose = 1.0 - 1e-9;  // relative: saturated, or as fast as the fastest
+  auto rate = [&](std::uint32_t g) { return flow_mark_[g] == epoch_ ? new_rate_[g] : flows_[g].rate; };
+  auto observe = [&](std::uint32_t l) {  // link_total_[l], link_max_[l] under these rates
+    if (total_mark_[l] == pass_) return;
+    total_mark_[l] = pass_;
+    double total = 0.0, most = 0.0;
+    for (std::uint32_t g : on_link_[l]) {
+      const double r = rate(g);
+      total += r;
+      most = std::max(most, r);
+    }
+    link_total_[l] = total;
+    link_max_[l] = most;
+  };
+  auto saturated = [&](std::uint32_t l) {
+    observe(l);
+    return link_total_[l] >= fabric_->capacity(LinkId(l)) * kClose;
+  };
+  auto bottleneck_of = [&](std::uint32_t g) {
+    const Flow& flow = flows_[g];
+    const double r = rate(g);
+    if (r >= flow.cap * kClose) return kCapped;
+    for (std::uint32_t h = 0; h < flow.hops; ++h) {
+      const std::uint32_t k = flow.route[h].value;
+      if (saturated(k) && r >= link_max_[k] * kClose) return k;
+    }
+    return kUnsolved;
+  };
+  added_.clear();
+  auto add = [&](std::uint32_t g) {
+    if (flow_mark_[g] == epoch_ || added_mark_[g] == pass_) return;
+    added_mark_[g] = pass_;
+    added_.push_back(g);
+  };
+  for (std::uint32_t f : set_) {
+    const std::uint32_t b = bottleneck_of(f);
+    bottleneck_[f] = b;
+    if (b != kUnsolved) continue;
+    const Flow& flow = flows_[f];
+    const std::size_t before = added_.size();
+    for (std::uint32_t h = 0; h < flow.hops; ++h) {
+      const std::uint32_t k = flow.route[h].value;
+      if (!saturated(k)) continue;
+      for (std::uint32_t g : on_link_[k]) {
+        if (flows_[g].rate > new_rate_[f]) add(g);
+      }
+    }
+    if (added_.size() == before) {  // rounding hid the culprit: take every flow it meets
+      for (std::uint32_t h = 0; h < flow.hops; ++h) {
+        for (std::uint32_t g : on_link_[flow.route[h].value]) add(g);
+      }
+    }
+  }
+  for (std::uint32_t l : links_) {
+    for (std::uint32_t g : on_link_[l]) {
+      if (flow_mark_[g] == epoch_ || bottleneck_[g] != l) continue;
+      const std::uint32_t b = bottleneck_of(g);
+      if (b == kUnsolved) {
+        add(g);
+      } else {
+        bottleneck_[g] = b;
+      }
+    }
+  }
+  if (added_.empty()) return true;
+  for (std::uint32_t g : added_) {
+    flow_mark_[g] = epoch_;
+    set_.push_back(g);
+  }
+  return false;
 }
 
 }  // namespace ddlsim

@@ -16,21 +16,21 @@
 // reach one level are fixed together. Alone on its route a transfer therefore takes
 // L(r) + b / min_l c_l, and k equal flows on one bottleneck link get c_l / k each.
 //
-// Rates change only when a flow joins or leaves, and only for flows coupled to it:
-// sharing, directly or through other flows, a link that can saturate. A link that cannot
-// saturate never binds, so dropping it changes no rate. Which can: a link that is some
-// flow's first or last hop (a NIC, mostly) when its flows' route bottlenecks add up to
-// more than its capacity; any other link when upper bounds on its flows' rates do. The
-// bound of flow f: its route bottleneck, and for each of its first and last links k
-// that can saturate, c_k less the lower bounds of k's other flows; a flow's lower bound
-// is min over its links of c_l / n_l (n_l flows on l), which max-min fairness gives
-// every flow. Those bounds hold for the problem without the dropped links, so the
-// dropped links' constraints hold for its solution, which is therefore the solution of
-// the whole problem. So a busy NIC's flows do not couple everything they cross behind
-// it. A link that stops being a constraint brings its flows into the next re-solve.
-// Every change re-solves that connected component and nothing else, at a cost of
-// O(levels x (L_c + F_c h)) for F_c flows of h hops on L_c links. Changes at one instant
-// are solved together. A flow's finish time is its rate-weighted remaining bytes.
+// Rates change only when a flow joins or leaves, and each change is repaired where it
+// acts rather than re-solved everywhere. Max-min fairness has a local certificate
+// (Bertsekas and Gallager, Data Networks, section 6.5): a feasible allocation is the
+// max-min fair one exactly when every flow has a bottleneck, a saturated link on which
+// no flow gets more than it does (or its own route bottleneck, when it runs at that).
+// The solver remembers each flow's bottleneck. On a change it takes the flows that may
+// move (those that joined, and those whose bottleneck the change touched), fills them
+// progressively over their links with every other flow's rate held, and checks the
+// certificate for them and for every held flow whose bottleneck they cross; a held flow
+// that fails, or one that outruns a set flow on the link that fixed it, joins the set,
+// and the fill runs again, until all pass. The set only grows, so it ends, at worst
+// with every flow coupled to the change; the result is the unique max-min allocation
+// over all links, to within a relative 1e-9. A change whose flows bound nobody
+// re-solves nothing. Changes at one instant are repaired together. A flow's finish time
+// is its rate-weighted remaining bytes.
 //
 // Route choice: among the minimum-hop routes NetworkFabric offers (one, dimension order,
 // inside a torus), a transfer takes the one whose tightest link would give it the
@@ -61,9 +61,9 @@ class FlowNetwork final : public NetworkModel {
  public:
   struct Stats {
     std::uint64_t flows = 0;           // transfers carried
-    std::uint64_t solves = 0;          // re-solves (each of one or more components)
-    std::uint64_t components = 0;      // connected components re-solved
-    std::uint64_t flows_resolved = 0;  // flows whose rate a re-solve computed (summed over solves)
+    std::uint64_t solves = 0;          // instants at which flows joined or left
+    std::uint64_t fills = 0;           // progressive fills run (one per solve, more when a check fails)
+    std::uint64_t flows_resolved = 0;  // flows whose rate a solve computed (summed over solves)
   };
 
   FlowNetwork(std::string name, NetworkFabric& fabric);
@@ -96,8 +96,9 @@ class FlowNetwork final : public NetworkModel {
   void leave(std::uint32_t f);
   void mark_dirty(const Flow& f);
   void solve();
-  void solve_component();
   void fill();
+  bool check();
+  void next_pass();
 
   std::string name_;
   NetworkFabric* fabric_;
@@ -125,28 +126,20 @@ class FlowNetwork final : public NetworkModel {
   std::vector<std::uint32_t> load_;                  // flows routed over each link (waiting or active)
   std::vector<std::uint32_t> crossings_;             // choose_route scratch: candidates crossing each link (0 between calls)
   std::vector<std::uint32_t> dirty_;                 // links whose flows changed since the last solve
-  // Sum of the route bottlenecks of the flows on each link. A link whose demand fits
-  // its capacity can never be saturated, so it constrains nothing and couples nothing.
-  std::vector<double> demand_;
-  // Linked flows that start or end on each link (it is their first or last hop).
-  std::vector<std::uint32_t> ends_on_;
-  [[nodiscard]] bool may_saturate(std::uint32_t l) const;  // demand_ over capacity
-  // Whether l is a constraint of the current solve (the header says when); cached per solve.
-  bool saturable(std::uint32_t l);
-  // An upper bound on f's max-min rate from its first and last links (cached per solve).
-  double bound(std::uint32_t f);
-  std::vector<std::uint32_t> sat_epoch_, bound_epoch_;
-  std::vector<std::uint8_t> sat_;
-  std::vector<std::uint8_t> was_saturable_;  // each link's saturable() when a solve last looked at it
-  std::vector<double> lower_, upper_;
+  // Per flow slot: the link that bounds its rate, kCapped (its route's bottleneck) or
+  // kUnsolved (it joined since the last solve).
+  std::vector<std::uint32_t> bottleneck_;
   double clock_ = 0.0;                               // time of the pending changes
 
-  // Solver scratch, sized once per begin().
-  std::vector<std::uint32_t> link_mark_, flow_mark_, fixed_mark_;  // visited / rate fixed in the current solve
-  std::uint32_t epoch_ = 0;
-  std::vector<double> remaining_;
+  // Solver scratch, sized once per begin(). flow_mark_ == epoch_: in the current solve's
+  // set; link_mark_, fixed_mark_, added_mark_ and total_mark_ == pass_: the current fill's
+  // links, flows fixed, flows to add, links whose total and largest rate are in
+  // link_total_ and link_max_.
+  std::vector<std::uint32_t> link_mark_, total_mark_, flow_mark_, fixed_mark_, added_mark_;
+  std::uint32_t epoch_ = 0, pass_ = 0;
+  std::vector<double> remaining_, link_total_, link_max_;
   std::vector<std::uint32_t> unfixed_;
-  std::vector<std::uint32_t> seeds_, comp_links_, comp_flows_;
+  std::vector<std::uint32_t> set_, added_, links_;
   std::vector<double> new_rate_;
   std::vector<std::uint32_t> live_links_, live_flows_;
   std::vector<std::pair<double, std::uint32_t>> heap_;
