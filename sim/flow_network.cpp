@@ -339,13 +339,15 @@ void FlowNetwork::fill() {
     }
   };
   auto open = [&](std::uint32_t f) { return flow_mark_[f] == epoch_ && fixed_mark_[f] != pass_; };
+  // A link's fair share of what is left; rounding may leave a saturated link a hair below 0.
+  auto share_of = [&](std::uint32_t l) { return std::max(remaining_[l], 0.0) / unfixed_[l]; };
   // A few rounds that fix every link and flow at the lowest level at once (most sets
   // have one or two levels); past that, one link or flow at a time from a heap, so that
   // many distinct levels cost O(F h log L) rather than O(levels x L).
   int rounds = 0;
   while (!live_flows_.empty() && rounds++ < 4) {
     double share = std::numeric_limits<double>::infinity();
-    for (std::uint32_t l : live_links_) share = std::min(share, std::max(remaining_[l], 0.0) / unfixed_[l]);
+    for (std::uint32_t l : live_links_) share = std::min(share, share_of(l));
     double own = std::numeric_limits<double>::infinity();
     for (std::uint32_t f : live_flows_) own = std::min(own, flows_[f].cap);
     level = std::max(level, std::min(share, own));
@@ -356,7 +358,7 @@ void FlowNetwork::fill() {
       if (open(f) && flows_[f].cap <= top) fix(f, std::min(flows_[f].cap, std::max(level, 0.0)));
     }
     for (std::uint32_t l : live_links_) {
-      if (unfixed_[l] == 0 || std::max(remaining_[l], 0.0) / unfixed_[l] > top) continue;
+      if (unfixed_[l] == 0 || share_of(l) > top) continue;
       for (std::uint32_t f : on_link_[l]) {
         if (open(f)) fix(f, level);
       }
@@ -368,7 +370,6 @@ void FlowNetwork::fill() {
   // Heap phase: links by share (lazily updated: stale entries are skipped), flows by cap.
   using Entry = std::pair<double, std::uint32_t>;
   auto later = [](const Entry& a, const Entry& b) { return a.first != b.first ? a.first > b.first : a.second > b.second; };
-  auto share_of = [&](std::uint32_t l) { return std::max(remaining_[l], 0.0) / unfixed_[l]; };
   heap_.clear();
   for (std::uint32_t l : live_links_) heap_.emplace_back(share_of(l), l);
   std::make_heap(heap_.begin(), heap_.end(), later);
@@ -461,7 +462,7 @@ bool FlowNetwork::check() {
       const std::uint32_t k = flow.route[h].value;
       if (!saturated(k)) continue;
       for (std::uint32_t g : on_link_[k]) {
-        if (flows_[g].rate > new_rate_[f]) add(g);
+        if (rate(g) > new_rate_[f]) add(g);
       }
     }
     if (added_.size() == before) {  // rounding hid the culprit: take every flow it meets
