@@ -48,6 +48,13 @@ Network models:
               collective's own transfers at once sharing the links next to servers
               (two rings through one NIC: half of it each; a tree's transfers, those
               of their step of the pipelines)
+Rings and chunked trees (--rings): 'steps' replays a transfer per ring step and chunk
+(exact, nccl-tests' reference); 'streamed' replays one transfer per rank and ring phase
+carrying all its steps' bytes, paying the route latency once per step, and one per tree
+edge and direction for all the chunks, as training replays do (simulation.rings): alone
+a streamed ring takes the step-by-step time, a streamed tree is faster by at most its
+pipeline fill, and either has far fewer flows (a 2(p-1)-step ring: 2(p-1) x chunks times
+fewer), so thousands of ranks fit the flow model. The analytical model ignores it.
 Link bandwidths count the catalog's efficiency per link kind (the fraction of line rate
 NCCL reaches); see 'ddlsim topology --list' and topology/data/catalog.json.
 
@@ -68,6 +75,7 @@ Examples:
   ddlsim collective --preset dgx-a100 --nodes 4 --algorithm all -b 1M -e 1G
   ddlsim collective --preset tpu-v4-pod --dims 4x4x4 --algorithm torus --network analytical
   ddlsim collective --preset dgx-h100 --nodes 2 --op all-to-all --ranks 0-3,8-11 --json
+  ddlsim collective --preset dgx-h100 --nodes 1280 --algorithm ring --rings streamed -b 1G -e 1G
 
 Options)";
 
@@ -101,6 +109,8 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       ("stepfactor,f", po::value<double>()->value_name("F")->default_value(2.0), "multiply the size by F each step (> 1)")
       ("chunks", po::value<int>()->value_name("N")->default_value(0), "pieces per transfer (0: automatic)")
       ("channels", po::value<int>()->value_name("N")->default_value(0), "rings, or trees for tree (0: automatic)")
+      ("rings", po::value<std::string>()->value_name("HOW")->default_value("steps"),
+       "how the flow model replays rings and chunked trees: steps (a transfer per step and chunk) or streamed (one per rank and phase, one per tree edge and direction)")
       ("root", po::value<long long>()->value_name("R")->default_value(0), "root of broadcast/reduce, sender of send-recv (a position in --ranks)")
       ("peer", po::value<long long>()->value_name("R")->default_value(1), "receiver of send-recv (a position in --ranks)")
       ("json", "print the results as JSON");
@@ -132,6 +142,10 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     if (network != "flow" && network != "analytical") {
       throw InputError("--network: expected flow or analytical, got '" + network + "'");
     }
+    const std::string rings = vm["rings"].as<std::string>();
+    if (rings != "steps" && rings != "streamed") {
+      throw InputError("--rings: expected steps or streamed, got '" + rings + "'");
+    }
     const double lo = parse_size("--minbytes", vm["minbytes"].as<std::string>());
     const double hi = parse_size("--maxbytes", vm["maxbytes"].as<std::string>());
     const double factor = vm["stepfactor"].as<double>();
@@ -153,6 +167,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     base.op = *op;
     base.chunks = chunks;
     base.channels = channels;
+    base.streamed = rings == "streamed";
     const long long root = vm["root"].as<long long>(), peer = vm["peer"].as<long long>();
     const auto positions = static_cast<long long>(members.size());
     if (root < 0 || root >= positions) throw InputError("--root: " + std::to_string(root) + " is not a position in --ranks (0 to " + std::to_string(positions - 1) + ")");
@@ -225,6 +240,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       j["ranks"] = members.size();
       j["network"] = network;
       j["algorithm"] = algo_text;
+      j["rings"] = rings;
       j["skipped"] = skipped;
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (const Row& r : rows) {
@@ -237,7 +253,8 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       return kExitOk;
     }
     out << "# ddlsim collective: " << op_text << " over " << members.size() << " ranks of " << loaded.title()
-        << ", network " << network << ", algorithm " << algo_text << "\n";
+        << ", network " << network << ", algorithm " << algo_text
+        << (rings == "streamed" ? ", rings streamed" : "") << "\n";
     for (const std::string& s : skipped) out << "# skipped " << s << "\n";
     out << "#        size (B)  algorithm         channels  chunks      time (us)  algbw (GB/s)  busbw (GB/s)  estimate (us)\n";
     for (const Row& r : rows) {

@@ -72,7 +72,8 @@ double collective_seconds(NetworkFabric& fabric, const CollectiveGroup& group, c
     throw InputError("the " + std::string(algorithm_name(spec.algorithm)) + " " + op_text + " over " +
                      std::to_string(group.ranks.size()) + " ranks needs " + std::to_string(transfers) +
                      " transfers, more than the flow model's limit of " + std::to_string(kMaxCollectiveTransfers) +
-                     "; use --network analytical, fewer --chunks or --channels");
+                     "; use --network analytical, fewer --chunks or --channels" +
+                     (spec.streamed ? std::string() : std::string(", or --rings streamed")));
   }
   TaskGraph g;
   lower_collective(g, ResourceId(0), group, spec);

@@ -631,6 +631,39 @@ TEST_CASE("ddlsim collective: on a TPU slice without wraparound auto prices the 
   CHECK(nlohmann::json::parse(a.out).at("results").at(0).at("algorithm") == "ring");
 }
 
+TEST_CASE("ddlsim collective --rings streamed replays a 10,240-GPU ring that step by step exceeds the flow model") {
+  // Expected: alone, a ring is paced by its slowest link whether replayed step by step or
+  // streamed (one transfer per rank and phase), so on 2 DGX H100 servers both give the
+  // same time (to 1e-9) for 1 MiB and 1 GiB; on 1,280 servers a 1 GiB ring all-reduce
+  // step by step needs 2(p-1) p x 8 channels = 1,677,557,760 transfers, over the flow
+  // model's 200 M limit (refused, naming --rings streamed), and streamed (p x 8 = 81,920
+  // transfers) it takes the selector's closed form 2(p-1) (latency + S / (p x channels x
+  // bandwidth)) to 1e-6, as nothing else shares its links.
+  for (const char* size : {"1M", "1G"}) {
+    INFO(size);
+    std::vector<std::string> args{"collective", "--preset", "dgx-h100", "--nodes", "2", "--algorithm", "ring", "-b", size, "-e", size, "--json"};
+    const auto steps = ddlsim_cmd(args);
+    args.insert(args.end(), {"--rings", "streamed"});
+    const auto streamed = ddlsim_cmd(args);
+    REQUIRE(steps.status == 0);
+    REQUIRE(streamed.status == 0);
+    CHECK(nlohmann::json::parse(streamed.out).at("rings") == "streamed");
+    CHECK(nlohmann::json::parse(streamed.out).at("results").at(0).at("time_us").get<double>() ==
+          Approx(nlohmann::json::parse(steps.out).at("results").at(0).at("time_us").get<double>()).epsilon(1e-9));
+  }
+  std::vector<std::string> big{"collective", "--preset", "dgx-h100", "--nodes", "1280", "--algorithm", "ring", "-b", "1G", "-e", "1G", "--json"};
+  const auto refused = ddlsim_cmd(big);
+  CHECK(refused.status == 2);
+  CHECK(refused.err == "ddlsim collective: the ring all-reduce over 10240 ranks needs 1677557760 transfers, more than the flow "
+                       "model's limit of 200000000; use --network analytical, fewer --chunks or --channels, or --rings streamed\n");
+  big.insert(big.end(), {"--rings", "streamed"});
+  const auto r = ddlsim_cmd(big);
+  REQUIRE(r.status == 0);
+  const auto row = nlohmann::json::parse(r.out).at("results").at(0);
+  CHECK(row.at("channels") == 8);
+  CHECK(row.at("time_us").get<double>() == Approx(row.at("estimate_us").get<double>()).epsilon(1e-6));
+}
+
 TEST_CASE("ddlsim collective: bad input is one line and status 2") {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--op", "al-reduce"}, "--op: unknown operation 'al-reduce' (did you mean 'all-reduce'?)"},
@@ -645,6 +678,7 @@ TEST_CASE("ddlsim collective: bad input is one line and status 2") {
       {{"-b", "1M", "-e", "1K"}, "--maxbytes: smaller than --minbytes"},
       {{"-f", "1"}, "--stepfactor: expected a number above 1 and at most 1024"},
       {{"--network", "packet"}, "--network: expected flow or analytical, got 'packet'"},
+      {{"--rings", "pipelined"}, "--rings: expected steps or streamed, got 'pipelined'"},
       {{"--op", "broadcast", "--root", "8"}, "--root: 8 is not a position in --ranks (0 to 7)"},
       {{"--op", "broadcast", "--root", "-1"}, "--root: -1 is not a position in --ranks (0 to 7)"},
       {{"--op", "send-recv", "--peer", "-1"}, "--peer: send-recv needs a position in --ranks other than --root"},
