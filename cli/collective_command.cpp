@@ -48,13 +48,14 @@ Network models:
               collective's own transfers at once sharing the links next to servers
               (two rings through one NIC: half of it each; a tree's transfers, those
               of their step of the pipelines)
-Rings and chunked trees (--rings): 'steps' replays a transfer per ring step and chunk
-(exact, nccl-tests' reference); 'streamed' replays one transfer per rank and ring phase
-carrying all its steps' bytes, paying the route latency once per step, and one per tree
-edge and direction for all the chunks, as training replays do (simulation.rings): alone
-a streamed ring takes the step-by-step time, a streamed tree is faster by at most its
-pipeline fill, and either has far fewer flows (a 2(p-1)-step ring: 2(p-1) x chunks times
-fewer), so thousands of ranks fit the flow model. The analytical model ignores it.
+Rings (also those of hierarchical and torus) and chunked trees (--rings): 'steps'
+replays a transfer per ring step and chunk (exact, nccl-tests' reference); 'streamed'
+one transfer per rank and ring phase carrying all its steps' bytes, paying the route
+latency once per step, and one per tree edge and direction for all the chunks, as
+training replays do (simulation.rings). Alone a streamed ring takes the step-by-step
+time and a streamed tree is faster by at most its pipeline's fill, with far fewer flows
+(a 2(p-1)-step ring: 2(p-1) x chunks times fewer), so thousands of ranks fit the flow
+model. The analytical model ignores it.
 Link bandwidths count the catalog's efficiency per link kind (the fraction of line rate
 NCCL reaches); see 'ddlsim topology --list' and topology/data/catalog.json.
 
