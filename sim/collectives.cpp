@@ -841,29 +841,37 @@ std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, 
 }
 
 std::vector<std::vector<std::size_t>> tree_parents(const CollectiveGroup& group, int channels) {
-  auto base = group.by_domain();
-  for (std::size_t d = 0; d < base.size(); ++d) {
-    // A domain's first direct ring, when it holds exactly the domain's ranks.
-    if (d < group.domain_rings.size() && !group.domain_rings[d].empty()) {
-      auto ring = group.domain_rings[d][0];
-      auto a = ring, b = base[d];
-      std::sort(a.begin(), a.end());
-      std::sort(b.begin(), b.end());
-      if (a == b) base[d] = std::move(ring);
-    }
+  const auto domains = group.by_domain();
+  // Per domain, the orders its chains follow: its Walecki paths (path k from its k-th
+  // rank), else its chain cycles (domain_chains), else group order.
+  std::vector<std::vector<std::vector<std::size_t>>> orders(domains.size());
+  std::vector<bool> paths(domains.size(), false);
+  for (std::size_t d = 0; d < domains.size(); ++d) {
+    paths[d] = d < group.domain_paths.size() && group.domain_paths[d];
+    if (paths[d]) orders[d] = group.domain_rings[d];
+    else if (d < group.domain_chains.size() && !group.domain_chains[d].empty()) orders[d] = group.domain_chains[d];
+    else orders[d].push_back(domains[d]);
   }
   const auto t_count = static_cast<std::size_t>(std::max(channels, 1));
   std::vector<std::vector<std::size_t>> parents(t_count, std::vector<std::size_t>(group.ranks.size()));
-  std::vector<std::vector<std::size_t>> chains(base.size());
+  std::vector<std::vector<std::size_t>> chains(domains.size());
   for (std::size_t t = 0; t < t_count; ++t) {
     const bool mirrored = t % 2 == 1;
-    // Channel t's chain starts at its (t n / channels)-th rank, so that the channels'
-    // heads, which carry the traffic between domains, spread over the domain's ranks
-    // (and their NICs); a mirrored channel walks it the other way from there.
-    for (std::size_t d = 0; d < base.size(); ++d) {
-      const std::size_t n = base[d].size(), head = t * n / t_count % n;
+    // Channel t's chain starts at the domain's (t n / channels)-th rank in group order,
+    // so that the channels' heads, which carry the traffic between domains, spread over
+    // the domain's ranks (and their NICs) and sit on one rail in every domain: along the
+    // Walecki path that starts there, or around the channel's ring (or group order) from
+    // there, a mirrored channel the other way.
+    for (std::size_t d = 0; d < domains.size(); ++d) {
+      const std::size_t n = domains[d].size(), head = t * n / t_count % n;
+      if (paths[d]) {
+        chains[d] = orders[d][head];
+        continue;
+      }
+      const auto& base = orders[d][t % orders[d].size()];
+      const auto from = static_cast<std::size_t>(std::find(base.begin(), base.end(), domains[d][head]) - base.begin());
       chains[d].resize(n);
-      for (std::size_t i = 0; i < n; ++i) chains[d][i] = base[d][(head + (mirrored ? n - i : i)) % n];
+      for (std::size_t i = 0; i < n; ++i) chains[d][i] = base[(from + (mirrored ? n - i : i)) % n];
     }
     if (mirrored) std::reverse(chains.begin(), chains.end());
     auto& parent = parents[t];
@@ -1189,6 +1197,57 @@ static std::vector<std::vector<std::size_t>> direct_rings(const Cluster& c, cons
   return out;
 }
 
+// The cycles tree chains follow through a domain with direct rings (see
+// CollectiveGroup::domain_chains): among its rings that hold exactly its members, one per
+// undirected cycle, `members.size()` picks, each the cycle whose slowest link has the most
+// bandwidth per chain counting the picks before it (ties: the first).
+static std::vector<std::vector<std::size_t>> chain_cycles(const Cluster& c, const std::vector<NodeId>& ranks,
+                                                          const std::vector<std::size_t>& members,
+                                                          const std::vector<std::vector<std::size_t>>& rings) {
+  const std::size_t m = members.size();
+  std::vector<std::size_t> want(members);
+  std::sort(want.begin(), want.end());
+  const auto local = [&](std::size_t position) {
+    return static_cast<std::size_t>(std::lower_bound(want.begin(), want.end(), position) - want.begin());
+  };
+  // Each candidate as its undirected edges (local indices a < b).
+  std::vector<std::vector<std::size_t>> cycles;
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> edges;
+  for (const auto& ring : rings) {
+    auto sorted = ring;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != want) continue;
+    std::vector<std::pair<std::size_t, std::size_t>> e;
+    for (std::size_t k = 0; k < m; ++k) {
+      const std::size_t a = local(ring[k]), b = local(ring[(k + 1) % m]);
+      e.emplace_back(std::min(a, b), std::max(a, b));
+    }
+    std::sort(e.begin(), e.end());
+    if (std::find(edges.begin(), edges.end(), e) != edges.end()) continue;
+    edges.push_back(std::move(e));
+    cycles.push_back(ring);
+  }
+  if (cycles.empty()) return {};
+  const auto bw = direct_bandwidth(c, ranks, want);
+  std::vector<std::vector<int>> load(m, std::vector<int>(m, 0));
+  std::vector<std::vector<std::size_t>> out;
+  for (std::size_t pick = 0; pick < m; ++pick) {
+    std::size_t best = 0;
+    double best_share = -1;
+    for (std::size_t i = 0; i < cycles.size(); ++i) {
+      double share = 1e300;
+      for (const auto& [a, b] : edges[i]) share = std::min(share, std::min(bw[a][b], bw[b][a]) / (load[a][b] + 1));
+      if (share > best_share) {
+        best_share = share;
+        best = i;
+      }
+    }
+    for (const auto& [a, b] : edges[best]) ++load[a][b];
+    out.push_back(cycles[best]);
+  }
+  return out;
+}
+
 CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> ranks) {
   const Cluster& c = fabric.cluster();
   CollectiveGroup g;
@@ -1213,10 +1272,15 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
     if (!labels[d].empty()) paths = walecki_paths(c, g.ranks, members, labels[d]);
     g.domain_paths.push_back(!paths.empty());
     any_paths = any_paths || !paths.empty();
-    g.domain_rings.push_back(paths.empty() ? direct_rings(c, g.ranks, members, domains.size() == 1) : std::move(paths));
+    const bool walecki = !paths.empty();
+    g.domain_rings.push_back(walecki ? std::move(paths) : direct_rings(c, g.ranks, members, domains.size() == 1));
+    g.domain_chains.push_back(walecki ? std::vector<std::vector<std::size_t>>{} : chain_cycles(c, g.ranks, members, g.domain_rings.back()));
     any_direct = any_direct || !g.domain_rings.back().empty();
   }
-  if (!any_direct) g.domain_rings.clear();
+  if (!any_direct) {
+    g.domain_rings.clear();
+    g.domain_chains.clear();
+  }
   if (!any_paths) g.domain_paths.clear();
   for (const TorusShape& t : c.tori()) {
     if (t.chips == g.ranks) {

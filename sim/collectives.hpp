@@ -102,6 +102,13 @@ struct CollectiveGroup {
   // rail it began on), which ring_orders chains from domain to domain on one rail; empty
   // when no domain's are.
   std::vector<bool> domain_paths;
+  // Per domain whose direct rings (not paths) hold exactly its ranks: the cycles tree
+  // channel t's chain follows, the (t mod count)-th (tree_parents); empty otherwise. A
+  // chain loads both directions of its links, so each entry is the cycle among the
+  // domain's rings (one per undirected cycle) whose slowest link leaves the most
+  // bandwidth per chain beside the entries before it (ties: the first), one entry per
+  // rank of the domain, as NCCL's search lays its channels by the bandwidth left.
+  std::vector<std::vector<std::vector<std::size_t>>> domain_chains;
 
   /// Positions in the group per scale-up domain, domains in order of their first rank,
   /// positions in group order.
@@ -225,14 +232,16 @@ CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, 
 std::vector<std::vector<std::size_t>> ring_orders(const CollectiveGroup& group, int channels);
 
 /// NCCL's trees of `channels` channels over the group (its trees.cc, connect.cc and the
-/// NCCL 2.4 notes), channel t's: inside each scale-up domain a chain of its ranks (along
-/// the domain's first direct ring when that holds exactly the domain's ranks, else in
-/// group order), starting at the domain's (t x size / channels)-th rank, and across
-/// domains a binary tree in heap order over the domains (in order of their first rank)
-/// whose edges join the chains' heads. An odd channel takes the second tree of the double
-/// binary tree: the domains in reverse, so a domain near a leaf of one tree is near the
-/// root of the other, and its chains walk the domain backwards from their head. Returns,
-/// per channel, each position's parent (the root's is itself).
+/// NCCL 2.4 notes), channel t's: inside each scale-up domain a chain of its ranks headed
+/// by the domain's (t x size / channels)-th rank in group order: in a domain of Walecki
+/// paths (domain_paths), the path that starts there; in one with chain cycles
+/// (domain_chains), around the (t mod count)-th from there; else in group order from
+/// there. Across domains a binary tree in heap order over the domains (in order of their
+/// first rank) whose edges join the chains' heads. An odd channel takes the second tree
+/// of the double binary tree: the domains in reverse, so a domain near a leaf of one tree
+/// is near the root of the other, and its chains (but for a path) walk the domain
+/// backwards from their head. Returns, per channel, each position's parent (the root's
+/// is itself).
 std::vector<std::vector<std::size_t>> tree_parents(const CollectiveGroup& group, int channels);
 
 /// A tree given by parents (tree_parents): its root, each position's children, and the

@@ -841,6 +841,46 @@ TEST_CASE("an MI300X platform: rings over its xGMI mesh, and Walecki paths betwe
   CHECK(ring_busbw("mi300x-platform", 2, bytes, {}, 0, Model::kAnalytical) == Approx(8 * 47.0).epsilon(0.01));
 }
 
+TEST_CASE("NCCL's trees across MI300X platforms spread their chains over the xGMI mesh along Walecki's paths") {
+  // Expected on 2 MI300X platforms (8 tree channels, one NDR NIC per GPU at 47 GB/s, xGMI
+  // 51.2 GB/s per link and direction): channel t's chain in each server follows the
+  // Walecki path that starts at GPU t (its head, on rail t in both servers); path t + 4 is
+  // path t backwards, and a chain carries S/8 both ways along its 7 links (reduce up,
+  // broadcast down), so every directed xGMI link carries exactly 2 chains and every NIC
+  // one channel each way. The xGMI links then bound the trees: busbw at most 2(p-1)/p x
+  // 8 x 51.2 / 2 = 384 GB/s (p = 16), and at 4 GiB in 64 chunks the pipeline's fill
+  // (about 8 of 64 chunks) leaves at least 85% of it. (While every channel's chain
+  // followed the first path, rotated, the 8 chains shared 8 links: 95.9 GB/s.)
+  PresetNet two("mi300x-platform", 2);
+  const int trees = default_tree_channels(two.g);
+  REQUIRE(trees == 8);
+  const auto parents = tree_parents(two.g, trees);
+  std::map<std::pair<std::size_t, std::size_t>, int> load;  // directed link inside a server: chains
+  for (std::size_t t = 0; t < parents.size(); ++t) {
+    const auto& parent = parents[t];
+    std::size_t across = 0;
+    for (std::size_t i = 0; i < parent.size(); ++i) {
+      if (parent[i] == i) continue;
+      if (two.g.domain[i] != two.g.domain[parent[i]]) {
+        ++across;
+        CHECK(i % 8 == t);          // the heads: GPU t of each server
+        CHECK(parent[i] % 8 == t);
+        continue;
+      }
+      ++load[{i, parent[i]}];  // reduce up
+      ++load[{parent[i], i}];  // broadcast down
+    }
+    CHECK(across == 1);
+  }
+  CHECK(load.size() == 2 * 56);  // every directed xGMI link of both servers
+  for (const auto& [link, n] : load) CHECK(n == 2);
+  const double S = 4.0 * kGiB;
+  const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 0, 0);
+  const double bw = busbw(CollectiveOp::kAllReduce, 16, S, collective_time(two.f, two.g, s)) / 1e9;
+  CHECK(bw <= 384.0 * 1.001);
+  CHECK(bw >= 0.85 * 384.0);
+}
+
 TEST_CASE("an MI300X platform of an odd number of servers: every channel's ring closes on its own rail") {
   // Expected: each Walecki path leaves a server at the GPU 4 places from where it entered,
   // so over an odd number of servers a channel would come back to the first server on
