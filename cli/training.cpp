@@ -135,11 +135,17 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   };
   p.tp = small("tp", 1);
   p.pp = small("pp", 1);
-  const std::int64_t fill = static_cast<std::int64_t>(devices) / (static_cast<std::int64_t>(p.tp) * p.pp);
+  const std::int64_t model_parallel = static_cast<std::int64_t>(p.tp) * p.pp;
+  const std::int64_t fill = static_cast<std::int64_t>(devices) / model_parallel;
+  const bool dp_fills = !o.has("dp");
   p.dp = small("dp", std::max<std::int64_t>(fill, 1));
   p.global_batch = o.positive_int("global_batch");
   if (p.global_batch > 100'000'000) throw InputError(o.field_path("global_batch") + ": at most 100000000");
   p.micro_batch = o.positive_int_or("micro_batch", 1);
+  if (p.micro_batch > p.global_batch) {
+    throw InputError(o.field_path("micro_batch") + ": " + std::to_string(p.micro_batch) + " is more than the global batch (" +
+                     std::to_string(p.global_batch) + ")");
+  }
   const std::string sched = o.choice_or("schedule", {"1f1b", "gpipe", "interleaved"}, "1f1b");
   p.schedule = sched == "gpipe" ? PipelineSchedule::kGPipe
                : sched == "interleaved" ? PipelineSchedule::kInterleaved1F1B
@@ -205,6 +211,10 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.grad_reduce_fp32 = o.boolean_or("grad_reduce_fp32", false);
   o.finish();
   if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
+  if (dp_fills && static_cast<std::int64_t>(devices) % model_parallel != 0) {
+    throw InputError(o.field_path("dp") + ": left out, it fills the cluster, but its " + std::to_string(devices) +
+                     " accelerators are not a multiple of tp x pp = " + std::to_string(model_parallel) + "; give dp");
+  }
   // Refuse plans whose graph would exhaust memory before building them.
   const double ops = static_cast<double>(p.dp) * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
                      (2.0 + 8.0 * static_cast<double>(m.layers) / p.pp);
