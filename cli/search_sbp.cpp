@@ -197,6 +197,13 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     }
     all.push_back(std::move(c));
   }
+  if (all.empty()) {
+    throw InputError("--global-batch: no plan runs a global batch of " + std::to_string(batch) + " on " +
+                     std::to_string(devices.size()) + " devices: " +
+                     (o.mcmc ? "the MCMC search's " + std::to_string(o.iterations) + " iterations from data parallelism found none (try more --iterations), "
+                             : std::string("the search found none, ")) +
+                     "data parallelism and Megatron's split cannot divide it, and no strategy of the scenario has that batch");
+  }
   for (std::size_t i = 0; i < all.size(); ++i) {
     if (o.progress) o.progress("replaying " + std::to_string(i + 1) + "/" + std::to_string(all.size()));
     all[i].report = run_training_strategy(s, all[i].strategy);

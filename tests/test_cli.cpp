@@ -1652,6 +1652,19 @@ TEST_CASE("SBP strategies in scenarios: data parallelism and Megatron agree with
   CHECK(g.err == "ddlsim search: --method grid: the grid holds Megatron-style plans of transformers; vgg16 is not one (use --method autoddl or mcmc)\n");
 }
 
+TEST_CASE("search --method mcmc: a batch that no plan it reaches can run is one line and status 2") {
+  // Expected: a global batch of 5 on the default scenario's 32 GPUs: SBP data parallelism
+  // and Megatron's split cannot divide it, the scenario has no strategy of that batch,
+  // and 3 MCMC steps from (infeasible) data parallelism reach no feasible plan; the
+  // search says so (it crashed on the empty list of candidates).
+  const auto r = ddlsim_cmd({"search", "--method", "mcmc", "--iterations", "3", "--global-batch", "5"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim search: --global-batch: no plan runs a global batch of 5 on 32 devices: the MCMC search's 3 "
+                 "iterations from data parallelism found none (try more --iterations), data parallelism and Megatron's "
+                 "split cannot divide it, and no strategy of the scenario has that batch\n");
+  CHECK(r.out.empty());
+}
+
 TEST_CASE("AutoDDL-style results: the bundled scenarios' searches are never worse than the best baseline") {
   // Expected (issue 7, item 4): for each bundled autoddl-* scenario, 'ddlsim search
   // --method autoddl' ranks first a plan no slower than every baseline it replays (the
