@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -28,10 +27,20 @@ std::string read_input_file(const std::string& path, const std::string& what) {
   if (std::filesystem::is_directory(path, ec)) throw InputError("cannot read " + what + " " + path + ": it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read " + what + " " + path + ": no such file or not readable");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // At most kMaxInputBytes, read in blocks, so that a device or pipe that never ends
+  // (/dev/zero) is refused rather than read until memory runs out.
+  constexpr std::size_t kMaxInputBytes = std::size_t{512} << 20;
+  std::string text;
+  std::vector<char> block(std::size_t{1} << 20);
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    text.append(block.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxInputBytes) {
+      throw InputError("cannot read " + what + " " + path + ": larger than 512 MiB, the most ddlsim reads");
+    }
+  }
   if (in.bad()) throw InputError("cannot read " + what + " " + path + ": read error");
-  return ss.str();
+  return text;
 }
 
 namespace {

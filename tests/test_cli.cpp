@@ -227,6 +227,10 @@ TEST_CASE("bad input: the command line") {
   r = ddlsim_cmd({"run", "/nonexistent/s.json"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim run: cannot read scenario /nonexistent/s.json: no such file or not readable\n");
+  // A file that never ends is refused at 512 MiB (it was read until memory ran out).
+  r = ddlsim_cmd({"run", "/dev/zero"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: cannot read scenario /dev/zero: larger than 512 MiB, the most ddlsim reads\n");
   // A preset's refusal names the option as the input spells it: cluster.pods here,
   // --pods on the topology command.
   r = ddlsim_cmd({"run", "--set", "cluster.pods=2"});
