@@ -526,6 +526,10 @@ TEST_CASE("explicit topologies: errors name the element") {
       "b200, h100-sxm, h200, mi300x, p100, tpu-v3, tpu-v4, tpu-v5p, v100-32gb");
   bad(R"({"nodes": [{"name": "g0", "kind": "gpu"}], "links": []})",
       "t.json: nodes.0.kind: expected one of \"accelerator\", \"host\", \"nic\", \"switch\", got \"gpu\"");
+  // A link's kind picks its catalog efficiency: a misspelt one silently ran at line rate.
+  bad(("{" + two + R"(, "links": [{"a": "g0", "b": "g1", "gbytes_per_s": 25, "kind": "ib-hrd"}]})").c_str(),
+      "t.json: links.0.kind: unknown link kind 'ib-hrd' (did you mean 'ib-hdr'?); a kind names a catalog link (its "
+      "efficiency applies) or is \"custom\"");
 }
 
 TEST_CASE("dimension-order routing on a torus") {

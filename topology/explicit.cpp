@@ -1,5 +1,6 @@
 #include "topology/explicit.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -94,7 +95,17 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
       latency_us = l.number_or("latency_us", 0.0, 1e6, 0.0);
     }
     const double reverse = l.number_or("reverse_gbytes_per_s", 1e-6, 1e6, gbps);
-    kind = l.string_or("kind", kind);
+    if (l.has("kind")) {
+      // A kind other than "custom" decides the link's efficiency and whether it is
+      // scale-up (from the catalog): a misspelt one would silently drop both.
+      kind = l.string("kind");
+      std::vector<std::string> ids = catalog.link_ids();
+      if (kind != "custom" && std::find(ids.begin(), ids.end(), kind) == ids.end()) {
+        ids.emplace_back("custom");
+        throw InputError(l.field_path("kind") + ": unknown link kind '" + kind + "'" + did_you_mean(kind, ids) +
+                         "; a kind names a catalog link (its efficiency applies) or is \"custom\"");
+      }
+    }
     l.finish();
     c.connect(a, b, BytesPerSecond(gbps * 1e9), Seconds(latency_us * 1e-6), kind, BytesPerSecond(reverse * 1e9));
   }
