@@ -492,6 +492,28 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
 std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,
                                               const std::string& path) {
   if (!recorded.is_object()) throw InputError(path + ": expected an object of suites");
+  // The record's shape first (what --record writes): a suite (or "measured") -> a model
+  // -> its figures, nothing else, so that another kind of file is refused as one.
+  std::vector<std::string> suites{"measured"};
+  for (const char* n : kValidationSuites) suites.emplace_back(n);
+  for (const auto& [suite, models] : recorded.items()) {
+    if (std::find(suites.begin(), suites.end(), suite) == suites.end()) {
+      throw InputError(path + ": " + suite + ": unknown suite" + did_you_mean(suite, suites) +
+                       " (a record from 'ddlsim validate --record' has vtrain-single, vtrain-multi, nccl, public-runs or measured)");
+    }
+    if (!models.is_object()) throw InputError(path + ": " + suite + ": expected an object of models, got " + shown(models));
+    for (const auto& [model, figures] : models.items()) {
+      JsonObject e(figures, path + ": " + suite + "." + model);
+      (void)e.number("mean_abs_error", -1.0, 1e6);
+      (void)e.number("worst_abs_error", -1.0, 1e6);
+      for (const char* key : {"cases", "refused", "pairs"}) {
+        if (e.has(key)) (void)e.number(key, 0.0, 1e12);
+      }
+      if (e.has("kendall_tau") && !e.value("kendall_tau").is_null()) (void)e.number("kendall_tau", -1.0, 1.0);
+      e.known("kendall_tau");
+      e.finish();
+    }
+  }
   std::vector<std::string> out;
   constexpr double kSlack = 1e-4;
   for (const Accuracy& a : table) {

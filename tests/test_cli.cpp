@@ -1095,6 +1095,18 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   CHECK(r.status == 2);
   CHECK(r.out.empty());
   CHECK(r.err == "ddlsim validate: " + rec + ": expected an object of suites\n");
+  // Another kind of file (a scenario), or a record with a key --record never writes, is
+  // bad input too (a scenario came out as four regressions, status 3).
+  std::ofstream(rec) << R"({"name": "s", "cluster": {"preset": "dgx-a100"}})";
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ddlsim validate: " + rec + ": cluster: unknown suite (a record from 'ddlsim validate --record' has "
+                 "vtrain-single, vtrain-multi, nccl, public-runs or measured)\n");
+  std::ofstream(rec) << R"({"nccl": {"all": {"mean_abs_error": 0.1, "worst_abs_error": 0.3, "bogus": 1}}})";
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: " + rec + ": nccl.all.bogus: unknown key\n");
   // A record that holds none of the figures run (another file, another suite) compares
   // nothing, and a check that compares nothing fails.
   std::ofstream(rec) << R"({"vtrain-single": {}})";
