@@ -1270,9 +1270,9 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
     const auto& members = domains[d];
     auto& paths = domain_paths[d];
     if (!labels[d].empty()) paths = walecki_paths(c, g.ranks, members, labels[d]);
-    g.domain_paths.push_back(!paths.empty());
-    any_paths = any_paths || !paths.empty();
     const bool walecki = !paths.empty();
+    g.domain_paths.push_back(walecki);
+    any_paths = any_paths || walecki;
     g.domain_rings.push_back(walecki ? std::move(paths) : direct_rings(c, g.ranks, members, domains.size() == 1));
     g.domain_chains.push_back(walecki ? std::vector<std::vector<std::size_t>>{} : chain_cycles(c, g.ranks, members, g.domain_rings.back()));
     any_direct = any_direct || !g.domain_rings.back().empty();
