@@ -216,21 +216,19 @@ std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::s
     if (!closer(c, l, at, dist, usable)) return false;
     return run == 0 || ((*lead)[l.value] && lead_run(c, c.link(l).to, dist, usable, *lead, memo) + 1 == run);
   };
+  std::vector<LinkId> next;  // the next hops allowed from `at`, in link order
   for (std::uint32_t d = 0; at != dst; ++d) {
-    std::size_t options = 0;
-    for (LinkId l : c.out_links(at)) options += may_take(l) ? 1 : 0;
-    std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
+    next.clear();
+    for (LinkId l : c.out_links(at)) {
+      if (may_take(l)) next.push_back(l);
+    }
+    const std::size_t options = next.size();
+    const std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
     if (j >= plain && options > 1 && !chosen) shift = j / options;
     chosen = chosen || options > 1;
-    for (LinkId l : c.out_links(at)) {
-      if (!may_take(l)) continue;
-      if (k-- == 0) {
-        path.push_back(l);
-        at = c.link(l).to;
-        if (run > 0) --run;
-        break;
-      }
-    }
+    path.push_back(next[k]);
+    at = c.link(next[k]).to;
+    if (run > 0) --run;
   }
   return path;
 }
