@@ -278,7 +278,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("check")) {
       const std::string path = vm["check"].as<std::string>();
       recorded = parse_json(read_input_file(path, "recorded accuracy"), path);
-      (void)accuracy_regressions({}, recorded, path);  // refuses a record that is not an object, up front
+      (void)accuracy_regressions({}, recorded, path);  // refuses a malformed record (not one --record writes), up front
     }
     run_validation(cases, network, jobs);
     const std::vector<Accuracy> table = accuracy_table(cases);

@@ -123,7 +123,8 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases);
 /// lines): a mean or worst error above, or a tau below, the recorded one by more than
 /// its rounding (1e-4), a count of cases or pairs other than the recorded one (a row
 /// dropped or added), and refused cases; one line each. Throws InputError naming the
-/// JSON path for a malformed record.
+/// JSON path for a malformed record (checked whole first, whatever `table` holds: an
+/// unknown suite, a model's figures missing, out of range or unknown).
 std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,
                                               const std::string& path);
 
