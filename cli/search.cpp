@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/compute_model.hpp"
+#include "support/input_error.hpp"
 
 namespace ddlsim {
 
@@ -68,26 +69,39 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   std::stable_sort(estimated.begin(), estimated.end(),
                    [](const SearchCandidate& a, const SearchCandidate& b) { return a.estimate_s < b.estimate_s; });
 
-  // The baselines, then the best estimates that are not a baseline's plan.
-  std::vector<SearchCandidate> todo;
+  // The baselines, then the best estimates that are not a baseline's plan, down the list
+  // until --replay of them have replayed: a plan too large to replay (TooLargeError) is
+  // counted, its reason kept, and the next estimate taken in its place.
+  std::vector<SearchCandidate> baselines;
   for (const TrainingStrategy& t : s.strategies) {
     if (t.plan.global_batch != o.space.global_batch) continue;  // not comparable
-    todo.push_back(SearchCandidate{t.plan, true, estimate_step(s.model, t.plan, fabric, compute), {}});
+    baselines.push_back(SearchCandidate{t.plan, true, estimate_step(s.model, t.plan, fabric, compute), {}});
   }
-  out.baselines = todo.size();
-  for (std::size_t i = 0, taken = 0; i < estimated.size() && taken < static_cast<std::size_t>(o.replays); ++i) {
-    bool known = false;
-    for (std::size_t b = 0; b < out.baselines; ++b) known = known || same_plan(todo[b].plan, estimated[i].plan);
-    if (known) continue;
-    todo.push_back(estimated[i]);
-    todo.back().plan.name = "grid-" + std::to_string(++taken);
-  }
-  for (SearchCandidate& c : todo) {
-    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!c.baseline && spent > o.budget_s) break;
-    if (o.progress) o.progress(out.ranked.size(), todo.size());
-    c.report = run_training_strategy(s, TrainingStrategy{c.plan});
+  out.baselines = baselines.size();
+  const std::size_t wanted = std::min(estimated.size(), static_cast<std::size_t>(o.replays));
+  const auto replay = [&](SearchCandidate c) {
+    if (o.progress) o.progress(out.ranked.size(), out.baselines + wanted);
+    try {
+      c.report = run_training_strategy(s, TrainingStrategy{c.plan});
+    } catch (const TooLargeError& e) {
+      if (out.too_large == 0) out.too_large_reason = c.plan.name + ": " + e.what();
+      ++out.too_large;
+      return false;
+    }
     out.ranked.push_back(std::move(c));
+    return true;
+  };
+  for (SearchCandidate& c : baselines) replay(std::move(c));
+  std::size_t taken = 0, tried = 0;
+  for (std::size_t i = 0; i < estimated.size() && taken < wanted; ++i) {
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (spent > o.budget_s) break;
+    bool known = false;
+    for (const SearchCandidate& b : baselines) known = known || same_plan(b.plan, estimated[i].plan);
+    if (known) continue;
+    SearchCandidate c = estimated[i];
+    c.plan.name = "grid-" + std::to_string(++tried);  // its rank among the estimates tried
+    if (replay(std::move(c))) ++taken;
   }
   std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
     return a.report.step_time_s < b.report.step_time_s;

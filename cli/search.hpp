@@ -30,6 +30,8 @@ struct SearchCandidate {
 
 struct SearchResult {
   std::size_t enumerated = 0, pruned = 0, estimated = 0, baselines = 0;
+  std::size_t too_large = 0;      // plans skipped: their replay would outgrow memory
+  std::string too_large_reason;   // the first such plan's name and why
   std::vector<SearchCandidate> ranked;  // replayed, fastest first (ties: baselines, then grid order)
   // (plans estimated so far, in grid order; the lowest estimate so far) at each new lowest.
   std::vector<std::pair<std::uint64_t, double>> convergence;

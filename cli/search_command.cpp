@@ -198,6 +198,10 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (tty) err << "\r" << std::string(40, ' ') << "\r";
     const std::vector<SearchCandidate>& replayed = result.ranked;
     const std::size_t devices = s.cluster.accelerators().size();
+    if (replayed.empty() && result.too_large > 0) {
+      throw TooLargeError("no plan to replay: all " + std::to_string(result.too_large) +
+                          " plans tried are too large to replay (the first, " + result.too_large_reason + ")");
+    }
     if (replayed.empty()) throw InputError("no plan to replay: every grid plan is pruned and no strategy has this global batch");
     const SearchCandidate& best = replayed.front();
 
@@ -211,6 +215,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       j["pruned_by_memory"] = result.pruned;
       j["estimated"] = result.estimated;
       j["replayed"] = replayed.size();
+      j["too_large_to_replay"] = result.too_large;
       nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
       for (const SearchCandidate& e : replayed) {
         nlohmann::ordered_json r = plan_json(e.plan, e.plan.name);
@@ -262,6 +267,10 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
                   "(%zu baselines)\n",
                   result.enumerated, result.pruned, result.estimated, replayed.size(), result.baselines);
     out << line;
+    if (result.too_large > 0) {
+      out << "      " << result.too_large << " skipped as too large to replay (the first, " << result.too_large_reason
+          << ")\n";
+    }
     report_time();
     return kExitOk;
   } catch (...) {

@@ -216,11 +216,8 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
                      " accelerators are not a multiple of tp x pp = " + std::to_string(model_parallel) + "; give dp");
   }
   // Refuse plans whose graph would exhaust memory before building them.
-  const double ops = static_cast<double>(p.dp) * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
-                     (2.0 + 8.0 * static_cast<double>(m.layers) / p.pp);
-  if (ops > 60e6) {
-    throw InputError(o.path() + ": this plan would replay about " + std::to_string(static_cast<long long>(ops)) +
-                     " compute tasks, more than the limit of 60000000; use fewer micro-batches or data-parallel replicas");
+  if (std::string why = plan_size_problem(p, m, TrainingStepInputs{}.max_compute_tasks); !why.empty()) {
+    throw TooLargeError(o.path() + ": " + why);
   }
   return t;
 }

@@ -123,7 +123,7 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   const double tasks = static_cast<double>(devices.size()) * per_device;
   const bool fold = s.network == NetworkModelKind::kAnalytical && tasks > 2e6;
   if (!fold && tasks > 60e6) {
-    throw InputError("strategies." + strategy.plan.name + ": this plan would replay about " +
+    throw TooLargeError("strategies." + strategy.plan.name + ": this plan would replay about " +
                      std::to_string(static_cast<long long>(tasks)) +
                      " tasks, more than the limit of 60000000; the analytical network (simulation.network) folds it");
   }

@@ -27,6 +27,7 @@ class StepLowering {
     if (std::string why = plan_problem(p_, m_, in_.fabric->cluster().accelerators().size()); !why.empty()) {
       throw InputError(why);
     }
+    if (std::string why = plan_size_problem(p_, m_, in_.max_compute_tasks); !why.empty()) throw TooLargeError(why);
     costs_ = stage_costs(m_, p_, *in_.compute);
     v_ = p_.schedule == PipelineSchedule::kInterleaved1F1B ? p_.virtual_stages : 1;
     stages_ = p_.pp * v_;
@@ -193,7 +194,7 @@ class StepLowering {
   // step is refused.
   void admit_transfers(std::uint64_t more, std::string_view what, std::size_t ranks) const {
     if (out_.transfers + more <= in_.max_transfers) return;
-    throw InputError("the step needs more than " + std::to_string(in_.max_transfers) +
+    throw TooLargeError("the step needs more than " + std::to_string(in_.max_transfers) +
                      " transfers on the network model (" + std::to_string(out_.transfers) + " so far; one " +
                      std::string(what) + " over " + std::to_string(ranks) + " ranks adds " + std::to_string(more) +
                      "), beyond what it can replay in memory; use --network analytical (collectives priced, "
@@ -754,6 +755,15 @@ class StepLowering {
 };
 
 }  // namespace
+
+std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks) {
+  const double tasks = static_cast<double>(p.dp) * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
+                       (2.0 + 8.0 * static_cast<double>(m.layers) / p.pp);
+  if (tasks <= max_compute_tasks) return "";
+  return "this plan would replay about " + std::to_string(static_cast<long long>(tasks)) +
+         " compute tasks, more than the limit of " + std::to_string(static_cast<long long>(max_compute_tasks)) +
+         "; use fewer micro-batches or data-parallel replicas";
+}
 
 LoweredTrainingStep lower_transformer_step(const TrainingStepInputs& in) {
   LoweredTrainingStep out;

@@ -65,10 +65,13 @@ struct TrainingStepInputs {
   // by step: far fewer flows for the flow model, the same time for a ring alone.
   bool stream_rings = true;
   // The most transfers the lowering may add (pipeline sends and unpriced collectives):
-  // past it lower_training_step throws InputError before the task graph and the flow
+  // past it lower_training_step throws TooLargeError before the task graph and the flow
   // network's state outgrow memory (20 million: about 1.5 GB of graph). Priced
   // collectives (the analytical network) add none.
   std::uint64_t max_transfers = 20'000'000;
+  // The most compute tasks (plan_size_problem's estimate) a plan may need: past it
+  // lower_training_step throws TooLargeError before building anything.
+  double max_compute_tasks = 60e6;
 };
 
 struct LoweredTrainingStep {
@@ -104,7 +107,13 @@ struct LoweredTrainingStep {
   double dp_bytes_per_device = 0;    // bytes one device sends in the data-parallel collectives
 };
 
-/// Throws InputError for a plan that cannot run (plan_problem).
+/// Why replaying `p` would need more than `max_compute_tasks` compute tasks (an estimate
+/// made before building anything: every replica, stage and micro-batch, forward and
+/// backward of every layer's ops), or "" when it would not.
+std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks);
+
+/// Throws InputError for a plan that cannot run (plan_problem), TooLargeError for one
+/// whose graph would outgrow the limits above.
 LoweredTrainingStep lower_transformer_step(const TrainingStepInputs& in);
 
 }  // namespace ddlsim

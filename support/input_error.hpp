@@ -13,4 +13,11 @@ class InputError : public std::runtime_error {
   explicit InputError(const std::string& what) : std::runtime_error(what) {}
 };
 
+// TooLargeError: the input is well formed but its replay would outgrow memory (a task or
+// transfer limit). The command line treats it as any InputError; a search skips the plan.
+class TooLargeError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 }  // namespace ddlsim

@@ -1681,6 +1681,33 @@ TEST_CASE("search --method mcmc: a batch that no plan it reaches can run is one 
   CHECK(r.out.empty());
 }
 
+TEST_CASE("search: plans too large to replay are skipped and the next estimates replayed in their place") {
+  // Expected: the default scenario (a 24-layer model on 32 GPUs) at a global batch of
+  // 1,300,000. A plan needs about dp x pp x micro-batches x (2 + 8 x 24 / pp) compute
+  // tasks: dp 32 x pp 1 at micro-batch 4, 1300000 / 4 x 194 = 63 million, over the limit
+  // of 60 million, so the best estimates are skipped (they used to be replayed past the
+  // limit, into gigabytes) until one that fits the limit replays: its name is grid-(k+1)
+  // after k skipped, and the report counts them. At 10,000,000 no plan is under the
+  // limit: one line naming the first plan and why, status 2.
+  auto r = ddlsim_cmd({"search", "--global-batch", "1300000", "--network", "analytical", "--replay", "1", "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto skipped = j.at("too_large_to_replay").get<int>();
+  CHECK(skipped > 0);
+  REQUIRE(j.at("ranked").size() == 1);
+  CHECK(j.at("ranked").at(0).at("name") == "grid-" + std::to_string(skipped + 1));
+  r = ddlsim_cmd({"search", "--global-batch", "1300000", "--network", "analytical", "--replay", "1"});
+  CHECK(r.out.find(std::to_string(skipped) + " skipped as too large to replay (the first, grid-1: this plan would replay "
+                   "about") != std::string::npos);
+  r = ddlsim_cmd({"search", "--global-batch", "10000000"});
+  CHECK(r.status == 2);
+  CHECK(r.err.rfind("ddlsim search: no plan to replay: all ", 0) == 0);
+  CHECK(r.err.find(" plans tried are too large to replay (the first, grid-1: this plan would replay about ") != std::string::npos);
+  CHECK(r.err.find("compute tasks, more than the limit of 60000000; use fewer micro-batches or data-parallel replicas)\n") !=
+        std::string::npos);
+  CHECK(r.out.empty());
+}
+
 TEST_CASE("AutoDDL-style results: the bundled scenarios' searches are never worse than the best baseline") {
   // Expected (issue 7, item 4): for each bundled autoddl-* scenario, 'ddlsim search
   // --method autoddl' ranks first a plan no slower than every baseline it replays (the
