@@ -15,6 +15,7 @@
 #include <iostream>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
@@ -344,21 +345,36 @@ void print_sweep_table(std::ostream& out, const Json& doc) {
   }
 }
 
-// What the writers and the table need of a sweep file, checked: the header fields'
-// types, every row an object with a point, a strategy and a status, every varied path,
-// and the table's figures where the row did not fail.
+// A sweep part checked against what 'ddlsim sweep --json' writes, so that a damaged
+// or edited part is refused rather than merged: the header fields' types; the columns
+// those of its --vary paths; every row's point below `points`, its varied values those
+// of its point, its status ok, out_of_memory or failed, only known columns, and the
+// report's figures, each of the type a report gives it, unless it failed (then none).
 static void check_sweep_shape(const Json& part, const std::string& path) {
   const auto bad = [&](const std::string& what) { return InputError(path + ": " + what); };
   if (!part["scenario"].is_string()) throw bad("scenario: expected a string");
   if (!part["points"].is_number_unsigned()) throw bad("points: expected a count");
-  if (!part["columns"].is_array() || part["columns"].empty()) throw bad("columns: expected a list of names");
-  for (const Json& c : part["columns"]) {
-    if (!c.is_string()) throw bad("columns: expected a list of names");
-  }
-  if (!part["vary"].is_array()) throw bad("vary: expected a list");
+  if (!part["vary"].is_array() || part["vary"].empty()) throw bad("vary: expected a list");
+  std::vector<Vary> varies;
+  std::size_t product = 1;
   for (const Json& v : part["vary"]) {
-    if (!v.is_object() || !v.contains("path") || !v["path"].is_string()) throw bad("vary: expected objects with a path");
+    if (!v.is_object() || !v.contains("path") || !v["path"].is_string() || !v.contains("values") ||
+        !v["values"].is_array() || v["values"].empty() || v.size() != 2) {
+      throw bad("vary: expected objects with a path and its values");
+    }
+    varies.push_back(Vary{v["path"].get<std::string>(), {}});
+    for (const Json& value : v["values"]) {
+      if (!value.is_string()) throw bad("vary: " + varies.back().path + ": expected its values as strings");
+      varies.back().values.push_back(value.get<std::string>());
+    }
+    product = product > kMaxPoints ? product : product * varies.back().values.size();
   }
+  const std::size_t points = part["points"].get<std::size_t>();
+  if (points != product) throw bad("points: " + std::to_string(points) + ", where the values of vary make " + std::to_string(product));
+  const std::vector<std::string> columns = sweep_columns(varies);
+  if (part["columns"] != Json(columns)) throw bad("columns: not those a sweep of these vary paths writes");
+  const Json report = training_report_row(TrainingReport{});
+  const std::size_t head = columns.size() - report.size();  // point, the varied paths, strategy, status, reason
   if (!part["rows"].is_array()) throw bad("rows: expected an array");
   for (const Json& r : part["rows"]) {
     if (!r.is_object() || !r.contains("point") || !r["point"].is_number_unsigned() || !r.contains("strategy") ||
@@ -366,12 +382,88 @@ static void check_sweep_shape(const Json& part, const std::string& path) {
         !r["reason"].is_string()) {
       throw bad("rows: expected objects with point, strategy, status and reason");
     }
-    for (const Json& v : part["vary"]) {
-      if (!r.contains(v["path"].get<std::string>())) throw bad("rows: a row without " + v["path"].get<std::string>());
+    const std::size_t point = r["point"].get<std::size_t>();
+    const std::string at = "rows: point " + std::to_string(point);
+    if (point >= points) throw bad(at + ": beyond the sweep's " + std::to_string(points) + " points");
+    std::size_t rest = point, stride = points;
+    for (const Vary& v : varies) {
+      stride /= v.values.size();
+      if (!r.contains(v.path)) throw bad(at + ": no " + v.path);
+      if (r[v.path] != value_json(v.values[rest / stride], "--vary " + v.path)) {
+        throw bad(at + ": " + v.path + ": not the value the point's index gives");
+      }
+      rest %= stride;
     }
-    if (r["status"] == "failed") continue;
-    for (const char* k : {"step_time_s", "mfu", "peak_memory_bytes"}) {
-      if (!r.contains(k) || !r[k].is_number()) throw bad(std::string("rows: a row without a number for ") + k);
+    const std::string status = r["status"].get<std::string>();
+    if (status != "ok" && status != "out_of_memory" && status != "failed") {
+      throw bad(at + ": status: expected ok, out_of_memory or failed, got '" + status + "'");
+    }
+    const bool failed = status == "failed";
+    if (r.size() != (failed ? head : columns.size())) {
+      throw bad(at + ": " + std::to_string(r.size()) + " fields, where a " + (failed ? "failed" : "replayed") + " row has " +
+                std::to_string(failed ? head : columns.size()));
+    }
+    if (failed) continue;
+    for (const auto& [key, value] : report.items()) {
+      if (!r.contains(key) || r[key].type() != value.type()) {
+        const bool number = value.is_number() && r.contains(key) && r[key].is_number();
+        if (!number) throw bad(at + ": " + key + ": missing or not a " + value.type_name());
+      }
+    }
+  }
+}
+
+// The rows of part k of n (1-based), in a part whose shape is checked: every point of
+// the part (its index mod n is k-1) there, in order, its rows together.
+static void check_part_rows(const Json& part, const std::string& path, std::size_t k, std::size_t n) {
+  const auto bad = [&](const std::string& what) { return InputError(path + ": " + what); };
+  const std::size_t points = part["points"].get<std::size_t>();
+  std::size_t expected = k - 1;  // the next point the part should hold
+  std::optional<std::size_t> current;
+  for (const Json& r : part["rows"]) {
+    const std::size_t point = r["point"].get<std::size_t>();
+    if (point % n != k - 1) {
+      throw bad("rows: point " + std::to_string(point) + " does not belong to part " + std::to_string(k) + "/" +
+                std::to_string(n));
+    }
+    if (current && point == *current) continue;
+    if (point != expected) {
+      throw bad("rows: point " + std::to_string(std::min(point, expected)) +
+                (point < expected ? ": its rows are not together, in order" : ": missing"));
+    }
+    current = point;
+    expected += n;
+  }
+  if (expected < points) throw bad("rows: point " + std::to_string(expected) + ": missing");
+}
+
+// Every point of a sweep replays the same strategies (a row each, in the scenario's
+// order), unless the whole point failed (one row) or --vary changes the strategies or
+// their names; merged rows that break this were duplicated or removed.
+static void check_point_strategies(const Json& merged) {
+  for (const Json& v : merged["vary"]) {
+    const std::string p = v["path"].get<std::string>();
+    if (p == "strategies" || (p.rfind("strategies.", 0) == 0 && (p.find('.', 11) == std::string::npos ||
+                                                                 p.substr(p.find('.', 11)) == ".name"))) {
+      return;
+    }
+  }
+  std::optional<std::vector<std::string>> first;
+  std::size_t first_point = 0;
+  const Json& rows = merged["rows"];
+  for (std::size_t i = 0; i < rows.size();) {
+    const std::size_t point = rows[i]["point"].get<std::size_t>();
+    std::vector<std::string> names;
+    for (; i < rows.size() && rows[i]["point"].get<std::size_t>() == point; ++i) names.push_back(rows[i]["strategy"].get<std::string>());
+    if (names == std::vector<std::string>{""}) continue;  // the whole point failed
+    if (!first) {
+      first = names;
+      first_point = point;
+    }
+    if (names != *first) {
+      throw InputError("rows: point " + std::to_string(point) + ": its strategies are not point " +
+                       std::to_string(first_point) + "'s (" + std::to_string(first->size()) +
+                       ", in order): rows duplicated, removed or moved");
     }
   }
 }
@@ -386,9 +478,15 @@ Json merge_sweep_parts(const std::vector<std::pair<std::string, std::string>>& p
     if (!check_json(text, path)) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
     Json part = Json::parse(text);
     if (!part.is_object()) throw InputError(path + ": not JSON that 'ddlsim sweep --json' wrote");
-    for (const char* key : {"scenario", "source", "sets", "vary", "strategy", "points", "shard", "columns", "rows"}) {
+    const std::vector<std::string> keys{"scenario", "source", "sets", "vary", "strategy", "points", "shard", "columns", "rows"};
+    for (const std::string& key : keys) {
       if (!part.contains(key)) {
         throw InputError(path + ": " + key + ": missing; parts come from 'ddlsim sweep --shard K/N --json FILE'");
+      }
+    }
+    for (const auto& [key, value] : part.items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        throw InputError(path + ": " + key + ": not a field of a sweep part");
       }
     }
     Shard s;
@@ -411,12 +509,8 @@ Json merge_sweep_parts(const std::vector<std::pair<std::string, std::string>>& p
     if (s.n != n) throw InputError(path + ": shard " + part["shard"].get<std::string>() + " is not one of " + std::to_string(n) + " parts");
     if (seen[s.k - 1]) throw InputError(path + ": part " + part["shard"].get<std::string>() + " is given twice");
     seen[s.k - 1] = true;
-    for (Json& r : part["rows"]) {
-      if (r["point"].get<std::size_t>() % n != s.k - 1) {
-        throw InputError(path + ": a row whose point does not belong to part " + part["shard"].get<std::string>());
-      }
-      rows.push_back(std::move(r));
-    }
+    check_part_rows(part, path, s.k, n);
+    for (Json& r : part["rows"]) rows.push_back(std::move(r));
   }
   for (std::size_t k = 0; k < n; ++k) {
     if (!seen[k]) throw InputError("part " + std::to_string(k + 1) + "/" + std::to_string(n) + " is missing");
@@ -426,6 +520,7 @@ Json merge_sweep_parts(const std::vector<std::pair<std::string, std::string>>& p
   Json all = Json::array();
   for (Json& r : rows) all.push_back(std::move(r));
   merged["rows"] = std::move(all);
+  check_point_strategies(merged);
   return merged;
 }
 

@@ -5,6 +5,8 @@
 
 #include "approx.hpp"
 
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -160,6 +162,63 @@ TEST_CASE("sweep --shard K/N and merge: the parts joined are the single run, byt
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim merge: " + (s.dir / "full.json").string() +
                      ": shard: missing; parts come from 'ddlsim sweep --shard K/N --json FILE'\n");
+  CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("merge: a damaged or edited part is refused with one line naming the part, field and point") {
+  // Expected: 3 x 2 points in 2 parts (part 1: points 0, 2, 4; 2 strategies each, so 6
+  // rows). Each damage below, done to part 1, is refused with the line given and no file:
+  // merging used to accept rows duplicated or removed, empty rows, unknown fields, a
+  // status of no meaning and a figure of the wrong type, and wrote them out.
+  Scratch s;
+  const std::string f = s.write("t.json", kScenario), out = (s.dir / "m.csv").string();
+  std::vector<std::string> parts;
+  for (int k = 1; k <= 2; ++k) {
+    parts.push_back((s.dir / ("p" + std::to_string(k) + ".json")).string());
+    REQUIRE(ddlsim_cmd({"sweep", f, "--vary", "cluster.nodes=1,2,3", "--vary", "strategies.0.micro_batch=1,2", "--shard",
+                        std::to_string(k) + "/2", "--json", parts.back()})
+                .status == 0);
+  }
+  REQUIRE(ddlsim_cmd({"merge", parts[0], parts[1], "--csv", out}).status == 0);
+  fs::remove(out);
+  const nlohmann::json good = nlohmann::json::parse(read_file(parts[0]));
+  REQUIRE(good.at("rows").size() == 6);
+  const std::size_t fields = good.at("columns").size();
+  using Edit = std::function<void(nlohmann::json&)>;
+  const std::vector<std::pair<Edit, std::string>> cases{
+      {[](nlohmann::json& j) { for (std::size_t i = 0; i < 6; ++i) j["rows"].push_back(j["rows"][i]); },
+       "rows: point 0: its rows are not together, in order"},
+      {[](nlohmann::json& j) { j["rows"].erase(5); j["rows"].erase(4); }, "rows: point 4: missing"},
+      {[](nlohmann::json& j) { j["rows"] = nlohmann::json::array(); }, "rows: point 0: missing"},
+      {[](nlohmann::json& j) { j["rows"][0]["x"] = 1; },
+       "rows: point 0: " + std::to_string(fields + 1) + " fields, where a replayed row has " + std::to_string(fields)},
+      {[](nlohmann::json& j) { j["rows"][0]["status"] = "weird"; },
+       "rows: point 0: status: expected ok, out_of_memory or failed, got 'weird'"},
+      {[](nlohmann::json& j) { j["rows"][0]["plan"] = nlohmann::json::object(); }, "rows: point 0: plan: missing or not a string"},
+      {[](nlohmann::json& j) { j["rows"][2]["cluster.nodes"] = 7; },
+       "rows: point 2: cluster.nodes: not the value the point's index gives"},
+      {[](nlohmann::json& j) { j["extra"] = 1; }, "extra: not a field of a sweep part"},
+      {[](nlohmann::json& j) { j["points"] = 7; }, "points: 7, where the values of vary make 6"},
+  };
+  const std::string damaged = (s.dir / "d.json").string();
+  for (const auto& [edit, message] : cases) {
+    CAPTURE(message);
+    nlohmann::json j = good;
+    edit(j);
+    std::ofstream(damaged) << j.dump(2) << "\n";
+    const auto r = ddlsim_cmd({"merge", damaged, parts[1], "--csv", out});
+    CHECK(r.status == 2);
+    CHECK(r.err == "ddlsim merge: " + damaged + ": " + message + "\n");
+    CHECK_FALSE(fs::exists(out));
+  }
+  // A row of point 2 removed leaves its part in order: the strategies of the merged points
+  // differ.
+  nlohmann::json j = good;
+  j["rows"].erase(2);
+  std::ofstream(damaged) << j.dump(2) << "\n";
+  const auto r = ddlsim_cmd({"merge", damaged, parts[1], "--csv", out});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim merge: rows: point 2: its strategies are not point 0's (2, in order): rows duplicated, removed or moved\n");
   CHECK_FALSE(fs::exists(out));
 }
 
