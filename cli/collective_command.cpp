@@ -181,10 +181,22 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     }
 
     // Which algorithms run; a forced one that cannot is an error, 'all' skips (and says so).
+    // A direct algorithm past the pairs the model can hold is refused (or skipped) before
+    // the selector's estimate, which routes every pair too.
+    const NetworkModelKind kind = network == "analytical" ? NetworkModelKind::kAnalytical : NetworkModelKind::kFlow;
+    const auto too_large = [&](CollectiveAlgorithm a) {
+      CollectiveSpec spec = base;
+      spec.algorithm = a;
+      return direct_size_problem(group, spec, kind, op_text);
+    };
+    if (automatic && *op == CollectiveOp::kAllToAll) {
+      if (std::string why = too_large(CollectiveAlgorithm::kDirect); !why.empty()) throw TooLargeError(why);
+    }
     std::vector<std::string> skipped;
     std::vector<CollectiveAlgorithm> algorithms;
     for (CollectiveAlgorithm a : forced) {
-      const std::string why = unsupported_reason(group, *op, a);
+      std::string why = unsupported_reason(group, *op, a);
+      if (why.empty()) why = too_large(a);
       if (why.empty()) algorithms.push_back(a);
       else if (forced.size() == 1) throw InputError("--algorithm: " + why);
       else skipped.push_back(std::string(algorithm_name(a)) + ": " + why);
@@ -223,9 +235,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         spec.algorithm = a;
         spec.bytes = bytes;
         spec.channels = ch;
-        const double seconds = collective_seconds(fabric, group, spec,
-                                                  network == "analytical" ? NetworkModelKind::kAnalytical : NetworkModelKind::kFlow,
-                                                  op_text, engine);
+        const double seconds = collective_seconds(fabric, group, spec, kind, op_text, engine);
         const double algbw = bytes / seconds;
         const int used = effective_channels(group, spec);
         rows.push_back(Row{bytes, std::string(algorithm_name(a)), used, effective_chunks(spec), seconds, algbw,

@@ -64,8 +64,24 @@ std::vector<std::size_t> parse_ranks(const std::string& text, std::size_t accele
   return ranks;
 }
 
+std::string direct_size_problem(const CollectiveGroup& group, const CollectiveSpec& spec, NetworkModelKind network,
+                                const std::string& op_text) {
+  if (spec.algorithm != CollectiveAlgorithm::kDirect) return "";
+  if (spec.op == CollectiveOp::kBroadcast || spec.op == CollectiveOp::kReduce || spec.op == CollectiveOp::kSendRecv) return "";
+  const auto p = static_cast<std::uint64_t>(group.ranks.size());
+  const std::uint64_t pairs = p * (p - 1);
+  const bool flow = network == NetworkModelKind::kFlow;
+  const std::uint64_t limit = flow ? kMaxDirectFlowPairs : kMaxDirectPairs;
+  if (pairs <= limit) return "";
+  return "the direct " + op_text + " over " + std::to_string(p) + " ranks sends between " + std::to_string(pairs) +
+         " pairs of ranks, more than the " + (flow ? "flow model's limit of " : "limit of ") + std::to_string(limit) +
+         (flow ? " in flight at once (about 3.5 KB of memory each); use --network analytical or fewer --ranks"
+               : " routes kept (about 120 B of memory each); use fewer --ranks");
+}
+
 double collective_seconds(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec,
                           NetworkModelKind network, const std::string& op_text, ReplayEngine& engine) {
+  if (std::string why = direct_size_problem(group, spec, network, op_text); !why.empty()) throw TooLargeError(why);
   if (network == NetworkModelKind::kAnalytical) return analytical_collective_time(fabric, group, spec);
   const std::uint64_t transfers = collective_transfer_count(group, spec);
   if (transfers > kMaxCollectiveTransfers) {

@@ -700,6 +700,34 @@ TEST_CASE("ddlsim collective: bad input is one line and status 2") {
   }
 }
 
+TEST_CASE("ddlsim collective: a direct algorithm past the pairs the models can hold is refused up front") {
+  // Expected: p ranks send between p(p - 1) pairs. The flow model holds 2^20 = 1,048,576
+  // in flight at once: 129 DGX A100 servers' 1,032 GPUs make 1,063,992 (1,024 make
+  // 1,047,552, which runs). The analytical model keeps 2^24 = 16,777,216 routes: 4,097
+  // ranks make 16,781,312. Both are refused at once, before the selector routes every
+  // pair (1,024 servers took minutes and gigabytes); --algorithm all skips direct alone.
+  auto r = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--nodes", "129", "--op", "all-to-all"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim collective: the direct all-to-all over 1032 ranks sends between 1063992 pairs of ranks, more than "
+                 "the flow model's limit of 1048576 in flight at once (about 3.5 KB of memory each); use --network "
+                 "analytical or fewer --ranks\n");
+  r = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--nodes", "513", "--ranks", "0-4096", "--op", "all-to-all",
+                  "--network", "analytical"});
+  CHECK(r.status == 2);
+  const std::string analytical = "the direct all-to-all over 4097 ranks sends between 16781312 pairs of ranks, more than "
+                                 "the limit of 16777216 routes kept (about 120 B of memory each); use fewer --ranks";
+  CHECK(r.err == "ddlsim collective: " + analytical + "\n");
+  r = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--nodes", "513", "--ranks", "0-4096", "--op", "all-gather",
+                  "--algorithm", "all", "--network", "analytical", "-b", "1M", "-e", "1M", "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  std::string all_gather = analytical;
+  all_gather.replace(all_gather.find("all-to-all"), 10, "all-gather");
+  CHECK(std::count(j.at("skipped").begin(), j.at("skipped").end(), "direct: " + all_gather) == 1);
+  REQUIRE(j.at("results").size() == 1);
+  CHECK(j.at("results").at(0).at("algorithm") == "ring");
+}
+
 TEST_CASE("ddlsim workload prints each operator and totals that add up") {
   // Expected: GPT-2 small has 124,439,808 parameters; the JSON rows add up to the total,
   // and the step time is the sum of the operators' forward and backward times.
