@@ -150,14 +150,27 @@ std::string JsonArray::choice(std::size_t i, const std::vector<std::string>& cho
   return one_of(at(i), path_ + "." + std::to_string(i), choices);
 }
 
+namespace {
+std::optional<std::int64_t> as_integer(const nlohmann::json& v) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) return {};
+    return v.get<std::int64_t>();
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<std::int64_t>(d);
+  }
+  return {};
+}
+}  // namespace
+
 std::vector<int> JsonArray::ints(int lo, int hi, const std::string& what) const {
   std::vector<int> out;
   for (std::size_t i = 0; i < size(); ++i) {
     const nlohmann::json& v = at(i);
-    if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
-      throw InputError(path_ + "." + std::to_string(i) + ": expected " + what + ", got " + shown(v));
-    }
-    out.push_back(v.get<int>());
+    const auto n = as_integer(v);  // whole-valued numbers such as 12.0 too, as elsewhere
+    if (!n || *n < lo || *n > hi) throw InputError(path_ + "." + std::to_string(i) + ": expected " + what + ", got " + shown(v));
+    out.push_back(static_cast<int>(*n));
   }
   return out;
 }
@@ -198,19 +211,6 @@ const nlohmann::json& JsonObject::at(const std::string& key) {
   return *it;
 }
 
-namespace {
-std::optional<std::int64_t> as_integer(const nlohmann::json& v) {
-  if (v.is_number_integer()) {
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) return {};
-    return v.get<std::int64_t>();
-  }
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<std::int64_t>(d);
-  }
-  return {};
-}
-}  // namespace
 
 std::string JsonObject::string(const std::string& key) {
   const auto& v = at(key);

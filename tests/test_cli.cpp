@@ -1014,6 +1014,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"workload.model=resnet50", "workload.seq: resnet50 is not a transformer; it has no sequence"},
       {"strategies.1.pp=32", "strategies.1: dp x tp x pp = 128 devices, but the cluster has 16"},
       {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
+      {"strategies.1.stage_layers=[12.5,11.5]", "strategies.1.stage_layers.0: expected a positive number of layers, got 12.5"},
       {"strategies.1.order=[\"tp\",\"dp\"]", "strategies.1.order: expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]"},
       {"strategies.1.overlap_p2p=1", "strategies.1.overlap_p2p: expected true or false, got 1"},
       {"strategies.1.overlap_tp_backward=1", "strategies.1.overlap_tp_backward: expected true or false, got 1"},
@@ -1039,6 +1040,19 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
     CHECK(r.err == "ddlsim run: " + line + "\n");
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("training scenarios: a whole-valued number is an integer in lists too") {
+  // Expected: as the README says of every integer, stage_layers [12.0, 12] is the split
+  // [12, 12] (it was refused: "expected a positive number of layers, got 12.0"); the
+  // same report, byte for byte.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const auto a = ddlsim_cmd({"run", f, "--strategy", "tp-pp", "--json", "--set", "strategies.1.stage_layers=[12,12]"});
+  const auto b = ddlsim_cmd({"run", f, "--strategy", "tp-pp", "--json", "--set", "strategies.1.stage_layers=[12.0,12]"});
+  REQUIRE(a.status == 0);
+  CHECK(b.status == 0);
+  CHECK(b.out == a.out);
 }
 
 TEST_CASE("parallel layers: a transformer option, and no SBP chain") {
