@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -107,6 +108,16 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (method != "grid" && method != "autoddl" && method != "mcmc") {
       throw InputError("--method: expected grid, autoddl or mcmc, got '" + method + "'");
     }
+    // An option the method does not use is refused rather than ignored.
+    const auto only_for = [&](const char* option, bool used, const char* methods) {
+      if (vm.count(option) && !vm[option].defaulted() && !used) {
+        throw InputError(std::string("--") + option + ": applies to --method " + methods + ", not " + method);
+      }
+    };
+    only_for("seed", method == "mcmc", "mcmc");
+    only_for("iterations", method == "mcmc", "mcmc");
+    only_for("replay", method == "grid", "grid");
+    only_for("budget", method != "autoddl", "grid and mcmc");
     const int replays = vm["replay"].as<int>(), top = vm["top"].as<int>();
     if (replays < 0 || replays > 10000) throw InputError("--replay: expected 0 to 10000, got " + std::to_string(replays));
     if (top < 1 || top > 10000) throw InputError("--top: expected 1 to 10000, got " + std::to_string(top));
@@ -114,7 +125,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     double budget = 1e300;
     if (vm.count("budget")) {
       budget = vm["budget"].as<double>();
-      if (!(budget > 0)) throw InputError("--budget: expected a positive number of seconds");
+      if (!(budget > 0) || !std::isfinite(budget)) throw InputError("--budget: expected a positive number of seconds");
     }
     const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
     const std::optional<std::string> file =

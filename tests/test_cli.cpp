@@ -1532,6 +1532,19 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
   r = ddlsim_cmd({"search", f, "--method", "mcmc", "--seed", "-1"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim search: --seed: expected a whole number from 0 to 18446744073709551615, got '-1'\n");
+  // An option the method does not use is refused, not ignored; a budget must be finite.
+  for (const auto& [args, line] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--iterations", "5"}, "--iterations: applies to --method mcmc, not grid"},
+           {{"--method", "autoddl", "--seed", "3"}, "--seed: applies to --method mcmc, not autoddl"},
+           {{"--method", "mcmc", "--replay", "3"}, "--replay: applies to --method grid, not mcmc"},
+           {{"--method", "autoddl", "--budget", "4"}, "--budget: applies to --method grid and mcmc, not autoddl"},
+           {{"--budget", "inf"}, "--budget: expected a positive number of seconds"}}) {
+    std::vector<std::string> full{"search", f};
+    full.insert(full.end(), args.begin(), args.end());
+    r = ddlsim_cmd(full);
+    CHECK(r.status == 2);
+    CHECK(r.err == "ddlsim search: " + line + "\n");
+  }
   r = ddlsim_cmd({"search", s.write("small.json", kSmall)});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim search: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");
@@ -1614,7 +1627,9 @@ TEST_CASE("search --method autoddl and mcmc rank whole-model SBP plans against t
   const std::string f = s.write("t.json", kTraining);
   for (const char* method : {"autoddl", "mcmc"}) {
     INFO(method);
-    const auto r = ddlsim_cmd({"search", f, "--method", method, "--json", "--iterations", "60", "--network", "analytical"});
+    std::vector<std::string> args{"search", f, "--method", method, "--json", "--network", "analytical"};
+    if (std::string(method) == "mcmc") args.insert(args.end(), {"--iterations", "60"});
+    const auto r = ddlsim_cmd(args);
     REQUIRE(r.status == 0);
     const auto j = nlohmann::json::parse(r.out);
     const auto& ranked = j.at("ranked");
@@ -1642,7 +1657,7 @@ TEST_CASE("search --method autoddl and mcmc rank whole-model SBP plans against t
     CHECK(found > 0);
     if (std::string(method) == "mcmc" && dp_fits) CHECK(found <= dp);
     CHECK(j.at("best").at("name") == "search-best");
-    CHECK(ddlsim_cmd({"search", f, "--method", method, "--json", "--iterations", "60", "--network", "analytical"}).out == r.out);
+    CHECK(ddlsim_cmd(args).out == r.out);
   }
 }
 
