@@ -90,7 +90,11 @@ TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, con
     throw InputError(mesh.path() + ": the mesh has " + std::to_string(product) + " devices; the cluster has " +
                      std::to_string(devices) + " accelerators");
   }
-  st.micro_batches = static_cast<int>(std::min<std::int64_t>(sb.positive_int_or("micro_batches", 1), 1'000'000));
+  const std::int64_t micro_batches = sb.positive_int_or("micro_batches", 1);
+  if (micro_batches > 1'000'000) {
+    throw InputError(sb.field_path("micro_batches") + ": expected at most 1000000, got " + std::to_string(micro_batches));
+  }
+  st.micro_batches = static_cast<int>(micro_batches);
   if (t.plan.global_batch % st.micro_batches != 0) {
     throw InputError(sb.field_path("micro_batches") + ": " + std::to_string(st.micro_batches) + " does not divide the global batch (" +
                      std::to_string(t.plan.global_batch) + ")");

@@ -774,6 +774,10 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
       {{"--preset", "resnet50", "--seq", "10"}, "--seq: resnet50 is not a transformer"},
       {{"--preset", "gpt2", "--dtype", "int4"}, "--dtype: expected fp32, bf16, fp16 or fp8, got 'int4'"},
       {{"--preset", "gpt2", "--attention", "sparse"}, "--attention: expected plain or flash, got 'sparse'"},
+      // --list lists every preset; what else is given would be ignored (it exited 0).
+      {{"--list", "--preset", "gpt2"}, "--list: lists every preset as text; not with --preset"},
+      {{"--list", "--json"}, "--list: lists every preset as text; not with --json"},
+      {{"--list", "--batch", "8"}, "--list: lists every preset as text; not with --batch"},
       {{"--preset", "gpt2", "--device", "h100"}, "unknown accelerator 'h100' (did you mean 'h100-sxm'?)"},
       {{"--preset", "gpt2", "--dtype", "fp8", "--device", "a100-80gb"}, "accelerator 'a100-80gb' has no fp8 peak in the catalog"},
       {{"--hf-config", s.write("moe.json", R"({"model_type": "mistral", "num_local_experts": 8})")},
@@ -1702,6 +1706,8 @@ TEST_CASE("SBP strategies in scenarios: data parallelism and Megatron agree with
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"strategies.0.sbp.mesh=[8]", "strategies.0.sbp.mesh: the mesh has 8 devices; the cluster has 4 accelerators"},
       {"strategies.0.sbp.micro_batches=3", "strategies.0.sbp.micro_batches: 3 does not divide the global batch (64)"},
+      // It was cut to 1,000,000 without a word.
+      {"strategies.0.sbp.micro_batches=2000000", "strategies.0.sbp.micro_batches: expected at most 1000000, got 2000000"},
       {"strategies.0.sbp.signatures.fc9=\"B x B -> B\"",
        "strategies.0.sbp.signatures.fc9: the model has no layer role 'fc9' (did you mean 'fc1'?); its roles: stage1.conv1, "
        "stage1.conv2, stage2.conv1, stage2.conv2, stage3.conv1, stage3.conv2, stage3.conv3, stage4.conv1, stage4.conv2, "
