@@ -24,8 +24,7 @@ nlohmann::json scenario_document(const std::string& text, const std::string& sou
 Scenario read_scenario(const nlohmann::json& doc) {
   JsonObject root(doc, "");
   Scenario s;
-  s.name = root.string("name");
-  if (s.name.empty()) throw InputError("name: expected a non-empty string, got \"\"");
+  s.name = root.name("name");
   s.description = root.string_or("description", "");
 
   JsonObject cluster = root.object("cluster");

@@ -113,8 +113,7 @@ std::string find_cycle(const std::vector<TaskSpec>& tasks) {
 
 void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
   JsonObject root(doc, "");
-  s.name = root.string("name");
-  if (s.name.empty()) throw InputError("name: expected a non-empty string, got \"\"");
+  s.name = root.name("name");
   (void)root.string_or("description", "");
   JsonObject cluster = root.object("cluster");
   s.cluster = read_preset_cluster(cluster, s.catalog);
@@ -135,8 +134,7 @@ void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
   std::vector<std::string> names;
   for (std::size_t i = 0; i < list.size(); ++i) {
     JsonObject o = list.object(i);
-    std::string name = o.string("name");
-    if (name.empty()) throw InputError(o.field_path("name") + ": expected a non-empty string, got \"\"");
+    std::string name = o.name("name");
     if (const auto [it, fresh] = index.emplace(name, i); !fresh) {
       throw InputError(o.field_path("name") + ": \"" + name + "\" is already the name of tasks." + std::to_string(it->second));
     }

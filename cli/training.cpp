@@ -73,8 +73,7 @@ void read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json
 // {"name", "global_batch", "sbp": {"mesh": [...], "signatures": {ROLE: SIGNATURE, ...}}}
 TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices) {
   TrainingStrategy t;
-  t.plan.name = o.string("name");
-  if (t.plan.name.empty()) throw InputError(o.field_path("name") + ": expected a non-empty string, got \"\"");
+  t.plan.name = o.name("name");
   t.plan.global_batch = o.positive_int("global_batch");
   if (t.plan.global_batch > 1'000'000) throw InputError(o.field_path("global_batch") + ": at most 1000000 for an SBP strategy");
   JsonObject sb = o.object("sbp");
@@ -130,8 +129,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   const TransformerConfig& m = s.model;
   TrainingStrategy t;
   ParallelPlan& p = t.plan;
-  p.name = o.string("name");
-  if (p.name.empty()) throw InputError(o.field_path("name") + ": expected a non-empty string, got \"\"");
+  p.name = o.name("name");
   auto small = [&](const char* key, std::int64_t fallback) {
     const std::int64_t v = o.positive_int_or(key, fallback);
     if (v > 1'000'000) throw InputError(o.field_path(key) + ": at most 1000000, got " + std::to_string(v));
@@ -300,8 +298,7 @@ bool is_training_scenario(const nlohmann::json& doc) {
 TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir) {
   JsonObject root(doc, "");
   TrainingScenario s;
-  s.name = root.string("name");
-  if (s.name.empty()) throw InputError("name: expected a non-empty string, got \"\"");
+  s.name = root.name("name");
   s.description = root.string_or("description", "");
   JsonObject cluster = root.object("cluster");
   s.cluster = read_preset_cluster(cluster, s.catalog);

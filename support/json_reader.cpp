@@ -218,6 +218,19 @@ std::string JsonObject::string(const std::string& key) {
   return v.get<std::string>();
 }
 
+std::string JsonObject::name(const std::string& key) {
+  std::string text = string(key);
+  if (text.empty()) throw InputError(field_path(key) + ": expected a non-empty string, got \"\"");
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "%04X", static_cast<unsigned>(c));
+      throw InputError(field_path(key) + ": a control character (U+" + code + ") in the name; use printable characters");
+    }
+  }
+  return text;
+}
+
 std::int64_t JsonObject::positive_int(const std::string& key) {
   const auto i = as_integer(at(key));
   if (!i || *i <= 0) fail(key, "a positive integer");

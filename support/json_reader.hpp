@@ -47,6 +47,9 @@ class JsonObject {
 
   // Required fields: a missing key is an error.
   std::string string(const std::string& key);
+  /// A name that reports print: a non-empty string without control characters (a
+  /// newline or an escape would break a table, a CSV or the terminal).
+  std::string name(const std::string& key);
   std::int64_t positive_int(const std::string& key);
   /// A finite number from lo to hi inclusive. Every physical quantity has such a range,
   /// so that no input can overflow a simulated time to infinity.

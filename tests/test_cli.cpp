@@ -1019,6 +1019,9 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.1.pp=32", "strategies.1: dp x tp x pp = 128 devices, but the cluster has 16"},
       {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
       {"strategies.1.stage_layers=[12.5,11.5]", "strategies.1.stage_layers.0: expected a positive number of layers, got 12.5"},
+      // Names are printed in tables, CSV and terminals: an escape or a newline broke them.
+      {"strategies.0.name=\"a\\u001bb\"", "strategies.0.name: a control character (U+001B) in the name; use printable characters"},
+      {"name=\"x\\ny\"", "name: a control character (U+000A) in the name; use printable characters"},
       {"strategies.1.order=[\"tp\",\"dp\"]", "strategies.1.order: expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]"},
       {"strategies.1.overlap_p2p=1", "strategies.1.overlap_p2p: expected true or false, got 1"},
       {"strategies.1.overlap_tp_backward=1", "strategies.1.overlap_tp_backward: expected true or false, got 1"},
