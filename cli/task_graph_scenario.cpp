@@ -1,5 +1,6 @@
 #include "cli/task_graph_scenario.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -178,6 +179,10 @@ void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
         throw InputError(o.field_path("ranks") + std::string(e.what()).substr(std::string("--ranks").size()));
       }
       if (ranks.size() < 2) throw InputError(o.field_path("ranks") + ": a collective needs at least 2 ranks");
+      if (*op == CollectiveOp::kSendRecv && ranks.size() != 2) {  // the first sends to the second; more would idle
+        throw InputError(o.field_path("ranks") + ": send-recv takes 2 ranks, the sender and the receiver, not " +
+                         std::to_string(ranks.size()));
+      }
       t.bytes = o.number("bytes", 1, kMaxCollectiveBytes);
       t.group = CollectiveGroup::of(fabric, std::move(ranks));
       const CollectiveGroup& group = t.group;
@@ -204,6 +209,9 @@ void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
         const auto it = index.find(a.get<std::string>());
         if (it == index.end()) {
           throw InputError(where + ": no task named '" + a.get<std::string>() + "'" + did_you_mean(a.get<std::string>(), names));
+        }
+        if (std::find(t.after.begin(), t.after.end(), it->second) != t.after.end()) {
+          throw InputError(where + ": '" + a.get<std::string>() + "' is already in after");
         }
         t.after.push_back(it->second);
       }

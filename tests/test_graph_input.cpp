@@ -95,6 +95,10 @@ TEST_CASE("task graph: each kind of mistake is one line, exit status 2, and no t
       {R"({"name": "a", "kind": "collective", "op": "all-to-all", "ranks": "0-7", "bytes": 100, "algorithm": "ring"})",
        "tasks.0.algorithm: ring does not implement all-to-all (use direct)"},
       {R"({"name": "a", "kind": "marker", "after": "b"})", "tasks.0.after: expected an array, got \"b\""},
+      {R"({"name": "a", "kind": "marker"}, {"name": "b", "kind": "marker", "after": ["a", "a"]})",
+       "tasks.1.after.1: 'a' is already in after"},
+      {R"({"name": "a", "kind": "collective", "op": "send-recv", "ranks": "0-15", "bytes": 100})",
+       "tasks.0.ranks: send-recv takes 2 ranks, the sender and the receiver, not 16"},
       {R"({"name": "a", "kind": "marker", "device": 3})", "tasks.0.device: unknown key"},
       {"", "tasks: expected at least one task, got []"},
   };
