@@ -98,6 +98,15 @@ void check_writable(const std::string& path) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     throw std::runtime_error("cannot write " + path + ": folder " + dir + ": " + std::strerror(errno));
   }
+  // Permissions can say yes where the file system says no (/proc, a read-only mount as
+  // root): make the temporary AtomicFile would make, and remove it.
+  std::vector<char> name(target.begin(), target.end());
+  for (char c : std::string(".tmp.XXXXXX")) name.push_back(c);
+  name.push_back('\0');
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) throw std::runtime_error("cannot write " + path + ": folder " + dir + ": " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(name.data());
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {

@@ -14,8 +14,10 @@
 namespace ddlsim {
 
 /// Throws std::runtime_error ("cannot write PATH: ...") when an AtomicFile for `path`
-/// would fail to open: a directory, a missing or read-only folder, a dangling link.
-/// Commands call it before their work, so a bad output path costs no simulation.
+/// would fail to open: a directory, a missing or read-only folder, a dangling link, a
+/// folder whose file system takes no new file (it makes and removes the temporary an
+/// AtomicFile would make). Commands call it before their work, so a bad output path
+/// costs no simulation.
 void check_writable(const std::string& path);
 
 /// Sets SIGINT, SIGTERM and SIGHUP to remove the temporaries of the atomic files alive

@@ -129,7 +129,8 @@ TEST_CASE("an atomic file follows a link, writes a FIFO in place and refuses a d
 TEST_CASE("check_writable refuses before any work what an atomic file would refuse") {
   // Expected: a missing folder, a path through a plain file, a directory and a dangling
   // link are refused naming the path; a new file in an existing folder, an existing file
-  // and a link to one pass, and nothing is created by the check.
+  // and a link to one pass, and nothing is left by the check (it makes and removes the
+  // temporary an AtomicFile would make).
   Dir d;
   CHECK_NOTHROW(check_writable((d.path / "new.csv").string()));
   std::ofstream(d.path / "old.csv") << "x";
@@ -146,6 +147,13 @@ TEST_CASE("check_writable refuses before any work what an atomic file would refu
   fs::create_symlink("nowhere/x.csv", d.path / "dangling.csv");
   CHECK_THROWS_WITH_AS(check_writable((d.path / "dangling.csv").string()),
                        doctest::Contains("a link to a file that cannot be reached"), std::runtime_error);
+  CHECK(entries(d.path) == 3);  // old.csv and the two links: the probe's temporaries removed
+  // A folder whose permissions allow writing but whose file system takes no new file
+  // (/proc on Linux, even as root): refused by the check, as AtomicFile would fail later.
+  if (fs::is_directory("/proc/self")) {
+    CHECK_THROWS_WITH_AS(check_writable("/proc/x.csv"), "cannot write /proc/x.csv: folder /proc: No such file or directory",
+                         std::runtime_error);
+  }
 }
 
 TEST_CASE("a signal that ends the program removes the temporaries of uncommitted files") {
