@@ -148,6 +148,10 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     throw InputError(o.field_path("micro_batch") + ": " + std::to_string(p.micro_batch) + " is more than the global batch (" +
                      std::to_string(p.global_batch) + ")");
   }
+  // A micro-batch's tensors within what the workload command models (its --batch).
+  if (std::string why = transformer_batch_problem(m, p.micro_batch); !why.empty()) {
+    throw InputError(o.field_path("micro_batch") + why.substr(std::string("batch").size()));
+  }
   const std::string sched = o.choice_or("schedule", {"1f1b", "gpipe", "interleaved"}, "1f1b");
   p.schedule = sched == "gpipe" ? PipelineSchedule::kGPipe
                : sched == "interleaved" ? PipelineSchedule::kInterleaved1F1B

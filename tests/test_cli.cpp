@@ -1062,6 +1062,22 @@ TEST_CASE("training scenarios: a whole-valued number is an integer in lists too"
   CHECK(b.out == a.out);
 }
 
+TEST_CASE("training scenarios: a micro-batch's tensors stay within what the workload command models") {
+  // Expected: as 'ddlsim workload --batch' refuses, a micro-batch of 1,000 sequences of
+  // 8,000,000 tokens on Llama 3 8B (32 heads) makes 1000 x 32 x 8e6^2 = 2.05e18 attention
+  // scores, past 1e18 (the run accepted it), and a micro-batch past 1,000,000 is refused
+  // whatever the sequence.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  auto r = ddlsim_cmd({"run", f, "--set", "workload.model=llama3-8b", "--set", "workload.seq=8000000", "--set",
+                       "strategies.0.global_batch=16000", "--set", "strategies.0.micro_batch=1000"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: strategies.0.micro_batch: batch x heads x seq^2 = 2.05e+18, beyond the 1e18 ddlsim models\n");
+  r = ddlsim_cmd({"run", f, "--set", "strategies.0.global_batch=32000000", "--set", "strategies.0.micro_batch=2000000"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: strategies.0.micro_batch: expected 1 to 1000000, got 2000000\n");
+}
+
 TEST_CASE("parallel layers: a transformer option, and no SBP chain") {
   // Expected: workload.parallel_layers on a CNN, and an SBP strategy on a model whose
   // attention and MLP run side by side, are one line each and status 2; on a GPT it runs.
