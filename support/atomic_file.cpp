@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,6 +57,23 @@ void release(int slot) {
   if (slot >= 0) g_slots[static_cast<std::size_t>(slot)].live.store(false);
 }
 
+// A new empty file named `target` plus a unique suffix, beside it (same file system, so
+// a rename onto the target is atomic): its name, or nullopt with errno set.
+std::optional<std::string> make_temporary(const std::string& target) {
+  std::vector<char> name(target.begin(), target.end());
+  for (char c : std::string(".tmp.XXXXXX")) name.push_back(c);
+  name.push_back('\0');
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) {
+    const int error = errno;  // kept past the name's release
+    name = {};
+    errno = error;
+    return std::nullopt;
+  }
+  ::close(fd);
+  return std::string(name.data());
+}
+
 // The file a path names for writing: a link's target, or the path itself.
 std::string followed(const std::string& path) {
   struct stat lst {};
@@ -100,13 +118,9 @@ void check_writable(const std::string& path) {
   }
   // Permissions can say yes where the file system says no (/proc, a read-only mount as
   // root): make the temporary AtomicFile would make, and remove it.
-  std::vector<char> name(target.begin(), target.end());
-  for (char c : std::string(".tmp.XXXXXX")) name.push_back(c);
-  name.push_back('\0');
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) throw std::runtime_error("cannot write " + path + ": folder " + dir + ": " + std::strerror(errno));
-  ::close(fd);
-  ::unlink(name.data());
+  const std::optional<std::string> probe = make_temporary(target);
+  if (!probe) throw std::runtime_error("cannot write " + path + ": folder " + dir + ": " + std::strerror(errno));
+  ::unlink(probe->c_str());
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
@@ -123,13 +137,9 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   target_ = target;
   // A unique temporary beside the target (same file system, so rename is atomic); two
   // AtomicFiles for the same target never share one.
-  std::vector<char> name(target.begin(), target.end());
-  for (char c : std::string(".tmp.XXXXXX")) name.push_back(c);
-  name.push_back('\0');
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
-  ::close(fd);
-  temp_ = name.data();
+  const std::optional<std::string> temp = make_temporary(target);
+  if (!temp) throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
+  temp_ = *temp;
   slot_ = claim(temp_);
   out_.open(temp_, std::ios::binary | std::ios::trunc);
   if (!out_) {
