@@ -123,19 +123,28 @@ std::optional<std::size_t> strategy_index(const std::string& message) {
   return std::nullopt;
 }
 
+// Which value of each vary point `point` takes (the first vary's changing slowest).
+std::vector<std::size_t> value_indices(const std::vector<Vary>& varies, std::size_t point) {
+  std::size_t stride = 1;
+  for (const Vary& v : varies) stride *= v.values.size();
+  std::vector<std::size_t> out;
+  for (const Vary& v : varies) {
+    stride /= v.values.size();
+    out.push_back(point / stride);
+    point %= stride;
+  }
+  return out;
+}
+
 // The rows of one point.
 std::vector<Json> run_point(const nlohmann::json& base, const std::string& base_dir, const std::vector<Vary>& varies,
                             std::size_t point, const std::optional<std::string>& only) {
   Json head;
   head["point"] = point;
   nlohmann::json doc = base;
-  std::size_t rest = point, stride = 1;
-  for (const Vary& v : varies) stride *= v.values.size();
-  for (const Vary& v : varies) {
-    stride /= v.values.size();
-    const std::string& value = v.values[rest / stride];
-    rest %= stride;
-    head[v.path] = value_json(value, "--vary " + v.path);
+  const std::vector<std::size_t> which = value_indices(varies, point);
+  for (std::size_t i = 0; i < varies.size(); ++i) {
+    head[varies[i].path] = value_json(varies[i].values[which[i]], "--vary " + varies[i].path);
   }
   auto failed = [&](const std::string& strategy, const std::string& why) {
     Json row = head;
@@ -356,6 +365,7 @@ static void check_sweep_shape(const Json& part, const std::string& path) {
   if (!part["points"].is_number_unsigned()) throw bad("points: expected a count");
   if (!part["vary"].is_array() || part["vary"].empty()) throw bad("vary: expected a list");
   std::vector<Vary> varies;
+  std::vector<std::vector<Json>> values;  // each vary's values as a row holds them
   std::size_t product = 1;
   for (const Json& v : part["vary"]) {
     if (!v.is_object() || !v.contains("path") || !v["path"].is_string() || !v.contains("values") ||
@@ -367,6 +377,8 @@ static void check_sweep_shape(const Json& part, const std::string& path) {
       if (!value.is_string()) throw bad("vary: " + varies.back().path + ": expected its values as strings");
       varies.back().values.push_back(value.get<std::string>());
     }
+    values.emplace_back();
+    for (const std::string& value : varies.back().values) values.back().push_back(value_json(value, "--vary " + varies.back().path));
     product = product > kMaxPoints ? product : product * varies.back().values.size();
   }
   const std::size_t points = part["points"].get<std::size_t>();
@@ -385,14 +397,11 @@ static void check_sweep_shape(const Json& part, const std::string& path) {
     const std::size_t point = r["point"].get<std::size_t>();
     const std::string at = "rows: point " + std::to_string(point);
     if (point >= points) throw bad(at + ": beyond the sweep's " + std::to_string(points) + " points");
-    std::size_t rest = point, stride = points;
-    for (const Vary& v : varies) {
-      stride /= v.values.size();
-      if (!r.contains(v.path)) throw bad(at + ": no " + v.path);
-      if (r[v.path] != value_json(v.values[rest / stride], "--vary " + v.path)) {
-        throw bad(at + ": " + v.path + ": not the value the point's index gives");
-      }
-      rest %= stride;
+    const std::vector<std::size_t> which = value_indices(varies, point);
+    for (std::size_t i = 0; i < varies.size(); ++i) {
+      const std::string& key = varies[i].path;
+      if (!r.contains(key)) throw bad(at + ": no " + key);
+      if (r[key] != values[i][which[i]]) throw bad(at + ": " + key + ": not the value the point's index gives");
     }
     const std::string status = r["status"].get<std::string>();
     if (status != "ok" && status != "out_of_memory" && status != "failed") {
@@ -443,10 +452,11 @@ static void check_part_rows(const Json& part, const std::string& path, std::size
 static void check_point_strategies(const Json& merged) {
   for (const Json& v : merged["vary"]) {
     const std::string p = v["path"].get<std::string>();
-    if (p == "strategies" || (p.rfind("strategies.", 0) == 0 && (p.find('.', 11) == std::string::npos ||
-                                                                 p.substr(p.find('.', 11)) == ".name"))) {
-      return;
-    }
+    const std::string prefix = "strategies.";
+    if (p + "." == prefix) return;
+    if (p.rfind(prefix, 0) != 0) continue;
+    const std::size_t field = p.find('.', prefix.size());  // after strategies.K
+    if (field == std::string::npos || p.substr(field) == ".name") return;
   }
   std::optional<std::vector<std::string>> first;
   std::size_t first_point = 0;
