@@ -1,6 +1,5 @@
 #include "cli/task_graph_scenario.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -8,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <vector>
 
 #include "cli/collective_support.hpp"
@@ -202,6 +202,7 @@ void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
     }
     if (o.has("after")) {
       JsonArray after = o.array("after");
+      std::set<std::size_t> listed;  // a long list (a marker after every task) stays n log n
       for (std::size_t k = 0; k < after.size(); ++k) {
         const nlohmann::json& a = after.at(k);
         const std::string where = after.path() + "." + std::to_string(k);
@@ -210,9 +211,7 @@ void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
         if (it == index.end()) {
           throw InputError(where + ": no task named '" + a.get<std::string>() + "'" + did_you_mean(a.get<std::string>(), names));
         }
-        if (std::find(t.after.begin(), t.after.end(), it->second) != t.after.end()) {
-          throw InputError(where + ": '" + a.get<std::string>() + "' is already in after");
-        }
+        if (!listed.insert(it->second).second) throw InputError(where + ": '" + a.get<std::string>() + "' is already in after");
         t.after.push_back(it->second);
       }
     }
