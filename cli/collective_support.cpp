@@ -75,7 +75,7 @@ std::string direct_size_problem(const CollectiveGroup& group, const CollectiveSp
   if (pairs <= limit) return "";
   return "the direct " + op_text + " over " + std::to_string(p) + " ranks sends between " + std::to_string(pairs) +
          " pairs of ranks, more than the " + (flow ? "flow model's limit of " : "limit of ") + std::to_string(limit) +
-         (flow ? " in flight at once (about 3.5 KB of memory each); use --network analytical or fewer --ranks"
+         (flow ? " in flight at once (about 1.7 KB of memory each); use --network analytical or fewer --ranks"
                : " routes kept (about 120 B of memory each); use fewer --ranks");
 }
 

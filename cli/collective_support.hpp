@@ -19,9 +19,9 @@ inline constexpr double kMaxCollectiveBytes = 1024.0 * 1024 * 1024 * 1024;  // 1
 inline constexpr std::uint64_t kMaxCollectiveTransfers = 200'000'000;      // about 13 GB of task graph
 // A direct algorithm between every pair of p ranks (all-to-all, and all-gather,
 // reduce-scatter and all-reduce when named) keeps a route for each of the p(p - 1) pairs
-// (about 120 B each: 4,096 ranks, 2.0 GB and 31 s on the analytical model) and, on the
-// flow model, has them all in flight at once (about 3.5 KB each: 1,024 ranks, 3.6 GB and
-// 78 s). Past these counts of pairs it is refused up front.
+// (about 120 B each: 4,096 ranks, 1.9 GB and 27 s on the analytical model) and, on the
+// flow model, has them all in flight at once with their candidate routes (about 1.7 KB
+// each: 1,024 ranks, 1.8 GB and 34 s). Past these counts of pairs it is refused up front.
 inline constexpr std::uint64_t kMaxDirectPairs = std::uint64_t{1} << 24;
 inline constexpr std::uint64_t kMaxDirectFlowPairs = std::uint64_t{1} << 20;
 

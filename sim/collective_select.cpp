@@ -42,9 +42,10 @@ double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, 
   std::map<std::uint32_t, int> uses;
   int most = 1;
   for (const auto& [a, b] : pairs) {
-    const std::vector<LinkId>* pick = nullptr;
+    std::span<const LinkId> pick;
+    bool picked = false;
     int pick_load = std::numeric_limits<int>::max();
-    for (const auto& r : f.routes(a, b)) {
+    for (const std::span<const LinkId> r : f.routes(a, b)) {
       const double low = f.route_capacity(r);
       int load = 0;
       for (LinkId l : r) {
@@ -53,13 +54,14 @@ double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, 
         load = std::max(load, it == uses.end() ? 0 : it->second);
       }
       if (load < pick_load) {
-        pick = &r;
+        pick = r;
+        picked = true;
         pick_load = load;
       }
     }
-    if (pick == nullptr) continue;
-    const double low = f.route_capacity(*pick);
-    for (LinkId l : *pick) {
+    if (!picked) continue;
+    const double low = f.route_capacity(pick);
+    for (LinkId l : pick) {
       if (f.capacity(l) == low) most = std::max(most, ++uses[l.value]);
     }
   }
@@ -101,19 +103,19 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       const auto orders = channels > 1 && (in.seen || local.size() > 1) ? ring_orders(g, channels)
                                                                          : std::vector<std::vector<std::size_t>>{};
       if (in.seen && channels > 1) {
-        std::vector<const std::vector<LinkId>*> routes;  // every channel's hops inside a domain
+        std::vector<std::span<const LinkId>> routes;  // every channel's hops inside a domain
         std::map<std::uint32_t, int> uses;
         for (const auto& o : orders) {
           for (std::size_t k = 0; k < o.size(); ++k) {
             const std::size_t next = o[(k + 1) % o.size()];
             if (g.domain[o[k]] != g.domain[next]) continue;
-            routes.push_back(&f.first_route(node(o[k]), node(next)));
-            for (LinkId l : *routes.back()) ++uses[l.value];
+            routes.push_back(f.first_route(node(o[k]), node(next)));
+            for (LinkId l : routes.back()) ++uses[l.value];
           }
         }
         double slowest = std::numeric_limits<double>::infinity();
-        for (const auto* r : routes) {
-          for (LinkId l : *r) slowest = std::min(slowest, f.capacity(l) / uses[l.value]);
+        for (const std::span<const LinkId> r : routes) {
+          for (LinkId l : r) slowest = std::min(slowest, f.capacity(l) / uses[l.value]);
         }
         in.capacity = slowest * channels;
       }
@@ -187,12 +189,12 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         std::vector<double> way(p, 0.0);
         for (std::size_t i : shape.top_down) {
           if (parent[i] == i) continue;
-          const auto& down = f.first_route(node(parent[i]), node(i));
+          const std::span<const LinkId> down = f.first_route(node(parent[i]), node(i));
           double sharing = 1.0;
           if (!down.empty()) {
             sharing = 0.0;
             for (std::size_t sib : children[parent[i]]) {
-              const auto& r = f.first_route(node(parent[i]), node(sib));
+              const std::span<const LinkId> r = f.first_route(node(parent[i]), node(sib));
               if (!r.empty() && r.front() == down.front()) sharing += 1.0;
             }
           }
@@ -204,9 +206,9 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           }
           way[i] = way[parent[i]] + f.route_latency(down) + slowest;
           fill = std::max(fill, 2.0 * way[i]);
-          for (const auto* r : {&f.first_route(node(i), node(parent[i])), &down}) {
-            latency = std::max(latency, f.route_latency(*r));
-            for (LinkId l : *r) {
+          for (const std::span<const LinkId> r : {f.first_route(node(i), node(parent[i])), down}) {
+            latency = std::max(latency, f.route_latency(r));
+            for (LinkId l : r) {
               if (!f.between_switches(l)) load[l.value] += share;
             }
           }

@@ -103,14 +103,14 @@ class Shares {
   }
   /// The share of a transfer of the current set.
   /// `route`: the transfer's first route where the caller has it at hand.
-  [[nodiscard]] double of(NodeId from, NodeId to, const std::vector<LinkId>* route = nullptr) const {
+  [[nodiscard]] double of(NodeId from, NodeId to, const std::span<const LinkId>* route = nullptr) const {
     if (!active_) return 1.0;
     if (spread_) {
       if (share_.empty()) return 1.0;
       const auto it = share_.find(key(from, to));
       return it == share_.end() ? 1.0 : static_cast<double>(it->second);
     }
-    const auto& first = route != nullptr ? *route : f_->first_route(from, to);
+    const std::span<const LinkId> first = route != nullptr ? *route : f_->first_route(from, to);
     if (first.empty()) return 1.0;
     return std::max(1.0, static_cast<double>(static_cast<float>(f_->route_capacity(first) / rate(first, 0))));
   }
@@ -143,7 +143,7 @@ class Shares {
     const auto member = [&](NodeId n) { return std::binary_search(members.begin(), members.end(), n); };
     // How many accelerators a route passes through on its way, or -1 if one of them is
     // not a rank of the collective.
-    const auto member_transits = [&](const std::vector<LinkId>& route) {
+    const auto member_transits = [&](std::span<const LinkId> route) {
       int n = 0;
       for (std::size_t k = 0; k + 1 < route.size(); ++k) {
         if (!f_->into_accelerator(route[k])) continue;
@@ -152,48 +152,50 @@ class Shares {
       }
       return n;
     };
-    std::vector<const std::vector<std::vector<LinkId>>*> candidates(hops.size(), nullptr);
-    std::vector<const std::vector<LinkId>*> firsts(hops.size());
+    std::vector<RouteSet> candidates(hops.size());  // none: empty
+    std::vector<std::span<const LinkId>> firsts(hops.size());
     std::vector<std::size_t> order(hops.size());
     for (std::size_t h = 0; h < hops.size(); ++h) {
       const auto [from, to] = hops[h];
-      firsts[h] = &f_->first_route(from, to);
+      firsts[h] = f_->first_route(from, to);
       // Inside one scale-up domain a ring's or tree's hop has its one route (NVSwitch,
       // or one NVLink); between domains, candidates where an end's domain is crowded.
-      if (domain[from.value] != domain[to.value] && (crowded(from) || crowded(to))) candidates[h] = &f_->routes(from, to);
+      if (domain[from.value] != domain[to.value] && (crowded(from) || crowded(to))) candidates[h] = f_->routes(from, to);
       order[h] = h;
     }
-    const auto size = [&](std::size_t h) { return candidates[h] == nullptr ? std::size_t{1} : candidates[h]->size(); };
+    const auto size = [&](std::size_t h) { return candidates[h].empty() ? std::size_t{1} : candidates[h].size(); };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return size(a) < size(b); });
-    std::vector<const std::vector<LinkId>*> taken(hops.size());
+    std::vector<std::span<const LinkId>> taken(hops.size());
     for (std::size_t h : order) {
-      const std::vector<LinkId>* best = nullptr;
+      std::span<const LinkId> best;
+      bool chosen = false;
       double best_rate = 0;
       int best_transits = 0;
-      if (candidates[h] != nullptr) {
-        for (const auto& c : *candidates[h]) {
+      if (!candidates[h].empty()) {
+        for (const std::span<const LinkId> c : candidates[h]) {
           const int t = member_transits(c);
           if (t < 0) continue;
           const double r = rate(c, 1);
-          if (best == nullptr || r > best_rate || (r == best_rate && t < best_transits)) {
-            best = &c;
+          if (!chosen || r > best_rate || (r == best_rate && t < best_transits)) {
+            chosen = true;
+            best = c;
             best_rate = r;
             best_transits = t;
           }
         }
       }
-      taken[h] = best != nullptr ? best : firsts[h];
-      count(*taken[h]);
+      taken[h] = chosen ? best : firsts[h];
+      count(taken[h]);
     }
     std::vector<float> out(hops.size(), 1.0F);
     for (std::size_t h = 0; h < hops.size(); ++h) {
-      if (firsts[h]->empty()) continue;
-      out[h] = std::max(1.0F, static_cast<float>(f_->route_capacity(*firsts[h]) / rate(*taken[h], 0)));
+      if (firsts[h].empty()) continue;
+      out[h] = std::max(1.0F, static_cast<float>(f_->route_capacity(firsts[h]) / rate(taken[h], 0)));
     }
     release_counts();
     return out;
   }
-  void count(const std::vector<LinkId>& route) {
+  void count(std::span<const LinkId> route) {
     for (std::size_t k = 0; k < route.size(); ++k) {
       if (f_->between_switches(route[k])) continue;
       if ((*load_)[route[k].value] == 0) touched_.push_back(route[k].value);
@@ -202,7 +204,7 @@ class Shares {
   }
   // The smallest capacity per transfer along a route, with `extra` more on its counted
   // links (1: were a transfer not yet counted to take it).
-  [[nodiscard]] double rate(const std::vector<LinkId>& route, int extra) const {
+  [[nodiscard]] double rate(std::span<const LinkId> route, int extra) const {
     double r = std::numeric_limits<double>::infinity();
     for (std::size_t k = 0; k < route.size(); ++k) {
       const int n = f_->between_switches(route[k]) ? 1 : std::max(1, (*load_)[route[k].value] + extra);
@@ -251,7 +253,7 @@ class TimingSink {
   }
   TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr) {
     const Price& p = price(from, to);
-    const double share = shares != nullptr ? shares->of(from, to, p.route) : 1.0;
+    const double share = shares != nullptr ? shares->of(from, to, &p.route) : 1.0;
     ready_.push_back(0.0);
     const double latency = p.latency * latencies;
     duration_.push_back(p.empty ? latency : latency + bytes * share / p.capacity);
@@ -274,7 +276,7 @@ class TimingSink {
     std::vector<double> dur(p), last(p), prev(p * c), cur(p * c);
     for (std::size_t r = 0; r < p; ++r) {
       const Price& pr = price(order[r], order[(r + 1) % p]);
-      dur[r] = pr.empty ? pr.latency : pr.latency + piece * shares.of(order[r], order[(r + 1) % p], pr.route) / pr.capacity;
+      dur[r] = pr.empty ? pr.latency : pr.latency + piece * shares.of(order[r], order[(r + 1) % p], &pr.route) / pr.capacity;
       last[r] = finish(ready_of[r]);
       count(order[r], pr, piece * static_cast<double>(steps) * static_cast<double>(chunks));
     }
@@ -311,21 +313,21 @@ class TimingSink {
     double latency = 0.0;
     double capacity = 0.0;
     bool empty = true;
-    const std::vector<LinkId>* route = nullptr;
+    std::span<const LinkId> route;
   };
   static constexpr std::size_t kCache = 1 << 14;  // direct-mapped by (src, dst)
   const Price& price(NodeId from, NodeId to) {
     const std::uint64_t key = (std::uint64_t{from.value} << 32) | to.value;
     Price& slot = cache_[(key * 0x9E3779B97F4A7C15ull) >> 50];
     if (slot.key != key) {
-      const auto& route = f_.first_route(from, to);
-      slot = Price{key, f_.route_latency(route), f_.route_capacity(route), route.empty(), &route};
+      const std::span<const LinkId> route = f_.first_route(from, to);
+      slot = Price{key, f_.route_latency(route), f_.route_capacity(route), route.empty(), route};
     }
     return slot;
   }
   void count(NodeId from, const Price& p, double bytes) {
     if (traffic_ == nullptr) return;
-    for (LinkId l : *p.route) link_bytes_[l.value] += bytes;
+    for (LinkId l : p.route) link_bytes_[l.value] += bytes;
     if (from == first_) traffic_->first_rank_sends += bytes;
   }
   NetworkFabric& f_;

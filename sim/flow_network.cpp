@@ -52,6 +52,16 @@ void FlowNetwork::begin(const TaskGraph& graph) {
   link_total_.assign(links, 0.0);
   link_max_.assign(links, 0.0);
   unfixed_.assign(links, 0);
+  // Route the pairs the graph's transfers join before the replay asks for them one by
+  // one: one search per destination where many pairs share one (an all-to-all's).
+  std::vector<std::pair<NodeId, NodeId>> pairs;
+  for (std::uint32_t t = 0; t < graph.size(); ++t) {
+    if (const auto* x = std::get_if<Transfer>(&graph.kind(TaskId(t)))) {
+      const std::pair<NodeId, NodeId> p(NodeId(x->src.value), NodeId(x->dst.value));
+      if (pairs.empty() || pairs.back() != p) pairs.push_back(p);
+    }
+  }
+  fabric_->prefetch_routes(std::move(pairs));
 }
 
 std::uint32_t FlowNetwork::new_flow() {
@@ -76,8 +86,8 @@ std::uint32_t FlowNetwork::new_flow() {
   return f;
 }
 
-const std::vector<LinkId>& FlowNetwork::choose_route(NodeId src, NodeId dst) {
-  const auto& candidates = fabric_->routes(src, dst);
+std::span<const LinkId> FlowNetwork::choose_route(NodeId src, NodeId dst) {
+  const RouteSet candidates = fabric_->routes(src, dst);
   if (candidates.size() == 1) return candidates.front();
   // A link every candidate crosses (the source's NIC, the destination's) bounds them all
   // alike, so the choice is made on the links where they differ: otherwise a busy NIC,
@@ -114,7 +124,7 @@ Seconds FlowNetwork::submit(TaskId task, Seconds now, ReplaySink& sink) {
     throw ReplayError("network '" + name_ + "': " + std::string(graph_->name(task)) +
                       " names an endpoint that is not a node of the cluster");
   }
-  const std::vector<LinkId>& route = choose_route(src, dst);
+  const std::span<const LinkId> route = choose_route(src, dst);
   sink.started(task, now);
   graph_->prefetch_finish(task);
   ++stats_.flows;

@@ -46,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -91,7 +92,7 @@ class FlowNetwork final : public NetworkModel {
   };
 
   std::uint32_t new_flow();
-  const std::vector<LinkId>& choose_route(NodeId src, NodeId dst);
+  std::span<const LinkId> choose_route(NodeId src, NodeId dst);
   void join(std::uint32_t f, double at);
   void leave(std::uint32_t f);
   void mark_dirty(const Flow& f);

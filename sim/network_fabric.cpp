@@ -102,49 +102,76 @@ void NetworkFabric::init(std::vector<double> efficiency, const std::vector<bool>
   if (!c.tori().empty()) torus_router_ = std::make_unique<ShortestPathRouter>(c);
 }
 
-const std::vector<std::vector<LinkId>>& NetworkFabric::routes(NodeId src, NodeId dst) {
+RouteSet NetworkFabric::store(const LinkId* links, std::uint32_t count, std::uint32_t hops) {
+  constexpr std::size_t kBlock = std::size_t{1} << 14;  // links per block
+  const std::size_t n = std::size_t{count} * hops;
+  if (n > block_left_) {
+    const std::size_t size = std::max(kBlock, n);
+    blocks_.emplace_back(new LinkId[size]);
+    block_next_ = blocks_.back().get();
+    block_left_ = size;
+  }
+  LinkId* at = block_next_;
+  std::copy_n(links, n, at);
+  block_next_ += n;
+  block_left_ -= n;
+  return RouteSet(at, count, hops);
+}
+
+RouteSet NetworkFabric::routes(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
   const auto it = routes_.find(key);
   if (it != routes_.end()) return it->second;
-  std::vector<std::vector<LinkId>> found;
+  RouteSet found;
   if (src == dst) {
-    found.emplace_back();
+    found = RouteSet(nullptr, 1, 0);
   } else if (in_torus_[src.value] && in_torus_[dst.value]) {
     // ShortestPathRouter takes the torus's dimension-order route when both chips are in
-    // one recorded torus, and a minimum-hop path otherwise.
-    found.push_back(torus_router_->route(src, dst));
+    // one recorded torus, and a minimum-hop path otherwise (it keeps the route).
+    const std::vector<LinkId>& route = torus_router_->route(src, dst);
+    found = RouteSet(route.data(), 1, static_cast<std::uint32_t>(route.size()));
   } else {
-    found = walks(src, dst, kMaxCandidates);
-    if (found.empty()) {
-      throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
-    }
+    const std::size_t n = walks(src, dst, kMaxCandidates, found_);
+    if (n == 0) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
+    found = store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n));
   }
-  return routes_.emplace(key, std::move(found)).first->second;
+  routes_.emplace(key, found);
+  return found;
 }
 
-const std::vector<LinkId>& NetworkFabric::first_route(NodeId src, NodeId dst) {
+std::span<const LinkId> NetworkFabric::first_route(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
   if (const auto it = routes_.find(key); it != routes_.end()) return it->second.front();
-  if (const auto it = first_routes_.find(key); it != first_routes_.end()) return it->second;
+  if (const auto it = first_routes_.find(key); it != first_routes_.end()) return it->second.front();
   if (src == dst || (in_torus_[src.value] && in_torus_[dst.value])) return routes(src, dst).front();
   // The first spread walk does not depend on how many follow it.
-  std::vector<std::vector<LinkId>> one = walks(src, dst, 1);
-  if (one.empty()) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
-  return first_routes_.emplace(key, std::move(one.front())).first->second;
+  if (walks(src, dst, 1, found_) == 0) {
+    throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
+  }
+  const RouteSet one = store(found_.data(), 1, static_cast<std::uint32_t>(found_.size()));
+  first_routes_.emplace(key, one);
+  return one.front();
 }
 
-std::vector<std::vector<LinkId>> NetworkFabric::walks(NodeId src, NodeId dst, std::size_t count) {
+std::size_t NetworkFabric::walks(NodeId src, NodeId dst, std::size_t count, std::vector<LinkId>& out) {
   constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
   const std::size_t wide = count == kMaxCandidates ? kMaxWideCandidates : 0;
+  out.clear();
   if (domain_[src.value] == kNone || domain_[src.value] != domain_[dst.value]) {
-    return spread_shortest_paths(*cluster_, src, dst, count, scratch_, nullptr, wide, &scale_up_);
+    return spread_shortest_paths(*cluster_, src, dst, count, scratch_, out, nullptr, wide, &scale_up_);
   }
   // Two accelerators of one scale-up domain: its own links when they are as short as
   // any other way.
-  std::vector<std::vector<LinkId>> inside = spread_shortest_paths(*cluster_, src, dst, count, scratch_, &scale_up_, wide);
-  const std::vector<std::vector<LinkId>> any = spread_shortest_paths(*cluster_, src, dst, 1, scratch_, nullptr, 0, &scale_up_);
-  if (!inside.empty() && !any.empty() && inside.front().size() == any.front().size()) return inside;
-  return any.empty() || count == 1 ? any : spread_shortest_paths(*cluster_, src, dst, count, scratch_, nullptr, wide, &scale_up_);
+  const std::size_t inside = spread_shortest_paths(*cluster_, src, dst, count, scratch_, out, &scale_up_, wide);
+  std::vector<LinkId> any;
+  const std::size_t found = spread_shortest_paths(*cluster_, src, dst, 1, scratch_, any, nullptr, 0, &scale_up_);
+  if (inside > 0 && found > 0 && out.size() / inside == any.size()) return inside;
+  out.clear();
+  if (found == 0 || count == 1) {
+    out.insert(out.end(), any.begin(), any.end());
+    return found;
+  }
+  return spread_shortest_paths(*cluster_, src, dst, count, scratch_, out, nullptr, wide, &scale_up_);
 }
 
 void NetworkFabric::prefetch_first_routes(const std::vector<std::pair<NodeId, NodeId>>& pairs) {
@@ -179,11 +206,66 @@ void NetworkFabric::prefetch_first_routes(const std::vector<std::pair<NodeId, No
           inside_done = true;
         }
         if (inside[src.value] == any[src.value]) {
-          first_routes_.emplace(key, spread_walk(*cluster_, src, dst, 0, inside, &scale_up_));
+          const std::vector<LinkId> walk = spread_walk(*cluster_, src, dst, 0, inside, &scale_up_);
+          first_routes_.emplace(key, store(walk.data(), 1, static_cast<std::uint32_t>(walk.size())));
           continue;
         }
       }
-      first_routes_.emplace(key, spread_walk(*cluster_, src, dst, 0, any, nullptr, std::numeric_limits<std::size_t>::max(), &scale_up_));
+      const std::vector<LinkId> walk =
+          spread_walk(*cluster_, src, dst, 0, any, nullptr, std::numeric_limits<std::size_t>::max(), &scale_up_);
+      first_routes_.emplace(key, store(walk.data(), 1, static_cast<std::uint32_t>(walk.size())));
+    }
+  }
+}
+
+void NetworkFabric::prefetch_routes(std::vector<std::pair<NodeId, NodeId>> pairs) {
+  constexpr std::size_t kWorthIt = 256;  // as prefetch_first_routes
+  constexpr std::size_t kSourcesWorthIt = 32;  // per destination
+  constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
+  const std::size_t nodes = cluster_->node_count();
+  std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) {
+    return a.second.value != b.second.value ? a.second.value < b.second.value : a.first.value < b.first.value;
+  });
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  std::erase_if(pairs, [&](const std::pair<NodeId, NodeId>& p) {
+    const auto [src, dst] = p;
+    return src.value >= nodes || dst.value >= nodes || src == dst || (in_torus_[src.value] && in_torus_[dst.value]) ||
+           routes_.count((std::uint64_t{src.value} << 32) | dst.value) != 0;
+  });
+  if (pairs.size() < kWorthIt) return;
+  std::vector<std::uint32_t> any, inside;
+  for (std::size_t i = 0; i < pairs.size();) {
+    const NodeId dst = pairs[i].second;
+    std::size_t sources = 0;
+    while (i + sources < pairs.size() && pairs[i + sources].second == dst) ++sources;
+    if (sources < kSourcesWorthIt) {
+      // A ring's or tree's few sources per destination: a search from each, which in a
+      // large cluster stays near the pair, costs less than one over the whole cluster.
+      i += sources;
+      continue;
+    }
+    distances_from(*cluster_, dst, any);
+    bool inside_done = false;
+    for (; i < pairs.size() && pairs[i].second == dst; ++i) {
+      const NodeId src = pairs[i].first;
+      if (any[src.value] == kNone) continue;  // no route: routes() reports it
+      // As walks(src, dst, kMaxCandidates): inside a shared scale-up domain when that is
+      // as short (a minimum-hop route's length is its source's distance).
+      found_.clear();
+      std::size_t n = 0;
+      if (domain_[src.value] != kNone && domain_[src.value] == domain_[dst.value]) {
+        if (!inside_done) {
+          distances_from(*cluster_, dst, inside, &scale_up_);
+          inside_done = true;
+        }
+        if (inside[src.value] == any[src.value]) {
+          n = spread_paths(*cluster_, src, dst, kMaxCandidates, inside, found_, &scale_up_, kMaxWideCandidates);
+        }
+      }
+      if (n == 0) n = spread_paths(*cluster_, src, dst, kMaxCandidates, any, found_, nullptr, kMaxWideCandidates, &scale_up_);
+      routes_.emplace((std::uint64_t{src.value} << 32) | dst.value,
+                      store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n)));
+      ++prefetched_;
     }
   }
 }

@@ -15,7 +15,10 @@
 // as long a run of scale-up links as a minimum-hop route allows (spread_walk's `lead`):
 // a send to another server's GPU on another rail rides NVLink to the GPU of the
 // destination's rail and leaves by its NIC, as NCCL's PXN does. Answers are cached per
-// (src, dst).
+// (src, dst), the links of all of a pair's candidates one after another in blocks that
+// never move (a pair with 64 candidates of 6 links: 1.5 KB and one hash-table entry).
+// prefetch_routes and prefetch_first_routes answer many pairs with one search per
+// destination.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +34,49 @@ namespace ddlsim {
 
 class Catalog;
 class ShortestPathRouter;
+
+/// The candidate routes between two nodes (NetworkFabric::routes): size() routes of the
+/// same number of links (minimum-hop routes are equally long), one after another in the
+/// fabric's store. A view: copies are cheap, and it stays valid while the fabric lives.
+class RouteSet {
+ public:
+  RouteSet() = default;
+  RouteSet(const LinkId* links, std::uint32_t count, std::uint32_t hops) : links_(links), count_(count), hops_(hops) {}
+  [[nodiscard]] std::size_t size() const { return count_; }
+  [[nodiscard]] bool empty() const { return count_ == 0; }
+  [[nodiscard]] std::span<const LinkId> operator[](std::size_t i) const { return {links_ + i * hops_, hops_}; }
+  [[nodiscard]] std::span<const LinkId> front() const { return (*this)[0]; }
+
+  class iterator {
+   public:
+    using value_type = std::span<const LinkId>;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const RouteSet* set, std::size_t i) : set_(set), i_(i) {}
+    value_type operator*() const { return (*set_)[i_]; }
+    iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator old = *this;
+      ++i_;
+      return old;
+    }
+    bool operator==(const iterator& o) const { return i_ == o.i_; }
+
+   private:
+    const RouteSet* set_ = nullptr;
+    std::size_t i_ = 0;
+  };
+  [[nodiscard]] iterator begin() const { return {this, 0}; }
+  [[nodiscard]] iterator end() const { return {this, count_}; }
+
+ private:
+  const LinkId* links_ = nullptr;
+  std::uint32_t count_ = 0;
+  std::uint32_t hops_ = 0;
+};
 
 class NetworkFabric {
  public:
@@ -76,16 +122,27 @@ class NetworkFabric {
   /// NVLink where another way is as short (two GPUs behind one PCIe switch and NIC).
   /// Throws GraphError when dst cannot be reached. The spans stay valid while the
   /// fabric lives.
-  const std::vector<std::vector<LinkId>>& routes(NodeId src, NodeId dst);
+  RouteSet routes(NodeId src, NodeId dst);
   /// routes(src, dst).front(), the route the analytical model takes, found without the
   /// other candidates when they are not cached (one walk instead of kMaxCandidates).
-  const std::vector<LinkId>& first_route(NodeId src, NodeId dst);
+  /// The span stays valid while the fabric lives.
+  std::span<const LinkId> first_route(NodeId src, NodeId dst);
 
   /// Finds first_route for every pair (src, dst) not yet known, as first_route would,
   /// with one breadth-first search per destination instead of one search per pair: for
   /// the p(p - 1) sends of an all-to-all among many ranks. Pairs that cannot be routed
   /// are left for first_route to report.
   void prefetch_first_routes(const std::vector<std::pair<NodeId, NodeId>>& pairs);
+
+  /// Finds routes for the pairs (src, dst) not yet known, as routes would, with one
+  /// breadth-first search per destination instead of one search per pair, for the
+  /// destinations with many unknown sources (an all-to-all's; a ring's one source per
+  /// destination is left to routes, whose search stays near the pair): for a replay's
+  /// transfers before the flow model routes them one by one. Pairs that cannot be routed (or name no node) are left for
+  /// routes to report.
+  void prefetch_routes(std::vector<std::pair<NodeId, NodeId>> pairs);
+  /// How many pairs prefetch_routes has routed (tests and statistics).
+  [[nodiscard]] std::size_t prefetched_routes() const { return prefetched_; }
 
   /// The sum of the latencies along a route, and its smallest effective capacity
   /// (infinity for an empty route).
@@ -112,13 +169,22 @@ class NetworkFabric {
   std::size_t cached_transfers_ = 0;
   std::vector<std::uint32_t> domain_;  // per node; max() for nodes that are not accelerators
   std::vector<bool> scale_up_;          // per directed link
-  // The walks between src and dst: inside their scale-up domain when they share one
-  // and it holds a minimum-hop route.
-  std::vector<std::vector<LinkId>> walks(NodeId src, NodeId dst, std::size_t count);
+  // The walks between src and dst, appended to `out` one after another: inside their
+  // scale-up domain when they share one and it holds a minimum-hop route. How many (0
+  // when dst cannot be reached).
+  std::size_t walks(NodeId src, NodeId dst, std::size_t count, std::vector<LinkId>& out);
+  // Copies count routes of `hops` links each into the store (blocks that never move, so
+  // that the views handed out stay valid).
+  RouteSet store(const LinkId* links, std::uint32_t count, std::uint32_t hops);
   std::unique_ptr<ShortestPathRouter> torus_router_;
   std::vector<bool> in_torus_;
-  std::unordered_map<std::uint64_t, std::vector<std::vector<LinkId>>> routes_;
-  std::unordered_map<std::uint64_t, std::vector<LinkId>> first_routes_;  // pairs routes_ lacks
+  std::unordered_map<std::uint64_t, RouteSet> routes_;
+  std::unordered_map<std::uint64_t, RouteSet> first_routes_;  // pairs routes_ lacks
+  std::vector<std::unique_ptr<LinkId[]>> blocks_;
+  LinkId* block_next_ = nullptr;
+  std::size_t block_left_ = 0;
+  std::vector<LinkId> found_;  // walks() scratch
+  std::size_t prefetched_ = 0;
   PathScratch scratch_;
 };
 

@@ -709,7 +709,7 @@ TEST_CASE("ddlsim collective: a direct algorithm past the pairs the models can h
   auto r = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--nodes", "129", "--op", "all-to-all"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim collective: the direct all-to-all over 1032 ranks sends between 1063992 pairs of ranks, more than "
-                 "the flow model's limit of 1048576 in flight at once (about 3.5 KB of memory each); use --network "
+                 "the flow model's limit of 1048576 in flight at once (about 1.7 KB of memory each); use --network "
                  "analytical or fewer --ranks\n");
   r = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--nodes", "513", "--ranks", "0-4096", "--op", "all-to-all",
                   "--network", "analytical"});

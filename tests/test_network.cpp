@@ -40,6 +40,9 @@ std::pair<NodeId, NodeId> two_leaves_two_spines(Cluster& c, const std::vector<No
   }
   return {s0, s1};
 }
+// A route's links as a vector, to compare routes (spans have no ==).
+std::vector<LinkId> links_of(std::span<const LinkId> route) { return {route.begin(), route.end()}; }
+
 }  // namespace
 
 TEST_CASE("two flows on one link get half of it each") {
@@ -430,9 +433,9 @@ TEST_CASE("the first route alone is the first of the candidate routes") {
   const auto& acc = c.accelerators();
   for (std::size_t i = 0; i < acc.size(); i += 7) {
     const NodeId a = acc[i], b = acc[(i * 31 + 5) % acc.size()];
-    const std::vector<LinkId> first = f.first_route(a, b);
-    CHECK(f.routes(a, b).front() == first);
-    CHECK(&f.first_route(a, b) == &f.routes(a, b).front());  // now answered from the candidates
+    const std::span<const LinkId> first = f.first_route(a, b);
+    CHECK(links_of(f.routes(a, b).front()) == links_of(first));
+    CHECK(f.first_route(a, b).data() == f.routes(a, b).front().data());  // now answered from the candidates
   }
 }
 
@@ -459,6 +462,48 @@ TEST_CASE("routes found for many pairs at once are the ones found pair by pair")
     pairs.push_back(pairs.front());
     REQUIRE(pairs.size() >= 256);  // enough for the batched search to run
     batched.prefetch_first_routes(pairs);
-    for (const auto& [a, b] : pairs) CHECK(batched.first_route(a, b) == alone.first_route(a, b));
+    for (const auto& [a, b] : pairs) CHECK(links_of(batched.first_route(a, b)) == links_of(alone.first_route(a, b)));
+  }
+}
+
+TEST_CASE("candidate routes found for many pairs at once are the ones found pair by pair") {
+  // Expected: prefetch_routes (one search per destination) leaves routes answering
+  // exactly the candidates, in order, that a fabric searching each pair alone finds, on
+  // the fabrics of the test above and on a two-level fat tree whose leaves have more
+  // uplinks than kMaxCandidates (wide candidate sets); a pair listed twice, a rank paired
+  // with itself, a pair already known and a node the cluster lacks change nothing.
+  const Catalog cat = Catalog::builtin();
+  for (int k = 0; k < 4; ++k) {
+    CAPTURE(k);
+    PresetOptions o;
+    o.nodes = k == 1 ? 24 : (k == 3 ? 48 : 8);
+    if (k == 2) o.nics_per_node = 4;
+    const Cluster c = build_preset(cat, k == 0 ? "dgx1-v100" : (k == 3 ? "dgx-h100" : "dgx-a100"), o);
+    NetworkFabric alone(c, cat), batched(c, cat);
+    const auto& acc = c.accelerators();
+    std::vector<std::pair<NodeId, NodeId>> pairs;
+    for (std::size_t j = 0; j < acc.size(); j += 5) {
+      for (std::size_t i = 0; i < acc.size(); ++i) pairs.emplace_back(acc[i], acc[j]);  // every source
+    }
+    pairs.emplace_back(acc[1], acc[2]);  // a destination with one source: left to routes
+    pairs.push_back(pairs.front());
+    REQUIRE(pairs.size() >= 256);  // enough for the batched search to run (32 sources per destination)
+    const std::size_t known = batched.routes(pairs[1].first, pairs[1].second).size();
+    std::vector<std::pair<NodeId, NodeId>> asked = pairs;
+    asked.emplace_back(acc[0], NodeId(static_cast<std::uint32_t>(c.node_count() + 5)));
+    batched.prefetch_routes(asked);
+    // Every destination's sources but the one already known and the rank itself; not
+    // the pair whose destination has one source.
+    const std::size_t destinations = (acc.size() + 4) / 5;
+    CHECK(batched.prefetched_routes() == destinations * (acc.size() - 1) - 1);
+    CHECK(batched.routes(pairs[1].first, pairs[1].second).size() == known);
+    std::size_t widest = 0;
+    for (const auto& [a, b] : pairs) {
+      const RouteSet mine = batched.routes(a, b), theirs = alone.routes(a, b);
+      REQUIRE(mine.size() == theirs.size());
+      widest = std::max(widest, mine.size());
+      for (std::size_t r = 0; r < mine.size(); ++r) CHECK(links_of(mine[r]) == links_of(theirs[r]));
+    }
+    if (k == 3) CHECK(widest > NetworkFabric::kMaxCandidates);
   }
 }

@@ -88,6 +88,7 @@ std::size_t Cluster::node_count() const { return impl_->nodes.size(); }
 std::size_t Cluster::link_count() const { return impl_->links.size(); }
 const Node& Cluster::node(NodeId n) const { return impl_->nodes.at(n.value); }
 const Link& Cluster::link(LinkId l) const { return impl_->links.at(l.value); }
+std::span<const Link> Cluster::links() const { return impl_->links; }
 
 std::optional<NodeId> Cluster::find(std::string_view name) const {
   const auto it = impl_->by_name.find(std::string(name));

@@ -68,6 +68,9 @@ class Cluster {
   [[nodiscard]] std::size_t link_count() const;  // directed links: twice the cables
   [[nodiscard]] const Node& node(NodeId n) const;
   [[nodiscard]] const Link& link(LinkId l) const;
+  /// Every directed link, indexed by LinkId: for loops that read many links (route
+  /// searches), without link()'s bounds check per look-up.
+  [[nodiscard]] std::span<const Link> links() const;
   /// The link in the opposite direction of l.
   [[nodiscard]] static LinkId reverse(LinkId l) { return LinkId(l.value ^ 1u); }
   [[nodiscard]] std::optional<NodeId> find(std::string_view name) const;

@@ -1,7 +1,9 @@
 #include "topology/routing.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "sim/core/errors.hpp"
@@ -56,6 +58,7 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
   s.touched.assign(1, dst);
   s.touched_src.assign(1, src);
   s.dist[dst.value] = 0;
+  const std::span<const Link> links = c.links();
   s.from_src[src.value] = 0;
   std::uint32_t best = src == dst ? 0 : kFar;
   // Frontiers: [begin, end) of each side's touched list.
@@ -75,7 +78,7 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
         // Links are full duplex, so the reverse of l exists too (and a mask flags both
         // directions of a cable alike).
         if (usable != nullptr && !(*usable)[l.value]) continue;
-        const NodeId v = c.link(l).to;
+        const NodeId v = links[l.value].to;
         if (mine[v.value] != kFar) continue;
         mine[v.value] = mine[u.value] + 1;
         list.push_back(v);
@@ -95,7 +98,7 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
       if (s.from_src[v.value] == 0) continue;
       for (LinkId l : c.out_links(v)) {
         if (usable != nullptr && !(*usable)[l.value]) continue;
-        const NodeId u = c.link(l).to;
+        const NodeId u = links[l.value].to;
         if (s.from_src[u.value] + 1 != s.from_src[v.value] || s.dist[u.value] != kFar) continue;
         s.dist[u.value] = best - s.from_src[u.value];
         s.touched.push_back(u);
@@ -111,24 +114,111 @@ void reset_distances(PathScratch& s) {
 }
 
 // Whether link l (out of `at`) may be taken (flagged usable) and brings dst one hop closer.
-bool closer(const Cluster& c, LinkId l, NodeId at, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable) {
-  return (usable == nullptr || (*usable)[l.value]) && dist[c.link(l).to.value] + 1 == dist[at.value];
+bool closer(std::span<const Link> links, LinkId l, NodeId at, const std::vector<std::uint32_t>& dist,
+            const std::vector<bool>* usable) {
+  return (usable == nullptr || (*usable)[l.value]) && dist[links[l.value].to.value] + 1 == dist[at.value];
 }
 
-// The most `lead` links a minimum-hop path from `at` can take one after another from
-// there (0 when none of its closer links is flagged), remembered per node in `memo`
-// (the few nodes of one scale-up domain).
-std::uint32_t lead_run(const Cluster& c, NodeId at, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
-                       const std::vector<bool>& lead, std::vector<std::pair<NodeId, std::uint32_t>>& memo) {
-  for (const auto& [n, run] : memo) {
-    if (n == at) return run;
+// The next hops open to the walks from src to dst at each node they reach: the links that
+// bring dst one hop closer (`dist`), and while a walk's leading run of `lead` links lasts,
+// only flagged ones after which the rest of the run can still follow. Every walk takes one
+// hop per level, so the run left at a node depends on the node alone (the run from src
+// less the node's depth), and so do its next hops: found once per node and kept for the
+// other walks of the pair (a switch with 64 ports is scanned once, not once per walk).
+class NextHops {
+ public:
+  NextHops(const Cluster& c, NodeId src, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
+           const std::vector<bool>* lead)
+      : c_(c), links_(c.links()), src_depth_(dist[src.value]), dist_(dist), usable_(usable), lead_(lead) {
+    run_ = lead != nullptr ? lead_run(src) : 0;
   }
-  std::uint32_t best = 0;
-  for (LinkId l : c.out_links(at)) {
-    if (lead[l.value] && closer(c, l, at, dist, usable)) best = std::max(best, 1 + lead_run(c, c.link(l).to, dist, usable, lead, memo));
+
+  std::span<const LinkId> at(NodeId n) {
+    // Open addressing: slot_ holds (node + 1, its entry in ranges_), 0 when free.
+    std::size_t k = hash(n.value);
+    while (slot_[k].first != 0 && slot_[k].first != n.value + 1) k = (k + 1) & (slot_.size() - 1);
+    if (slot_[k].first == 0) {
+      const auto begin = static_cast<std::uint32_t>(pool_.size());
+      const std::uint32_t depth = src_depth_ - dist_[n.value];
+      const std::uint32_t run = run_ > depth ? run_ - depth : 0;
+      for (LinkId l : c_.out_links(n)) {
+        if (!closer(links_, l, n, dist_, usable_)) continue;
+        if (run > 0 && !((*lead_)[l.value] && lead_run(links_[l.value].to) + 1 == run)) continue;
+        pool_.push_back(l);
+      }
+      slot_[k] = {n.value + 1, static_cast<std::uint32_t>(ranges_.size())};
+      ranges_.emplace_back(begin, static_cast<std::uint32_t>(pool_.size()));
+      if (2 * ranges_.size() > slot_.size()) grow();
+      const auto [b, e] = ranges_.back();
+      return {pool_.data() + b, pool_.data() + e};
+    }
+    const auto [b, e] = ranges_[slot_[k].second];
+    return {pool_.data() + b, pool_.data() + e};
   }
-  memo.emplace_back(at, best);
-  return best;
+
+  [[nodiscard]] std::span<const Link> links() const { return links_; }
+
+ private:
+  // The most `lead` links a minimum-hop path from `at` can take one after another from
+  // there (0 when none of its closer links is flagged), remembered per node (the few
+  // nodes of one scale-up domain).
+  std::uint32_t lead_run(NodeId at) {
+    for (const auto& [n, run] : lead_memo_) {
+      if (n == at) return run;
+    }
+    std::uint32_t best = 0;
+    for (LinkId l : c_.out_links(at)) {
+      if ((*lead_)[l.value] && closer(links_, l, at, dist_, usable_)) best = std::max(best, 1 + lead_run(links_[l.value].to));
+    }
+    lead_memo_.emplace_back(at, best);
+    return best;
+  }
+
+  const Cluster& c_;
+  std::span<const Link> links_;
+  std::uint32_t src_depth_;
+  const std::vector<std::uint32_t>& dist_;
+  const std::vector<bool>* usable_;
+  const std::vector<bool>* lead_;
+  std::uint32_t run_ = 0;
+  std::vector<std::pair<NodeId, std::uint32_t>> lead_memo_;
+  std::size_t hash(std::uint32_t node) const {
+    return static_cast<std::size_t>((node * 0x9E3779B97F4A7C15ull) >> 40) & (slot_.size() - 1);
+  }
+  void grow() {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> old(2 * slot_.size());
+    old.swap(slot_);
+    for (const auto& e : old) {
+      if (e.first == 0) continue;
+      std::size_t k = hash(e.first - 1);
+      while (slot_[k].first != 0) k = (k + 1) & (slot_.size() - 1);
+      slot_[k] = e;
+    }
+  }
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> slot_ = std::vector<std::pair<std::uint32_t, std::uint32_t>>(64);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges_;  // [begin, end) in pool_
+  std::vector<LinkId> pool_;
+};
+
+// Walk j from src to dst over `hops` (spread_walk says how it chooses), appended to `out`.
+void walk(NextHops& hops, NodeId src, NodeId dst, std::size_t j, std::size_t plain, std::vector<LinkId>& out) {
+  // At hop d take the next hop with index (j + salt + d) mod (number of next hops), so
+  // that walks j differ from the first hop on. Walks from `plain` on add j / m1 after the
+  // first choice of m1 > 1 next hops, so that walk j + m1 leaves as walk j does and then
+  // differs (a leaf's 32 uplinks, then a spine's 2 cables down: 64 walks, each its own pair).
+  std::size_t shift = 0;
+  bool chosen = false;  // past the first choice of more than one next hop
+  const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
+  NodeId at = src;
+  for (std::uint32_t d = 0; at != dst; ++d) {
+    const std::span<const LinkId> next = hops.at(at);
+    const std::size_t options = next.size();
+    const std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
+    if (j >= plain && options > 1 && !chosen) shift = j / options;
+    chosen = chosen || options > 1;
+    out.push_back(next[k]);
+    at = hops.links()[next[k].value].to;
+  }
 }
 
 }  // namespace
@@ -166,70 +256,84 @@ std::vector<std::vector<LinkId>> shortest_paths(const Cluster& c, NodeId src, No
 std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
                                                        PathScratch& scratch, const std::vector<bool>* usable,
                                                        std::size_t widen_to, const std::vector<bool>* lead) {
-  distances_to(c, src, dst, scratch, usable);
-  std::vector<std::vector<LinkId>> paths;
-  std::size_t plain = count;
-  if (scratch.dist[src.value] != kFar) {
-    if (widen_to > count) {
-      // The choices of next hops along the first walk, multiplied (the same at every
-      // node of one level of a regular fabric): how many distinct walks there are.
-      std::size_t widest = 1;
-      for (NodeId at = src; at != dst;) {
-        std::size_t options = 0;
-        NodeId next = at;
-        for (LinkId l : c.out_links(at)) {
-          if (closer(c, l, at, scratch.dist, usable) && options++ == 0) next = c.link(l).to;
-        }
-        widest = std::min(widest * options, widen_to);
-        at = next;
-      }
-      count = std::max(count, widest);
-    }
-    for (std::size_t j = 0; j < count; ++j) {
-      std::vector<LinkId> path = spread_walk(c, src, dst, j, scratch.dist, usable, plain, lead);
-      if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(std::move(path));
-    }
-  }
-  reset_distances(scratch);
+  std::vector<LinkId> flat;
+  const std::size_t n = spread_shortest_paths(c, src, dst, count, scratch, flat, usable, widen_to, lead);
+  std::vector<std::vector<LinkId>> paths(n);
+  const std::size_t hops = n == 0 ? 0 : flat.size() / n;
+  for (std::size_t i = 0; i < n; ++i) paths[i].assign(flat.begin() + i * hops, flat.begin() + (i + 1) * hops);
   return paths;
+}
+
+std::size_t spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count, PathScratch& scratch,
+                                  std::vector<LinkId>& out, const std::vector<bool>* usable, std::size_t widen_to,
+                                  const std::vector<bool>* lead) {
+  distances_to(c, src, dst, scratch, usable);
+  std::size_t n = 0;
+  if (scratch.dist[src.value] != kFar) n = spread_paths(c, src, dst, count, scratch.dist, out, usable, widen_to, lead);
+  reset_distances(scratch);
+  return n;
+}
+
+std::size_t spread_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
+                         const std::vector<std::uint32_t>& dist, std::vector<LinkId>& out,
+                         const std::vector<bool>* usable, std::size_t widen_to, const std::vector<bool>* lead) {
+  const std::span<const Link> links = c.links();
+  const std::size_t plain = count;
+  if (widen_to > count) {
+    // The choices of next hops along the first walk, multiplied (the same at every
+    // node of one level of a regular fabric): how many distinct walks there are.
+    std::size_t widest = 1;
+    for (NodeId at = src; at != dst;) {
+      std::size_t options = 0;
+      NodeId next = at;
+      for (LinkId l : c.out_links(at)) {
+        if (closer(links, l, at, dist, usable) && options++ == 0) next = links[l.value].to;
+      }
+      widest = std::min(widest * options, widen_to);
+      at = next;
+    }
+    count = std::max(count, widest);
+  }
+  NextHops hops(c, src, dist, usable, lead);
+  // Walks that repeat an earlier one are dropped: a hash per walk kept, in an open
+  // addressing table of (walk + 1), finds the kept walks a new one may repeat.
+  const std::size_t base = out.size(), length = dist[src.value];
+  std::size_t kept = 0;
+  std::vector<std::uint64_t> hashes;
+  std::vector<std::uint32_t> table(std::bit_ceil(2 * count + 2), 0);
+  const std::size_t mask = table.size() - 1;
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::size_t start = out.size();
+    walk(hops, src, dst, j, plain, out);
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::size_t k = start; k < out.size(); ++k) h = (h ^ out[k].value) * 1099511628211ull;
+    std::size_t k = static_cast<std::size_t>(h >> 32) & mask;
+    bool repeat = false;
+    for (; table[k] != 0; k = (k + 1) & mask) {
+      const std::size_t other = table[k] - 1;
+      if (hashes[other] == h && std::equal(out.begin() + static_cast<std::ptrdiff_t>(start), out.end(),
+                                           out.begin() + static_cast<std::ptrdiff_t>(base + other * length))) {
+        repeat = true;
+        break;
+      }
+    }
+    if (repeat) {
+      out.resize(start);
+      continue;
+    }
+    table[k] = static_cast<std::uint32_t>(++kept);
+    hashes.push_back(h);
+  }
+  return kept;
 }
 
 std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::size_t j,
                                 const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
                                 std::size_t plain, const std::vector<bool>* lead) {
-  // At hop d take the next hop with index (j + salt + d) mod (number of next hops) among
-  // the links that bring dst one hop closer, so that walks j differ from the first hop on.
-  // Walks from `plain` on add j / m1 after the first choice of m1 > 1 next hops, so that
-  // walk j + m1 leaves as walk j does and then differs (a leaf's 32 uplinks, then a
-  // spine's 2 cables down: 64 walks, each its own pair).
-  std::size_t shift = 0;
-  bool chosen = false;  // past the first choice of more than one next hop
-  const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
+  NextHops hops(c, src, dist, usable, lead);
   std::vector<LinkId> path;
   path.reserve(dist[src.value]);
-  NodeId at = src;
-  // The leading run of `lead` links: while it lasts, a next hop must be a flagged link
-  // after which the rest of the run can still follow.
-  std::vector<std::pair<NodeId, std::uint32_t>> memo;
-  std::uint32_t run = lead != nullptr ? lead_run(c, src, dist, usable, *lead, memo) : 0;
-  const auto may_take = [&](LinkId l) {
-    if (!closer(c, l, at, dist, usable)) return false;
-    return run == 0 || ((*lead)[l.value] && lead_run(c, c.link(l).to, dist, usable, *lead, memo) + 1 == run);
-  };
-  std::vector<LinkId> next;  // the next hops allowed from `at`, in link order
-  for (std::uint32_t d = 0; at != dst; ++d) {
-    next.clear();
-    for (LinkId l : c.out_links(at)) {
-      if (may_take(l)) next.push_back(l);
-    }
-    const std::size_t options = next.size();
-    const std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
-    if (j >= plain && options > 1 && !chosen) shift = j / options;
-    chosen = chosen || options > 1;
-    path.push_back(next[k]);
-    at = c.link(next[k]).to;
-    if (run > 0) --run;
-  }
+  walk(hops, src, dst, j, plain, path);
   return path;
 }
 

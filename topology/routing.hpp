@@ -75,6 +75,21 @@ std::vector<std::vector<LinkId>> spread_shortest_paths(const Cluster& c, NodeId 
                                                        PathScratch& scratch, const std::vector<bool>* usable = nullptr,
                                                        std::size_t widen_to = 0, const std::vector<bool>* lead = nullptr);
 
+/// spread_shortest_paths with the paths appended to `out` one after another (each as many
+/// links long: minimum-hop paths are equally long), without a vector per path; returns
+/// how many (0 when dst cannot be reached).
+std::size_t spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count, PathScratch& scratch,
+                                  std::vector<LinkId>& out, const std::vector<bool>* usable = nullptr,
+                                  std::size_t widen_to = 0, const std::vector<bool>* lead = nullptr);
+
+/// The same with the hops to dst given (`dist`, as distances_from finds them; src must
+/// reach dst): the walks from many sources to one destination then share one search
+/// instead of one per pair.
+std::size_t spread_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
+                         const std::vector<std::uint32_t>& dist, std::vector<LinkId>& out,
+                         const std::vector<bool>* usable = nullptr, std::size_t widen_to = 0,
+                         const std::vector<bool>* lead = nullptr);
+
 /// Walk j of spread_shortest_paths from src to dst: its next hops among the links that
 /// bring dst one hop closer by `dist` (hops to dst, exact on every node of every
 /// minimum-hop path from src; src must reach dst).
