@@ -1226,3 +1226,29 @@ TEST_CASE("the selector prices a DGX-1's ring channels on their own NVLink rings
   CHECK(pick.estimate == Approx(collective_time(f, g, s)).epsilon(0.10));
   CHECK(collective_time(f, g, s) < collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 0, 2)));
 }
+
+TEST_CASE("the flow model routes an all-to-all's pairs up front, and a ring's one by one") {
+  // Expected: a direct all-to-all over 64 ranks (8 DGX A100 servers) has 63 sources per
+  // destination, so FlowNetwork::begin has the fabric route all 64 x 63 pairs with one
+  // search per destination (prefetch_routes); a ring all-reduce's destinations have one
+  // source each, so none is. Either way the replayed time is the one a fabric that
+  // routes each pair alone gives (the routes are the same).
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 8;
+  const Cluster c = build_preset(cat, "dgx-a100", o);
+  const CollectiveGroup g = flat_group(c);
+  for (const auto& [op, algorithm] : {std::pair(CollectiveOp::kAllToAll, CollectiveAlgorithm::kDirect),
+                                      std::pair(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing)}) {
+    CAPTURE(op_name(op));
+    NetworkFabric batched(c, cat), alone(c, cat);
+    const double t = collective_time(batched, g, spec(op, algorithm, 64.0 * 1024 * 1024));
+    CHECK(batched.prefetched_routes() == (op == CollectiveOp::kAllToAll ? 64u * 63u : 0u));
+    // The same pairs routed one by one first: nothing is left to prefetch.
+    for (NodeId a : c.accelerators()) {
+      for (NodeId b : c.accelerators()) alone.routes(a, b);
+    }
+    CHECK(collective_time(alone, g, spec(op, algorithm, 64.0 * 1024 * 1024)) == t);
+    CHECK(alone.prefetched_routes() == 0);
+  }
+}
