@@ -58,8 +58,8 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
   s.touched.assign(1, dst);
   s.touched_src.assign(1, src);
   s.dist[dst.value] = 0;
-  const std::span<const Link> links = c.links();
   s.from_src[src.value] = 0;
+  const std::span<const Link> links = c.links();
   std::uint32_t best = src == dst ? 0 : kFar;
   // Frontiers: [begin, end) of each side's touched list.
   std::size_t t_begin = 0, s_begin = 0;
@@ -173,15 +173,7 @@ class NextHops {
     lead_memo_.emplace_back(at, best);
     return best;
   }
-
-  const Cluster& c_;
-  std::span<const Link> links_;
-  std::uint32_t src_depth_;
-  const std::vector<std::uint32_t>& dist_;
-  const std::vector<bool>* usable_;
-  const std::vector<bool>* lead_;
-  std::uint32_t run_ = 0;
-  std::vector<std::pair<NodeId, std::uint32_t>> lead_memo_;
+  // slot_'s home for a node (its size is a power of two).
   std::size_t hash(std::uint32_t node) const {
     return static_cast<std::size_t>((node * 0x9E3779B97F4A7C15ull) >> 40) & (slot_.size() - 1);
   }
@@ -195,7 +187,16 @@ class NextHops {
       slot_[k] = e;
     }
   }
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> slot_ = std::vector<std::pair<std::uint32_t, std::uint32_t>>(64);
+
+  const Cluster& c_;
+  std::span<const Link> links_;
+  std::uint32_t src_depth_;
+  const std::vector<std::uint32_t>& dist_;
+  const std::vector<bool>* usable_;
+  const std::vector<bool>* lead_;
+  std::uint32_t run_ = 0;
+  std::vector<std::pair<NodeId, std::uint32_t>> lead_memo_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> slot_ = std::vector<std::pair<std::uint32_t, std::uint32_t>>(64);  // at()
   std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges_;  // [begin, end) in pool_
   std::vector<LinkId> pool_;
 };
