@@ -74,7 +74,8 @@ Examples:
   ddlsim sweep --vary 'cluster.preset=dgx-a100,dgx-h100' --jobs 2
 
 Without --csv or --json, a table goes to standard output. Progress and the time left
-go to standard error when it is a terminal.
+go to standard error: a bar when it is a terminal, otherwise (a log) a line at each
+tenth of the points once the sweep has run for 10 s.
 
 Exit status: 0 done (whatever the points' status); 2 bad input.
 
@@ -243,6 +244,9 @@ void emit(const Json& doc, const po::variables_map& vm, std::ostream& out) {
   if (json) json->commit();
   if (!csv && !json) print_sweep_table(out, doc);
 }
+
+// How long a sweep runs before a log (standard error not a terminal) hears of its progress.
+constexpr double kQuietSeconds = 10.0;
 
 std::string clock_text(double seconds) {
   const auto s = static_cast<long long>(std::max(0.0, std::round(seconds)));
@@ -627,14 +631,22 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
       for (std::size_t i = next++; i < mine.size(); i = next++) {
         results[i] = run_point(base, base_dir, varies, mine[i], only);
         const std::size_t d = ++done;
-        if (tty) {
+        // A log (standard error not a terminal) gets a line at each tenth of the points,
+        // once the sweep has run for kQuietSeconds: a short sweep stays silent.
+        const bool tenth = 10 * d / mine.size() != 10 * (d - 1) / mine.size();
+        if (tty || (tenth && &err == &std::cerr)) {
           const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           const double left = elapsed / static_cast<double>(d) * static_cast<double>(mine.size() - d);
-          const int width = 30, filled = static_cast<int>(width * d / mine.size());
           std::lock_guard<std::mutex> lock(progress_mutex);
-          err << "\rddlsim sweep: [" << std::string(static_cast<std::size_t>(filled), '#')
-              << std::string(static_cast<std::size_t>(width - filled), '.') << "] " << d << "/" << mine.size()
-              << " points, " << clock_text(left) << " left   " << std::flush;
+          if (tty) {
+            const int width = 30, filled = static_cast<int>(width * d / mine.size());
+            err << "\rddlsim sweep: [" << std::string(static_cast<std::size_t>(filled), '#')
+                << std::string(static_cast<std::size_t>(width - filled), '.') << "] " << d << "/" << mine.size()
+                << " points, " << clock_text(left) << " left   " << std::flush;
+          } else if (elapsed >= kQuietSeconds) {
+            err << "ddlsim sweep: " << d << "/" << mine.size() << " points, " << clock_text(elapsed) << " so far, "
+                << clock_text(left) << " left" << std::endl;
+          }
         }
       }
     };
