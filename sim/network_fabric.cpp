@@ -174,55 +174,26 @@ std::size_t NetworkFabric::walks(NodeId src, NodeId dst, std::size_t count, std:
   return spread_shortest_paths(*cluster_, src, dst, count, scratch_, out, nullptr, wide, &scale_up_);
 }
 
-void NetworkFabric::prefetch_first_routes(const std::vector<std::pair<NodeId, NodeId>>& pairs) {
+void NetworkFabric::prefetch_first_routes(const std::vector<std::pair<NodeId, NodeId>>& pairs) { prefetch(pairs, 1, 1); }
+
+void NetworkFabric::prefetch_routes(std::vector<std::pair<NodeId, NodeId>> pairs) {
+  // A ring's or tree's few sources per destination are left to routes(): a search from
+  // each, which in a large cluster stays near the pair, costs less than one over the
+  // whole cluster.
+  constexpr std::size_t kSourcesWorthIt = 32;
+  prefetch(std::move(pairs), kMaxCandidates, kSourcesWorthIt);
+}
+
+void NetworkFabric::prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::size_t count, std::size_t min_sources) {
   // Below this many unknown pairs a bidirectional search per pair (two small balls in a
   // fat tree) costs less than whole-cluster searches.
   constexpr std::size_t kWorthIt = 256;
   constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::pair<NodeId, NodeId>> todo;  // (dst, src)
-  for (const auto& [src, dst] : pairs) {
-    if (src == dst || (in_torus_[src.value] && in_torus_[dst.value])) continue;
-    const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
-    if (routes_.count(key) != 0 || first_routes_.count(key) != 0) continue;
-    todo.emplace_back(dst, src);
-  }
-  if (todo.size() < kWorthIt) return;
-  std::sort(todo.begin(), todo.end(), [](const auto& a, const auto& b) {
-    return a.first.value != b.first.value ? a.first.value < b.first.value : a.second.value < b.second.value;
-  });
-  std::vector<std::uint32_t> any, inside;
-  for (std::size_t i = 0; i < todo.size();) {
-    const NodeId dst = todo[i].first;
-    distances_from(*cluster_, dst, any);
-    bool inside_done = false;
-    for (; i < todo.size() && todo[i].first == dst; ++i) {
-      const NodeId src = todo[i].second;
-      const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
-      if (first_routes_.count(key) != 0 || any[src.value] == kNone) continue;  // a repeat, or no route
-      // As walks(src, dst, 1): inside a shared scale-up domain when that is as short.
-      if (domain_[src.value] != kNone && domain_[src.value] == domain_[dst.value]) {
-        if (!inside_done) {
-          distances_from(*cluster_, dst, inside, &scale_up_);
-          inside_done = true;
-        }
-        if (inside[src.value] == any[src.value]) {
-          const std::vector<LinkId> walk = spread_walk(*cluster_, src, dst, 0, inside, &scale_up_);
-          first_routes_.emplace(key, store(walk.data(), 1, static_cast<std::uint32_t>(walk.size())));
-          continue;
-        }
-      }
-      const std::vector<LinkId> walk =
-          spread_walk(*cluster_, src, dst, 0, any, nullptr, std::numeric_limits<std::size_t>::max(), &scale_up_);
-      first_routes_.emplace(key, store(walk.data(), 1, static_cast<std::uint32_t>(walk.size())));
-    }
-  }
-}
-
-void NetworkFabric::prefetch_routes(std::vector<std::pair<NodeId, NodeId>> pairs) {
-  constexpr std::size_t kWorthIt = 256;  // as prefetch_first_routes
-  constexpr std::size_t kSourcesWorthIt = 32;  // per destination
-  constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
+  const bool candidates = count == kMaxCandidates;  // else the first routes alone
+  const std::size_t wide = candidates ? kMaxWideCandidates : 0;
+  auto& known = candidates ? routes_ : first_routes_;
   const std::size_t nodes = cluster_->node_count();
+  const auto key = [](NodeId src, NodeId dst) { return (std::uint64_t{src.value} << 32) | dst.value; };
   std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) {
     return a.second.value != b.second.value ? a.second.value < b.second.value : a.first.value < b.first.value;
   });
@@ -230,7 +201,7 @@ void NetworkFabric::prefetch_routes(std::vector<std::pair<NodeId, NodeId>> pairs
   std::erase_if(pairs, [&](const std::pair<NodeId, NodeId>& p) {
     const auto [src, dst] = p;
     return src.value >= nodes || dst.value >= nodes || src == dst || (in_torus_[src.value] && in_torus_[dst.value]) ||
-           routes_.count((std::uint64_t{src.value} << 32) | dst.value) != 0;
+           routes_.count(key(src, dst)) != 0 || known.count(key(src, dst)) != 0;
   });
   if (pairs.size() < kWorthIt) return;
   std::vector<std::uint32_t> any, inside;
@@ -238,9 +209,7 @@ void NetworkFabric::prefetch_routes(std::vector<std::pair<NodeId, NodeId>> pairs
     const NodeId dst = pairs[i].second;
     std::size_t sources = 0;
     while (i + sources < pairs.size() && pairs[i + sources].second == dst) ++sources;
-    if (sources < kSourcesWorthIt) {
-      // A ring's or tree's few sources per destination: a search from each, which in a
-      // large cluster stays near the pair, costs less than one over the whole cluster.
+    if (sources < min_sources) {
       i += sources;
       continue;
     }
@@ -248,9 +217,9 @@ void NetworkFabric::prefetch_routes(std::vector<std::pair<NodeId, NodeId>> pairs
     bool inside_done = false;
     for (; i < pairs.size() && pairs[i].second == dst; ++i) {
       const NodeId src = pairs[i].first;
-      if (any[src.value] == kNone) continue;  // no route: routes() reports it
-      // As walks(src, dst, kMaxCandidates): inside a shared scale-up domain when that is
-      // as short (a minimum-hop route's length is its source's distance).
+      if (any[src.value] == kNone) continue;  // no route: routes() and first_route() report it
+      // As walks(src, dst, count): inside a shared scale-up domain when that is as short
+      // (a minimum-hop route's length is its source's distance).
       found_.clear();
       std::size_t n = 0;
       if (domain_[src.value] != kNone && domain_[src.value] == domain_[dst.value]) {
@@ -258,14 +227,12 @@ void NetworkFabric::prefetch_routes(std::vector<std::pair<NodeId, NodeId>> pairs
           distances_from(*cluster_, dst, inside, &scale_up_);
           inside_done = true;
         }
-        if (inside[src.value] == any[src.value]) {
-          n = spread_paths(*cluster_, src, dst, kMaxCandidates, inside, found_, &scale_up_, kMaxWideCandidates);
-        }
+        if (inside[src.value] == any[src.value]) n = spread_paths(*cluster_, src, dst, count, inside, found_, &scale_up_, wide);
       }
-      if (n == 0) n = spread_paths(*cluster_, src, dst, kMaxCandidates, any, found_, nullptr, kMaxWideCandidates, &scale_up_);
-      routes_.emplace((std::uint64_t{src.value} << 32) | dst.value,
-                      store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n)));
-      ++prefetched_;
+      if (n == 0) n = spread_paths(*cluster_, src, dst, count, any, found_, nullptr, wide, &scale_up_);
+      known.emplace(key(src, dst),
+                    store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n)));
+      if (candidates) ++prefetched_;
     }
   }
 }

@@ -173,6 +173,9 @@ class NetworkFabric {
   // scale-up domain when they share one and it holds a minimum-hop route. How many (0
   // when dst cannot be reached).
   std::size_t walks(NodeId src, NodeId dst, std::size_t count, std::vector<LinkId>& out);
+  // prefetch_first_routes (count 1) and prefetch_routes (kMaxCandidates): the pairs not
+  // yet known, one search per destination with at least min_sources of them.
+  void prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::size_t count, std::size_t min_sources);
   // Copies count routes of `hops` links each into the store (blocks that never move, so
   // that the views handed out stay valid).
   RouteSet store(const LinkId* links, std::uint32_t count, std::uint32_t hops);
