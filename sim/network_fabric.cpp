@@ -205,6 +205,9 @@ void NetworkFabric::prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::
   });
   if (pairs.size() < kWorthIt) return;
   std::vector<std::uint32_t> any, inside;
+  // The sources of a destination share its next hops (each node's links scanned once
+  // for all of them): the tables follow `any` and `inside`, cleared for each destination.
+  NextHopTable any_hops(*cluster_, any, nullptr, &scale_up_), inside_hops(*cluster_, inside, &scale_up_, nullptr);
   for (std::size_t i = 0; i < pairs.size();) {
     const NodeId dst = pairs[i].second;
     std::size_t sources = 0;
@@ -214,6 +217,7 @@ void NetworkFabric::prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::
       continue;
     }
     distances_from(*cluster_, dst, any);
+    any_hops.clear();
     bool inside_done = false;
     for (; i < pairs.size() && pairs[i].second == dst; ++i) {
       const NodeId src = pairs[i].first;
@@ -225,11 +229,12 @@ void NetworkFabric::prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::
       if (domain_[src.value] != kNone && domain_[src.value] == domain_[dst.value]) {
         if (!inside_done) {
           distances_from(*cluster_, dst, inside, &scale_up_);
+          inside_hops.clear();
           inside_done = true;
         }
-        if (inside[src.value] == any[src.value]) n = spread_paths(*cluster_, src, dst, count, inside, found_, &scale_up_, wide);
+        if (inside[src.value] == any[src.value]) n = spread_paths(inside_hops, src, dst, count, found_, wide);
       }
-      if (n == 0) n = spread_paths(*cluster_, src, dst, count, any, found_, nullptr, wide, &scale_up_);
+      if (n == 0) n = spread_paths(any_hops, src, dst, count, found_, wide);
       known.emplace(key(src, dst),
                     store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n)));
       if (candidates) ++prefetched_;

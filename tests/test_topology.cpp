@@ -705,6 +705,80 @@ TEST_CASE("spread shortest paths leave through different spines") {
   CHECK(spread_shortest_paths(c, a, b, 8, scratch) == paths);  // deterministic, scratch reusable
 }
 
+TEST_CASE("walks from many sources share one table of next hops to their destination") {
+  // Expected: spread_paths over one NextHopTable kept across every source of a
+  // destination (then cleared and refilled for the next one) finds, in order, the walks
+  // that a fresh search per pair finds: a node's next hops depend on the node and on
+  // how much of the walk's leading run is left, not on where the walk began. Checked on
+  // DGX H100 servers with NVLink as the leading links (a walk rides NVLink first to the
+  // GPU on its destination's rail), widened candidate sets and single first walks, and
+  // on two pods of DGX A100 with a switch as a destination, and on DGX-1 servers (NVLink
+  // cube-mesh: a GPU is the source of some walks and passed on NVLink by others).
+  const Catalog cat = Catalog::builtin();
+  for (int k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    PresetOptions o;
+    o.nodes = k == 0 ? 40 : (k == 1 ? 24 : 8);
+    const Cluster c = build_preset(cat, k == 0 ? "dgx-h100" : (k == 1 ? "dgx-a100" : "dgx1-v100"), o);
+    std::vector<bool> lead(c.link_count(), false);
+    for (std::size_t l = 0; l < c.link_count(); ++l) lead[l] = c.link(LinkId(static_cast<std::uint32_t>(l))).kind.starts_with("nvlink");
+    const auto& acc = c.accelerators();
+    std::vector<std::uint32_t> dist;
+    NextHopTable table(c, dist, nullptr, &lead);
+    PathScratch scratch;
+    std::size_t compared = 0;
+    for (const NodeId dst : {acc[3], acc[acc.size() - 1], acc[9], NodeId(static_cast<std::uint32_t>(c.node_count() - 1))}) {
+      distances_from(c, dst, dist);
+      table.clear();
+      for (std::size_t i = 0; i < acc.size(); i += (k == 2 ? 1 : 3)) {
+        const NodeId src = acc[i];
+        if (src == dst) continue;
+        for (const std::size_t count : {std::size_t{1}, NetworkFabric::kMaxCandidates}) {
+          const std::size_t widen = count == 1 ? 0 : 2 * NetworkFabric::kMaxCandidates;
+          std::vector<LinkId> shared, alone;
+          const std::size_t n = spread_paths(table, src, dst, count, shared, widen);
+          const std::size_t m = spread_shortest_paths(c, src, dst, count, scratch, alone, nullptr, widen, &lead);
+          CHECK(n == m);
+          CHECK(shared == alone);
+          ++compared;
+        }
+      }
+    }
+    CHECK(compared > 50);
+  }
+  // A node reached with the run spent has more next hops than the same node as a source:
+  // s -> x unflagged, then x -> y (flagged) or x -> z, each on to d. A walk from s
+  // (no run: its first link is not flagged) may leave x by either; walks from x must
+  // take the flagged link first. Expected: 2 walks from s, 1 from x, in either order.
+  Cluster c;
+  const NodeId s = c.add_node(NodeKind::kAccelerator, "s"), x = c.add_node(NodeKind::kAccelerator, "x"),
+               y = c.add_node(NodeKind::kSwitch, "y"), z = c.add_node(NodeKind::kSwitch, "z"),
+               d = c.add_node(NodeKind::kAccelerator, "d");
+  c.connect(s, x, BytesPerSecond(1e9), Seconds(0.0), "pcie");
+  c.connect(x, y, BytesPerSecond(1e9), Seconds(0.0), "nvlink");
+  c.connect(x, z, BytesPerSecond(1e9), Seconds(0.0), "pcie");
+  c.connect(y, d, BytesPerSecond(1e9), Seconds(0.0), "pcie");
+  c.connect(z, d, BytesPerSecond(1e9), Seconds(0.0), "pcie");
+  std::vector<bool> lead(c.link_count(), false);
+  for (std::size_t l = 0; l < c.link_count(); ++l) lead[l] = c.link(LinkId(static_cast<std::uint32_t>(l))).kind == "nvlink";
+  std::vector<std::uint32_t> dist;
+  distances_from(c, d, dist);
+  for (const bool s_first : {true, false}) {
+    CAPTURE(s_first);
+    NextHopTable table(c, dist, nullptr, &lead);
+    std::vector<LinkId> from_s, from_x;
+    for (int k = 0; k < 2; ++k) {
+      if ((k == 0) == s_first) {
+        CHECK(spread_paths(table, s, d, 4, from_s) == 2);
+      } else {
+        CHECK(spread_paths(table, x, d, 4, from_x) == 1);
+      }
+    }
+    REQUIRE(from_x.size() == 2);
+    CHECK(c.link(from_x[0]).to == y);
+  }
+}
+
 TEST_CASE("path searches meet in the middle and find what a full search from dst finds") {
   // Expected: the bidirectional distance search gives exactly the paths of the plain
   // rule applied to full breadth-first distances to dst (re-implemented here from the

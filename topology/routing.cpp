@@ -119,90 +119,10 @@ bool closer(std::span<const Link> links, LinkId l, NodeId at, const std::vector<
   return (usable == nullptr || (*usable)[l.value]) && dist[links[l.value].to.value] + 1 == dist[at.value];
 }
 
-// The next hops open to the walks from src to dst at each node they reach: the links that
-// bring dst one hop closer (`dist`), and while a walk's leading run of `lead` links lasts,
-// only flagged ones after which the rest of the run can still follow. Every walk takes one
-// hop per level, so the run left at a node depends on the node alone (the run from src
-// less the node's depth), and so do its next hops: found once per node and kept for the
-// other walks of the pair (a switch with 64 ports is scanned once, not once per walk).
-class NextHops {
- public:
-  NextHops(const Cluster& c, NodeId src, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
-           const std::vector<bool>* lead)
-      : c_(c), links_(c.links()), src_depth_(dist[src.value]), dist_(dist), usable_(usable), lead_(lead) {
-    run_ = lead != nullptr ? lead_run(src) : 0;
-  }
-
-  std::span<const LinkId> at(NodeId n) {
-    // Open addressing: slot_ holds (node + 1, its entry in ranges_), 0 when free.
-    std::size_t k = hash(n.value);
-    while (slot_[k].first != 0 && slot_[k].first != n.value + 1) k = (k + 1) & (slot_.size() - 1);
-    if (slot_[k].first == 0) {
-      const auto begin = static_cast<std::uint32_t>(pool_.size());
-      const std::uint32_t depth = src_depth_ - dist_[n.value];
-      const std::uint32_t run = run_ > depth ? run_ - depth : 0;
-      for (LinkId l : c_.out_links(n)) {
-        if (!closer(links_, l, n, dist_, usable_)) continue;
-        if (run > 0 && !((*lead_)[l.value] && lead_run(links_[l.value].to) + 1 == run)) continue;
-        pool_.push_back(l);
-      }
-      slot_[k] = {n.value + 1, static_cast<std::uint32_t>(ranges_.size())};
-      ranges_.emplace_back(begin, static_cast<std::uint32_t>(pool_.size()));
-      if (2 * ranges_.size() > slot_.size()) grow();
-      const auto [b, e] = ranges_.back();
-      return {pool_.data() + b, pool_.data() + e};
-    }
-    const auto [b, e] = ranges_[slot_[k].second];
-    return {pool_.data() + b, pool_.data() + e};
-  }
-
-  [[nodiscard]] std::span<const Link> links() const { return links_; }
-
- private:
-  // The most `lead` links a minimum-hop path from `at` can take one after another from
-  // there (0 when none of its closer links is flagged), remembered per node (the few
-  // nodes of one scale-up domain).
-  std::uint32_t lead_run(NodeId at) {
-    for (const auto& [n, run] : lead_memo_) {
-      if (n == at) return run;
-    }
-    std::uint32_t best = 0;
-    for (LinkId l : c_.out_links(at)) {
-      if ((*lead_)[l.value] && closer(links_, l, at, dist_, usable_)) best = std::max(best, 1 + lead_run(links_[l.value].to));
-    }
-    lead_memo_.emplace_back(at, best);
-    return best;
-  }
-  // slot_'s home for a node (its size is a power of two).
-  std::size_t hash(std::uint32_t node) const {
-    return static_cast<std::size_t>((node * 0x9E3779B97F4A7C15ull) >> 40) & (slot_.size() - 1);
-  }
-  void grow() {
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> old(2 * slot_.size());
-    old.swap(slot_);
-    for (const auto& e : old) {
-      if (e.first == 0) continue;
-      std::size_t k = hash(e.first - 1);
-      while (slot_[k].first != 0) k = (k + 1) & (slot_.size() - 1);
-      slot_[k] = e;
-    }
-  }
-
-  const Cluster& c_;
-  std::span<const Link> links_;
-  std::uint32_t src_depth_;
-  const std::vector<std::uint32_t>& dist_;
-  const std::vector<bool>* usable_;
-  const std::vector<bool>* lead_;
-  std::uint32_t run_ = 0;
-  std::vector<std::pair<NodeId, std::uint32_t>> lead_memo_;
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> slot_ = std::vector<std::pair<std::uint32_t, std::uint32_t>>(64);  // at()
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges_;  // [begin, end) in pool_
-  std::vector<LinkId> pool_;
-};
-
-// Walk j from src to dst over `hops` (spread_walk says how it chooses), appended to `out`.
-void walk(NextHops& hops, NodeId src, NodeId dst, std::size_t j, std::size_t plain, std::vector<LinkId>& out) {
+// Walk j from src to dst over `hops` (spread_walk says how it chooses), appended to `out`;
+// `run` is the leading run of lead links the walk takes from src (hops.lead_run(src)).
+void walk(NextHopTable& hops, NodeId src, NodeId dst, std::uint32_t run, std::size_t j, std::size_t plain,
+          std::vector<LinkId>& out) {
   // At hop d take the next hop with index (j + salt + d) mod (number of next hops), so
   // that walks j differ from the first hop on. Walks from `plain` on add j / m1 after the
   // first choice of m1 > 1 next hops, so that walk j + m1 leaves as walk j does and then
@@ -210,15 +130,17 @@ void walk(NextHops& hops, NodeId src, NodeId dst, std::size_t j, std::size_t pla
   std::size_t shift = 0;
   bool chosen = false;  // past the first choice of more than one next hop
   const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
+  const std::span<const Link> links = hops.links();
   NodeId at = src;
   for (std::uint32_t d = 0; at != dst; ++d) {
-    const std::span<const LinkId> next = hops.at(at);
+    // A walk takes one hop per level: d hops from src, what is left of the run is run - d.
+    const std::span<const LinkId> next = hops.at(at, run > d ? run - d : 0);
     const std::size_t options = next.size();
     const std::size_t k = (j + shift + (salt >> (d % 32)) + d) % options;
     if (j >= plain && options > 1 && !chosen) shift = j / options;
     chosen = chosen || options > 1;
     out.push_back(next[k]);
-    at = hops.links()[next[k].value].to;
+    at = links[next[k].value].to;
   }
 }
 
@@ -275,37 +197,123 @@ std::size_t spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std:
   return n;
 }
 
+NextHopTable::NextHopTable(const Cluster& c, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
+                           const std::vector<bool>* lead)
+    : c_(c), links_(c.links()), dist_(dist), usable_(usable), lead_(lead), slots_(64) {}
+
+// Kinds of entry besides next hops (whose `what` is the run left, far below these).
+constexpr std::uint32_t kLeadRun = 0xFFFFFFFF, kCloser = 0xFFFFFFFE;
+
+void NextHopTable::clear() {
+  std::fill(slots_.begin(), slots_.end(), Slot{});
+  used_ = 0;
+  pool_.clear();
+}
+
+NextHopTable::Slot& NextHopTable::find(std::uint64_t key, bool& found) {
+  if (2 * (used_ + 1) > slots_.size()) {
+    std::vector<Slot> old(2 * slots_.size());
+    old.swap(slots_);
+    --shift_;
+    for (const Slot& e : old) {
+      if (e.key == 0) continue;
+      std::size_t k = home(e.key);
+      while (slots_[k].key != 0) k = (k + 1) & (slots_.size() - 1);
+      slots_[k] = e;
+    }
+  }
+  std::size_t k = home(key);
+  while (slots_[k].key != 0 && slots_[k].key != key) k = (k + 1) & (slots_.size() - 1);
+  found = slots_[k].key != 0;
+  if (!found) {
+    slots_[k].key = key;
+    ++used_;
+  }
+  return slots_[k];
+}
+
+std::span<const LinkId> NextHopTable::at(NodeId n, std::uint32_t run) {
+  bool found = false;
+  const std::uint64_t key = (std::uint64_t{n.value} + 1) << 32 | run;
+  if (const Slot& s = find(key, found); found) return {pool_.data() + s.a, pool_.data() + s.b};
+  const auto begin = static_cast<std::uint32_t>(pool_.size());
+  for (LinkId l : c_.out_links(n)) {
+    if (!closer(links_, l, n, dist_, usable_)) continue;
+    if (run > 0 && !((*lead_)[l.value] && lead_run(links_[l.value].to) + 1 == run)) continue;
+    pool_.push_back(l);
+  }
+  // lead_run may have added entries (and moved the slots): find the slot again.
+  Slot& s = find(key, found);
+  s.a = begin;
+  s.b = static_cast<std::uint32_t>(pool_.size());
+  return {pool_.data() + s.a, pool_.data() + s.b};
+}
+
+std::uint32_t NextHopTable::lead_run(NodeId n) {
+  if (lead_ == nullptr) return 0;
+  bool found = false;
+  const std::uint64_t key = (std::uint64_t{n.value} + 1) << 32 | kLeadRun;
+  if (const Slot& s = find(key, found); found) return s.a;
+  std::uint32_t best = 0;
+  for (LinkId l : c_.out_links(n)) {
+    if ((*lead_)[l.value] && closer(links_, l, n, dist_, usable_)) best = std::max(best, 1 + lead_run(links_[l.value].to));
+  }
+  find(key, found).a = best;
+  return best;
+}
+
+std::pair<std::size_t, NodeId> NextHopTable::closer_links(NodeId n) {
+  bool found = false;
+  const std::uint64_t key = (std::uint64_t{n.value} + 1) << 32 | kCloser;
+  Slot& s = find(key, found);
+  if (!found) {
+    s.a = 0;
+    s.b = n.value;
+    for (LinkId l : c_.out_links(n)) {
+      if (closer(links_, l, n, dist_, usable_) && s.a++ == 0) s.b = links_[l.value].to.value;
+    }
+  }
+  return {s.a, NodeId(s.b)};
+}
+
 std::size_t spread_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t count,
                          const std::vector<std::uint32_t>& dist, std::vector<LinkId>& out,
                          const std::vector<bool>* usable, std::size_t widen_to, const std::vector<bool>* lead) {
-  const std::span<const Link> links = c.links();
+  NextHopTable hops(c, dist, usable, lead);
+  return spread_paths(hops, src, dst, count, out, widen_to);
+}
+
+std::size_t spread_paths(NextHopTable& hops, NodeId src, NodeId dst, std::size_t count, std::vector<LinkId>& out,
+                         std::size_t widen_to) {
   const std::size_t plain = count;
   if (widen_to > count) {
     // The choices of next hops along the first walk, multiplied (the same at every
     // node of one level of a regular fabric): how many distinct walks there are.
     std::size_t widest = 1;
     for (NodeId at = src; at != dst;) {
-      std::size_t options = 0;
-      NodeId next = at;
-      for (LinkId l : c.out_links(at)) {
-        if (closer(links, l, at, dist, usable) && options++ == 0) next = links[l.value].to;
-      }
+      const auto [options, next] = hops.closer_links(at);
       widest = std::min(widest * options, widen_to);
       at = next;
     }
     count = std::max(count, widest);
   }
-  NextHops hops(c, src, dist, usable, lead);
+  const std::uint32_t run = hops.lead_run(src);
+  if (count == 1) {  // one walk: nothing to repeat
+    walk(hops, src, dst, run, 0, plain, out);
+    return 1;
+  }
   // Walks that repeat an earlier one are dropped: a hash per walk kept, in an open
   // addressing table of (walk + 1), finds the kept walks a new one may repeat.
-  const std::size_t base = out.size(), length = dist[src.value];
+  const std::size_t base = out.size(), length = hops.dist()[src.value];
   std::size_t kept = 0;
-  std::vector<std::uint64_t> hashes;
-  std::vector<std::uint32_t> table(std::bit_ceil(2 * count + 2), 0);
+  std::vector<std::uint64_t>& hashes = hops.hashes;
+  std::vector<std::uint32_t>& table = hops.seen;
+  hashes.clear();
+  table.assign(std::bit_ceil(2 * count + 2), 0);
   const std::size_t mask = table.size() - 1;
   for (std::size_t j = 0; j < count; ++j) {
     const std::size_t start = out.size();
-    walk(hops, src, dst, j, plain, out);
+    walk(hops, src, dst, run, j, plain, out);
     std::uint64_t h = 1469598103934665603ull;
     for (std::size_t k = start; k < out.size(); ++k) h = (h ^ out[k].value) * 1099511628211ull;
     std::size_t k = static_cast<std::size_t>(h >> 32) & mask;
@@ -331,10 +339,10 @@ std::size_t spread_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t c
 std::vector<LinkId> spread_walk(const Cluster& c, NodeId src, NodeId dst, std::size_t j,
                                 const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
                                 std::size_t plain, const std::vector<bool>* lead) {
-  NextHops hops(c, src, dist, usable, lead);
+  NextHopTable hops(c, dist, usable, lead);
   std::vector<LinkId> path;
   path.reserve(dist[src.value]);
-  walk(hops, src, dst, j, plain, path);
+  walk(hops, src, dst, hops.lead_run(src), j, plain, path);
   return path;
 }
 

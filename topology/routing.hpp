@@ -12,6 +12,8 @@
 #include <memory>
 #include <unordered_map>
 #include <limits>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "topology/cluster.hpp"
@@ -57,6 +59,58 @@ struct PathScratch {
   std::vector<NodeId> touched_src;
 };
 
+/// The next hops open to walks towards one destination (spread_paths): at each node, the
+/// links that bring it one hop closer by `dist`, flagged `usable` (when given), and while a
+/// walk's leading run of `lead` links lasts, only flagged ones after which the rest of the
+/// run can still follow. They depend on the node and the run left alone, not on where the
+/// walk began, so a table kept across the sources of one destination scans each node's
+/// links once for all of them (a switch with 64 ports once, not once per source and walk).
+/// Bound to one destination's `dist`, `usable` and `lead`, which must outlive it unchanged.
+class NextHopTable {
+ public:
+  NextHopTable(const Cluster& c, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable = nullptr,
+               const std::vector<bool>* lead = nullptr);
+
+  /// Forgets every node's next hops (the destination's dist, usable or lead flags have
+  /// changed in place), keeping the memory for the next destination.
+  void clear();
+
+  /// The next hops open at n to a walk with `run` links of its leading run left.
+  std::span<const LinkId> at(NodeId n, std::uint32_t run);
+  /// The most `lead` links a minimum-hop path from n can take one after another from there
+  /// (0 without `lead`, or when none of n's closer links is flagged).
+  std::uint32_t lead_run(NodeId n);
+  /// How many links out of n bring dst closer (flagged usable; `lead` aside), and where
+  /// the first of them goes.
+  std::pair<std::size_t, NodeId> closer_links(NodeId n);
+
+  [[nodiscard]] std::span<const Link> links() const { return links_; }
+  [[nodiscard]] const std::vector<std::uint32_t>& dist() const { return dist_; }
+
+  // Scratch for spread_paths' repeat check, kept to save an allocation per call.
+  std::vector<std::uint64_t> hashes;
+  std::vector<std::uint32_t> seen;
+
+ private:
+  struct Slot {
+    std::uint64_t key = 0;  // (node + 1) << 32 | what; 0: free
+    std::uint32_t a = 0, b = 0;
+  };
+  Slot& find(std::uint64_t key, bool& found);
+  // Fibonacci hashing: the top bits of the key times 2^64 / phi.
+  std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+
+  const Cluster& c_;
+  std::span<const Link> links_;
+  const std::vector<std::uint32_t>& dist_;
+  const std::vector<bool>* usable_;
+  const std::vector<bool>* lead_;
+  std::vector<Slot> slots_;  // open addressing, 2^(64 - shift_) long
+  int shift_ = 58;
+  std::size_t used_ = 0;
+  std::vector<LinkId> pool_;  // the next hops, [a, b) of a slot
+};
+
 /// Up to `count` distinct minimum-hop paths from src to dst that differ from the first
 /// hop on (walks that take a different next hop at every level, as ECMP hashing spreads
 /// flows over spines and cores), deterministic for a given (src, dst). Empty when dst
@@ -89,6 +143,11 @@ std::size_t spread_paths(const Cluster& c, NodeId src, NodeId dst, std::size_t c
                          const std::vector<std::uint32_t>& dist, std::vector<LinkId>& out,
                          const std::vector<bool>* usable = nullptr, std::size_t widen_to = 0,
                          const std::vector<bool>* lead = nullptr);
+
+/// The same over a table of next hops to dst (its dist, usable and lead), which the
+/// sources of one destination share (each node's links scanned once for them all).
+std::size_t spread_paths(NextHopTable& hops, NodeId src, NodeId dst, std::size_t count, std::vector<LinkId>& out,
+                         std::size_t widen_to = 0);
 
 /// Walk j of spread_shortest_paths from src to dst: its next hops among the links that
 /// bring dst one hop closer by `dist` (hops to dst, exact on every node of every
