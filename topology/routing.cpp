@@ -306,8 +306,8 @@ std::size_t spread_paths(NextHopTable& hops, NodeId src, NodeId dst, std::size_t
   // addressing table of (walk + 1), finds the kept walks a new one may repeat.
   const std::size_t base = out.size(), length = hops.dist()[src.value];
   std::size_t kept = 0;
-  std::vector<std::uint64_t>& hashes = hops.hashes;
-  std::vector<std::uint32_t>& table = hops.seen;
+  std::vector<std::uint64_t>& hashes = hops.hashes_;
+  std::vector<std::uint32_t>& table = hops.seen_;
   hashes.clear();
   table.assign(std::bit_ceil(2 * count + 2), 0);
   const std::size_t mask = table.size() - 1;

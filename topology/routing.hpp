@@ -87,11 +87,9 @@ class NextHopTable {
   [[nodiscard]] std::span<const Link> links() const { return links_; }
   [[nodiscard]] const std::vector<std::uint32_t>& dist() const { return dist_; }
 
-  // Scratch for spread_paths' repeat check, kept to save an allocation per call.
-  std::vector<std::uint64_t> hashes;
-  std::vector<std::uint32_t> seen;
-
  private:
+  friend std::size_t spread_paths(NextHopTable& hops, NodeId src, NodeId dst, std::size_t count,
+                                  std::vector<LinkId>& out, std::size_t widen_to);
   struct Slot {
     std::uint64_t key = 0;  // (node + 1) << 32 | what; 0: free
     std::uint32_t a = 0, b = 0;
@@ -109,6 +107,9 @@ class NextHopTable {
   int shift_ = 58;
   std::size_t used_ = 0;
   std::vector<LinkId> pool_;  // the next hops, [a, b) of a slot
+  // spread_paths' repeat check (walk hashes, their table), kept between its calls.
+  std::vector<std::uint64_t> hashes_;
+  std::vector<std::uint32_t> seen_;
 };
 
 /// Up to `count` distinct minimum-hop paths from src to dst that differ from the first
