@@ -76,7 +76,7 @@ std::string direct_size_problem(const CollectiveGroup& group, const CollectiveSp
   return "the direct " + op_text + " over " + std::to_string(p) + " ranks sends between " + std::to_string(pairs) +
          " pairs of ranks, more than the " + (flow ? "flow model's limit of " : "limit of ") + std::to_string(limit) +
          (flow ? " in flight at once (about 1.7 KB of memory each); use --network analytical or fewer --ranks"
-               : " routes kept (about 120 B of memory each); use fewer --ranks");
+               : " routes kept (about 100 B of memory each); use fewer --ranks");
 }
 
 double collective_seconds(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec,

@@ -102,9 +102,51 @@ void NetworkFabric::init(std::vector<double> efficiency, const std::vector<bool>
   if (!c.tori().empty()) torus_router_ = std::make_unique<ShortestPathRouter>(c);
 }
 
-RouteSet NetworkFabric::store(const LinkId* links, std::uint32_t count, std::uint32_t hops) {
+const LinkId* RouteIndex::find(std::uint64_t key) const {
+  if (slots_.empty()) return nullptr;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = home(key);; i = (i + 1) & mask) {
+    if (slots_[i].key == key) return slots_[i].set;
+    if (slots_[i].key == kEmpty) return nullptr;
+  }
+}
+
+void RouteIndex::insert(std::uint64_t key, const LinkId* set) {
+  reserve(size_ + 1);
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = home(key);
+  while (slots_[i].key != kEmpty) i = (i + 1) & mask;
+  slots_[i] = Slot{key, set};
+  ++size_;
+}
+
+void RouteIndex::reserve(std::size_t keys) {
+  if (keys * 4 <= slots_.size() * 3) return;
+  std::size_t capacity = 16;
+  unsigned shift = 60;
+  while (keys * 4 > capacity * 3) {
+    capacity *= 2;
+    --shift;
+  }
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(capacity, Slot{kEmpty, nullptr});
+  shift_ = shift;
+  const std::size_t mask = capacity - 1;
+  for (const Slot& s : old) {
+    if (s.key == kEmpty) continue;
+    std::size_t i = home(s.key);
+    while (slots_[i].key != kEmpty) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
+const LinkId* NetworkFabric::store(const LinkId* links, std::uint32_t count, std::uint32_t hops) {
   constexpr std::size_t kBlock = std::size_t{1} << 14;  // links per block
-  const std::size_t n = std::size_t{count} * hops;
+  if (count > kCountMask || hops >= (std::uint32_t{1} << (32 - kCountBits))) {
+    throw GraphError("a route of " + std::to_string(hops) + " links, more than the " +
+                     std::to_string((std::uint32_t{1} << (32 - kCountBits)) - 1) + " a route may have");
+  }
+  const std::size_t n = std::size_t{count} * hops + 1;
   if (n > block_left_) {
     const std::size_t size = std::max(kBlock, n);
     blocks_.emplace_back(new LinkId[size]);
@@ -112,45 +154,45 @@ RouteSet NetworkFabric::store(const LinkId* links, std::uint32_t count, std::uin
     block_left_ = size;
   }
   LinkId* at = block_next_;
-  std::copy_n(links, n, at);
+  at[0] = LinkId((hops << kCountBits) | count);
+  std::copy_n(links, n - 1, at + 1);
   block_next_ += n;
   block_left_ -= n;
-  return RouteSet(at, count, hops);
+  return at;
 }
 
 RouteSet NetworkFabric::routes(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
-  const auto it = routes_.find(key);
-  if (it != routes_.end()) return it->second;
-  RouteSet found;
+  if (const LinkId* set = routes_.find(key)) return set_at(set);
+  const LinkId* set = nullptr;
   if (src == dst) {
-    found = RouteSet(nullptr, 1, 0);
+    set = store(nullptr, 1, 0);
   } else if (in_torus_[src.value] && in_torus_[dst.value]) {
     // ShortestPathRouter takes the torus's dimension-order route when both chips are in
-    // one recorded torus, and a minimum-hop path otherwise (it keeps the route).
-    const std::vector<LinkId>& route = torus_router_->route(src, dst);
-    found = RouteSet(route.data(), 1, static_cast<std::uint32_t>(route.size()));
+    // one recorded torus, and a minimum-hop path otherwise.
+    const std::vector<LinkId> route = torus_router_->find_route(src, dst);
+    set = store(route.data(), 1, static_cast<std::uint32_t>(route.size()));
   } else {
     const std::size_t n = walks(src, dst, kMaxCandidates, found_);
     if (n == 0) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
-    found = store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n));
+    set = store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n));
   }
-  routes_.emplace(key, found);
-  return found;
+  routes_.insert(key, set);
+  return set_at(set);
 }
 
 std::span<const LinkId> NetworkFabric::first_route(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
-  if (const auto it = routes_.find(key); it != routes_.end()) return it->second.front();
-  if (const auto it = first_routes_.find(key); it != first_routes_.end()) return it->second.front();
+  if (const LinkId* set = routes_.find(key)) return set_at(set).front();
+  if (const LinkId* set = first_routes_.find(key)) return set_at(set).front();
   if (src == dst || (in_torus_[src.value] && in_torus_[dst.value])) return routes(src, dst).front();
   // The first spread walk does not depend on how many follow it.
   if (walks(src, dst, 1, found_) == 0) {
     throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
   }
-  const RouteSet one = store(found_.data(), 1, static_cast<std::uint32_t>(found_.size()));
-  first_routes_.emplace(key, one);
-  return one.front();
+  const LinkId* set = store(found_.data(), 1, static_cast<std::uint32_t>(found_.size()));
+  first_routes_.insert(key, set);
+  return set_at(set).front();
 }
 
 std::size_t NetworkFabric::walks(NodeId src, NodeId dst, std::size_t count, std::vector<LinkId>& out) {
@@ -191,7 +233,7 @@ void NetworkFabric::prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::
   constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
   const bool candidates = count == kMaxCandidates;  // else the first routes alone
   const std::size_t wide = candidates ? kMaxWideCandidates : 0;
-  auto& known = candidates ? routes_ : first_routes_;
+  RouteIndex& known = candidates ? routes_ : first_routes_;
   const std::size_t nodes = cluster_->node_count();
   const auto key = [](NodeId src, NodeId dst) { return (std::uint64_t{src.value} << 32) | dst.value; };
   std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) {
@@ -201,9 +243,10 @@ void NetworkFabric::prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::
   std::erase_if(pairs, [&](const std::pair<NodeId, NodeId>& p) {
     const auto [src, dst] = p;
     return src.value >= nodes || dst.value >= nodes || src == dst || (in_torus_[src.value] && in_torus_[dst.value]) ||
-           routes_.count(key(src, dst)) != 0 || known.count(key(src, dst)) != 0;
+           routes_.find(key(src, dst)) != nullptr || known.find(key(src, dst)) != nullptr;
   });
   if (pairs.size() < kWorthIt) return;
+  known.reserve(known.size() + pairs.size());  // at most one growth
   std::vector<std::uint32_t> any, inside;
   // The sources of a destination share its next hops (each node's links scanned once
   // for all of them): the tables follow `any` and `inside`, cleared for each destination.
@@ -235,8 +278,8 @@ void NetworkFabric::prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::
         if (inside[src.value] == any[src.value]) n = spread_paths(inside_hops, src, dst, count, found_, wide);
       }
       if (n == 0) n = spread_paths(any_hops, src, dst, count, found_, wide);
-      known.emplace(key(src, dst),
-                    store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n)));
+      known.insert(key(src, dst),
+                   store(found_.data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(found_.size() / n)));
       if (candidates) ++prefetched_;
     }
   }

@@ -15,10 +15,11 @@
 // as long a run of scale-up links as a minimum-hop route allows (spread_walk's `lead`):
 // a send to another server's GPU on another rail rides NVLink to the GPU of the
 // destination's rail and leaves by its NIC, as NCCL's PXN does. Answers are cached per
-// (src, dst), the links of all of a pair's candidates one after another in blocks that
-// never move (a pair with 64 candidates of 6 links: 1.5 KB and one hash-table entry).
-// prefetch_routes and prefetch_first_routes answer many pairs with one search per
-// destination.
+// (src, dst): a word saying how many routes of how many links, then the links of all of a
+// pair's candidates one after another, in blocks that never move (a pair with 64
+// candidates of 6 links: 1.5 KB), found by a RouteIndex (16 bytes a slot, no allocation
+// per pair). prefetch_routes and prefetch_first_routes answer many pairs with one search
+// per destination.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +77,33 @@ class RouteSet {
   const LinkId* links_ = nullptr;
   std::uint32_t count_ = 0;
   std::uint32_t hops_ = 0;
+};
+
+/// Route sets by pair, (src << 32 | dst) -> where the set starts in a fabric's store (its
+/// count-and-length word): open addressing with linear probing, at most 3/4 full, 16
+/// bytes a slot. Keys are node ids, so the key with both halves max() is never one.
+class RouteIndex {
+ public:
+  /// The set of `key`, or null.
+  [[nodiscard]] const LinkId* find(std::uint64_t key) const;
+  /// Adds a key that is not in the index yet.
+  void insert(std::uint64_t key, const LinkId* set);
+  /// Room for `keys` keys in all without growing again.
+  void reserve(std::size_t keys);
+  [[nodiscard]] std::size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    std::uint64_t key;
+    const LinkId* set;
+  };
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+  [[nodiscard]] std::size_t home(std::uint64_t key) const {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  std::vector<Slot> slots_;
+  unsigned shift_ = 64;
+  std::size_t size_ = 0;
 };
 
 class NetworkFabric {
@@ -177,12 +205,18 @@ class NetworkFabric {
   // yet known, one search per destination with at least min_sources of them.
   void prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::size_t count, std::size_t min_sources);
   // Copies count routes of `hops` links each into the store (blocks that never move, so
-  // that the views handed out stay valid).
-  RouteSet store(const LinkId* links, std::uint32_t count, std::uint32_t hops);
+  // that the views handed out stay valid), after a word of count and hops; returns where
+  // the set starts (the word), which set_at reads back.
+  const LinkId* store(const LinkId* links, std::uint32_t count, std::uint32_t hops);
+  static RouteSet set_at(const LinkId* set) {
+    return RouteSet(set + 1, set->value & kCountMask, set->value >> kCountBits);
+  }
+  static constexpr unsigned kCountBits = 8;  // kMaxWideCandidates fits
+  static constexpr std::uint32_t kCountMask = (1u << kCountBits) - 1;
   std::unique_ptr<ShortestPathRouter> torus_router_;
   std::vector<bool> in_torus_;
-  std::unordered_map<std::uint64_t, RouteSet> routes_;
-  std::unordered_map<std::uint64_t, RouteSet> first_routes_;  // pairs routes_ lacks
+  RouteIndex routes_;
+  RouteIndex first_routes_;  // pairs routes_ lacks
   std::vector<std::unique_ptr<LinkId[]>> blocks_;
   LinkId* block_next_ = nullptr;
   std::size_t block_left_ = 0;

@@ -715,7 +715,7 @@ TEST_CASE("ddlsim collective: a direct algorithm past the pairs the models can h
                   "--network", "analytical"});
   CHECK(r.status == 2);
   const std::string analytical = "the direct all-to-all over 4097 ranks sends between 16781312 pairs of ranks, more than "
-                                 "the limit of 16777216 routes kept (about 120 B of memory each); use fewer --ranks";
+                                 "the limit of 16777216 routes kept (about 100 B of memory each); use fewer --ranks";
   CHECK(r.err == "ddlsim collective: " + analytical + "\n");
   r = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--nodes", "513", "--ranks", "0-4096", "--op", "all-gather",
                   "--algorithm", "all", "--network", "analytical", "-b", "1M", "-e", "1M", "--json"});

@@ -507,3 +507,52 @@ TEST_CASE("candidate routes found for many pairs at once are the ones found pair
     if (k == 3) CHECK(widest > NetworkFabric::kMaxCandidates);
   }
 }
+
+TEST_CASE("the route index finds every key it was given and no other, across growth") {
+  // Expected: after 50,000 inserts (keys of the form src << 32 | dst, as the fabric
+  // keys pairs, many sharing a destination), find returns each key's own pointer, keys
+  // never inserted are absent (null), the size counts the keys, and growing (from empty
+  // and past a reserve) moves nothing out of reach.
+  RouteIndex index;
+  CHECK(index.find(7) == nullptr);
+  std::vector<LinkId> targets(50000);
+  const auto key = [](std::uint64_t i) { return ((i % 997) << 32) | (i / 997); };
+  index.reserve(1000);
+  for (std::uint64_t i = 0; i < targets.size(); ++i) index.insert(key(i), &targets[i]);
+  CHECK(index.size() == targets.size());
+  std::size_t wrong = 0;
+  for (std::uint64_t i = 0; i < targets.size(); ++i) wrong += index.find(key(i)) != &targets[i];
+  CHECK(wrong == 0);
+  std::size_t found = 0;
+  for (std::uint64_t i = targets.size(); i < 2 * targets.size(); ++i) found += index.find(key(i)) != nullptr;
+  CHECK(found == 0);
+}
+
+TEST_CASE("routes between the chips of a torus are its dimension-order routes") {
+  // Expected: the fabric's one candidate between two chips of a 4x4x4 TPU v4 slice (and
+  // the first route, asked first or after) is TorusRouter's dimension-order route, and
+  // between chips of two slices joined over the data-centre network a minimum-hop path
+  // as ShortestPathRouter finds it.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.dims = std::vector<int>{4, 4, 4};
+  o.pods = 2;
+  const Cluster c = build_preset(cat, "tpu-v4-pod", o);
+  NetworkFabric f(c, cat);
+  ShortestPathRouter reference(c);
+  const auto& acc = c.accelerators();
+  REQUIRE(acc.size() == 128);
+  std::size_t checked = 0;
+  for (std::size_t i = 0; i < acc.size(); i += 3) {
+    for (std::size_t j = 0; j < acc.size(); j += 7) {
+      const std::vector<LinkId> want = reference.route(acc[i], acc[j]);
+      if ((i + j) % 2 == 0) CHECK(links_of(f.first_route(acc[i], acc[j])) == links_of(want));
+      const RouteSet got = f.routes(acc[i], acc[j]);
+      REQUIRE(got.size() == 1);
+      CHECK(links_of(got.front()) == links_of(want));
+      CHECK(links_of(f.first_route(acc[i], acc[j])) == links_of(want));
+      ++checked;
+    }
+  }
+  CHECK(checked == 43 * 19);
+}

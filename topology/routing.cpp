@@ -25,15 +25,19 @@ ShortestPathRouter::~ShortestPathRouter() = default;
 const std::vector<LinkId>& ShortestPathRouter::route(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
   if (const auto it = routes_.find(key); it != routes_.end()) return it->second;
+  return routes_.emplace(key, find_route(src, dst)).first->second;
+}
+
+std::vector<LinkId> ShortestPathRouter::find_route(NodeId src, NodeId dst) {
   if (!torus_of_.empty() && src.value < torus_of_.size() && dst.value < torus_of_.size() &&
       torus_of_[src.value] >= 0 && torus_of_[src.value] == torus_of_[dst.value]) {
     const auto t = static_cast<std::size_t>(torus_of_[src.value]);
     if (!tori_[t]) tori_[t] = std::make_unique<TorusRouter>(*cluster_, cluster_->tori()[t]);
-    return routes_.emplace(key, tori_[t]->route(src, dst)).first->second;
+    return tori_[t]->find_route(src, dst);
   }
   std::optional<std::vector<LinkId>> path = cluster_->search_path(src, dst);
   if (!path) throw GraphError("no route from '" + cluster_->node(src).name + "' to '" + cluster_->node(dst).name + "'");
-  return routes_.emplace(key, std::move(*path)).first->second;
+  return std::move(*path);
 }
 
 
@@ -410,6 +414,10 @@ TorusRouter::TorusRouter(const Cluster& c, std::vector<NodeId> chips, std::vecto
 const std::vector<LinkId>& TorusRouter::route(NodeId src, NodeId dst) {
   const std::uint64_t key = (std::uint64_t{src.value} << 32) | dst.value;
   if (const auto it = routes_.find(key); it != routes_.end()) return it->second;
+  return routes_.emplace(key, find_route(src, dst)).first->second;
+}
+
+std::vector<LinkId> TorusRouter::find_route(NodeId src, NodeId dst) {
   const std::size_t n = dims_.size();
   if (src.value >= index_.size() || dst.value >= index_.size() ||
       index_[src.value] == std::numeric_limits<std::uint32_t>::max() ||
@@ -433,7 +441,7 @@ const std::vector<LinkId>& TorusRouter::route(NodeId src, NodeId dst) {
       x = nx;
     }
   }
-  return routes_.emplace(key, std::move(path)).first->second;
+  return path;
 }
 
 }  // namespace ddlsim

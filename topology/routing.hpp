@@ -30,6 +30,8 @@ class ShortestPathRouter {
   /// The links from src to dst, in order; empty when src == dst. Throws GraphError when
   /// dst cannot be reached. The reference stays valid while the router lives.
   const std::vector<LinkId>& route(NodeId src, NodeId dst);
+  /// The same route, found again and not kept (for a caller that keeps routes itself).
+  [[nodiscard]] std::vector<LinkId> find_route(NodeId src, NodeId dst);
 
   [[nodiscard]] std::size_t cached_routes() const { return routes_.size(); }
 
@@ -178,6 +180,8 @@ class TorusRouter {
   /// For a shape the cluster recorded (Cluster::tori()).
   TorusRouter(const Cluster& c, const TorusShape& shape) : TorusRouter(c, shape.chips, shape.dims, shape.wrap) {}
   const std::vector<LinkId>& route(NodeId src, NodeId dst);
+  /// The same route, found again and not kept (for a caller that keeps routes itself).
+  [[nodiscard]] std::vector<LinkId> find_route(NodeId src, NodeId dst);
 
  private:
   std::vector<int> dims_;
