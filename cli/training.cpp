@@ -216,11 +216,18 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   }
   p.grad_reduce_fp32 = o.boolean_or("grad_reduce_fp32", false);
   o.finish();
-  if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
+  // A dp that fills the cluster needs tp x pp to divide it. Said before the checks that
+  // depend on dp (the global batch against dp x micro_batch would name the wrong fault),
+  // after those that fail whatever dp is (tp against the heads, a plan larger than the
+  // cluster): those are the plan checked with dp 1.
   if (dp_fills && static_cast<std::int64_t>(devices) % model_parallel != 0) {
+    ParallelPlan one = p;
+    one.dp = 1;
+    if (std::string why = plan_problem(one, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
     throw InputError(o.field_path("dp") + ": left out, it fills the cluster, but its " + std::to_string(devices) +
                      " accelerators are not a multiple of tp x pp = " + std::to_string(model_parallel) + "; give dp");
   }
+  if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
   // Refuse plans whose graph would exhaust memory before building them.
   if (std::string why = plan_size_problem(p, m, TrainingStepInputs{}.max_compute_tasks); !why.empty()) {
     throw TooLargeError(o.path() + ": " + why);

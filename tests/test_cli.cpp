@@ -1035,6 +1035,9 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.0.grad_reduce_fp32=2", "strategies.0.grad_reduce_fp32: expected true or false, got 2"},
       // dp left out fills the cluster, which 16 GPUs cannot do by tp 4 x pp 3 (it left 4 idle).
       {"strategies.1.pp=3", "strategies.1.dp: left out, it fills the cluster, but its 16 accelerators are not a multiple of tp x pp = 12; give dp"},
+      // The same fault came second: the batch check ran first on the dp it implied (16 / 3 =
+      // 5) and asked for a global batch divisible by 10, which fixed nothing.
+      {"strategies.0.tp=3", "strategies.0.dp: left out, it fills the cluster, but its 16 accelerators are not a multiple of tp x pp = 3; give dp"},
       // dp x micro_batch overflowed 64 bits and divided by zero (SIGFPE).
       {"strategies.0.micro_batch=4611686018427387904", "strategies.0.micro_batch: 4611686018427387904 is more than the global batch (64)"},
   };
