@@ -50,7 +50,7 @@ Printed: every case of the suites with at most 100 cases (--cases: all), numbere
 within its suite, measured, predicted and the error; then per suite and model (or run,
 or kind of point): cases, mean and worst absolute percentage error, and Kendall's tau-b
 between predicted and measured figures among the strategies of one model on one GPU
-count and batch (1 = same order, -1 = reversed; - where no two cases compare). --csv writes every case,
+count and batch (1 = same order, -1 = reversed; - where no two cases compare or all pairs tie). --csv writes every case,
 with, for a replayed training step, where it goes (compute, exposed tp/pp/dp/other
 communication, bubble; seconds) and the fullest device's peak memory (GiB).
 
@@ -100,7 +100,7 @@ void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
   out << padded("suite", 14) << " " << padded("model", 30) << " " << nums;
   for (const Accuracy& a : table) {
     char tau[32] = "-";
-    if (a.pairs > 0) std::snprintf(tau, sizeof tau, "%.3f", a.kendall_tau);
+    if (a.tau_defined) std::snprintf(tau, sizeof tau, "%.3f", a.kendall_tau);
     std::snprintf(nums, sizeof nums, "%6d %13.2f %9.2f %12s\n", a.cases, a.mean_abs_error * 100, a.worst_abs_error * 100, tau);
     out << padded(a.suite, 14) << " " << padded(a.model, 30) << " " << nums;
     if (a.refused > 0) out << "  (" << a.refused << " cases refused by ddlsim; see --csv)\n";
@@ -114,7 +114,7 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
                            {"refused", a.refused},
                            {"mean_abs_error", a.mean_abs_error},
                            {"worst_abs_error", a.worst_abs_error},
-                           {"kendall_tau", a.pairs > 0 ? nlohmann::ordered_json(a.kendall_tau) : nlohmann::ordered_json()},
+                           {"kendall_tau", a.tau_defined ? nlohmann::ordered_json(a.kendall_tau) : nlohmann::ordered_json()},
                            {"pairs", a.pairs}};
   }
   return j;

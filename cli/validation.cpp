@@ -476,7 +476,8 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
     const Pairs& c = counts[{a.suite, a.model}];
     const double n0 = static_cast<double>(a.pairs);
     const double denominator = std::sqrt((n0 - static_cast<double>(c.tied_measured)) * (n0 - static_cast<double>(c.tied_predicted)));
-    if (denominator > 0) a.kendall_tau = static_cast<double>(c.net) / denominator;
+    a.tau_defined = denominator > 0;
+    if (a.tau_defined) a.kendall_tau = static_cast<double>(c.net) / denominator;
   }
   // Each suite's "all" after its models.
   std::vector<Accuracy> ordered;
@@ -545,7 +546,12 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
     }
     worse("mean_abs_error", a.mean_abs_error, true);
     worse("worst_abs_error", a.worst_abs_error, true);
-    if (a.pairs > 0) worse("kendall_tau", a.kendall_tau, false);  // none (null) where no two cases compare
+    // None (null) where no two cases compare, or every pair is tied in one figure.
+    const bool tau_recorded = r.has("kendall_tau") && !r.value("kendall_tau").is_null();
+    if (a.tau_defined && tau_recorded) worse("kendall_tau", a.kendall_tau, false);
+    if (!a.tau_defined && tau_recorded) {
+      out.push_back(a.suite + " / " + a.model + ": kendall_tau is undefined now (no pair ordered in both figures), recorded a value in " + path);
+    }
     if (a.refused > 0) out.push_back(a.suite + " / " + a.model + ": " + std::to_string(a.refused) + " cases refused");
   }
   return out;

@@ -112,6 +112,7 @@ struct Accuracy {
   double mean_abs_error = 0;   // fraction
   double worst_abs_error = 0;  // fraction
   double kendall_tau = 0;  // tau-b (ties in either ranking out of its denominator)
+  bool tau_defined = false;  // some pair is untied in both figures (else tau-b is 0/0)
   std::int64_t pairs = 0;
 };
 

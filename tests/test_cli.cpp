@@ -1421,6 +1421,23 @@ TEST_CASE("validate --measured: your own steps, tabled like a suite") {
   r = ddlsim_cmd({"validate", "--measured", m3, "--json"});
   REQUIRE(r.status == 0);
   CHECK(nlohmann::json::parse(r.out).at("measured").at("all").at("kendall_tau").get<double>() == Approx(1.0).epsilon(1e-12));
+  // The dp row twice and nothing else: one pair, tied in both figures, so tau-b is 0/0,
+  // undefined: null and "-", not 0 (which would read as no correlation).
+  char tied[256];
+  std::snprintf(tied, sizeof tied, "scenario_file,strategy,measured_step_s\nsub/t.json,dp,%.17g\nsub/t.json,dp,%.17g\n", 1.25 * dp,
+                1.25 * dp);
+  const std::string m2 = s.write("m2.csv", tied);
+  r = ddlsim_cmd({"validate", "--measured", m2, "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("measured").at("all").at("pairs") == 1);
+  CHECK(nlohmann::json::parse(r.out).at("measured").at("all").at("kendall_tau").is_null());
+  r = ddlsim_cmd({"validate", "--measured", m2});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("0.000") == std::string::npos);
+  // A record with a tau does not pass a check where it is undefined.
+  r = ddlsim_cmd({"validate", "--measured", m2, "--check", rec});
+  CHECK(r.status == 3);
+  CHECK(r.err.find("kendall_tau is undefined now") != std::string::npos);
   // A record of three rows does not pass a check of two: a dropped row is no progress.
   const std::string rec3 = (s.dir / "three.json").string();
   REQUIRE(ddlsim_cmd({"validate", "--measured", m3, "--record", rec3}).status == 0);
