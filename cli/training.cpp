@@ -254,10 +254,14 @@ const AcceleratorSpec& accelerator_of(const TrainingScenario& s) {
 
 // The links with the highest utilization (ties: lower link id first), at most
 // kBusiestLinks of them, none that carried nothing.
-std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s, std::size_t most) {
+std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s, std::size_t most,
+                                   bool between_switches) {
   std::vector<std::uint32_t> ids;
   for (std::uint32_t l = 0; l < bytes.size(); ++l) {
-    if (bytes[l] > 0) ids.push_back(l);
+    if (!(bytes[l] > 0)) continue;
+    const Link& k = c.link(LinkId(l));
+    if (!between_switches && c.node(k.from).kind == NodeKind::kSwitch && c.node(k.to).kind == NodeKind::kSwitch) continue;
+    ids.push_back(l);
   }
   auto util = [&](std::uint32_t l) { return bytes[l] / (c.link(LinkId(l)).bandwidth.value() * step_s); };
   const std::size_t n = std::min(most, ids.size());
@@ -269,6 +273,12 @@ std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& 
     out.push_back({c.node(k.from).name + " -> " + c.node(k.to).name, k.kind, bytes[ids[i]], util(ids[i])});
   }
   return out;
+}
+
+const char* busiest_links_note(NetworkModelKind network) {
+  return network == NetworkModelKind::kAnalytical
+             ? "; links between switches left out: the analytical model times them as balanced, --links lists them"
+             : "";
 }
 
 ReplayResult replay_with_outputs(const TaskGraph& graph, const std::vector<ResourceModel*>& models,
@@ -471,7 +481,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   std::vector<double> link_bytes = step.priced_link_bytes;
   const std::vector<double>& carried = step.network_model->link_bytes();
   for (std::size_t l = 0; l < link_bytes.size(); ++l) link_bytes[l] += carried[l];
-  r.busiest_links = busiest_links(s.cluster, link_bytes, r.step_time_s);
+  r.busiest_links = busiest_links(s.cluster, link_bytes, r.step_time_s, kBusiestLinks, s.network != NetworkModelKind::kAnalytical);
   if (outputs.all_links) r.all_links = busiest_links(s.cluster, link_bytes, r.step_time_s, link_bytes.size());
   return r;
 }
@@ -500,7 +510,7 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
                   r.fits_in_memory ? "fits" : "OUT OF MEMORY");
     out << line;
   }
-  out << "\nbusiest links (bytes over line bandwidth x step time):\n";
+  out << "\nbusiest links (bytes over line bandwidth x step time" << busiest_links_note(s.network) << "):\n";
   for (const auto& r : reports) {
     std::snprintf(line, sizeof line, "  %-*s", static_cast<int>(w), r.name.c_str());
     out << line;

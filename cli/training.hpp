@@ -130,9 +130,14 @@ double model_matmul_params(const TransformerConfig& m);
 double model_flops_per_token(const TransformerConfig& m);
 
 /// The links with the highest utilization over a step of `step_s` (ties: lower link id
-/// first), at most kBusiestLinks, none that carried nothing. `bytes` per link id.
+/// first), at most kBusiestLinks, none that carried nothing. `bytes` per link id. Without
+/// `between_switches`, links whose both ends are switches are left out: the analytical
+/// network model counts a transfer's bytes on its first route but times links between
+/// switches as balanced (adaptive routing), so its bytes there are no utilization.
 std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s,
-                                   std::size_t most = kBusiestLinks);
+                                   std::size_t most = kBusiestLinks, bool between_switches = true);
+/// What the busiest links leave out on a network model: "" or a clause for their heading.
+const char* busiest_links_note(NetworkModelKind network);
 
 /// The scenario's model as an SBP chain at `global_batch` samples. `cut`: a transformer
 /// cut to two layers, the second standing for the other layers - 1 (LinearLayer::repeat:

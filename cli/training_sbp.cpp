@@ -174,7 +174,10 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   r.tasks = result.tasks;
   r.transfers = step.collectives;
   const auto* net = dynamic_cast<const NetworkModel*>(step.resources[step.network.value].get());
-  if (net) r.busiest_links = busiest_links(s.cluster, net->link_bytes(), r.step_time_s);
+  if (net) {
+    r.busiest_links = busiest_links(s.cluster, net->link_bytes(), r.step_time_s, kBusiestLinks,
+                                    s.network != NetworkModelKind::kAnalytical);
+  }
   if (net && outputs.all_links) r.all_links = busiest_links(s.cluster, net->link_bytes(), r.step_time_s, net->link_bytes().size());
   return r;
 }

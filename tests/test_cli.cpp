@@ -1930,3 +1930,38 @@ TEST_CASE("validate --cost-model: estimates against replays, the built-in ones o
   CHECK(e.status == 2);
   CHECK(e.err == "ddlsim validate: --csv: not with --cost-model\n");
 }
+
+TEST_CASE("busiest links: the analytical model's leave out links between switches, which it times as balanced") {
+  // Expected: OPT-175B on 124 DGX A100s in a three-tier fat tree (the bundled scenario,
+  // analytical network): its 124-rank rings all take the first route between pods, so
+  // --links puts more bytes on one spine-to-core cable than it carries in the step
+  // (utilization above 1: the model times links between switches as balanced and never
+  // charges that). The busiest links it reports (--json, at most 5, and the table's
+  // heading, which says so) leave such links out, so none is above 1; the flow model,
+  // which does spread transfers, keeps them in the ranking.
+  Scratch s;
+  const std::string f = std::string(DDLSIM_SOURCE_DIR) + "/scenarios/opt-175b.json";
+  const std::string csv = (s.dir / "links.csv").string();
+  auto r = ddlsim_cmd({"run", f, "--json", "--links", csv});
+  REQUIRE(r.status == 0);
+  std::ifstream in(csv);
+  std::string line, top;
+  std::getline(in, line);
+  REQUIRE(line == "strategy,link,kind,bytes,utilization");
+  std::getline(in, top);  // most utilized first
+  CHECK(top.find("spine") != std::string::npos);
+  CHECK(std::stod(top.substr(top.rfind(',') + 1)) > 1.0);
+  const auto links = nlohmann::json::parse(r.out).at("strategies").at(0).at("most_utilized_links");
+  REQUIRE(links.size() == 5);
+  for (const auto& l : links) {
+    CHECK(l.at("utilization").get<double>() <= 1.0);
+    const std::string name = l.at("link").get<std::string>();
+    CHECK((name.find("node") != std::string::npos));  // one end is a server's GPU or NIC
+  }
+  r = ddlsim_cmd({"run", f});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("links between switches left out: the analytical model times them as balanced") != std::string::npos);
+  r = ddlsim_cmd({"run", f, "--network", "flow"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("left out") == std::string::npos);
+}
