@@ -1965,3 +1965,22 @@ TEST_CASE("busiest links: the analytical model's leave out links between switche
   REQUIRE(r.status == 0);
   CHECK(r.out.find("left out") == std::string::npos);
 }
+
+TEST_CASE("the README's sample of 'ddlsim run' is what the default scenario prints") {
+  // Expected: the first code block under "What `ddlsim run` prints" in README.md is,
+  // byte for byte, what 'ddlsim run' with no arguments prints (it had drifted: a peak of
+  // 61.68 GiB where the run said 62.25).
+  std::ifstream in(std::string(DDLSIM_SOURCE_DIR) + "/README.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const std::size_t section = readme.find("## What `ddlsim run` prints");
+  REQUIRE(section != std::string::npos);
+  const std::size_t open = readme.find("```\n", section);
+  REQUIRE(open != std::string::npos);
+  const std::size_t close = readme.find("```\n", open + 4);
+  REQUIRE(close != std::string::npos);
+  const auto r = ddlsim_cmd({"run"});
+  REQUIRE(r.status == 0);
+  CHECK(readme.substr(open + 4, close - open - 4) == r.out);
+}
