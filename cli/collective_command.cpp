@@ -109,7 +109,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       ("maxbytes,e", po::value<std::string>()->value_name("SIZE")->default_value("8G"), "largest size")
       ("stepfactor,f", po::value<double>()->value_name("F")->default_value(2.0), "multiply the size by F each step (> 1)")
       ("chunks", po::value<int>()->value_name("N")->default_value(0), "pieces per transfer (0: automatic)")
-      ("channels", po::value<int>()->value_name("N")->default_value(0), "rings, or trees for tree (0: automatic)")
+      ("channels", po::value<int>()->value_name("N")->default_value(0), "rings for ring, trees for tree; the other algorithms have none (0: automatic)")
       ("rings", po::value<std::string>()->value_name("HOW")->default_value("steps"),
        "how the flow model replays rings and chunked trees: steps (a transfer per step and chunk) or streamed (one per rank and phase, one per tree edge and direction)")
       ("root", po::value<long long>()->value_name("R")->default_value(0), "root of broadcast/reduce, sender of send-recv (a position in --ranks)")
@@ -173,6 +173,17 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     const auto positions = static_cast<long long>(members.size());
     if (root < 0 || root >= positions) throw InputError("--root: " + std::to_string(root) + " is not a position in --ranks (0 to " + std::to_string(positions - 1) + ")");
     base.root = static_cast<std::size_t>(root);
+    // Options that the operation or algorithm has no use for are refused, not ignored.
+    const bool rooted = *op == CollectiveOp::kBroadcast || *op == CollectiveOp::kReduce || *op == CollectiveOp::kSendRecv;
+    if (!vm["root"].defaulted() && !rooted) {
+      throw InputError("--root: applies to broadcast, reduce and send-recv; " + op_text + " has no root");
+    }
+    if (!vm["peer"].defaulted() && *op != CollectiveOp::kSendRecv) {
+      throw InputError("--peer: applies to send-recv only");
+    }
+    if (channels > 0 && forced.size() == 1 && forced[0] != CollectiveAlgorithm::kRing && forced[0] != CollectiveAlgorithm::kTree) {
+      throw InputError("--channels: " + std::string(algorithm_name(forced[0])) + " has no channels (ring and tree have)");
+    }
     if (*op == CollectiveOp::kSendRecv) {
       if (peer < 0 || peer >= positions || peer == root) {
         throw InputError("--peer: send-recv needs a position in --ranks other than --root");
@@ -224,7 +235,6 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         const CollectiveChoice pick = choose_algorithm(fabric, group, *op, bytes);
         // (The selector prices a rooted operation from rank 0; the row's estimate is the
         // one from --root, to --peer.)
-        const bool rooted = *op == CollectiveOp::kBroadcast || *op == CollectiveOp::kReduce || *op == CollectiveOp::kSendRecv;
         if (base.channels > 0 || rooted) runs.push_back({pick.algorithm, base.channels > 0 ? base.channels : pick.channels, std::nullopt});
         else runs.push_back({pick.algorithm, pick.channels, pick.estimate});
       } else {

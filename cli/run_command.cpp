@@ -237,6 +237,19 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     return kExitOk;
   }
   try {
+    if (a.print_scenario) {
+      // It prints the scenario and replays nothing: an option for the replay would be
+      // silently ignored.
+      const std::pair<const char*, bool> replay_only[] = {{"--strategy", a.strategy.has_value()}, {"--trace", a.trace.has_value()},
+                                                          {"--dot", a.dot.has_value()},           {"--csv", a.csv.has_value()},
+                                                          {"--links", a.links.has_value()}};
+      for (const auto& [flag, given] : replay_only) {
+        if (given) throw InputError(std::string(flag) + ": does not apply with --print-scenario, which prints the scenario and replays nothing");
+      }
+      if (a.network) {
+        throw InputError("--network: does not change what --print-scenario prints; use --set simulation.network=" + *a.network);
+      }
+    }
     check_outputs({{"trace", a.trace}, {"dot", a.dot}, {"csv", a.csv}, {"links", a.links}});
     const std::string source = a.scenario ? *a.scenario : std::string(kDefaultScenarioName);
     const std::string text = a.scenario ? read_input_file(*a.scenario, "scenario") : std::string(kDefaultScenario);

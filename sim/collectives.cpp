@@ -1310,11 +1310,10 @@ int default_tree_channels(const CollectiveGroup& group) {
 }
 
 int effective_channels(const CollectiveGroup& group, const CollectiveSpec& spec) {
-  if (spec.channels > 0) return spec.channels;
   switch (spec.algorithm) {
-    case CollectiveAlgorithm::kRing: return default_channels(group);
-    case CollectiveAlgorithm::kTree: return default_tree_channels(group);
-    default: return 1;
+    case CollectiveAlgorithm::kRing: return spec.channels > 0 ? spec.channels : default_channels(group);
+    case CollectiveAlgorithm::kTree: return spec.channels > 0 ? spec.channels : default_tree_channels(group);
+    default: return 1;  // the other algorithms have no channels
   }
 }
 

@@ -120,6 +120,22 @@ TEST_CASE("--set changes the scenario before validation") {
   CHECK(bad.status == 2);
   CHECK(bad.out.empty());
   CHECK(bad.err == "ddlsim run: cluster.nodez: unknown key (did you mean 'nodes'?)\n");
+  // It replays nothing, so an option for the replay is refused, not ignored (--strategy
+  // nope exited 0; --trace wrote no file and said nothing).
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"--strategy", "nope"}, "--strategy: does not apply with --print-scenario, which prints the scenario and replays nothing"},
+      {{"--trace", (s.dir / "x.json").string()}, "--trace: does not apply with --print-scenario, which prints the scenario and replays nothing"},
+      {{"--csv", (s.dir / "x.csv").string()}, "--csv: does not apply with --print-scenario, which prints the scenario and replays nothing"},
+      {{"--network", "analytical"}, "--network: does not change what --print-scenario prints; use --set simulation.network=analytical"},
+  };
+  for (const auto& [extra, line] : refused) {
+    std::vector<std::string> args{"run", "--print-scenario"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "ddlsim run: " + line + "\n");
+  }
 }
 
 TEST_CASE("output is byte-identical across runs") {
@@ -688,6 +704,12 @@ TEST_CASE("ddlsim collective: bad input is one line and status 2") {
       {{"--op", "send-recv", "--peer", "-1"}, "--peer: send-recv needs a position in --ranks other than --root"},
       {{"--op", "send-recv", "--peer", "0"}, "--peer: send-recv needs a position in --ranks other than --root"},
       {{"--algorithm", "halving-doubling", "--ranks", "0-5"}, "--algorithm: halving-doubling needs a power-of-two number of ranks, not 6"},
+      // Options the operation or algorithm has no use for were accepted and ignored
+      // (--channels 64 was even printed in the table of a direct all-reduce).
+      {{"--root", "3"}, "--root: applies to broadcast, reduce and send-recv; all-reduce has no root"},
+      {{"--op", "broadcast", "--peer", "3"}, "--peer: applies to send-recv only"},
+      {{"--algorithm", "direct", "--channels", "64"}, "--channels: direct has no channels (ring and tree have)"},
+      {{"--algorithm", "hierarchical", "--channels", "2"}, "--channels: hierarchical has no channels (ring and tree have)"},
   };
   for (const auto& [extra, line] : cases) {
     std::vector<std::string> args{"collective", "--preset", "dgx-h100"};
