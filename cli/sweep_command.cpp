@@ -422,6 +422,16 @@ static void check_sweep_shape(const Json& part, const std::string& path) {
         const bool number = value.is_number() && r.contains(key) && r[key].is_number();
         if (!number) throw bad(at + ": " + key + ": missing or not a " + value.type_name());
       }
+      // Every figure of a report is a time, a rate, a fraction, bytes or a count: not
+      // negative (a breakdown's share, a difference of times, may round a little below
+      // zero), and a step takes time.
+      if (!value.is_number()) continue;
+      const double x = r[key].get<double>();
+      const double least = key.rfind("breakdown.", 0) == 0 ? -1e-6 : 0.0;
+      if (!std::isfinite(x) || x < least || (key == "step_time_s" && x <= 0)) {
+        throw bad(at + ": " + key + ": " + printf_string("%g", x) + " is not a figure a sweep writes" +
+                  (key == "step_time_s" ? " (a positive time)" : " (never negative)"));
+      }
     }
   }
 }

@@ -199,6 +199,15 @@ TEST_CASE("merge: a damaged or edited part is refused with one line naming the p
        "rows: point 2: cluster.nodes: not the value the point's index gives"},
       {[](nlohmann::json& j) { j["extra"] = 1; }, "extra: not a field of a sweep part"},
       {[](nlohmann::json& j) { j["points"] = 7; }, "points: 7, where the values of vary make 6"},
+      // Figures no sweep writes (a negative or zero step, negative bytes) were merged.
+      {[](nlohmann::json& j) { j["rows"][0]["step_time_s"] = -1; },
+       "rows: point 0: step_time_s: -1 is not a figure a sweep writes (a positive time)"},
+      {[](nlohmann::json& j) { j["rows"][1]["step_time_s"] = 0; },
+       "rows: point 0: step_time_s: 0 is not a figure a sweep writes (a positive time)"},
+      {[](nlohmann::json& j) { j["rows"][0]["peak_memory_bytes"] = -3; },
+       "rows: point 0: peak_memory_bytes: -3 is not a figure a sweep writes (never negative)"},
+      {[](nlohmann::json& j) { j["rows"][2]["breakdown.compute_s"] = -0.5; },
+       "rows: point 2: breakdown.compute_s: -0.5 is not a figure a sweep writes (never negative)"},
   };
   const std::string damaged = (s.dir / "d.json").string();
   for (const auto& [edit, message] : cases) {
