@@ -118,8 +118,7 @@ void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
   (void)root.string_or("description", "");
   JsonObject cluster = root.object("cluster");
   s.cluster = read_preset_cluster(cluster, s.catalog);
-  s.cluster_title = doc["cluster"]["preset"].get<std::string>();
-  if (doc["cluster"].contains("nodes")) s.cluster_title += ", " + doc["cluster"]["nodes"].dump() + " nodes";
+  s.cluster_title = preset_cluster_title(doc["cluster"]);
   if (root.has("simulation")) {
     JsonObject sim = root.object("simulation");
     if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));

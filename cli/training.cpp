@@ -275,6 +275,13 @@ std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& 
   return out;
 }
 
+std::string preset_cluster_title(const nlohmann::json& cluster) {
+  std::string title = cluster["preset"].get<std::string>();
+  if (!cluster.contains("nodes")) return title;
+  const auto nodes = static_cast<long long>(cluster["nodes"].get<double>());
+  return title + ", " + std::to_string(nodes) + (nodes == 1 ? " node" : " nodes");
+}
+
 const char* busiest_links_note(NetworkModelKind network) {
   return network == NetworkModelKind::kAnalytical
              ? "; links between switches left out: the analytical model times them as balanced, --links lists them"
@@ -323,8 +330,7 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   s.description = root.string_or("description", "");
   JsonObject cluster = root.object("cluster");
   s.cluster = read_preset_cluster(cluster, s.catalog);
-  s.cluster_title = doc["cluster"]["preset"].get<std::string>();
-  if (doc["cluster"].contains("nodes")) s.cluster_title += ", " + doc["cluster"]["nodes"].dump() + " nodes";
+  s.cluster_title = preset_cluster_title(doc["cluster"]);
   JsonObject w = root.object("workload");
   read_model(w, base_dir, doc.at("workload"), s);
   JsonArray list = root.array("strategies");

@@ -1085,6 +1085,14 @@ TEST_CASE("training scenarios: a whole-valued number is an integer in lists too"
   REQUIRE(a.status == 0);
   CHECK(b.status == 0);
   CHECK(b.out == a.out);
+  // The cluster's title says the node count as read: 4.0 nodes is 4 (it echoed "4.0
+  // nodes"), and one is one node.
+  const auto four = ddlsim_cmd({"run", f, "--strategy", "dp", "--json", "--set", "cluster.nodes=4.0"});
+  REQUIRE(four.status == 0);
+  CHECK(nlohmann::json::parse(four.out).at("cluster") == "dgx-a100, 4 nodes");
+  const auto one = ddlsim_cmd({"run", f, "--strategy", "dp", "--json", "--set", "cluster.nodes=1"});
+  REQUIRE(one.status == 0);
+  CHECK(nlohmann::json::parse(one.out).at("cluster") == "dgx-a100, 1 node");
 }
 
 TEST_CASE("training scenarios: a micro-batch's tensors stay within what the workload command models") {
