@@ -162,6 +162,9 @@ void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, st
     if (c.suite != suite) {
       suite = c.suite;
       out << suite << ":\n";
+      char head[96];
+      std::snprintf(head, sizeof head, "%10s %10s %-4s %8s\n", "measured", "predicted", "unit", "error");
+      out << "     #  " << padded("model", 28) << " " << padded("case", 64) << " " << head;
     }
     char index[16];
     std::snprintf(index, sizeof index, "  %4d  ", c.index);

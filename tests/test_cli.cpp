@@ -1170,6 +1170,9 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   auto r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", rec, "--jobs", "1"});
   REQUIRE(r.status == 0);
   CHECK(r.out.find("nccl           all ") != std::string::npos);
+  // The cases' columns are named (which figure is measured, which predicted).
+  CHECK(r.out.rfind("nccl:\n     #  model ", 0) == 0);
+  CHECK(r.out.find("  measured  predicted unit    error\n     1  ") != std::string::npos);
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec, "--jobs", "2"});
   CHECK(r.status == 0);
   nlohmann::json j = nlohmann::json::parse(std::ifstream(rec));
