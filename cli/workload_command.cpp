@@ -15,6 +15,7 @@
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 #include "topology/catalog.hpp"
+#include "topology/presets.hpp"
 #include "workloads/model_workload.hpp"
 #include "workloads/presets.hpp"
 
@@ -199,7 +200,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       ("attention", po::value<std::string>()->value_name("KIND"),
        "plain (separate scores, softmax, context) or flash (fused); default: the model's")
       ("device", po::value<std::string>()->value_name("ID")->default_value("h100-sxm"),
-       "the catalog accelerator to predict times on")
+       "the catalog accelerator to predict times on (with a scenario file: its cluster's accelerator unless given)")
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
       ("calibration", po::value<std::string>()->value_name("FILE"), "measured GEMM throughputs for --device")
       ("compare", po::value<std::string>()->value_name("FILE"),
@@ -241,7 +242,23 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       o.flash_attention = a == "flash";
     }
     const Catalog catalog = load_catalog(vm);
-    ComputeModel model(catalog.accelerator(vm["device"].as<std::string>()));
+    // A scenario's own accelerator unless --device names one (its cluster's preset, or
+    // the accelerator it puts in it).
+    std::string device = vm["device"].as<std::string>();
+    if (vm.count("scenario") && vm["device"].defaulted()) {
+      const std::string file = vm["scenario"].as<std::string>();
+      const nlohmann::json doc = parse_json(read_input_file(file, "scenario"), file);
+      if (doc.is_object() && doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("preset")) {
+        try {
+          JsonObject cluster(doc["cluster"], "cluster");
+          const Cluster c = read_preset_cluster(cluster, catalog);
+          if (!c.accelerators().empty()) device = c.node(c.accelerators()[0]).model;
+        } catch (const InputError& e) {
+          throw InputError(file + ": " + e.what());
+        }
+      }
+    }
+    ComputeModel model(catalog.accelerator(device));
     if (vm.count("calibration")) {
       const std::string path = vm["calibration"].as<std::string>();
       model.calibrate(parse_json(read_input_file(path, "calibration"), path), path);

@@ -921,6 +921,21 @@ TEST_CASE("ddlsim workload reads a scenario whose workload names a model; ddlsim
   r = ddlsim_cmd({"workload", s.write("c.json", kSmall)});
   CHECK(r.status == 2);
   CHECK(r.err.find("workload.model: the synthetic model has no operators to describe") != std::string::npos);
+  // A scenario on a preset cluster is priced on its cluster's accelerator (it was
+  // h100-sxm, the default for --preset, whatever the cluster): DGX A100s, or the
+  // accelerator the cluster puts in them; --device still overrides.
+  const std::string dgx = s.write("d.json", R"({"name": "x", "cluster": {"preset": "dgx-a100"},
+    "workload": {"model": "llama3-8b", "batch": 2, "seq": 1024}, "strategies": [{"name": "dp", "global_batch": 8}]})");
+  const auto device = [&](std::vector<std::string> args) {
+    const auto run = ddlsim_cmd(args);
+    REQUIRE(run.status == 0);
+    return nlohmann::json::parse(run.out).at("device").get<std::string>();
+  };
+  CHECK(device({"workload", dgx, "--json"}) == "a100-80gb");
+  CHECK(device({"workload", dgx, "--json", "--device", "h100-sxm"}) == "h100-sxm");
+  const std::string swapped = s.write("e.json", R"({"name": "x", "cluster": {"preset": "dgx-a100", "accelerator": "a100-40gb"},
+    "workload": {"model": "llama3-8b", "batch": 2, "seq": 1024}, "strategies": [{"name": "dp", "global_batch": 8}]})");
+  CHECK(device({"workload", swapped, "--json"}) == "a100-40gb");
 }
 
 namespace {
