@@ -155,7 +155,7 @@ const LinkId* NetworkFabric::store(const LinkId* links, std::uint32_t count, std
   }
   LinkId* at = block_next_;
   at[0] = LinkId((hops << kCountBits) | count);
-  std::copy_n(links, n - 1, at + 1);
+  if (n > 1) std::copy_n(links, n - 1, at + 1);  // (links is null for a node's route to itself)
   block_next_ += n;
   block_left_ -= n;
   return at;
