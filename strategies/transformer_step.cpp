@@ -40,6 +40,13 @@ class StepLowering {
     dpl_ = priced_ && in_.fold_replicas && replicas_identical() ? 1 : p_.dp;
     out_.lowered_replicas = dpl_;
     out_.priced_link_bytes.assign(in_.fabric->cluster().link_count(), 0.0);
+    out_.counted_transfers = micro_batch_transfers();
+    if (out_.counted_transfers > static_cast<double>(in_.max_transfers)) {
+      throw TooLargeError("the step needs about " + std::to_string(static_cast<long long>(out_.counted_transfers)) +
+                          " transfers on the network model (pipeline sends and ZeRO collectives of " +
+                          std::to_string(mb_) + (mb_ == 1 ? " micro-batch" : " micro-batches") + "), more than the limit of " +
+                          std::to_string(in_.max_transfers) + " it can replay in memory; " + way_out());
+    }
     make_resources();
     out_.last_backward.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
@@ -197,8 +204,50 @@ class StepLowering {
     throw TooLargeError("the step needs more than " + std::to_string(in_.max_transfers) +
                      " transfers on the network model (" + std::to_string(out_.transfers) + " so far; one " +
                      std::string(what) + " over " + std::to_string(ranks) + " ranks adds " + std::to_string(more) +
-                     "), beyond what it can replay in memory; use --network analytical (collectives priced, "
-                     "replicas folded) or fewer accelerators");
+                     "), beyond what it can replay in memory; " + way_out());
+  }
+  std::string way_out() const {
+    if (in_.network == NetworkModelKind::kAnalytical && priced_) return "use fewer micro-batches or pipeline stages";
+    return "use --network analytical (collectives priced, replicas folded), fewer micro-batches or fewer accelerators";
+  }
+
+  // The transfers that the pipeline sends and the ZeRO collectives of every micro-batch
+  // will add (what lower_program lowers; a collective's transfers as collective_transfer_count
+  // gives them for the algorithm it will run), counted before anything is built. A
+  // double: the product can pass 2^64 for absurd plans.
+  double micro_batch_transfers() {
+    std::uint64_t per = 0;  // per micro-batch
+    if (p_.pp > 1) per += static_cast<std::uint64_t>(dpl_) * 2 * static_cast<std::uint64_t>(stages_ - 1) * p_.tp;
+    for (int s = 0; s < stages_ && scatters_; ++s) {
+      const int i = s % p_.pp;
+      for (const bool forward : {true, false}) {
+        for (const Unit& u : units(s, forward)) {
+          if (zero3_) per += zero3_transfers(i, true, u.params * weight_bytes(m_.dtype));
+          if (!forward) per += zero3_transfers(i, false, u.params * reduced_gradient_bytes(p_, m_.dtype));
+        }
+      }
+    }
+    return static_cast<double>(per) * mb_;
+  }
+  // What zero3_collective adds for one key: per tp rank, a gather or scatter in each
+  // shard group, then for hybrid-sharded scatters an all-reduce per shard position.
+  std::uint64_t zero3_transfers(int i, bool gather, double bytes) {
+    const int s = shard_size(p_), groups = p_.dp / s;
+    std::uint64_t n = 0;
+    for (int k = 0; k < p_.tp; ++k) {
+      for (int gi = 0; gi < groups; ++gi) {
+        n += choice_transfers(choice(i, k, gather ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter, bytes,
+                                     groups > 1 ? 2 * gi : kAllRanks));
+      }
+      for (int j = 0; j < s && groups > 1 && !gather; ++j) {
+        n += choice_transfers(choice(i, k, CollectiveOp::kAllReduce, bytes / s, 2 * j + 1));
+      }
+    }
+    return n;
+  }
+  std::uint64_t choice_transfers(const Choice& ch) const {
+    if (priced_) return 0;
+    return collective_transfer_count(ch.group, ch.spec, in_.network == NetworkModelKind::kAnalytical);
   }
 
   // A compute task after `after` (and `also`, when valid).
@@ -669,16 +718,20 @@ class StepLowering {
   }
 
   LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes, int comm) {
-    const auto key = std::make_tuple(i, k, op, bytes, comm);
     // The first device (dp 0, stage 0, tp rank 0) is in every communicator that holds dp rank 0.
     const bool first_device = i == 0 && k == 0 && (comm == kAllRanks || comm == 0 || comm == 1);
+    return run_choice(choice(i, k, op, bytes, comm), op_name(op), first_device);
+  }
+  // The algorithm (and priced cost) of that collective, chosen once.
+  const Choice& choice(int i, int k, CollectiveOp op, double bytes, int comm) {
+    const auto key = std::make_tuple(i, k, op, bytes, comm);
     auto it = dp_choice_.find(key);
     if (it == dp_choice_.end()) {
       std::vector<NodeId> ranks;
       for (int d : dp_members(comm)) ranks.push_back(node(rank(d, i, k)));
       it = dp_choice_.emplace(key, choose(ranks, op, bytes)).first;
     }
-    return run_choice(it->second, op_name(op), first_device);
+    return it->second;
   }
 
   // The algorithm for `op` on `bytes` over these ranks; priced, the analytical model's

@@ -66,8 +66,9 @@ struct TrainingStepInputs {
   bool stream_rings = true;
   // The most transfers the lowering may add (pipeline sends and unpriced collectives):
   // past it lower_training_step throws TooLargeError before the task graph and the flow
-  // network's state outgrow memory (20 million: about 1.5 GB of graph). Priced
-  // collectives (the analytical network) add none.
+  // network's state outgrow memory (20 million: about 1.5 GB of graph), and before
+  // building anything when the transfers of every micro-batch, counted first, are past
+  // it. Priced collectives (the analytical network) add none.
   std::uint64_t max_transfers = 20'000'000;
   // The most compute tasks (plan_size_problem's estimate) a plan may need: past it
   // lower_training_step throws TooLargeError before building anything.
@@ -98,6 +99,10 @@ struct LoweredTrainingStep {
   const NetworkModel* network_model = nullptr;  // resources[network], for its per-link bytes
   std::uint64_t tp_collectives = 0;  // priced analytically
   std::uint64_t transfers = 0;       // replayed on the network model (pipeline and data-parallel)
+  // Of them, counted before the graph is built (checked against max_transfers up front):
+  // the pipeline sends and the ZeRO collectives of every micro-batch, all but the
+  // step's closing gradient and weight collectives.
+  double counted_transfers = 0;
   std::uint64_t priced_collectives = 0;  // data-parallel collectives run as one priced task
   int lowered_replicas = 1;          // data-parallel replicas in the graph (dp, or 1 when folded)
   // Bytes per link (by LinkId) of the traffic that is not replayed as transfers (priced

@@ -816,6 +816,58 @@ TEST_CASE("a step with more transfers than the flow network can hold is refused 
   CHECK(rig.lower(m, p, NetworkModelKind::kAnalytical, true, 10).transfers == 0);
 }
 
+TEST_CASE("the transfers of every micro-batch are counted before the step is built") {
+  // Expected: the pipeline sends and the ZeRO collectives of each micro-batch are counted
+  // up front (LoweredTrainingStep::counted_transfers): pp 4 x tp 2 over 8 micro-batches
+  // sends 8 x 2 ways x 3 stage boundaries x 2 tp ranks = 96 transfers, and only the
+  // closing sum of the tied embedding's gradients (first and last stage) adds more; ZeRO-3 (with and without hybrid sharding) lowers nothing outside its
+  // per-micro-batch gathers and scatters, so the count is the whole; ZeRO-1 over 2
+  // stages adds its closing reduce-scatter and gather on top. A limit under the count
+  // is refused before anything is built; the count itself is admitted.
+  StepRig rig("dgx-h100", 2);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  ParallelPlan pipe;
+  pipe.pp = 4;
+  pipe.tp = 2;
+  pipe.global_batch = 8;
+  const LoweredTrainingStep s = rig.lower(m, pipe);
+  CHECK(s.counted_transfers == 96.0);
+  CHECK(s.transfers > 96);
+  pipe.pp = 1;  // no stages, nothing tied across them
+  CHECK(rig.lower(m, pipe).transfers == 0);
+  ParallelPlan z3 = zero3_on_8();
+  z3.dp = 16;
+  z3.global_batch = 32;
+  ParallelPlan hybrid = z3;
+  hybrid.shard = 8;
+  ParallelPlan z1;
+  z1.dp = 8;
+  z1.pp = 2;
+  z1.global_batch = 32;
+  z1.dp_mode = DataParallelMode::kZero1;
+  for (const ParallelPlan* p : {&z3, &hybrid, &z1}) {
+    CAPTURE(p->shard);
+    CAPTURE(p->pp);
+    const LoweredTrainingStep full = rig.lower(m, *p);
+    REQUIRE(full.counted_transfers > 0);
+    if (p->dp_mode == DataParallelMode::kZero3) CHECK(full.counted_transfers == static_cast<double>(full.transfers));
+    else CHECK(full.counted_transfers < static_cast<double>(full.transfers));
+    const auto counted = static_cast<std::uint64_t>(full.counted_transfers);
+    try {
+      (void)rig.lower(m, *p, NetworkModelKind::kFlow, true, counted - 1);
+      FAIL("no error");
+    } catch (const TooLargeError& e) {
+      CHECK(std::string(e.what()) == "the step needs about " + std::to_string(counted) +
+                                         " transfers on the network model (pipeline sends and ZeRO collectives of " +
+                                         std::to_string(p->micro_batches()) + " micro-batches), more than the limit of " +
+                                         std::to_string(counted - 1) +
+                                         " it can replay in memory; use --network analytical (collectives priced, "
+                                         "replicas folded), fewer micro-batches or fewer accelerators");
+    }
+    CHECK(rig.lower(m, *p, NetworkModelKind::kFlow, true, full.transfers).transfers == full.transfers);
+  }
+}
+
 TEST_CASE("data parallelism sends 2(d-1)/d of the gradient bytes per device") {
   // Expected: dp 8 on one DGX H100, one bucket: each device sends 2(d-1)/d x 2 bytes x
   // its parameters (ring or halving-doubling alike).
