@@ -50,9 +50,10 @@ Printed: every case of the suites with at most 100 cases (--cases: all), numbere
 within its suite, measured, predicted and the error; then per suite and model (or run,
 or kind of point): cases, mean and worst absolute percentage error, and Kendall's tau-b
 between predicted and measured figures among the strategies of one model on one GPU
-count and batch (1 = same order, -1 = reversed; - where no two cases compare or all pairs tie). --csv writes every case,
-with, for a replayed training step, where it goes (compute, exposed tp/pp/dp/other
-communication, bubble; seconds) and the fullest device's peak memory (GiB).
+count and batch (1 = same order, -1 = reversed; - where no two cases compare or all
+pairs tie). --csv writes every case, with, for a replayed training step, where it goes
+(compute, exposed tp/pp/dp/other communication, bubble; seconds) and the fullest
+device's peak memory (GiB).
 
 --case N (with --suite or --measured) prints what reproduces one case outside
 validate and replays nothing: a training case's scenario as JSON (the cluster, the
