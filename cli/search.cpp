@@ -103,7 +103,10 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
     c.plan.name = "grid-" + std::to_string(++tried);  // its rank among the estimates tried
     if (replay(std::move(c))) ++taken;
   }
+  // Plans that fit in memory first (a baseline the memory model says does not fit is
+  // replayed, and shown, but is never the best while one that fits was found).
   std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
+    if (a.report.fits_in_memory != b.report.fits_in_memory) return a.report.fits_in_memory;
     return a.report.step_time_s < b.report.step_time_s;
   });
   return out;

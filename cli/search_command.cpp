@@ -272,7 +272,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       out << line;
     }
     out << "\nbest: " << describe_plan(best.plan) << " (" << best.plan.name << "), " << best.report.step_time_s
-        << " s per step\n      " << plan_json(best.plan, "search-best").dump() << "\n";
+        << " s per step" << (best.report.fits_in_memory ? "" : ", OUT OF MEMORY: no plan replayed fits")
+        << "\n      " << plan_json(best.plan, "search-best").dump() << "\n";
     line = printf_string(
                   "\ngrid: %zu plans enumerated, %zu pruned by the memory model, %zu estimated, %zu replayed "
                   "(%zu baselines)\n",

@@ -1641,6 +1641,44 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
   CHECK(r.err == "ddlsim search: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");
 }
 
+
+TEST_CASE("search: plans that fit in memory rank before faster ones that do not") {
+  // Expected: the default scenario's strategies on Llama 3 8B (32 A100s of 80 GB) keep
+  // whole replicas of its 8 billion weights; plain data parallelism and ZeRO-3 at 4
+  // sequences per micro-batch are faster than every grid plan but need more than 80 GB
+  // (as the memory model prices them), so they are shown after the plans that fit, and
+  // the best plan, the one --out writes, fits. (They ranked first, and --out wrote
+  // ZeRO-3, until the thirty-sixth session.)
+  Scratch s;
+  const std::string best = (s.dir / "best.json").string();
+  auto r = ddlsim_cmd({"search", "--set", "workload.model=llama3-8b", "--json", "--replay", "3", "--out", best});
+  REQUIRE(r.status == 0);
+  const auto ranked = nlohmann::json::parse(r.out).at("ranked");
+  bool oom_seen = false, oom_faster = false;
+  double fastest_fit = 1e300;
+  for (const auto& e : ranked) {
+    const bool fits = e.at("fits_in_memory").get<bool>();
+    CHECK(!(fits && oom_seen));  // no plan that fits after one that does not
+    if (fits) fastest_fit = std::min(fastest_fit, e.at("step_time_s").get<double>());
+    if (!fits) {
+      oom_seen = true;
+      oom_faster = oom_faster || e.at("step_time_s").get<double>() < fastest_fit;
+    }
+  }
+  CHECK(oom_seen);
+  CHECK(oom_faster);  // the case the order matters for
+  CHECK(ranked.at(0).at("fits_in_memory").get<bool>());
+  const auto written = nlohmann::json::parse(std::ifstream(best)).at("strategies").at(0);
+  CHECK(written.at("dp") == ranked.at(0).at("dp"));
+  CHECK(written.at("micro_batch") == ranked.at(0).at("micro_batch"));
+  CHECK(written.at("zero") == ranked.at(0).at("zero"));
+  r = ddlsim_cmd({"search", "--set", "workload.model=llama3-8b", "--replay", "3"});
+  CHECK(r.out.find(", OUT OF MEMORY: no plan replayed fits") == std::string::npos);
+  // Llama 3 405B: every grid plan is pruned and no baseline fits; the best says so.
+  r = ddlsim_cmd({"search", "--set", "workload.model=llama3-405b"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find(" s per step, OUT OF MEMORY: no plan replayed fits\n") != std::string::npos);
+}
 TEST_CASE("search: a baseline's rank order and overlap settings survive in its ranked entry") {
   // Expected: the scenario's tp-pp strategy, given the Megatron rank order (tp, dp, pp),
   // overlapping sends and no overlapped gradient reduction, is listed among the ranked
