@@ -64,7 +64,7 @@ case's 'ddlsim collective' command. --network puts that network model in it.
 --measured FILE.csv replays your own measurements instead of the suites: a header
 scenario_file,strategy,measured_step_s, then a row per measured step (a training
 scenario's file, relative to the CSV's folder; the name of one of its strategies; the
-seconds per step you measured). They are printed and tabled like a suite, "measured",
+seconds per step you measured, 1e-6 to 1e7). They are printed and tabled like a suite, "measured",
 one model per scenario file, Kendall's tau among the strategies measured on one file;
 --csv, --json, --record, --check and --case work on them as on the suites.
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -303,8 +304,11 @@ std::vector<ValidationCase> measured_cases(const std::string& path) {
   for (const CsvRow& row : csv_rows(text, path, {"scenario_file", "strategy", "measured_step_s"})) {
     const std::string where = path + ":" + std::to_string(row.line);
     const std::vector<std::string>& f = row.fields;
+    // From a microsecond to about 116 days: outside that, a misplaced unit, not a step.
     const std::optional<double> measured = positive_number(f[2]);
-    if (!measured) throw InputError(where + ": measured_step_s: expected a positive number of seconds, got '" + f[2] + "'");
+    if (!measured || *measured < 1e-6 || *measured > 1e7) {
+      throw InputError(where + ": measured_step_s: expected seconds from 1e-06 to 1e+07, got '" + f[2] + "'");
+    }
     if (f[0].empty()) throw InputError(where + ": scenario_file: expected a file name, got ''");
     const std::filesystem::path file = std::filesystem::path(f[0]).is_absolute() ? std::filesystem::path(f[0]) : folder / f[0];
     ValidationCase c;
@@ -490,6 +494,11 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
   return ordered;
 }
 
+// The largest error a record may hold: anything --record writes (a prediction of
+// hours over a measured step of a microsecond is an error of 1e10), so that a record
+// is never refused by the check it was written for.
+constexpr double kMaxRecordedError = std::numeric_limits<double>::infinity();
+
 std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,
                                               const std::string& path) {
   if (!recorded.is_object()) throw InputError(path + ": expected an object of suites");
@@ -505,8 +514,8 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
     if (!models.is_object()) throw InputError(path + ": " + suite + ": expected an object of models, got " + shown(models));
     for (const auto& [model, figures] : models.items()) {
       JsonObject e(figures, path + ": " + suite + "." + model);
-      (void)e.number("mean_abs_error", -1.0, 1e6);
-      (void)e.number("worst_abs_error", -1.0, 1e6);
+      (void)e.number("mean_abs_error", 0.0, kMaxRecordedError);
+      (void)e.number("worst_abs_error", 0.0, kMaxRecordedError);
       for (const char* key : {"cases", "refused", "pairs"}) {
         if (e.has(key)) (void)e.number(key, 0.0, 1e12);
       }
@@ -525,7 +534,7 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
     }
     JsonObject r(recorded[a.suite][a.model], path + ": " + a.suite + "." + a.model);
     auto worse = [&](const char* field, double now, bool lower_is_better) {
-      const double was = r.number(field, -1.0, 1e6);
+      const double was = r.number(field, -1.0, kMaxRecordedError);
       if (lower_is_better ? now > was + kSlack : now < was - kSlack) {
         char buf[256];
         std::snprintf(buf, sizeof buf, "%s / %s: %s is %.4f, recorded %.4f in %s", a.suite.c_str(), a.model.c_str(),

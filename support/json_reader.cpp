@@ -242,7 +242,8 @@ double JsonObject::number(const std::string& key, double lo, double hi) {
   const double d = v.is_number() ? v.get<double>() : 0.0;
   if (!v.is_number() || !(d >= lo && d <= hi)) {
     char range[96];
-    std::snprintf(range, sizeof range, "a number from %g to %g", lo, hi);
+    if (std::isinf(hi)) std::snprintf(range, sizeof range, "a number of at least %g", lo);
+    else std::snprintf(range, sizeof range, "a number from %g to %g", lo, hi);
     fail(key, range);
   }
   return d;

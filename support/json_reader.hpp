@@ -52,7 +52,8 @@ class JsonObject {
   std::string name(const std::string& key);
   std::int64_t positive_int(const std::string& key);
   /// A finite number from lo to hi inclusive. Every physical quantity has such a range,
-  /// so that no input can overflow a simulated time to infinity.
+  /// so that no input can overflow a simulated time to infinity. (hi = infinity: any
+  /// finite number from lo, for figures that are no physical quantity.)
   double number(const std::string& key, double lo, double hi);
   bool boolean(const std::string& key);
   /// A string that must be one of `choices`.
