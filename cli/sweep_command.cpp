@@ -591,6 +591,16 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     }
     check_outputs(vm, {"csv", "json"});
     const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    // Every point sets what --vary names, over --set: a --set of it (or inside it) would
+    // be dropped without a word.
+    for (const std::string& e : sets) {
+      const std::string path = e.substr(0, e.find('='));
+      for (const std::string& v : paths) {
+        if (path == v || path.rfind(v + ".", 0) == 0) {
+          throw InputError("--set " + path + ": --vary " + v + " sets it at every point; give its value in --vary");
+        }
+      }
+    }
     const std::optional<std::string> file =
         vm.count("scenario") ? std::optional<std::string>(vm["scenario"].as<std::string>()) : std::nullopt;
     // The scenario as given (with --set) must be valid on its own; the points may not be.

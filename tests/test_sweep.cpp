@@ -241,6 +241,11 @@ TEST_CASE("sweep: bad input is one line, exit status 2, no file") {
       {{"sweep", f, "--vary", "cluster.nodes=1,,2", "--csv", out}, "--vary cluster.nodes: an empty value in '1,,2'"},
       {{"sweep", f, "--vary", "cluster.dims=[1,2", "--csv", out}, "--vary cluster.dims: unbalanced quotes or brackets in '[1,2'"},
       {{"sweep", f, "--vary", "cluster.nodes=1", "--vary", "cluster.nodes=2", "--csv", out}, "--vary cluster.nodes: given twice"},
+      // --set of what --vary sets at every point was dropped without a word
+      {{"sweep", f, "--vary", "cluster.nodes=1", "--set", "cluster.nodes=2", "--csv", out},
+       "--set cluster.nodes: --vary cluster.nodes sets it at every point; give its value in --vary"},
+      {{"sweep", f, "--vary", "strategies.0=1", "--set", "strategies.0.tp=2", "--csv", out},
+       "--set strategies.0.tp: --vary strategies.0 sets it at every point; give its value in --vary"},
       {{"sweep", f, "--vary", "status=1,2", "--csv", out}, "--vary status: not a scenario field (it names an output column)"},
       {{"sweep", f, "--vary", "cluster.nodes=1", "--shard", "3/2", "--json", out}, "--shard: expected K/N with 1 <= K <= N <= 100000, got '3/2'"},
       {{"sweep", f, "--vary", "cluster.nodes=1", "--shard", "1/2", "--csv", out}, "--shard: give --json PART.json too; 'ddlsim merge' joins the parts from their JSON"},
