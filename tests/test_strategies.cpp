@@ -820,9 +820,10 @@ TEST_CASE("the transfers of every micro-batch are counted before the step is bui
   // Expected: the pipeline sends and the ZeRO collectives of each micro-batch are counted
   // up front (LoweredTrainingStep::counted_transfers): pp 4 x tp 2 over 8 micro-batches
   // sends 8 x 2 ways x 3 stage boundaries x 2 tp ranks = 96 transfers, and only the
-  // closing sum of the tied embedding's gradients (first and last stage) adds more; ZeRO-3 (with and without hybrid sharding) lowers nothing outside its
-  // per-micro-batch gathers and scatters, so the count is the whole; ZeRO-1 over 2
-  // stages adds its closing reduce-scatter and gather on top. A limit under the count
+  // closing sum of the tied embedding's gradients (first and last stage) adds more;
+  // ZeRO-3 (with and without hybrid sharding) lowers nothing outside its per-micro-batch
+  // gathers and scatters, so the count is the whole; ZeRO-1 over 2 stages adds its
+  // closing reduce-scatter and gather on top. A limit under the count
   // is refused before anything is built; the count itself is admitted.
   StepRig rig("dgx-h100", 2);
   const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
