@@ -154,7 +154,9 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     if (!(factor > 1.0 && factor <= 1024.0)) throw InputError("--stepfactor: expected a number above 1 and at most 1024");
     const int chunks = vm["chunks"].as<int>(), channels = vm["channels"].as<int>();
     if (chunks < 0 || chunks > 4096) throw InputError("--chunks: expected 0 (automatic) to 4096");
-    if (channels < 0 || channels > 64) throw InputError("--channels: expected 0 (automatic) to 64");
+    if (channels < 0 || channels > kMaxChannels) {
+      throw InputError("--channels: expected 0 (automatic) to " + std::to_string(kMaxChannels) + " (NCCL's most)");
+    }
 
     LoadedCluster loaded = load_cluster(vm);
     NetworkFabric fabric(loaded.cluster, loaded.catalog);

@@ -269,9 +269,14 @@ std::vector<std::size_t> torus_used_dims(const std::vector<int>& dims);
 /// and a 2-chip ring and its reverse are the same two transfers.
 int torus_ways(const CollectiveGroup& group);
 
+/// NCCL's MAXCHANNELS (src/include/device.h since 2.2x): no collective runs on more
+/// channels, automatic or asked for.
+inline constexpr int kMaxChannels = 64;
+
 /// The default channel count for ring algorithms on this group: the ranks per scale-up
 /// domain when the group spans several domains (one ring leaves a domain through each
-/// rank's scale-out link), else the domain's direct rings (domain_rings) or 1.
+/// rank's scale-out link), at most kMaxChannels (a TPU pod's 4,096 chips leave through
+/// 64 of them), else the domain's direct rings (domain_rings) or 1.
 int default_channels(const CollectiveGroup& group);
 
 /// spec.channels, or when 0: default_channels for ring, default_tree_channels for tree,

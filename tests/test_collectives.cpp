@@ -372,6 +372,33 @@ TEST_CASE("a ring along a torus dimension runs both ways") {
         Approx(expected).epsilon(0.01));
 }
 
+TEST_CASE("automatic channels stop at NCCL's 64") {
+  // Expected: a ring over two TPU v4 slices of 128 chips each (two scale-up domains) would
+  // take a channel per chip of a domain, 128; NCCL runs at most MAXCHANNELS = 64, so 64
+  // rings (and 64 trees), not 128 (on two pods of 3,072 chips, 3,072 rings of 6,144
+  // ranks each outgrew 24 GB). Two DGX A100 servers keep a channel per GPU, 8 (and 8 trees).
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.dims = std::vector<int>{4, 4, 8};
+  o.pods = 2;
+  const Cluster tpu = build_preset(cat, "tpu-v4-pod", o);
+  NetworkFabric f(tpu, cat);
+  const CollectiveGroup g = CollectiveGroup::of(f);
+  REQUIRE(g.by_domain().size() == 2);
+  REQUIRE(g.by_domain()[0].size() == 128);
+  CHECK(kMaxChannels == 64);
+  CHECK(default_channels(g) == 64);
+  CHECK(default_tree_channels(g) == 64);
+  CHECK(ring_orders(g, default_channels(g)).size() == 64);
+  PresetOptions two;
+  two.nodes = 2;
+  const Cluster dgx = build_preset(cat, "dgx-a100", two);
+  NetworkFabric fd(dgx, cat);
+  const CollectiveGroup gd = CollectiveGroup::of(fd);
+  CHECK(default_channels(gd) == 8);
+  CHECK(default_tree_channels(gd) == 8);
+}
+
 TEST_CASE("the transfer count matches what lowering adds") {
   Cluster c = star_cluster(8, 1e9, 1e-6);
   NetworkFabric f = line_rate(c);
