@@ -51,15 +51,29 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   const std::size_t devices = s.cluster.accelerators().size();
   const std::vector<ParallelPlan> grid = grid_plans(s.model, devices, o.space);
   out.enumerated = grid.size();
+  if (grid.empty()) out.empty_reason = empty_grid_reason(s.model, devices, o.space);
   const AcceleratorSpec& acc = s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
   const ComputeModel compute(acc);
   NetworkFabric fabric(s.cluster, s.catalog);
-  std::vector<SearchCandidate> estimated;
+  const auto spent = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  std::vector<const ParallelPlan*> fitting;
   for (const ParallelPlan& p : grid) {
     if (plan_peak_memory(p, s.model) > acc.memory.value()) {
       ++out.pruned;
       continue;
     }
+    fitting.push_back(&p);
+  }
+  out.fitting = fitting.size();
+  std::vector<SearchCandidate> estimated;
+  for (const ParallelPlan* plan : fitting) {
+    // Estimates on thousands of accelerators take a while each: the budget covers them.
+    if (spent() > o.budget_s) {
+      out.out_of_budget = true;
+      break;
+    }
+    if (o.progress) o.progress(true, estimated.size(), fitting.size());
+    const ParallelPlan& p = *plan;
     estimated.push_back(SearchCandidate{p, false, estimate_step(s.model, p, fabric, compute), {}});
     if (out.convergence.empty() || estimated.back().estimate_s < out.convergence.back().second) {
       out.convergence.emplace_back(estimated.size(), estimated.back().estimate_s);
@@ -79,8 +93,9 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   }
   out.baselines = baselines.size();
   const std::size_t wanted = std::min(estimated.size(), static_cast<std::size_t>(o.replays));
+  out.wanted = std::min(out.fitting, static_cast<std::size_t>(o.replays));
   const auto replay = [&](SearchCandidate c) {
-    if (o.progress) o.progress(out.ranked.size(), out.baselines + wanted);
+    if (o.progress) o.progress(false, out.ranked.size(), out.baselines + wanted);
     try {
       c.report = run_training_strategy(s, TrainingStrategy{c.plan});
     } catch (const TooLargeError& e) {
@@ -94,8 +109,10 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   for (SearchCandidate& c : baselines) replay(std::move(c));
   std::size_t taken = 0, tried = 0;
   for (std::size_t i = 0; i < estimated.size() && taken < wanted; ++i) {
-    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (spent > o.budget_s) break;
+    if (spent() > o.budget_s) {
+      out.out_of_budget = true;
+      break;
+    }
     bool known = false;
     for (const SearchCandidate& b : baselines) known = known || same_plan(b.plan, estimated[i].plan);
     if (known) continue;

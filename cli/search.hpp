@@ -17,8 +17,9 @@ namespace ddlsim {
 struct SearchOptions {
   SearchSpace space;              // its global_batch must be set
   int replays = 8;                // grid plans to replay, best estimates first
-  double budget_s = 1e300;        // stop replaying grid plans after this long
-  std::function<void(std::size_t done, std::size_t total)> progress;  // optional
+  double budget_s = 1e300;        // stop estimating, then replaying, grid plans after this long (s)
+  // Optional: called before each estimate (estimating) and each replay (!estimating).
+  std::function<void(bool estimating, std::size_t done, std::size_t total)> progress;
 };
 
 struct SearchCandidate {
@@ -30,6 +31,10 @@ struct SearchCandidate {
 
 struct SearchResult {
   std::size_t enumerated = 0, pruned = 0, estimated = 0, baselines = 0;
+  std::size_t fitting = 0;        // plans the memory model kept: estimated unless the budget ran out
+  std::size_t wanted = 0;         // grid plans to replay: --replay, or fewer when fewer fit
+  std::string empty_reason;        // why the grid has no plan (empty_grid_reason), when it has none
+  bool out_of_budget = false;     // budget_s ran out before every fitting plan was estimated or wanted one replayed
   std::size_t too_large = 0;      // plans skipped: their replay would outgrow memory
   std::string too_large_reason;   // the first such plan's name and why
   std::vector<SearchCandidate> ranked;  // replayed, fastest first (ties: baselines, then grid order)

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -62,7 +63,8 @@ replayed step time.
 
 Prints the replayed plans ranked by step time (plans that fit in memory first, each
 with its estimate, so the cost model's error shows), the best plan, and how many plans
-were enumerated, pruned, estimated and replayed; the search time goes to stderr (stdout
+were enumerated, pruned, estimated and replayed (why none were enumerated, and how far
+the search got when --budget ran out); the search time goes to stderr (stdout
 is the same for the same input, unless --budget cuts the search short). --out writes
 the scenario with the best plan as its first strategy ("search-best"), ready for
 'ddlsim run'.
@@ -87,7 +89,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       ("global-batch", po::value<std::int64_t>()->value_name("N"), "sequences per step (default: the first strategy's)")
       ("replay", po::value<int>()->value_name("N")->default_value(8), "replay the N plans with the best estimates")
       ("top", po::value<int>()->value_name("K")->default_value(10), "print the K best replayed plans")
-      ("budget", po::value<double>()->value_name("SECONDS"), "grid: stop replaying, mcmc: stop proposing, after this long")
+      ("budget", po::value<double>()->value_name("SECONDS"), "grid: stop estimating and replaying plans (the scenario's strategies still replay), mcmc: stop proposing, after this long")
       ("network", po::value<std::string>()->value_name("MODEL"), "flow or analytical for the replays (default: the scenario's)")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"), "override a scenario field")
       ("out", po::value<std::string>()->value_name("FILE"), "write the scenario with the best plan as its first strategy")
@@ -127,6 +129,9 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       budget = vm["budget"].as<double>();
       if (!(budget > 0) || !std::isfinite(budget)) throw InputError("--budget: expected a positive number of seconds");
     }
+    std::ostringstream budget_os;
+    budget_os << budget;
+    const std::string budget_text = budget_os.str();  // as given: 5, 0.5, 1e+03
     const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
     const std::optional<std::string> file =
         vm.count("scenario") ? std::optional<std::string>(vm["scenario"].as<std::string>()) : std::nullopt;
@@ -201,8 +206,9 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     opts.budget_s = budget;
     const bool tty = &err == &std::cerr && ::isatty(2);
     if (tty) {
-      opts.progress = [&](std::size_t done, std::size_t total) {
-        err << "\rddlsim search: replaying " << done + 1 << "/" << total << std::flush;
+      opts.progress = [&](bool estimating, std::size_t done, std::size_t total) {
+        err << "\rddlsim search: " << (estimating ? "estimating " : "replaying ") << done + 1 << "/" << total
+            << std::string(8, ' ') << std::flush;
       };
     }
     const SearchResult result = grid_search(s, opts);
@@ -212,6 +218,14 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (replayed.empty() && result.too_large > 0) {
       throw TooLargeError("no plan to replay: all " + std::to_string(result.too_large) +
                           " plans tried are too large to replay (the first, " + result.too_large_reason + ")");
+    }
+    if (replayed.empty() && result.out_of_budget) {
+      throw InputError("no plan to replay: --budget " + budget_text + " s ran out before any of the " +
+                       std::to_string(result.fitting) + " plans that fit was estimated, and no strategy has this global batch");
+    }
+    if (replayed.empty() && result.enumerated == 0) {
+      throw InputError("no plan to replay: no strategy has this global batch and the grid has no plan: " +
+                       result.empty_reason);
     }
     if (replayed.empty()) throw InputError("no plan to replay: every grid plan is pruned and no strategy has this global batch");
     const SearchCandidate& best = replayed.front();
@@ -227,6 +241,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       j["estimated"] = result.estimated;
       j["replayed"] = replayed.size();
       j["too_large_to_replay"] = result.too_large;
+      j["out_of_budget"] = result.out_of_budget;
+      if (result.enumerated == 0) j["empty_grid_reason"] = result.empty_reason;
       nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
       for (const SearchCandidate& e : replayed) {
         nlohmann::ordered_json r = plan_json(e.plan, e.plan.name);
@@ -282,6 +298,15 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (result.too_large > 0) {
       out << "      " << result.too_large << " skipped as too large to replay (the first, " << result.too_large_reason
           << ")\n";
+    }
+    if (result.enumerated == 0) out << "      no grid plan: " << result.empty_reason << "\n";
+    if (result.out_of_budget) {
+      // Grid plans replayed: those that are not a baseline (a baseline always replays).
+      std::size_t grid_replays = 0;
+      for (const SearchCandidate& c : replayed) grid_replays += c.baseline ? 0 : 1;
+      out << "      --budget " << budget_text << " s ran out: " << result.estimated << " of the "
+          << result.fitting << " plans that fit estimated, " << grid_replays << " of " << result.wanted
+          << " grid replays made\n";
     }
     report_time();
     return kExitOk;

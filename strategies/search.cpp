@@ -30,54 +30,87 @@ double collective(NetworkFabric& f, const std::vector<std::uint32_t>& ranks, Col
 
 }  // namespace
 
-std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
-  std::vector<ParallelPlan> out;
+namespace {
+
+// A plan of the grid: the framework's settings, the shape and the varied choices.
+ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space, int tp, int pp, int dp, std::int64_t mb,
+                       PipelineSchedule sched, DataParallelMode mode, Recompute rc) {
+  ParallelPlan p;
+  p.bucket_bytes = space.framework.bucket_bytes;
+  p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
+  p.overlap_p2p = space.framework.overlap_p2p;
+  p.overlap_tp_backward = space.framework.overlap_tp_backward;
+  p.grad_accumulation = space.framework.grad_accumulation;
+  p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
+  p.order = space.framework.order;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.global_batch = space.global_batch;
+  p.micro_batch = mb;
+  p.schedule = sched;
+  p.virtual_stages = sched == PipelineSchedule::kInterleaved1F1B ? 2 : 1;
+  p.dp_mode = mode;
+  p.recompute = rc;
+  p.sequence_parallel = tp > 1 && model.seq % tp == 0;
+  return p;
+}
+
+// Calls f(tp, pp, dp) for every shape of the grid, in its order.
+template <class F>
+void grid_shapes(const TransformerConfig& model, std::size_t devices, const SearchSpace& space, F&& f) {
   const auto n = static_cast<std::int64_t>(devices);
   for (int tp : divisors(model.heads)) {
     if (tp > n) break;
     for (int pp : divisors(model.layers)) {
       if (static_cast<std::int64_t>(tp) * pp > n) break;
       const std::int64_t rest = n / (static_cast<std::int64_t>(tp) * pp);
-      std::vector<int> dps;
       if (space.all_devices) {
-        if (rest * tp * pp == n) dps.push_back(static_cast<int>(rest));
+        if (rest * tp * pp == n) f(tp, pp, static_cast<int>(rest));
       } else {
-        for (int d = 1; d <= rest; ++d) dps.push_back(d);
+        for (int d = 1; d <= rest; ++d) f(tp, pp, d);
       }
-      for (int dp : dps) {
-        for (std::int64_t mb : space.micro_batches) {
-          for (PipelineSchedule sched : space.schedules) {
-            if (sched != PipelineSchedule::k1F1B && pp == 1) continue;  // no pipeline: one schedule
-            for (DataParallelMode mode : space.dp_modes) {
-              if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
-              for (Recompute rc : space.recomputes) {
-                ParallelPlan p;
-                p.bucket_bytes = space.framework.bucket_bytes;
-                p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
-                p.overlap_p2p = space.framework.overlap_p2p;
-                p.overlap_tp_backward = space.framework.overlap_tp_backward;
-                p.grad_accumulation = space.framework.grad_accumulation;
-                p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
-                p.order = space.framework.order;
-                p.tp = tp;
-                p.pp = pp;
-                p.dp = dp;
-                p.global_batch = space.global_batch;
-                p.micro_batch = mb;
-                p.schedule = sched;
-                p.virtual_stages = sched == PipelineSchedule::kInterleaved1F1B ? 2 : 1;
-                p.dp_mode = mode;
-                p.recompute = rc;
-                p.sequence_parallel = tp > 1 && model.seq % tp == 0;
-                if (plan_problem(p, model, devices).empty()) out.push_back(p);
-              }
-            }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
+  std::vector<ParallelPlan> out;
+  grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
+    for (std::int64_t mb : space.micro_batches) {
+      for (PipelineSchedule sched : space.schedules) {
+        if (sched != PipelineSchedule::k1F1B && pp == 1) continue;  // no pipeline: one schedule
+        for (DataParallelMode mode : space.dp_modes) {
+          if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
+          for (Recompute rc : space.recomputes) {
+            ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, sched, mode, rc);
+            if (plan_problem(p, model, devices).empty()) out.push_back(std::move(p));
           }
         }
       }
     }
-  }
+  });
   return out;
+}
+
+std::string empty_grid_reason(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
+  std::size_t shapes = 0;
+  std::string first;
+  grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
+    ++shapes;
+    if (!first.empty() || space.micro_batches.empty()) return;
+    const ParallelPlan p = grid_plan(model, space, tp, pp, dp, space.micro_batches.front(), PipelineSchedule::k1F1B,
+                                     DataParallelMode::kAllReduce, Recompute::kNone);
+    first = "dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " + std::to_string(pp) + ", mb " +
+            std::to_string(p.micro_batch) + ": " + plan_problem(p, model, devices);
+  });
+  const std::string axes = "tp dividing the " + std::to_string(model.heads) + " heads, pp the " +
+                           std::to_string(model.layers) + " layers";
+  const std::string fill = space.all_devices ? ", tp x pp x dp = " + std::to_string(devices) : "";
+  return "none of its " + std::to_string(shapes) + (shapes == 1 ? " shape" : " shapes") + " (" + axes + fill +
+         ") makes a valid plan; the first, " + first;
 }
 
 double plan_peak_memory(const ParallelPlan& plan, const TransformerConfig& model) {

@@ -48,6 +48,10 @@ struct SearchSpace {
 /// ascending; sequence parallelism whenever tp > 1 (it only saves memory).
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space);
 
+/// Why grid_plans has no plan (call it when it has none): how many (tp, pp, dp) shapes
+/// it tried (tp 1 x pp 1 is always one), the first one's plan and what plan_problem says of it.
+std::string empty_grid_reason(const TransformerConfig& model, std::size_t devices, const SearchSpace& space);
+
 /// The largest per-device memory of the plan under the memory model (bytes).
 double plan_peak_memory(const ParallelPlan& plan, const TransformerConfig& model);
 

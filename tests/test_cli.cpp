@@ -1658,6 +1658,34 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
 }
 
 
+TEST_CASE("search --budget covers the estimates and says when it ran out") {
+  // Expected: a budget of a nanosecond runs out before the first estimate: the scenario's
+  // strategies still replay (ranked alone), the grid line says how far the search got
+  // (0 estimated of the plans that fit, 0 of --replay 4 grid replays), JSON says
+  // out_of_budget; a budget too short for a batch no strategy has is one line, status 2;
+  // a budget the search stays within says nothing of it.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  auto r = ddlsim_cmd({"search", f, "--budget", "1e-9", "--replay", "4", "--network", "analytical"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(ddlsim_cmd({"search", f, "--budget", "1e-9", "--json", "--network", "analytical"}).out);
+  CHECK(j.at("out_of_budget").get<bool>());
+  CHECK(j.at("estimated").get<int>() == 0);
+  CHECK(j.at("replayed").get<std::size_t>() == j.at("ranked").size());
+  for (const auto& e : j.at("ranked")) CHECK(e.at("baseline").get<bool>());
+  const std::size_t fitting = j.at("enumerated").get<std::size_t>() - j.at("pruned_by_memory").get<std::size_t>();
+  REQUIRE(fitting >= 4);
+  CHECK(r.out.find("      --budget 1e-09 s ran out: 0 of the " + std::to_string(fitting) +
+                   " plans that fit estimated, 0 of 4 grid replays made\n") != std::string::npos);
+  r = ddlsim_cmd({"search", f, "--budget", "1e-9", "--global-batch", "48", "--network", "analytical"});
+  CHECK(r.status == 2);
+  CHECK(r.err.starts_with("ddlsim search: no plan to replay: --budget 1e-09 s ran out before any of the "));
+  CHECK(r.err.ends_with(" plans that fit was estimated, and no strategy has this global batch\n"));
+  r = ddlsim_cmd({"search", f, "--budget", "1000", "--replay", "2", "--json", "--network", "analytical"});
+  REQUIRE(r.status == 0);
+  CHECK_FALSE(nlohmann::json::parse(r.out).at("out_of_budget").get<bool>());
+}
+
 TEST_CASE("search: plans that fit in memory rank before faster ones that do not") {
   // Expected: the default scenario's strategies on Llama 3 8B (32 A100s of 80 GB) keep
   // whole replicas of its 8 billion weights; plain data parallelism and ZeRO-3 at 4

@@ -1339,6 +1339,29 @@ TEST_CASE("the estimate takes the busiest stage, which need not be the one with 
   CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(replayed).epsilon(0.03));
 }
 
+TEST_CASE("an empty grid says why") {
+  // Expected: BLOOM 176B (112 heads = 2^4 x 7, 70 layers = 2 x 5 x 7) on 384 GPUs
+  // (2^7 x 3): every shape that fills them has a dp with the factor 3 (tp 1, 2, 4, 8 or
+  // 16 times pp 1 or 2: 10 shapes), so none divides a global batch of 2048 and the grid is
+  // empty; the reason counts the shapes and names the first (dp 384 x tp 1 x pp 1) and
+  // what plan_problem says of it. A model of 7 heads and 5 layers on 12 accelerators has
+  // one shape (tp 7 and pp 5 leave no whole dp): "1 shape".
+  const TransformerConfig bloom = *transformer_preset("bloom-176b");
+  SearchSpace space;
+  space.global_batch = 2048;
+  REQUIRE(grid_plans(bloom, 384, space).empty());
+  CHECK(empty_grid_reason(bloom, 384, space) ==
+        "none of its 10 shapes (tp dividing the 112 heads, pp the 70 layers, tp x pp x dp = 384) makes a valid plan; "
+        "the first, dp 384 x tp 1 x pp 1, mb 1: the global batch (2048) must be divisible by dp x micro_batch (384)");
+  space.global_batch = 3 * 2048;
+  CHECK_FALSE(grid_plans(bloom, 384, space).empty());
+  // 7 heads and 5 layers: tp in {1, 7}, pp in {1, 5}; on 12 accelerators only tp 1 x pp 1 x dp 12.
+  const TransformerConfig odd = gpt_config("odd", 5, 448, 7, 512, 1000);
+  space.global_batch = 1;
+  REQUIRE(grid_plans(odd, 12, space).empty());
+  CHECK(empty_grid_reason(odd, 12, space).starts_with("none of its 1 shape (tp dividing the 7 heads, pp the 5 layers"));
+}
+
 TEST_CASE("the grid holds only valid plans, each once, and the estimate follows the replay") {
   // Expected: on 2 DGX A100s (16 GPUs) for a 16-head, 8-layer GPT, every grid plan passes
   // plan_problem, uses all 16 GPUs, and appears once; the Megatron PTD-P plan tp 4 x pp 2
