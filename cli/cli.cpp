@@ -60,9 +60,10 @@ Examples:
   ddlsim collective --preset dgx-a100 --nodes 4 -b 1M -e 1G --algorithm all
   ddlsim workload --preset llama3-8b --seq 8192 --device h100-sxm
 
-Exit status: 0 success; 1 an output file could not be written (or an internal error);
-2 invalid input (command line, scenario), with one line on stderr saying what and where;
-3 'validate --check' found an accuracy figure worse than recorded.
+Exit status: 0 success; 1 an output file failed while being written once the work was
+done (a full disk), or an internal error; 2 invalid input (command line, scenario, an
+output path that cannot be written, checked before any work), with one line on stderr
+saying what and where; 3 'validate --check' found an accuracy figure worse than recorded.
 )";
 
 }  // namespace

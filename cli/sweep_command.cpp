@@ -77,7 +77,8 @@ Without --csv or --json, a table goes to standard output. Progress and the time 
 go to standard error: a bar when it is a terminal, otherwise (a log) a line at each
 tenth of the points once the sweep has run for 10 s.
 
-Exit status: 0 done (whatever the points' status); 2 bad input.
+Exit status: 0 done (whatever the points' status); 1 an output failed while being
+written (a full disk); 2 bad input (an output path that cannot be written too).
 
 Options)";
 

@@ -86,7 +86,8 @@ Examples:
   ddlsim validate --cost-model scenarios/megatron-zero3-vs-ptdp.json
   ddlsim validate --cost-model my.json --estimates mine.csv --json
 
-Exit status: 0 done; 2 bad input; 3 --check found a figure worse than recorded.
+Exit status: 0 done; 1 an output failed while being written (a full disk); 2 bad input
+(an output path that cannot be written too); 3 --check found a figure worse than recorded.
 
 Options)";
 

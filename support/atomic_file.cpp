@@ -119,7 +119,9 @@ void check_writable(const std::string& path) {
   // Permissions can say yes where the file system says no (/proc, a read-only mount as
   // root): make the temporary AtomicFile would make, and remove it.
   const std::optional<std::string> probe = make_temporary(target);
-  if (!probe) throw std::runtime_error("cannot write " + path + ": folder " + dir + ": " + std::strerror(errno));
+  if (!probe) {
+    throw std::runtime_error("cannot write " + path + ": folder " + dir + " takes no new file (" + std::strerror(errno) + ")");
+  }
   ::unlink(probe->c_str());
 }
 

@@ -151,7 +151,7 @@ TEST_CASE("check_writable refuses before any work what an atomic file would refu
   // A folder whose permissions allow writing but whose file system takes no new file
   // (/proc on Linux, even as root): refused by the check, as AtomicFile would fail later.
   if (fs::is_directory("/proc/self")) {
-    CHECK_THROWS_WITH_AS(check_writable("/proc/x.csv"), "cannot write /proc/x.csv: folder /proc: No such file or directory",
+    CHECK_THROWS_WITH_AS(check_writable("/proc/x.csv"), "cannot write /proc/x.csv: folder /proc takes no new file (No such file or directory)",
                          std::runtime_error);
   }
 }
