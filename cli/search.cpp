@@ -45,6 +45,20 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
 
 
 
+void print_unfit_strategies(const TrainingScenario& s, std::ostream& out) {
+  for (const TrainingStrategy& t : s.strategies) {
+    if (!t.unfit.empty()) out << "      strategy " << t.plan.name << " is no baseline: " << t.unfit << "\n";
+  }
+}
+
+nlohmann::ordered_json unfit_strategies_json(const TrainingScenario& s) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const TrainingStrategy& t : s.strategies) {
+    if (!t.unfit.empty()) list.push_back({{"name", t.plan.name}, {"reason", t.unfit}});
+  }
+  return list;
+}
+
 SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult out;
@@ -88,7 +102,7 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   // counted, its reason kept, and the next estimate taken in its place.
   std::vector<SearchCandidate> baselines;
   for (const TrainingStrategy& t : s.strategies) {
-    if (t.plan.global_batch != o.space.global_batch) continue;  // not comparable
+    if (t.plan.global_batch != o.space.global_batch || !t.unfit.empty()) continue;  // not comparable, or cannot run here
     baselines.push_back(SearchCandidate{t.plan, true, estimate_step(s.model, t.plan, fabric, compute), {}});
   }
   out.baselines = baselines.size();

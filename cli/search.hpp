@@ -62,6 +62,12 @@ struct SbpSearchOptions {
 /// or slower. Returns the winner as a scenario strategy named "search-best".
 nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOptions& options, std::ostream& out);
 
+/// The scenario's strategies that cannot run on its cluster (read with keep_unfit, as
+/// after a --set of the cluster), which no search replays: a line each, "      strategy
+/// NAME is no baseline: REASON", or as JSON [{"name", "reason"}].
+void print_unfit_strategies(const TrainingScenario& s, std::ostream& out);
+nlohmann::ordered_json unfit_strategies_json(const TrainingScenario& s);
+
 /// A Megatron-style plan as a scenario strategy.
 nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name);
 

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -138,7 +139,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     nlohmann::json doc;
     TrainingScenario s = load_training_scenario(
         file, sets, "the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans",
-        &doc);
+        &doc, /*keep_unfit=*/true);
     if (vm.count("network")) {
       const auto kind = parse_network_model(vm["network"].as<std::string>());
       if (!kind) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
@@ -161,8 +162,14 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       nlohmann::ordered_json o = nlohmann::ordered_json::parse(doc.dump());
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       list.push_back(best);
+      // Not the strategies that cannot run on this cluster: 'ddlsim run' refuses a scenario with one.
+      std::set<std::string> unfit;
+      for (const TrainingStrategy& t : s.strategies) {
+        if (!t.unfit.empty()) unfit.insert(t.plan.name);
+      }
       for (const auto& st : o["strategies"]) {
-        if (st.value("name", "") != "search-best") list.push_back(st);
+        const std::string name = st.value("name", "");
+        if (name != "search-best" && !unfit.count(name)) list.push_back(st);
       }
       o["strategies"] = list;
       AtomicFile f(vm["out"].as<std::string>());
@@ -243,6 +250,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       j["too_large_to_replay"] = result.too_large;
       j["out_of_budget"] = result.out_of_budget;
       if (result.enumerated == 0) j["empty_grid_reason"] = result.empty_reason;
+      j["unfit_strategies"] = unfit_strategies_json(s);
       nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
       for (const SearchCandidate& e : replayed) {
         nlohmann::ordered_json r = plan_json(e.plan, e.plan.name);
@@ -300,6 +308,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
           << ")\n";
     }
     if (result.enumerated == 0) out << "      no grid plan: " << result.empty_reason << "\n";
+    print_unfit_strategies(s, out);
     if (result.out_of_budget) {
       // Grid plans replayed: those that are not a baseline (a baseline always replays).
       std::size_t grid_replays = 0;

@@ -183,7 +183,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   mt.micro_batches = found.micro_batches;
   add_sbp("sbp-megatron", "sbp baseline", mt);
   for (const TrainingStrategy& t : s.strategies) {
-    if (t.plan.global_batch != batch) continue;
+    if (t.plan.global_batch != batch || !t.unfit.empty()) continue;  // not comparable, or cannot run here
     Candidate c;
     c.strategy = t;
     c.origin = "scenario";
@@ -269,6 +269,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     j["convergence"] = steps;
     j["found"] = sbp_strategy_json(method, batch, found_chain, found);
     j["best"] = best_json;
+    j["unfit_strategies"] = unfit_strategies_json(s);
     out << j.dump(2) << "\n";
     return best_json;
   }
@@ -319,6 +320,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   }
   out << "best: " << best.strategy.plan.name << " (" << best.report.plan << "), " << best.report.step_time_s
       << " s per step\n\n" << evaluated << (o.mcmc ? " plans replayed" : " plans estimated") << " in the search\n";
+  print_unfit_strategies(s, out);
   return best_json;
 }
 

@@ -71,7 +71,10 @@ void read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json
 }
 
 // {"name", "global_batch", "sbp": {"mesh": [...], "signatures": {ROLE: SIGNATURE, ...}}}
-TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices) {
+// With `keep_unfit`, a strategy that does not fit the cluster (its shape, its batch
+// against its shape) comes back with the reason in `unfit` rather than thrown.
+TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices,
+                                   bool keep_unfit) {
   TrainingStrategy t;
   t.plan.name = o.name("name");
   t.plan.global_batch = o.positive_int("global_batch");
@@ -86,8 +89,9 @@ TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, con
   std::size_t product = 1;
   for (int d : st.mesh) product *= static_cast<std::size_t>(d);
   if (product != devices) {
-    throw InputError(mesh.path() + ": the mesh has " + std::to_string(product) + " devices; the cluster has " +
-                     std::to_string(devices) + " accelerators");
+    t.unfit = mesh.path() + ": the mesh has " + std::to_string(product) + " devices; the cluster has " +
+              std::to_string(devices) + " accelerators";
+    if (!keep_unfit) throw InputError(t.unfit);
   }
   const std::int64_t micro_batches = sb.positive_int_or("micro_batches", 1);
   if (micro_batches > 1'000'000) {
@@ -120,8 +124,9 @@ TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, con
   return t;
 }
 
-TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices) {
-  if (o.has("sbp")) return read_sbp_strategy(o, raw, s, devices);
+TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices,
+                               bool keep_unfit) {
+  if (o.has("sbp")) return read_sbp_strategy(o, raw, s, devices, keep_unfit);
   if (!s.transformer) {
     throw InputError(o.path() + ": " + s.model.name + " is not a transformer; give an SBP strategy (\"sbp\": {\"mesh\": [...], "
                      "\"signatures\": {...}}; 'ddlsim search --method autoddl' writes one)");
@@ -220,14 +225,19 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   // depend on dp (the global batch against dp x micro_batch would name the wrong fault),
   // after those that fail whatever dp is (tp against the heads, a plan larger than the
   // cluster): those are the plan checked with dp 1.
+  const auto unfit = [&](std::string why) {
+    if (!keep_unfit) throw InputError(why);
+    t.unfit = std::move(why);
+    return t;
+  };
   if (dp_fills && static_cast<std::int64_t>(devices) % model_parallel != 0) {
     ParallelPlan one = p;
     one.dp = 1;
-    if (std::string why = plan_problem(one, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
-    throw InputError(o.field_path("dp") + ": left out, it fills the cluster, but its " + std::to_string(devices) +
-                     " accelerators are not a multiple of tp x pp = " + std::to_string(model_parallel) + "; give dp");
+    if (std::string why = plan_problem(one, m, devices); !why.empty()) return unfit(o.path() + ": " + why);
+    return unfit(o.field_path("dp") + ": left out, it fills the cluster, but its " + std::to_string(devices) +
+                 " accelerators are not a multiple of tp x pp = " + std::to_string(model_parallel) + "; give dp");
   }
-  if (std::string why = plan_problem(p, m, devices); !why.empty()) throw InputError(o.path() + ": " + why);
+  if (std::string why = plan_problem(p, m, devices); !why.empty()) return unfit(o.path() + ": " + why);
   // Refuse plans whose graph would exhaust memory before building them.
   if (std::string why = plan_size_problem(p, m, TrainingStepInputs{}.max_compute_tasks); !why.empty()) {
     throw TooLargeError(o.path() + ": " + why);
@@ -309,12 +319,13 @@ ReplayResult replay_with_outputs(const TaskGraph& graph, const std::vector<Resou
 }
 
 TrainingScenario load_training_scenario(const std::optional<std::string>& file, const std::vector<std::string>& sets,
-                                        const std::string& not_training, nlohmann::json* document) {
+                                        const std::string& not_training, nlohmann::json* document, bool keep_unfit) {
   const std::string source = file ? *file : std::string(kDefaultScenarioName);
   const std::string text = file ? read_input_file(source, "scenario") : std::string(kDefaultScenario);
   nlohmann::json doc = scenario_document(text, source, sets);
   if (!is_training_scenario(doc)) throw InputError(not_training);
-  TrainingScenario s = read_training_scenario(doc, file ? std::filesystem::path(source).parent_path().string() : "");
+  TrainingScenario s =
+      read_training_scenario(doc, file ? std::filesystem::path(source).parent_path().string() : "", keep_unfit);
   if (document) *document = std::move(doc);
   return s;
 }
@@ -323,7 +334,7 @@ bool is_training_scenario(const nlohmann::json& doc) {
   return doc.is_object() && doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("preset");
 }
 
-TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir) {
+TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir, bool keep_unfit) {
   JsonObject root(doc, "");
   TrainingScenario s;
   s.name = root.name("name");
@@ -338,7 +349,7 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   std::map<std::string, std::size_t> names;
   for (std::size_t i = 0; i < list.size(); ++i) {
     JsonObject o = list.object(i);
-    TrainingStrategy t = read_strategy(o, list.at(i), s, s.cluster.accelerators().size());
+    TrainingStrategy t = read_strategy(o, list.at(i), s, s.cluster.accelerators().size(), keep_unfit);
     if (const auto [it, fresh] = names.emplace(t.plan.name, i); !fresh) {
       throw InputError(o.field_path("name") + ": \"" + t.plan.name + "\" is already the name of strategies." +
                        std::to_string(it->second));

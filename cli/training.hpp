@@ -41,6 +41,7 @@ struct SbpStrategy {
 struct TrainingStrategy {
   ParallelPlan plan;                // for an SBP strategy: its name and global_batch only
   std::optional<SbpStrategy> sbp{};
+  std::string unfit{};  // why it cannot run on the cluster (read with keep_unfit only); empty: it can
 };
 
 struct TrainingScenario {
@@ -64,12 +65,15 @@ bool is_training_scenario(const nlohmann::json& doc);
 /// Reads, overrides (`sets`, as --set) and validates the training scenario in `file`, or
 /// the embedded default without one; InputError `not_training` when it is not one.
 /// `document`, when given, receives the scenario as JSON (overrides applied).
+/// `keep_unfit`: a strategy whose shape or batch does not fit the cluster is kept with
+/// the reason in its `unfit` (for search, which may skip it) rather than refused.
 TrainingScenario load_training_scenario(const std::optional<std::string>& file, const std::vector<std::string>& sets,
-                                        const std::string& not_training, nlohmann::json* document = nullptr);
+                                        const std::string& not_training, nlohmann::json* document = nullptr,
+                                        bool keep_unfit = false);
 
 /// Validates a training scenario; `base_dir` resolves a HuggingFace file. Throws
-/// InputError naming the JSON path of the first problem.
-TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir);
+/// InputError naming the JSON path of the first problem (see keep_unfit above).
+TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir, bool keep_unfit = false);
 
 /// A link's traffic over one step.
 struct LinkUse {

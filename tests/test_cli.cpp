@@ -1686,6 +1686,42 @@ TEST_CASE("search --budget covers the estimates and says when it ran out") {
   CHECK_FALSE(nlohmann::json::parse(r.out).at("out_of_budget").get<bool>());
 }
 
+TEST_CASE("search: a strategy that cannot run on the cluster after --set is no baseline, said in a line") {
+  // Expected: kTraining on 3 servers (24 GPUs): 'dp' fills them (dp 24 x micro-batch 2 =
+  // 48 does not divide the batch of 64) and 'tp-pp' leaves dp 3 (6 does not divide 64), so
+  // 'run' refuses the scenario, but the search goes on without them as baselines: a line
+  // each naming the strategy and plan_problem's reason, JSON unfit_strategies, no baseline
+  // ranked, and --out writes a scenario without them that 'run' takes.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining), best = (s.dir / "best.json").string();
+  CHECK(ddlsim_cmd({"run", f, "--set", "cluster.nodes=3"}).status == 2);
+  auto r = ddlsim_cmd({"search", f, "--set", "cluster.nodes=3", "--replay", "2", "--network", "analytical", "--out", best});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("      strategy dp is no baseline: strategies.0: the global batch (64) must be divisible by dp x "
+                   "micro_batch (48)\n") != std::string::npos);
+  CHECK(r.out.find("      strategy tp-pp is no baseline: strategies.1: the global batch (64) must be divisible by dp x "
+                   "micro_batch (6)\n") != std::string::npos);
+  CHECK(r.out.find("(0 baselines)") != std::string::npos);
+  const auto written = nlohmann::json::parse(std::ifstream(best));
+  REQUIRE(written.at("strategies").size() == 1);
+  CHECK(written.at("strategies").at(0).at("name") == "search-best");
+  CHECK(ddlsim_cmd({"run", best, "--network", "analytical"}).status == 0);
+  r = ddlsim_cmd({"search", f, "--set", "cluster.nodes=3", "--replay", "2", "--network", "analytical", "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.at("unfit_strategies").size() == 2);
+  CHECK(j.at("unfit_strategies").at(1).at("name") == "tp-pp");
+  CHECK(j.at("unfit_strategies").at(1).at("reason") == "strategies.1: the global batch (64) must be divisible by dp x micro_batch (6)");
+  for (const auto& e : j.at("ranked")) CHECK_FALSE(e.at("baseline").get<bool>());
+  // The same for the SBP methods; without the --set nothing is unfit.
+  r = ddlsim_cmd({"search", f, "--set", "cluster.nodes=3", "--method", "autoddl", "--network", "analytical"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("      strategy tp-pp is no baseline: ") != std::string::npos);
+  r = ddlsim_cmd({"search", f, "--replay", "1", "--network", "analytical", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("unfit_strategies").empty());
+}
+
 TEST_CASE("search: plans that fit in memory rank before faster ones that do not") {
   // Expected: the default scenario's strategies on Llama 3 8B (32 A100s of 80 GB) keep
   // whole replicas of its 8 billion weights; plain data parallelism and ZeRO-3 at 4
