@@ -33,7 +33,8 @@ constexpr const char* kWorkloadHelp = R"(Usage: ddlsim workload --preset NAME [O
 Builds a model as an operator graph for one training step and prints, per operator
 (operators repeated in every layer are one row, with their count): parameters, forward
 and backward GFLOP, activation memory kept for backward, and the predicted forward and
-backward time on one accelerator; then the totals.
+backward time on one accelerator; then the totals. On a scenario, --batch, --seq,
+--dtype and --attention apply where its workload leaves them out (one it sets is refused).
 
 Predicted time per operator = max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x
 efficiency)) + a launch overhead (+ a GEMM kernel latency per kernel on the H100, H200 and
@@ -270,19 +271,45 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       g = build_workload_preset(source, o);
     } else if (vm.count("scenario")) {
       source = vm["scenario"].as<std::string>();
-      for (const char* opt : {"batch", "seq", "dtype", "attention"}) {
-        if (!vm[opt].defaulted() && vm.count(opt)) {
-          throw InputError(std::string("--") + opt + ": the scenario's workload sets it; edit the scenario, or use --preset with the option");
+      const nlohmann::json doc = parse_json(read_input_file(source, "scenario"), source);
+      // An option the scenario's workload leaves to its default applies; one it sets is
+      // a conflict, refused rather than one of them silently winning.
+      const std::vector<const char*> given = [&] {
+        std::vector<const char*> g;
+        for (const char* opt : {"batch", "seq", "dtype", "attention"}) {
+          if (vm.count(opt) && !vm[opt].defaulted()) g.push_back(opt);
+        }
+        return g;
+      }();
+      if (doc.is_object() && doc.contains("workload") && doc["workload"].is_object()) {
+        for (const char* opt : given) {
+          if (doc["workload"].contains(opt)) {
+            throw InputError(std::string("--") + opt + ": the scenario's workload sets \"" + opt + "\": " +
+                             doc["workload"][opt].dump() + "; edit the scenario, or leave out --" + opt);
+          }
         }
       }
-      const nlohmann::json doc = parse_json(read_input_file(source, "scenario"), source);
+      if (o.batch <= 0 || o.batch > 1'000'000) throw InputError("--batch: expected 1 to 1000000, got " + std::to_string(o.batch));
+      if (o.seq && (*o.seq <= 0 || *o.seq > 10'000'000)) {
+        throw InputError("--seq: expected 1 to 10000000, got " + std::to_string(*o.seq));
+      }
       try {
         JsonObject root(doc, "");
         JsonObject w = root.object("workload");
         if (doc.at("workload").value("model", std::string()) == "synthetic") {
           throw InputError("workload.model: the synthetic model has no operators to describe");
         }
-        const ModelWorkload mw = read_model_workload(w, std::filesystem::path(source).parent_path().string());
+        ModelWorkload mw = read_model_workload(w, std::filesystem::path(source).parent_path().string());
+        for (const char* opt : given) {
+          const std::string name = opt;
+          if (name == "batch") mw.options.batch = o.batch;
+          if (name == "seq") {
+            mw.options.seq = o.seq;
+            mw.options.spelled = "--";  // the model's checks of the length name the option
+          }
+          if (name == "dtype") mw.options.dtype = o.dtype;
+          if (name == "attention") mw.options.flash_attention = o.flash_attention;
+        }
         o = mw.options;
         g = build_model_workload(mw);
       } catch (const InputError& e) {

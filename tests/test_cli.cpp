@@ -936,6 +936,20 @@ TEST_CASE("ddlsim workload reads a scenario whose workload names a model; ddlsim
   const std::string swapped = s.write("e.json", R"({"name": "x", "cluster": {"preset": "dgx-a100", "accelerator": "a100-40gb"},
     "workload": {"model": "llama3-8b", "batch": 2, "seq": 1024}, "strategies": [{"name": "dp", "global_batch": 8}]})");
   CHECK(device({"workload", swapped, "--json"}) == "a100-40gb");
+  // An option the scenario's workload leaves out applies (--batch 3 on a workload with
+  // no batch: batch 3, where it was refused as if the scenario set it); one it sets is a
+  // conflict, one line naming the key and its value; a bad value names the option.
+  const std::string unset = s.write("u.json", R"({"name": "x", "cluster": {"preset": "dgx-a100"},
+    "workload": {"model": "llama3-8b", "seq": 1024}, "strategies": [{"name": "dp", "global_batch": 8}]})");
+  r = ddlsim_cmd({"workload", unset, "--batch", "3", "--attention", "plain", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("batch") == 3);
+  r = ddlsim_cmd({"workload", dgx, "--batch", "3"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim workload: --batch: the scenario's workload sets \"batch\": 2; edit the scenario, or leave out --batch\n");
+  r = ddlsim_cmd({"workload", unset, "--batch", "0"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim workload: --batch: expected 1 to 1000000, got 0\n");
 }
 
 namespace {
