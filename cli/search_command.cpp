@@ -124,6 +124,9 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     const int replays = vm["replay"].as<int>(), top = vm["top"].as<int>();
     if (replays < 0 || replays > 10000) throw InputError("--replay: expected 0 to 10000, got " + std::to_string(replays));
     if (top < 1 || top > 10000) throw InputError("--top: expected 1 to 10000, got " + std::to_string(top));
+    if (!vm["top"].defaulted() && vm.count("json")) {
+      throw InputError("--top: prints the best K in the table; --json has every replayed plan");
+    }
     check_outputs(vm, {"out"});
     double budget = 1e300;
     if (vm.count("budget")) {

@@ -137,6 +137,12 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
   if (const auto stop = parse_cluster_command(args, d, "topology", vm, out, err)) return *stop;
   try {
     if (vm.count("list")) {
+      // It lists every preset and the catalog; anything else given with it would be ignored.
+      for (const auto& [name, value] : vm) {
+        if (name == "list" || name == "catalog" || value.defaulted()) continue;
+        throw InputError("--list: lists the presets and the catalog as text; not with " +
+                         (name == "file" ? std::string("a topology file") : "--" + name));
+      }
       Catalog catalog = Catalog::builtin();
       if (vm.count("catalog")) {
         const std::string path = vm["catalog"].as<std::string>();

@@ -183,7 +183,7 @@ void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, st
 }
 
 int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
-  for (const char* other : {"csv", "check", "record", "measured", "case"}) {
+  for (const char* other : {"csv", "check", "record", "measured", "case", "cases"}) {
     if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --cost-model");
   }
   if (!vm["suite"].defaulted()) throw InputError("--suite: not with --cost-model");
@@ -273,6 +273,10 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       }
       out << reproduce_case(cases[static_cast<std::size_t>(n) - 1], network);
       return kExitOk;
+    }
+    if (vm.count("cases") && vm.count("json")) {
+      throw InputError("--cases: prints every case in the text table; --json has the accuracy table only (--csv FILE "
+                       "writes every case)");
     }
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (vm.count("jobs")) {

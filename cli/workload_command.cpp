@@ -214,13 +214,15 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("compare")) return compare(vm, out);
     if (vm.count("list")) {
       // It lists every preset; anything else given with it would be ignored.
-      for (const char* opt : {"preset", "hf-config", "scenario", "calibration", "seq", "dtype", "attention", "json"}) {
+      for (const char* opt : {"preset", "hf-config", "scenario", "calibration", "seq", "dtype", "attention", "json", "catalog"}) {
         if (vm.count(opt)) {
           throw InputError(std::string("--list: lists every preset as text; not with ") +
                            (std::string(opt) == "scenario" ? "a scenario file" : "--" + std::string(opt)));
         }
       }
-      if (!vm["batch"].defaulted()) throw InputError("--list: lists every preset as text; not with --batch");
+      for (const char* opt : {"batch", "device"}) {
+        if (!vm[opt].defaulted()) throw InputError(std::string("--list: lists every preset as text; not with --") + opt);
+      }
       for (const auto& p : workload_preset_list()) out << "  " << p.name << "  " << p.summary << "\n";
       return kExitOk;
     }

@@ -496,6 +496,15 @@ TEST_CASE("ddlsim topology describes a preset") {
   CHECK(r.out.find("16 switches;") != std::string::npos);
   r = ddlsim_cmd({"topology", "--list"});
   CHECK(r.out.find("tpu-v4-pod") != std::string::npos);
+  // --list lists the presets and the catalog; what else is given would be ignored (it exited 0).
+  for (const auto& [extra, what] : std::vector<std::pair<std::string, std::string>>{
+           {"--json", "--json"}, {"--preset", "--preset"}, {"--nodes", "--nodes"}}) {
+    std::vector<std::string> a{"topology", "--list", extra};
+    if (extra != "--json") a.push_back(extra == "--preset" ? "dgx-h100" : "2");
+    r = ddlsim_cmd(a);
+    CHECK(r.status == 2);
+    CHECK(r.err == "ddlsim topology: --list: lists the presets and the catalog as text; not with " + what + "\n");
+  }
 }
 
 TEST_CASE("ddlsim topology: bad input is one line and status 2") {
@@ -800,6 +809,7 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
       {{"--list", "--preset", "gpt2"}, "--list: lists every preset as text; not with --preset"},
       {{"--list", "--json"}, "--list: lists every preset as text; not with --json"},
       {{"--list", "--batch", "8"}, "--list: lists every preset as text; not with --batch"},
+      {{"--list", "--device", "h100-sxm"}, "--list: lists every preset as text; not with --device"},
       {{"--preset", "gpt2", "--device", "h100"}, "unknown accelerator 'h100' (did you mean 'h100-sxm'?)"},
       {{"--preset", "gpt2", "--dtype", "fp8", "--device", "a100-80gb"}, "accelerator 'a100-80gb' has no fp8 peak in the catalog"},
       {{"--hf-config", s.write("moe.json", R"({"model_type": "mistral", "num_local_experts": 8})")},
@@ -1424,7 +1434,10 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
             "their suite"},
            {{"--suite", "nccl", "--case", "0"}, "--case: expected 1 to 13 (the cases of nccl), got 0"},
            {{"--suite", "vtrain-multi", "--case", "110"}, "--case: expected 1 to 109 (the cases of vtrain-multi), got 110"},
-           {{"--suite", "nccl", "--case", "1", "--csv", "x.csv"}, "--csv: not with --case (which replays nothing)"}}) {
+           {{"--suite", "nccl", "--case", "1", "--csv", "x.csv"}, "--csv: not with --case (which replays nothing)"},
+           {{"--cases", "--json"},
+            "--cases: prints every case in the text table; --json has the accuracy table only (--csv FILE writes every case)"},
+           {{"--cost-model", "--cases"}, "--cases: not with --cost-model"}}) {
     std::vector<std::string> a{"validate"};
     a.insert(a.end(), extra.begin(), extra.end());
     const auto e = ddlsim_cmd(a);
@@ -1659,7 +1672,8 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
            {{"--method", "autoddl", "--seed", "3"}, "--seed: applies to --method mcmc, not autoddl"},
            {{"--method", "mcmc", "--replay", "3"}, "--replay: applies to --method grid, not mcmc"},
            {{"--method", "autoddl", "--budget", "4"}, "--budget: applies to --method grid and mcmc, not autoddl"},
-           {{"--budget", "inf"}, "--budget: expected a positive number of seconds"}}) {
+           {{"--budget", "inf"}, "--budget: expected a positive number of seconds"},
+           {{"--top", "3", "--json"}, "--top: prints the best K in the table; --json has every replayed plan"}}) {
     std::vector<std::string> full{"search", f};
     full.insert(full.end(), args.begin(), args.end());
     r = ddlsim_cmd(full);
