@@ -78,7 +78,6 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
     }
     fitting.push_back(&p);
   }
-  out.fitting = fitting.size();
   std::vector<SearchCandidate> estimated;
   for (const ParallelPlan* plan : fitting) {
     // Estimates on thousands of accelerators take a while each: the budget covers them.
@@ -107,7 +106,6 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   }
   out.baselines = baselines.size();
   const std::size_t wanted = std::min(estimated.size(), static_cast<std::size_t>(o.replays));
-  out.wanted = std::min(out.fitting, static_cast<std::size_t>(o.replays));
   const auto replay = [&](SearchCandidate c) {
     if (o.progress) o.progress(false, out.ranked.size(), out.baselines + wanted);
     try {

@@ -31,10 +31,10 @@ struct SearchCandidate {
 
 struct SearchResult {
   std::size_t enumerated = 0, pruned = 0, estimated = 0, baselines = 0;
-  std::size_t fitting = 0;        // plans the memory model kept: estimated unless the budget ran out
-  std::size_t wanted = 0;         // grid plans to replay: --replay, or fewer when fewer fit
-  std::string empty_reason;        // why the grid has no plan (empty_grid_reason), when it has none
-  bool out_of_budget = false;     // budget_s ran out before every fitting plan was estimated or wanted one replayed
+  std::string empty_reason;       // why the grid has no plan (empty_grid_reason), when it has none
+  // budget_s ran out before every plan the memory model kept (enumerated - pruned) was
+  // estimated, or before the replays asked for were made.
+  bool out_of_budget = false;
   std::size_t too_large = 0;      // plans skipped: their replay would outgrow memory
   std::string too_large_reason;   // the first such plan's name and why
   std::vector<SearchCandidate> ranked;  // replayed, fastest first (ties: baselines, then grid order)

@@ -231,7 +231,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     }
     if (replayed.empty() && result.out_of_budget) {
       throw InputError("no plan to replay: --budget " + budget_text + " s ran out before any of the " +
-                       std::to_string(result.fitting) + " plans that fit was estimated, and no strategy has this global batch");
+                       std::to_string(result.enumerated - result.pruned) + " plans that fit was estimated, and no strategy has this global batch");
     }
     if (replayed.empty() && result.enumerated == 0) {
       throw InputError("no plan to replay: no strategy has this global batch and the grid has no plan: " +
@@ -317,7 +317,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       std::size_t grid_replays = 0;
       for (const SearchCandidate& c : replayed) grid_replays += c.baseline ? 0 : 1;
       out << "      --budget " << budget_text << " s ran out: " << result.estimated << " of the "
-          << result.fitting << " plans that fit estimated, " << grid_replays << " of " << result.wanted
+          << result.enumerated - result.pruned << " plans that fit estimated, " << grid_replays << " of "
+          << std::min(result.enumerated - result.pruned, static_cast<std::size_t>(replays))
           << " grid replays made\n";
     }
     report_time();

@@ -283,7 +283,7 @@ class TimingSink {
     if (c == 1) {
       // One chunk (every ring all-reduce, reduce-scatter and all-gather): a rank's last
       // send is its step's only one, so each step reads the step before and nothing
-      // else: the same maxima and sums as below, in a loop the compiler vectorizes.
+      // else: the same maxima and sums as the general loop, in one the compiler vectorizes.
       for (std::size_t r = 0; r < p; ++r) last[r] = std::max(0.0, last[r]) + dur[r];
       std::vector<double> next(p);
       for (int s = 1; s < steps; ++s) {
@@ -291,19 +291,19 @@ class TimingSink {
         for (std::size_t r = 1; r < p; ++r) next[r] = std::max(std::max(0.0, last[r]), last[r - 1]) + dur[r];
         std::swap(last, next);
       }
-      steps = 0;  // done: the loop below has nothing left
-    }
-    for (int s = 0; s < steps; ++s) {
-      for (std::size_t r = 0; r < p; ++r) {
-        const std::size_t left = (r + p - 1) % p;
-        for (std::size_t j = 0; j < c; ++j) {
-          double ready = std::max(0.0, last[r]);
-          if (s > 0) ready = std::max(ready, prev[left * c + j]);
-          last[r] = ready + dur[r];
-          cur[r * c + j] = last[r];
+    } else {
+      for (int s = 0; s < steps; ++s) {
+        for (std::size_t r = 0; r < p; ++r) {
+          const std::size_t left = (r + p - 1) % p;
+          for (std::size_t j = 0; j < c; ++j) {
+            double ready = std::max(0.0, last[r]);
+            if (s > 0) ready = std::max(ready, prev[left * c + j]);
+            last[r] = ready + dur[r];
+            cur[r * c + j] = last[r];
+          }
         }
+        std::swap(prev, cur);
       }
-      std::swap(prev, cur);
     }
     for (std::size_t r = 0; r < p; ++r) {
       ready_.push_back(last[r]);
