@@ -64,7 +64,8 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   const double r = static_cast<double>(m.attention_width()) / h;  // Q's width over hidden (1 unless head_size)
   const double sbh = s * b * h;
   if (rc == Recompute::kFull) return sbh * B / (sp ? t : 1.0);
-  const double mask = m.dropout ? 1.0 : 0.0;
+  const double mask = m.residual_dropout ? 1.0 : 0.0;          // 1 byte per element
+  const double scores_mask = m.attention_dropout ? 1.0 : 0.0;  // on the probabilities
   // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs,
   // residual dropout masks; with parallel layers one norm, whose input and output (the
   // QKV's and the first MLP linear's input, kept once) are all.
@@ -81,8 +82,8 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
     // probabilities for the context matmul: the dropout's output, or without dropout the
     // softmax output itself unless that is fp32 (then its cast copy).
     const double softmax = (megatron_fused_softmax(m, micro_batch, tp) || B != 2.0) ? B : 4.0;
-    const double probabilities = m.dropout || softmax != B ? B : 0.0;
-    scores = (softmax + mask + probabilities) * a * s / h;
+    const double probabilities = m.attention_dropout || softmax != B ? B : 0.0;
+    scores = (softmax + scores_mask + probabilities) * a * s / h;
   }
   if (m.qk_norm) sharded += B * r * (1 + kv);  // the query and key norms' inputs
   if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * f;  // GeLU input, second linear input

@@ -126,7 +126,7 @@ TEST_CASE("a tensor that two operators keep counts once, in the formula and in t
   //    (the projection's input) 2, MLP 16, fp32 log-sum-exp per row and head: 32 + 4a/h.
   const double s = 512, h = 1024, a = 16, sbh = s * h;
   TransformerConfig plain = gpt_config("g", 2, 1024, 16, 512, 1000);
-  plain.dropout = false;
+  plain.embedding_dropout = plain.attention_dropout = plain.residual_dropout = false;
   CHECK(layer_activation_bytes(plain, 1, 1, false, Recompute::kNone) == Approx(sbh * (32 + 2 * a * s / h)));
   CHECK(graph_layer_saved(plain, 1) == Approx(sbh * (32 + 2 * a * s / h)));
   TransformerConfig parallel = gpt_config("g", 2, 1024, 16, 512, 1000);
@@ -137,6 +137,17 @@ TEST_CASE("a tensor that two operators keep counts once, in the formula and in t
   flash.flash_attention = true;
   CHECK(layer_activation_bytes(flash, 1, 1, false, Recompute::kNone) == Approx(sbh * (32 + 4 * a / h)));
   CHECK(graph_layer_saved(flash, 1) == Approx(sbh * (32 + 4 * a / h)));
+  //  - attention dropout alone (HuggingFace GPT-2 with resid_pdrop 0): the mask and the
+  //    probabilities come back, 32 + 5as/h; residual dropouts alone: their two masks,
+  //    34 + 2as/h.
+  TransformerConfig scores_only = plain;
+  scores_only.attention_dropout = true;
+  CHECK(layer_activation_bytes(scores_only, 1, 1, false, Recompute::kNone) == Approx(sbh * (32 + 5 * a * s / h)));
+  CHECK(graph_layer_saved(scores_only, 1) == Approx(sbh * (32 + 5 * a * s / h)));
+  TransformerConfig residual_only = plain;
+  residual_only.residual_dropout = true;
+  CHECK(layer_activation_bytes(residual_only, 1, 1, false, Recompute::kNone) == Approx(sbh * (34 + 2 * a * s / h)));
+  CHECK(graph_layer_saved(residual_only, 1) == Approx(sbh * (34 + 2 * a * s / h)));
 }
 
 TEST_CASE("pipeline schedules keep the expected micro-batches in flight") {

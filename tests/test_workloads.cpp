@@ -5,6 +5,7 @@
 #include "approx.hpp"
 
 #include <nlohmann/json.hpp>
+#include <array>
 #include <tuple>
 
 #include "support/input_error.hpp"
@@ -215,6 +216,44 @@ TEST_CASE("HuggingFace head_dim: heads sized apart from the hidden size") {
   wide.head_size = 160;
   CHECK(attention_flops(c) > 0);
   CHECK(attention_flops(c) / attention_flops(wide) == Approx(0.8));
+}
+
+TEST_CASE("HuggingFace dropout probabilities: a dropout of 0 is left out") {
+  // Expected: GPT2Config's defaults (0.1 each) give the embedding, attention and the two
+  // residual dropouts; each pdrop of 0 removes its operators (12 layers: 12 attention,
+  // 24 residual); Llama's attention_dropout (default 0) adds the attention one, which
+  // under flash attention is inside the kernel (no operator, no mask).
+  const auto dropouts = [](const TransformerConfig& c) {
+    int embedding = 0, attention = 0, residual = 0;
+    const OperatorGraph g = build_transformer(c, 1);
+    for (const Operator& op : g.ops()) {
+      if (op.kind != OpKind::kDropout) continue;
+      if (op.name == "embed.dropout") ++embedding;
+      else if (op.name.ends_with("attention.dropout")) ++attention;
+      else ++residual;
+    }
+    return std::array<int, 3>{embedding, attention, residual};
+  };
+  auto gpt2 = nlohmann::json::parse(R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+    "n_positions": 1024, "vocab_size": 50257})");
+  CHECK(dropouts(read_hf_config(gpt2, "gpt2.json")) == std::array<int, 3>{1, 12, 24});
+  gpt2["attn_pdrop"] = 0.0;
+  CHECK(dropouts(read_hf_config(gpt2, "gpt2.json")) == std::array<int, 3>{1, 0, 24});
+  gpt2["resid_pdrop"] = 0;
+  gpt2["embd_pdrop"] = 0.0;
+  CHECK(dropouts(read_hf_config(gpt2, "gpt2.json")) == std::array<int, 3>{0, 0, 0});
+  gpt2["resid_pdrop"] = 1.5;
+  CHECK(what(gpt2) == "config.json: resid_pdrop: expected a number from 0 to 1, got 1.5");
+  auto llama = nlohmann::json::parse(kLlama3_8b);
+  TransformerConfig c = read_hf_config(llama, "config.json");
+  CHECK_FALSE(c.attention_dropout);
+  llama["attention_dropout"] = 0.1;
+  c = read_hf_config(llama, "config.json");
+  CHECK(c.attention_dropout);
+  CHECK(dropouts(c) == std::array<int, 3>{0, 0, 0});
+  c.flash_attention = false;
+  c.layers = 2;
+  CHECK(dropouts(c) == std::array<int, 3>{0, 2, 0});
 }
 
 TEST_CASE("HuggingFace Qwen3: heads of 128 and a norm over each query and key head") {

@@ -17,8 +17,7 @@ const char* const kIgnorable[] = {
     "torch_dtype", "transformers_version", "use_cache", "pretraining_tp", "tokenizer_class", "id2label",
     "label2id", "task_specific_params", "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
     "summary_type", "summary_use_proj", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
-    "reorder_and_upcast_attn", "n_ctx", "max_window_layers", "use_sliding_window", "attention_dropout",
-    "resid_pdrop", "embd_pdrop", "attn_pdrop", "hidden_dropout", "output_attentions", "output_hidden_states",
+    "reorder_and_upcast_attn", "n_ctx", "max_window_layers", "use_sliding_window", "hidden_dropout", "output_attentions", "output_hidden_states",
     "return_dict", "is_decoder", "tie_encoder_decoder", "bad_words_ids", "chunk_size_feed_forward"};
 
 // Fields that name features the cost model does not have.
@@ -59,6 +58,11 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
         o.choice("activation_function", {"gelu_new", "gelu", "gelu_fast", "gelu_pytorch_tanh"});
       }
       c.tied_embedding = o.boolean_or("tie_word_embeddings", true);
+      // Dropout probabilities, GPT2Config's defaults 0.1: a layer whose is 0 is left out
+      // (no mask kept, no pass over the tensor).
+      c.embedding_dropout = o.number_or("embd_pdrop", 0.0, 1.0, 0.1) > 0;
+      c.attention_dropout = o.number_or("attn_pdrop", 0.0, 1.0, 0.1) > 0;
+      c.residual_dropout = o.number_or("resid_pdrop", 0.0, 1.0, 0.1) > 0;
     } else {
       const std::int64_t heads = o.positive_int("num_attention_heads");
       c = llama_config(c.name, o.positive_int("num_hidden_layers"), o.positive_int("hidden_size"), heads,
@@ -66,6 +70,8 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                        o.positive_int("intermediate_size"), o.positive_int("max_position_embeddings"),
                        o.positive_int("vocab_size"));
       c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
+      // The only dropout these models have, on the attention probabilities (default 0).
+      c.attention_dropout = o.number_or("attention_dropout", 0.0, 1.0, 0.0) > 0;
       if (o.has("hidden_act")) o.choice("hidden_act", {"silu"});
       // Heads narrower or wider than hidden_size / heads (Mistral NeMo: 32 x 128 on 5120).
       if (o.has("head_dim") && !doc["head_dim"].is_null()) {

@@ -40,7 +40,9 @@ TransformerConfig llama_config(std::string name, std::int64_t layers, std::int64
   c.proj_bias = false;
   c.mlp_bias = false;
   c.learned_positions = false;
-  c.dropout = false;
+  c.embedding_dropout = false;
+  c.attention_dropout = false;
+  c.residual_dropout = false;
   c.flash_attention = true;
   return c;
 }
@@ -115,7 +117,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     x = G.add("embed.add", x, G.embedding("embed.positions", pos, c.position_rows(), h, c.dtype));
   }
   if (c.embedding_norm) x = G.layer_norm("embed.norm", x);
-  if (c.dropout) x = G.dropout("embed.dropout", x);
+  if (c.embedding_dropout) x = G.dropout("embed.dropout", x);
 
   for (std::int64_t l = 0; l < c.layers; ++l) {
     G.set_layer(static_cast<int>(l));
@@ -136,11 +138,11 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       ctx = G.flash_attention(L + "attention", q, k, v, true);
     } else {
       std::uint32_t p = G.softmax(L + "attention.softmax", G.matmul(L + "attention.scores", q, k, true));
-      if (c.dropout) p = G.dropout(L + "attention.dropout", p);
+      if (c.attention_dropout) p = G.dropout(L + "attention.dropout", p);
       ctx = G.matmul(L + "attention.context", p, v, false);
     }
     std::uint32_t o = G.linear(L + "proj", G.view(L + "context", ctx, {b, s, w}), h, c.proj_bias);
-    if (c.dropout) o = G.dropout(L + "proj.dropout", o);
+    if (c.residual_dropout) o = G.dropout(L + "proj.dropout", o);
     x = G.add(L + "residual1", x, o);
     // MLP block: on a norm of the sum, or with parallel layers on the attention's norm
     // of the layer input (its output then joins the sum, residual2).
@@ -152,7 +154,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       const auto gu = G.split(L + "gate_up", G.linear(L + "gate_up", n2, 2 * c.ffn, c.mlp_bias), {c.ffn, c.ffn});
       m = G.linear(L + "down", G.swiglu(L + "swiglu", gu[0], gu[1]), h, c.mlp_bias);
     }
-    if (c.dropout) m = G.dropout(L + "mlp.dropout", m);
+    if (c.residual_dropout) m = G.dropout(L + "mlp.dropout", m);
     x = G.add(L + "residual2", x, m);
   }
   G.set_layer(-1);

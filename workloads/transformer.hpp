@@ -38,7 +38,13 @@ struct TransformerConfig {
   // Rows of that table, the longest sequence the model takes (GPT-2's n_positions); 0:
   // seq. A shorter training sequence (--seq) leaves the table, and its parameters, whole.
   std::int64_t positions = 0;
-  bool dropout = true;            // dropout after attention probabilities, projections, MLP (GPT training)
+  // Dropouts of GPT training (HuggingFace GPT-2's embd_pdrop, attn_pdrop, resid_pdrop):
+  // after the embedding; on the attention probabilities (under flash attention inside
+  // the kernel, which keeps no mask; its random-number cost is not modelled); after the
+  // attention's output projection and after the MLP.
+  bool embedding_dropout = true;
+  bool attention_dropout = true;
+  bool residual_dropout = true;
   bool embedding_norm = false;    // a layer norm of the embedding's output (BLOOM's word_embeddings_layernorm)
   bool flash_attention = false;
   // Attention and MLP side by side on one norm of the layer's input (PaLM's "parallel
