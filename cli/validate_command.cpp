@@ -44,7 +44,10 @@ Cases are built from what the source states of the setup (cli/validation.hpp say
 how); nothing in a case is fitted. Two figures of the compute model are: the host's
 dispatch time per operator and the A100's GEMM half sizes, both fitted to vtrain-single
 (sim/data/compute_efficiency.json gives each with its fit), so that suite's error is
-in-sample; the other suites were not used to fit anything.
+in-sample. The catalog's NVLink and InfiniBand efficiencies were set from two NCCL
+figures that are not cases (8 x H100 ring ~370 GB/s, one NDR NIC 46-48 GB/s); the nccl
+row 'NVLink 4 busbw (in sample)' restates the first and is kept apart. Nothing else
+was fitted to any suite.
 
 Printed: every case of the suites with at most 100 cases (--cases: all), numbered
 within its suite, measured, predicted and the error; then per suite and model (or run,
