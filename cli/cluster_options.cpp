@@ -45,7 +45,7 @@ void add_cluster_options(po::options_description& d) {
   d.add_options()
       ("preset", po::value<std::string>()->value_name("NAME"), "the machine to build (see 'ddlsim topology --list')")
       ("nodes", po::value<int>()->value_name("N"), "servers (GPU presets; default 1)")
-      ("dims", po::value<std::string>()->value_name("AxBxC"), "TPU slice shape, e.g. 4x4x8")
+      ("dims", po::value<std::string>()->value_name("AxBxC"), "TPU slice shape: v4 and v5p AxBxC (4x4x8, flat 4x4x1), v3 AxB")
       ("pods", po::value<int>()->value_name("N"), "TPU slices joined over the data-centre network (default 1)")
       ("accelerator", po::value<std::string>()->value_name("ID"), "replace the preset's accelerator (catalog id)")
       ("nic", po::value<std::string>()->value_name("ID"), "replace the preset's scale-out link (catalog id)")

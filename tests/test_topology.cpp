@@ -272,6 +272,15 @@ TEST_CASE("preset errors name the problem") {
                        std::exception);
   CHECK_THROWS_WITH_AS(build_preset(cat, "tpu-v4-pod", with_nodes(2)),
                        "nodes: TPU presets take a shape (dims, e.g. 4x4x8), not a server count", std::exception);
+  // A TPU v4 or v5p chip has six ICI links, a 3D torus; v3's four, a 2D one.
+  PresetOptions flat;
+  flat.dims = std::vector<int>{4, 4};
+  CHECK_THROWS_WITH_AS(build_preset(cat, "tpu-v4-pod", flat),
+                       "dims: TPU v4 is a 3D torus; give three sizes, like 4x4x8 (a flat slice as 4x4x1), got 4x4", std::exception);
+  flat.dims = std::vector<int>{4, 4, 1};
+  CHECK(build_preset(cat, "tpu-v5p-pod", flat).accelerators().size() == 16);
+  CHECK_THROWS_WITH_AS(build_preset(cat, "tpu-v3-pod", flat), "dims: TPU v3 is a 2D torus; give two sizes, like 16x32, got 4x4x1",
+                       std::exception);
   CHECK_THROWS_WITH_AS(build_preset(cat, "dgx-h100", with_nodes(0)), "nodes: expected 1 to 4096, got 0", std::exception);
   PresetOptions three = with_nodes(2);
   three.nics_per_node = 3;

@@ -144,6 +144,13 @@ Cluster single_gpu(const Catalog& catalog, const PresetOptions& o) {
   return c;
 }
 
+// "4x4x8".
+std::string shape_text(const std::vector<int>& dims) {
+  std::string out;
+  for (int d : dims) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
 Cluster tpu(const Catalog& catalog, const char* chip, const char* link, std::vector<int> dims, const PresetOptions& o) {
   if (o.nodes) throw InputError("nodes: TPU presets take a shape (dims, e.g. 4x4x8), not a server count");
   if (o.nic) throw InputError("nic: TPU presets have no NIC to replace");
@@ -214,11 +221,20 @@ Cluster build_preset(const Catalog& catalog, std::string_view name, const Preset
     return c;
   }
   if (name == "tpu-v3-pod") {
-    if (o.dims && o.dims->size() != 2) throw InputError("dims: TPU v3 is a 2D torus; give two sizes, like 16x32");
+    if (o.dims && o.dims->size() != 2) {
+      throw InputError("dims: TPU v3 is a 2D torus; give two sizes, like 16x32, got " + shape_text(*o.dims));
+    }
     return tpu(catalog, "tpu-v3", "ici-v3", {32, 32}, o);
   }
-  if (name == "tpu-v4-pod") return tpu(catalog, "tpu-v4", "ici-v4", {16, 16, 16}, o);
-  if (name == "tpu-v5p-pod") return tpu(catalog, "tpu-v5p", "ici-v5p", {16, 20, 28}, o);
+  if (name == "tpu-v4-pod" || name == "tpu-v5p-pod") {
+    // Six ICI links per chip: a 3D torus (a flat or thin slice has sizes of 1).
+    const bool v4 = name == "tpu-v4-pod";
+    if (o.dims && o.dims->size() != 3) {
+      throw InputError(std::string("dims: TPU ") + (v4 ? "v4" : "v5p") +
+                       " is a 3D torus; give three sizes, like 4x4x8 (a flat slice as 4x4x1), got " + shape_text(*o.dims));
+    }
+    return v4 ? tpu(catalog, "tpu-v4", "ici-v4", {16, 16, 16}, o) : tpu(catalog, "tpu-v5p", "ici-v5p", {16, 20, 28}, o);
+  }
   std::vector<std::string> names;
   std::string list;
   for (const auto& p : preset_list()) {
