@@ -43,8 +43,6 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   return j;
 }
 
-
-
 void print_unfit_strategies(const TrainingScenario& s, std::ostream& out) {
   for (const TrainingStrategy& t : s.strategies) {
     if (!t.unfit.empty()) out << "      strategy " << t.plan.name << " is no baseline: " << t.unfit << "\n";

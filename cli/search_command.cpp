@@ -57,8 +57,10 @@ replayed step time.
   mcmc     FlexFlow-style: the same space (meshes of 1 or 2 dimensions) searched by
            Metropolis-Hastings (--seed, --iterations, --budget) with the replay of each
            plan as its cost.
-  The SBP methods replay the plan found, data parallelism and Megatron in SBP terms and
-  the scenario's strategies of the same global batch, and say why the found plan is
+  The SBP methods replay the plan found, data parallelism and Megatron in SBP terms
+  (tensor parallelism over tp devices, the mesh's inner dimension, data parallelism over
+  the groups; the tp the analytical cost ranks first, or a line saying why none can run)
+  and the scenario's strategies of the same global batch, and say why the found plan is
   faster or slower (its compute, activation re-layouts and gradient synchronization
   against data parallelism's).
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -164,8 +165,12 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   // The candidates: the found plan, data parallelism and Megatron in SBP terms with as
   // many micro-batches, and the scenario's strategies of this global batch.
   std::vector<Candidate> all;
+  std::vector<std::pair<std::string, std::string>> skipped;  // baselines that cannot run this model, and why
   auto add_sbp = [&](const std::string& name, const std::string& origin, const SbpPlan& plan) {
-    if (!sbp_plan_problem(found_chain, plan).empty()) return;  // cannot run this model (a note below says so)
+    if (std::string why = sbp_plan_problem(found_chain, plan); !why.empty()) {
+      if (origin != method) skipped.emplace_back(name, std::move(why));  // the found plan's own note is below
+      return;
+    }
     Candidate c;
     c.strategy.plan.name = name;
     c.strategy.plan.global_batch = batch;
@@ -179,9 +184,34 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   SbpPlan dp = data_parallel_plan(found_chain, {static_cast<int>(devices.size())});
   dp.micro_batches = found.micro_batches;
   add_sbp("sbp-data-parallel", "sbp baseline", dp);
-  SbpPlan mt = megatron_plan(found_chain, static_cast<int>(devices.size()));
-  mt.micro_batches = found.micro_batches;
-  add_sbp("sbp-megatron", "sbp baseline", mt);
+  // Megatron: tensor parallelism over tp devices (the mesh's inner dimension, where a
+  // server's are), data parallelism over the groups; of the tp that divide the devices
+  // and split every layer, the one the analytical cost ranks first (fitting ones first).
+  {
+    const int n = static_cast<int>(devices.size());
+    std::optional<SbpPlan> mt;
+    bool mt_fits = false;
+    double mt_cost = 0;
+    std::string why_not;  // tp = the smallest divisor's problem, if none can run
+    for (int tp = 2; tp <= n; ++tp) {
+      if (n % tp != 0) continue;
+      SbpPlan p = megatron_plan(found_chain, tp, n / tp);
+      p.micro_batches = found.micro_batches;
+      if (std::string why = sbp_plan_problem(found_chain, p); !why.empty()) {
+        if (why_not.empty()) why_not = "tp " + std::to_string(tp) + ", " + why;
+        continue;
+      }
+      const bool fits = fits_in_memory(found_chain, p);
+      const double cost = sbp_cost(found_chain, p, devices, fabric, compute).total();
+      if (!mt || (fits && !mt_fits) || (fits == mt_fits && cost < mt_cost)) {
+        mt = std::move(p);
+        mt_fits = fits;
+        mt_cost = cost;
+      }
+    }
+    if (mt) add_sbp("sbp-megatron", "sbp baseline", *mt);
+    else if (n > 1) skipped.emplace_back("sbp-megatron", "no tp dividing the " + std::to_string(n) + " devices splits every layer (" + why_not + ")");
+  }
   for (const TrainingStrategy& t : s.strategies) {
     if (t.plan.global_batch != batch || !t.unfit.empty()) continue;  // not comparable, or cannot run here
     Candidate c;
@@ -270,6 +300,9 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     j["found"] = sbp_strategy_json(method, batch, found_chain, found);
     j["best"] = best_json;
     j["unfit_strategies"] = unfit_strategies_json(s);
+    nlohmann::ordered_json no_baseline = nlohmann::ordered_json::array();
+    for (const auto& [name, why] : skipped) no_baseline.push_back({{"name", name}, {"reason", why}});
+    j["skipped_baselines"] = no_baseline;
     out << j.dump(2) << "\n";
     return best_json;
   }
@@ -321,6 +354,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   out << "best: " << best.strategy.plan.name << " (" << best.report.plan << "), " << best.report.step_time_s
       << " s per step\n\n" << evaluated << (o.mcmc ? " plans replayed" : " plans estimated") << " in the search\n";
   print_unfit_strategies(s, out);
+  for (const auto& [name, why] : skipped) out << "      " << name << " is no baseline: " << why << "\n";
   return best_json;
 }
 

@@ -600,13 +600,18 @@ SbpPlan data_parallel_plan(const SbpChain& chain, std::vector<int> dims) {
   return p;
 }
 
-SbpPlan megatron_plan(const SbpChain& chain, int devices) {
+SbpPlan megatron_plan(const SbpChain& chain, int tp, int dp) {
   SbpPlan p;
-  p.dims = {devices};
+  p.dims = dp > 1 ? std::vector<int>{dp, tp} : std::vector<int>{tp};
   const auto roles = sbp_roles(chain);
   p.layers.resize(chain.layers.size());
   for (std::size_t r = 0; r < roles.size(); ++r) {
-    const MatmulSignature sig = r % 2 == 0 ? MatmulSignature{{kB}, {S(1)}, {S(1)}} : MatmulSignature{{S(1)}, {S(0)}, {kP}};
+    MatmulSignature sig = r % 2 == 0 ? MatmulSignature{{kB}, {S(1)}, {S(1)}} : MatmulSignature{{S(1)}, {S(0)}, {kP}};
+    if (dp > 1) {  // the batch split over the outer dimension, weights replicated on it
+      sig.a.insert(sig.a.begin(), S(0));
+      sig.b.insert(sig.b.begin(), kB);
+      sig.c.insert(sig.c.begin(), S(0));
+    }
     for (std::size_t i : roles[r].second) p.layers[i] = sig;
   }
   return p;

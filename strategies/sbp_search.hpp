@@ -181,10 +181,12 @@ std::vector<std::vector<int>> sbp_mesh_shapes(std::size_t n, std::size_t max_dim
 
 /// Data parallelism in SBP terms: every layer S(0) x B -> S(0) on every mesh dimension.
 SbpPlan data_parallel_plan(const SbpChain& chain, std::vector<int> dims);
-/// Megatron tensor parallelism on a 1-D mesh: roles alternate column (B x S(1) ->
+/// Megatron tensor parallelism over tp devices: roles alternate column (B x S(1) ->
 /// S(1)) and row (S(1) x S(0) -> P) splits, starting with a column split (a GPT layer:
 /// QKV and fc1 column, projection and fc2 row, the output layer column: vocabulary-parallel).
-SbpPlan megatron_plan(const SbpChain& chain, int devices);
+/// With dp > 1 the mesh is dp x tp, tp the inner (fastest) dimension, and every layer
+/// is also S(0) x B -> S(0) on the outer one: data parallelism over tp-device groups.
+SbpPlan megatron_plan(const SbpChain& chain, int tp, int dp = 1);
 
 struct SbpSearchResult {
   SbpPlan plan;

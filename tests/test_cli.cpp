@@ -1891,11 +1891,24 @@ TEST_CASE("search --method autoddl and mcmc rank whole-model SBP plans against t
     }
     CHECK(names.count("dp") == 1);
     CHECK(names.count("tp-pp") == 1);
+    // Megatron over tp of 2, 4 or 8 (dividing the 24 heads), data parallelism over the rest.
+    CHECK(names.count("sbp-megatron") == 1);
+    CHECK(j.at("skipped_baselines").empty());
     CHECK(found > 0);
     if (std::string(method) == "mcmc" && dp_fits) CHECK(found <= dp);
     CHECK(j.at("best").at("name") == "search-best");
     CHECK(ddlsim_cmd(args).out == r.out);
   }
+  // A model of 3 heads on 16 devices: no tp dividing 16 divides the heads, so Megatron is
+  // no baseline, and a line says why.
+  const std::string odd = s.write("odd.json", R"({"name": "odd", "cluster": {"preset": "dgx-a100", "nodes": 2},
+    "workload": {"hf_config": {"model_type": "gpt2", "n_embd": 192, "n_layer": 2, "n_head": 3, "n_positions": 128,
+    "vocab_size": 1000}}, "strategies": [{"name": "dp", "global_batch": 64, "micro_batch": 4}]})");
+  const auto r = ddlsim_cmd({"search", odd, "--method", "autoddl", "--network", "analytical"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("sbp-megatron   ") == std::string::npos);
+  CHECK(r.out.find("\n      sbp-megatron is no baseline: no tp dividing the 16 devices splits every layer (tp 2, layer0.qkv: "
+                   "splits its columns 2 ways, which its 3 column groups (key-value heads) do not divide)\n") != std::string::npos);
 }
 
 TEST_CASE("SBP strategies in scenarios: data parallelism and Megatron agree with the Megatron-style lowering") {

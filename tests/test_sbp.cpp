@@ -556,6 +556,11 @@ TEST_CASE("a folded SBP replay is the full replay on a symmetric mesh; micro-bat
       tp.layers[i] = column ? MatmulSignature{{S(0), kB}, {kB, S(1)}, {S(0), S(1)}} : MatmulSignature{{S(0), S(1)}, {kB, S(0)}, {S(0), kP}};
     }
   }
+  // Megatron over 8 with data parallelism over 2 (search's sbp-megatron baseline) is
+  // this plan, signature for signature.
+  const SbpPlan mt2 = megatron_plan(c, 8, 2);
+  CHECK(mt2.dims == tp.dims);
+  for (std::size_t i = 0; i < c.layers.size(); ++i) CHECK(to_string(mt2.layers[i]) == to_string(tp.layers[i]));
   // Data parallelism over 8 on an 8 x 2 mesh, each replica's work duplicated on 2 devices
   // (16 row pieces would split the 8 samples' sequences, which attention refuses).
   SbpPlan dp;
