@@ -98,7 +98,10 @@ constexpr std::size_t kMaxPoints = 1'000'000;
 // A value as --set reads it: JSON when it parses, else the text as a string; JSON with
 // the checks of a file (nesting depth, a key given twice).
 Json value_json(const std::string& text, const std::string& where) {
-  return check_json(text, where) ? Json::parse(text) : Json(text);
+  if (!check_json(text, where)) return Json(text);
+  Json value = Json::parse(text);
+  whole_numbers_as_integers(value);  // 1e2 is 100, as --set reads it
+  return value;
 }
 
 // The columns of a row, in order: point, the varied paths, strategy, status, reason,

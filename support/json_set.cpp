@@ -1,6 +1,8 @@
 #include "support/json_set.hpp"
 
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -9,6 +11,21 @@
 #include "support/strings.hpp"
 
 namespace ddlsim {
+
+namespace {
+template <class Json>
+void integers_of_whole_numbers(Json& value) {
+  if (value.is_number_float()) {
+    const double d = value.template get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9007199254740992.0) value = static_cast<std::int64_t>(d);
+  } else if (value.is_structured()) {
+    for (auto& element : value) integers_of_whole_numbers(element);
+  }
+}
+}  // namespace
+
+void whole_numbers_as_integers(nlohmann::json& value) { integers_of_whole_numbers(value); }
+void whole_numbers_as_integers(nlohmann::ordered_json& value) { integers_of_whole_numbers(value); }
 
 void apply_set(nlohmann::json& doc, const std::string& expression) {
   const auto eq = expression.find('=');
@@ -52,6 +69,7 @@ void apply_set(nlohmann::json& doc, const std::string& expression) {
   }
   if (nlohmann::json::accept(text)) {
     *node = parse_json(text, "--set " + path);  // same checks as a file: depth, duplicates, range
+    whole_numbers_as_integers(*node);
   } else {
     if (!valid_utf8(text)) throw InputError("--set " + path + ": the value is not valid UTF-8 text");
     *node = text;

@@ -114,6 +114,9 @@ TEST_CASE("--set changes the scenario before validation") {
   CHECK(nlohmann::json::parse(r.out).at("strategies").at(0).at("step_time_s").get<double>() == Approx(0.012));
   const auto p = ddlsim_cmd({"run", s.write("t.json", kSmall), "--print-scenario", "--set", "strategies.1.name=x"});
   CHECK(nlohmann::json::parse(p.out).at("strategies").at(1).at("name") == "x");
+  // A whole number written as a float is that integer (2e0 is 2, printed so).
+  const auto whole = ddlsim_cmd({"run", s.write("u.json", kSmall), "--print-scenario", "--set", "cluster.devices=2e0"});
+  CHECK(nlohmann::json::parse(whole.out).at("cluster").at("devices").dump() == "2");
   // --print-scenario checks what it prints (its output is meant to start a new file):
   // a training scenario with a misspelt key is one line and status 2, nothing printed.
   const auto bad = ddlsim_cmd({"run", "--print-scenario", "--set", "cluster.nodez=3"});

@@ -99,6 +99,11 @@ TEST_CASE("sweep: one row per point and strategy in the product's order, failing
   r = ddlsim_cmd({"sweep", f, "--vary", "cluster.nodes=1,2", "--vary", "strategies.1.tp=8,16", "--csv", one, "--jobs", "1"});
   REQUIRE(r.status == 0);
   CHECK(read_file(one) == read_file(csv));
+  // Whole numbers written as floats are those integers, in the scenario and the columns.
+  const std::string floats = (s.dir / "floats.csv").string();
+  r = ddlsim_cmd({"sweep", f, "--vary", "cluster.nodes=1e0,2.0", "--vary", "strategies.1.tp=8,16", "--csv", floats});
+  REQUIRE(r.status == 0);
+  CHECK(read_file(floats) == read_file(csv));
 }
 
 TEST_CASE("sweep: a point whose scenario is invalid as a whole is one row without a strategy") {
