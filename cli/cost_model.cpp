@@ -21,17 +21,25 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
   for (const TrainingStrategy& t : s.strategies) by_name[t.plan.name] = &t;
   std::vector<std::pair<const TrainingStrategy*, CostModelRow>> todo;
   if (csv_text) {
+    std::map<std::string, std::size_t> line_of;  // each strategy's row, one per strategy
     for (const CsvRow& row : csv_rows(*csv_text, csv_name, {"scenario", "strategy", "predicted_step_s"})) {
       const std::string where = csv_name + ":" + std::to_string(row.line);
       const std::vector<std::string>& f = row.fields;
       if (f[0] != s.name) continue;  // another scenario's estimates
       const auto it = by_name.find(f[1]);
       if (it == by_name.end()) throw InputError(where + ": scenario '" + s.name + "' has no strategy '" + f[1] + "'");
+      if (const auto seen = line_of.find(f[1]); seen != line_of.end()) {
+        throw InputError(where + ": strategy '" + f[1] + "' has an estimate already, on line " + std::to_string(seen->second));
+      }
+      line_of[f[1]] = row.line;
       const std::optional<double> v = positive_number(f[2]);
       if (!v) throw InputError(where + ": predicted_step_s: expected a positive number of seconds, got '" + f[2] + "'");
       todo.push_back({it->second, CostModelRow{f[1], csv_name, *v, 0}});
     }
     if (todo.empty()) throw InputError(csv_name + ": no estimate for scenario '" + s.name + "'");
+    for (const TrainingStrategy& t : s.strategies) {
+      if (!line_of.count(t.plan.name)) out.not_estimated.push_back(t.plan.name);
+    }
   } else {
     NetworkFabric fabric(s.cluster, s.catalog);
     const ComputeModel compute(accelerator_of(s));
@@ -86,6 +94,7 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
     j["worst_abs_error"] = c.worst_abs_error;
     j["kendall_tau"] = c.pairs > 0 ? nlohmann::ordered_json(c.kendall_tau) : nlohmann::ordered_json();
     j["pairs"] = c.pairs;
+    j["not_estimated"] = c.not_estimated;
     out << j.dump(2) << "\n";
     return;
   }
@@ -104,6 +113,11 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
   std::snprintf(line, sizeof line, "\nmean |error| %.1f%%, worst %.1f%%, Kendall tau %s over %zu pairs\n",
                 c.mean_abs_error * 100, c.worst_abs_error * 100, tau, c.pairs);
   out << line;
+  if (!c.not_estimated.empty()) {
+    out << "not estimated (no row for them, so in none of the figures above): ";
+    for (std::size_t i = 0; i < c.not_estimated.size(); ++i) out << (i ? ", " : "") << c.not_estimated[i];
+    out << "\n";
+  }
 }
 
 }  // namespace ddlsim

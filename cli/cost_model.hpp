@@ -29,11 +29,13 @@ struct CostModelCheck {
   double mean_abs_error = 0, worst_abs_error = 0;
   double kendall_tau = 0;  // over pairs of rows (1: the estimate orders them as the replay does)
   std::size_t pairs = 0;
+  std::vector<std::string> not_estimated;  // the scenario's strategies the CSV has no row for
 };
 
 /// Estimates (the built-in ones, or with `csv_text` the user's: a header line
-/// "scenario,strategy,predicted_step_s" and rows for strategies of this scenario, named
-/// by `csv_name` in errors) against replays. Throws InputError naming the CSV's line.
+/// "scenario,strategy,predicted_step_s" and rows for strategies of this scenario, at
+/// most one each, named by `csv_name` in errors) against replays. Throws InputError
+/// naming the CSV's line.
 CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<std::string>& csv_text,
                                 const std::string& csv_name);
 

@@ -67,15 +67,17 @@ case's 'ddlsim collective' command. --network puts that network model in it.
 --measured FILE.csv replays your own measurements instead of the suites: a header
 scenario_file,strategy,measured_step_s, then a row per measured step (a training
 scenario's file, relative to the CSV's folder; the name of one of its strategies; the
-seconds per step you measured, 1e-6 to 1e7). They are printed and tabled like a suite, "measured",
-one model per scenario file, Kendall's tau among the strategies measured on one file;
---csv, --json, --record, --check and --case work on them as on the suites.
+seconds per step you measured, 1e-6 to 1e7). They are printed and tabled like a
+suite, "measured", one model per scenario file, Kendall's tau among the strategies
+measured on one file; --csv, --json, --record, --check and --case work on them as on
+the suites.
 
 --cost-model [SCENARIO.json] checks a cost model instead: for every strategy of the
 training scenario (the embedded default without a file), the analytical estimate the
 searches rank plans by (estimate_step for Megatron-style plans, sbp_cost for SBP
 plans), or with --estimates FILE.csv your own (a header scenario,strategy,predicted_step_s
-and one row per strategy, in seconds), against the replay of the same plan on the
+and at most one row per strategy, in seconds; those without one are named after the
+summary, JSON not_estimated), against the replay of the same plan on the
 scenario's network (--network overrides): the error per strategy, the mean and worst
 absolute error, and Kendall's tau between estimated and replayed times.
 

@@ -2119,12 +2119,18 @@ TEST_CASE("validate --cost-model: estimates against replays, the built-in ones o
   const auto one = ddlsim_cmd({"validate", "--cost-model", f, "--network", "analytical", "--estimates", mine});
   REQUIRE(one.status == 0);
   CHECK(one.out.find("Kendall tau - (no two plans compare) over 0 pairs") != std::string::npos);
+  // The strategy without a row is named, not dropped without a word.
+  CHECK(one.out.find("\nnot estimated (no row for them, so in none of the figures above): tp-pp\n") != std::string::npos);
+  const auto one_json = ddlsim_cmd({"validate", "--cost-model", f, "--network", "analytical", "--estimates", mine, "--json"});
+  CHECK(nlohmann::json::parse(one_json.out).at("not_estimated") == nlohmann::json::array({"tp-pp"}));
+  CHECK(k.at("not_estimated").empty());
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"scenario,strategy,predicted\n", mine + ":1: expected the header scenario,strategy,predicted_step_s"},
       {"scenario,strategy,predicted_step_s\nt,xp,1.0\n", mine + ":2: scenario 't' has no strategy 'xp'"},
       {"scenario,strategy,predicted_step_s\nt,dp,-1\n", mine + ":2: predicted_step_s: expected a positive number of seconds, got '-1'"},
       {"scenario,strategy,predicted_step_s\nt,dp\n", mine + ":2: expected 3 fields, got 2"},
       {"scenario,strategy,predicted_step_s\nu,dp,1\n", mine + ": no estimate for scenario 't'"},
+      {"scenario,strategy,predicted_step_s\nt,dp,1\nt,tp-pp,2\nt,dp,3\n", mine + ":4: strategy 'dp' has an estimate already, on line 2"},
   };
   for (const auto& [text, line] : bad) {
     INFO(text);
