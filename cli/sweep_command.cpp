@@ -330,8 +330,8 @@ void print_sweep_table(std::ostream& out, const Json& doc) {
   std::size_t sw = 8;
   for (const Json& row : doc.at("rows")) sw = std::max(sw, row.at("strategy").get<std::string>().size());
   std::string line;
-  out << "scenario: " << doc.at("scenario").get<std::string>() << ", " << doc.at("points").get<std::size_t>()
-      << " points\n";
+  const std::size_t points = doc.at("points").get<std::size_t>();
+  out << "scenario: " << doc.at("scenario").get<std::string>() << ", " << points << (points == 1 ? " point\n" : " points\n");
   line = printf_string("%6s", "point");
   out << line;
   for (std::size_t i = 0; i < varies.size(); ++i) {
@@ -610,7 +610,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     // The scenario as given (with --set) must be valid on its own; the points may not be.
     nlohmann::json base;
     const TrainingScenario s0 = load_training_scenario(
-        file, sets, "sweep: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...})", &base);
+        file, sets, "the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to sweep it", &base);
     std::optional<std::string> only;
     if (vm.count("strategy")) {
       only = vm["strategy"].as<std::string>();

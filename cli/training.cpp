@@ -323,7 +323,10 @@ TrainingScenario load_training_scenario(const std::optional<std::string>& file, 
   const std::string source = file ? *file : std::string(kDefaultScenarioName);
   const std::string text = file ? read_input_file(source, "scenario") : std::string(kDefaultScenario);
   nlohmann::json doc = scenario_document(text, source, sets);
-  if (!is_training_scenario(doc)) throw InputError(not_training);
+  if (doc.is_object() && doc.contains("tasks")) {
+    throw InputError(source + ": a task graph (it lists \"tasks\"), which only 'ddlsim run' replays; " + not_training);
+  }
+  if (!is_training_scenario(doc)) throw InputError(source + ": " + not_training);
   TrainingScenario s =
       read_training_scenario(doc, file ? std::filesystem::path(source).parent_path().string() : "", keep_unfit);
   if (document) *document = std::move(doc);

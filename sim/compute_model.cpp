@@ -54,8 +54,13 @@ ComputeModel::ComputeModel(const AcceleratorSpec& device) : device_(device) {
 double ComputeModel::peak(DataType dtype) const {
   const auto p = device_.peak_for(catalog_dtype(dtype));
   if (!p) {
+    // The number formats a model may take on this accelerator instead.
+    std::string usable;
+    for (DataType d : {DataType::kFp32, DataType::kBf16, DataType::kFp16, DataType::kFp8}) {
+      if (device_.peak_for(catalog_dtype(d))) usable += (usable.empty() ? "" : ", ") + std::string(data_type_name(d));
+    }
     throw InputError("accelerator '" + device_.id + "' has no " + std::string(kDtypeNames[static_cast<int>(catalog_dtype(dtype))]) +
-                     " peak in the catalog");
+                     " peak in the catalog" + (usable.empty() ? "" : "; it runs " + usable));
   }
   return p->value();
 }

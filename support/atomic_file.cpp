@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -100,6 +101,7 @@ void remove_temporaries_on_signals() {
 
 void check_writable(const std::string& path) {
   if (path.empty()) throw std::runtime_error("cannot write an empty file name");
+  if (path == "-") return;  // standard output
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     if (S_ISDIR(st.st_mode)) throw std::runtime_error("cannot write " + path + ": it is a directory");
@@ -126,6 +128,10 @@ void check_writable(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  if (path_ == "-") {
+    to_stdout_ = direct_ = true;
+    return;
+  }
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     if (S_ISDIR(st.st_mode)) throw std::runtime_error("cannot write " + path_ + ": it is a directory");
@@ -160,6 +166,12 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::commit() {
+  if (to_stdout_) {
+    std::cout << held_.str() << std::flush;
+    if (!std::cout) throw std::runtime_error("cannot write - (standard output): write failed");
+    committed_ = true;
+    return;
+  }
   out_.flush();
   const bool ok = static_cast<bool>(out_);
   out_.close();

@@ -3,12 +3,15 @@
 // reached (an error, an exception), the temporary file is removed and the target is left
 // as it was. A symbolic link is followed: the file it names is replaced, the link kept.
 // A target that is not a plain file (a FIFO, a terminal, /dev/stdout) is written
-// directly, as a stream (it cannot be replaced whole); a directory is refused.
+// directly, as a stream (it cannot be replaced whole); a directory is refused. The path
+// "-" is standard output: the content is held and written there by commit(), so it
+// too appears whole or not at all.
 // A program that calls remove_temporaries_on_signals() leaves no temporary behind when
 // SIGINT, SIGTERM or SIGHUP ends it either.
 #pragma once
 
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace ddlsim {
@@ -32,7 +35,7 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  std::ostream& stream() { return out_; }
+  std::ostream& stream() { return to_stdout_ ? static_cast<std::ostream&>(held_) : out_; }
   /// Flushes, closes and renames into place; throws std::runtime_error on failure.
   void commit();
 
@@ -43,6 +46,8 @@ class AtomicFile {
   std::ofstream out_;
   bool committed_ = false;
   bool direct_ = false;  // the target is not a plain file: written in place
+  bool to_stdout_ = false;   // "-": held in held_ until commit() writes it to std::cout
+  std::ostringstream held_;
   int slot_ = -1;        // where the signal handler finds temp_ (-1: nowhere)
 };
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <csignal>
@@ -182,4 +183,28 @@ TEST_CASE("a signal that ends the program removes the temporaries of uncommitted
   CHECK(read(d.path / "kept.csv") == "old");
   CHECK(read(d.path / "done.csv") == "whole");
   CHECK(entries(d.path) == 2);
+}
+
+TEST_CASE("the path - is standard output, written whole on commit and not at all without it") {
+  // Expected: nothing reaches standard output before commit() nor from a file abandoned
+  // uncommitted; commit() writes the content once; no file named "-" is made.
+  Dir d;
+  const fs::path old_cwd = fs::current_path();
+  fs::current_path(d.path);
+  std::ostringstream captured;
+  std::streambuf* const saved = std::cout.rdbuf(captured.rdbuf());
+  {
+    AtomicFile dropped("-");
+    dropped.stream() << "lost";
+  }
+  AtomicFile f("-");
+  f.stream() << "{\"a\": 1}\n";
+  const std::string before = captured.str();
+  f.commit();
+  std::cout.rdbuf(saved);
+  fs::current_path(old_cwd);
+  CHECK(before.empty());
+  CHECK(captured.str() == "{\"a\": 1}\n");
+  CHECK_NOTHROW(check_writable("-"));
+  CHECK(entries(d.path) == 0);
 }

@@ -814,7 +814,7 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
       {{"--list", "--batch", "8"}, "--list: lists every preset as text; not with --batch"},
       {{"--list", "--device", "h100-sxm"}, "--list: lists every preset as text; not with --device"},
       {{"--preset", "gpt2", "--device", "h100"}, "unknown accelerator 'h100' (did you mean 'h100-sxm'?)"},
-      {{"--preset", "gpt2", "--dtype", "fp8", "--device", "a100-80gb"}, "accelerator 'a100-80gb' has no fp8 peak in the catalog"},
+      {{"--preset", "gpt2", "--dtype", "fp8", "--device", "a100-80gb"}, "accelerator 'a100-80gb' has no fp8 peak in the catalog; it runs fp32, bf16, fp16"},
       {{"--hf-config", s.write("moe.json", R"({"model_type": "mistral", "num_local_experts": 8})")},
        (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are not modelled (a dense transformer only)"},
       {{"--hf-config", s.write("bad.json", "{\"model_type\": ")}, ""},
@@ -1683,9 +1683,16 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
     CHECK(r.status == 2);
     CHECK(r.err == "ddlsim search: " + line + "\n");
   }
-  r = ddlsim_cmd({"search", s.write("small.json", kSmall)});
+  const std::string small = s.write("small.json", kSmall);
+  r = ddlsim_cmd({"search", small});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim search: the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");
+  CHECK(r.err == "ddlsim search: " + small + ": the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");
+  // A task graph on a cluster preset is named as such (it said 'workload: missing').
+  const std::string graph = std::string(DDLSIM_SOURCE_DIR) + "/scenarios/custom-task-graph.json";
+  r = ddlsim_cmd({"sweep", graph, "--vary", "cluster.nodes=1,2"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim sweep: " + graph + ": a task graph (it lists \"tasks\"), which only 'ddlsim run' replays; the scenario must "
+                 "train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to sweep it\n");
 }
 
 
