@@ -54,13 +54,21 @@ std::string fmt(double v) {
 
 void print_text(std::ostream& out, const std::string& title, const TopologyStats& s) {
   out << "topology:   " << title << "\n";
-  out << "nodes:     ";
+  out << "nodes:      ";
+  const char* sep = "";
   for (const auto& [kind, n] : s.nodes_by_kind) {
-    out << " " << n << " " << kind << (n == 1 ? "" : kind == "switch" ? "es" : "s") << ";";
+    out << sep << n << " " << kind << (n == 1 ? "" : kind == "switch" ? "es" : "s");
+    sep = ", ";
   }
-  out << "\naccelerators:";
-  for (const auto& [model, n] : s.accelerators_by_model) out << " " << n << " x " << model << ";";
-  out << "\nlinks:\n";
+  out << "\naccelerators: ";
+  std::size_t accelerators = 0;
+  sep = "";
+  for (const auto& [model, n] : s.accelerators_by_model) {
+    out << sep << n << " x " << model;
+    sep = ", ";
+    accelerators += n;
+  }
+  out << "\nlinks:" << (s.links_by_kind.empty() ? "      none\n" : "\n");
   for (const auto& [kind, g] : s.links_by_kind) {
     char line[128];
     std::snprintf(line, sizeof line, "  %-14s %8zu cables x %g GB/s per direction\n", kind.c_str(), g.cables,
@@ -71,15 +79,23 @@ void print_text(std::ostream& out, const std::string& title, const TopologyStats
   if (s.injection_max_gbytes_per_s != s.injection_min_gbytes_per_s) out << " to " << fmt(s.injection_max_gbytes_per_s);
   out << " GB/s per accelerator (sum of its links, one direction)\n";
   if (!s.oversubscription.empty()) {
-    out << "oversubscription:";
-    for (const auto& [role, ratio] : s.oversubscription) out << " " << role << " " << fmt(ratio) << ":1;";
+    out << "oversubscription: ";
+    sep = "";
+    for (const auto& [role, ratio] : s.oversubscription) {
+      out << sep << role << " " << fmt(ratio) << ":1";
+      sep = ", ";
+    }
     out << " (bandwidth toward the endpoints over bandwidth toward the next tier)\n";
   }
   out << "diameter:   " << (s.diameter_exact ? "" : "at least ") << s.diameter_hops
       << (s.diameter_hops == 1 ? " hop" : " hops") << " between accelerators"
       << (s.diameter_exact ? "" : " (searched from 64 sources)") << "\n";
-  out << "bisection:  " << fmt(s.bisection_gbytes_per_s) << " GB/s (max flow between halves of the accelerators; cut: "
-      << s.bisection_cut << ")\n";
+  if (accelerators < 2) {
+    out << "bisection:  - (one accelerator: no halves to cut)\n";
+  } else {
+    out << "bisection:  " << fmt(s.bisection_gbytes_per_s) << " GB/s (max flow between halves of the accelerators; cut: "
+        << s.bisection_cut << ")\n";
+  }
 }
 
 void print_json(std::ostream& out, const std::string& source, bool is_file, const TopologyStats& s) {

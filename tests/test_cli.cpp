@@ -496,7 +496,11 @@ TEST_CASE("ddlsim topology describes a preset") {
   CHECK(j.at("bisection_gbytes_per_s").get<double>() == Approx(800));
   r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--nodes", "4"});
   CHECK(r.status == 0);
-  CHECK(r.out.find("16 switches;") != std::string::npos);
+  CHECK(r.out.find("\nnodes:      32 accelerators, 16 switches\n") != std::string::npos);
+  // One accelerator: no links, no halves to cut (it printed 'cut: )').
+  r = ddlsim_cmd({"topology", "--preset", "single-gpu-ethernet"});
+  CHECK(r.out.find("\nlinks:      none\n") != std::string::npos);
+  CHECK(r.out.find("\nbisection:  - (one accelerator: no halves to cut)\n") != std::string::npos);
   r = ddlsim_cmd({"topology", "--list"});
   CHECK(r.out.find("tpu-v4-pod") != std::string::npos);
   // --list lists the presets and the catalog; what else is given would be ignored (it exited 0).
