@@ -105,7 +105,7 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
   out << line;
   for (const CostModelRow& r : c.rows) {
     std::snprintf(line, sizeof line, "%-24s %-16s %13.4f %11.4f %+9.1f\n", r.strategy.c_str(), r.source.c_str(),
-                  r.estimate_s, r.replay_s, r.error() * 100);
+                  r.estimate_s, r.replay_s, rounded_for_print(r.error() * 100, 1));
     out << line;
   }
   char tau[32] = "- (no two plans compare)";

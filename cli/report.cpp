@@ -1,6 +1,7 @@
 #include "cli/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -27,6 +28,7 @@ StrategyReport make_report(const std::string& name, const Scenario& scenario, co
     r.communication_busy_s = std::max(r.communication_busy_s, usage.entries()[id.value].busy.value());
   }
   for (const auto& pool : memory.pools()) r.peak_memory_bytes = std::max(r.peak_memory_bytes, pool.peak.value());
+  r.peak_memory_bytes = std::round(r.peak_memory_bytes);  // whole bytes
   r.compute_utilization = r.step_time_s > 0 ? r.compute_busy_s / r.step_time_s : 0.0;
   r.exposed_communication_s = r.step_time_s - r.compute_busy_s;
   r.achieved_tflops_per_device = r.step_time_s > 0 ? flops / r.step_time_s / 1e12 : 0.0;
@@ -88,8 +90,8 @@ void print_json(std::ostream& out, const Scenario& s, const std::vector<Strategy
     j["communication_busy_s"] = r.communication_busy_s;
     j["exposed_communication_s"] = r.exposed_communication_s;
     j["achieved_tflops_per_device"] = r.achieved_tflops_per_device;
-    j["peak_memory_bytes"] = r.peak_memory_bytes;
-    j["device_memory_bytes"] = r.device_memory_bytes;
+    j["peak_memory_bytes"] = std::llround(r.peak_memory_bytes);
+    j["device_memory_bytes"] = std::llround(r.device_memory_bytes);
     j["fits_in_memory"] = r.fits_in_memory;
     j["tasks"] = r.tasks;
     j["events"] = r.events;

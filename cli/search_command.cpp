@@ -263,7 +263,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
         r["estimate_s"] = e.estimate_s;
         r["step_time_s"] = e.report.step_time_s;
         r["mfu"] = e.report.mfu;
-        r["peak_memory_bytes"] = e.report.peak_memory_bytes;
+        r["peak_memory_bytes"] = TrainingReport::whole(e.report.peak_memory_bytes);
         r["fits_in_memory"] = e.report.fits_in_memory;
         ranked.push_back(r);
       }

@@ -13,6 +13,7 @@
 #include "sim/compute_model.hpp"
 #include "strategies/sbp_mcmc.hpp"
 #include "support/input_error.hpp"
+#include "support/strings.hpp"
 
 namespace ddlsim {
 namespace {
@@ -286,7 +287,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       e["mfu"] = c.report.mfu;
       e["compute_s"] = c.report.compute_busy_s;
       e["exposed_comm_s"] = c.report.exposed_comm_s;
-      e["peak_memory_bytes"] = c.report.peak_memory_bytes;
+      e["peak_memory_bytes"] = TrainingReport::whole(c.report.peak_memory_bytes);
       e["fits_in_memory"] = c.report.fits_in_memory;
       ranked.push_back(e);
     }
@@ -346,7 +347,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     std::snprintf(line, sizeof line,
                   "against the best other plan that fits (%s, replayed): step %.3f -> %.3f s (%+.1f%%), compute %.3f -> %.3f s, "
                   "exposed communication %.3f -> %.3f s\n",
-                  rival->strategy.plan.name.c_str(), rival->report.step_time_s, self->report.step_time_s, -gain * 100,
+                  rival->strategy.plan.name.c_str(), rival->report.step_time_s, self->report.step_time_s, rounded_for_print(-gain * 100, 1),
                   rival->report.compute_busy_s, self->report.compute_busy_s, rival->report.exposed_comm_s,
                   self->report.exposed_comm_s);
     out << line;

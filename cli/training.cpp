@@ -484,18 +484,16 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   // The fullest device: the highest high-water mark of the replay's memory pools (one
   // per stage replica), its model states from the memory model, the rest activations.
   const std::vector<DeviceMemory> stages = stage_memory(p, s.model);
+  double fullest = 0;
   for (std::size_t g = 0; g < memory.pools().size(); ++g) {
     const double peak = memory.pools()[g].peak.value();
-    if (peak <= r.peak_memory_bytes) continue;
+    if (peak <= fullest) continue;
+    fullest = peak;
     const DeviceMemory& d = stages[g % static_cast<std::size_t>(p.pp)];
-    r.peak_memory_bytes = peak;
-    r.weights_bytes = d.weights;
-    r.gradients_bytes = d.gradients;
-    r.optimizer_bytes = d.optimizer;
-    r.activations_bytes = peak - (d.weights + d.gradients + d.optimizer);
+    r.set_memory(peak, d.weights, d.gradients, d.optimizer);
   }
   r.device_memory_bytes = acc.memory.value();
-  r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;
+  r.fits_in_memory = r.peak_memory_bytes <= TrainingReport::whole(r.device_memory_bytes);
   r.tasks = result.tasks;
   r.transfers = step.transfers;
   std::vector<double> link_bytes = step.priced_link_bytes;
@@ -566,12 +564,12 @@ nlohmann::ordered_json training_report_row(const TrainingReport& r) {
   j["breakdown.exposed_comm_s.other"] = r.other_comm_s();
   j["breakdown.bubble_s"] = r.bubble_s;
   j["breakdown.idle_s"] = r.idle_s;
-  j["peak_memory_bytes"] = r.peak_memory_bytes;
-  j["memory_breakdown_bytes.weights"] = r.weights_bytes;
-  j["memory_breakdown_bytes.gradients"] = r.gradients_bytes;
-  j["memory_breakdown_bytes.optimizer"] = r.optimizer_bytes;
-  j["memory_breakdown_bytes.activations"] = r.activations_bytes;
-  j["device_memory_bytes"] = r.device_memory_bytes;
+  j["peak_memory_bytes"] = TrainingReport::whole(r.peak_memory_bytes);
+  j["memory_breakdown_bytes.weights"] = TrainingReport::whole(r.weights_bytes);
+  j["memory_breakdown_bytes.gradients"] = TrainingReport::whole(r.gradients_bytes);
+  j["memory_breakdown_bytes.optimizer"] = TrainingReport::whole(r.optimizer_bytes);
+  j["memory_breakdown_bytes.activations"] = TrainingReport::whole(r.activations_bytes);
+  j["device_memory_bytes"] = TrainingReport::whole(r.device_memory_bytes);
   j["fits_in_memory"] = r.fits_in_memory;
   j["tasks"] = r.tasks;
   j["transfers"] = r.transfers;
@@ -637,11 +635,11 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                       {"exposed_comm_s", {{"tp", r.exposed_tp_s}, {"pp", r.exposed_pp_s}, {"dp", r.exposed_dp_s}, {"other", r.other_comm_s()}}},
                       {"bubble_s", r.bubble_s},
                       {"idle_s", r.idle_s}}},
-                    {"peak_memory_bytes", r.peak_memory_bytes},
+                    {"peak_memory_bytes", TrainingReport::whole(r.peak_memory_bytes)},
                     {"memory_breakdown_bytes",
-                     {{"weights", r.weights_bytes}, {"gradients", r.gradients_bytes}, {"optimizer", r.optimizer_bytes},
-                      {"activations", r.activations_bytes}}},
-                    {"device_memory_bytes", r.device_memory_bytes},
+                     {{"weights", TrainingReport::whole(r.weights_bytes)}, {"gradients", TrainingReport::whole(r.gradients_bytes)}, {"optimizer", TrainingReport::whole(r.optimizer_bytes)},
+                      {"activations", TrainingReport::whole(r.activations_bytes)}}},
+                    {"device_memory_bytes", TrainingReport::whole(r.device_memory_bytes)},
                     {"fits_in_memory", r.fits_in_memory},
                     {"tasks", r.tasks},
                     {"transfers", r.transfers},

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <utility>
 #include <optional>
@@ -106,6 +108,17 @@ struct TrainingReport {
   [[nodiscard]] double other_comm_s() const { return std::max(0.0, exposed_comm_s - exposed_tp_s - exposed_pp_s - exposed_dp_s); }
   double peak_memory_bytes = 0;  // the fullest device: the replay's high-water mark of its memory
   double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;  // of that device
+  /// A byte count as reports write it: an integer.
+  [[nodiscard]] static std::int64_t whole(double bytes) { return std::llround(bytes); }
+  /// Sets the fullest device's memory in whole bytes (the models' sums carry fractions
+  /// of a byte): each part rounded, activations the peak's rest, so the parts add up.
+  void set_memory(double peak, double weights, double gradients, double optimizer) {
+    peak_memory_bytes = std::round(peak);
+    weights_bytes = std::round(weights);
+    gradients_bytes = std::round(gradients);
+    optimizer_bytes = std::round(optimizer);
+    activations_bytes = peak_memory_bytes - (weights_bytes + gradients_bytes + optimizer_bytes);
+  }
   double device_memory_bytes = 0;
   bool fits_in_memory = true;
   std::uint64_t tasks = 0;

@@ -164,11 +164,7 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   r.exposed_comm_s = std::max(0.0, r.step_time_s - r.compute_busy_s);
   r.idle_s = r.exposed_comm_s;
   const SbpMemory mem = sbp_memory(chain, plan);
-  r.weights_bytes = mem.weights;
-  r.gradients_bytes = mem.gradients;
-  r.optimizer_bytes = mem.optimizer;
-  r.activations_bytes = mem.activations;
-  r.peak_memory_bytes = mem.total();
+  r.set_memory(mem.total(), mem.weights, mem.gradients, mem.optimizer);
   r.device_memory_bytes = acc.memory.value();
   r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;
   r.tasks = result.tasks;

@@ -180,7 +180,7 @@ void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, st
       out << "refused: " << c.refused << "\n";
     } else {
       char nums[96];
-      std::snprintf(nums, sizeof nums, "%10.4g %10.4g %-4s %+7.1f%%\n", c.measured, c.predicted, c.unit.c_str(), c.error() * 100);
+      std::snprintf(nums, sizeof nums, "%10.4g %10.4g %-4s %+7.1f%%\n", c.measured, c.predicted, c.unit.c_str(), rounded_for_print(c.error() * 100, 1));
       out << nums;
     }
   }

@@ -14,6 +14,7 @@
 #include "sim/compute_model.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
+#include "support/strings.hpp"
 #include "topology/catalog.hpp"
 #include "topology/presets.hpp"
 #include "workloads/model_workload.hpp"
@@ -84,7 +85,7 @@ std::string fmt(const char* spec, double v) {
 }
 
 
-std::string pct(double fraction) { return fmt("%+.1f", 100.0 * fraction); }
+std::string pct(double fraction) { return fmt("%+.1f", rounded_for_print(100.0 * fraction, 1)); }
 
 // The built-in catalog with --catalog's patches.
 Catalog load_catalog(const po::variables_map& vm) {

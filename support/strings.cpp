@@ -179,4 +179,10 @@ std::string printf_string(const char* format, ...) {
   return out;
 }
 
+double rounded_for_print(double value, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  const double r = std::round(value * scale) / scale;
+  return r == 0 ? 0.0 : r;
+}
+
 }  // namespace ddlsim

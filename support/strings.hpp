@@ -48,4 +48,8 @@ std::vector<CsvRow> csv_rows(std::string_view text, const std::string& source, c
 /// space, hexadecimal, unit or trailing text; nullopt otherwise.
 std::optional<double> positive_number(const std::string& text);
 
+/// `value` rounded to `decimals` places, a result of zero always +0, so that a printed
+/// "%+.1f" of -0.04 reads +0.0, not -0.0.
+double rounded_for_print(double value, int decimals);
+
 }  // namespace ddlsim

@@ -1602,6 +1602,14 @@ TEST_CASE("validate --measured: your own steps, tabled like a suite") {
   CHECK(csv_fields(csv_quoted("x, \"y\"") + ",") == std::vector<std::string>{"x, \"y\"", ""});
 }
 
+TEST_CASE("printed errors never read -0.0") {
+  // Expected: -0.04 % rounds to +0 (printed "+0.0"), -0.05 to -0.1, 0.26 to 0.3.
+  CHECK(printf_string("%+.1f", rounded_for_print(-0.04, 1)) == "+0.0");
+  CHECK(printf_string("%+.1f", rounded_for_print(-0.06, 1)) == "-0.1");
+  CHECK(rounded_for_print(0.26, 1) == Approx(0.3));
+  CHECK(printf_string("%+.2f", rounded_for_print(-0.004, 2)) == "+0.00");
+}
+
 TEST_CASE("run: a HuggingFace config written in the scenario is the same model as the file") {
   // Expected: workload.hf_config as an object gives the very report its file gives (the
   // same step, to the byte); a config that is neither a file name nor an object, or one
