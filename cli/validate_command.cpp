@@ -159,29 +159,37 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
 }
 
 // Every case of the suites with at most `most` cases (all with most = 0), predicted
-// against measured.
+// against measured: the case's description last, where its length misaligns nothing.
 void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, std::size_t most) {
   std::map<std::string, std::size_t> per_suite;
-  for (const ValidationCase& c : cases) ++per_suite[c.suite];
+  std::map<std::string, std::size_t> model_width;  // each suite's longest model name, at least 28
+  for (const ValidationCase& c : cases) {
+    ++per_suite[c.suite];
+    std::size_t& w = model_width.try_emplace(c.suite, 28).first->second;
+    w = std::max(w, c.model.size());
+  }
   std::string suite;
   for (const ValidationCase& c : cases) {
     if (most > 0 && per_suite[c.suite] > most) continue;
+    const std::size_t width = model_width[c.suite];
     if (c.suite != suite) {
       suite = c.suite;
       out << suite << ":\n";
       char head[96];
-      std::snprintf(head, sizeof head, "%10s %10s %-4s %8s\n", "measured", "predicted", "unit", "error");
-      out << "     #  " << padded("model", 28) << " " << padded("case", 64) << " " << head;
+      std::snprintf(head, sizeof head, "%10s %10s %-4s %8s  case\n", "measured", "predicted", "unit", "error");
+      out << "     #  " << padded("model", width) << " " << head;
     }
     char index[16];
     std::snprintf(index, sizeof index, "  %4d  ", c.index);
-    out << index << padded(c.model, 28) << " " << padded(c.label, 64) << " ";
+    out << index << padded(c.model, width) << " ";
+    char nums[96];
     if (!c.refused.empty()) {
-      out << "refused: " << c.refused << "\n";
+      std::snprintf(nums, sizeof nums, "%10s %10s %-4s %8s  ", "-", "-", "", "refused");
+      out << nums << c.label << " (refused: " << c.refused << ")\n";
     } else {
-      char nums[96];
-      std::snprintf(nums, sizeof nums, "%10.4g %10.4g %-4s %+7.1f%%\n", c.measured, c.predicted, c.unit.c_str(), rounded_for_print(c.error() * 100, 1));
-      out << nums;
+      std::snprintf(nums, sizeof nums, "%10.4g %10.4g %-4s %+7.1f%%  ", c.measured, c.predicted, c.unit.c_str(),
+                    rounded_for_print(c.error() * 100, 1));
+      out << nums << c.label << "\n";
     }
   }
   if (!suite.empty()) out << "\n";
@@ -319,6 +327,11 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     } else {
       print_cases(out, cases, vm.count("cases") ? 0 : 100);
       print_table(out, table);
+      out << "\nnetwork model: "
+          << (network ? std::string(network_model_name(*network)) + " for every case (--network)"
+                      : std::string("each case's own (flow for vTrain and NCCL cases, the scenario's simulation.network for "
+                                    "published runs and --measured)"))
+          << "\n";
     }
     for (const std::string& b : bad) err << "ddlsim validate: worse than recorded: " << b << "\n";
     return bad.empty() ? kExitOk : 3;
