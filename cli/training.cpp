@@ -65,6 +65,9 @@ void read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json
   if (s.workload.options.parallel_layers) {
     throw InputError("workload.parallel_layers: " + *s.workload.preset + " is not a transformer; it has no layers to run side by side");
   }
+  if (s.workload.options.dropout) {
+    throw InputError("workload.dropout: " + *s.workload.preset + " is not a transformer (a CNN's dropouts are part of its preset)");
+  }
   s.model = TransformerConfig{};
   s.model.name = *s.workload.preset;
   s.model.dtype = s.workload.options.dtype.value_or(DataType::kFp32);

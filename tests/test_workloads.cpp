@@ -256,6 +256,37 @@ TEST_CASE("HuggingFace dropout probabilities: a dropout of 0 is left out") {
   CHECK(dropouts(c) == std::array<int, 3>{0, 2, 0});
 }
 
+TEST_CASE("the workload option dropout turns every dropout of a transformer preset on or off") {
+  // Expected: GPT-3 175B without dropout has its three dropout flags off, and GPT-2
+  // built so has no dropout operator; Llama 3 8B with dropout gains the attention's (plain attention: an operator) and the
+  // residual ones; a CNN preset refuses the option.
+  WorkloadOptions off;
+  off.dropout = false;
+  const TransformerConfig gpt = with_options(*transformer_preset("gpt3-175b"), off);
+  CHECK_FALSE(gpt.embedding_dropout);
+  CHECK_FALSE(gpt.attention_dropout);
+  CHECK_FALSE(gpt.residual_dropout);
+  off.seq = 256;
+  int dropouts = 0;
+  TransformerConfig small = with_options(*transformer_preset("gpt2"), off);
+  const OperatorGraph g = build_transformer(small, 1);
+  for (const Operator& op : g.ops()) dropouts += op.kind == OpKind::kDropout ? 1 : 0;
+  CHECK(dropouts == 0);
+  WorkloadOptions on;
+  on.dropout = true;
+  on.flash_attention = false;
+  TransformerConfig llama = with_options(*transformer_preset("llama3-8b"), on);
+  llama.layers = 2;
+  const OperatorGraph lg = build_transformer(llama, 1);
+  dropouts = 0;
+  for (const Operator& op : lg.ops()) dropouts += op.kind == OpKind::kDropout ? 1 : 0;
+  CHECK(dropouts == 1 + 2 * 3);  // the embedding's, and per layer attention, projection, MLP
+  WorkloadOptions cnn;
+  cnn.dropout = false;
+  cnn.spelled = "workload.";
+  CHECK_THROWS_WITH_AS(build_workload_preset("vgg16", cnn), "workload.dropout: vgg16 is not a transformer", InputError);
+}
+
 TEST_CASE("HuggingFace Qwen3: heads of 128 and a norm over each query and key head") {
   // Qwen3-8B: 36 layers of hidden 4096, 32 query and 8 key-value heads of 128, FFN 12288,
   // vocabulary 151936, untied, no attention biases. Per layer 2 x 4096 x 4096 (Q,

@@ -120,6 +120,7 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
   if (o.dtype) c.dtype = *o.dtype;
   if (o.flash_attention) c.flash_attention = *o.flash_attention;
   if (o.parallel_layers) c.parallel_layers = *o.parallel_layers;
+  if (o.dropout) c.embedding_dropout = c.attention_dropout = c.residual_dropout = *o.dropout;
   if (std::string why = transformer_problem(c); !why.empty()) throw InputError(c.name + ": " + why);
   return c;
 }
@@ -139,6 +140,7 @@ OperatorGraph build_workload_preset(std::string_view name, const WorkloadOptions
   if (o.seq) throw InputError(o.spelled + "seq: " + std::string(name) + " is not a transformer");
   if (o.flash_attention) throw InputError(o.spelled + "attention: " + std::string(name) + " is not a transformer");
   if (o.parallel_layers) throw InputError(o.spelled + "parallel_layers: " + std::string(name) + " is not a transformer");
+  if (o.dropout) throw InputError(o.spelled + "dropout: " + std::string(name) + " is not a transformer");
   const DataType dt = o.dtype.value_or(DataType::kFp32);
   if (name == "vgg16") return build_vgg(16, o.batch, dt);
   if (name == "vgg19") return build_vgg(19, o.batch, dt);

@@ -38,6 +38,7 @@ struct WorkloadOptions {
   std::optional<DataType> dtype;          // default: bf16 for transformers, fp32 for CNNs/MLPs
   std::optional<bool> flash_attention;    // transformers: fused (true) or plain attention
   std::optional<bool> parallel_layers;    // transformers: attention and MLP side by side (true) or in series
+  std::optional<bool> dropout;            // transformers: every dropout (embedding, attention, residual) on or off
   std::string spelled;                    // how errors spell the options: "--" (command line), "workload." (a scenario)
 };
 
