@@ -31,7 +31,8 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args, c
   return std::nullopt;
 }
 
-void check_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs) {
+void check_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs,
+                   const std::vector<std::string>& inputs, bool to_stdout) {
   namespace fs = std::filesystem;
   auto resolved = [](const std::string& path) {
     std::error_code ec;
@@ -41,10 +42,19 @@ void check_outputs(const std::vector<std::pair<std::string, std::optional<std::s
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].second) continue;
     const std::string& a = *outputs[i].second;
+    if (a == "-" && !to_stdout) {
+      throw InputError("--" + outputs[i].first + ": '-' (standard output) would mix with the report printed there; give a file name");
+    }
     try {
       check_writable(a);
     } catch (const std::runtime_error& e) {
       throw InputError("--" + outputs[i].first + ": " + e.what());
+    }
+    for (const std::string& in : inputs) {
+      if (a != "-" && (a == in || resolved(a) == resolved(in))) {
+        throw InputError("--" + outputs[i].first + ": " + a + " is this command's input too" + (a == in ? "" : " (" + in + ")") +
+                         "; writing it would destroy it, so give the output another name");
+      }
     }
     for (std::size_t j = i + 1; j < outputs.size(); ++j) {
       if (!outputs[j].second) continue;
@@ -57,12 +67,13 @@ void check_outputs(const std::vector<std::pair<std::string, std::optional<std::s
   }
 }
 
-void check_outputs(const po::variables_map& vm, const std::vector<std::string>& flags) {
+void check_outputs(const po::variables_map& vm, const std::vector<std::string>& flags, const std::vector<std::string>& inputs,
+                   bool to_stdout) {
   std::vector<std::pair<std::string, std::optional<std::string>>> outputs;
   for (const std::string& f : flags) {
     outputs.emplace_back(f, vm.count(f) ? std::optional<std::string>(vm[f].as<std::string>()) : std::nullopt);
   }
-  check_outputs(outputs);
+  check_outputs(outputs, inputs, to_stdout);
 }
 
 }  // namespace ddlsim

@@ -23,9 +23,13 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args,
 /// write PATH: no folder /x") when one cannot be written (check_writable), or ("--a and
 /// --b name the same file, PATH; give them different names") when two of those present
 /// in vm name one file (as written, or after making them absolute and resolving links:
-/// "t.json", "./t.json", a link to it).
-void check_outputs(const boost::program_options::variables_map& vm, const std::vector<std::string>& flags);
+/// "t.json", "./t.json", a link to it), or one names a file among `inputs` (the command
+/// would overwrite what it reads), or one is "-" (standard output) where the command
+/// prints its report there too (`to_stdout` false).
+void check_outputs(const boost::program_options::variables_map& vm, const std::vector<std::string>& flags,
+                   const std::vector<std::string>& inputs = {}, bool to_stdout = false);
 /// The same over (flag, path) pairs, a pair without a path skipped.
-void check_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs);
+void check_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs,
+                   const std::vector<std::string>& inputs = {}, bool to_stdout = false);
 
 }  // namespace ddlsim

@@ -250,7 +250,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
         throw InputError("--network: does not change what --print-scenario prints; use --set simulation.network=" + *a.network);
       }
     }
-    check_outputs({{"trace", a.trace}, {"dot", a.dot}, {"csv", a.csv}, {"links", a.links}});
+    check_outputs({{"trace", a.trace}, {"dot", a.dot}, {"csv", a.csv}, {"links", a.links}},
+                  a.scenario ? std::vector<std::string>{*a.scenario} : std::vector<std::string>{});
     const std::string source = a.scenario ? *a.scenario : std::string(kDefaultScenarioName);
     const std::string text = a.scenario ? read_input_file(*a.scenario, "scenario") : std::string(kDefaultScenario);
     const nlohmann::json doc = scenario_document(text, source, a.sets);

@@ -129,7 +129,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (!vm["top"].defaulted() && vm.count("json")) {
       throw InputError("--top: prints the best K in the table; --json has every replayed plan");
     }
-    check_outputs(vm, {"out"});
+    check_outputs(vm, {"out"}, vm.count("scenario") ? std::vector<std::string>{vm["scenario"].as<std::string>()} : std::vector<std::string>{});
     double budget = 1e300;
     if (vm.count("budget")) {
       budget = vm["budget"].as<double>();

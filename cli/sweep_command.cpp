@@ -593,7 +593,10 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     if (vm.count("shard") && !vm.count("json")) {
       throw InputError("--shard: give --json PART.json too; 'ddlsim merge' joins the parts from their JSON");
     }
-    check_outputs(vm, {"csv", "json"});
+    // Nothing else goes to standard output when --csv or --json is given: '-' may be it.
+    check_outputs(vm, {"csv", "json"},
+                  vm.count("scenario") ? std::vector<std::string>{vm["scenario"].as<std::string>()} : std::vector<std::string>{},
+                  /*to_stdout=*/true);
     const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
     // Every point sets what --vary names, over --set: a --set of it (or inside it) would
     // be dropped without a word.
@@ -713,7 +716,7 @@ int merge_command(const std::vector<std::string>& args, std::ostream& out, std::
   if (const auto done = parse_command_options(args, d, "part", "merge", vm, out, err, -1)) return *done;
   try {
     if (!vm.count("part")) throw InputError("give the parts: ddlsim merge part-*.json --csv sweep.csv");
-    check_outputs(vm, {"csv", "json"});
+    check_outputs(vm, {"csv", "json"}, vm["part"].as<std::vector<std::string>>(), /*to_stdout=*/true);
     std::vector<std::pair<std::string, std::string>> parts;
     for (const std::string& path : vm["part"].as<std::vector<std::string>>()) {
       parts.emplace_back(path, read_input_file(path, "sweep part"));

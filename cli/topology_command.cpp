@@ -173,7 +173,11 @@ int topology_command(const std::vector<std::string>& args, std::ostream& out, st
       out << "\n";
       return kExitOk;
     }
-    check_outputs(vm, {"dot", "export"});
+    std::vector<std::string> inputs;
+    for (const char* in : {"file", "catalog"}) {
+      if (vm.count(in)) inputs.push_back(vm[in].as<std::string>());
+    }
+    check_outputs(vm, {"dot", "export"}, inputs);
     const LoadedCluster loaded = load_cluster(vm);
     const Cluster& c = loaded.cluster;
     const TopologyStats s = topology_stats(c);

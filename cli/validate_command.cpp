@@ -249,7 +249,11 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
   po::variables_map vm;
   if (const auto done = parse_command_options(args, d, nullptr, "validate", vm, out, err)) return *done;
   try {
-    check_outputs(vm, {"csv", "record"});
+    std::vector<std::string> inputs;  // --check's record may be --record's file: it is read first
+    for (const char* in : {"measured", "cost-model", "estimates"}) {
+      if (vm.count(in) && !vm[in].as<std::string>().empty()) inputs.push_back(vm[in].as<std::string>());
+    }
+    check_outputs(vm, {"csv", "record"}, inputs);
     if (vm.count("cost-model")) return check_cost_model_command(vm, out);
     for (const char* only : {"estimates", "set"}) {
       if (vm.count(only)) throw InputError(std::string("--") + only + ": only with --cost-model");

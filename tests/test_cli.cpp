@@ -452,6 +452,19 @@ TEST_CASE("an output that cannot be written is one line and status 2 before any 
   CHECK(r.status == 2);
   CHECK(r.err.find("--csv and --record name the same file") != std::string::npos);
   CHECK(s.files() == 2);  // real.csv and the link, untouched
+  // An output that is one of the command's inputs would destroy it (run s.json --csv
+  // s.json wrote the CSV over the scenario): refused, the input kept.
+  const std::string scenario = s.write("s.json", kSmall);
+  const std::string scenario_text = read_file(scenario);
+  r = ddlsim_cmd({"run", scenario, "--csv", (s.dir / "." / "s.json").string()});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: --csv: " + (s.dir / "." / "s.json").string() + " is this command's input too (" + scenario +
+                     "); writing it would destroy it, so give the output another name\n");
+  CHECK(read_file(scenario) == scenario_text);
+  // '-' (standard output) where the report goes too is refused.
+  r = ddlsim_cmd({"run", scenario, "--csv", "-"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: --csv: '-' (standard output) would mix with the report printed there; give a file name\n");
 }
 
 TEST_CASE("concurrent transfers get their own trace lanes, so complete events on a track never overlap") {

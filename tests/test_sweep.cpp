@@ -186,6 +186,13 @@ TEST_CASE("merge: a damaged or edited part is refused with one line naming the p
   }
   REQUIRE(ddlsim_cmd({"merge", parts[0], parts[1], "--csv", out}).status == 0);
   fs::remove(out);
+  // The merge written over a part would destroy that part: refused, the part kept.
+  const std::string part1_text = read_file(parts[0]);
+  auto over = ddlsim_cmd({"merge", parts[0], parts[1], "--json", parts[0]});
+  CHECK(over.status == 2);
+  CHECK(over.err == "ddlsim merge: --json: " + parts[0] +
+                        " is this command's input too; writing it would destroy it, so give the output another name\n");
+  CHECK(read_file(parts[0]) == part1_text);
   const nlohmann::json good = nlohmann::json::parse(read_file(parts[0]));
   REQUIRE(good.at("rows").size() == 6);
   const std::size_t fields = good.at("columns").size();
