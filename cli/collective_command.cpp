@@ -186,9 +186,20 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     if (channels > 0 && forced.size() == 1 && forced[0] != CollectiveAlgorithm::kRing && forced[0] != CollectiveAlgorithm::kTree) {
       throw InputError("--channels: " + std::string(algorithm_name(forced[0])) + " has no channels (ring and tree have)");
     }
+    if (!vm["rings"].defaulted()) {
+      // How the flow model replays rings and chunked trees: nothing to say elsewhere.
+      if (network == "analytical") throw InputError("--rings: applies to the flow network; the analytical one prices each transfer whole");
+      if (*op == CollectiveOp::kAllToAll || *op == CollectiveOp::kSendRecv) {
+        throw InputError("--rings: " + op_text + " runs direct transfers, no rings or chunked trees");
+      }
+      if (forced.size() == 1 && (forced[0] == CollectiveAlgorithm::kDirect || forced[0] == CollectiveAlgorithm::kHalvingDoubling)) {
+        throw InputError("--rings: " + std::string(algorithm_name(forced[0])) + " has no rings or chunked trees");
+      }
+    }
     if (*op == CollectiveOp::kSendRecv) {
       if (peer < 0 || peer >= positions || peer == root) {
-        throw InputError("--peer: send-recv needs a position in --ranks other than --root");
+        throw InputError("--peer: " + std::to_string(peer) + " is not a position in --ranks (0 to " + std::to_string(positions - 1) +
+                         ") other than --root (" + std::to_string(root) + ")");
       }
       base.peer = static_cast<std::size_t>(peer);  // (only send-recv has a receiver)
     }

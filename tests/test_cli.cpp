@@ -730,8 +730,8 @@ TEST_CASE("ddlsim collective: bad input is one line and status 2") {
       {{"--rings", "pipelined"}, "--rings: expected steps or streamed, got 'pipelined'"},
       {{"--op", "broadcast", "--root", "8"}, "--root: 8 is not a position in --ranks (0 to 7)"},
       {{"--op", "broadcast", "--root", "-1"}, "--root: -1 is not a position in --ranks (0 to 7)"},
-      {{"--op", "send-recv", "--peer", "-1"}, "--peer: send-recv needs a position in --ranks other than --root"},
-      {{"--op", "send-recv", "--peer", "0"}, "--peer: send-recv needs a position in --ranks other than --root"},
+      {{"--op", "send-recv", "--peer", "-1"}, "--peer: -1 is not a position in --ranks (0 to 7) other than --root (0)"},
+      {{"--op", "send-recv", "--peer", "0"}, "--peer: 0 is not a position in --ranks (0 to 7) other than --root (0)"},
       {{"--algorithm", "halving-doubling", "--ranks", "0-5"}, "--algorithm: halving-doubling needs a power-of-two number of ranks, not 6"},
       // Options the operation or algorithm has no use for were accepted and ignored
       // (--channels 64 was even printed in the table of a direct all-reduce).
@@ -739,6 +739,9 @@ TEST_CASE("ddlsim collective: bad input is one line and status 2") {
       {{"--op", "broadcast", "--peer", "3"}, "--peer: applies to send-recv only"},
       {{"--algorithm", "direct", "--channels", "64"}, "--channels: direct has no channels (ring and tree have)"},
       {{"--algorithm", "hierarchical", "--channels", "2"}, "--channels: hierarchical has no channels (ring and tree have)"},
+      {{"--op", "all-to-all", "--rings", "streamed"}, "--rings: all-to-all runs direct transfers, no rings or chunked trees"},
+      {{"--algorithm", "direct", "--rings", "streamed"}, "--rings: direct has no rings or chunked trees"},
+      {{"--network", "analytical", "--rings", "streamed"}, "--rings: applies to the flow network; the analytical one prices each transfer whole"},
   };
   for (const auto& [extra, line] : cases) {
     std::vector<std::string> args{"collective", "--preset", "dgx-h100"};
