@@ -496,7 +496,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     r.set_memory(peak, d.weights, d.gradients, d.optimizer);
   }
   r.device_memory_bytes = acc.memory.value();
-  r.fits_in_memory = r.peak_memory_bytes <= TrainingReport::whole(r.device_memory_bytes);
+  r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;
   r.tasks = result.tasks;
   r.transfers = step.transfers;
   std::vector<double> link_bytes = step.priced_link_bytes;
@@ -640,7 +640,9 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                       {"idle_s", r.idle_s}}},
                     {"peak_memory_bytes", TrainingReport::whole(r.peak_memory_bytes)},
                     {"memory_breakdown_bytes",
-                     {{"weights", TrainingReport::whole(r.weights_bytes)}, {"gradients", TrainingReport::whole(r.gradients_bytes)}, {"optimizer", TrainingReport::whole(r.optimizer_bytes)},
+                     {{"weights", TrainingReport::whole(r.weights_bytes)},
+                      {"gradients", TrainingReport::whole(r.gradients_bytes)},
+                      {"optimizer", TrainingReport::whole(r.optimizer_bytes)},
                       {"activations", TrainingReport::whole(r.activations_bytes)}}},
                     {"device_memory_bytes", TrainingReport::whole(r.device_memory_bytes)},
                     {"fits_in_memory", r.fits_in_memory},

@@ -218,22 +218,24 @@ TEST_CASE("HuggingFace head_dim: heads sized apart from the hidden size") {
   CHECK(attention_flops(c) / attention_flops(wide) == Approx(0.8));
 }
 
+namespace {
+// The dropout operators of the model at batch 1: {embedding, attention, residual}.
+std::array<int, 3> dropouts(const TransformerConfig& c) {
+  std::array<int, 3> n{0, 0, 0};
+  const OperatorGraph g = build_transformer(c, 1);
+  for (const Operator& op : g.ops()) {
+    if (op.kind != OpKind::kDropout) continue;
+    ++n[op.name == "embed.dropout" ? 0 : op.name.ends_with("attention.dropout") ? 1 : 2];
+  }
+  return n;
+}
+}  // namespace
+
 TEST_CASE("HuggingFace dropout probabilities: a dropout of 0 is left out") {
   // Expected: GPT2Config's defaults (0.1 each) give the embedding, attention and the two
   // residual dropouts; each pdrop of 0 removes its operators (12 layers: 12 attention,
   // 24 residual); Llama's attention_dropout (default 0) adds the attention one, which
   // under flash attention is inside the kernel (no operator, no mask).
-  const auto dropouts = [](const TransformerConfig& c) {
-    int embedding = 0, attention = 0, residual = 0;
-    const OperatorGraph g = build_transformer(c, 1);
-    for (const Operator& op : g.ops()) {
-      if (op.kind != OpKind::kDropout) continue;
-      if (op.name == "embed.dropout") ++embedding;
-      else if (op.name.ends_with("attention.dropout")) ++attention;
-      else ++residual;
-    }
-    return std::array<int, 3>{embedding, attention, residual};
-  };
   auto gpt2 = nlohmann::json::parse(R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
     "n_positions": 1024, "vocab_size": 50257})");
   CHECK(dropouts(read_hf_config(gpt2, "gpt2.json")) == std::array<int, 3>{1, 12, 24});
@@ -258,8 +260,9 @@ TEST_CASE("HuggingFace dropout probabilities: a dropout of 0 is left out") {
 
 TEST_CASE("the workload option dropout turns every dropout of a transformer preset on or off") {
   // Expected: GPT-3 175B without dropout has its three dropout flags off, and GPT-2
-  // built so has no dropout operator; Llama 3 8B with dropout gains the attention's (plain attention: an operator) and the
-  // residual ones; a CNN preset refuses the option.
+  // built so has no dropout operator; Llama 3 8B with dropout gains the embedding's,
+  // the attention's (plain attention: an operator) and the residual ones; a CNN preset
+  // refuses the option.
   WorkloadOptions off;
   off.dropout = false;
   const TransformerConfig gpt = with_options(*transformer_preset("gpt3-175b"), off);
@@ -267,20 +270,14 @@ TEST_CASE("the workload option dropout turns every dropout of a transformer pres
   CHECK_FALSE(gpt.attention_dropout);
   CHECK_FALSE(gpt.residual_dropout);
   off.seq = 256;
-  int dropouts = 0;
-  TransformerConfig small = with_options(*transformer_preset("gpt2"), off);
-  const OperatorGraph g = build_transformer(small, 1);
-  for (const Operator& op : g.ops()) dropouts += op.kind == OpKind::kDropout ? 1 : 0;
-  CHECK(dropouts == 0);
+  CHECK(dropouts(with_options(*transformer_preset("gpt2"), off)) == std::array<int, 3>{0, 0, 0});
   WorkloadOptions on;
   on.dropout = true;
   on.flash_attention = false;
   TransformerConfig llama = with_options(*transformer_preset("llama3-8b"), on);
   llama.layers = 2;
-  const OperatorGraph lg = build_transformer(llama, 1);
-  dropouts = 0;
-  for (const Operator& op : lg.ops()) dropouts += op.kind == OpKind::kDropout ? 1 : 0;
-  CHECK(dropouts == 1 + 2 * 3);  // the embedding's, and per layer attention, projection, MLP
+  // The embedding's, and per layer the attention's, the projection's and the MLP's.
+  CHECK(dropouts(llama) == std::array<int, 3>{1, 2, 4});
   WorkloadOptions cnn;
   cnn.dropout = false;
   cnn.spelled = "workload.";
