@@ -12,8 +12,8 @@ using ddlsim::test::Approx;
 
 TEST_CASE("the built-in catalog holds the published figures") {
   // Expected (shared/hardware.md, from the vendors' datasheets): A100 80GB bf16 312
-  // TFLOP/s, tf32 156, fp32 19.5, 80 GB at 2039 GB/s; H100 SXM fp8 1979 TFLOP/s and
-  // 3350 GB/s; H200 141 GB at 4800 GB/s; B200 bf16 2250; MI300X bf16 1307; TPU v4 bf16
+  // TFLOP/s, tf32 156, fp32 19.5, 80 GiB (nvidia-smi: 81920 MiB) at 2039 GB/s; H100 SXM
+  // fp8 1979 TFLOP/s, 3350 GB/s and 81559 MiB (nvidia-smi); H200 141 GiB at 4800 GB/s; B200 bf16 2250; MI300X bf16 1307; TPU v4 bf16
   // 275; V100 has no bf16; NVLink 3 300 GB/s per GPU; IB NDR 50 GB/s; 400 GbE 50 GB/s;
   // IB HDR switch latency 0.6 us; TPU v4 ICI 45 GB/s per link.
   const Catalog c = Catalog::builtin();
@@ -22,11 +22,12 @@ TEST_CASE("the built-in catalog holds the published figures") {
   CHECK(a100.peak_for(Dtype::kTf32)->value() == Approx(156e12));
   CHECK(a100.peak_for(Dtype::kFp32)->value() == Approx(19.5e12));
   CHECK_FALSE(a100.peak_for(Dtype::kFp8).has_value());
-  CHECK(a100.memory.value() == Approx(80e9));
+  CHECK(a100.memory.value() == Approx(81920.0 * 1024 * 1024));
   CHECK(a100.memory_bandwidth.value() == Approx(2039e9));
   CHECK(c.accelerator("h100-sxm").peak_for(Dtype::kFp8)->value() == Approx(1979e12));
   CHECK(c.accelerator("h100-sxm").memory_bandwidth.value() == Approx(3350e9));
-  CHECK(c.accelerator("h200").memory.value() == Approx(141e9));
+  CHECK(c.accelerator("h100-sxm").memory.value() == Approx(81559.0 * 1024 * 1024).epsilon(1e-4));
+  CHECK(c.accelerator("h200").memory.value() == Approx(141.0 * 1024 * 1024 * 1024));
   CHECK(c.accelerator("h200").memory_bandwidth.value() == Approx(4800e9));
   CHECK(c.accelerator("b200").peak_for(Dtype::kBf16)->value() == Approx(2250e12));
   CHECK(c.accelerator("mi300x").peak_for(Dtype::kBf16)->value() == Approx(1307e12));
@@ -75,12 +76,14 @@ TEST_CASE("the catalog covers every accelerator and link family the project mode
 
 TEST_CASE("users patch existing entries and add new ones") {
   // Expected: a patch that names only memory_gbytes_per_s changes that field of h100-sxm
-  // and keeps the rest (bf16 989 TFLOP/s); a complete new entry is added; the JSON dump
+  // and keeps the rest (bf16 989 TFLOP/s); a capacity given in GB replaces a100-80gb's
+  // built-in GiB figure (70 GB = 70e9 bytes); a complete new entry is added; the JSON dump
   // reads back to the same catalog.
   Catalog c = Catalog::builtin();
   c.merge(nlohmann::json::parse(R"({
     "accelerators": {
       "h100-sxm": {"memory_gbytes_per_s": 3000},
+      "a100-80gb": {"memory_gb": 70},
       "my-chip": {"name": "Mine", "tflops": {"bf16": 500}, "memory_gb": 96, "memory_gbytes_per_s": 4000,
                   "scale_up": "nvlink4", "scale_up_links": 18, "source": "our measurements"}
     },
@@ -89,6 +92,7 @@ TEST_CASE("users patch existing entries and add new ones") {
   CHECK(c.accelerator("h100-sxm").memory_bandwidth.value() == Approx(3000e9));
   CHECK(c.accelerator("h100-sxm").peak_for(Dtype::kBf16)->value() == Approx(989e12));
   CHECK(c.accelerator("my-chip").memory.value() == Approx(96e9));
+  CHECK(c.accelerator("a100-80gb").memory.value() == Approx(70e9));
   CHECK(c.link("my-link").latency.value() == Approx(3e-6));
   Catalog again = Catalog::builtin();
   again.merge(nlohmann::json::parse(c.to_json()), "dump.json");
@@ -113,6 +117,14 @@ TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") 
   bad(R"({"links": {"ib-ndr": {"gbytes_per_s": -5}}})",
       "mine.json: links.ib-ndr.gbytes_per_s: expected a number from 1e-06 to 1e+06, got -5");
   bad(R"({"link": {}})", "mine.json: link: unknown key (did you mean 'links'?)");
+  bad(R"({"accelerators": {"new": {"name": "x", "tflops": {"bf16": 1}, "memory_gb": 1, "memory_gib": 1,
+      "memory_gbytes_per_s": 1, "scale_up": "nvlink4", "scale_up_links": 1, "source": "s"}}})",
+      "mine.json: accelerators.new: give the memory capacity as exactly one of memory_gb (10^9 bytes) or memory_gib "
+      "(2^30 bytes), not both");
+  bad(R"({"accelerators": {"new": {"name": "x", "tflops": {"bf16": 1},
+      "memory_gbytes_per_s": 1, "scale_up": "nvlink4", "scale_up_links": 1, "source": "s"}}})",
+      "mine.json: accelerators.new: give the memory capacity as exactly one of memory_gb (10^9 bytes) or memory_gib "
+      "(2^30 bytes)");
   CHECK(c.accelerator("h100-sxm").memory_bandwidth.value() == Approx(3350e9));
   CHECK_THROWS_WITH_AS((void)c.accelerator("h100"),
                        doctest::Contains("unknown accelerator 'h100' (did you mean 'h100-sxm'?)"), InputError);

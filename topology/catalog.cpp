@@ -11,6 +11,7 @@ namespace ddlsim {
 namespace {
 
 constexpr double kGB = 1e9;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
   AcceleratorSpec a;
@@ -27,7 +28,16 @@ AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
   }
   tflops.finish();
   if (!any) throw InputError(tflops.path() + ": expected at least one of fp32, tf32, bf16, fp16, fp8");
-  a.memory = Bytes(o.number("memory_gb", 1e-6, 1e6) * kGB);
+  // Capacity in decimal or binary units, exactly one of them: NVIDIA's "80GB" parts hold
+  // 80 GiB (the driver reports 81920 MiB on an A100 80GB), so binary is the usual truth.
+  o.known("memory_gb");
+  o.known("memory_gib");
+  const bool gb = o.has("memory_gb");
+  if (gb == o.has("memory_gib"))
+    throw InputError(o.path() + ": give the memory capacity as exactly one of memory_gb (10^9 bytes) or memory_gib (2^30 bytes)" +
+                     (gb ? ", not both" : ""));
+  a.memory = gb ? Bytes(o.number("memory_gb", 1e-6, 1e6) * kGB) : Bytes(o.number("memory_gib", 1e-6, 1e6) * kGiB);
+  a.memory_source = o.string_or("memory_source", "");
   a.memory_bandwidth = BytesPerSecond(o.number("memory_gbytes_per_s", 1e-6, 1e6) * kGB);
   a.scale_up = o.string("scale_up");
   a.scale_up_links = static_cast<int>(o.positive_int("scale_up_links"));
@@ -130,6 +140,11 @@ void Catalog::merge_checked(const nlohmann::json& patch, const std::string& sour
       if (target.is_null()) {
         target = item.value();
       } else {
+        // A patch that gives the capacity in one unit replaces the entry's figure in the other.
+        if (item.value().is_object()) {
+          if (item.value().contains("memory_gb")) target.erase("memory_gib");
+          if (item.value().contains("memory_gib")) target.erase("memory_gb");
+        }
         target.merge_patch(item.value());
       }
     }

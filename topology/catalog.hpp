@@ -26,7 +26,8 @@ struct AcceleratorSpec {
   std::string id;
   std::string name;
   std::array<std::optional<FlopsPerSecond>, 5> peak;  // by Dtype; empty: not supported
-  Bytes memory{0.0};
+  Bytes memory{0.0};        // the capacity a program can use: what the driver reports as total
+  std::string memory_source;  // where the capacity figure comes from, when not the datasheet
   BytesPerSecond memory_bandwidth{0.0};
   std::string scale_up;  // link id of its scale-up fabric (NVLink generation, ICI, ...)
   int scale_up_links = 1;  // how many such links the accelerator has
