@@ -1952,6 +1952,40 @@ TEST_CASE("search --method autoddl and mcmc rank whole-model SBP plans against t
                    "splits its columns 2 ways, which its 3 column groups (key-value heads) do not divide)\n") != std::string::npos);
 }
 
+TEST_CASE("search's SBP baselines take the fewest micro-batches with which they fit") {
+  // Expected: on 16 A100 40GB (40 GiB each), SBP data parallelism of the 1.7B model with a
+  // global batch of 64 holds 16 bytes per parameter (bf16 weights and gradients, fp32
+  // Adam) plus its saved activations: with 1 micro-batch over 40 GiB (ddlsim run of that
+  // plan says so), with 2 under. The autoddl search's sbp-data-parallel baseline is that
+  // plan with 2 micro-batches and fits, whatever the found plan's count.
+  Scratch s;
+  const char* cluster = R"("cluster": {"preset": "dgx-a100", "nodes": 2, "accelerator": "a100-40gb"},
+    "workload": {"model": "megatron-1.7b", "seq": 1024}, "simulation": {"network": "analytical"})";
+  const std::string one = s.write("one.json", std::string(R"J({"name": "t", )J") + cluster + R"J(,
+    "strategies": [{"name": "sbp-dp", "global_batch": 64, "sbp": {"mesh": [16], "signatures": {"*": "S(0) x B -> S(0)"}}},
+                   {"name": "sbp-dp2", "global_batch": 64, "sbp": {"mesh": [16], "micro_batches": 2,
+                    "signatures": {"*": "S(0) x B -> S(0)"}}}]})J");
+  const auto run = ddlsim_cmd({"run", one, "--json"});
+  REQUIRE(run.status == 0);
+  const auto runs = nlohmann::json::parse(run.out).at("strategies");
+  CHECK_FALSE(runs.at(0).at("fits_in_memory").get<bool>());
+  CHECK(runs.at(1).at("fits_in_memory").get<bool>());
+  const std::string f = s.write("t.json", std::string(R"J({"name": "t", )J") + cluster + R"J(,
+    "strategies": [{"name": "dp", "global_batch": 64, "micro_batch": 2, "recompute": "full"}]})J");
+  const auto r = ddlsim_cmd({"search", f, "--method", "autoddl", "--json"});
+  REQUIRE(r.status == 0);
+  bool seen = false;
+  const auto searched = nlohmann::json::parse(r.out);
+  for (const auto& e : searched.at("ranked")) {
+    if (e.at("name") != "sbp-data-parallel") continue;
+    seen = true;
+    CHECK(e.at("plan") == "sbp on mesh 16, 2 micro-batches");
+    CHECK(e.at("fits_in_memory").get<bool>());
+    CHECK(e.at("peak_memory_bytes") == runs.at(1).at("peak_memory_bytes"));
+  }
+  CHECK(seen);
+}
+
 TEST_CASE("SBP strategies in scenarios: data parallelism and Megatron agree with the Megatron-style lowering") {
   // Expected: on kTraining's model and cluster (analytical network), SBP data parallelism
   // over 16 devices in one pass and the Megatron-style dp strategy with micro-batch 4 (one
