@@ -35,7 +35,8 @@ bandwidth algbw = size / time and the bus bandwidth busbw = algbw x factor, with
 nccl-tests' factors: 2(n-1)/n for all-reduce; (n-1)/n for reduce-scatter, all-gather
 and all-to-all; 1 for broadcast, reduce and send-recv (n ranks); and the selector's
 closed-form estimate for that algorithm and channel count (what 'auto' compares, with
-automatic chunks), beside the replayed time.
+automatic chunks; given --channels, rings and trees compete with that many), beside the
+replayed time.
 
 Size is nccl-tests' size: the all-reduce, broadcast or reduce buffer; the reduce-scatter
 input and all-gather output (n pieces); an all-to-all rank's send buffer; the message.
@@ -109,7 +110,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       ("maxbytes,e", po::value<std::string>()->value_name("SIZE")->default_value("8G"), "largest size")
       ("stepfactor,f", po::value<double>()->value_name("F")->default_value(2.0), "multiply the size by F each step (> 1)")
       ("chunks", po::value<int>()->value_name("N")->default_value(0), "pieces per transfer (0: automatic)")
-      ("channels", po::value<int>()->value_name("N")->default_value(0), "rings for ring, trees for tree; the other algorithms have none (0: automatic)")
+      ("channels", po::value<int>()->value_name("N")->default_value(0), "rings for ring, trees for tree; the other algorithms have none (0: automatic; with auto, rings and trees compete with N)")
       ("rings", po::value<std::string>()->value_name("HOW")->default_value("steps"),
        "how the flow model replays rings and chunked trees: steps (a transfer per step and chunk) or streamed (one per rank and phase, one per tree edge and direction)")
       ("root", po::value<long long>()->value_name("R")->default_value(0), "root of broadcast/reduce, sender of send-recv (a position in --ranks)")
@@ -245,10 +246,11 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       };
       std::vector<Run> runs;
       if (automatic) {
-        const CollectiveChoice pick = choose_algorithm(fabric, group, *op, bytes);
+        // With --channels, rings and trees compete with that many channels.
+        const CollectiveChoice pick = choose_algorithm(fabric, group, *op, bytes, base.channels);
         // (The selector prices a rooted operation from rank 0; the row's estimate is the
         // one from --root, to --peer.)
-        if (base.channels > 0 || rooted) runs.push_back({pick.algorithm, base.channels > 0 ? base.channels : pick.channels, std::nullopt});
+        if (rooted) runs.push_back({pick.algorithm, pick.channels, std::nullopt});
         else runs.push_back({pick.algorithm, pick.channels, pick.estimate});
       } else {
         for (CollectiveAlgorithm a : algorithms) runs.push_back({a, base.channels, std::nullopt});

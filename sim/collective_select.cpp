@@ -320,7 +320,8 @@ double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, 
   return estimate(fabric, group, op, a, bytes, channels, root, peer);
 }
 
-CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes) {
+CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes,
+                                  int channels_given) {
   using A = CollectiveAlgorithm;
   // The algorithms a collective library offers: NCCL's rings and trees (and, beside
   // them, a hierarchical all-reduce and a torus's rings). Halving-doubling is not among
@@ -342,7 +343,10 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
   double ring = std::numeric_limits<double>::infinity();  // the ring's estimate, candidates' first
   for (A a : candidates) {
     if (!unsupported_reason(group, op, a).empty()) continue;
-    const int channels = a == A::kRing ? default_channels(group) : a == A::kTree ? default_tree_channels(group) : 1;
+    const int channels = channels_given > 0 && (a == A::kRing || a == A::kTree) ? channels_given
+                         : a == A::kRing                                        ? default_channels(group)
+                         : a == A::kTree                                        ? default_tree_channels(group)
+                                                                                : 1;
     double t = estimate(fabric, group, op, a, bytes, channels);
     if (a == A::kRing) ring = t;
     if (a == A::kTree && t < best.estimate && ring < std::numeric_limits<double>::infinity()) {
@@ -352,7 +356,8 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
       // two servers, where a tree moves half a ring's bytes through each NIC and can be
       // faster. The choice follows it; the chosen tree replays as fast as it can.
       const double P = static_cast<double>(group.ranks.size());
-      const double ring_bytes = ring - estimate(fabric, group, op, A::kRing, 0.0, default_channels(group));
+      const int ring_channels = channels_given > 0 ? channels_given : default_channels(group);
+      const double ring_bytes = ring - estimate(fabric, group, op, A::kRing, 0.0, ring_channels);
       t = std::max(t, estimate(fabric, group, op, a, 0.0, channels) + ring_bytes * P / (0.92 * (P - 1.0)));
     }
     if (t < best.estimate) best = CollectiveChoice{a, channels, t};

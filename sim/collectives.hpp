@@ -196,13 +196,15 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
 /// estimate for this size on this group, from the latencies and bottleneck capacities
 /// of the routes the algorithm uses. Only algorithms that support the operation compete,
 /// and only those a collective library offers: ring, tree, hierarchical and torus, not
-/// halving-doubling (which NCCL lacks; it runs when a spec names it).
+/// halving-doubling (which NCCL lacks; it runs when a spec names it). `channels` > 0
+/// prices rings and trees with that many channels instead of the library's default.
 struct CollectiveChoice {
   CollectiveAlgorithm algorithm;
   int channels;
   double estimate;  // s
 };
-CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
+CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes,
+                                  int channels = 0);
 
 /// The selector's closed-form estimate (s) of one algorithm with `channels` channels (as
 /// choose_algorithm prices it; a direct broadcast, reduce or send-recv from `root`, to

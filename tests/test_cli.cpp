@@ -653,6 +653,35 @@ TEST_CASE("ddlsim collective prints nccl-tests columns for every size") {
   }
 }
 
+TEST_CASE("ddlsim collective: auto with --channels prices rings and trees with that many") {
+  // Expected on 4 DGX A100 servers (32 ranks), a 32 MiB all-reduce: a ring of 2 channels
+  // crosses servers on 2 of each server's 8 HDR NICs (about 2 x 24 GB/s), over a
+  // millisecond, while the hierarchical all-reduce uses all 8 (about half a millisecond);
+  // auto with --channels 2 runs the candidate with the smallest estimate at 2 channels,
+  // the hierarchical one (it took the 2-channel ring, priced with 8, about 3x slower);
+  // without --channels, the ring of 8 channels.
+  const std::vector<std::string> common{"collective", "--preset", "dgx-a100", "--nodes", "4", "-b", "32M", "-e", "32M", "--json"};
+  auto all = common;
+  all.insert(all.end(), {"--algorithm", "all", "--channels", "2"});
+  const auto every = nlohmann::json::parse(ddlsim_cmd(all).out).at("results");
+  double least = 1e300, ring = 0;
+  for (const auto& row : every) {
+    const std::string a = row.at("algorithm");
+    if (a == "ring") ring = row.at("time_us").get<double>();
+    if (a == "ring" || a == "tree" || a == "hierarchical") least = std::min(least, row.at("estimate_us").get<double>());
+  }
+  CHECK(ring > 1000.0);
+  auto two = common;
+  two.insert(two.end(), {"--channels", "2"});
+  const auto chosen = nlohmann::json::parse(ddlsim_cmd(two).out).at("results").at(0);
+  CHECK(chosen.at("algorithm") == "hierarchical");
+  CHECK(chosen.at("estimate_us").get<double>() == Approx(least));
+  CHECK(chosen.at("time_us").get<double>() < 0.5 * ring);
+  const auto plain = nlohmann::json::parse(ddlsim_cmd(common).out).at("results").at(0);
+  CHECK(plain.at("algorithm") == "ring");
+  CHECK(plain.at("channels") == 8);
+}
+
 TEST_CASE("ddlsim collective: on a TPU slice without wraparound auto prices the ring and the torus as they replay") {
   // Expected on a 2x2x4 TPU v4 slice (a mesh: no dimension a multiple of 4 in all three,
   // so no wraparound; ICI hops of about 1 us), a 1 KiB all-reduce: the ring runs along
