@@ -1,5 +1,6 @@
 // `ddlsim run`: load and validate a scenario, lower each strategy to a task graph,
 // replay it, and report.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <fstream>
@@ -272,6 +273,18 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       return kExitOk;
     }
     if (is_training_scenario(doc)) return run_training(doc, a, out);
+    if (doc.is_object() && !doc.contains("cluster")) {
+      // Neither kind: a misspelt key is the likely cause.
+      const std::vector<std::string> keys{"name", "description", "cluster", "workload", "strategies", "simulation", "tasks"};
+      for (const auto& item : doc.items()) {
+        if (std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
+        if (const std::string hint = did_you_mean(item.key(), keys); !hint.empty()) {
+          throw InputError(source + ": " + item.key() + ": unknown key" + hint);
+        }
+      }
+      throw InputError(source + ": neither a scenario (\"cluster\", \"workload\", \"strategies\") nor a task graph (\"tasks\"): "
+                       "cluster: missing");
+    }
     Scenario s = read_scenario(doc);
     if (a.network) {
       const auto kind = parse_network_model(*a.network);

@@ -33,6 +33,13 @@ Scenario read_scenario(const nlohmann::json& doc) {
                      "models land; 'ddlsim topology SCENARIO.json' describes a preset cluster and 'ddlsim "
                      "collective --file SCENARIO.json' times its collectives");
   }
+  if (!cluster.has("devices")) {
+    std::string keys;
+    for (const auto& item : doc.at("cluster").items()) keys += (keys.empty() ? "" : ", ") + ("'" + item.key() + "'");
+    throw InputError("cluster: expected \"preset\" (a built-in cluster, as in {\"preset\": \"dgx-a100\", \"nodes\": 4}; "
+                     "'ddlsim topology --list' lists them) or \"devices\" and the other fields of a uniform cluster, got " +
+                     (keys.empty() ? std::string("{}") : "only " + keys));
+  }
   s.cluster = read_uniform_cluster(cluster);
 
   JsonObject workload = root.object("workload");

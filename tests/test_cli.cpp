@@ -213,6 +213,37 @@ TEST_CASE("bad input: unknown keys, with a suggestion") {
                  "simulation.collective_algorithm: torus needs the group to be one whole torus of the cluster, in its order");
 }
 
+TEST_CASE("bad input: a document that is neither a scenario nor a task graph says which keys it lacks") {
+  // Expected: 'task' for 'tasks' and 'clustr' for 'cluster' are named with the key meant;
+  // a cluster with neither a preset nor a uniform cluster's devices lists what it has; a
+  // preset's accelerator or NIC the catalog lacks is that field's mistake (it read
+  // 'cluster: unknown link').
+  Scratch s;
+  auto err = [&](const char* name, const char* text) {
+    const std::string f = s.write(name, text);
+    const auto r = ddlsim_cmd({"run", f});
+    CHECK(r.status == 2);
+    return std::make_pair(f, r.err);
+  };
+  auto [t, t_err] = err("t.json", R"({"name": "x", "task": []})");
+  CHECK(t_err == "ddlsim run: " + t + ": task: unknown key (did you mean 'tasks'?)\n");
+  auto [c, c_err] = err("c.json", R"({"name": "x", "clustr": {}})");
+  CHECK(c_err == "ddlsim run: " + c + ": clustr: unknown key (did you mean 'cluster'?)\n");
+  auto [n, n_err] = err("n.json", R"({"name": "x"})");
+  CHECK(n_err == "ddlsim run: " + n + ": neither a scenario (\"cluster\", \"workload\", \"strategies\") nor a task graph "
+                 "(\"tasks\"): cluster: missing\n");
+  CHECK(err("f.json", R"({"name": "x", "cluster": {"file": "t.json"}, "workload": {"model": "synthetic"}, "strategies": []})").second ==
+        "ddlsim run: cluster: expected \"preset\" (a built-in cluster, as in {\"preset\": \"dgx-a100\", \"nodes\": 4}; 'ddlsim "
+        "topology --list' lists them) or \"devices\" and the other fields of a uniform cluster, got only 'file'\n");
+  for (const auto& [set, line] : std::vector<std::pair<std::string, std::string>>{
+           {"cluster.nic=ib-hdrr", "cluster.nic: unknown link 'ib-hdrr' (did you mean 'ib-hdr'?); the catalog has: "},
+           {"cluster.accelerator=h100", "cluster.accelerator: unknown accelerator 'h100' (did you mean 'h100-sxm'?); the catalog has: "}}) {
+    const auto r = ddlsim_cmd({"run", "--set", set});
+    CHECK(r.status == 2);
+    CHECK(r.err.rfind("ddlsim run: " + line, 0) == 0);
+  }
+}
+
 TEST_CASE("bad input: missing fields") {
   Scratch s;
   std::string text = kSmall;

@@ -265,8 +265,19 @@ Cluster read_preset_cluster(JsonObject& cluster, const Catalog& catalog) {
     if (d.size() > 4) throw InputError(dims.path() + ": expected up to 4 sizes from 1 to 4096, got " + std::to_string(d.size()));
     o.dims = d;
   }
-  if (cluster.has("accelerator")) o.accelerator = cluster.string("accelerator");
-  if (cluster.has("nic")) o.nic = cluster.string("nic");
+  // A catalog id the catalog lacks is this field's mistake.
+  auto catalog_id = [&](const char* key, bool link) {
+    std::string id = cluster.string(key);
+    try {
+      if (link) (void)catalog.link(id);
+      else (void)catalog.accelerator(id);
+    } catch (const InputError& e) {
+      throw InputError(cluster.field_path(key) + ": " + e.what());
+    }
+    return id;
+  };
+  if (cluster.has("accelerator")) o.accelerator = catalog_id("accelerator", false);
+  if (cluster.has("nic")) o.nic = catalog_id("nic", true);
   if (cluster.has("nics_per_node")) {
     const std::int64_t v = cluster.positive_int("nics_per_node");
     if (v != 1 && v != 2 && v != 4 && v != 8) {
