@@ -539,6 +539,9 @@ TEST_CASE("explicit topologies: errors name the element") {
   bad(("{" + two + R"(, "links": [{"a": "g0", "b": "g1", "gbytes_per_s": 25, "kind": "ib-hrd"}]})").c_str(),
       "t.json: links.0.kind: unknown link kind 'ib-hrd' (did you mean 'ib-hdr'?); a kind names a catalog link (its "
       "efficiency applies) or is \"custom\"");
+  // A catalog link is its own kind: another beside it was silently taken.
+  bad(("{" + two + R"(, "links": [{"a": "g0", "b": "g1", "link": "ib-ndr", "kind": "nvlink4"}]})").c_str(),
+      "t.json: links.0.kind: 'nvlink4' beside link 'ib-ndr': a catalog link is of its own kind; give one of the two");
 }
 
 TEST_CASE("dimension-order routing on a torus") {

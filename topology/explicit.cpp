@@ -98,7 +98,12 @@ Cluster read(const nlohmann::json& doc, const Catalog& catalog) {
     if (l.has("kind")) {
       // A kind other than "custom" decides the link's efficiency and whether it is
       // scale-up (from the catalog): a misspelt one would silently drop both.
+      const std::string linked = kind;
       kind = l.string("kind");
+      if (from_catalog && kind != linked) {
+        throw InputError(l.field_path("kind") + ": '" + kind + "' beside link '" + linked +
+                         "': a catalog link is of its own kind; give one of the two");
+      }
       std::vector<std::string> ids = catalog.link_ids();
       if (kind != "custom" && std::find(ids.begin(), ids.end(), kind) == ids.end()) {
         ids.emplace_back("custom");
