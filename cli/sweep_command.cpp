@@ -436,6 +436,20 @@ static void check_sweep_shape(const Json& part, const std::string& path) {
         throw bad(at + ": " + key + ": " + printf_string("%g", x) + " is not a figure a sweep writes" +
                   (key == "step_time_s" ? " (a positive time)" : " (never negative)"));
       }
+      // Counts and bytes are whole; a utilization is at most the peak.
+      if (value.is_number_integer() && !r[key].is_number_integer()) {
+        throw bad(at + ": " + key + ": " + printf_string("%g", x) + " is not a figure a sweep writes (a whole number)");
+      }
+      if ((key == "mfu" || key == "hfu") && x > 1) {
+        throw bad(at + ": " + key + ": " + printf_string("%g", x) + " is not a figure a sweep writes (a fraction of the peak, at most 1)");
+      }
+    }
+    // The status says what the figures say.
+    const bool fits = r["fits_in_memory"].get<bool>();
+    if (fits != (status == "ok") || fits != (r["peak_memory_bytes"].get<double>() <= r["device_memory_bytes"].get<double>())) {
+      throw bad(at + ": status " + status + " with fits_in_memory " + (fits ? "true" : "false") + " and a peak of " +
+                printf_string("%.0f", r["peak_memory_bytes"].get<double>()) + " of " +
+                printf_string("%.0f", r["device_memory_bytes"].get<double>()) + " bytes: not what a sweep writes");
     }
   }
 }

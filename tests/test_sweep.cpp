@@ -220,6 +220,16 @@ TEST_CASE("merge: a damaged or edited part is refused with one line naming the p
        "rows: point 0: peak_memory_bytes: -3 is not a figure a sweep writes (never negative)"},
       {[](nlohmann::json& j) { j["rows"][2]["breakdown.compute_s"] = -0.5; },
        "rows: point 2: breakdown.compute_s: -0.5 is not a figure a sweep writes (never negative)"},
+      // A fractional count, a utilization over the peak, and a status its own figures
+      // contradict were merged too.
+      {[](nlohmann::json& j) { j["rows"][0]["tasks"] = 1.5; },
+       "rows: point 0: tasks: 1.5 is not a figure a sweep writes (a whole number)"},
+      {[](nlohmann::json& j) { j["rows"][0]["mfu"] = 2.5; },
+       "rows: point 0: mfu: 2.5 is not a figure a sweep writes (a fraction of the peak, at most 1)"},
+      {[](nlohmann::json& j) { j["rows"][0]["fits_in_memory"] = false; },
+       "rows: point 0: status ok with fits_in_memory false and a peak of " +
+           std::to_string(good.at("rows").at(0).at("peak_memory_bytes").get<std::int64_t>()) + " of " +
+           std::to_string(good.at("rows").at(0).at("device_memory_bytes").get<std::int64_t>()) + " bytes: not what a sweep writes"},
   };
   const std::string damaged = (s.dir / "d.json").string();
   for (const auto& [edit, message] : cases) {
