@@ -247,6 +247,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       for (const auto& [flag, given] : replay_only) {
         if (given) throw InputError(std::string(flag) + ": does not apply with --print-scenario, which prints the scenario and replays nothing");
       }
+      if (a.json) throw InputError("--json: --print-scenario prints the scenario as JSON already");
       if (a.network) {
         throw InputError("--network: does not change what --print-scenario prints; use --set simulation.network=" + *a.network);
       }

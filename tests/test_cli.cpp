@@ -130,6 +130,7 @@ TEST_CASE("--set changes the scenario before validation") {
       {{"--trace", (s.dir / "x.json").string()}, "--trace: does not apply with --print-scenario, which prints the scenario and replays nothing"},
       {{"--csv", (s.dir / "x.csv").string()}, "--csv: does not apply with --print-scenario, which prints the scenario and replays nothing"},
       {{"--network", "analytical"}, "--network: does not change what --print-scenario prints; use --set simulation.network=analytical"},
+      {{"--json"}, "--json: --print-scenario prints the scenario as JSON already"},
   };
   for (const auto& [extra, line] : refused) {
     std::vector<std::string> args{"run", "--print-scenario"};
