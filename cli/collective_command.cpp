@@ -288,7 +288,17 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       out << j.dump(2) << "\n";
       return kExitOk;
     }
-    out << "# ddlsim collective: " << op_text << " over " << members.size() << " ranks of " << loaded.title()
+    // A rooted operation names its root (and send-recv its receiver: only the two take part).
+    const auto name_of = [&](std::size_t position) {
+      return loaded.cluster.node(members[position]).name + " (position " + std::to_string(position) + ")";
+    };
+    std::string who = " over " + std::to_string(members.size()) + " ranks";
+    if (*op == CollectiveOp::kSendRecv) {
+      who = " from " + name_of(base.root) + " to " + name_of(base.peer) + ", 2 of " + std::to_string(members.size()) + " ranks";
+    } else if (rooted) {
+      who += " from " + name_of(base.root);
+    }
+    out << "# ddlsim collective: " << op_text << who << " of " << loaded.title()
         << ", network " << network << ", algorithm " << algo_text
         << (rings == "streamed" ? ", rings streamed" : "") << "\n";
     for (const std::string& s : skipped) out << "# skipped " << s << "\n";

@@ -685,6 +685,23 @@ TEST_CASE("ddlsim collective prints nccl-tests columns for every size") {
   }
 }
 
+TEST_CASE("ddlsim collective: a rooted operation's header names its root, send-recv its two ranks") {
+  // Expected: send-recv from position 0 to 9 of 2 DGX A100 is node0.gpu0 to node1.gpu1,
+  // two of the 16 ranks (the header said "over 16 ranks"); a broadcast from position 3
+  // names node0.gpu3.
+  const auto first_line = [](const std::vector<std::string>& args) {
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return r.out.substr(0, r.out.find('\n'));
+  };
+  CHECK(first_line({"collective", "--preset", "dgx-a100", "--nodes", "2", "--op", "send-recv", "--peer", "9", "-b", "1M", "-e", "1M"}) ==
+        "# ddlsim collective: send-recv from node0.gpu0 (position 0) to node1.gpu1 (position 9), 2 of 16 ranks of dgx-a100, "
+        "2 nodes, network flow, algorithm auto");
+  CHECK(first_line({"collective", "--preset", "dgx-a100", "--nodes", "2", "--op", "broadcast", "--root", "3", "-b", "1M", "-e", "1M"}) ==
+        "# ddlsim collective: broadcast over 16 ranks from node0.gpu3 (position 3) of dgx-a100, 2 nodes, network flow, "
+        "algorithm auto");
+}
+
 TEST_CASE("ddlsim collective: auto with --channels prices rings and trees with that many") {
   // Expected on 4 DGX A100 servers (32 ranks), a 32 MiB all-reduce: a ring of 2 channels
   // crosses servers on 2 of each server's 8 HDR NICs (about 2 x 24 GB/s), over a
