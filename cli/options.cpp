@@ -7,10 +7,23 @@
 #include "cli/cli.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
+#include "support/strings.hpp"
 
 namespace po = boost::program_options;
 
 namespace ddlsim {
+
+std::string option_error(const po::error& e, const po::options_description& d) {
+  std::string message = e.what();
+  if (const auto* unknown = dynamic_cast<const po::unknown_option*>(&e)) {
+    std::vector<std::string> names;
+    for (const auto& o : d.options()) {
+      if (!o->long_name().empty()) names.push_back("--" + o->long_name());
+    }
+    message += did_you_mean(unknown->get_option_name(), names);
+  }
+  return message;
+}
 
 std::optional<int> parse_command_options(const std::vector<std::string>& args, const po::options_description& d,
                                          const char* positional, const char* command, po::variables_map& vm,
@@ -18,10 +31,10 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args, c
   po::positional_options_description pos;
   if (positional != nullptr) pos.add(positional, positional_count);
   try {
-    po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
+    po::store(po::command_line_parser(args).options(d).positional(pos).style(kOptionStyle).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    err << "ddlsim " << command << ": " << e.what() << " (see 'ddlsim " << command << " --help')\n";
+    err << "ddlsim " << command << ": " << option_error(e, d) << " (see 'ddlsim " << command << " --help')\n";
     return kExitBadInput;
   }
   if (vm.count("help")) {

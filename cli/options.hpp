@@ -10,6 +10,14 @@
 
 namespace ddlsim {
 
+/// Long options in full only: Boost's default guessing took "--net" for "--network" (and
+/// would silently change meaning when an option is added that shares the prefix).
+inline constexpr int kOptionStyle =
+    boost::program_options::command_line_style::default_style & ~boost::program_options::command_line_style::allow_guessing;
+
+/// A parse error's message; an unknown option gains "(did you mean '--x'?)" from `d`.
+std::string option_error(const boost::program_options::error& e, const boost::program_options::options_description& d);
+
 /// Parses `args` against `d` (with `positional`, when given, as the name of the
 /// positional arguments: at most `positional_count` of them, -1 for any number). On a parse error writes "ddlsim COMMAND: ... (see 'ddlsim
 /// COMMAND --help')" to err and returns the bad-input status; on --help prints `d` to

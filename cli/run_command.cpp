@@ -109,7 +109,7 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("scenario", 1);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+  po::store(po::command_line_parser(args).options(desc).positional(pos).style(kOptionStyle).run(), vm);
   po::notify(vm);
   RunArgs a;
   a.help = vm.count("help") > 0;
@@ -230,7 +230,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   try {
     a = parse_run_args(args);
   } catch (const po::error& e) {
-    err << "ddlsim run: " << e.what() << " (see 'ddlsim run --help')\n";
+    err << "ddlsim run: " << option_error(e, run_options()) << " (see 'ddlsim run --help')\n";
     return kExitBadInput;
   }
   if (a.help) {

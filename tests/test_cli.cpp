@@ -272,6 +272,14 @@ TEST_CASE("bad input: the command line") {
   auto r = ddlsim_cmd({"run", "--frobnicate"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim run: unrecognised option '--frobnicate' (see 'ddlsim run --help')\n");
+  // A prefix of an option is no option (Boost's guessing took --jso for --json); a
+  // misspelt one gets a suggestion, in every command.
+  r = ddlsim_cmd({"run", "--jso"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: unrecognised option '--jso' (did you mean '--json'?) (see 'ddlsim run --help')\n");
+  r = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--chunk", "2"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim collective: unrecognised option '--chunk' (did you mean '--chunks'?) (see 'ddlsim collective --help')\n");
   r = ddlsim_cmd({"runn"});
   CHECK(r.status == 2);
   CHECK(r.err.find("unknown command 'runn'") != std::string::npos);
