@@ -27,6 +27,16 @@
 namespace ddlsim {
 namespace {
 
+// A message's size: whole bytes, from 1 to 1 TiB (1.5 bytes was taken as given).
+double whole_bytes(JsonObject& o) {
+  const nlohmann::json& v = o.value("bytes");
+  const double d = v.is_number() ? v.get<double>() : 0.0;
+  if (!v.is_number() || !(d >= 1 && d <= kMaxCollectiveBytes) || d != std::floor(d)) {
+    throw InputError(o.field_path("bytes") + ": expected whole bytes from 1 to 1099511627776 (1 TiB), got " + v.dump());
+  }
+  return d;
+}
+
 constexpr std::size_t kMaxTasks = 2'000'000;
 constexpr std::uint64_t kMaxTransfers = 50'000'000;  // about 3 GB of task graph
 
@@ -157,7 +167,7 @@ void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
       t.from = device_index(o, "from", n);
       t.to = device_index(o, "to", n);
       if (t.from == t.to) throw InputError(o.field_path("to") + ": the same accelerator as from (" + std::to_string(t.from) + ")");
-      t.bytes = o.number("bytes", 1, kMaxCollectiveBytes);
+      t.bytes = whole_bytes(o);
       ++transfers;
     } else if (t.kind == "collective") {
       const std::string op_text = o.string("op");
@@ -182,7 +192,7 @@ void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
         throw InputError(o.field_path("ranks") + ": send-recv takes 2 ranks, the sender and the receiver, not " +
                          std::to_string(ranks.size()));
       }
-      t.bytes = o.number("bytes", 1, kMaxCollectiveBytes);
+      t.bytes = whole_bytes(o);
       t.group = CollectiveGroup::of(fabric, std::move(ranks));
       const CollectiveGroup& group = t.group;
       t.collective.op = *op;
