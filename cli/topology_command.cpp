@@ -70,9 +70,14 @@ void print_text(std::ostream& out, const std::string& title, const TopologyStats
   }
   out << "\nlinks:" << (s.links_by_kind.empty() ? "      none\n" : "\n");
   for (const auto& [kind, g] : s.links_by_kind) {
-    char line[128];
-    std::snprintf(line, sizeof line, "  %-14s %8zu cables x %g GB/s per direction\n", kind.c_str(), g.cables,
-                  g.gbytes_per_s);
+    char line[160];
+    if (g.min_gbytes_per_s == g.max_gbytes_per_s) {
+      std::snprintf(line, sizeof line, "  %-14s %8zu %s x %g GB/s per direction\n", kind.c_str(), g.cables,
+                    g.cables == 1 ? "cable " : "cables", g.gbytes_per_s);
+    } else {  // asymmetric cables, or cables of one kind at different rates
+      std::snprintf(line, sizeof line, "  %-14s %8zu %s x %g to %g GB/s per direction\n", kind.c_str(), g.cables,
+                    g.cables == 1 ? "cable " : "cables", g.min_gbytes_per_s, g.max_gbytes_per_s);
+    }
     out << line;
   }
   out << "injection:  " << fmt(s.injection_min_gbytes_per_s);
@@ -104,7 +109,7 @@ void print_json(std::ostream& out, const std::string& source, bool is_file, cons
   j["nodes_by_kind"] = s.nodes_by_kind;
   j["accelerators_by_model"] = s.accelerators_by_model;
   nlohmann::ordered_json links = nlohmann::ordered_json::object();
-  for (const auto& [kind, g] : s.links_by_kind) links[kind] = {{"cables", g.cables}, {"gbytes_per_s", g.gbytes_per_s}};
+  for (const auto& [kind, g] : s.links_by_kind) links[kind] = {{"cables", g.cables}, {"gbytes_per_s", g.gbytes_per_s}, {"min_gbytes_per_s", g.min_gbytes_per_s}, {"max_gbytes_per_s", g.max_gbytes_per_s}};
   j["links_by_kind"] = links;
   j["injection_min_gbytes_per_s"] = s.injection_min_gbytes_per_s;
   j["injection_max_gbytes_per_s"] = s.injection_max_gbytes_per_s;

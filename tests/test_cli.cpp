@@ -550,6 +550,17 @@ TEST_CASE("ddlsim topology describes a preset") {
   r = ddlsim_cmd({"topology", "--preset", "dgx-h100", "--nodes", "4"});
   CHECK(r.status == 0);
   CHECK(r.out.find("\nnodes:      32 accelerators, 16 switches\n") != std::string::npos);
+  CHECK(r.out.find("\n  ib-ndr               64 cables x 50 GB/s per direction\n") != std::string::npos);
+  // An asymmetric cable (25 GB/s one way, 12.5 back) shows both rates (it showed 25 only).
+  Scratch s;
+  const std::string asym = s.write("a.json", R"({"nodes": [{"name": "g0", "kind": "accelerator", "model": "h100-sxm"},
+    {"name": "g1", "kind": "accelerator", "model": "h100-sxm"}],
+    "links": [{"a": "g0", "b": "g1", "gbytes_per_s": 25, "reverse_gbytes_per_s": 12.5}]})");
+  r = ddlsim_cmd({"topology", asym});
+  CHECK(r.out.find("\n  custom                1 cable  x 12.5 to 25 GB/s per direction\n") != std::string::npos);
+  const auto a = nlohmann::json::parse(ddlsim_cmd({"topology", asym, "--json"}).out).at("links_by_kind").at("custom");
+  CHECK(a.at("min_gbytes_per_s").get<double>() == 12.5);
+  CHECK(a.at("max_gbytes_per_s").get<double>() == 25.0);
   // One accelerator: no links, no halves to cut (it printed 'cut: )').
   r = ddlsim_cmd({"topology", "--preset", "single-gpu-ethernet"});
   CHECK(r.out.find("\nlinks:      none\n") != std::string::npos);

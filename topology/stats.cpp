@@ -38,8 +38,15 @@ TopologyStats topology_stats(const Cluster& c) {
   }
   for (std::size_t l = 0; l < c.link_count(); l += 2) {
     const Link& link = c.link(LinkId(static_cast<std::uint32_t>(l)));
+    const double back = c.link(LinkId(static_cast<std::uint32_t>(l + 1))).bandwidth.value() / 1e9;
     LinkGroup& g = s.links_by_kind[link.kind];
-    if (g.cables++ == 0) g.gbytes_per_s = link.bandwidth.value() / 1e9;
+    const double fwd = link.bandwidth.value() / 1e9;
+    if (g.cables++ == 0) {
+      g.gbytes_per_s = fwd;
+      g.min_gbytes_per_s = g.max_gbytes_per_s = fwd;
+    }
+    g.min_gbytes_per_s = std::min({g.min_gbytes_per_s, fwd, back});
+    g.max_gbytes_per_s = std::max({g.max_gbytes_per_s, fwd, back});
   }
   // Tiers of a Clos: endpoints and server-internal switches 0, leaf 1, spine 2, core 3.
   auto tier = [&](NodeId n) {

@@ -11,6 +11,8 @@ namespace ddlsim {
 struct LinkGroup {
   std::size_t cables = 0;       // physical links (each two directed links)
   double gbytes_per_s = 0;      // per direction, of one cable (the first of its kind)
+  double min_gbytes_per_s = 0;  // the slowest and fastest direction of any of its cables:
+  double max_gbytes_per_s = 0;  // they differ for an asymmetric or mixed kind
 };
 
 struct TopologyStats {
