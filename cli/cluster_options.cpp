@@ -101,6 +101,13 @@ LoadedCluster load_cluster(const po::variables_map& vm) {
       } catch (const InputError& e) {
         throw InputError(path + ": " + e.what());
       }
+      if (doc.contains("simulation") && doc["simulation"].is_object() && doc["simulation"].contains("network")) {
+        const nlohmann::json& n = doc["simulation"]["network"];
+        if (!n.is_string() || (n != "flow" && n != "analytical")) {
+          throw InputError(path + ": simulation.network: expected one of \"flow\", \"analytical\", got " + n.dump());
+        }
+        out.scenario_network = n.get<std::string>();
+      }
     } else {
       c = read_explicit_topology(doc, catalog, path);
     }

@@ -26,6 +26,8 @@ struct LoadedCluster {
   std::string source;     // the preset name or the file
   bool from_file = false;
   std::optional<int> nodes;
+  /// A scenario file's simulation.network ("flow" or "analytical"), when it gives one.
+  std::optional<std::string> scenario_network;
   /// "dgx-h100, 4 nodes" or the file name.
   [[nodiscard]] std::string title() const;
 };

@@ -103,7 +103,8 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
        "all-reduce, reduce-scatter, all-gather, broadcast, reduce, all-to-all or send-recv")
       ("algorithm", po::value<std::string>()->value_name("NAME")->default_value("auto"),
        "auto, all, ring, tree, halving-doubling, direct, hierarchical or torus")
-      ("network", po::value<std::string>()->value_name("MODEL")->default_value("flow"), "flow or analytical")
+      ("network", po::value<std::string>()->value_name("MODEL")->default_value("flow"),
+       "flow or analytical (for a scenario file, its simulation.network when it gives one)")
       ("ranks", po::value<std::string>()->value_name("LIST")->default_value("all"),
        "the accelerators taking part, by rank: 'all' or a list like 0-7,16,18")
       ("minbytes,b", po::value<std::string>()->value_name("SIZE")->default_value("8"), "smallest size")
@@ -140,7 +141,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       }
       forced.push_back(*a);
     }
-    const std::string network = vm["network"].as<std::string>();
+    std::string network = vm["network"].as<std::string>();
     if (network != "flow" && network != "analytical") {
       throw InputError("--network: expected flow or analytical, got '" + network + "'");
     }
@@ -160,6 +161,8 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     }
 
     LoadedCluster loaded = load_cluster(vm);
+    // A scenario's own network model, unless --network says otherwise.
+    if (vm["network"].defaulted() && loaded.scenario_network) network = *loaded.scenario_network;
     NetworkFabric fabric(loaded.cluster, loaded.catalog);
     const auto accelerators = loaded.cluster.accelerators();
     std::vector<NodeId> members;

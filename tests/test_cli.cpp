@@ -721,6 +721,21 @@ TEST_CASE("ddlsim collective: a rooted operation's header names its root, send-r
         "algorithm auto");
 }
 
+TEST_CASE("ddlsim collective on a scenario file runs the scenario's network model unless --network says otherwise") {
+  // Expected: a scenario with simulation.network "analytical" times its collective on the
+  // analytical model (it took flow, the option's default); --network flow overrides it.
+  Scratch s;
+  const std::string f = s.write("t.json", R"({"name": "t", "cluster": {"preset": "dgx-a100", "nodes": 2},
+    "workload": {"model": "megatron-1.7b"}, "strategies": [{"name": "dp", "global_batch": 64, "micro_batch": 4}],
+    "simulation": {"network": "analytical"}})");
+  const auto r = ddlsim_cmd({"collective", f, "-b", "1M", "-e", "1M", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("network") == "analytical");
+  const auto o = ddlsim_cmd({"collective", f, "-b", "1M", "-e", "1M", "--json", "--network", "flow"});
+  REQUIRE(o.status == 0);
+  CHECK(nlohmann::json::parse(o.out).at("network") == "flow");
+}
+
 TEST_CASE("ddlsim collective: auto with --channels prices rings and trees with that many") {
   // Expected on 4 DGX A100 servers (32 ranks), a 32 MiB all-reduce: a ring of 2 channels
   // crosses servers on 2 of each server's 8 HDR NICs (about 2 x 24 GB/s), over a
