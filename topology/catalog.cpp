@@ -1,5 +1,6 @@
 #include "topology/catalog.hpp"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "support/input_error.hpp"
@@ -36,7 +37,9 @@ AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
   if (gb == o.has("memory_gib"))
     throw InputError(o.path() + ": give the memory capacity as exactly one of memory_gb (10^9 bytes) or memory_gib (2^30 bytes)" +
                      (gb ? ", not both" : ""));
-  a.memory = gb ? Bytes(o.number("memory_gb", 1e-6, 1e6) * kGB) : Bytes(o.number("memory_gib", 1e-6, 1e6) * kGiB);
+  // Whole bytes (79.65 GiB is not), so that a report's fits_in_memory is what its
+  // whole-byte peak and capacity say.
+  a.memory = Bytes(std::round(gb ? o.number("memory_gb", 1e-6, 1e6) * kGB : o.number("memory_gib", 1e-6, 1e6) * kGiB));
   a.memory_source = o.string_or("memory_source", "");
   a.memory_bandwidth = BytesPerSecond(o.number("memory_gbytes_per_s", 1e-6, 1e6) * kGB);
   a.scale_up = o.string("scale_up");
