@@ -10,6 +10,7 @@
 #include "cli/cli.hpp"
 
 #include "sim/core/errors.hpp"
+#include "sim/network.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
 #include "topology/explicit.hpp"
@@ -103,7 +104,7 @@ LoadedCluster load_cluster(const po::variables_map& vm) {
       }
       if (doc.contains("simulation") && doc["simulation"].is_object() && doc["simulation"].contains("network")) {
         const nlohmann::json& n = doc["simulation"]["network"];
-        if (!n.is_string() || (n != "flow" && n != "analytical")) {
+        if (!n.is_string() || !parse_network_model(n.get<std::string>())) {
           throw InputError(path + ": simulation.network: expected one of \"flow\", \"analytical\", got " + n.dump());
         }
         out.scenario_network = n.get<std::string>();

@@ -165,8 +165,8 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   }
 
   // The candidates: the found plan; data parallelism and Megatron in SBP terms, each with
-  // the fewest micro-batches (1, 2, 4, ...) with which it fits (else the found plan's); and
-  // the scenario's strategies of this global batch.
+  // the fewest micro-batches (1, 2, 4, ...) with which it fits (baseline_plan); and the
+  // scenario's strategies of this global batch.
   std::vector<Candidate> all;
   std::vector<std::pair<std::string, std::string>> skipped;  // baselines that cannot run this model, and why
   auto add_sbp = [&](const std::string& name, const std::string& origin, const SbpChain& chain, const SbpPlan& plan) {
@@ -190,25 +190,25 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     if (it == chains.end()) it = chains.emplace(kk, kk == found.micro_batches ? found_chain : scenario_chain(s, batch / kk, true)).first;
     return it->second;
   };
-  // A baseline's micro-batch count: the fewest that can run it and fit; else the fewest
-  // that can run it; else the found plan's.
-  auto baseline_micro_batches = [&](const std::function<SbpPlan(const SbpChain&)>& make) {
-    std::int64_t runs = 0;
+  // A baseline with the fewest micro-batches that can run it and fit; else the fewest
+  // that can run it; else the found plan's count.
+  auto baseline_plan = [&](const std::function<SbpPlan(const SbpChain&)>& make) {
+    std::optional<SbpPlan> runs;
     for (std::int64_t kk = 1; valid(kk); kk *= 2) {
       SbpPlan p = make(chain_at(kk));
       p.micro_batches = static_cast<int>(kk);
       if (!sbp_plan_problem(chain_at(kk), p).empty()) continue;
-      if (fits_in_memory(chain_at(kk), p)) return kk;
-      if (runs == 0) runs = kk;
+      if (fits_in_memory(chain_at(kk), p)) return p;
+      if (!runs) runs = std::move(p);
     }
-    return runs > 0 ? runs : std::int64_t{found.micro_batches};
+    if (runs) return *runs;
+    SbpPlan p = make(found_chain);
+    p.micro_batches = found.micro_batches;
+    return p;
   };
   {
-    auto make = [&](const SbpChain& chain) { return data_parallel_plan(chain, {static_cast<int>(devices.size())}); };
-    const std::int64_t kk = baseline_micro_batches(make);
-    SbpPlan dp = make(chain_at(kk));
-    dp.micro_batches = static_cast<int>(kk);
-    add_sbp("sbp-data-parallel", "sbp baseline", chain_at(kk), dp);
+    const SbpPlan dp = baseline_plan([&](const SbpChain& chain) { return data_parallel_plan(chain, {static_cast<int>(devices.size())}); });
+    add_sbp("sbp-data-parallel", "sbp baseline", chain_at(dp.micro_batches), dp);
   }
   // Megatron: tensor parallelism over tp devices (the mesh's inner dimension, where a
   // server's are), data parallelism over the groups; of the tp that divide the devices
@@ -216,17 +216,13 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   {
     const int n = static_cast<int>(devices.size());
     std::optional<SbpPlan> mt;
-    std::int64_t mt_k = 0;
     bool mt_fits = false;
     double mt_cost = 0;
     std::string why_not;  // tp = the smallest divisor's problem, if none can run
     for (int tp = 2; tp <= n; ++tp) {
       if (n % tp != 0) continue;
-      auto make = [&](const SbpChain& chain) { return megatron_plan(chain, tp, n / tp); };
-      const std::int64_t kk = baseline_micro_batches(make);
-      const SbpChain& chain = chain_at(kk);
-      SbpPlan p = make(chain);
-      p.micro_batches = static_cast<int>(kk);
+      SbpPlan p = baseline_plan([&](const SbpChain& chain) { return megatron_plan(chain, tp, n / tp); });
+      const SbpChain& chain = chain_at(p.micro_batches);
       if (std::string why = sbp_plan_problem(chain, p); !why.empty()) {
         if (why_not.empty()) why_not = "tp " + std::to_string(tp) + ", " + why;
         continue;
@@ -235,12 +231,11 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       const double cost = sbp_cost(chain, p, devices, fabric, compute).total();
       if (!mt || (fits && !mt_fits) || (fits == mt_fits && cost < mt_cost)) {
         mt = std::move(p);
-        mt_k = kk;
         mt_fits = fits;
         mt_cost = cost;
       }
     }
-    if (mt) add_sbp("sbp-megatron", "sbp baseline", chain_at(mt_k), *mt);
+    if (mt) add_sbp("sbp-megatron", "sbp baseline", chain_at(mt->micro_batches), *mt);
     else if (n > 1) skipped.emplace_back("sbp-megatron", "no tp dividing the " + std::to_string(n) + " devices splits every layer (" + why_not + ")");
   }
   for (const TrainingStrategy& t : s.strategies) {

@@ -61,12 +61,10 @@ void print_text(std::ostream& out, const std::string& title, const TopologyStats
     sep = ", ";
   }
   out << "\naccelerators: ";
-  std::size_t accelerators = 0;
   sep = "";
   for (const auto& [model, n] : s.accelerators_by_model) {
     out << sep << n << " x " << model;
     sep = ", ";
-    accelerators += n;
   }
   out << "\nlinks:" << (s.links_by_kind.empty() ? "      none\n" : "\n");
   for (const auto& [kind, g] : s.links_by_kind) {
@@ -95,7 +93,8 @@ void print_text(std::ostream& out, const std::string& title, const TopologyStats
   out << "diameter:   " << (s.diameter_exact ? "" : "at least ") << s.diameter_hops
       << (s.diameter_hops == 1 ? " hop" : " hops") << " between accelerators"
       << (s.diameter_exact ? "" : " (searched from 64 sources)") << "\n";
-  if (accelerators < 2) {
+  const auto accelerators = s.nodes_by_kind.find("accelerator");
+  if (accelerators == s.nodes_by_kind.end() || accelerators->second < 2) {
     out << "bisection:  - (one accelerator: no halves to cut)\n";
   } else {
     out << "bisection:  " << fmt(s.bisection_gbytes_per_s) << " GB/s (max flow between halves of the accelerators; cut: "
