@@ -70,7 +70,7 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   const auto spent = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   std::vector<const ParallelPlan*> fitting;
   for (const ParallelPlan& p : grid) {
-    if (plan_peak_memory(p, s.model) > acc.memory.value()) {
+    if (plan_peak_memory(p, s.model) + s.runtime.bytes(plan_communicators(p)) > acc.memory.value()) {
       ++out.pruned;
       continue;
     }

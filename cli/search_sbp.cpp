@@ -75,6 +75,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       mo.iterations = o.iterations;
       mo.network = s.network;
       mo.memory_bytes = memory;
+      mo.runtime = s.runtime;
       mo.budget_s = o.budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       SbpPlan start = data_parallel_plan(full, {static_cast<int>(devices.size())});
       start.micro_batches = static_cast<int>(k);
@@ -86,6 +87,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     } else {
       AutoddlOptions ao;
       ao.memory_bytes = memory;
+      ao.runtime = s.runtime;
       ao.micro_batches = static_cast<int>(k);
       ao.prices = prices;
       const SbpSearchResult a = autoddl_search(r.chain, devices, fabric, compute, ao);
@@ -94,7 +96,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
       r.plan = a.plan;
       r.cost = a.cost.total();
     }
-    r.memory = sbp_memory(r.chain, r.plan);
+    r.memory = sbp_memory(r.chain, r.plan, s.runtime);
     r.fits = sbp_plan_problem(r.chain, r.plan).empty() && r.memory.total() <= memory;
     return tried.emplace(k, std::move(r)).first->second;
   };
@@ -109,7 +111,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     lowest_unfit = k;
     const AtK& r = search_at(k);
     std::int64_t next = 2 * k;
-    const double room = memory - (r.memory.weights + r.memory.gradients + r.memory.optimizer);
+    const double room = memory - (r.memory.weights + r.memory.gradients + r.memory.optimizer + r.memory.runtime);
     if (room > 0) {
       while (valid(next * 2) && r.memory.activations * static_cast<double>(k) / static_cast<double>(next) > room) next *= 2;
     }
@@ -117,7 +119,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     k = next;
   }
   auto fits_in_memory = [&](const SbpChain& chain, const SbpPlan& plan) {
-    return sbp_plan_problem(chain, plan).empty() && sbp_memory(chain, plan).total() <= memory;
+    return sbp_plan_problem(chain, plan).empty() && sbp_memory(chain, plan, s.runtime).total() <= memory;
   };
   // The plan found at k with k' micro-batches instead: whether it fits, and its cost.
   auto repriced = [&](std::int64_t from, std::int64_t to) {

@@ -362,11 +362,17 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
     }
     s.strategies.push_back(std::move(t));
   }
+  const AcceleratorSpec& acc = accelerator_of(s);
+  s.runtime = {acc.context_memory.value(), acc.communicator_memory.value()};
   root.known("simulation");
   if (root.has("simulation")) {
     JsonObject sim = root.object("simulation");
     if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));
     s.stream_rings = sim.choice_or("rings", {"streamed", "steps"}, "streamed") == "streamed";
+    constexpr double kMiB = 1024.0 * 1024.0;
+    s.runtime.context_bytes = std::round(sim.number_or("context_mib", 0.0, 1e6, s.runtime.context_bytes / kMiB) * kMiB);
+    s.runtime.communicator_bytes =
+        std::round(sim.number_or("communicator_mib", 0.0, 1e6, s.runtime.communicator_bytes / kMiB) * kMiB);
     sim.finish();
   }
   root.finish();
@@ -485,15 +491,17 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s;
   r.idle_s = r.step_time_s - r.compute_busy_s - r.exposed_tp_s;
   // The fullest device: the highest high-water mark of the replay's memory pools (one
-  // per stage replica), its model states from the memory model, the rest activations.
+  // per stage replica), its model states from the memory model, the software stack's
+  // memory beside them (every device alike), the rest activations.
   const std::vector<DeviceMemory> stages = stage_memory(p, s.model);
+  const double runtime = s.runtime.bytes(plan_communicators(p));
   double fullest = 0;
   for (std::size_t g = 0; g < memory.pools().size(); ++g) {
     const double peak = memory.pools()[g].peak.value();
     if (peak <= fullest) continue;
     fullest = peak;
     const DeviceMemory& d = stages[g % static_cast<std::size_t>(p.pp)];
-    r.set_memory(peak, d.weights, d.gradients, d.optimizer);
+    r.set_memory(peak + runtime, d.weights, d.gradients, d.optimizer, runtime);
   }
   r.device_memory_bytes = acc.memory.value();
   r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;
@@ -546,7 +554,8 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
   out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs ("
       << (s.transformer ? "6N + 12 l h s per token" : "the model's forward and backward per sample") << ") per device\n"
          "per second; MFU/HFU: model/hardware (with recomputation) FLOP/s over the accelerator's peak; peak: the\n"
-         "fullest device's weights, gradients, optimizer states and activations at the replay's high-water mark.\n";
+         "fullest device's weights, gradients, optimizer states and activations at the replay's high-water mark,\n"
+         "with the software stack's memory (CUDA context, NCCL buffers per communicator).\n";
 }
 
 nlohmann::ordered_json training_report_row(const TrainingReport& r) {
@@ -572,6 +581,7 @@ nlohmann::ordered_json training_report_row(const TrainingReport& r) {
   j["memory_breakdown_bytes.gradients"] = TrainingReport::whole(r.gradients_bytes);
   j["memory_breakdown_bytes.optimizer"] = TrainingReport::whole(r.optimizer_bytes);
   j["memory_breakdown_bytes.activations"] = TrainingReport::whole(r.activations_bytes);
+  j["memory_breakdown_bytes.runtime"] = TrainingReport::whole(r.runtime_bytes);
   j["device_memory_bytes"] = TrainingReport::whole(r.device_memory_bytes);
   j["fits_in_memory"] = r.fits_in_memory;
   j["tasks"] = r.tasks;
@@ -643,7 +653,8 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                      {{"weights", TrainingReport::whole(r.weights_bytes)},
                       {"gradients", TrainingReport::whole(r.gradients_bytes)},
                       {"optimizer", TrainingReport::whole(r.optimizer_bytes)},
-                      {"activations", TrainingReport::whole(r.activations_bytes)}}},
+                      {"activations", TrainingReport::whole(r.activations_bytes)},
+                      {"runtime", TrainingReport::whole(r.runtime_bytes)}}},
                     {"device_memory_bytes", TrainingReport::whole(r.device_memory_bytes)},
                     {"fits_in_memory", r.fits_in_memory},
                     {"tasks", r.tasks},

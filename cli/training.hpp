@@ -58,6 +58,9 @@ struct TrainingScenario {
   std::vector<TrainingStrategy> strategies;
   NetworkModelKind network = NetworkModelKind::kFlow;
   bool stream_rings = true;  // simulation.rings: "streamed" (default) or "steps"
+  /// The software stack's memory per device: the accelerator's catalog figures, or
+  /// simulation.context_mib / communicator_mib.
+  RuntimeMemory runtime;
 };
 
 /// Whether the document is a training scenario (its cluster names a preset), as opposed
@@ -108,16 +111,19 @@ struct TrainingReport {
   [[nodiscard]] double other_comm_s() const { return std::max(0.0, exposed_comm_s - exposed_tp_s - exposed_pp_s - exposed_dp_s); }
   double peak_memory_bytes = 0;  // the fullest device: the replay's high-water mark of its memory
   double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;  // of that device
+  double runtime_bytes = 0;  // the software stack's: context and communicator buffers
   /// A byte count as reports write it: an integer.
   [[nodiscard]] static std::int64_t whole(double bytes) { return std::llround(bytes); }
   /// Sets the fullest device's memory in whole bytes (the models' sums carry fractions
   /// of a byte): each part rounded, activations the peak's rest, so the parts add up.
-  void set_memory(double peak, double weights, double gradients, double optimizer) {
+  /// `peak` includes `runtime`.
+  void set_memory(double peak, double weights, double gradients, double optimizer, double runtime) {
     peak_memory_bytes = std::round(peak);
     weights_bytes = std::round(weights);
     gradients_bytes = std::round(gradients);
     optimizer_bytes = std::round(optimizer);
-    activations_bytes = peak_memory_bytes - (weights_bytes + gradients_bytes + optimizer_bytes);
+    runtime_bytes = std::round(runtime);
+    activations_bytes = peak_memory_bytes - (weights_bytes + gradients_bytes + optimizer_bytes + runtime_bytes);
   }
   double device_memory_bytes = 0;
   bool fits_in_memory = true;

@@ -163,8 +163,8 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   // Every wait is communication (boxing, gradient all-reduces): there is no pipeline.
   r.exposed_comm_s = std::max(0.0, r.step_time_s - r.compute_busy_s);
   r.idle_s = r.exposed_comm_s;
-  const SbpMemory mem = sbp_memory(chain, plan);
-  r.set_memory(mem.total(), mem.weights, mem.gradients, mem.optimizer);
+  const SbpMemory mem = sbp_memory(chain, plan, s.runtime);
+  r.set_memory(mem.total(), mem.weights, mem.gradients, mem.optimizer, mem.runtime);
   r.device_memory_bytes = acc.memory.value();
   r.fits_in_memory = r.peak_memory_bytes <= r.device_memory_bytes;
   r.tasks = result.tasks;

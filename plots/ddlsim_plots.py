@@ -496,9 +496,9 @@ def plot_scaling(args):
 # memory
 
 
-MEMORY_PARTS = ["weights", "gradients", "optimizer", "activations"]
-MEMORY_TEXT = {"optimizer": "optimizer states"}
-GB = 1e9
+MEMORY_PARTS = ["weights", "gradients", "optimizer", "activations", "runtime"]
+MEMORY_TEXT = {"optimizer": "optimizer states", "runtime": "runtime (CUDA, NCCL)"}
+GIB = 2 ** 30  # reports give capacities and peaks in GiB
 
 
 def plot_memory(args):
@@ -507,9 +507,9 @@ def plot_memory(args):
         for i, (label, s) in enumerate(strategies):
             where = f"strategies.{i}"
             labels.append(label)
-            parts.append([json_number(path, s, f"memory_breakdown_bytes.{p}", where) / GB
+            parts.append([json_number(path, s, f"memory_breakdown_bytes.{p}", where) / GIB
                           for p in MEMORY_PARTS])
-            capacity.append(json_number(path, s, "device_memory_bytes", where) / GB)
+            capacity.append(json_number(path, s, "device_memory_bytes", where) / GIB)
     parts = np.array(parts)
     n = len(labels)
     several = len(set(capacity)) > 1
@@ -526,7 +526,7 @@ def plot_memory(args):
         handles.append(Patch(facecolor=colour, label=MEMORY_TEXT.get(part, part)))
     if not several:
         ax.axhline(capacity[0], color=style.BLACK, linestyle="--", linewidth=0.8)
-        ax.annotate(f"device capacity ({fmt_value(capacity[0])} GB)", (n - 0.45, capacity[0]),
+        ax.annotate(f"device capacity ({fmt_value(capacity[0])} GiB)", (n - 0.45, capacity[0]),
                     xytext=(0, 1.5), textcoords="offset points", ha="right", va="bottom",
                     fontsize=6.5)
     else:  # strategies on different accelerators: a line over each bar
@@ -537,7 +537,7 @@ def plot_memory(args):
     category_ticks(ax, labels, bar_room(args))
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, max(max(capacity), base.max()) * 1.12)
-    ax.set_ylabel("memory per device (GB)")
+    ax.set_ylabel("memory per device (GiB)")
     style.light_grid(ax, axis="y")
     top.legend(fig, handles)
     return fig

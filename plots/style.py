@@ -54,6 +54,7 @@ MEMORY = {
     "gradients": ORANGE,
     "optimizer": GREEN,
     "activations": PURPLE,
+    "runtime": GREY,
 }
 
 # Kinds of compute task in a pipeline timeline.

@@ -204,4 +204,10 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
   return out;
 }
 
+int plan_communicators(const ParallelPlan& p) {
+  int n = (p.tp > 1) + (p.pp > 1) + (p.dp > 1);
+  if (p.dp_mode == DataParallelMode::kZero3 && p.shard > 1 && p.shard < p.dp) ++n;  // shard group and replicas
+  return n;
+}
+
 }  // namespace ddlsim

@@ -94,4 +94,21 @@ double in_flight_losses(const ParallelPlan& plan);
 /// Memory of a device of each pipeline stage (all tp and dp ranks of a stage alike).
 std::vector<DeviceMemory> stage_memory(const ParallelPlan& plan, const TransformerConfig& m);
 
+/// Memory the software stack holds on every device beside the model's tensors, from the
+/// start of the step to its end: the runtime's context (CUDA's driver state and loaded
+/// kernels) and the buffers of each collective communicator the device joins (NCCL
+/// allocates them per communicator, linear in its channels). The catalog gives the
+/// figures per accelerator (context_mib, communicator_mib).
+struct RuntimeMemory {
+  double context_bytes = 0;
+  double communicator_bytes = 0;
+  [[nodiscard]] double bytes(int communicators) const { return context_bytes + communicator_bytes * communicators; }
+};
+
+/// The communicators a device of the plan joins: one per parallel dimension of more
+/// than one rank (tensor, pipeline, data), two for data parallelism with hybrid ZeRO-3
+/// sharding (the shard group and the replicas). Groups a framework creates beside these
+/// (Megatron's embedding and model-parallel groups) are not counted.
+int plan_communicators(const ParallelPlan& plan);
+
 }  // namespace ddlsim

@@ -78,7 +78,7 @@ McmcResult mcmc_sbp_search(const SbpChain& chain, const SbpPlan& start, const st
     const std::string k = key_of(p);
     const auto it = seen.find(k);
     if (it != seen.end()) return it->second;
-    if (!sbp_plan_problem(chain, p).empty() || (o.memory_bytes > 0 && sbp_memory(chain, p).total() > o.memory_bytes)) {
+    if (!sbp_plan_problem(chain, p).empty() || (o.memory_bytes > 0 && sbp_memory(chain, p, o.runtime).total() > o.memory_bytes)) {
       return seen[k] = std::numeric_limits<double>::infinity();
     }
     ++out.replayed;

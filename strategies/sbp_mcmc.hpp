@@ -33,6 +33,7 @@ struct McmcOptions {
   NetworkModelKind network = NetworkModelKind::kAnalytical;
   std::size_t max_dims = 2;   // mesh shapes of 1 to max_dims dimensions
   double memory_bytes = 0;    // plans over it (sbp_memory) are never accepted; 0: no limit
+  RuntimeMemory runtime;      // counted against memory_bytes with the plan's memory
   double budget_s = 1e300;    // stop proposing after this long (wall clock)
 };
 

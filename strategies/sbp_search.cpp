@@ -512,8 +512,13 @@ std::string sbp_plan_problem(const SbpChain& chain, const SbpPlan& plan) {
   return "";
 }
 
-SbpMemory sbp_memory(const SbpChain& chain, const SbpPlan& plan) {
+int sbp_communicators(const std::vector<int>& dims) {
+  return static_cast<int>(std::count_if(dims.begin(), dims.end(), [](int d) { return d > 1; }));
+}
+
+SbpMemory sbp_memory(const SbpChain& chain, const SbpPlan& plan, const RuntimeMemory& runtime) {
   SbpMemory m;
+  m.runtime = runtime.bytes(sbp_communicators(plan.dims));
   const double bytes = data_type_bytes(chain.dtype);
   double params = chain.replicated_params;
   if (!chain.layers.empty()) params += chain.embedding_params / shards(plan.layers.back().b, plan.dims);
@@ -625,10 +630,11 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
   const std::shared_ptr<SbpPriceCache> prices = o.prices ? o.prices : make_sbp_price_cache();
   for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size(), o.max_dims)) {
     Pricer pricer(chain, dims, devices, fabric, compute, prices.get());
+    const double runtime = o.runtime.bytes(sbp_communicators(dims));
     auto objective = [&](const SbpPlan& p) {
       const double t = pricer.cost(p).total();
       if (o.memory_bytes <= 0 || !std::isfinite(t)) return t;
-      const double over = pricer.last_memory().total() - o.memory_bytes;
+      const double over = pricer.last_memory().total() + runtime - o.memory_bytes;
       return over > 0 ? 1e6 + over / 1e6 : t;
     };
     // Each evaluation counted, and the lowest cost that fits remembered when it falls.

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "sim/compute_model.hpp"
+#include "strategies/memory.hpp"
 #include "strategies/sbp.hpp"
 
 namespace ddlsim {
@@ -171,9 +172,13 @@ std::pair<double, double> sbp_before_times(const SbpChain& chain, const std::vec
 /// at its local size (a split divides it; B and P keep it whole).
 struct SbpMemory {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0;
-  [[nodiscard]] double total() const { return weights + gradients + optimizer + activations; }
+  double runtime = 0;  // the software stack's (RuntimeMemory over the plan's communicators)
+  [[nodiscard]] double total() const { return weights + gradients + optimizer + activations + runtime; }
 };
-SbpMemory sbp_memory(const SbpChain& chain, const SbpPlan& plan);
+SbpMemory sbp_memory(const SbpChain& chain, const SbpPlan& plan, const RuntimeMemory& runtime = {});
+
+/// The communicators a device of a mesh joins: one per dimension of more than one device.
+int sbp_communicators(const std::vector<int>& dims);
 
 /// Mesh shapes of n devices the searches try: (n), then (a, n / a) for every divisor
 /// 2 <= a <= n / 2, then with max_dims 3 (a, b, n / ab) for all factors of 2 or more.
@@ -206,6 +211,7 @@ struct AutoddlOptions {
   std::size_t max_dims = 3;  // mesh shapes of 1 to max_dims dimensions
   std::shared_ptr<SbpPriceCache> prices;  // shared with other searches on the same devices and fabric; null: its own
   double memory_bytes = 0;   // the accelerator's memory: plans over it (sbp_memory) lose to all that fit; 0: no limit
+  RuntimeMemory runtime;     // counted against memory_bytes with the plan's memory
   int micro_batches = 1;     // the plans' (the chain is one micro-batch's)
 };
 

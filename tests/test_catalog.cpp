@@ -99,6 +99,30 @@ TEST_CASE("users patch existing entries and add new ones") {
   CHECK(again.to_json() == c.to_json());
 }
 
+TEST_CASE("NVIDIA parts hold a CUDA context and NCCL buffers beside the model; parts without a source none") {
+  // Expected: every NVIDIA entry 400 MiB of CUDA context (CUDA 11.7+ lazy loading,
+  // pytorch/pytorch#109888) and 688 MiB per NCCL communicator (4 A100s over NVLink,
+  // NVIDIA/nccl#964), with the source named; MI300X and the TPUs none (no figure found);
+  // a patch changes them like any field.
+  Catalog c = Catalog::builtin();
+  for (const char* id : {"p100", "v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200"}) {
+    INFO(id);
+    CHECK(c.accelerator(id).context_memory.value() == 400.0 * 1024 * 1024);
+    CHECK(c.accelerator(id).communicator_memory.value() == 688.0 * 1024 * 1024);
+    CHECK(c.accelerator(id).runtime_memory_source.find("nccl issue 964") != std::string::npos);
+  }
+  for (const char* id : {"mi300x", "tpu-v3", "tpu-v4", "tpu-v5p"}) {
+    INFO(id);
+    CHECK(c.accelerator(id).context_memory.value() == 0);
+    CHECK(c.accelerator(id).communicator_memory.value() == 0);
+  }
+  c.merge(nlohmann::json::parse(R"({"accelerators": {"h100-sxm": {"context_mib": 512, "communicator_mib": 0}}})"), "mine.json");
+  CHECK(c.accelerator("h100-sxm").context_memory.value() == 512.0 * 1024 * 1024);
+  CHECK(c.accelerator("h100-sxm").communicator_memory.value() == 0);
+  CHECK_THROWS_WITH_AS(c.merge(nlohmann::json::parse(R"({"accelerators": {"h100-sxm": {"context_mib": -1}}})"), "mine.json"),
+                       "mine.json: accelerators.h100-sxm.context_mib: expected a number from 0 to 1e+06, got -1", InputError);
+}
+
 TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") {
   // Expected: each error is an InputError whose message starts with the source and names
   // the field; the catalog keeps its previous contents.

@@ -411,6 +411,41 @@ TEST_CASE("--dot writes the task graph") {
   CHECK(text.find("\\ncompute\"]") != std::string::npos);
 }
 
+TEST_CASE("every device's peak holds the CUDA context and NCCL buffers per communicator, which the scenario may set") {
+  // Expected on the default scenario (A100s: 400 MiB of context, 688 MiB per
+  // communicator): dp 32 joins one communicator, 1088 MiB; tp 8 x dp 4 two, 1776 MiB;
+  // tp 4 x pp 2 x dp 4 three, 2464 MiB; each in the peak and its breakdown. With
+  // simulation.context_mib and communicator_mib 0 the runtime is 0 and every peak that
+  // much lower, the model states the same.
+  const auto run = [](std::vector<std::string> extra) {
+    std::vector<std::string> args{"run", "--network", "analytical", "--json"};
+    for (auto& e : extra) args.push_back(std::move(e));
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json with = run({});
+  const nlohmann::json without = run({"--set", "simulation.context_mib=0", "--set", "simulation.communicator_mib=0"});
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const std::map<std::string, double> expected{{"dp", 1088 * kMiB}, {"zero3", 1088 * kMiB}, {"tp8-dp4", 1776 * kMiB},
+                                               {"ptd-p", 2464 * kMiB}};
+  REQUIRE(with.at("strategies").size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const nlohmann::json& a = with.at("strategies").at(i);
+    const nlohmann::json& b = without.at("strategies").at(i);
+    const std::string name = a.at("name").get<std::string>();
+    INFO(name);
+    CHECK(a.at("memory_breakdown_bytes").at("runtime").get<double>() == expected.at(name));
+    CHECK(b.at("memory_breakdown_bytes").at("runtime").get<double>() == 0);
+    CHECK(a.at("peak_memory_bytes").get<double>() - b.at("peak_memory_bytes").get<double>() == expected.at(name));
+    CHECK(a.at("memory_breakdown_bytes").at("optimizer") == b.at("memory_breakdown_bytes").at("optimizer"));
+    CHECK(a.at("memory_breakdown_bytes").at("activations") == b.at("memory_breakdown_bytes").at("activations"));
+  }
+  const auto bad = ddlsim_cmd({"run", "--set", "simulation.communicator_mib=-5"});
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("simulation.communicator_mib: expected a number from 0 to 1e+06, got -5") != std::string::npos);
+}
+
 TEST_CASE("an fp32 model keeps 4-byte weights and gradients, 8-byte optimizer states, and moves 4-byte gradients") {
   // Expected, ZeRO-1 data parallelism on the default scenario: against bf16 the weights
   // and gradients double (4 bytes per parameter, not 2), the sharded optimizer states

@@ -533,6 +533,14 @@ TEST_CASE("a whole transformer as an SBP chain: every GEMM by role, the rest att
   for (const LinearLayer& l : c.layers) gemm += l.tied ? 0.0 : static_cast<double>(l.k) * static_cast<double>(l.n);
   const double rest = 124439808.0 - gemm;  // embeddings, norms and biases
   CHECK(mt.weights == Approx((gemm / 4 + c.embedding_params / 4 + (rest - c.embedding_params)) * 2).epsilon(1e-12));
+  // The software stack's memory: the context and one communicator per mesh dimension of
+  // more than one device (none on a 1-device mesh), in the total.
+  CHECK(m.runtime == 0);
+  const RuntimeMemory rt{400.0 * 1024 * 1024, 688.0 * 1024 * 1024};
+  CHECK(sbp_memory(c, dp4, rt).runtime == 1088.0 * 1024 * 1024);
+  CHECK(sbp_memory(c, dp4, rt).total() == Approx(m.total() + 1088.0 * 1024 * 1024).epsilon(1e-12));
+  CHECK(sbp_memory(c, megatron_plan(c, 2, 2), rt).runtime == (400.0 + 2 * 688.0) * 1024 * 1024);
+  CHECK(sbp_memory(c, data_parallel_plan(c, {1}), rt).runtime == 400.0 * 1024 * 1024);
   // A plan must give every layer of a role the same signature.
   SbpPlan mixed = dp4;
   mixed.layers[4] = {{kB}, {S(1)}, {S(1)}};

@@ -53,6 +53,28 @@ TEST_CASE("model states follow the ZeRO paper's 7.5B-parameter example on 64 GPU
   CHECK(model_states(psi, 64, DataParallelMode::kZero3, DataType::kFp32).total() == Approx(psi * 16 / 64));
 }
 
+TEST_CASE("a device joins one communicator per parallel dimension, two for hybrid ZeRO-3 sharding") {
+  // Expected: tp, pp and dp groups of more than one rank each count one; ZeRO-3 sharded
+  // over 4 of 16 data-parallel ranks also joins the replicas' group; the runtime is the
+  // context plus that many communicators' buffers.
+  ParallelPlan p;
+  CHECK(plan_communicators(p) == 0);
+  p.dp = 16;
+  CHECK(plan_communicators(p) == 1);
+  p.tp = 8;
+  p.pp = 4;
+  CHECK(plan_communicators(p) == 3);
+  p.dp_mode = DataParallelMode::kZero3;
+  CHECK(plan_communicators(p) == 3);
+  p.shard = 4;
+  CHECK(plan_communicators(p) == 4);
+  p.shard = 16;  // all dp ranks: one group
+  CHECK(plan_communicators(p) == 3);
+  const RuntimeMemory r{100, 10};
+  CHECK(r.bytes(0) == 100);
+  CHECK(r.bytes(3) == 130);
+}
+
 TEST_CASE("activation bytes per layer follow Korthikanti et al.'s Table 2") {
   // GPT-3 175B shapes, micro-batch 1, t = 8: no parallelism sbh(34 + 5as/h); tensor
   // parallel sbh(10 + 24/t + 5as/(ht)); with sequence parallelism sbh(34/t + 5as/(ht));

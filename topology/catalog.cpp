@@ -41,6 +41,10 @@ AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
   // whole-byte peak and capacity say.
   a.memory = Bytes(std::round(gb ? o.number("memory_gb", 1e-6, 1e6) * kGB : o.number("memory_gib", 1e-6, 1e6) * kGiB));
   a.memory_source = o.string_or("memory_source", "");
+  constexpr double kMiB = 1024.0 * 1024.0;
+  a.context_memory = Bytes(std::round(o.number_or("context_mib", 0.0, 1e6, 0.0) * kMiB));
+  a.communicator_memory = Bytes(std::round(o.number_or("communicator_mib", 0.0, 1e6, 0.0) * kMiB));
+  a.runtime_memory_source = o.string_or("runtime_memory_source", "");
   a.memory_bandwidth = BytesPerSecond(o.number("memory_gbytes_per_s", 1e-6, 1e6) * kGB);
   a.scale_up = o.string("scale_up");
   a.scale_up_links = static_cast<int>(o.positive_int("scale_up_links"));

@@ -28,6 +28,12 @@ struct AcceleratorSpec {
   std::array<std::optional<FlopsPerSecond>, 5> peak;  // by Dtype; empty: not supported
   Bytes memory{0.0};        // the capacity a program can use: what the driver reports as total
   std::string memory_source;  // where the capacity figure comes from, when not the datasheet
+  /// Memory the software stack holds on each device beside the model's tensors: the
+  /// runtime's context (CUDA's: driver state and loaded kernels), and the buffers of
+  /// each collective communicator the device joins (NCCL's per group). 0: not known.
+  Bytes context_memory{0.0};
+  Bytes communicator_memory{0.0};
+  std::string runtime_memory_source;
   BytesPerSecond memory_bandwidth{0.0};
   std::string scale_up;  // link id of its scale-up fabric (NVLink generation, ICI, ...)
   int scale_up_links = 1;  // how many such links the accelerator has
