@@ -10,6 +10,7 @@
 #include "cli/scenario.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/usage.hpp"
+#include "support/strings.hpp"
 
 namespace ddlsim {
 
@@ -56,20 +57,16 @@ void print_table(std::ostream& out, const Scenario& s, const std::vector<Strateg
   out << "workload: synthetic, " << s.workload.layers << " layers\n\n";
 
   std::size_t w = 8;
-  for (const auto& r : reports) w = std::max(w, r.name.size());
-  std::vector<char> buf(w + 256);
-  char* line = buf.data();
-  const std::size_t size = buf.size();
-  std::snprintf(line, size, "%-*s %12s %12s %8s %12s %12s %10s %12s  %s\n", static_cast<int>(w), "strategy",
-                "step (ms)", "compute (ms)", "util %", "comm (ms)", "exposed (ms)", "TFLOP/s", "peak (GiB)", "memory");
-  out << line;
+  for (const auto& r : reports) w = std::max(w, display_width(r.name));
+  out << padded("strategy", w)
+      << printf_string(" %12s %12s %8s %12s %12s %10s %12s  %s\n", "step (ms)", "compute (ms)", "util %", "comm (ms)",
+                       "exposed (ms)", "TFLOP/s", "peak (GiB)", "memory");
   for (const auto& r : reports) {
-    std::snprintf(line, size, "%-*s %12.3f %12.3f %8.1f %12.3f %12.3f %10.1f %12.2f  %s\n",
-                  static_cast<int>(w), r.name.c_str(), r.step_time_s * 1e3, r.compute_busy_s * 1e3,
-                  r.compute_utilization * 100.0, r.communication_busy_s * 1e3, r.exposed_communication_s * 1e3,
-                  r.achieved_tflops_per_device, r.peak_memory_bytes / kGiB,
-                  r.fits_in_memory ? "fits" : "OUT OF MEMORY");
-    out << line;
+    out << padded(r.name, w)
+        << printf_string(" %12.3f %12.3f %8.1f %12.3f %12.3f %10.1f %12.2f  %s\n", r.step_time_s * 1e3,
+                         r.compute_busy_s * 1e3, r.compute_utilization * 100.0, r.communication_busy_s * 1e3,
+                         r.exposed_communication_s * 1e3, r.achieved_tflops_per_device, r.peak_memory_bytes / kGiB,
+                         r.fits_in_memory ? "fits" : "OUT OF MEMORY");
   }
   out << "\nstep: simulated time of one training step; compute: busiest device's compute time; util: compute/step;\n"
          "comm: time the network carried traffic; exposed: step - compute; TFLOP/s: achieved per device;\n"

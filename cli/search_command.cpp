@@ -285,20 +285,18 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     // The plan column as wide as the longest plan shown (framework settings lengthen them).
     const std::size_t shown = std::min(replayed.size(), static_cast<std::size_t>(top));
     std::vector<std::string> plans;
-    int width = 68;
+    std::size_t width = 68;
     for (std::size_t i = 0; i < shown; ++i) {
       plans.push_back(describe_plan(replayed[i].plan));
-      width = std::max(width, static_cast<int>(std::min<std::size_t>(plans.back().size(), 300)));
+      width = std::max(width, std::min<std::size_t>(display_width(plans.back()), 300));
     }
-    line = printf_string("%4s  %-14s %-*s %12s %10s %6s %10s\n", "rank", "name", width, "plan",
-                  "estimate (s)", "step (s)", "MFU %", "peak (GiB)");
-    out << line;
+    out << printf_string("%4s  ", "rank") << padded("name", 14) << " " << padded("plan", width)
+        << printf_string(" %12s %10s %6s %10s\n", "estimate (s)", "step (s)", "MFU %", "peak (GiB)");
     for (std::size_t i = 0; i < shown; ++i) {
       const SearchCandidate& e = replayed[i];
-      line = printf_string("%4zu  %-14s %-*s %12.3f %10.3f %6.1f %10.2f%s\n", i + 1, e.plan.name.c_str(), width,
-                    plans[i].c_str(), e.estimate_s, e.report.step_time_s, e.report.mfu * 100,
-                    e.report.peak_memory_bytes / 1073741824.0, e.report.fits_in_memory ? "" : "  OUT OF MEMORY");
-      out << line;
+      out << printf_string("%4zu  ", i + 1) << padded(e.plan.name, 14) << " " << padded(plans[i], width)
+          << printf_string(" %12.3f %10.3f %6.1f %10.2f%s\n", e.estimate_s, e.report.step_time_s, e.report.mfu * 100,
+                           e.report.peak_memory_bytes / 1073741824.0, e.report.fits_in_memory ? "" : "  OUT OF MEMORY");
     }
     out << "\nbest: " << describe_plan(best.plan) << " (" << best.plan.name << "), " << best.report.step_time_s
         << " s per step" << (best.report.fits_in_memory ? "" : ", OUT OF MEMORY: no plan replayed fits")

@@ -321,37 +321,31 @@ void print_sweep_table(std::ostream& out, const Json& doc) {
   for (const Json& v : doc.at("vary")) varies.push_back({v.at("path").get<std::string>(), {}});
   auto text = [](const Json& x) { return x.is_string() ? x.get<std::string>() : x.dump(); };
   // Each varied column as wide as its path and its widest value.
-  std::vector<int> width;
+  std::vector<std::size_t> width;
   for (const Vary& v : varies) {
-    std::size_t w = v.path.size();
-    for (const Json& row : doc.at("rows")) w = std::max(w, text(row.at(v.path)).size());
-    width.push_back(static_cast<int>(std::min<std::size_t>(w, 60)));
+    std::size_t w = display_width(v.path);
+    for (const Json& row : doc.at("rows")) w = std::max(w, display_width(text(row.at(v.path))));
+    width.push_back(std::min<std::size_t>(w, 60));
   }
   std::size_t sw = 8;
-  for (const Json& row : doc.at("rows")) sw = std::max(sw, row.at("strategy").get<std::string>().size());
+  for (const Json& row : doc.at("rows")) sw = std::max(sw, display_width(row.at("strategy").get<std::string>()));
   std::string line;
   const std::size_t points = doc.at("points").get<std::size_t>();
   out << "scenario: " << doc.at("scenario").get<std::string>() << ", " << points << (points == 1 ? " point\n" : " points\n");
   line = printf_string("%6s", "point");
   out << line;
   for (std::size_t i = 0; i < varies.size(); ++i) {
-    line = printf_string("  %-*s", width[i], varies[i].path.c_str());
-    out << line;
+    out << "  " << padded(varies[i].path, width[i]);
   }
-  line = printf_string("  %-*s  %-13s %10s %7s %11s\n", static_cast<int>(sw), "strategy", "status", "step (s)",
-                "MFU %", "peak (GiB)");
-  out << line;
+  out << "  " << padded("strategy", sw) << printf_string("  %-13s %10s %7s %11s\n", "status", "step (s)", "MFU %", "peak (GiB)");
   for (const Json& row : doc.at("rows")) {
     line = printf_string("%6zu", row.at("point").get<std::size_t>());
     out << line;
     for (std::size_t i = 0; i < varies.size(); ++i) {
-      line = printf_string("  %-*s", width[i], text(row.at(varies[i].path)).c_str());
-      out << line;
+      out << "  " << padded(text(row.at(varies[i].path)), width[i]);
     }
     const std::string status = row.at("status").get<std::string>();
-    line = printf_string("  %-*s  %-13s", static_cast<int>(sw), row.at("strategy").get<std::string>().c_str(),
-                  status.c_str());
-    out << line;
+    out << "  " << padded(row.at("strategy").get<std::string>(), sw) << printf_string("  %-13s", status.c_str());
     if (status == "failed") {
       out << " " << row.at("reason").get<std::string>() << "\n";
       continue;

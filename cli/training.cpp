@@ -525,36 +525,37 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
   } else {
     out << "workload: " << s.model.name << " (" << data_type_name(s.model.dtype) << "; SBP strategies only)\n\n";
   }
+  // Names and plans padded by display width (a name may hold accents or CJK).
   std::size_t w = 8, pw = 22;
-  for (const auto& r : reports) w = std::max(w, r.name.size());
-  for (const auto& r : reports) pw = std::max(pw, r.plan.size());
-  char line[400];
-  std::snprintf(line, sizeof line, "%-*s  %-*s %10s %12s %14s %10s %7s %7s %11s  %s\n", static_cast<int>(w), "strategy",
-                static_cast<int>(pw), "plan", "step (s)", "samples/s", "tokens/s", "TFLOP/s", "MFU %", "HFU %", "peak (GiB)", "memory");
-  out << line;
+  for (const auto& r : reports) w = std::max(w, display_width(r.name));
+  for (const auto& r : reports) pw = std::max(pw, display_width(r.plan));
+  out << padded("strategy", w) << "  " << padded("plan", pw)
+      << printf_string(" %10s %12s %14s %10s %7s %7s %11s  %s\n", "step (s)", "samples/s", "tokens/s", "TFLOP/s", "MFU %",
+                       "HFU %", "peak (GiB)", "memory");
   for (const auto& r : reports) {
-    std::snprintf(line, sizeof line, "%-*s  %-*s %10.3f %12.2f %14.0f %10.1f %7.1f %7.1f %11.2f  %s\n",
-                  static_cast<int>(w), r.name.c_str(), static_cast<int>(pw), r.plan.c_str(), r.step_time_s, r.samples_per_s, r.tokens_per_s,
-                  r.model_tflops_per_device, r.mfu * 100, r.hfu * 100, r.peak_memory_bytes / 1073741824.0,
-                  r.fits_in_memory ? "fits" : "OUT OF MEMORY");
-    out << line;
+    out << padded(r.name, w) << "  " << padded(r.plan, pw)
+        << printf_string(" %10.3f %12.2f %14.0f %10.1f %7.1f %7.1f %11.2f  %s\n", r.step_time_s, r.samples_per_s,
+                         r.tokens_per_s, r.model_tflops_per_device, r.mfu * 100, r.hfu * 100,
+                         r.peak_memory_bytes / 1073741824.0, r.fits_in_memory ? "fits" : "OUT OF MEMORY");
   }
   out << "\nbusiest links (bytes over line bandwidth x step time" << busiest_links_note(s.network) << "):\n";
   for (const auto& r : reports) {
-    std::snprintf(line, sizeof line, "  %-*s", static_cast<int>(w), r.name.c_str());
-    out << line;
+    out << "  " << padded(r.name, w);
     if (r.busiest_links.empty()) out << "  none (no traffic on the network)";
     for (std::size_t i = 0; i < r.busiest_links.size() && i < 2; ++i) {
       const LinkUse& l = r.busiest_links[i];
-      std::snprintf(line, sizeof line, "  %s (%s) %.0f%%", l.link.c_str(), l.kind.c_str(), l.utilization * 100);
-      out << line;
+      out << printf_string("  %s (%s) %.0f%%", l.link.c_str(), l.kind.c_str(), l.utilization * 100);
     }
     out << "\n";
   }
-  out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs ("
-      << (s.transformer ? "6N + 12 l h s per token" : "the model's forward and backward per sample") << ") per device\n"
-         "per second; MFU/HFU: model/hardware (with recomputation) FLOP/s over the accelerator's peak; peak: the\n"
-         "fullest device's weights, gradients, optimizer states and activations at the replay's high-water mark,\n"
+  if (s.transformer) {
+    out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs (6N + 12 l h s per token) per device\n"
+           "per second; MFU/HFU: model/hardware (with recomputation) FLOP/s over the accelerator's peak; peak: the\n";
+  } else {
+    out << "\nstep: simulated time of one training step; TFLOP/s: model FLOPs (the model's forward and backward\n"
+           "per sample) per device per second; MFU/HFU: model/hardware FLOP/s over the accelerator's peak; peak: the\n";
+  }
+  out << "fullest device's weights, gradients, optimizer states and activations at the replay's high-water mark,\n"
          "with the software stack's memory (CUDA context, NCCL buffers per communicator).\n";
 }
 

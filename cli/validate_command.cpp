@@ -96,11 +96,6 @@ Exit status: 0 done; 1 an output failed while being written (a full disk); 2 bad
 
 Options)";
 
-// `text` padded with spaces to `width` characters (as printf's %-*s; longer text stays whole).
-std::string padded(const std::string& text, std::size_t width) {
-  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
-}
-
 void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
   char nums[128];
   std::snprintf(nums, sizeof nums, "%6s %13s %9s %12s\n", "cases", "mean |err| %", "worst %", "Kendall tau");

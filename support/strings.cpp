@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace ddlsim {
@@ -163,6 +164,55 @@ std::vector<std::string> csv_fields(std::string_view line) {
       out.back() += c;
     }
   }
+  return out;
+}
+
+namespace {
+
+// The code point at s[i] and its length in bytes; a malformed byte is itself, one byte.
+std::pair<char32_t, std::size_t> decode(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n <= 1 || i + n > s.size()) return {c, 1};
+  char32_t cp = c & (0x7F >> n);
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) return {c, 1};
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  return {cp, n};
+}
+
+std::size_t columns(char32_t c) {
+  if ((c >= 0x0300 && c <= 0x036F) || (c >= 0x200B && c <= 0x200F) || (c >= 0xFE00 && c <= 0xFE0F) ||
+      (c >= 0x1AB0 && c <= 0x1AFF) || (c >= 0x20D0 && c <= 0x20FF)) {
+    return 0;
+  }
+  if ((c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF && c != 0x303F) || (c >= 0xAC00 && c <= 0xD7A3) ||
+      (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+      (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x1F300 && c <= 0x1F64F) || (c >= 0x1F900 && c <= 0x1F9FF) ||
+      (c >= 0x20000 && c <= 0x3FFFD)) {
+    return 2;
+  }
+  return 1;
+}
+
+}  // namespace
+
+std::size_t display_width(std::string_view s) {
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto [cp, n] = decode(s, i);
+    w += columns(cp);
+    i += n;
+  }
+  return w;
+}
+
+std::string padded(std::string_view text, std::size_t width) {
+  std::string out(text);
+  const std::size_t w = display_width(text);
+  if (w < width) out.append(width - w, ' ');
   return out;
 }
 

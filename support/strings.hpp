@@ -13,6 +13,15 @@ namespace ddlsim {
 /// U+10FFFF).
 bool valid_utf8(std::string_view s);
 
+/// Columns `s` takes on a terminal: one per code point of UTF-8, two for East Asian wide
+/// and fullwidth characters and emoji, none for combining marks, zero-width characters
+/// and variation selectors (a byte that is not valid UTF-8 counts one).
+std::size_t display_width(std::string_view s);
+
+/// `text` followed by spaces up to `width` columns (display_width; printf's %-*s pads
+/// by bytes, which misaligns names with accents or CJK); longer text stays whole.
+std::string padded(std::string_view text, std::size_t width);
+
 /// Edit distance (insertions, deletions, substitutions, neighbour transpositions).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 

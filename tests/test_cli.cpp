@@ -446,6 +446,31 @@ TEST_CASE("every device's peak holds the CUDA context and NCCL buffers per commu
   CHECK(bad.err.find("simulation.communicator_mib: expected a number from 0 to 1e+06, got -5") != std::string::npos);
 }
 
+TEST_CASE("tables pad names by the columns they take, not their bytes") {
+  // Expected: "é" (2 bytes) takes 1 column, "零" (3 bytes) 2, a combining acute accent
+  // none, ASCII one each; in 'ddlsim run's table the plan column starts at the same
+  // column on every row whatever the names' bytes.
+  CHECK(display_width("dp") == 2);
+  CHECK(display_width("z\xc3\xa9ro") == 4);
+  CHECK(display_width("\xe9\x9b\xb6") == 2);
+  CHECK(display_width("e\xcc\x81") == 1);
+  CHECK(display_width("\xff") == 1);
+  CHECK(padded("z\xc3\xa9ro", 6) == "z\xc3\xa9ro  ");
+  CHECK(padded("longer", 3) == "longer");
+  const auto r = ddlsim_cmd({"run", "--network", "analytical", "--set", "strategies.0.name=z\xc3\xa9ro-\xe9\x9b\xb6"});
+  REQUIRE(r.status == 0);
+  std::istringstream lines(r.out);
+  std::vector<std::size_t> plan_columns;
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t at = line.find(line.rfind("strategy", 0) == 0 ? "plan" : "dp ");
+    if (line.rfind("strategy", 0) == 0 || (at != std::string::npos && line.find(" x tp ") != std::string::npos)) {
+      plan_columns.push_back(display_width(line.substr(0, at)));
+    }
+  }
+  REQUIRE(plan_columns.size() == 5);  // the header and four strategies
+  for (std::size_t c : plan_columns) CHECK(c == plan_columns.front());
+}
+
 TEST_CASE("an fp32 model keeps 4-byte weights and gradients, 8-byte optimizer states, and moves 4-byte gradients") {
   // Expected, ZeRO-1 data parallelism on the default scenario: against bf16 the weights
   // and gradients double (4 bytes per parameter, not 2), the sharded optimizer states
