@@ -1,5 +1,6 @@
 #include "cli/task_graph_scenario.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -8,6 +9,8 @@
 #include <optional>
 #include <ostream>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/collective_support.hpp"
@@ -341,17 +344,23 @@ void run_task_graph_scenario(const nlohmann::json& doc, const TaskGraphRunOption
       << " transfers)\n";
   out << "cluster:    " << s.cluster_title << " (" << accelerators.size() << " accelerators), network "
       << network_model_name(s.network) << "\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "makespan:   %.6g s\n\n", makespan);
-  out << line;
-  std::snprintf(line, sizeof line, "%-24s %12s %8s %8s\n", "device", "busy (s)", "busy %", "tasks");
-  out << line;
-  for (const auto& d : devices) {
-    std::snprintf(line, sizeof line, "%-24s %12.6g %8.1f %8llu\n", d["name"].get<std::string>().c_str(),
-                  d["busy_s"].get<double>(), d["utilization"].get<double>() * 100,
-                  static_cast<unsigned long long>(d["tasks"].get<std::uint64_t>()));
-    out << line;
+  // Times in one unit for the report, the largest that keeps the makespan at least 1
+  // (s, ms, us), with three decimals: no exponent notation, columns that line up.
+  const auto [unit, scale] = makespan >= 1.0 ? std::pair{"s", 1.0} : makespan >= 1e-3 ? std::pair{"ms", 1e3} : std::pair{"us", 1e6};
+  out << printf_string("makespan:   %.3f %s\n\n", makespan * scale, unit);
+  if (devices.empty()) {
+    out << "devices:    none computed (the graph has no compute task)\n";
+  } else {
+    std::size_t w = 24;
+    for (const auto& d : devices) w = std::max(w, display_width(d["name"].get<std::string>()));
+    out << padded("device", w) << printf_string(" %12s %8s %8s\n", ("busy (" + std::string(unit) + ")").c_str(), "busy %", "tasks");
+    for (const auto& d : devices) {
+      out << padded(d["name"].get<std::string>(), w)
+          << printf_string(" %12.3f %8.1f %8llu\n", d["busy_s"].get<double>() * scale, d["utilization"].get<double>() * 100,
+                           static_cast<unsigned long long>(d["tasks"].get<std::uint64_t>()));
+    }
   }
+  char line[256];
   out << "\nbusiest links" << (s.network == NetworkModelKind::kAnalytical ? " (links between switches left out: the analytical model times them as balanced)" : "") << ":";
   if (links.empty()) out << " none (no traffic on the network)";
   for (const LinkUse& l : links) {

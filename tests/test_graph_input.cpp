@@ -48,6 +48,31 @@ TEST_CASE("task graph: one device runs one task at a time, two devices in parall
     {"name": "b", "kind": "compute", "device": 1, "seconds": 0.002})")) == Approx(0.002));
 }
 
+TEST_CASE("task graph: the text report gives times in one unit without exponents, and says when nothing computed") {
+  // Expected: 1 ms and 2 ms on two GPUs: makespan "2.000 ms", each device's busy time in
+  // ms; 2 us on one GPU: "2.000 us"; a lone 1 MiB transfer from GPU 0 to GPU 1 over
+  // NVLink 3 (12 links of 25 GB/s x NVLink's efficiency, about 40 us): in us, and no
+  // device table but a line saying no task computed.
+  Scratch s;
+  auto text = [&](const std::string& tasks) {
+    const auto r = ddlsim_cmd({"run", s.write("g.json", graph(tasks))});
+    REQUIRE(r.status == 0);
+    return r.out;
+  };
+  const std::string two = text(R"({"name": "a", "kind": "compute", "device": 0, "seconds": 0.001},
+    {"name": "b", "kind": "compute", "device": 1, "seconds": 0.002})");
+  CHECK(two.find("makespan:   2.000 ms\n") != std::string::npos);
+  CHECK(two.find("busy (ms)") != std::string::npos);
+  CHECK(two.find("   2.000    100.0        1\n") != std::string::npos);
+  CHECK(text(R"({"name": "a", "kind": "compute", "device": 0, "seconds": 2e-6})").find("makespan:   2.000 us\n") !=
+        std::string::npos);
+  const std::string moved = text(R"({"name": "t", "kind": "transfer", "from": 0, "to": 1, "bytes": 1048576})");
+  CHECK(moved.find(" us\n") != std::string::npos);
+  CHECK(moved.find("e-") == std::string::npos);
+  CHECK(moved.find("devices:    none computed (the graph has no compute task)\n") != std::string::npos);
+  CHECK(moved.find("busy (") == std::string::npos);
+}
+
 TEST_CASE("task graph: a collective takes what ddlsim collective says, on both network models") {
   // Expected: a ring all-reduce of 1 GiB over the 8 GPUs of one server, alone, equals the
   // time `ddlsim collective` prints for it; the same on the flow model; the replay twice
