@@ -281,7 +281,7 @@ void run_task_graph_scenario(const nlohmann::json& doc, const TaskGraphRunOption
       ++transfers;
     } else if (t.kind == "collective") {
       const LoweredCollective c =
-          lower_collective(g, net_id, t.group, t.collective, s.network == NetworkModelKind::kAnalytical ? &fabric : nullptr);
+          lower_collective(g, net_id, t.group, t.collective, s.network == NetworkModelKind::kAnalytical ? &fabric : nullptr, t.name);
       first = c.start;
       last = c.end;
       transfers += c.transfers;
@@ -303,6 +303,7 @@ void run_task_graph_scenario(const nlohmann::json& doc, const TaskGraphRunOption
   if (options.trace) {
     trace_file.emplace(*options.trace);
     trace.emplace(trace_file->stream());
+    trace->name_endpoints(node_names(s.cluster));
     observers.push_back(&*trace);
   }
   const ReplayResult result = replay(g, resources, observers);

@@ -301,14 +301,22 @@ const char* busiest_links_note(NetworkModelKind network) {
              : "";
 }
 
+std::vector<std::string> node_names(const Cluster& cluster) {
+  std::vector<std::string> names;
+  names.reserve(cluster.node_count());
+  for (std::size_t n = 0; n < cluster.node_count(); ++n) names.push_back(cluster.node(NodeId(static_cast<std::uint32_t>(n))).name);
+  return names;
+}
+
 ReplayResult replay_with_outputs(const TaskGraph& graph, const std::vector<ResourceModel*>& models,
-                                 std::vector<Observer*> observers, const TrainingOutputs& outputs,
+                                 std::vector<Observer*> observers, const TrainingOutputs& outputs, const Cluster& cluster,
                                  std::vector<std::string> pool_names) {
   std::optional<AtomicFile> trace_file;
   std::optional<ChromeTrace> trace;
   if (outputs.trace) {
     trace_file.emplace(*outputs.trace);
     trace.emplace(trace_file->stream(), std::move(pool_names));
+    trace->name_endpoints(node_names(cluster));
     observers.push_back(&*trace);
   }
   if (outputs.dot) {
@@ -404,7 +412,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   ResourceUsage usage;
   TaskTimes times;
   MemoryTracker memory;
-  const ReplayResult result = replay_with_outputs(step.graph, models, {&usage, &times, &memory}, outputs, step.pool_names);
+  const ReplayResult result = replay_with_outputs(step.graph, models, {&usage, &times, &memory}, outputs, s.cluster, step.pool_names);
 
   TrainingReport r;
   r.name = p.name;

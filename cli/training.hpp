@@ -181,10 +181,14 @@ nlohmann::ordered_json sbp_strategy_json(const std::string& name, std::int64_t g
 SbpStrategy sbp_strategy_of(const SbpChain& chain, const SbpPlan& plan);
 
 /// Replays the graph with the observers, writing the outputs' trace (pools named by
-/// `pool_names`) and dot files whole or not at all.
+/// `pool_names`, transfers' endpoints by the cluster's node names) and dot files whole
+/// or not at all.
 ReplayResult replay_with_outputs(const TaskGraph& graph, const std::vector<ResourceModel*>& models,
-                                 std::vector<Observer*> observers, const TrainingOutputs& outputs,
+                                 std::vector<Observer*> observers, const TrainingOutputs& outputs, const Cluster& cluster,
                                  std::vector<std::string> pool_names = {});
+
+/// The cluster's node names by id (what a trace names transfers' endpoints by).
+std::vector<std::string> node_names(const Cluster& cluster);
 
 /// Lowers and replays one strategy (Megatron-style or SBP).
 TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,

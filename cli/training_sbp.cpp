@@ -131,7 +131,7 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   std::vector<ResourceModel*> models;
   for (auto& r : step.resources) models.push_back(r.get());
   ResourceUsage usage;
-  const ReplayResult result = replay_with_outputs(step.graph, models, {&usage}, outputs);
+  const ReplayResult result = replay_with_outputs(step.graph, models, {&usage}, outputs, s.cluster);
 
   TrainingReport r;
   r.name = strategy.plan.name;

@@ -128,7 +128,9 @@ void ChromeTrace::on_task_end(TaskId task, ResourceId resource, Seconds at) {
          << ",\"args\":{\"task\":" << task.value;
     if (const auto* c = std::get_if<Compute>(&k)) out_ << ",\"flops\":" << number(c->flops.value());
     if (const auto* x = std::get_if<Transfer>(&k)) {
-      out_ << ",\"bytes\":" << number(x->bytes.value()) << ",\"src\":" << x->src.value << ",\"dst\":" << x->dst.value;
+      out_ << ",\"bytes\":" << number(x->bytes.value());
+      write_endpoint("src", x->src.value);
+      write_endpoint("dst", x->dst.value);
     }
     out_ << "}}";
     return;
@@ -159,6 +161,15 @@ void ChromeTrace::on_task_end(TaskId task, ResourceId resource, Seconds at) {
   write_json_string(out_, pool_name + " memory");
   out_ << R"(,"ph":"C","pid":0,"ts":)" << micros(at.value()) << R"(,"args":{"bytes":)"
        << number(pool_bytes_[pool.value]) << "}}";
+}
+
+void ChromeTrace::write_endpoint(const char* key, std::uint32_t e) {
+  out_ << ",\"" << key << "\":";
+  if (e < endpoint_names_.size()) {
+    write_json_string(out_, endpoint_names_[e]);
+  } else {
+    out_ << e;
+  }
 }
 
 void ChromeTrace::on_end(Seconds) { out_ << "\n]}\n"; }

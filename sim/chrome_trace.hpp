@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/core/observer.hpp"
@@ -24,6 +25,10 @@ class ChromeTrace final : public Observer {
   /// `pool_names[i]` names PoolId i in the trace (pools without a name are "pool i").
   explicit ChromeTrace(std::ostream& out, std::vector<std::string> pool_names = {});
 
+  /// Names transfers' endpoints in the trace (`endpoint_names[e]` for EndpointId e: the
+  /// cluster's node names); without them a transfer's src and dst are the ids.
+  void name_endpoints(std::vector<std::string> endpoint_names) { endpoint_names_ = std::move(endpoint_names); }
+
   void on_begin(const TaskGraph& graph, std::span<ResourceModel* const> resources) override;
   void on_task_start(TaskId task, ResourceId resource, Seconds at) override;
   void on_task_end(TaskId task, ResourceId resource, Seconds at) override;
@@ -33,6 +38,8 @@ class ChromeTrace final : public Observer {
   void separator();
   std::ostream& out_;
   std::vector<std::string> pool_names_;
+  std::vector<std::string> endpoint_names_;
+  void write_endpoint(const char* key, std::uint32_t e);
   const TaskGraph* graph_ = nullptr;
   std::uint32_t track_of(std::uint32_t resource, std::uint32_t lane);
 

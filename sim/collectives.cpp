@@ -222,8 +222,8 @@ class Shares {
 // Adds the transfers to a task graph.
 class GraphSink {
  public:
-  GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec)
-      : g_(g), net_(net), name_(g.intern(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)))) {}
+  GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec, std::string_view label)
+      : g_(g), net_(net), name_(g.intern(named(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)), label))) {}
   TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr) {
     const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies}, name_).id();
     if (shares != nullptr) {
@@ -235,6 +235,9 @@ class GraphSink {
   void edge(TaskId a, TaskId b) { g_.add_edge(a, b); }
 
  private:
+  static std::string named(const std::string& what, std::string_view label) {
+    return label.empty() ? what : std::string(label) + " (" + what + ")";
+  }
   TaskGraph& g_;
   ResourceId net_;
   TaskGraph::Name name_;
@@ -1622,11 +1625,11 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
 }  // namespace
 
 LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const CollectiveGroup& group,
-                                   const CollectiveSpec& spec, NetworkFabric* shares_on) {
+                                   const CollectiveSpec& spec, NetworkFabric* shares_on, std::string_view label) {
   check_request(group, spec);
   // Room for the transfers and about one marker per rank and phase.
   g.reserve(g.size() + collective_transfer_count(group, spec, shares_on != nullptr) + 4 * group.ranks.size() + 2);
-  GraphSink sink(g, network, spec);
+  GraphSink sink(g, network, spec, label);
   Lowering<GraphSink> low(sink, group, spec, shares_on);
   LoweredCollective out;
   std::tie(out.start, out.end) = build(low, group, spec);

@@ -163,9 +163,12 @@ struct LoweredCollective {
 /// get half of it each; a tree's transfers, chunk by chunk even when streamed, those
 /// of the same step of the trees' pipelines). The analytical network model divides by it; pass the fabric
 /// when the graph will replay on that model (the flow model finds the sharing itself).
-/// Throws InputError when the algorithm cannot run the operation on the group.
+/// The transfers are named "all-reduce/ring" (operation/algorithm), or with `label`
+/// "label (all-reduce/ring)". Throws InputError when the algorithm cannot run the
+/// operation on the group.
 LoweredCollective lower_collective(TaskGraph& graph, ResourceId network, const CollectiveGroup& group,
-                                   const CollectiveSpec& spec, NetworkFabric* shares_on = nullptr);
+                                   const CollectiveSpec& spec, NetworkFabric* shares_on = nullptr,
+                                   std::string_view label = {});
 
 /// The collective's time under the analytical network model (each transfer: its first
 /// route's latency plus its bytes times its bandwidth share over its bottleneck

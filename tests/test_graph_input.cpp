@@ -5,6 +5,7 @@
 
 #include "approx.hpp"
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_fixtures.hpp"
@@ -71,6 +72,35 @@ TEST_CASE("task graph: the text report gives times in one unit without exponents
   CHECK(moved.find("e-") == std::string::npos);
   CHECK(moved.find("devices:    none computed (the graph has no compute task)\n") != std::string::npos);
   CHECK(moved.find("busy (") == std::string::npos);
+}
+
+TEST_CASE("task graph: the trace names transfers by their task and endpoints by the cluster's node names") {
+  // Expected: a transfer from rank 0 to rank 8 and an all-reduce "sync" over ranks 0 and
+  // 8 (ring): the transfer's event is named "t" with src node0.gpu0 and dst node1.gpu0
+  // (the names, not graph ids); each of the collective's transfers "sync (all-reduce/ring)".
+  Scratch s;
+  const std::string trace = (s.dir / "t.json").string();
+  const auto r = ddlsim_cmd({"run", s.write("g.json", graph(R"({"name": "t", "kind": "transfer", "from": 0, "to": 8, "bytes": 1048576},
+    {"name": "sync", "kind": "collective", "op": "all-reduce", "ranks": "0,8", "bytes": 1048576, "algorithm": "ring"})")),
+                             "--trace", trace});
+  REQUIRE(r.status == 0);
+  const nlohmann::json doc = nlohmann::json::parse(std::ifstream(trace));
+  int plain = 0, collective = 0;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("cat", "") != "transfer") continue;
+    const std::string name = e.at("name").get<std::string>();
+    if (name == "t") {
+      ++plain;
+      CHECK(e.at("args").at("src") == "node0.gpu0");
+      CHECK(e.at("args").at("dst") == "node1.gpu0");
+    } else {
+      ++collective;
+      CHECK(name == "sync (all-reduce/ring)");
+      CHECK(e.at("args").at("src").get<std::string>().rfind("node", 0) == 0);
+    }
+  }
+  CHECK(plain == 1);
+  CHECK(collective > 0);
 }
 
 TEST_CASE("task graph: a collective takes what ddlsim collective says, on both network models") {
