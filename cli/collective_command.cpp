@@ -2,11 +2,14 @@
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <set>
+#include <string>
+#include <unistd.h>
 
 #include "cli/cli.hpp"
 #include "cli/cluster_options.hpp"
@@ -241,7 +244,11 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     }
     ReplayEngine engine;
     std::vector<Row> rows;
+    // On a terminal, which size is being replayed (thousands of ranks take seconds each).
+    const bool tty = &err == &std::cerr && ::isatty(2);
+    std::size_t done = 0;
     for (double bytes : sizes) {
+      if (tty) err << "\rddlsim collective: size " << ++done << "/" << sizes.size() << " (" << printf_string("%.0f", bytes) << " B)" << std::string(8, ' ') << std::flush;
       struct Run {
         CollectiveAlgorithm algorithm;
         int channels;
@@ -272,6 +279,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       }
     }
 
+    if (tty) err << "\r" << std::string(60, ' ') << "\r" << std::flush;
     if (vm.count("json")) {
       nlohmann::ordered_json j;
       j["cluster"] = loaded.title();
