@@ -361,12 +361,10 @@ void run_task_graph_scenario(const nlohmann::json& doc, const TaskGraphRunOption
                            static_cast<unsigned long long>(d["tasks"].get<std::uint64_t>()));
     }
   }
-  char line[256];
   out << "\nbusiest links" << (s.network == NetworkModelKind::kAnalytical ? " (links between switches left out: the analytical model times them as balanced)" : "") << ":";
   if (links.empty()) out << " none (no traffic on the network)";
   for (const LinkUse& l : links) {
-    std::snprintf(line, sizeof line, "\n  %-40s %-10s %6.1f%%", l.link.c_str(), l.kind.c_str(), l.utilization * 100);
-    out << line;
+    out << "\n  " << padded(l.link, 40) << " " << padded(l.kind, 10) << printf_string(" %6.1f%%", l.utilization * 100);
   }
   out << "\n";
 }

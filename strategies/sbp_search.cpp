@@ -102,9 +102,9 @@ using CollectivePrices = SbpPriceCache;
 class Pricer {
  public:
   Pricer(const SbpChain& chain, std::vector<int> dims, const std::vector<NodeId>& devices, NetworkFabric& fabric,
-         const ComputeModel& compute, CollectivePrices* shared = nullptr)
+         const ComputeModel& compute, CollectivePrices* shared = nullptr, RuntimeMemory runtime = {})
       : chain_(chain), mesh_(DeviceMesh::over(std::move(dims), devices)), fabric_(fabric), compute_(compute),
-        prices_(shared ? shared : &own_prices_) {}
+        prices_(shared ? shared : &own_prices_), runtime_(runtime) {}
 
   // The plan's steps in forward order: the boxing of each layer's input, the layer, the
   // completion of a partial output before an elementwise step, the operators after it.
@@ -224,7 +224,7 @@ class Pricer {
     // Every micro-batch computes and re-lays its activations; gradients are synchronized
     // and the optimizer steps once.
     const double k = plan.micro_batches;
-    last_memory_ = sbp_memory(chain_, plan);
+    last_memory_ = sbp_memory(chain_, plan, runtime_);
     c.compute_s = k * c.compute_s + optimizer_step_time(last_memory_.weights / bytes_, compute_, kGradientBytes, chain_.dtype).value();
     c.boxing_s *= k;
     return c;
@@ -401,6 +401,7 @@ class Pricer {
   CollectivePrices own_prices_;
   CollectivePrices* prices_;
   SbpMemory last_memory_;
+  RuntimeMemory runtime_;  // counted in last_memory_
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<double, double>> gemm_memo_;
 };
 
@@ -629,12 +630,11 @@ SbpSearchResult autoddl_search(const SbpChain& chain, const std::vector<NodeId>&
   const auto roles = sbp_roles(chain);
   const std::shared_ptr<SbpPriceCache> prices = o.prices ? o.prices : make_sbp_price_cache();
   for (const std::vector<int>& dims : sbp_mesh_shapes(devices.size(), o.max_dims)) {
-    Pricer pricer(chain, dims, devices, fabric, compute, prices.get());
-    const double runtime = o.runtime.bytes(sbp_communicators(dims));
+    Pricer pricer(chain, dims, devices, fabric, compute, prices.get(), o.runtime);
     auto objective = [&](const SbpPlan& p) {
       const double t = pricer.cost(p).total();
       if (o.memory_bytes <= 0 || !std::isfinite(t)) return t;
-      const double over = pricer.last_memory().total() + runtime - o.memory_bytes;
+      const double over = pricer.last_memory().total() - o.memory_bytes;
       return over > 0 ? 1e6 + over / 1e6 : t;
     };
     // Each evaluation counted, and the lowest cost that fits remembered when it falls.
