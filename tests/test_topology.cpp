@@ -796,8 +796,9 @@ TEST_CASE("path searches meet in the middle and find what a full search from dst
   // rule applied to full breadth-first distances to dst (re-implemented here from the
   // documented rule: at hop d of walk j take next hop (j + (salt >> (d mod 32)) + d) mod
   // n among the links that bring dst one hop closer), for pairs of accelerators and
-  // switches on a multi-pod DGX A100 fabric, a DGX H100 SuperPOD and Llama 3's RoCE Clos,
-  // including src == dst; and shortest_paths returns paths of that length.
+  // switches on a multi-pod DGX A100 fabric, DGX H100 SuperPODs of one and two pods and
+  // Llama 3's RoCE Clos, including src == dst; and shortest_paths returns paths of that
+  // length.
   const Catalog cat = Catalog::builtin();
   std::vector<Cluster> clusters;
   PresetOptions o;
@@ -807,6 +808,8 @@ TEST_CASE("path searches meet in the middle and find what a full search from dst
   clusters.push_back(build_preset(cat, "dgx-h100", o));
   o.nodes = 16;
   clusters.push_back(build_preset(cat, "llama3-roce", o));
+  o.nodes = 160;  // two pods under core switches: paths between them meet at every core
+  clusters.push_back(build_preset(cat, "dgx-h100", o));
   for (const Cluster& c : clusters) {
     PathScratch scratch;
     std::uint64_t x = 12345;
