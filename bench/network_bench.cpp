@@ -6,7 +6,11 @@
 // 1 s wall with the flow model (lowering + replay, routes found from scratch), and the
 // analytical model at least 20x faster on the same case. Also reported: the same
 // all-reduce over a 16x16x16 TPU v4 torus with per-dimension rings, and the flow
-// model's re-solve rate (flows whose rate was recomputed, per second).
+// model's re-solve rate (flows whose rate was recomputed, per second). And a whole
+// cluster's collective at the scale of the largest runs: a 1 MiB tree all-reduce (8
+// trees, NCCL's channels for that size) over 4,096 DGX H100 servers (32,768 GPUs, three
+// switch tiers), streamed, on the flow model with every route found from scratch
+// (target: 10 s; most of it is finding the routes of the 2 x 8 x 32,767 tree edges).
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -37,7 +41,8 @@ Cluster fat_tree_1024(const Catalog& cat) {
 Cluster torus_4096(const Catalog& cat) { return build_preset(cat, "tpu-v4-pod", {}); }
 
 template <bool kFlow>
-void run_all_reduce(benchmark::State& state, const Cluster& c, const Catalog& cat, CollectiveAlgorithm algorithm) {
+void run_all_reduce(benchmark::State& state, const Cluster& c, const Catalog& cat, CollectiveAlgorithm algorithm,
+                    double bytes = kGiB, int channels = 1, bool streamed = false) {
   double step = 0.0;
   std::uint64_t transfers = 0, resolved = 0, solves = 0;
   for (auto _ : state) {
@@ -46,8 +51,9 @@ void run_all_reduce(benchmark::State& state, const Cluster& c, const Catalog& ca
     CollectiveSpec spec;
     spec.op = CollectiveOp::kAllReduce;
     spec.algorithm = algorithm;
-    spec.bytes = kGiB;
-    spec.channels = 1;
+    spec.bytes = bytes;
+    spec.channels = channels;
+    spec.streamed = streamed;
     transfers = collective_transfer_count(group, spec);
     if constexpr (!kFlow) {
       // The analytical model's fast path: timed while lowering, no graph, no replay.
@@ -92,10 +98,19 @@ void BM_AnalyticalTorusAllReduceTpuV4_4096(benchmark::State& state) {
   run_all_reduce<false>(state, torus_4096(cat), cat, CollectiveAlgorithm::kTorus);
 }
 
+void BM_FlowTreeAllReduceDgxH100_32768(benchmark::State& state) {
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 4096;
+  run_all_reduce<true>(state, build_preset(cat, "dgx-h100", o), cat, CollectiveAlgorithm::kTree, 1024.0 * 1024.0, 8,
+                       true);
+}
+
 }  // namespace
 
 BENCHMARK(BM_FlowRingAllReduceFatTree1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AnalyticalRingAllReduceFatTree1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FlowTorusAllReduceTpuV4_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AnalyticalTorusAllReduceTpuV4_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_FlowTreeAllReduceDgxH100_32768)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK_MAIN();
