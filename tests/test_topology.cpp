@@ -127,6 +127,20 @@ TEST_CASE("a two-level fat tree over four NVSwitch nodes") {
   CHECK_FALSE(half.find("ib.spine4").has_value());
 }
 
+TEST_CASE("link targets match the links, both directions of every cable") {
+  // Expected: link_targets()[l] is link(l).to for every directed link, and a cable's two
+  // directions lead to each other's ends (links 2k and 2k + 1).
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 3;
+  const Cluster c = build_preset(cat, "dgx1-v100", o);
+  REQUIRE(c.link_targets().size() == c.link_count());
+  for (std::uint32_t l = 0; l < c.link_count(); ++l) {
+    CHECK(c.link_targets()[l] == c.link(LinkId(l)).to);
+    CHECK(c.link_targets()[l ^ 1u] == c.link(LinkId(l)).from);
+  }
+}
+
 TEST_CASE("routes are cached") {
   // Expected: a repeated look-up returns the same stored path; each distinct pair is
   // stored once.

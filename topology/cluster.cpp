@@ -37,6 +37,7 @@ struct Cluster::Impl {
   std::unordered_map<std::string, NodeId> by_name;
   std::vector<TorusShape> tori;
   std::vector<std::vector<LinkId>> out;  // per node, its outgoing links: a flat index for fast searches
+  std::vector<NodeId> to;                // per link, links[l].to
   // search_path scratch: colours stay white between searches (only touched ones are reset).
   mutable std::vector<boost::default_color_type> color;
   mutable std::vector<LinkId> via;
@@ -81,6 +82,8 @@ LinkId Cluster::connect(NodeId a, NodeId b, BytesPerSecond bandwidth, Seconds la
   boost::add_edge(b.value, a.value, fwd.value + 1, impl_->graph);
   impl_->out[a.value].push_back(fwd);
   impl_->out[b.value].emplace_back(fwd.value + 1);
+  impl_->to.push_back(b);
+  impl_->to.push_back(a);
   return fwd;
 }
 
@@ -99,6 +102,7 @@ std::optional<NodeId> Cluster::find(std::string_view name) const {
 std::span<const NodeId> Cluster::accelerators() const { return impl_->accelerators; }
 
 std::span<const LinkId> Cluster::out_links(NodeId n) const { return impl_->out.at(n.value); }
+std::span<const NodeId> Cluster::link_targets() const { return impl_->to; }
 
 namespace {
 // Records, for every vertex, the edge by which the search discovered it.

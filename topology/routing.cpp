@@ -63,7 +63,7 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
   s.touched_src.assign(1, src);
   s.dist[dst.value] = 0;
   s.from_src[src.value] = 0;
-  const std::span<const Link> links = c.links();
+  const std::span<const NodeId> to = c.link_targets();
   std::uint32_t best = src == dst ? 0 : kFar;
   // Frontiers: [begin, end) of each side's touched list.
   std::size_t t_begin = 0, s_begin = 0;
@@ -82,7 +82,7 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
         // Links are full duplex, so the reverse of l exists too (and a mask flags both
         // directions of a cable alike).
         if (usable != nullptr && !(*usable)[l.value]) continue;
-        const NodeId v = links[l.value].to;
+        const NodeId v = to[l.value];
         if (mine[v.value] != kFar) continue;
         mine[v.value] = mine[u.value] + 1;
         list.push_back(v);
@@ -104,7 +104,7 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
       const std::uint32_t k = s.from_src[u.value];
       for (LinkId l : c.out_links(u)) {
         if (usable != nullptr && !(*usable)[l.value]) continue;
-        const NodeId v = links[l.value].to;
+        const NodeId v = to[l.value];
         if (s.from_src[v.value] != k + 1 || s.dist[v.value] == kFar || k + 1 + s.dist[v.value] != best) continue;
         s.dist[u.value] = best - k;
         s.touched.push_back(u);
@@ -120,9 +120,9 @@ void reset_distances(PathScratch& s) {
 }
 
 // Whether link l (out of `at`) may be taken (flagged usable) and brings dst one hop closer.
-bool closer(std::span<const Link> links, LinkId l, NodeId at, const std::vector<std::uint32_t>& dist,
+bool closer(std::span<const NodeId> to, LinkId l, NodeId at, const std::vector<std::uint32_t>& dist,
             const std::vector<bool>* usable) {
-  return (usable == nullptr || (*usable)[l.value]) && dist[links[l.value].to.value] + 1 == dist[at.value];
+  return (usable == nullptr || (*usable)[l.value]) && dist[to[l.value].value] + 1 == dist[at.value];
 }
 
 // Walk j from src to dst over `hops` (spread_walk says how it chooses), appended to `out`;
@@ -136,7 +136,7 @@ void walk(NextHopTable& hops, NodeId src, NodeId dst, std::uint32_t run, std::si
   std::size_t shift = 0;
   bool chosen = false;  // past the first choice of more than one next hop
   const std::uint64_t salt = (std::uint64_t{src.value} * 0x9E3779B97F4A7C15ull) ^ (dst.value * 0xC2B2AE3D27D4EB4Full);
-  const std::span<const Link> links = hops.links();
+  const std::span<const NodeId> to = hops.targets();
   NodeId at = src;
   for (std::uint32_t d = 0; at != dst; ++d) {
     // A walk takes one hop per level: d hops from src, what is left of the run is run - d.
@@ -146,7 +146,7 @@ void walk(NextHopTable& hops, NodeId src, NodeId dst, std::uint32_t run, std::si
     if (j >= plain && options > 1 && !chosen) shift = j / options;
     chosen = chosen || options > 1;
     out.push_back(next[k]);
-    at = links[next[k].value].to;
+    at = to[next[k].value];
   }
 }
 
@@ -205,7 +205,7 @@ std::size_t spread_shortest_paths(const Cluster& c, NodeId src, NodeId dst, std:
 
 NextHopTable::NextHopTable(const Cluster& c, const std::vector<std::uint32_t>& dist, const std::vector<bool>* usable,
                            const std::vector<bool>* lead)
-    : c_(c), links_(c.links()), dist_(dist), usable_(usable), lead_(lead), slots_(64) {}
+    : c_(c), to_(c.link_targets()), dist_(dist), usable_(usable), lead_(lead), slots_(64) {}
 
 // Kinds of entry besides next hops (whose `what` is the run left, far below these).
 constexpr std::uint32_t kLeadRun = 0xFFFFFFFF, kCloser = 0xFFFFFFFE;
@@ -244,8 +244,8 @@ std::span<const LinkId> NextHopTable::at(NodeId n, std::uint32_t run) {
   if (const Slot& s = find(key, found); found) return {pool_.data() + s.a, pool_.data() + s.b};
   const auto begin = static_cast<std::uint32_t>(pool_.size());
   for (LinkId l : c_.out_links(n)) {
-    if (!closer(links_, l, n, dist_, usable_)) continue;
-    if (run > 0 && !((*lead_)[l.value] && lead_run(links_[l.value].to) + 1 == run)) continue;
+    if (!closer(to_, l, n, dist_, usable_)) continue;
+    if (run > 0 && !((*lead_)[l.value] && lead_run(to_[l.value]) + 1 == run)) continue;
     pool_.push_back(l);
   }
   // lead_run may have added entries (and moved the slots): find the slot again.
@@ -262,7 +262,7 @@ std::uint32_t NextHopTable::lead_run(NodeId n) {
   if (const Slot& s = find(key, found); found) return s.a;
   std::uint32_t best = 0;
   for (LinkId l : c_.out_links(n)) {
-    if ((*lead_)[l.value] && closer(links_, l, n, dist_, usable_)) best = std::max(best, 1 + lead_run(links_[l.value].to));
+    if ((*lead_)[l.value] && closer(to_, l, n, dist_, usable_)) best = std::max(best, 1 + lead_run(to_[l.value]));
   }
   find(key, found).a = best;
   return best;
@@ -276,7 +276,7 @@ std::pair<std::size_t, NodeId> NextHopTable::closer_links(NodeId n) {
     s.a = 0;
     s.b = n.value;
     for (LinkId l : c_.out_links(n)) {
-      if (closer(links_, l, n, dist_, usable_) && s.a++ == 0) s.b = links_[l.value].to.value;
+      if (closer(to_, l, n, dist_, usable_) && s.a++ == 0) s.b = to_[l.value].value;
     }
   }
   return {s.a, NodeId(s.b)};

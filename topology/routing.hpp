@@ -86,7 +86,8 @@ class NextHopTable {
   /// the first of them goes.
   std::pair<std::size_t, NodeId> closer_links(NodeId n);
 
-  [[nodiscard]] std::span<const Link> links() const { return links_; }
+  /// Where each link leads (Cluster::link_targets).
+  [[nodiscard]] std::span<const NodeId> targets() const { return to_; }
   [[nodiscard]] const std::vector<std::uint32_t>& dist() const { return dist_; }
 
  private:
@@ -101,7 +102,7 @@ class NextHopTable {
   std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
 
   const Cluster& c_;
-  std::span<const Link> links_;
+  std::span<const NodeId> to_;  // Cluster::link_targets
   const std::vector<std::uint32_t>& dist_;
   const std::vector<bool>* usable_;
   const std::vector<bool>* lead_;
