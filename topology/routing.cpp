@@ -53,7 +53,8 @@ constexpr std::uint32_t kFar = std::numeric_limits<std::uint32_t>::max();
 // nodes labelled by both. Every minimum-hop path then crosses the meeting set (its node
 // at from_src = r_src is also within dst's radius, since r_src + r_dst >= D): nodes of
 // such paths beyond it already have their distance to dst, and those before it (from_src
-// < r_src) are found backwards from the meeting set, each getting D - from_src. In a
+// < r_src) are found going back through the source side's layers, each getting
+// D - from_src. In a
 // fat tree this visits two balls of half the diameter instead of the whole cluster. The
 // nodes given a distance are listed in s.touched (reset_distances restores kFar).
 void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, const std::vector<bool>* usable = nullptr) {
