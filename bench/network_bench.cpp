@@ -27,7 +27,6 @@ namespace {
 
 using namespace ddlsim;
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // 1,024 H100s, 32 per leaf on NDR links, leaves joined by spines at full bisection.
 Cluster fat_tree_1024(const Catalog& cat) {
@@ -102,7 +101,7 @@ void BM_FlowTreeAllReduceDgxH100_32768(benchmark::State& state) {
   const Catalog cat = Catalog::builtin();
   PresetOptions o;
   o.nodes = 4096;
-  run_all_reduce<true>(state, build_preset(cat, "dgx-h100", o), cat, CollectiveAlgorithm::kTree, 1024.0 * 1024.0, 8,
+  run_all_reduce<true>(state, build_preset(cat, "dgx-h100", o), cat, CollectiveAlgorithm::kTree, kMiB, 8,
                        true);
 }
 

@@ -49,7 +49,6 @@ std::string fmt(const char* spec, double v) {
 }  // namespace
 
 void print_table(std::ostream& out, const Scenario& s, const std::vector<StrategyReport>& reports) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   out << "scenario: " << s.name << "\n";
   out << "cluster:  " << s.cluster.devices << " devices, " << fmt("%g", s.cluster.device_flops.value() / 1e12)
       << " TFLOP/s each, " << fmt("%g", s.cluster.link_bandwidth.value() / 1e9) << " GB/s link, "

@@ -29,7 +29,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   if (p.shard > 0) j["shard"] = p.shard;
   if (p.recompute_layers > 0) j["recompute_layers"] = p.recompute_layers;
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
-  if (p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / (1024.0 * 1024.0);
+  if (p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / kMiB;
   if (p.overlap_grad_reduce != defaults.overlap_grad_reduce) j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   if (p.overlap_p2p != defaults.overlap_p2p) j["overlap_p2p"] = p.overlap_p2p;
   if (p.overlap_tp_backward != defaults.overlap_tp_backward) j["overlap_tp_backward"] = p.overlap_tp_backward;

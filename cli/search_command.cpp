@@ -296,7 +296,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       const SearchCandidate& e = replayed[i];
       out << printf_string("%4zu  ", i + 1) << padded(e.plan.name, 14) << " " << padded(plans[i], width)
           << printf_string(" %12.3f %10.3f %6.1f %10.2f%s\n", e.estimate_s, e.report.step_time_s, e.report.mfu * 100,
-                           e.report.peak_memory_bytes / 1073741824.0, e.report.fits_in_memory ? "" : "  OUT OF MEMORY");
+                           e.report.peak_memory_bytes / kGiB, e.report.fits_in_memory ? "" : "  OUT OF MEMORY");
     }
     out << "\nbest: " << describe_plan(best.plan) << " (" << best.plan.name << "), " << best.report.step_time_s
         << " s per step" << (best.report.fits_in_memory ? "" : ", OUT OF MEMORY: no plan replayed fits")

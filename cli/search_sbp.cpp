@@ -349,7 +349,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
     const Candidate& c = all[i];
     std::snprintf(line, sizeof line, "%4zu  %-20s %-13s %-58s %13.3f %10.3f %6.1f %10.2f%s\n", i + 1,
                   c.strategy.plan.name.c_str(), c.origin.c_str(), c.report.plan.c_str(), c.estimate_s,
-                  c.report.step_time_s, c.report.mfu * 100, c.report.peak_memory_bytes / 1073741824.0,
+                  c.report.step_time_s, c.report.mfu * 100, c.report.peak_memory_bytes / kGiB,
                   c.report.fits_in_memory ? "" : "  OUT OF MEMORY");
     out << line;
   }

@@ -351,7 +351,7 @@ void print_sweep_table(std::ostream& out, const Json& doc) {
       continue;
     }
     line = printf_string(" %10.3f %7.1f %11.2f\n", row.at("step_time_s").get<double>(),
-                  row.at("mfu").get<double>() * 100, row.at("peak_memory_bytes").get<double>() / 1073741824.0);
+                  row.at("mfu").get<double>() * 100, row.at("peak_memory_bytes").get<double>() / kGiB);
     out << line;
   }
 }

@@ -214,7 +214,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
       }
     }
   }
-  p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * 1024.0 * 1024.0;
+  p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * kMiB;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);
   p.overlap_tp_backward = o.boolean_or("overlap_tp_backward", false);
@@ -377,7 +377,6 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
     JsonObject sim = root.object("simulation");
     if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));
     s.stream_rings = sim.choice_or("rings", {"streamed", "steps"}, "streamed") == "streamed";
-    constexpr double kMiB = 1024.0 * 1024.0;
     s.runtime.context_bytes = std::round(sim.number_or("context_mib", 0.0, 1e6, s.runtime.context_bytes / kMiB) * kMiB);
     s.runtime.communicator_bytes =
         std::round(sim.number_or("communicator_mib", 0.0, 1e6, s.runtime.communicator_bytes / kMiB) * kMiB);
@@ -544,7 +543,7 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
     out << padded(r.name, w) << "  " << padded(r.plan, pw)
         << printf_string(" %10.3f %12.2f %14.0f %10.1f %7.1f %7.1f %11.2f  %s\n", r.step_time_s, r.samples_per_s,
                          r.tokens_per_s, r.model_tflops_per_device, r.mfu * 100, r.hfu * 100,
-                         r.peak_memory_bytes / 1073741824.0, r.fits_in_memory ? "fits" : "OUT OF MEMORY");
+                         r.peak_memory_bytes / kGiB, r.fits_in_memory ? "fits" : "OUT OF MEMORY");
   }
   out << "\nbusiest links (bytes over line bandwidth x step time" << busiest_links_note(s.network) << "):\n";
   for (const auto& r : reports) {

@@ -426,7 +426,6 @@ TEST_CASE("every device's peak holds the CUDA context and NCCL buffers per commu
   };
   const nlohmann::json with = run({});
   const nlohmann::json without = run({"--set", "simulation.context_mib=0", "--set", "simulation.communicator_mib=0"});
-  constexpr double kMiB = 1024.0 * 1024.0;
   const std::map<std::string, double> expected{{"dp", 1088 * kMiB}, {"zero3", 1088 * kMiB}, {"tp8-dp4", 1776 * kMiB},
                                                {"ptd-p", 2464 * kMiB}};
   REQUIRE(with.at("strategies").size() == expected.size());

@@ -22,7 +22,6 @@ using ddlsim::test::Approx;
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // p chips in a bidirectional ring of links (B, a).
 Cluster ring_cluster(int p, double B, double a) {

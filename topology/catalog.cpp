@@ -12,7 +12,6 @@ namespace ddlsim {
 namespace {
 
 constexpr double kGB = 1e9;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
   AcceleratorSpec a;
@@ -41,7 +40,6 @@ AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
   // whole-byte peak and capacity say.
   a.memory = Bytes(std::round(gb ? o.number("memory_gb", 1e-6, 1e6) * kGB : o.number("memory_gib", 1e-6, 1e6) * kGiB));
   a.memory_source = o.string_or("memory_source", "");
-  constexpr double kMiB = 1024.0 * 1024.0;
   a.context_memory = Bytes(std::round(o.number_or("context_mib", 0.0, 1e6, 0.0) * kMiB));
   a.communicator_memory = Bytes(std::round(o.number_or("communicator_mib", 0.0, 1e6, 0.0) * kMiB));
   a.runtime_memory_source = o.string_or("runtime_memory_source", "");

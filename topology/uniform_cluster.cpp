@@ -16,7 +16,7 @@ UniformCluster read_uniform_cluster(JsonObject& cluster) {
   c.device_flops = FlopsPerSecond(cluster.number("device_tflops", 1e-6, 1e6) * 1e12);
   c.link_bandwidth = BytesPerSecond(cluster.number("link_gbytes_per_s", 1e-6, 1e6) * 1e9);
   c.link_latency = Seconds(cluster.number_or("link_latency_us", 0.0, 1e9, 0.0) * 1e-6);
-  c.device_memory = Bytes(std::round(cluster.number("device_memory_gib", 1e-6, 1e9) * 1024.0 * 1024.0 * 1024.0));  // whole bytes
+  c.device_memory = Bytes(std::round(cluster.number("device_memory_gib", 1e-6, 1e9) * kGiB));  // whole bytes
   cluster.finish();
   return c;
 }

@@ -6,7 +6,6 @@
 namespace ddlsim {
 
 SyntheticModel read_synthetic_model(JsonObject& workload) {
-  constexpr double kMiB = 1024.0 * 1024.0;
   SyntheticModel m;
   workload.choice("model", {"synthetic"});
   m.layers = workload.positive_int("layers");

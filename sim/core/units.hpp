@@ -55,6 +55,11 @@ constexpr Seconds operator/(Flops f, FlopsPerSecond r) { return Seconds(f.value(
 constexpr Bytes operator*(BytesPerSecond r, Seconds t) { return Bytes(r.value() * t.value()); }
 constexpr Bytes operator*(Seconds t, BytesPerSecond r) { return r * t; }
 
+/// Binary byte multiples (what MiB and GiB figures in inputs and reports mean).
+inline constexpr double kKiB = 1024.0;
+inline constexpr double kMiB = 1024.0 * kKiB;
+inline constexpr double kGiB = 1024.0 * kMiB;
+
 /// A time that never comes: what an idle resource reports as its next event.
 inline constexpr Seconds kNever{std::numeric_limits<double>::infinity()};
 
