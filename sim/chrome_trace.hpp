@@ -36,10 +36,10 @@ class ChromeTrace final : public Observer {
 
  private:
   void separator();
+  void write_endpoint(const char* key, std::uint32_t e);  // ,"key": its name, or e without names
   std::ostream& out_;
   std::vector<std::string> pool_names_;
   std::vector<std::string> endpoint_names_;
-  void write_endpoint(const char* key, std::uint32_t e);
   const TaskGraph* graph_ = nullptr;
   std::uint32_t track_of(std::uint32_t resource, std::uint32_t lane);
 

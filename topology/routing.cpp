@@ -95,10 +95,13 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
   if (best != kFar && best > 0) {
     // Back through the source side's layers, deepest first (touched_src lists them in
     // order): a node gets D - from_src when one of its links leads a layer further to a
-    // node of a minimum-hop path (one the destination's side reached with from_src +
-    // dist = D, or one given its distance here). Scanning the inner layers' links costs
-    // at most what growing them did, where scanning the meeting set's would not: in a
-    // three-tier fat tree that set is every core switch, 64 links each.
+    // node with a distance. Such a node is on a minimum-hop path: either given its
+    // distance here, or reached by both sides, and every node both reached has from_src
+    // + dist = D (the search stopped at the first layer that met, and layers are whole,
+    // so a meeting node one hop nearer dst would have met a layer earlier). Scanning the
+    // inner layers' links costs at most what growing them did, where scanning the
+    // meeting set's would not: in a three-tier fat tree that set is every core switch,
+    // 64 links each.
     for (std::size_t i = s.touched_src.size(); i-- > 0;) {
       const NodeId u = s.touched_src[i];
       if (s.dist[u.value] != kFar) continue;
@@ -106,7 +109,7 @@ void distances_to(const Cluster& c, NodeId src, NodeId dst, PathScratch& s, cons
       for (LinkId l : c.out_links(u)) {
         if (usable != nullptr && !(*usable)[l.value]) continue;
         const NodeId v = to[l.value];
-        if (s.from_src[v.value] != k + 1 || s.dist[v.value] == kFar || k + 1 + s.dist[v.value] != best) continue;
+        if (s.from_src[v.value] != k + 1 || s.dist[v.value] == kFar) continue;
         s.dist[u.value] = best - k;
         s.touched.push_back(u);
         break;
