@@ -3,11 +3,13 @@
 #include "cli/options.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "cli/cli.hpp"
+#include "cli/scenario.hpp"
 
 #include "sim/core/errors.hpp"
 #include "sim/network.hpp"
@@ -71,25 +73,39 @@ std::string LoadedCluster::title() const {
 
 LoadedCluster load_cluster(const po::variables_map& vm) {
   LoadedCluster out;
-  Catalog& catalog = out.catalog;
-  if (vm.count("catalog")) {
-    const std::string path = vm["catalog"].as<std::string>();
-    catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
-  }
   if (vm.count("preset") == vm.count("file")) {
     throw InputError(vm.count("file") ? "give either --preset or a topology file, not both"
                                       : "--preset: required, or a topology file (see 'ddlsim topology --list' for the presets)");
+  }
+  nlohmann::json doc;
+  if (vm.count("file")) {
+    const std::string path = vm["file"].as<std::string>();
+    for (const char* opt : {"nodes", "dims", "pods", "accelerator", "nic", "nics-per-node"}) {
+      if (vm.count(opt)) throw InputError(std::string("--") + opt + ": applies to presets, not to a topology file");
+    }
+    doc = parse_json(read_input_file(path, "topology"), path);
+  }
+  const bool scenario = doc.is_object() && doc.contains("cluster");
+  // A scenario's catalog patch first, then --catalog's over it.
+  Catalog& catalog = out.catalog;
+  if (scenario) {
+    const std::string path = vm["file"].as<std::string>();
+    try {
+      merge_scenario_catalog(doc, std::filesystem::path(path).parent_path().string(), catalog);
+    } catch (const InputError& e) {
+      throw InputError(path + ": " + e.what());
+    }
+  }
+  if (vm.count("catalog")) {
+    const std::string path = vm["catalog"].as<std::string>();
+    catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
   }
   Cluster& c = out.cluster;
   if (vm.count("file")) {
     const std::string path = vm["file"].as<std::string>();
     out.source = path;
     out.from_file = true;
-    for (const char* opt : {"nodes", "dims", "pods", "accelerator", "nic", "nics-per-node"}) {
-      if (vm.count(opt)) throw InputError(std::string("--") + opt + ": applies to presets, not to a topology file");
-    }
-    const nlohmann::json doc = parse_json(read_input_file(path, "topology"), path);
-    if (doc.is_object() && doc.contains("cluster")) {
+    if (scenario) {
       // A scenario: its cluster, which must name a preset.
       const nlohmann::json& section = doc.at("cluster");
       if (section.is_object() && !section.contains("preset")) {

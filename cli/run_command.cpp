@@ -55,6 +55,7 @@ Examples:
   ddlsim run scenarios/default.json --json     # the same as JSON (fields in README.md)
   ddlsim run --set cluster.nodes=8 --set strategies.3.pp=4    # what if: 8 servers, 4 stages
   ddlsim run --set cluster.nic=ib-ndr          # what if the NICs were 400 Gb/s?
+  ddlsim run --set catalog.links.nvlink3.gbytes_per_s=50   # what if NVLink were twice as fast?
   ddlsim run --strategy ptd-p --trace step.json   # open in ui.perfetto.dev
   ddlsim run --csv results.csv                 # one row per strategy
   ddlsim run --links links.csv                 # every link's bytes and utilization, per strategy
@@ -270,13 +271,14 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       o.json = a.json;
       o.network = a.network;
       o.trace = a.trace;
+      if (a.scenario) o.base_dir = std::filesystem::path(*a.scenario).parent_path().string();
       run_task_graph_scenario(doc, o, out);
       return kExitOk;
     }
     if (is_training_scenario(doc)) return run_training(doc, a, out);
     if (doc.is_object() && !doc.contains("cluster")) {
       // Neither kind: a misspelt key is the likely cause.
-      const std::vector<std::string> keys{"name", "description", "cluster", "workload", "strategies", "simulation", "tasks"};
+      const std::vector<std::string> keys{"name", "description", "cluster", "catalog", "workload", "strategies", "simulation", "tasks"};
       for (const auto& item : doc.items()) {
         if (std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
         if (const std::string hint = did_you_mean(item.key(), keys); !hint.empty()) {

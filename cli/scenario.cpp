@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include "workloads/presets.hpp"
 #include "support/json_reader.hpp"
 #include "support/json_set.hpp"
+#include "topology/catalog.hpp"
 
 namespace ddlsim {
 
@@ -19,6 +21,36 @@ nlohmann::json scenario_document(const std::string& text, const std::string& sou
   nlohmann::json doc = parse_json(text, source);
   for (const auto& s : sets) apply_set(doc, s);
   return doc;
+}
+
+void merge_scenario_catalog(const nlohmann::json& doc, const std::string& base_dir, Catalog& catalog) {
+  if (!doc.is_object() || !doc.contains("catalog")) return;
+  const nlohmann::json& patch = doc.at("catalog");
+  if (patch.is_string()) {
+    const std::filesystem::path p(patch.get<std::string>());
+    const std::string path = p.is_absolute() || base_dir.empty() ? p.string() : (std::filesystem::path(base_dir) / p).string();
+    try {
+      catalog.merge(parse_json(read_input_file(path, "file"), path), path);
+    } catch (const InputError& e) {
+      throw InputError(std::string("catalog: ") + e.what());
+    }
+    return;
+  }
+  if (!patch.is_object()) {
+    throw InputError("catalog: expected an object of \"accelerators\" and \"links\" to add or patch, or the name of such "
+                     "a JSON file, got " + std::string(patch.type_name()));
+  }
+  try {
+    catalog.merge(patch, "catalog");
+  } catch (const InputError& e) {
+    // "catalog: links.x.y: ..." names the field as catalog.links.x.y.
+    std::string what = e.what();
+    const std::string head = "catalog: ";
+    if (what.rfind(head, 0) == 0 && what.find(": ", head.size()) != std::string::npos) {
+      what = "catalog." + what.substr(head.size());
+    }
+    throw InputError(what);
+  }
 }
 
 Scenario read_scenario(const nlohmann::json& doc) {
@@ -39,6 +71,10 @@ Scenario read_scenario(const nlohmann::json& doc) {
     throw InputError("cluster: expected \"preset\" (a built-in cluster, as in {\"preset\": \"dgx-a100\", \"nodes\": 4}; "
                      "'ddlsim topology --list' lists them) or \"devices\" and the other fields of a uniform cluster, got " +
                      (keys.empty() ? std::string("{}") : "only " + keys));
+  }
+  if (root.has("catalog")) {
+    throw InputError("catalog: patches the hardware catalog that preset clusters are built from; a uniform cluster "
+                     "gives its figures itself (cluster.device_tflops, ...)");
   }
   s.cluster = read_uniform_cluster(cluster);
 

@@ -15,6 +15,8 @@
 
 namespace ddlsim {
 
+class Catalog;
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -29,6 +31,12 @@ struct Scenario {
 /// overrides in order, and returns the resulting document. Throws InputError.
 nlohmann::json scenario_document(const std::string& text, const std::string& source,
                                  const std::vector<std::string>& sets);
+
+/// A preset-cluster scenario's "catalog": an object that adds entries to the hardware
+/// catalog or patches fields of existing ones (the format of `--catalog FILE`), or the
+/// name of such a file, relative to `base_dir` unless absolute. Merges it into
+/// `catalog`; without the key nothing changes. Throws InputError naming the field.
+void merge_scenario_catalog(const nlohmann::json& doc, const std::string& base_dir, Catalog& catalog);
 
 /// Validates a scenario document. Throws InputError naming the JSON path of the first
 /// problem.

@@ -70,6 +70,8 @@ byte for byte. A Slurm job array, for one:
 Examples:
   ddlsim sweep --vary cluster.nodes=1,2,4,8,16 --csv scaling.csv
   ddlsim sweep my.json --vary cluster.nic=ib-hdr,ib-ndr --vary simulation.network=analytical,flow
+  ddlsim sweep --vary catalog.links.nvlink3.gbytes_per_s=12.5,25,50   # NVLink half, as is, twice
+  ddlsim sweep --vary catalog.accelerators.a100-80gb.tflops.bf16=312,624    # a GPU twice as fast
   ddlsim sweep --vary strategies.3.micro_batch=1,2,4,8 --strategy ptd-p --json mb.json
   ddlsim sweep --vary 'cluster.preset=dgx-a100,dgx-h100' --jobs 2
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/collective_support.hpp"
+#include "cli/scenario.hpp"
 #include "cli/training.hpp"
 #include "sim/chrome_trace.hpp"
 #include "sim/collectives.hpp"
@@ -125,10 +126,12 @@ std::string find_cycle(const std::vector<TaskSpec>& tasks) {
   return text + tasks[walk.back()].name;
 }
 
-void read_graph_scenario(const nlohmann::json& doc, GraphScenario& s) {
+void read_graph_scenario(const nlohmann::json& doc, const std::string& base_dir, GraphScenario& s) {
   JsonObject root(doc, "");
   s.name = root.name("name");
   (void)root.string_or("description", "");
+  root.known("catalog");
+  merge_scenario_catalog(doc, base_dir, s.catalog);
   JsonObject cluster = root.object("cluster");
   s.cluster = read_preset_cluster(cluster, s.catalog);
   s.cluster_title = preset_cluster_title(doc["cluster"]);
@@ -246,7 +249,7 @@ bool is_task_graph_scenario(const nlohmann::json& doc) { return doc.is_object() 
 
 void run_task_graph_scenario(const nlohmann::json& doc, const TaskGraphRunOptions& options, std::ostream& out) {
   GraphScenario s;
-  read_graph_scenario(doc, s);
+  read_graph_scenario(doc, options.base_dir, s);
   if (options.network) {
     const auto kind = parse_network_model(*options.network);
     if (!kind) throw InputError("--network: expected flow or analytical, got '" + *options.network + "'");

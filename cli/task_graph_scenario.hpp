@@ -30,6 +30,7 @@ struct TaskGraphRunOptions {
   bool json = false;
   std::optional<std::string> network;  // "flow" or "analytical", overriding simulation.network
   std::optional<std::string> trace;    // Chrome trace of the replay
+  std::string base_dir;                // the scenario's folder: a "catalog" file's name is relative to it
 };
 
 /// Validates the whole graph first (InputError naming the JSON path of the first

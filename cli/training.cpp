@@ -353,6 +353,8 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   TrainingScenario s;
   s.name = root.name("name");
   s.description = root.string_or("description", "");
+  root.known("catalog");
+  merge_scenario_catalog(doc, base_dir, s.catalog);
   JsonObject cluster = root.object("cluster");
   s.cluster = read_preset_cluster(cluster, s.catalog);
   s.cluster_title = preset_cluster_title(doc["cluster"]);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -11,6 +12,7 @@
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/scenario.hpp"
 #include "sim/compute_model.hpp"
 #include "support/input_error.hpp"
 #include "support/json_reader.hpp"
@@ -88,8 +90,18 @@ std::string fmt(const char* spec, double v) {
 std::string pct(double fraction) { return fmt("%+.1f", rounded_for_print(100.0 * fraction, 1)); }
 
 // The built-in catalog with --catalog's patches.
-Catalog load_catalog(const po::variables_map& vm) {
+// The built-in catalog, patched by a scenario's "catalog" (when `scenario` is given),
+// then by --catalog FILE.
+Catalog load_catalog(const po::variables_map& vm, const std::optional<nlohmann::json>& scenario = std::nullopt) {
   Catalog catalog = Catalog::builtin();
+  if (scenario) {
+    const std::string file = vm["scenario"].as<std::string>();
+    try {
+      merge_scenario_catalog(*scenario, std::filesystem::path(file).parent_path().string(), catalog);
+    } catch (const InputError& e) {
+      throw InputError(file + ": " + e.what());
+    }
+  }
   if (vm.count("catalog")) {
     const std::string path = vm["catalog"].as<std::string>();
     catalog.merge(parse_json(read_input_file(path, "catalog"), path), path);
@@ -245,13 +257,19 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       if (a != "plain" && a != "flash") throw InputError("--attention: expected plain or flash, got '" + a + "'");
       o.flash_attention = a == "flash";
     }
-    const Catalog catalog = load_catalog(vm);
+    // A scenario's catalog patch first, then --catalog's over it.
+    std::optional<nlohmann::json> scenario_doc;
+    if (vm.count("scenario")) {
+      const std::string file = vm["scenario"].as<std::string>();
+      scenario_doc = parse_json(read_input_file(file, "scenario"), file);
+    }
+    const Catalog catalog = load_catalog(vm, scenario_doc);
     // A scenario's own accelerator unless --device names one (its cluster's preset, or
     // the accelerator it puts in it).
     std::string device = vm["device"].as<std::string>();
-    if (vm.count("scenario") && vm["device"].defaulted()) {
+    if (scenario_doc && vm["device"].defaulted()) {
       const std::string file = vm["scenario"].as<std::string>();
-      const nlohmann::json doc = parse_json(read_input_file(file, "scenario"), file);
+      const nlohmann::json& doc = *scenario_doc;
       if (doc.is_object() && doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("preset")) {
         try {
           JsonObject cluster(doc["cluster"], "cluster");

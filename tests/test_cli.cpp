@@ -660,6 +660,82 @@ TEST_CASE("ddlsim topology: bad input is one line and status 2") {
   CHECK(r.err.find("links.ib-ndr.gbytes_per_s: expected a number from 1e-06 to 1e+06, got 0") != std::string::npos);
 }
 
+TEST_CASE("a scenario's catalog patches the hardware its cluster is built from") {
+  // Expected: one DGX A100 joins its 8 GPUs by 12 NVLink 3 links of 25 GB/s each at the
+  // catalog's 0.8 efficiency, so a 1 GiB ring all-reduce reaches a bus bandwidth of
+  // 12 x 25 x 0.8 = 240 GB/s less its latency (within 1%); the scenario's "catalog"
+  // doubling the link to 50 GB/s doubles it to 480; --catalog FILE patches over the
+  // scenario's (back to 25: 240). The patch written in place and the same patch as a
+  // file beside the scenario give byte-identical runs; a patch restating the built-in
+  // 25 GB/s changes nothing; a slower NVLink makes the tensor-parallel plan slower.
+  Scratch s;
+  const std::string scenario = R"({"name": "x", "cluster": {"preset": "dgx-a100", "nodes": 1},
+    "workload": {"model": "megatron-1.7b"},
+    "strategies": [{"name": "tp8", "tp": 8, "global_batch": 8}])";
+  const std::string plain = s.write("plain.json", scenario + "}");
+  std::filesystem::create_directories(s.dir / "sub");
+  s.write("sub/nvlink.json", R"({"links": {"nvlink3": {"gbytes_per_s": 50}}})");
+  const std::string by_file = s.write("sub/file.json", scenario + R"(, "catalog": "nvlink.json"})");
+  const std::string in_place = s.write("in_place.json", scenario + R"(, "catalog": {"links": {"nvlink3": {"gbytes_per_s": 50}}}})");
+  const std::string restore = s.write("restore.json", R"({"links": {"nvlink3": {"gbytes_per_s": 25}}})");
+  auto busbw = [](const std::vector<std::string>& args) {
+    auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("results").at(0).at("busbw_gbytes_per_s").get<double>();
+  };
+  const std::vector<std::string> ring{"-b", "1G", "-e", "1G", "--algorithm", "ring", "--json"};
+  auto collective = [&](std::vector<std::string> head) {
+    head.insert(head.begin(), "collective");
+    head.insert(head.end(), ring.begin(), ring.end());
+    return head;
+  };
+  CHECK(busbw(collective({plain})) == Approx(240).epsilon(0.01));
+  CHECK(busbw(collective({plain})) < 240);
+  CHECK(busbw(collective({by_file})) == Approx(480).epsilon(0.01));
+  CHECK(busbw(collective({in_place})) == Approx(480).epsilon(0.01));
+  CHECK(busbw(collective({by_file, "--catalog", restore})) == Approx(busbw(collective({plain}))));
+
+  const auto base = ddlsim_cmd({"run", plain, "--json"});
+  REQUIRE(base.status == 0);
+  const auto fast = ddlsim_cmd({"run", in_place, "--json"});
+  REQUIRE(fast.status == 0);
+  const auto fast_file = ddlsim_cmd({"run", by_file, "--json"});
+  REQUIRE(fast_file.status == 0);
+  CHECK(fast.out == fast_file.out);
+  const auto same = ddlsim_cmd({"run", plain, "--json", "--set", "catalog.links.nvlink3.gbytes_per_s=25"});
+  REQUIRE(same.status == 0);
+  CHECK(same.out == base.out);
+  const auto slow = ddlsim_cmd({"run", plain, "--json", "--set", "catalog.links.nvlink3.gbytes_per_s=12.5"});
+  REQUIRE(slow.status == 0);
+  auto step = [](const Run& r) { return nlohmann::json::parse(r.out).at("strategies").at(0).at("step_time_s").get<double>(); };
+  CHECK(step(fast) < step(base));
+  CHECK(step(base) < step(slow));
+
+  // Mistakes name the field; a uniform cluster has no catalog to patch.
+  const BadInputs bad{
+      {{"run", plain, "--set", "catalog.links.nvlink3.gbytes_per_s=-1"},
+       "ddlsim run: catalog.links.nvlink3.gbytes_per_s: expected a number from 1e-06 to 1e+06, got -1\n"},
+      {{"run", plain, "--set", "catalog.link.x=1"}, "ddlsim run: catalog.link: unknown key (did you mean 'links'?)\n"},
+      {{"run", plain, "--set", "catalog=5"},
+       "ddlsim run: catalog: expected an object of \"accelerators\" and \"links\" to add or patch, or the name of such a "
+       "JSON file, got number\n"},
+      {{"run", plain, "--set", "catalog.links.mine.gbytes_per_s=5"}, "ddlsim run: catalog.links.mine.name: missing (a required field)\n"},
+      {{"run", std::string(DDLSIM_SOURCE_DIR) + "/scenarios/synthetic-data-parallel.json", "--set", "catalog.links.nvlink3.gbytes_per_s=5"},
+       "ddlsim run: catalog: patches the hardware catalog that preset clusters are built from; a uniform cluster gives its "
+       "figures itself (cluster.device_tflops, ...)\n"},
+  };
+  for (const auto& [args, message] : bad) {
+    CAPTURE(args.back());
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    CHECK(r.err == message);
+  }
+  // A file's name is relative to the scenario's folder.
+  const auto r = ddlsim_cmd({"run", plain, "--set", "catalog=nofile.json"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: catalog: cannot read file " + (s.dir / "nofile.json").string() + ": no such file or not readable\n");
+}
+
 TEST_CASE("ddlsim topology reads a scenario's preset cluster") {
   // Expected: a scenario whose cluster is {"preset": "tpu-v4-pod", "dims": [4, 4, 8]}
   // describes 128 chips with the 1440 GB/s bisection of test_topology; ddlsim run refuses
