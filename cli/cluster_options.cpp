@@ -57,7 +57,7 @@ void add_cluster_options(po::options_description& d) {
        "shared by 8/N GPUs behind a PCIe switch")
       ("catalog", po::value<std::string>()->value_name("FILE"), "JSON that adds or patches catalog entries")
       ("file", po::value<std::string>()->value_name("FILE"),
-       "an explicit topology JSON file, or a scenario whose cluster names a preset (or give it first)");
+       "an explicit topology JSON file, or a scenario whose cluster names a preset or such a file (or give it first)");
 }
 
 std::optional<int> parse_cluster_command(const std::vector<std::string>& args, const po::options_description& d,
@@ -108,13 +108,14 @@ LoadedCluster load_cluster(const po::variables_map& vm) {
     if (scenario) {
       // A scenario: its cluster, which must name a preset.
       const nlohmann::json& section = doc.at("cluster");
-      if (section.is_object() && !section.contains("preset")) {
+      if (section.is_object() && !section.contains("preset") && !section.contains("file")) {
         throw InputError(path + ": cluster: a uniform cluster (devices, device_tflops, ...) is not a graph; "
-                                "give the cluster a \"preset\" to describe it");
+                                "give the cluster a \"preset\" (or a topology \"file\") to describe it");
       }
       try {
         JsonObject cluster(section, "cluster");
-        c = read_preset_cluster(cluster, catalog);
+        std::string title;
+        c = read_scenario_cluster(cluster, catalog, std::filesystem::path(path).parent_path().string(), title);
       } catch (const InputError& e) {
         throw InputError(path + ": " + e.what());
       }

@@ -43,8 +43,9 @@ ZeRO, ...) or an SBP plan: a matmul signature per layer role on a device mesh, a
 'ddlsim search --method autoddl' writes them (CNNs take SBP strategies only; see
 scenarios/autoddl-vgg16-single-gpu-nodes.json). A scenario with "tasks" instead is a
 task graph of your own (compute, transfer, collective and marker tasks with their
-dependencies) replayed on a preset cluster: the makespan, each device's busy time and
-the busiest links (scenarios/custom-task-graph.json; README "Custom task graphs").
+dependencies) replayed on a preset cluster or topology file: the makespan, each
+device's busy time and the busiest links (scenarios/custom-task-graph.json; README
+"Custom task graphs").
 
 The scenario is checked before anything runs: an unknown key, a wrong type, a missing
 field, an out-of-range value or an impossible plan (tp not dividing the heads, ...)
@@ -298,8 +299,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       out << doc.dump(2) << "\n";
       return kExitOk;
     }
-    if (a.csv) throw InputError("--csv: available for training scenarios (a preset cluster and a real model) only");
-    if (a.links) throw InputError("--links: available for training scenarios (a preset cluster and a real model) only");
+    if (a.csv) throw InputError("--csv: available for training scenarios (a preset cluster or topology file and a real model) only");
+    if (a.links) throw InputError("--links: available for training scenarios (a preset cluster or topology file and a real model) only");
     select_strategy(s, a);
     std::vector<StrategyReport> reports;
     for (const auto& plan : s.strategies) reports.push_back(run_one(s, plan, a));

@@ -13,6 +13,9 @@
 #include "support/json_reader.hpp"
 #include "support/json_set.hpp"
 #include "topology/catalog.hpp"
+#include "topology/cluster.hpp"
+#include "topology/explicit.hpp"
+#include "topology/presets.hpp"
 
 namespace ddlsim {
 
@@ -53,6 +56,48 @@ void merge_scenario_catalog(const nlohmann::json& doc, const std::string& base_d
   }
 }
 
+bool names_cluster_graph(const nlohmann::json& doc) {
+  if (!doc.is_object() || !doc.contains("cluster") || !doc["cluster"].is_object()) return false;
+  const nlohmann::json& c = doc["cluster"];
+  return c.contains("preset") || c.contains("file");
+}
+
+Cluster read_scenario_cluster(JsonObject& cluster, const Catalog& catalog, const std::string& base_dir,
+                              std::string& title) {
+  if (!cluster.has("file")) {
+    Cluster c = read_preset_cluster(cluster, catalog);
+    const nlohmann::json& raw = cluster.raw();
+    title = raw.at("preset").get<std::string>();
+    if (raw.contains("nodes")) {
+      const auto nodes = static_cast<long long>(raw.at("nodes").get<double>());
+      title += ", " + std::to_string(nodes) + (nodes == 1 ? " node" : " nodes");
+    }
+    return c;
+  }
+  const std::string name = cluster.string("file");
+  if (name.empty()) throw InputError(cluster.field_path("file") + ": expected a file name, got \"\"");
+  for (const auto& item : cluster.raw().items()) {
+    if (item.key() == "file") continue;
+    if (item.key() == "preset") {
+      throw InputError(cluster.path() + ": give either \"preset\" or \"file\" (an explicit topology), not both");
+    }
+    throw InputError(cluster.field_path(item.key()) + ": applies to presets, not to a topology file");
+  }
+  const std::filesystem::path p(name);
+  const std::string path = p.is_absolute() || base_dir.empty() ? name : (std::filesystem::path(base_dir) / p).string();
+  try {
+    const nlohmann::json doc = parse_json(read_input_file(path, "topology"), path);
+    if (doc.is_object() && doc.contains("cluster")) {
+      throw InputError(path + ": a scenario, not a topology (\"nodes\" and \"links\"); name its preset instead");
+    }
+    Cluster c = read_explicit_topology(doc, catalog, path);
+    title = name;
+    return c;
+  } catch (const InputError& e) {
+    throw InputError(cluster.field_path("file") + ": " + e.what());
+  }
+}
+
 Scenario read_scenario(const nlohmann::json& doc) {
   JsonObject root(doc, "");
   Scenario s;
@@ -69,7 +114,8 @@ Scenario read_scenario(const nlohmann::json& doc) {
     std::string keys;
     for (const auto& item : doc.at("cluster").items()) keys += (keys.empty() ? "" : ", ") + ("'" + item.key() + "'");
     throw InputError("cluster: expected \"preset\" (a built-in cluster, as in {\"preset\": \"dgx-a100\", \"nodes\": 4}; "
-                     "'ddlsim topology --list' lists them) or \"devices\" and the other fields of a uniform cluster, got " +
+                     "'ddlsim topology --list' lists them), \"file\" (an explicit topology) or \"devices\" and the other fields of a "
+                     "uniform cluster, got " +
                      (keys.empty() ? std::string("{}") : "only " + keys));
   }
   if (root.has("catalog")) {

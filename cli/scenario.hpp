@@ -16,6 +16,8 @@
 namespace ddlsim {
 
 class Catalog;
+class Cluster;
+class JsonObject;
 
 struct Scenario {
   std::string name;
@@ -37,6 +39,18 @@ nlohmann::json scenario_document(const std::string& text, const std::string& sou
 /// name of such a file, relative to `base_dir` unless absolute. Merges it into
 /// `catalog`; without the key nothing changes. Throws InputError naming the field.
 void merge_scenario_catalog(const nlohmann::json& doc, const std::string& base_dir, Catalog& catalog);
+
+/// Whether a scenario's cluster is a graph to build: it names a preset or an explicit
+/// topology file.
+bool names_cluster_graph(const nlohmann::json& doc);
+
+/// A scenario's cluster graph: {"preset": NAME, ...its options} (read_preset_cluster) or
+/// {"file": NAME}, an explicit topology file (as 'ddlsim topology FILE' reads it)
+/// relative to `base_dir` unless absolute. Sets `title` to what reports call it:
+/// "PRESET", "PRESET, N nodes" (N as read: 4.0 is 4) or the file's name as given.
+/// Throws InputError naming the field.
+Cluster read_scenario_cluster(JsonObject& cluster, const Catalog& catalog, const std::string& base_dir,
+                              std::string& title);
 
 /// Validates a scenario document. Throws InputError naming the JSON path of the first
 /// problem.

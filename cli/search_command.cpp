@@ -32,8 +32,8 @@ namespace {
 constexpr const char* kSearchHelp = R"(Usage: ddlsim search [SCENARIO.json] [--method grid|autoddl|mcmc] [OPTIONS]
 
 Searches parallel plans for the scenario's model on its cluster (a training scenario:
-a cluster preset and a model; without a file, the embedded default) and ranks them by
-replayed step time.
+a cluster preset or topology file and a model; without a file, the embedded default)
+and ranks them by replayed step time.
 
   grid     every Megatron-style plan of a transformer: tp dividing the heads, pp the
            layers, dp filling the cluster, micro-batch 1-16, 1F1B or interleaved
@@ -143,7 +143,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
         vm.count("scenario") ? std::optional<std::string>(vm["scenario"].as<std::string>()) : std::nullopt;
     nlohmann::json doc;
     TrainingScenario s = load_training_scenario(
-        file, sets, "the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans",
+        file, sets, "the scenario must train a model on a cluster preset or topology file (\"cluster\": {\"preset\": ...} or "
+        "{\"file\": ...}) to search plans",
         &doc, /*keep_unfit=*/true);
     if (vm.count("network")) {
       const auto kind = parse_network_model(vm["network"].as<std::string>());

@@ -623,7 +623,8 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     // The scenario as given (with --set) must be valid on its own; the points may not be.
     nlohmann::json base;
     const TrainingScenario s0 = load_training_scenario(
-        file, sets, "the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to sweep it", &base);
+        file, sets, "the scenario must train a model on a cluster preset or topology file (\"cluster\": {\"preset\": ...} or {\"file\": "
+        "...}) to sweep it", &base);
     std::optional<std::string> only;
     if (vm.count("strategy")) {
       only = vm["strategy"].as<std::string>();

@@ -133,8 +133,7 @@ void read_graph_scenario(const nlohmann::json& doc, const std::string& base_dir,
   root.known("catalog");
   merge_scenario_catalog(doc, base_dir, s.catalog);
   JsonObject cluster = root.object("cluster");
-  s.cluster = read_preset_cluster(cluster, s.catalog);
-  s.cluster_title = preset_cluster_title(doc["cluster"]);
+  s.cluster = read_scenario_cluster(cluster, s.catalog, base_dir, s.cluster_title);
   if (root.has("simulation")) {
     JsonObject sim = root.object("simulation");
     if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));

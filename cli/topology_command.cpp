@@ -26,7 +26,8 @@ namespace {
 
 constexpr const char* kTopologyHelp = R"(Usage: ddlsim topology --preset NAME [OPTIONS]
        ddlsim topology FILE.json [OPTIONS]      (an explicit topology: nodes and links,
-                                                or a scenario whose cluster names a preset)
+                                                or a scenario whose cluster names a preset
+                                                or such a file)
        ddlsim topology --list
 
 Builds a cluster from a preset and describes it: nodes by kind, cables by link kind,

@@ -288,13 +288,6 @@ std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& 
   return out;
 }
 
-std::string preset_cluster_title(const nlohmann::json& cluster) {
-  std::string title = cluster["preset"].get<std::string>();
-  if (!cluster.contains("nodes")) return title;
-  const auto nodes = static_cast<long long>(cluster["nodes"].get<double>());
-  return title + ", " + std::to_string(nodes) + (nodes == 1 ? " node" : " nodes");
-}
-
 const char* busiest_links_note(NetworkModelKind network) {
   return network == NetworkModelKind::kAnalytical
              ? "; links between switches left out: the analytical model times them as balanced, --links lists them"
@@ -344,9 +337,7 @@ TrainingScenario load_training_scenario(const std::optional<std::string>& file, 
   return s;
 }
 
-bool is_training_scenario(const nlohmann::json& doc) {
-  return doc.is_object() && doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("preset");
-}
+bool is_training_scenario(const nlohmann::json& doc) { return names_cluster_graph(doc); }
 
 TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::string& base_dir, bool keep_unfit) {
   JsonObject root(doc, "");
@@ -356,8 +347,15 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   root.known("catalog");
   merge_scenario_catalog(doc, base_dir, s.catalog);
   JsonObject cluster = root.object("cluster");
-  s.cluster = read_preset_cluster(cluster, s.catalog);
-  s.cluster_title = preset_cluster_title(doc["cluster"]);
+  s.cluster = read_scenario_cluster(cluster, s.catalog, base_dir, s.cluster_title);
+  if (s.cluster.accelerators().empty()) throw InputError(cluster.path() + ": no accelerators to train on");
+  const std::string& model = s.cluster.node(s.cluster.accelerators()[0]).model;
+  for (NodeId a : s.cluster.accelerators()) {
+    if (s.cluster.node(a).model != model) {
+      throw InputError(cluster.path() + ": the strategies need one accelerator model throughout, got " + model + " and " +
+                       s.cluster.node(a).model + " (" + s.cluster.node(a).name + ")");
+    }
+  }
   JsonObject w = root.object("workload");
   read_model(w, base_dir, doc.at("workload"), s);
   JsonArray list = root.array("strategies");

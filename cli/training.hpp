@@ -159,9 +159,6 @@ double model_flops_per_token(const TransformerConfig& m);
 /// switches as balanced (adaptive routing), so its bytes there are no utilization.
 std::vector<LinkUse> busiest_links(const Cluster& c, const std::vector<double>& bytes, double step_s,
                                    std::size_t most = kBusiestLinks, bool between_switches = true);
-/// "PRESET" or "PRESET, N nodes" for a scenario's cluster object, read (and checked) by
-/// read_preset_cluster: N as the integer it was read as (4.0 is 4).
-std::string preset_cluster_title(const nlohmann::json& cluster);
 /// What the busiest links leave out on a network model: "" or a clause for their heading.
 const char* busiest_links_note(NetworkModelKind network);
 

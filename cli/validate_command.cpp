@@ -199,7 +199,8 @@ int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
   const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
   TrainingScenario s = load_training_scenario(
       given.empty() ? std::nullopt : std::optional<std::string>(given), sets,
-      "the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to check a cost model");
+      "the scenario must train a model on a cluster preset or topology file (\"cluster\": {\"preset\": ...} or "
+      "{\"file\": ...}) to check a cost model");
   if (vm.count("network")) {
     const auto kind = parse_network_model(vm["network"].as<std::string>());
     if (!kind) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");

@@ -316,7 +316,7 @@ std::vector<ValidationCase> measured_cases(const std::string& path) {
       const std::string scenario_text = read_input_file(file.string(), "scenario");
       const nlohmann::json doc = parse_json(scenario_text, file.string());
       if (!is_training_scenario(doc)) {
-        throw InputError(file.string() + ": not a training scenario (its cluster names no preset)");
+        throw InputError(file.string() + ": not a training scenario (its cluster names no preset or topology file)");
       }
       TrainingScenario whole;  // the whole scenario, as 'ddlsim run' reads it
       try {

@@ -270,10 +270,11 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     if (scenario_doc && vm["device"].defaulted()) {
       const std::string file = vm["scenario"].as<std::string>();
       const nlohmann::json& doc = *scenario_doc;
-      if (doc.is_object() && doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("preset")) {
+      if (names_cluster_graph(doc)) {
         try {
           JsonObject cluster(doc["cluster"], "cluster");
-          const Cluster c = read_preset_cluster(cluster, catalog);
+          std::string title;
+          const Cluster c = read_scenario_cluster(cluster, catalog, std::filesystem::path(file).parent_path().string(), title);
           if (!c.accelerators().empty()) device = c.node(c.accelerators()[0]).model;
         } catch (const InputError& e) {
           throw InputError(file + ": " + e.what());

@@ -62,6 +62,8 @@ class JsonObject {
   JsonArray array(const std::string& key);
   /// The value as it is, of any type, for a field whose reader takes JSON of its own.
   const nlohmann::json& value(const std::string& key) { return at(key); }
+  /// The whole object, as it is (its keys, for a reader that refuses some by name).
+  [[nodiscard]] const nlohmann::json& raw() const { return *value_; }
 
   // Optional fields with a documented default.
   std::string string_or(const std::string& key, const std::string& fallback);

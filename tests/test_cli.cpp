@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 #include "cli/cli.hpp"
@@ -233,9 +234,13 @@ TEST_CASE("bad input: a document that is neither a scenario nor a task graph say
   auto [n, n_err] = err("n.json", R"({"name": "x"})");
   CHECK(n_err == "ddlsim run: " + n + ": neither a scenario (\"cluster\", \"workload\", \"strategies\") nor a task graph "
                  "(\"tasks\"): cluster: missing\n");
-  CHECK(err("f.json", R"({"name": "x", "cluster": {"file": "t.json"}, "workload": {"model": "synthetic"}, "strategies": []})").second ==
+  CHECK(err("f.json", R"({"name": "x", "cluster": {"devics": 4}, "workload": {"model": "synthetic"}, "strategies": []})").second ==
         "ddlsim run: cluster: expected \"preset\" (a built-in cluster, as in {\"preset\": \"dgx-a100\", \"nodes\": 4}; 'ddlsim "
-        "topology --list' lists them) or \"devices\" and the other fields of a uniform cluster, got only 'file'\n");
+        "topology --list' lists them), \"file\" (an explicit topology) or \"devices\" and the other fields of a uniform "
+        "cluster, got only 'devics'\n");
+  // A file that is no topology is that field's mistake.
+  CHECK(err("g.json", R"({"name": "x", "cluster": {"file": "t.json"}, "workload": {"model": "synthetic"}, "strategies": []})").second ==
+        "ddlsim run: cluster.file: " + t + ": nodes: missing (a required field)\n");
   for (const auto& [set, line] : std::vector<std::pair<std::string, std::string>>{
            {"cluster.nic=ib-hdrr", "cluster.nic: unknown link 'ib-hdrr' (did you mean 'ib-hdr'?); the catalog has: "},
            {"cluster.accelerator=h100", "cluster.accelerator: unknown accelerator 'h100' (did you mean 'h100-sxm'?); the catalog has: "}}) {
@@ -734,6 +739,69 @@ TEST_CASE("a scenario's catalog patches the hardware its cluster is built from")
   const auto r = ddlsim_cmd({"run", plain, "--set", "catalog=nofile.json"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim run: catalog: cannot read file " + (s.dir / "nofile.json").string() + ": no such file or not readable\n");
+}
+
+TEST_CASE("a training scenario runs on an explicit topology file") {
+  // Expected: 'topology --export' writes a preset's cluster as an explicit file that
+  // reads back as the same cluster, so every strategy of the default scenario (4 DGX
+  // A100) and of the DGX-1 SBP scenario replays to byte-identical JSON on
+  // {"file": ...} as on the preset, on both network models, but for the cluster's title
+  // (the file's name as given, relative to the scenario's folder). A file with two
+  // accelerator models is refused for training (one model's compute prices every
+  // device), as are preset options beside a file.
+  Scratch s;
+  std::filesystem::create_directories(s.dir / "sub");
+  for (const auto& [scenario_file, preset, nodes] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{{"default.json", "dgx-a100", "4"},
+                                                                     {"autoddl-vgg16-dgx1.json", "dgx1-v100", "2"}}) {
+    CAPTURE(scenario_file);
+    const std::string original = std::string(DDLSIM_SOURCE_DIR) + "/scenarios/" + scenario_file;
+    auto doc = nlohmann::json::parse(read_file(original));
+    REQUIRE(doc.at("cluster") == nlohmann::json({{"preset", preset}, {"nodes", std::stoi(nodes)}}));
+    const std::string topo = (s.dir / "sub" / "topo.json").string();
+    REQUIRE(ddlsim_cmd({"topology", "--preset", preset, "--nodes", nodes, "--export", topo}).status == 0);
+    doc["cluster"] = {{"file", "topo.json"}};
+    const std::string on_file = s.write("sub/scenario.json", doc.dump());
+    for (const char* network : {"flow", "analytical"}) {
+      CAPTURE(network);
+      const auto a = ddlsim_cmd({"run", original, "--json", "--network", network});
+      const auto b = ddlsim_cmd({"run", on_file, "--json", "--network", network});
+      REQUIRE(a.status == 0);
+      REQUIRE(b.status == 0);
+      auto ja = nlohmann::json::parse(a.out);
+      auto jb = nlohmann::json::parse(b.out);
+      CHECK(jb.at("cluster") == "topo.json");
+      ja.erase("cluster");
+      jb.erase("cluster");
+      CHECK(ja.dump() == jb.dump());
+    }
+  }
+  const std::string mixed = s.write("mixed.json", R"({"nodes": [
+    {"name": "a", "kind": "accelerator", "model": "a100-80gb"},
+    {"name": "b", "kind": "accelerator", "model": "h100-sxm"}],
+    "links": [{"a": "a", "b": "b", "link": "nvlink3"}]})");
+  const std::string head = R"({"name": "x", "workload": {"model": "megatron-1.7b"},
+    "strategies": [{"name": "dp", "global_batch": 8}], "cluster": )";
+  const BadInputs bad{
+      {{"run", s.write("m.json", head + R"({"file": "mixed.json"}})")},
+       "ddlsim run: cluster: the strategies need one accelerator model throughout, got a100-80gb and h100-sxm (b)\n"},
+      {{"run", s.write("n.json", head + R"({"file": "mixed.json", "nodes": 2}})")},
+       "ddlsim run: cluster.nodes: applies to presets, not to a topology file\n"},
+      {{"run", s.write("p.json", head + R"({"file": "mixed.json", "preset": "dgx-a100"}})")},
+       "ddlsim run: cluster: give either \"preset\" or \"file\" (an explicit topology), not both\n"},
+      {{"run", s.write("e.json", head + R"({"file": ""}})")}, "ddlsim run: cluster.file: expected a file name, got \"\"\n"},
+  };
+  for (const auto& [args, message] : bad) {
+    CAPTURE(args.back());
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    CHECK(r.err == message);
+  }
+  // A task graph takes mixed models: it gives each compute task's time itself.
+  const auto graph = ddlsim_cmd({"run", s.write("g.json", R"({"name": "g", "cluster": {"file": "mixed.json"},
+    "tasks": [{"name": "t", "kind": "transfer", "from": 0, "to": 1, "bytes": 1000}]})")});
+  CHECK(graph.status == 0);
+  CHECK(graph.out.find("cluster:    mixed.json (2 accelerators)") != std::string::npos);
 }
 
 TEST_CASE("ddlsim topology reads a scenario's preset cluster") {
@@ -1333,7 +1401,7 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
   // The synthetic format has no CSV yet: one line, status 2, no file.
   const auto bad = ddlsim_cmd({"run", s.write("small.json", kSmall), "--csv", (s.dir / "x.csv").string()});
   CHECK(bad.status == 2);
-  CHECK(bad.err == "ddlsim run: --csv: available for training scenarios (a preset cluster and a real model) only\n");
+  CHECK(bad.err == "ddlsim run: --csv: available for training scenarios (a preset cluster or topology file and a real model) only\n");
   CHECK_FALSE(fs::exists(s.dir / "x.csv"));
 }
 
@@ -1964,13 +2032,15 @@ TEST_CASE("search: the best plan is never worse than the scenario's own, and --o
   const std::string small = s.write("small.json", kSmall);
   r = ddlsim_cmd({"search", small});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim search: " + small + ": the scenario must train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to search plans\n");
+  CHECK(r.err == "ddlsim search: " + small + ": the scenario must train a model on a cluster preset or topology file (\"cluster\": {\"preset\": "
+                 "...} or {\"file\": ...}) to search plans\n");
   // A task graph on a cluster preset is named as such (it said 'workload: missing').
   const std::string graph = std::string(DDLSIM_SOURCE_DIR) + "/scenarios/custom-task-graph.json";
   r = ddlsim_cmd({"sweep", graph, "--vary", "cluster.nodes=1,2"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim sweep: " + graph + ": a task graph (it lists \"tasks\"), which only 'ddlsim run' replays; the scenario must "
-                 "train a model on a cluster preset (\"cluster\": {\"preset\": ...}) to sweep it\n");
+                 "train a model on a cluster preset or topology file (\"cluster\": {\"preset\": ...} or {\"file\": ...}) to "
+                 "sweep it\n");
 }
 
 
