@@ -42,7 +42,7 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
     }
   } else {
     NetworkFabric fabric(s.cluster, s.catalog);
-    const ComputeModel compute(accelerator_of(s));
+    const ComputeModel& compute = *s.compute;
     const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
     for (const TrainingStrategy& t : s.strategies) {
       CostModelRow r{t.plan.name, t.sbp ? "sbp_cost" : "estimate_step", 0, 0};

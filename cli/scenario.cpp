@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "workloads/presets.hpp"
 #include "support/json_reader.hpp"
 #include "support/json_set.hpp"
+#include "sim/compute_model.hpp"
 #include "topology/catalog.hpp"
 #include "topology/cluster.hpp"
 #include "topology/explicit.hpp"
@@ -26,34 +28,53 @@ nlohmann::json scenario_document(const std::string& text, const std::string& sou
   return doc;
 }
 
-void merge_scenario_catalog(const nlohmann::json& doc, const std::string& base_dir, Catalog& catalog) {
-  if (!doc.is_object() || !doc.contains("catalog")) return;
-  const nlohmann::json& patch = doc.at("catalog");
-  if (patch.is_string()) {
-    const std::filesystem::path p(patch.get<std::string>());
+namespace {
+
+// A scenario's `key`: JSON written in place (an object), or the name of a file of it,
+// relative to `base_dir` unless absolute; `apply` takes it and the name its errors
+// should start with. Errors name the field: "key: FILE: ..." for a file,
+// "key.a.b: ..." for a field in place. `what` says what an object holds.
+void apply_scenario_part(const nlohmann::json& doc, const std::string& key, const std::string& base_dir,
+                         const std::string& what,
+                         const std::function<void(const nlohmann::json&, const std::string&)>& apply) {
+  if (!doc.is_object() || !doc.contains(key)) return;
+  const nlohmann::json& part = doc.at(key);
+  if (part.is_string()) {
+    const std::filesystem::path p(part.get<std::string>());
     const std::string path = p.is_absolute() || base_dir.empty() ? p.string() : (std::filesystem::path(base_dir) / p).string();
     try {
-      catalog.merge(parse_json(read_input_file(path, "file"), path), path);
+      apply(parse_json(read_input_file(path, "file"), path), path);
     } catch (const InputError& e) {
-      throw InputError(std::string("catalog: ") + e.what());
+      throw InputError(key + ": " + e.what());
     }
     return;
   }
-  if (!patch.is_object()) {
-    throw InputError("catalog: expected an object of \"accelerators\" and \"links\" to add or patch, or the name of such "
-                     "a JSON file, got " + std::string(patch.type_name()));
+  if (!part.is_object()) {
+    throw InputError(key + ": expected " + what + ", or the name of such a JSON file, got " + part.type_name());
   }
   try {
-    catalog.merge(patch, "catalog");
+    apply(part, key);
   } catch (const InputError& e) {
-    // "catalog: links.x.y: ..." names the field as catalog.links.x.y.
-    std::string what = e.what();
-    const std::string head = "catalog: ";
-    if (what.rfind(head, 0) == 0 && what.find(": ", head.size()) != std::string::npos) {
-      what = "catalog." + what.substr(head.size());
+    // "key: a.b: ..." names the field as key.a.b.
+    std::string message = e.what();
+    const std::string head = key + ": ";
+    if (message.rfind(head, 0) == 0 && message.find(": ", head.size()) != std::string::npos) {
+      message = key + "." + message.substr(head.size());
     }
-    throw InputError(what);
+    throw InputError(message);
   }
+}
+
+}  // namespace
+
+void merge_scenario_catalog(const nlohmann::json& doc, const std::string& base_dir, Catalog& catalog) {
+  apply_scenario_part(doc, "catalog", base_dir, "an object of \"accelerators\" and \"links\" to add or patch",
+                      [&](const nlohmann::json& patch, const std::string& source) { catalog.merge(patch, source); });
+}
+
+void calibrate_scenario_compute(const nlohmann::json& doc, const std::string& base_dir, ComputeModel& model) {
+  apply_scenario_part(doc, "calibration", base_dir, "a calibration object (\"device\", \"gemm\", ...)",
+                      [&](const nlohmann::json& file, const std::string& source) { model.calibrate(file, source); });
 }
 
 bool names_cluster_graph(const nlohmann::json& doc) {

@@ -16,6 +16,7 @@
 namespace ddlsim {
 
 class Catalog;
+class ComputeModel;
 class Cluster;
 class JsonObject;
 
@@ -39,6 +40,12 @@ nlohmann::json scenario_document(const std::string& text, const std::string& sou
 /// name of such a file, relative to `base_dir` unless absolute. Merges it into
 /// `catalog`; without the key nothing changes. Throws InputError naming the field.
 void merge_scenario_catalog(const nlohmann::json& doc, const std::string& base_dir, Catalog& catalog);
+
+/// A training scenario's "calibration": a compute calibration object (the format of
+/// 'ddlsim workload --calibration FILE') or the name of such a file, relative to
+/// `base_dir` unless absolute. Calibrates `model` with it; without the key nothing
+/// changes. Throws InputError naming the field.
+void calibrate_scenario_compute(const nlohmann::json& doc, const std::string& base_dir, ComputeModel& model);
 
 /// Whether a scenario's cluster is a graph to build: it names a preset or an explicit
 /// topology file.

@@ -35,7 +35,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
   NetworkFabric fabric(s.cluster, s.catalog);
   const AcceleratorSpec& acc = accelerator_of(s);
-  const ComputeModel compute(acc);
+  const ComputeModel& compute = *s.compute;
   const double memory = acc.memory.value();
   const char* method = o.mcmc ? "mcmc" : "autoddl";
 

@@ -372,6 +372,9 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   }
   const AcceleratorSpec& acc = accelerator_of(s);
   s.runtime = {acc.context_memory.value(), acc.communicator_memory.value()};
+  root.known("calibration");
+  s.compute.emplace(acc);
+  calibrate_scenario_compute(doc, base_dir, *s.compute);
   root.known("simulation");
   if (root.has("simulation")) {
     JsonObject sim = root.object("simulation");
@@ -397,7 +400,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const ParallelPlan& p = strategy.plan;
   NetworkFabric fabric(s.cluster, s.catalog);
   const AcceleratorSpec& acc = accelerator_of(s);
-  const ComputeModel compute(acc);
+  const ComputeModel& compute = *s.compute;
   TrainingStepInputs in;
   in.model = &s.model;
   in.plan = &p;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/compute_model.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/network.hpp"
 #include "strategies/plan.hpp"
@@ -61,6 +62,9 @@ struct TrainingScenario {
   /// The software stack's memory per device: the accelerator's catalog figures, or
   /// simulation.context_mib / communicator_mib.
   RuntimeMemory runtime;
+  /// What prices every operator: the accelerator's built-in figures, or those of the
+  /// scenario's "calibration" (measured GEMMs, copy, launch and dispatch times).
+  std::optional<ComputeModel> compute;
 };
 
 /// Whether the document is a training scenario (its cluster names a preset), as opposed

@@ -113,7 +113,7 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   const SbpPlan plan = sbp_plan_of(chain, *strategy.sbp, "strategies." + strategy.plan.name + ".sbp.signatures");
   NetworkFabric fabric(s.cluster, s.catalog);
   const AcceleratorSpec& acc = accelerator_of(s);
-  const ComputeModel compute(acc);
+  const ComputeModel& compute = *s.compute;
   const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
   // Refuse graphs that would exhaust memory before building them: a task per device and
   // stage, forward and backward.

@@ -285,6 +285,14 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("calibration")) {
       const std::string path = vm["calibration"].as<std::string>();
       model.calibrate(parse_json(read_input_file(path, "calibration"), path), path);
+    } else if (scenario_doc && vm["device"].defaulted()) {
+      // The scenario's own calibration, for its own accelerator.
+      const std::string file = vm["scenario"].as<std::string>();
+      try {
+        calibrate_scenario_compute(*scenario_doc, std::filesystem::path(file).parent_path().string(), model);
+      } catch (const InputError& e) {
+        throw InputError(file + ": " + e.what());
+      }
     }
     OperatorGraph g;
     std::string source;

@@ -741,6 +741,82 @@ TEST_CASE("a scenario's catalog patches the hardware its cluster is built from")
   CHECK(r.err == "ddlsim run: catalog: cannot read file " + (s.dir / "nofile.json").string() + ": no such file or not readable\n");
 }
 
+TEST_CASE("a scenario's calibration prices its operators") {
+  // Expected: a calibration of one bf16 GEMM measured at 93.6 TFLOP/s (30% of the
+  // A100's 312) with no launch time prices every GEMM at that rate whatever its shape
+  // (the nearest measured shape is the only one) and adds no GEMM latency, so each linear
+  // layer of the scenario's model takes its FLOPs / 93.6e12 s, forward and backward
+  // (to 1e-9), in 'ddlsim workload' on the scenario. The replay prices with it too: the
+  // default scenario's step is slower than uncalibrated (its GEMMs reach well over 30%)
+  // and faster with a point at 90% (280.8). Inline and file forms replay identically;
+  // --calibration on the workload replaces the scenario's; mistakes name the field.
+  Scratch s;
+  auto doc = nlohmann::json::parse(read_file(std::string(DDLSIM_SOURCE_DIR) + "/scenarios/default.json"));
+  auto calibration = [](double tflops) {
+    return nlohmann::json{{"device", "a100-80gb"},
+                          {"gemm", nlohmann::json::array({nlohmann::json{
+                                       {"m", 4096}, {"n", 4096}, {"k", 4096}, {"dtype", "bf16"}, {"tflops", tflops}}})},
+                          {"launch_us", 0}};
+  };
+  const std::string plain = s.write("plain.json", doc.dump());
+  doc["calibration"] = calibration(93.6);
+  const std::string slow = s.write("slow.json", doc.dump());
+  s.write("fast-cal.json", calibration(280.8).dump());
+  doc["calibration"] = "fast-cal.json";
+  const std::string fast_file = s.write("fast.json", doc.dump());
+  doc["calibration"] = calibration(280.8);
+  const std::string fast_inline = s.write("fast-inline.json", doc.dump());
+
+  auto w = ddlsim_cmd({"workload", slow, "--json"});
+  REQUIRE(w.status == 0);
+  int linears = 0;
+  const auto report = nlohmann::json::parse(w.out);
+  for (const auto& op : report.at("operators")) {
+    if (op.at("kind") != "linear") continue;
+    ++linears;
+    CAPTURE(op.at("operator"));
+    CHECK(op.at("forward_time_s").get<double>() == Approx(op.at("forward_flops").get<double>() / 93.6e12).epsilon(1e-9));
+    CHECK(op.at("backward_time_s").get<double>() == Approx(op.at("backward_flops").get<double>() / 93.6e12).epsilon(1e-9));
+  }
+  CHECK(linears == 5);  // qkv, proj, fc1, fc2 and the output layer
+  const auto replaced = ddlsim_cmd({"workload", slow, "--json", "--calibration", (s.dir / "fast-cal.json").string()});
+  const auto fast_w = ddlsim_cmd({"workload", fast_file, "--json"});
+  REQUIRE(replaced.status == 0);
+  CHECK(nlohmann::json::parse(replaced.out).at("operators") == nlohmann::json::parse(fast_w.out).at("operators"));
+
+  auto steps = [](const std::string& file) {
+    const auto r = ddlsim_cmd({"run", file, "--json"});
+    REQUIRE(r.status == 0);
+    std::vector<double> out;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& t : j.at("strategies")) out.push_back(t.at("step_time_s").get<double>());
+    return out;
+  };
+  const auto base = steps(plain), low = steps(slow), high = steps(fast_file);
+  REQUIRE(base.size() == 4);
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    CHECK(low[i] > base[i]);
+    CHECK(high[i] < base[i]);
+  }
+  CHECK(ddlsim_cmd({"run", fast_file, "--json"}).out == ddlsim_cmd({"run", fast_inline, "--json"}).out);
+
+  const BadInputs bad{
+      {{"run", plain, "--set", "calibration.device=h100-sxm"},
+       "ddlsim run: calibration.device: the file calibrates 'h100-sxm', not 'a100-80gb'\n"},
+      {{"run", slow, "--set", "calibration.gemm.0.tflops=-1"},
+       "ddlsim run: calibration.gemm.0.tflops: expected a number from 1e-06 to 1e+06, got -1\n"},
+      {{"run", plain, "--set", "calibration=3"},
+       "ddlsim run: calibration: expected a calibration object (\"device\", \"gemm\", ...), or the name of such a JSON file, "
+       "got number\n"},
+  };
+  for (const auto& [args, message] : bad) {
+    CAPTURE(args.back());
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    CHECK(r.err == message);
+  }
+}
+
 TEST_CASE("a training scenario runs on an explicit topology file") {
   // Expected: 'topology --export' writes a preset's cluster as an explicit file that
   // reads back as the same cluster, so every strategy of the default scenario (4 DGX
