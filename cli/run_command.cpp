@@ -279,7 +279,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     if (is_training_scenario(doc)) return run_training(doc, a, out);
     if (doc.is_object() && !doc.contains("cluster")) {
       // Neither kind: a misspelt key is the likely cause.
-      const std::vector<std::string> keys{"name", "description", "cluster", "catalog", "workload", "strategies", "simulation", "tasks"};
+      const std::vector<std::string> keys{"name",       "description", "cluster",    "catalog", "calibration",
+                                          "workload",   "strategies",  "simulation", "tasks"};
       for (const auto& item : doc.items()) {
         if (std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
         if (const std::string hint = did_you_mean(item.key(), keys); !hint.empty()) {

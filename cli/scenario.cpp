@@ -30,6 +30,12 @@ nlohmann::json scenario_document(const std::string& text, const std::string& sou
 
 namespace {
 
+// A file a scenario names: relative to the scenario's folder unless absolute.
+std::string scenario_relative(const std::string& base_dir, const std::string& name) {
+  const std::filesystem::path p(name);
+  return p.is_absolute() || base_dir.empty() ? name : (std::filesystem::path(base_dir) / p).string();
+}
+
 // A scenario's `key`: JSON written in place (an object), or the name of a file of it,
 // relative to `base_dir` unless absolute; `apply` takes it and the name its errors
 // should start with. Errors name the field: "key: FILE: ..." for a file,
@@ -40,8 +46,7 @@ void apply_scenario_part(const nlohmann::json& doc, const std::string& key, cons
   if (!doc.is_object() || !doc.contains(key)) return;
   const nlohmann::json& part = doc.at(key);
   if (part.is_string()) {
-    const std::filesystem::path p(part.get<std::string>());
-    const std::string path = p.is_absolute() || base_dir.empty() ? p.string() : (std::filesystem::path(base_dir) / p).string();
+    const std::string path = scenario_relative(base_dir, part.get<std::string>());
     try {
       apply(parse_json(read_input_file(path, "file"), path), path);
     } catch (const InputError& e) {
@@ -104,8 +109,7 @@ Cluster read_scenario_cluster(JsonObject& cluster, const Catalog& catalog, const
     }
     throw InputError(cluster.field_path(item.key()) + ": applies to presets, not to a topology file");
   }
-  const std::filesystem::path p(name);
-  const std::string path = p.is_absolute() || base_dir.empty() ? name : (std::filesystem::path(base_dir) / p).string();
+  const std::string path = scenario_relative(base_dir, name);
   try {
     const nlohmann::json doc = parse_json(read_input_file(path, "topology"), path);
     if (doc.is_object() && doc.contains("cluster")) {
