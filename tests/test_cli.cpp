@@ -64,6 +64,17 @@ void expect_bad_workload(const BadInputs& cases) {
   }
 }
 
+// Runs ddlsim with each case's full arguments, expecting exit 2 and exactly the case's
+// text on stderr.
+void expect_exact_errors(const BadInputs& cases) {
+  for (const auto& [args, message] : cases) {
+    CAPTURE(args.back());
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    CHECK(r.err == message);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the embedded default scenario runs") {
@@ -729,12 +740,7 @@ TEST_CASE("a scenario's catalog patches the hardware its cluster is built from")
        "ddlsim run: catalog: patches the hardware catalog that preset clusters are built from; a uniform cluster gives its "
        "figures itself (cluster.device_tflops, ...)\n"},
   };
-  for (const auto& [args, message] : bad) {
-    CAPTURE(args.back());
-    const auto r = ddlsim_cmd(args);
-    CHECK(r.status == 2);
-    CHECK(r.err == message);
-  }
+  expect_exact_errors(bad);
   // A file's name is relative to the scenario's folder.
   const auto r = ddlsim_cmd({"run", plain, "--set", "catalog=nofile.json"});
   CHECK(r.status == 2);
@@ -809,12 +815,7 @@ TEST_CASE("a scenario's calibration prices its operators") {
        "ddlsim run: calibration: expected a calibration object (\"device\", \"gemm\", ...), or the name of such a JSON file, "
        "got number\n"},
   };
-  for (const auto& [args, message] : bad) {
-    CAPTURE(args.back());
-    const auto r = ddlsim_cmd(args);
-    CHECK(r.status == 2);
-    CHECK(r.err == message);
-  }
+  expect_exact_errors(bad);
 }
 
 TEST_CASE("a training scenario runs on an explicit topology file") {
@@ -867,12 +868,7 @@ TEST_CASE("a training scenario runs on an explicit topology file") {
        "ddlsim run: cluster: give either \"preset\" or \"file\" (an explicit topology), not both\n"},
       {{"run", s.write("e.json", head + R"({"file": ""}})")}, "ddlsim run: cluster.file: expected a file name, got \"\"\n"},
   };
-  for (const auto& [args, message] : bad) {
-    CAPTURE(args.back());
-    const auto r = ddlsim_cmd(args);
-    CHECK(r.status == 2);
-    CHECK(r.err == message);
-  }
+  expect_exact_errors(bad);
   // A task graph takes mixed models: it gives each compute task's time itself.
   const auto graph = ddlsim_cmd({"run", s.write("g.json", R"({"name": "g", "cluster": {"file": "mixed.json"},
     "tasks": [{"name": "t", "kind": "transfer", "from": 0, "to": 1, "bytes": 1000}]})")});
