@@ -387,7 +387,7 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   }
   root.finish();
   try {
-    (void)ComputeModel(accelerator_of(s)).peak(s.model.dtype);
+    (void)s.compute->peak(s.model.dtype);
   } catch (const InputError& e) {
     throw InputError(std::string("workload.dtype: ") + e.what());
   }
