@@ -454,6 +454,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
       g = i;
     }
   }
+  r.compute_parts = step.compute_parts[g];
   if (!step.tp_comm.empty()) r.exposed_tp_s = usage.entries()[step.tp_comm[g].value].busy.value();
   if (g < step.tp_overlaps.size()) {  // collectives beside weight gradients: only what outlasts them is exposed
     for (const auto& [comm, grad] : step.tp_overlaps[g]) {
@@ -581,6 +582,10 @@ nlohmann::ordered_json training_report_row(const TrainingReport& r) {
   j["hardware_tflops_per_device"] = r.hardware_tflops_per_device;
   j["hfu"] = r.hfu;
   j["breakdown.compute_s"] = r.compute_busy_s;
+  j["breakdown.compute_parts_s.forward"] = r.compute_parts.forward;
+  j["breakdown.compute_parts_s.backward"] = r.compute_parts.backward;
+  j["breakdown.compute_parts_s.recompute"] = r.compute_parts.recompute;
+  j["breakdown.compute_parts_s.optimizer"] = r.compute_parts.optimizer;
   j["breakdown.exposed_comm_s.tp"] = r.exposed_tp_s;
   j["breakdown.exposed_comm_s.pp"] = r.exposed_pp_s;
   j["breakdown.exposed_comm_s.dp"] = r.exposed_dp_s;
@@ -656,6 +661,11 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                     {"hfu", r.hfu},
                     {"breakdown",
                      {{"compute_s", r.compute_busy_s},
+                      {"compute_parts_s",
+                       {{"forward", r.compute_parts.forward},
+                        {"backward", r.compute_parts.backward},
+                        {"recompute", r.compute_parts.recompute},
+                        {"optimizer", r.compute_parts.optimizer}}},
                       {"exposed_comm_s", {{"tp", r.exposed_tp_s}, {"pp", r.exposed_pp_s}, {"dp", r.exposed_dp_s}, {"other", r.other_comm_s()}}},
                       {"bubble_s", r.bubble_s},
                       {"idle_s", r.idle_s}}},

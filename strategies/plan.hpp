@@ -33,6 +33,14 @@ enum class GradAccumulation { kFused, kAdd, kFp32 };
 inline const char* grad_accumulation_name(GradAccumulation g) {
   return g == GradAccumulation::kFused ? "fused" : g == GradAccumulation::kAdd ? "add" : "fp32";
 }
+/// A device's compute time in a step by purpose (s): forward passes, backward passes
+/// (input and weight gradients, and adding each micro-batch's gradients to the step's),
+/// forwards recomputed before their backward, and the optimizer step.
+struct ComputeParts {
+  double forward = 0, backward = 0, recompute = 0, optimizer = 0;
+  [[nodiscard]] double total() const { return forward + backward + recompute + optimizer; }
+};
+
 enum class MeshAxis { kTp, kPp, kDp };
 /// An axis as scenario files spell it: "tp", "pp" or "dp".
 inline const char* axis_name(MeshAxis a) { return a == MeshAxis::kTp ? "tp" : a == MeshAxis::kPp ? "pp" : "dp"; }

@@ -49,12 +49,12 @@ class SbpLowering {
     std::vector<std::vector<TaskId>> gradients(devices_);  // per device: ends of its weight-gradient collectives
     for (int pass = 0; pass < plan_.micro_batches; ++pass) {
       const bool last_pass = pass + 1 == plan_.micro_batches;  // gradients are synchronized once, in the last backward
-      if (!chain_.before.empty()) computes(before_f, "forward");
+      if (!chain_.before.empty()) computes(before_f, true);
       for (const SbpStage& st : stages) {
         if (st.kind == SbpStage::Kind::kBoxing) {
           relay(st.from, st.to, st.bytes, last_);
         } else {
-          computes(st.forward_s, "forward");
+          computes(st.forward_s, true);
         }
       }
       for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
@@ -63,17 +63,18 @@ class SbpLowering {
           if (st.backward) relay(gradient_sbp(st.to), gradient_sbp(st.from), st.bytes, last_);
           continue;
         }
-        computes(st.backward_s, "backward");
+        computes(st.backward_s, false);
         if (st.kind == SbpStage::Kind::kElementwise || !last_pass) continue;
         synchronize(st.syncs, gradients);
       }
-      if (!chain_.before.empty()) computes(before_b, "backward");
+      if (!chain_.before.empty()) computes(before_b, false);
       if (last_pass) synchronize(sbp_embedding_syncs(chain_, plan_), gradients);
     }
     // Each device's optimizer step on its local parameters, once its gradients are in.
     const SbpMemory mem = sbp_memory(chain_, plan_);
     const double params = mem.weights / data_type_bytes(chain_.dtype);
     const Seconds step = optimizer_step_time(params, compute_, kGradientBytes, chain_.dtype);
+    out_.compute_parts.optimizer = step.value();
     const TaskId end = g_.add(Marker{}, "step end").id();
     for (std::size_t p = 0; p < devices_; ++p) {
       const TaskId t = g_.add(Compute{out_.compute[p], step, Flops(0.0)}, "optimizer").id();
@@ -84,7 +85,9 @@ class SbpLowering {
   }
 
  private:
-  void computes(double seconds, const char* name) {
+  void computes(double seconds, bool forward) {
+    (forward ? out_.compute_parts.forward : out_.compute_parts.backward) += seconds;
+    const char* name = forward ? "forward" : "backward";
     for (std::size_t p = 0; p < devices_; ++p) {
       const TaskId t = g_.add(Compute{out_.compute[p], Seconds(seconds), Flops(0.0)}, name).id();
       g_.add_edge(last_[p], t);

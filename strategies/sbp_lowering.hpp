@@ -33,6 +33,7 @@ struct LoweredSbpStep {
   std::vector<std::unique_ptr<ResourceModel>> resources;  // indexed by ResourceId
   ResourceId network;
   std::vector<ResourceId> compute;  // per device, in mesh order (folded: device 0's only)
+  ComputeParts compute_parts;       // each device's compute stream's tasks by purpose (all alike)
   std::uint64_t collectives = 0;    // lowered (folded: device 0's)
   bool folded = false;
   bool fold_exact = true;  // folded: every line of every collective cost the same

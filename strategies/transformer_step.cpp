@@ -51,6 +51,7 @@ class StepLowering {
     out_.last_backward.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
+    out_.compute_parts.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     for (int i = 0; i < p_.pp; ++i) out_.gradients_reduced.push_back(g_.add(Marker{}, "gradients reduced").id());
     memory_plan();
     const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
@@ -251,7 +252,26 @@ class StepLowering {
   }
 
   // A compute task after `after` (and `also`, when valid).
-  TaskId compute(std::size_t grp, Seconds t, TaskId after, const char* name, TaskId also = TaskId()) {
+  // Its time counts to `part` of the stage replica's compute_parts.
+  enum class Part { kForward, kBackward, kRecompute, kOptimizer };
+  TaskId compute(std::size_t grp, Part part, Seconds t, TaskId after, const char* name, TaskId also = TaskId()) {
+    ComputeParts& parts = out_.compute_parts[grp];
+    (part == Part::kForward     ? parts.forward
+     : part == Part::kBackward  ? parts.backward
+     : part == Part::kRecompute ? parts.recompute
+                                : parts.optimizer) += t.value();
+    return compute_task(grp, t, after, name, also);
+  }
+  // A backward that recomputes (part of) its forward first, in one task: its time counts
+  // to both parts.
+  TaskId backward_with_recompute(std::size_t grp, Seconds backward, Seconds recomputed, TaskId after, const char* name,
+                                 TaskId also = TaskId()) {
+    out_.compute_parts[grp].backward += backward.value();
+    out_.compute_parts[grp].recompute += recomputed.value();
+    return compute_task(grp, backward + recomputed, after, name, also);
+  }
+  // The task alone, its time counted by the caller.
+  TaskId compute_task(std::size_t grp, Seconds t, TaskId after, const char* name, TaskId also) {
     const TaskId task = g_.add(Compute{out_.compute[grp], t, Flops(0.0)}, name).id();
     g_.add_edge(after, task);
     if (also.valid()) g_.add_edge(also, task);
@@ -277,9 +297,13 @@ class StepLowering {
   // for. With overlap_tp_backward the collective runs beside the weight gradient (with
   // sequence parallelism: the output gradient's all-gather first, in line, then the
   // input gradient's reduce-scatter beside it, each half the all-reduce's time).
-  TaskId backward_half(std::size_t grp, Seconds total, Seconds weight, TaskId t, TaskId ready, const char* name,
-                       const char* weight_name) {
-    if (!p_.overlap_tp_backward) return tp_all_reduce(grp, compute(grp, total, t, name, ready));
+  // `recomputed`: the part of the forward it recomputes first (selective recomputation).
+  TaskId backward_half(std::size_t grp, Seconds backward, Seconds recomputed, Seconds weight, TaskId t, TaskId ready,
+                       const char* name, const char* weight_name) {
+    if (!p_.overlap_tp_backward) return tp_all_reduce(grp, backward_with_recompute(grp, backward, recomputed, t, name, ready));
+    out_.compute_parts[grp].backward += backward.value();
+    out_.compute_parts[grp].recompute += recomputed.value();
+    const Seconds total = backward + recomputed;
     double share = 1.0;
     const char* comm_name = "tp all-reduce";
     if (p_.sequence_parallel) {
@@ -288,9 +312,9 @@ class StepLowering {
       share = 0.5;
       comm_name = "tp reduce-scatter";
     }
-    const TaskId before = compute(grp, total - weight, t, name, ready);
+    const TaskId before = compute_task(grp, total - weight, t, name, ready);
     const TaskId comm = tp_collective(grp, share, before, TaskId(), comm_name, true);
-    const TaskId grad = compute(grp, weight, before, weight_name);
+    const TaskId grad = compute_task(grp, weight, before, weight_name, TaskId());
     out_.tp_overlaps[grp].emplace_back(comm, grad);
     const TaskId done = g_.add(Marker{}, "half layer backward done").id();
     g_.add_edge(comm, done);
@@ -342,7 +366,7 @@ class StepLowering {
         // Megatron-LM's vocabulary-parallel embedding sums its tp ranks' lookups: an
         // all-reduce of the micro-batch's activations (a reduce-scatter with sequence
         // parallelism).
-        t = compute(grp, costs_.first_forward, t, "embedding forward", ready);
+        t = compute(grp, Part::kForward, costs_.first_forward, t, "embedding forward", ready);
         if (p_.tp == 1) return t;
         return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
       }
@@ -352,19 +376,19 @@ class StepLowering {
           t = tp_collective(grp, 0.5, t, ready, "tp all-gather", false);
           ready = TaskId();
         }
-        return compute(grp, costs_.last_forward, t, "output and loss forward", ready);
+        return compute(grp, Part::kForward, costs_.last_forward, t, "output and loss forward", ready);
       case UnitKind::kLayers: break;
     }
     if (p_.tp == 1) {
-      return compute(grp, (costs_.attention.forward + costs_.mlp.forward) * u.count, t,
+      return compute(grp, Part::kForward, (costs_.attention.forward + costs_.mlp.forward) * u.count, t,
                      u.count == 1 ? "layer forward" : "layers forward", ready);
     }
     for (int l = 0; l < u.count; ++l) {
       if (m_.parallel_layers) {  // both branches' partial sums reduced at once
-        t = tp_all_reduce(grp, compute(grp, costs_.attention.forward + costs_.mlp.forward, t, "layer forward", ready));
+        t = tp_all_reduce(grp, compute(grp, Part::kForward, costs_.attention.forward + costs_.mlp.forward, t, "layer forward", ready));
       } else {
-        t = tp_all_reduce(grp, compute(grp, costs_.attention.forward, t, "attention forward", ready));
-        t = tp_all_reduce(grp, compute(grp, costs_.mlp.forward, t, "mlp forward"));
+        t = tp_all_reduce(grp, compute(grp, Part::kForward, costs_.attention.forward, t, "attention forward", ready));
+        t = tp_all_reduce(grp, compute(grp, Part::kForward, costs_.mlp.forward, t, "mlp forward"));
       }
       ready = TaskId();
     }
@@ -382,12 +406,12 @@ class StepLowering {
           t = tp_collective(grp, 0.5, t, ready, "tp all-gather", false);
           ready = TaskId();
         }
-        return compute(grp, costs_.first_backward, t, "embedding backward", ready);
+        return compute(grp, Part::kBackward, costs_.first_backward, t, "embedding backward", ready);
       case UnitKind::kOutput:
         // The gradient of the output layer's input, summed over the tp ranks (its forward
         // copied the input to every rank): an all-reduce, or the reduce-scatter that
         // pairs the forward's all-gather with sequence parallelism.
-        t = compute(grp, costs_.last_backward, t, "output and loss backward", ready);
+        t = compute(grp, Part::kBackward, costs_.last_backward, t, "output and loss backward", ready);
         if (p_.tp == 1) return t;
         return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
       case UnitKind::kLayers: break;
@@ -395,25 +419,25 @@ class StepLowering {
     const Seconds attn = costs_.attention.backward, mlp = costs_.mlp.backward;
     if (p_.tp == 1) {
       const Seconds rc = costs_.attention.recompute + costs_.mlp.recompute;
-      return compute(grp, attn + mlp + (p_.recompute != Recompute::kFull || u.recompute ? rc : Seconds(0.0)), t,
-                     "layer backward", ready);
+      return backward_with_recompute(grp, attn + mlp, p_.recompute != Recompute::kFull || u.recompute ? rc : Seconds(0.0),
+                                     t, "layer backward", ready);
     }
     if (u.recompute) {
       if (m_.parallel_layers) {
-        t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute + costs_.mlp.recompute, t, "recompute layer", ready));
+        t = tp_all_reduce(grp, compute(grp, Part::kRecompute, costs_.attention.recompute + costs_.mlp.recompute, t, "recompute layer", ready));
       } else {
-        t = tp_all_reduce(grp, compute(grp, costs_.attention.recompute, t, "recompute attention", ready));
-        t = tp_all_reduce(grp, compute(grp, costs_.mlp.recompute, t, "recompute mlp"));
+        t = tp_all_reduce(grp, compute(grp, Part::kRecompute, costs_.attention.recompute, t, "recompute attention", ready));
+        t = tp_all_reduce(grp, compute(grp, Part::kRecompute, costs_.mlp.recompute, t, "recompute mlp"));
       }
       ready = TaskId();
     }
     const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
     if (m_.parallel_layers) {  // the two branches' input gradients, summed by one all-reduce
-      return backward_half(grp, mlp + attn + extra, costs_.attention.weight_gradient + costs_.mlp.weight_gradient, t,
+      return backward_half(grp, mlp + attn, extra, costs_.attention.weight_gradient + costs_.mlp.weight_gradient, t,
                            ready, "layer backward", "layer weight gradients");
     }
-    t = backward_half(grp, mlp, costs_.mlp.weight_gradient, t, ready, "mlp backward", "mlp weight gradient");
-    return backward_half(grp, attn + extra, costs_.attention.weight_gradient, t, TaskId(), "attention backward",
+    t = backward_half(grp, mlp, Seconds(0.0), costs_.mlp.weight_gradient, t, ready, "mlp backward", "mlp weight gradient");
+    return backward_half(grp, attn, extra, costs_.attention.weight_gradient, t, TaskId(), "attention backward",
                          "attention weight gradient");
   }
 
@@ -494,7 +518,7 @@ class StepLowering {
       if (accumulating) {
         double params = 0.0;
         for (const Unit& u : us) params += u.params;
-        t = compute(grp, grad_accumulation_time(accumulated_params(p_, params), p_, m_.dtype, *in_.compute), t,
+        t = compute(grp, Part::kBackward, grad_accumulation_time(accumulated_params(p_, params), p_, m_.dtype, *in_.compute), t,
                     "gradient accumulation");
         for (double up : produced_params) produced(d, i, t, up);
       }
@@ -608,7 +632,7 @@ class StepLowering {
         g_.add_edge(out_.last_backward[grp], stage_done);
         const double params = sharded ? stage_params / shard_size(p_) : stage_params;
         const TaskId step =
-            compute(grp, plan_optimizer_step_time(params, p_, m_.dtype, *in_.compute), every_stage, "optimizer step");
+            compute(grp, Part::kOptimizer, plan_optimizer_step_time(params, p_, m_.dtype, *in_.compute), every_stage, "optimizer step");
         out_.optimizer[grp] = step;
         steps.push_back(step);
         if (!(zero12 && p_.dp > 1)) g_.add_edge(step, end);

@@ -1427,14 +1427,27 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
   const auto& dp = j.at("strategies").at(0);
   CHECK(dp.at("hfu").get<double>() > dp.at("mfu").get<double>());
   // The critical device's step adds up: compute + exposed tp, pp and dp + the bubble; a
-  // plan without tp or pp has neither tp time nor a bubble.
+  // plan without tp or pp has neither tp time nor a bubble. Its compute splits into
+  // forward, backward, recomputation (dp recomputes every layer in full: between half
+  // and all of its forward's time, 0 elsewhere) and optimizer, which add up to it.
   for (const auto& st : j.at("strategies")) {
     const auto& b = st.at("breakdown");
     const auto& x = b.at("exposed_comm_s");
     CHECK(st.at("step_time_s").get<double>() ==
           Approx(b.at("compute_s").get<double>() + x.at("tp").get<double>() + x.at("pp").get<double>() +
                  x.at("dp").get<double>() + b.at("bubble_s").get<double>()));
+    const auto& parts = b.at("compute_parts_s");
+    CHECK(b.at("compute_s").get<double>() ==
+          Approx(parts.at("forward").get<double>() + parts.at("backward").get<double>() +
+                 parts.at("recompute").get<double>() + parts.at("optimizer").get<double>())
+              .epsilon(1e-12));
+    CHECK(parts.at("backward").get<double>() > parts.at("forward").get<double>());
+    CHECK(parts.at("optimizer").get<double>() > 0.0);
   }
+  const auto& dp_parts = dp.at("breakdown").at("compute_parts_s");
+  CHECK(dp_parts.at("recompute").get<double>() > 0.5 * dp_parts.at("forward").get<double>());
+  CHECK(dp_parts.at("recompute").get<double>() < dp_parts.at("forward").get<double>());
+  CHECK(j.at("strategies").at(1).at("breakdown").at("compute_parts_s").at("recompute") == 0.0);
   CHECK(dp.at("breakdown").at("exposed_comm_s").at("tp") == 0.0);
   // tp-pp (ZeRO-1, dp 2) waits for its reduce-scatter and its weight all-gather.
   CHECK(j.at("strategies").at(1).at("breakdown").at("exposed_comm_s").at("dp").get<double>() > 0.0);
@@ -2359,6 +2372,18 @@ TEST_CASE("search's SBP baselines take the fewest micro-batches with which they 
   const auto runs = nlohmann::json::parse(run.out).at("strategies");
   CHECK_FALSE(runs.at(0).at("fits_in_memory").get<bool>());
   CHECK(runs.at(1).at("fits_in_memory").get<bool>());
+  // Its compute splits into forward, backward and the optimizer (no recomputation) as
+  // a Megatron-style plan's does, adding up to compute_s.
+  for (const auto& st : runs) {
+    const auto& b = st.at("breakdown");
+    const auto& parts = b.at("compute_parts_s");
+    CHECK(parts.at("recompute") == 0.0);
+    CHECK(parts.at("optimizer").get<double>() > 0.0);
+    CHECK(parts.at("backward").get<double>() > parts.at("forward").get<double>());
+    CHECK(b.at("compute_s").get<double>() == Approx(parts.at("forward").get<double>() + parts.at("backward").get<double>() +
+                                                    parts.at("optimizer").get<double>())
+                                                 .epsilon(1e-12));
+  }
   const std::string f = s.write("t.json", std::string(R"J({"name": "t", )J") + cluster + R"J(,
     "strategies": [{"name": "dp", "global_batch": 64, "micro_batch": 2, "recompute": "full"}]})J");
   const auto r = ddlsim_cmd({"search", f, "--method", "autoddl", "--json"});

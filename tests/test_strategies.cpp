@@ -675,6 +675,59 @@ TEST_CASE("overlap_tp_backward: a half layer's backward collective runs beside i
   }
 }
 
+TEST_CASE("a stage's compute splits into forward, backward, recomputation and the optimizer") {
+  // Expected from stage_costs' figures, on one DGX H100 with 4 layers and m = 3
+  // micro-batches per replica: forward m (embedding + output + 4 (attention + mlp
+  // forward)); backward m (embedding + output + 4 (attention + mlp backward)), plus with
+  // grad_accumulation add a pass over the gradients for each micro-batch after the first;
+  // recompute m r (attention + mlp recomputed) for r = 2 of 4 layers under full
+  // recomputation, m 4 (core attention) under selective; the optimizer step over the
+  // device's parameters. The four add up to the compute stream's busy time, whether tp
+  // is 1 (recomputation fused into the backward task) or 8 (overlap_tp_backward splits
+  // each half's backward).
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  struct Case {
+    int tp;
+    Recompute recompute;
+    bool overlap;
+  };
+  for (const Case k : {Case{1, Recompute::kFull, false}, Case{8, Recompute::kSelective, true},
+                       Case{8, Recompute::kFull, false}, Case{1, Recompute::kNone, false}}) {
+    CAPTURE(k.tp);
+    CAPTURE(static_cast<int>(k.recompute));
+    ParallelPlan p;
+    p.tp = k.tp;
+    p.dp = 8 / k.tp;
+    p.global_batch = 3 * p.dp;
+    p.recompute = k.recompute;
+    if (k.recompute == Recompute::kFull) p.recompute_layers = 2;
+    p.overlap_tp_backward = k.overlap;
+    p.grad_accumulation = GradAccumulation::kAdd;
+    const StageCosts c = stage_costs(m, p, *rig.compute);
+    const double mb = 3;
+    const double forward = mb * (c.first_forward + c.last_forward + (c.attention.forward + c.mlp.forward) * 4.0).value();
+    const double recomputed = k.recompute == Recompute::kFull        ? mb * 2 * (c.attention.recompute + c.mlp.recompute).value()
+                              : k.recompute == Recompute::kSelective ? mb * 4 * c.attention.recompute.value()
+                                                                     : 0.0;
+    const double params = c.first_params + 4 * c.layer_params + c.last_params;  // one device's
+    const double accumulate = (mb - 1) * grad_accumulation_time(accumulated_params(p, params), p, m.dtype, *rig.compute).value();
+    const double backward =
+        mb * (c.first_backward + c.last_backward + (c.attention.backward + c.mlp.backward) * 4.0).value() + accumulate;
+    LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
+    ResourceUsage usage;
+    Observer* obs[] = {&usage};
+    rig.run(s, obs);
+    REQUIRE(s.compute_parts.size() == s.compute.size());
+    const ComputeParts& got = s.compute_parts[0];
+    CHECK(got.forward == Approx(forward).epsilon(1e-9));
+    CHECK(got.backward == Approx(backward).epsilon(1e-9));
+    CHECK(got.recompute == Approx(recomputed).epsilon(1e-9));
+    CHECK(got.optimizer == Approx(plan_optimizer_step_time(params, p, m.dtype, *rig.compute).value()).epsilon(1e-9));
+    CHECK(got.total() == Approx(usage.entries()[s.compute[0].value].busy.value()).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("one transformer layer's forward and backward against Korthikanti et al.'s Table 4") {
   // Expected, published (Korthikanti et al. 2022, arXiv 2205.05198, Table 4: one layer
   // of their 22B GPT, hidden 6144, 64 heads, sequence 2048, micro-batch 4, tp 8, on a
