@@ -42,6 +42,7 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
     }
   } else {
     NetworkFabric fabric(s.cluster, s.catalog);
+    fabric.set_collective_policy(s.collectives);
     const ComputeModel& compute = *s.compute;
     const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
     for (const TrainingStrategy& t : s.strategies) {
@@ -84,6 +85,7 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
     nlohmann::ordered_json j;
     j["scenario"] = s.name;
     j["network"] = network_model_name(s.network);
+    if (!s.collectives.automatic()) j["collectives"] = collective_policy_text(s.collectives);
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const CostModelRow& r : c.rows) {
       rows.push_back({{"strategy", r.strategy}, {"source", r.source}, {"estimate_s", r.estimate_s},
@@ -98,7 +100,9 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
     out << j.dump(2) << "\n";
     return;
   }
-  out << "cost model against the replay: " << s.name << " (network " << network_model_name(s.network) << ")\n\n";
+  out << "cost model against the replay: " << s.name << " (network " << network_model_name(s.network) << ")\n";
+  if (!s.collectives.automatic()) out << "collectives: " << collective_policy_text(s.collectives) << "\n";
+  out << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-24s %-16s %13s %11s %9s\n", "strategy", "estimate by", "estimate (s)", "replay (s)",
                 "error %");

@@ -57,6 +57,7 @@ Examples:
   ddlsim run --set cluster.nodes=8 --set strategies.3.pp=4    # what if: 8 servers, 4 stages
   ddlsim run --set cluster.nic=ib-ndr          # what if the NICs were 400 Gb/s?
   ddlsim run --set catalog.links.nvlink3.gbytes_per_s=50   # what if NVLink were twice as fast?
+  ddlsim run --set simulation.collective_algorithm=tree   # as with NCCL_ALGO=Tree (all-reduces)
   ddlsim run --strategy ptd-p --trace step.json   # open in ui.perfetto.dev
   ddlsim run --csv results.csv                 # one row per strategy
   ddlsim run --links links.csv                 # every link's bytes and utilization, per strategy

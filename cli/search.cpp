@@ -67,6 +67,7 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   const AcceleratorSpec& acc = s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
   const ComputeModel& compute = *s.compute;
   NetworkFabric fabric(s.cluster, s.catalog);
+  fabric.set_collective_policy(s.collectives);
   const auto spent = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   std::vector<const ParallelPlan*> fitting;
   for (const ParallelPlan& p : grid) {

@@ -281,7 +281,9 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       return kExitOk;
     }
     out << "scenario: " << s.name << " (" << s.model.name << " on " << devices << " accelerators, global batch "
-        << space.global_batch << ", network " << network_model_name(s.network) << ")\n\n";
+        << space.global_batch << ", network " << network_model_name(s.network) << ")\n";
+    if (!s.collectives.automatic()) out << "collectives: " << collective_policy_text(s.collectives) << "\n";
+    out << "\n";
     std::string line;
     // The plan column as wide as the longest plan shown (framework settings lengthen them).
     const std::size_t shown = std::min(replayed.size(), static_cast<std::size_t>(top));

@@ -10,6 +10,7 @@
 #include "cli/scenario.hpp"
 #include "scenarios/default_scenario.hpp"
 #include "sim/chrome_trace.hpp"
+#include "sim/collectives.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/usage.hpp"
@@ -248,6 +249,45 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   return t;
 }
 
+// simulation.collective_algorithm: "auto", an algorithm for every operation it
+// implements, or an object of an algorithm (or "auto") per operation; and
+// simulation.channels, 1 to kMaxChannels rings or trees.
+CollectivePolicy read_collective_policy(JsonObject& sim) {
+  CollectivePolicy policy;
+  std::vector<std::string> names{"auto"};
+  for (CollectiveAlgorithm a : kCollectiveAlgorithms) names.emplace_back(algorithm_name(a));
+  if (sim.has("collective_algorithm")) {
+    if (sim.value("collective_algorithm").is_object()) {
+      JsonObject by_op = sim.object("collective_algorithm");
+      for (CollectiveOp op : kCollectiveOps) by_op.known(std::string(op_name(op)));
+      for (CollectiveOp op : kCollectiveOps) {
+        const std::string key(op_name(op));
+        if (!by_op.has(key)) continue;
+        const std::string name = by_op.choice(key, names);
+        if (name == "auto") continue;
+        const CollectiveAlgorithm a = *parse_algorithm(name);
+        if (std::string why = op_unsupported_reason(op, a); !why.empty()) throw InputError(by_op.field_path(key) + ": " + why);
+        policy.algorithm[static_cast<std::size_t>(op)] = a;
+      }
+      by_op.finish();
+    } else if (const std::string name = sim.choice("collective_algorithm", names); name != "auto") {
+      const CollectiveAlgorithm a = *parse_algorithm(name);
+      for (CollectiveOp op : kCollectiveOps) {
+        if (op_unsupported_reason(op, a).empty()) policy.algorithm[static_cast<std::size_t>(op)] = a;
+      }
+    }
+  }
+  if (sim.has("channels")) {
+    const std::int64_t c = sim.positive_int("channels");
+    if (c > kMaxChannels) {
+      throw InputError(sim.field_path("channels") + ": expected 1 to " + std::to_string(kMaxChannels) +
+                       " rings or trees (NCCL's most), got " + std::to_string(c));
+    }
+    policy.channels = static_cast<int>(c);
+  }
+  return policy;
+}
+
 }  // namespace
 
 double model_matmul_params(const TransformerConfig& m) {
@@ -380,6 +420,7 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
     JsonObject sim = root.object("simulation");
     if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));
     s.stream_rings = sim.choice_or("rings", {"streamed", "steps"}, "streamed") == "streamed";
+    s.collectives = read_collective_policy(sim);
     s.runtime.context_bytes = std::round(sim.number_or("context_mib", 0.0, 1e6, s.runtime.context_bytes / kMiB) * kMiB);
     s.runtime.communicator_bytes =
         std::round(sim.number_or("communicator_mib", 0.0, 1e6, s.runtime.communicator_bytes / kMiB) * kMiB);
@@ -399,6 +440,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   if (strategy.sbp) return run_sbp_strategy(s, strategy, outputs);
   const ParallelPlan& p = strategy.plan;
   NetworkFabric fabric(s.cluster, s.catalog);
+  fabric.set_collective_policy(s.collectives);
   const AcceleratorSpec& acc = accelerator_of(s);
   const ComputeModel& compute = *s.compute;
   TrainingStepInputs in;
@@ -526,10 +568,21 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   return r;
 }
 
+std::string collective_policy_text(const CollectivePolicy& policy) {
+  std::string text;
+  for (CollectiveOp op : kCollectiveOps) {
+    if (const auto a = policy.of(op)) text += (text.empty() ? "" : ", ") + std::string(op_name(op)) + " " + std::string(algorithm_name(*a));
+  }
+  if (policy.channels > 0) text += (text.empty() ? "" : "; ") + std::to_string(policy.channels) + " channels for rings and trees";
+  if (!text.empty()) text += " (the rest as the selector picks)";
+  return text;
+}
+
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports) {
   out << "scenario: " << s.name << "\n";
   out << "cluster:  " << s.cluster_title << " (" << s.cluster.accelerators().size() << " accelerators), network "
       << network_model_name(s.network) << "\n";
+  if (!s.collectives.automatic()) out << "collectives: " << collective_policy_text(s.collectives) << "\n";
   if (s.transformer) {
     out << "workload: " << s.model.name << ", " << s.model.layers << " layers, hidden " << s.model.hidden << ", seq "
         << s.model.seq << "\n\n";
@@ -646,6 +699,7 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
   j["cluster"] = s.cluster_title;
   j["accelerators"] = s.cluster.accelerators().size();
   j["network"] = network_model_name(s.network);
+  if (!s.collectives.automatic()) j["collectives"] = collective_policy_text(s.collectives);
   j["workload"] = s.model.name;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& r : reports) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/collective_kinds.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/core/engine.hpp"
 #include "sim/network.hpp"
@@ -59,6 +60,9 @@ struct TrainingScenario {
   std::vector<TrainingStrategy> strategies;
   NetworkModelKind network = NetworkModelKind::kFlow;
   bool stream_rings = true;  // simulation.rings: "streamed" (default) or "steps"
+  /// simulation.collective_algorithm and simulation.channels: what every fabric the
+  /// scenario's strategies run on (training_fabric) asks of its collectives.
+  CollectivePolicy collectives;
   /// The software stack's memory per device: the accelerator's catalog figures, or
   /// simulation.context_mib / communicator_mib.
   RuntimeMemory runtime;
@@ -201,6 +205,9 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
 TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrategy& strategy,
                                 const TrainingOutputs& outputs = {});
 
+/// The scenario's collective policy in words ("all-reduce tree; 8 channels for rings and
+/// trees (the rest as the selector picks)"), empty when automatic.
+std::string collective_policy_text(const CollectivePolicy& policy);
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 /// One header line, then one row per strategy; the columns are the JSON fields

@@ -320,6 +320,17 @@ double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, 
   return estimate(fabric, group, op, a, bytes, channels, root, peer);
 }
 
+namespace {
+// The channels `a` runs with: `given` for rings and trees when > 0, else the library's
+// default; 1 for the algorithms without channels.
+int algorithm_channels(const CollectiveGroup& group, CollectiveAlgorithm a, int given) {
+  using A = CollectiveAlgorithm;
+  if (a != A::kRing && a != A::kTree) return 1;
+  if (given > 0) return given;
+  return a == A::kRing ? default_channels(group) : default_tree_channels(group);
+}
+}  // namespace
+
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes,
                                   int channels_given) {
   using A = CollectiveAlgorithm;
@@ -343,10 +354,7 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
   double ring = std::numeric_limits<double>::infinity();  // the ring's estimate, candidates' first
   for (A a : candidates) {
     if (!unsupported_reason(group, op, a).empty()) continue;
-    const int channels = channels_given > 0 && (a == A::kRing || a == A::kTree) ? channels_given
-                         : a == A::kRing                                        ? default_channels(group)
-                         : a == A::kTree                                        ? default_tree_channels(group)
-                                                                                : 1;
+    const int channels = algorithm_channels(group, a, channels_given);
     double t = estimate(fabric, group, op, a, bytes, channels);
     if (a == A::kRing) ring = t;
     if (a == A::kTree && t < best.estimate && ring < std::numeric_limits<double>::infinity()) {
@@ -366,10 +374,16 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
 }
 
 CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes) {
-  const CollectiveChoice pick = choose_algorithm(fabric, group, op, bytes);
+  const CollectivePolicy& policy = fabric.collective_policy();
   CollectiveSpec spec;
   spec.op = op;
   spec.bytes = bytes;
+  if (const auto a = policy.of(op); a && unsupported_reason(group, op, *a).empty()) {
+    spec.algorithm = *a;
+    spec.channels = algorithm_channels(group, *a, policy.channels);
+    return spec;
+  }
+  const CollectiveChoice pick = choose_algorithm(fabric, group, op, bytes, policy.channels);
   spec.algorithm = pick.algorithm;
   spec.channels = pick.channels;
   return spec;

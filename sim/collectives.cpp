@@ -1333,27 +1333,37 @@ int effective_channels(const CollectiveGroup& group, const CollectiveSpec& spec)
   }
 }
 
-std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a) {
+std::string op_unsupported_reason(CollectiveOp op, CollectiveAlgorithm a) {
   using Op = CollectiveOp;
-  const std::size_t p = group.ranks.size();
   const auto op_is = [op](std::initializer_list<Op> ops) { return std::find(ops.begin(), ops.end(), op) != ops.end(); };
   const std::string what = std::string(algorithm_name(a)) + " does not implement " + std::string(op_name(op));
   switch (a) {
     case CollectiveAlgorithm::kRing:
-      if (op_is({Op::kAllToAll})) return what + " (use direct)";
-      if (op_is({Op::kSendRecv})) return what + " (use direct)";
+      if (op_is({Op::kAllToAll, Op::kSendRecv})) return what + " (use direct)";
       return {};
     case CollectiveAlgorithm::kTree:
       if (!op_is({Op::kAllReduce})) return what + " (NCCL's trees serve all-reduce only)";
       return {};
     case CollectiveAlgorithm::kHalvingDoubling:
+    case CollectiveAlgorithm::kTorus:
       if (!op_is({Op::kAllReduce, Op::kReduceScatter, Op::kAllGather})) return what;
+      return {};
+    case CollectiveAlgorithm::kDirect: return {};
+    case CollectiveAlgorithm::kHierarchical:
+      if (!op_is({Op::kAllReduce})) return what;
+      return {};
+  }
+  return what;
+}
+
+std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a) {
+  if (std::string why = op_unsupported_reason(op, a); !why.empty()) return why;
+  const std::size_t p = group.ranks.size();
+  switch (a) {
+    case CollectiveAlgorithm::kHalvingDoubling:
       if (!std::has_single_bit(p)) return "halving-doubling needs a power-of-two number of ranks, not " + std::to_string(p);
       return {};
-    case CollectiveAlgorithm::kDirect:
-      return {};
     case CollectiveAlgorithm::kHierarchical: {
-      if (!op_is({Op::kAllReduce})) return what;
       const auto local = group.by_domain();
       if (local.size() < 2) return "hierarchical needs ranks in at least two scale-up domains";
       for (const auto& l : local) {
@@ -1362,11 +1372,13 @@ std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, Co
       return {};
     }
     case CollectiveAlgorithm::kTorus:
-      if (!op_is({Op::kAllReduce, Op::kReduceScatter, Op::kAllGather})) return what;
       if (group.torus_dims.empty()) return "torus needs the group to be one whole torus of the cluster, in its order";
       return {};
+    case CollectiveAlgorithm::kRing:
+    case CollectiveAlgorithm::kTree:
+    case CollectiveAlgorithm::kDirect: return {};
   }
-  return what;
+  return {};
 }
 
 // Whether a tree all-reduce is lowered as streams (streamed_tree: one transfer per edge

@@ -55,23 +55,13 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/collective_kinds.hpp"
 #include "sim/core/task_graph.hpp"
 #include "topology/cluster.hpp"
 
 namespace ddlsim {
 
 class NetworkFabric;
-
-enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kSendRecv };
-enum class CollectiveAlgorithm { kRing, kTree, kHalvingDoubling, kDirect, kHierarchical, kTorus };
-
-inline constexpr CollectiveOp kCollectiveOps[] = {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter,
-                                                  CollectiveOp::kAllGather, CollectiveOp::kBroadcast,
-                                                  CollectiveOp::kReduce,    CollectiveOp::kAllToAll,
-                                                  CollectiveOp::kSendRecv};
-inline constexpr CollectiveAlgorithm kCollectiveAlgorithms[] = {
-    CollectiveAlgorithm::kRing,   CollectiveAlgorithm::kTree,         CollectiveAlgorithm::kHalvingDoubling,
-    CollectiveAlgorithm::kDirect, CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kTorus};
 
 std::string_view op_name(CollectiveOp op);            // "all-reduce", ...
 std::string_view algorithm_name(CollectiveAlgorithm a);  // "ring", ...
@@ -147,6 +137,8 @@ inline constexpr double kAutoChunkBytes = 1 << 20;
 inline constexpr int kMaxAutoChunks = 64;
 int effective_chunks(const CollectiveSpec& spec);
 
+/// Why `algorithm` cannot run `op` on any group (empty when it implements it).
+std::string op_unsupported_reason(CollectiveOp op, CollectiveAlgorithm algorithm);
 /// Why `algorithm` cannot run `op` on this group (empty when it can).
 std::string unsupported_reason(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm algorithm);
 
@@ -216,8 +208,10 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
 double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
                            double bytes, int channels, std::size_t root = 0, std::size_t peer = 1);
 
-/// A specification of `op` on `bytes` with the algorithm and channels choose_algorithm
-/// picks (chunks automatic).
+/// A specification of `op` on `bytes` under the fabric's collective policy: the
+/// algorithm it names for `op` when that algorithm can serve the group, else the one
+/// choose_algorithm picks; rings and trees with the policy's channels when it sets them
+/// (chunks automatic).
 CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 
 /// The rings of a ring algorithm with `channels` channels, as positions in the group:

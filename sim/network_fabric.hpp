@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/collective_kinds.hpp"
 #include "topology/cluster.hpp"
 #include "topology/routing.hpp"
 
@@ -123,6 +124,10 @@ class NetworkFabric {
   NetworkFabric& operator=(const NetworkFabric&) = delete;
 
   [[nodiscard]] const Cluster& cluster() const { return *cluster_; }
+  /// The run's collective policy: chosen_spec (sim/collectives.hpp) follows it for every
+  /// collective priced or replayed on this fabric. Automatic unless set.
+  [[nodiscard]] const CollectivePolicy& collective_policy() const { return collective_policy_; }
+  void set_collective_policy(const CollectivePolicy& p) { collective_policy_ = p; }
   [[nodiscard]] double capacity(LinkId l) const { return capacity_[l.value]; }  // B/s
   [[nodiscard]] double latency(LinkId l) const { return latency_[l.value]; }    // s
   /// Whether both ends of l are switches (a fabric's leaf, spine or core, or a switch
@@ -192,6 +197,7 @@ class NetworkFabric {
   std::vector<double> latency_;
   std::vector<std::uint8_t> ends_;  // per directed link: kBetweenSwitches | kIntoAccelerator
   std::vector<int> link_counts_;    // link_counts()
+  CollectivePolicy collective_policy_;
   // cached_shares(): per hash of a set, its sets and their numbers.
   std::unordered_map<std::uint64_t, std::vector<std::pair<std::vector<std::uint64_t>, std::vector<float>>>> shares_;
   std::size_t cached_transfers_ = 0;

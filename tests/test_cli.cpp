@@ -1407,6 +1407,86 @@ TEST_CASE("a pipeline without data parallelism waits only for its tied embedding
                x.at("dp").get<double>() + b.at("bubble_s").get<double>()));
 }
 
+TEST_CASE("simulation.collective_algorithm and channels choose the algorithm of a training step's collectives") {
+  // Expected: as in the test above, tp 8 x pp 2 waits only for its tied embedding's
+  // all-reduce over GPU k of each server; with "collective_algorithm": "tree" that wait
+  // is what 'ddlsim collective --algorithm tree' gives for it (a double binary tree of
+  // 2 channels: 1,289.7 us, against the ring's 1,257.3), and the tensor-parallel
+  // all-reduces are trees too, so the step differs from the automatic one. An object
+  // names an algorithm per operation, with "auto" for the selector's; a name that
+  // cannot run an operation is refused for it, by path; channels run 1 to 64.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const std::vector<std::string> plan{"run", f, "--json", "--strategy", "tp-pp", "--set", "strategies.1.tp=8",
+                                      "--set", "strategies.1.global_batch=256"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = plan;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  auto pair = [](const char* algorithm) {
+    const auto c = ddlsim_cmd({"collective", "--preset", "dgx-a100", "--nodes", "2", "--ranks", "0,8", "-b", "29491200",
+                               "-e", "29491200", "--algorithm", algorithm, "--json"});
+    REQUIRE(c.status == 0);
+    return nlohmann::json::parse(c.out).at("results").at(0).at("time_us").get<double>() * 1e-6;
+  };
+  const double tree_pair = pair("tree"), ring_pair = pair("ring");
+  CHECK(tree_pair == Approx(1289.7e-6).epsilon(1e-4));
+  CHECK(ring_pair == Approx(1257.3e-6).epsilon(1e-4));
+  const auto automatic = with({});
+  const auto tree = with({"--set", "simulation.collective_algorithm=tree"});
+  const auto by_op = with({"--set", R"(simulation.collective_algorithm={"all-reduce": "tree", "all-gather": "auto"})"});
+  CHECK_FALSE(automatic.contains("collectives"));
+  CHECK(tree.at("collectives") == "all-reduce tree (the rest as the selector picks)");
+  auto dp_wait = [](const nlohmann::json& j) {
+    return j.at("strategies").at(0).at("breakdown").at("exposed_comm_s").at("dp").get<double>();
+  };
+  auto step = [](const nlohmann::json& j) { return j.at("strategies").at(0).at("step_time_s").get<double>(); };
+  CHECK(dp_wait(automatic) == Approx(ring_pair).epsilon(1e-9));
+  CHECK(dp_wait(tree) == Approx(tree_pair).epsilon(1e-9));
+  CHECK(step(tree) != step(automatic));
+  CHECK(step(by_op) == step(tree));
+  // Channels: data parallelism over the 16 GPUs (strategy dp) all-reduces on rings, one
+  // per NIC by default (8 per DGX A100), which is what the selector picks here; "ring"
+  // with 8 channels is that same step. One channel puts every gradient byte between the
+  // servers through one NIC: 8 times less bandwidth, and the exposed reduction grows
+  // more than 8-fold as it no longer hides behind the backward. Left to choose, the
+  // selector prices the ring with one channel too and picks another algorithm instead.
+  auto dp_run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"run", f, "--json", "--strategy", "dp"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto dp_auto = dp_run({}), ring = dp_run({"--set", "simulation.collective_algorithm=ring"});
+  const auto ring8 = dp_run({"--set", "simulation.collective_algorithm=ring", "--set", "simulation.channels=8"});
+  const auto ring1 = dp_run({"--set", "simulation.collective_algorithm=ring", "--set", "simulation.channels=1"});
+  const auto auto1 = dp_run({"--set", "simulation.channels=1"});
+  CHECK(ring8.at("collectives") == "all-reduce ring, reduce-scatter ring, all-gather ring, broadcast ring, reduce ring; "
+                                   "8 channels for rings and trees (the rest as the selector picks)");
+  CHECK(step(ring) == step(dp_auto));
+  CHECK(step(ring8) == step(dp_auto));
+  CHECK(dp_wait(ring1) > 8 * dp_wait(ring8));
+  CHECK(dp_wait(auto1) < dp_wait(ring1));
+
+  expect_exact_errors(
+      {{{"run", f, "--set", "simulation.collective_algorithm=rng"},
+        "ddlsim run: simulation.collective_algorithm: expected one of \"auto\", \"ring\", \"tree\", \"halving-doubling\", "
+        "\"direct\", \"hierarchical\", \"torus\", got \"rng\" (did you mean 'ring'?)\n"},
+       {{"run", f, "--set", R"(simulation.collective_algorithm={"all-gather": "tree"})"},
+        "ddlsim run: simulation.collective_algorithm.all-gather: tree does not implement all-gather (NCCL's trees serve "
+        "all-reduce only)\n"},
+       {{"run", f, "--set", R"(simulation.collective_algorithm={"allgather": "ring"})"},
+        "ddlsim run: simulation.collective_algorithm.allgather: unknown key (did you mean 'all-gather'?)\n"},
+       {{"run", f, "--set", "simulation.channels=65"},
+        "ddlsim run: simulation.channels: expected 1 to 64 rings or trees (NCCL's most), got 65\n"},
+       {{"run", f, "--set", "simulation.channels=0"},
+        "ddlsim run: simulation.channels: expected a positive integer, got 0\n"}});
+}
+
 TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {
   // Expected: samples/s x step time = the global batch; tokens/s = samples/s x seq;
   // MFU = model TFLOP/s per device / the A100's 312 TFLOP/s bf16 peak; full

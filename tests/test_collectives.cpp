@@ -543,6 +543,51 @@ TEST_CASE("the selector prefers latency-bound algorithms for small messages and 
   CHECK(unsupported_reason(gb, CollectiveOp::kAllReduce, pick.algorithm).empty());
 }
 
+TEST_CASE("chosen_spec follows the fabric's collective policy where its algorithm can run") {
+  // Expected on 4 DGX A100 servers: without a policy chosen_spec is the selector's pick
+  // (a tree at 8 B); with all-reduce forced to ring it is a ring of the default 8
+  // channels (one per NIC), with channels 3 a ring of 3. Hierarchical forced for
+  // all-reduce serves the whole cluster (4 domains of 8) but not one server's 8 GPUs
+  // (one domain): that group gets the selector's pick. The policy names no reduce-scatter
+  // algorithm: the selector's, with the policy's channels for its rings.
+  const Catalog cat = Catalog::builtin();
+  PresetOptions o;
+  o.nodes = 4;
+  Cluster c = build_preset(cat, "dgx-a100", o);
+  NetworkFabric f(c, cat);
+  const CollectiveGroup all = CollectiveGroup::of(f);
+  std::vector<NodeId> first8(c.accelerators().begin(), c.accelerators().begin() + 8);
+  const CollectiveGroup server = CollectiveGroup::of(f, first8);
+  const CollectiveSpec free_small = chosen_spec(f, all, CollectiveOp::kAllReduce, 8);
+  CHECK(free_small.algorithm == CollectiveAlgorithm::kTree);
+  const CollectiveSpec free_server = chosen_spec(f, server, CollectiveOp::kAllReduce, kGiB);
+
+  CollectivePolicy ring;
+  ring.algorithm[static_cast<std::size_t>(CollectiveOp::kAllReduce)] = CollectiveAlgorithm::kRing;
+  f.set_collective_policy(ring);
+  CollectiveSpec s = chosen_spec(f, all, CollectiveOp::kAllReduce, 8);
+  CHECK(s.algorithm == CollectiveAlgorithm::kRing);
+  CHECK(s.channels == 8);
+  ring.channels = 3;
+  f.set_collective_policy(ring);
+  s = chosen_spec(f, all, CollectiveOp::kAllReduce, 8);
+  CHECK(s.algorithm == CollectiveAlgorithm::kRing);
+  CHECK(s.channels == 3);
+  s = chosen_spec(f, all, CollectiveOp::kReduceScatter, kGiB);
+  CHECK(s.algorithm == choose_algorithm(f, all, CollectiveOp::kReduceScatter, kGiB, 3).algorithm);
+  if (s.algorithm == CollectiveAlgorithm::kRing) CHECK(s.channels == 3);
+
+  CollectivePolicy hier;
+  hier.algorithm[static_cast<std::size_t>(CollectiveOp::kAllReduce)] = CollectiveAlgorithm::kHierarchical;
+  f.set_collective_policy(hier);
+  CHECK(chosen_spec(f, all, CollectiveOp::kAllReduce, 8).algorithm == CollectiveAlgorithm::kHierarchical);
+  s = chosen_spec(f, server, CollectiveOp::kAllReduce, kGiB);
+  CHECK(s.algorithm == free_server.algorithm);
+  CHECK(s.channels == free_server.channels);
+  CHECK_FALSE(hier.automatic());
+  CHECK(CollectivePolicy{}.automatic());
+}
+
 // --- Measured NCCL bus bandwidth (shared/validation/nccl_busbw.md), within 10% ---
 
 namespace {
