@@ -497,6 +497,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     }
   }
   r.compute_parts = step.compute_parts[g];
+  r.collectives = step.collective_uses;
   if (!step.tp_comm.empty()) r.exposed_tp_s = usage.entries()[step.tp_comm[g].value].busy.value();
   if (g < step.tp_overlaps.size()) {  // collectives beside weight gradients: only what outlasts them is exposed
     for (const auto& [comm, grad] : step.tp_overlaps[g]) {
@@ -735,6 +736,18 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                     {"tasks", r.tasks},
                     {"transfers", r.transfers},
                     {"most_utilized_links", links_json(r.busiest_links)}});
+    if (r.sbp) continue;
+    nlohmann::ordered_json uses = nlohmann::ordered_json::array();
+    for (const CollectiveUse& u : r.collectives) {
+      uses.push_back({{"dim", u.dim},
+                      {"op", op_name(u.op)},
+                      {"algorithm", algorithm_name(u.algorithm)},
+                      {"channels", u.channels},
+                      {"ranks", u.ranks},
+                      {"count", u.count},
+                      {"bytes", u.bytes}});
+    }
+    list.back()["collectives"] = uses;
   }
   j["strategies"] = list;
   out << j.dump(2) << "\n";

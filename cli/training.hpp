@@ -110,6 +110,8 @@ struct TrainingReport {
   // The critical device (the stage replica with the most compute): where its step goes.
   double compute_busy_s = 0;   // its compute stream's busy time (forward, backward, recomputation, optimizer)
   ComputeParts compute_parts;  // compute_busy_s by purpose (they sum to it)
+  std::vector<CollectiveUse> collectives;  // what ran (Megatron-style plans)
+  bool sbp = false;                        // an SBP plan's report
   double exposed_comm_s = 0;   // tp + pp + dp below
   double exposed_tp_s = 0;     // tensor-parallel all-reduces (blocking)
   double exposed_pp_s = 0;     // pipeline time waiting beyond the schedule's bubble (sends, imbalance, the drain)

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <string>
 
 namespace ddlsim {
 
@@ -39,6 +40,22 @@ struct CollectivePolicy {
     }
     return channels == 0;
   }
+};
+
+/// Collectives of a step that share where they run (`dim`: "tp", the tensor-parallel
+/// all-reduces; "dp", the data-parallel and ZeRO ones; "copies", sums of a split tied
+/// embedding's or replicated key-value groups' gradients), their operation, the
+/// algorithm and channels they ran with, and their group size: how many ran in the whole
+/// step (all replicas and stages; a sequence-parallel all-gather or reduce-scatter is
+/// half of the all-reduce they pair into) and their bytes summed (each one's payload per rank).
+struct CollectiveUse {
+  std::string dim;
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  int channels = 0;
+  std::size_t ranks = 0;
+  double count = 0;
+  double bytes = 0;
 };
 
 }  // namespace ddlsim

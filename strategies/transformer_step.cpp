@@ -62,6 +62,7 @@ class StepLowering {
     const TaskId end = g_.add(Marker{}, "step end").id();
     data_parallel_and_optimizer(end);
     count_unlowered_traffic();
+    list_uses();
   }
 
  private:
@@ -144,6 +145,7 @@ class StepLowering {
         const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
         const CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllReduce, costs_.tp_bytes);
         tp_cost_.push_back(analytical_collective_cost(*in_.fabric, grp, spec));
+        tp_spec_.push_back(spec);
       }
     }
     tp_uses_.assign(tp_cost_.size(), 0);
@@ -195,6 +197,27 @@ class StepLowering {
         const auto& route = in_.fabric->first_route(node(rank(d, i, k)), node(rank(d, j, k)));
         for (LinkId l : route) out_.priced_link_bytes[l.value] += costs_.p2p_bytes;
       }
+    }
+  }
+
+  // `count` collectives of `spec` over `ranks` ranks, where `dim` (0 tp, 1 dp, 2 copies) says.
+  void record_use(int dim, const CollectiveSpec& spec, std::size_t ranks, double count) {
+    auto& [n, bytes] = uses_[{dim, static_cast<int>(spec.op), static_cast<int>(spec.algorithm), spec.channels, ranks}];
+    n += count;
+    bytes += count * spec.bytes;
+  }
+  void list_uses() {
+    for (int d = 0; d < p_.dp && p_.tp > 1; ++d) {
+      for (int i = 0; i < p_.pp; ++i) {
+        const double uses = tp_uses_[group(d < dpl_ ? d : 0, i)];
+        if (uses > 0) record_use(0, tp_spec_[group(d, i)], static_cast<std::size_t>(p_.tp), uses);
+      }
+    }
+    static const char* const kDims[] = {"tp", "dp", "copies"};
+    for (const auto& [key, value] : uses_) {
+      const auto& [dim, op, algorithm, channels, ranks] = key;
+      out_.collective_uses.push_back({kDims[dim], static_cast<CollectiveOp>(op), static_cast<CollectiveAlgorithm>(algorithm),
+                                      channels, ranks, value.first, value.second});
     }
   }
 
@@ -695,6 +718,7 @@ class StepLowering {
     double bytes = params * reduced_gradient_bytes(p_, m_.dtype);
     if (zero3_) bytes /= shard_size(p_);
     const Choice ch = choose(ranks, CollectiveOp::kAllReduce, bytes);
+    record_use(2, ch.spec, ranks.size(), 1.0);
     if (d >= dpl_) {
       count_priced(ch, false);
       return;
@@ -744,7 +768,9 @@ class StepLowering {
   LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes, int comm) {
     // The first device (dp 0, stage 0, tp rank 0) is in every communicator that holds dp rank 0.
     const bool first_device = i == 0 && k == 0 && (comm == kAllRanks || comm == 0 || comm == 1);
-    return run_choice(choice(i, k, op, bytes, comm), op_name(op), first_device);
+    const Choice& ch = choice(i, k, op, bytes, comm);
+    record_use(1, ch.spec, ch.group.ranks.size(), 1.0);
+    return run_choice(ch, op_name(op), first_device);
   }
   // The algorithm (and priced cost) of that collective, chosen once.
   const Choice& choice(int i, int k, CollectiveOp op, double bytes, int comm) {
@@ -820,7 +846,10 @@ class StepLowering {
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
+  std::vector<CollectiveSpec> tp_spec_;  // per (dp, pp) group, all replicas
   std::vector<double> tp_uses_;          // per lowered group: its all-reduces' worth of traffic
+  // collective_uses by (dim order, op, algorithm, channels, ranks): count, bytes.
+  std::map<std::tuple<int, int, int, int, std::size_t>, std::pair<double, double>> uses_;
   std::map<std::tuple<int, int, CollectiveOp, double, int>, Choice> dp_choice_;  // (pp, tp rank, op, bytes, communicator)
   std::map<std::tuple<int, int, int>, TaskId> dp_tail_;  // (pp, tp rank, communicator): the last collective's end
   std::vector<std::tuple<int, int, int>> sends_;  // replica 0's sends (pp from, pp to, tp rank), when folded

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/collective_kinds.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/core/resource_model.hpp"
 #include "sim/core/task_graph.hpp"
@@ -91,6 +92,7 @@ struct LoweredTrainingStep {
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   std::vector<ComputeParts> compute_parts;  // per (dp, pp): its compute stream's tasks by purpose
+  std::vector<CollectiveUse> collective_uses;  // in the order of (dim tp, dp, copies; op; algorithm; channels; ranks)
   std::vector<TaskId> gradients_reduced;  // per pp stage: every replica's backward done and its gradients reduced
   std::vector<TaskId> weights_gathered;   // per pp stage under ZeRO-1/2 with dp > 1: updated weights all-gathered (else empty)
   // Copies within a replica (a tied embedding split by the pipeline, key-value groups

@@ -1487,6 +1487,62 @@ TEST_CASE("simulation.collective_algorithm and channels choose the algorithm of 
         "ddlsim run: simulation.channels: expected a positive integer, got 0\n"}});
 }
 
+TEST_CASE("a training report lists the collectives that ran, with their algorithm, count and bytes") {
+  // Expected on kTraining (megatron-1.7b, seq 1024, two DGX A100): strategy dp (dp 16)
+  // all-reduces its 16-bit gradients over the 16 ranks, 2 bytes per parameter in all
+  // (the parameters 'ddlsim workload' counts). tp-pp (tp 4 x pp 2 x dp 2, ZeRO-1, micro-
+  // batch 2, 16 micro-batches per replica) all-reduces each layer's attention and MLP
+  // output in both passes, plus the embedding's forward and the output layer's backward:
+  // (12 x 4 + 1) per stage and micro-batch, 2 x 2 x 49 x 16 = 3,136 over 4 ranks, each
+  // micro-batch x seq x hidden x 2 bytes (2 x 1024 x 2304 x 2); it reduce-scatters
+  // gradients and all-gathers weights over the 2 replicas and sums the tied embedding's
+  // two copies over 2 ranks. Forcing "hierarchical" shows where it could not run: the
+  // 16-rank all-reduce spans two servers (hierarchical), the tp groups and the copies'
+  // pair sit in one server (the selector's ring), and reduce-scatter and all-gather have
+  // no hierarchical form (the selector's).
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const auto w = ddlsim_cmd({"workload", "--preset", "megatron-1.7b", "--seq", "1024", "--json"});
+  REQUIRE(w.status == 0);
+  const double params = nlohmann::json::parse(w.out).at("total").at("parameters").get<double>();
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"run", f, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies");
+  };
+  // (dim, op, ranks) -> (algorithm, count, bytes) of one strategy's list.
+  using Uses = std::map<std::tuple<std::string, std::string, int>, std::tuple<std::string, double, double>>;
+  auto uses = [](const nlohmann::json& st) {
+    Uses u;
+    for (const auto& x : st.at("collectives")) {
+      u[{x.at("dim"), x.at("op"), x.at("ranks")}] = {x.at("algorithm"), x.at("count"), x.at("bytes")};
+    }
+    return u;
+  };
+  const auto plain = run({});
+  const Uses dp = uses(plain.at(0)), tp_pp = uses(plain.at(1));
+  REQUIRE(dp.size() == 1);
+  const auto& [dp_algorithm, dp_count, dp_bytes] = dp.at({"dp", "all-reduce", 16});
+  CHECK(dp_algorithm == "ring");
+  CHECK(dp_bytes == Approx(2 * params).epsilon(1e-12));
+  REQUIRE(tp_pp.size() == 4);
+  const auto& [tp_algorithm, tp_count, tp_bytes] = tp_pp.at({"tp", "all-reduce", 4});
+  CHECK(tp_count == 3136);
+  CHECK(tp_bytes == Approx(3136.0 * 2 * 1024 * 2304 * 2).epsilon(1e-12));
+  CHECK(tp_pp.count({"dp", "reduce-scatter", 2}) == 1);
+  CHECK(tp_pp.count({"dp", "all-gather", 2}) == 1);
+  CHECK(tp_pp.count({"copies", "all-reduce", 2}) == 1);
+
+  const auto hier = run({"--set", "simulation.collective_algorithm=hierarchical"});
+  CHECK(std::get<0>(uses(hier.at(0)).at({"dp", "all-reduce", 16})) == "hierarchical");
+  const Uses h = uses(hier.at(1));
+  CHECK(std::get<0>(h.at({"tp", "all-reduce", 4})) == "ring");
+  CHECK(std::get<0>(h.at({"copies", "all-reduce", 2})) == "ring");
+  CHECK(std::get<0>(h.at({"dp", "reduce-scatter", 2})) == std::get<0>(tp_pp.at({"dp", "reduce-scatter", 2})));
+}
+
 TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {
   // Expected: samples/s x step time = the global batch; tokens/s = samples/s x seq;
   // MFU = model TFLOP/s per device / the A100's 312 TFLOP/s bf16 peak; full
