@@ -43,7 +43,8 @@ struct CollectivePolicy {
 };
 
 /// Collectives of a step that share where they run (`dim`: "tp", the tensor-parallel
-/// all-reduces; "dp", the data-parallel and ZeRO ones; "copies", sums of a split tied
+/// all-reduces; "pp", the pipeline's sends (send-recv over 2 ranks, direct); "dp", the
+/// data-parallel and ZeRO ones; "copies", sums of a split tied
 /// embedding's or replicated key-value groups' gradients), their operation, the
 /// algorithm and channels they ran with, and their group size: how many ran in the whole
 /// step (all replicas and stages; a sequence-parallel all-gather or reduce-scatter is

@@ -200,7 +200,7 @@ class StepLowering {
     }
   }
 
-  // `count` collectives of `spec` over `ranks` ranks, where `dim` (0 tp, 1 dp, 2 copies) says.
+  // `count` collectives of `spec` over `ranks` ranks, where `dim` (0 tp, 1 pp, 2 dp, 3 copies) says.
   void record_use(int dim, const CollectiveSpec& spec, std::size_t ranks, double count) {
     auto& [n, bytes] = uses_[{dim, static_cast<int>(spec.op), static_cast<int>(spec.algorithm), spec.channels, ranks}];
     n += count;
@@ -213,7 +213,7 @@ class StepLowering {
         if (uses > 0) record_use(0, tp_spec_[group(d, i)], static_cast<std::size_t>(p_.tp), uses);
       }
     }
-    static const char* const kDims[] = {"tp", "dp", "copies"};
+    static const char* const kDims[] = {"tp", "pp", "dp", "copies"};
     for (const auto& [key, value] : uses_) {
       const auto& [dim, op, algorithm, channels, ranks] = key;
       out_.collective_uses.push_back({kDims[dim], static_cast<CollectiveOp>(op), static_cast<CollectiveAlgorithm>(algorithm),
@@ -600,6 +600,12 @@ class StepLowering {
       return;
     }
     admit_transfers(static_cast<std::uint64_t>(p_.tp), "pipeline send", 2);
+    CollectiveSpec p2p;  // each tp rank's send, for every replica this one stands for
+    p2p.op = CollectiveOp::kSendRecv;
+    p2p.algorithm = CollectiveAlgorithm::kDirect;
+    p2p.channels = 1;
+    p2p.bytes = costs_.p2p_bytes;
+    record_use(1, p2p, 2, static_cast<double>(p_.tp) * (dpl_ < p_.dp ? p_.dp : 1));
     for (int k = 0; k < p_.tp; ++k) {
       if (dpl_ < p_.dp) sends_.emplace_back(i, j, k);
       const TaskId t = g_.add(Transfer{out_.network, EndpointId(node(rank(d, i, k)).value),
@@ -718,7 +724,7 @@ class StepLowering {
     double bytes = params * reduced_gradient_bytes(p_, m_.dtype);
     if (zero3_) bytes /= shard_size(p_);
     const Choice ch = choose(ranks, CollectiveOp::kAllReduce, bytes);
-    record_use(2, ch.spec, ranks.size(), 1.0);
+    record_use(3, ch.spec, ranks.size(), 1.0);
     if (d >= dpl_) {
       count_priced(ch, false);
       return;
@@ -769,7 +775,7 @@ class StepLowering {
     // The first device (dp 0, stage 0, tp rank 0) is in every communicator that holds dp rank 0.
     const bool first_device = i == 0 && k == 0 && (comm == kAllRanks || comm == 0 || comm == 1);
     const Choice& ch = choice(i, k, op, bytes, comm);
-    record_use(1, ch.spec, ch.group.ranks.size(), 1.0);
+    record_use(2, ch.spec, ch.group.ranks.size(), 1.0);
     return run_choice(ch, op_name(op), first_device);
   }
   // The algorithm (and priced cost) of that collective, chosen once.

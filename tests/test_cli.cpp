@@ -1494,7 +1494,9 @@ TEST_CASE("a training report lists the collectives that ran, with their algorith
   // batch 2, 16 micro-batches per replica) all-reduces each layer's attention and MLP
   // output in both passes, plus the embedding's forward and the output layer's backward:
   // (12 x 4 + 1) per stage and micro-batch, 2 x 2 x 49 x 16 = 3,136 over 4 ranks, each
-  // micro-batch x seq x hidden x 2 bytes (2 x 1024 x 2304 x 2); it reduce-scatters
+  // micro-batch x seq x hidden x 2 bytes (2 x 1024 x 2304 x 2); its pipeline sends
+  // activations forward and gradients back between its 2 stages, each tp rank a quarter
+  // of that tensor: 2 replicas x 16 micro-batches x 2 ways x 4 = 256; it reduce-scatters
   // gradients and all-gathers weights over the 2 replicas and sums the tied embedding's
   // two copies over 2 ranks. Forcing "hierarchical" shows where it could not run: the
   // 16-rank all-reduce spans two servers (hierarchical), the tp groups and the copies'
@@ -1527,7 +1529,10 @@ TEST_CASE("a training report lists the collectives that ran, with their algorith
   const auto& [dp_algorithm, dp_count, dp_bytes] = dp.at({"dp", "all-reduce", 16});
   CHECK(dp_algorithm == "ring");
   CHECK(dp_bytes == Approx(2 * params).epsilon(1e-12));
-  REQUIRE(tp_pp.size() == 4);
+  REQUIRE(tp_pp.size() == 5);
+  const auto& [pp_algorithm, pp_count, pp_bytes] = tp_pp.at({"pp", "send-recv", 2});
+  CHECK(pp_count == 256);
+  CHECK(pp_bytes == Approx(256.0 * 2 * 1024 * 2304 * 2 / 4).epsilon(1e-12));
   const auto& [tp_algorithm, tp_count, tp_bytes] = tp_pp.at({"tp", "all-reduce", 4});
   CHECK(tp_count == 3136);
   CHECK(tp_bytes == Approx(3136.0 * 2 * 1024 * 2304 * 2).epsilon(1e-12));
