@@ -41,8 +41,7 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
       if (!line_of.count(t.plan.name)) out.not_estimated.push_back(t.plan.name);
     }
   } else {
-    NetworkFabric fabric(s.cluster, s.catalog);
-    fabric.set_collective_policy(s.collectives);
+    NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
     const ComputeModel& compute = *s.compute;
     const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
     for (const TrainingStrategy& t : s.strategies) {
@@ -101,7 +100,7 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
     return;
   }
   out << "cost model against the replay: " << s.name << " (network " << network_model_name(s.network) << ")\n";
-  if (!s.collectives.automatic()) out << "collectives: " << collective_policy_text(s.collectives) << "\n";
+  print_collective_policy(out, s.collectives);
   out << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-24s %-16s %13s %11s %9s\n", "strategy", "estimate by", "estimate (s)", "replay (s)",

@@ -201,9 +201,7 @@ Scenario read_scenario(const nlohmann::json& doc) {
     simulation.known("collective_algorithm");
     if (simulation.has("network")) s.network = *parse_network_model(simulation.choice("network", {"flow", "analytical"}));
     if (simulation.has("collective_algorithm")) {
-      std::vector<std::string> names{"auto"};
-      for (CollectiveAlgorithm a : kCollectiveAlgorithms) names.emplace_back(algorithm_name(a));
-      s.collective_algorithm = parse_algorithm(simulation.choice("collective_algorithm", names));
+      s.collective_algorithm = parse_algorithm(simulation.choice("collective_algorithm", algorithm_choices()));
     }
     simulation.finish();
   }

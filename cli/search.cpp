@@ -66,8 +66,7 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   if (grid.empty()) out.empty_reason = empty_grid_reason(s.model, devices, o.space);
   const AcceleratorSpec& acc = s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);
   const ComputeModel& compute = *s.compute;
-  NetworkFabric fabric(s.cluster, s.catalog);
-  fabric.set_collective_policy(s.collectives);
+  NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
   const auto spent = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   std::vector<const ParallelPlan*> fitting;
   for (const ParallelPlan& p : grid) {

@@ -282,7 +282,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     }
     out << "scenario: " << s.name << " (" << s.model.name << " on " << devices << " accelerators, global batch "
         << space.global_batch << ", network " << network_model_name(s.network) << ")\n";
-    if (!s.collectives.automatic()) out << "collectives: " << collective_policy_text(s.collectives) << "\n";
+    print_collective_policy(out, s.collectives);
     out << "\n";
     std::string line;
     // The plan column as wide as the longest plan shown (framework settings lengthen them).

@@ -33,8 +33,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t batch = o.global_batch;
   const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
-  NetworkFabric fabric(s.cluster, s.catalog);
-  fabric.set_collective_policy(s.collectives);
+  NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
   const AcceleratorSpec& acc = accelerator_of(s);
   const ComputeModel& compute = *s.compute;
   const double memory = acc.memory.value();
@@ -338,7 +337,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
 
   out << "scenario: " << s.name << " (" << s.model.name << " on " << devices.size() << " accelerators, global batch "
       << batch << ", network " << network_model_name(s.network) << ")\n";
-  if (!s.collectives.automatic()) out << "collectives: " << collective_policy_text(s.collectives) << "\n";
+  print_collective_policy(out, s.collectives);
   out << "searched: per-role SBP signatures of every GEMM (" << sbp_roles(found_chain).size()
       << " roles) on meshes of " << (o.mcmc ? "1 or 2" : "1 to 3") << " dimensions, "
       << (o.mcmc ? "Metropolis-Hastings with the replay as cost" : "coordinate descent on the analytical cost")

@@ -182,9 +182,7 @@ void read_graph_scenario(const nlohmann::json& doc, const std::string& base_dir,
         for (CollectiveOp x : kCollectiveOps) ops.emplace_back(op_name(x));
         throw InputError(o.field_path("op") + ": unknown operation '" + op_text + "'" + did_you_mean(op_text, ops));
       }
-      std::vector<std::string> algorithms{"auto"};
-      for (CollectiveAlgorithm a : kCollectiveAlgorithms) algorithms.emplace_back(algorithm_name(a));
-      const std::string algorithm = o.choice_or("algorithm", algorithms, "auto");
+      const std::string algorithm = o.choice_or("algorithm", algorithm_choices(), "auto");
       const std::string ranks_text = o.string("ranks");
       std::vector<NodeId> ranks;
       try {

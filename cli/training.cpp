@@ -254,8 +254,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
 // simulation.channels, 1 to kMaxChannels rings or trees.
 CollectivePolicy read_collective_policy(JsonObject& sim) {
   CollectivePolicy policy;
-  std::vector<std::string> names{"auto"};
-  for (CollectiveAlgorithm a : kCollectiveAlgorithms) names.emplace_back(algorithm_name(a));
+  const std::vector<std::string> names = algorithm_choices();
   if (sim.has("collective_algorithm")) {
     if (sim.value("collective_algorithm").is_object()) {
       JsonObject by_op = sim.object("collective_algorithm");
@@ -439,8 +438,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
                                      const TrainingOutputs& outputs) {
   if (strategy.sbp) return run_sbp_strategy(s, strategy, outputs);
   const ParallelPlan& p = strategy.plan;
-  NetworkFabric fabric(s.cluster, s.catalog);
-  fabric.set_collective_policy(s.collectives);
+  NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
   const AcceleratorSpec& acc = accelerator_of(s);
   const ComputeModel& compute = *s.compute;
   TrainingStepInputs in;
@@ -579,11 +577,15 @@ std::string collective_policy_text(const CollectivePolicy& policy) {
   return text;
 }
 
+void print_collective_policy(std::ostream& out, const CollectivePolicy& policy) {
+  if (!policy.automatic()) out << "collectives: " << collective_policy_text(policy) << "\n";
+}
+
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports) {
   out << "scenario: " << s.name << "\n";
   out << "cluster:  " << s.cluster_title << " (" << s.cluster.accelerators().size() << " accelerators), network "
       << network_model_name(s.network) << "\n";
-  if (!s.collectives.automatic()) out << "collectives: " << collective_policy_text(s.collectives) << "\n";
+  print_collective_policy(out, s.collectives);
   if (s.transformer) {
     out << "workload: " << s.model.name << ", " << s.model.layers << " layers, hidden " << s.model.hidden << ", seq "
         << s.model.seq << "\n\n";

@@ -61,7 +61,7 @@ struct TrainingScenario {
   NetworkModelKind network = NetworkModelKind::kFlow;
   bool stream_rings = true;  // simulation.rings: "streamed" (default) or "steps"
   /// simulation.collective_algorithm and simulation.channels: what every fabric the
-  /// scenario's strategies run on (training_fabric) asks of its collectives.
+  /// scenario's strategies run on (replays, estimates, searches) asks of its collectives.
   CollectivePolicy collectives;
   /// The software stack's memory per device: the accelerator's catalog figures, or
   /// simulation.context_mib / communicator_mib.
@@ -210,6 +210,8 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
 /// The scenario's collective policy in words ("all-reduce tree; 8 channels for rings and
 /// trees (the rest as the selector picks)"), empty when automatic.
 std::string collective_policy_text(const CollectivePolicy& policy);
+/// The text reports' "collectives: ..." line of that, nothing when automatic.
+void print_collective_policy(std::ostream& out, const CollectivePolicy& policy);
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 /// One header line, then one row per strategy; the columns are the JSON fields

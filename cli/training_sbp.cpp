@@ -111,8 +111,7 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   const std::int64_t batch = strategy.plan.global_batch;
   const SbpChain chain = scenario_chain(s, batch / strategy.sbp->micro_batches, false);
   const SbpPlan plan = sbp_plan_of(chain, *strategy.sbp, "strategies." + strategy.plan.name + ".sbp.signatures");
-  NetworkFabric fabric(s.cluster, s.catalog);
-  fabric.set_collective_policy(s.collectives);
+  NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
   const AcceleratorSpec& acc = accelerator_of(s);
   const ComputeModel& compute = *s.compute;
   const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());

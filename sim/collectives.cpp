@@ -977,6 +977,12 @@ std::optional<CollectiveOp> parse_op(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<std::string> algorithm_choices() {
+  std::vector<std::string> names{"auto"};
+  for (CollectiveAlgorithm a : kCollectiveAlgorithms) names.emplace_back(algorithm_name(a));
+  return names;
+}
+
 std::optional<CollectiveAlgorithm> parse_algorithm(std::string_view name) {
   for (CollectiveAlgorithm a : kCollectiveAlgorithms) {
     if (algorithm_name(a) == name) return a;

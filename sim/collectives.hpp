@@ -65,6 +65,9 @@ class NetworkFabric;
 
 std::string_view op_name(CollectiveOp op);            // "all-reduce", ...
 std::string_view algorithm_name(CollectiveAlgorithm a);  // "ring", ...
+/// What a scenario's algorithm field takes: "auto" (the selector's choice), then every
+/// algorithm's name.
+std::vector<std::string> algorithm_choices();
 std::optional<CollectiveOp> parse_op(std::string_view name);
 std::optional<CollectiveAlgorithm> parse_algorithm(std::string_view name);
 

@@ -39,7 +39,8 @@ std::uint32_t find(std::vector<std::uint32_t>& parent, std::uint32_t x) {
 
 }  // namespace
 
-NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog) : cluster_(&cluster) {
+NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog, const CollectivePolicy& policy)
+    : cluster_(&cluster), collective_policy_(policy) {
   init(catalog_efficiency(cluster, catalog), catalog_scale_up(cluster, catalog));
 }
 

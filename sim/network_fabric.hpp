@@ -115,7 +115,8 @@ class NetworkFabric {
   static constexpr std::size_t kMaxCandidates = 16;
   static constexpr std::size_t kMaxWideCandidates = 64;
 
-  NetworkFabric(const Cluster& cluster, const Catalog& catalog);
+  /// With the catalog's link efficiencies, and the run's collective policy (automatic by default).
+  NetworkFabric(const Cluster& cluster, const Catalog& catalog, const CollectivePolicy& policy = {});
   /// With the efficiency of every directed link given explicitly (tests, custom models),
   /// and which links are scale-up links (none when empty).
   NetworkFabric(const Cluster& cluster, std::vector<double> efficiency, const std::vector<bool>& scale_up = {});
@@ -125,7 +126,7 @@ class NetworkFabric {
 
   [[nodiscard]] const Cluster& cluster() const { return *cluster_; }
   /// The run's collective policy: chosen_spec (sim/collectives.hpp) follows it for every
-  /// collective priced or replayed on this fabric. Automatic unless set.
+  /// collective priced or replayed on this fabric.
   [[nodiscard]] const CollectivePolicy& collective_policy() const { return collective_policy_; }
   void set_collective_policy(const CollectivePolicy& p) { collective_policy_ = p; }
   [[nodiscard]] double capacity(LinkId l) const { return capacity_[l.value]; }  // B/s
