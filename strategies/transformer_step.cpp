@@ -200,8 +200,10 @@ class StepLowering {
     }
   }
 
-  // `count` collectives of `spec` over `ranks` ranks, where `dim` (0 tp, 1 pp, 2 dp, 3 copies) says.
-  void record_use(int dim, const CollectiveSpec& spec, std::size_t ranks, double count) {
+  // Where a collective runs, in the order collective_uses lists them.
+  enum Dim { kTpDim, kPpDim, kDpDim, kCopiesDim };
+  // `count` collectives of `spec` over `ranks` ranks, in `dim`.
+  void record_use(Dim dim, const CollectiveSpec& spec, std::size_t ranks, double count) {
     auto& [n, bytes] = uses_[{dim, static_cast<int>(spec.op), static_cast<int>(spec.algorithm), spec.channels, ranks}];
     n += count;
     bytes += count * spec.bytes;
@@ -210,13 +212,13 @@ class StepLowering {
     for (int d = 0; d < p_.dp && p_.tp > 1; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
         const double uses = tp_uses_[group(d < dpl_ ? d : 0, i)];
-        if (uses > 0) record_use(0, tp_spec_[group(d, i)], static_cast<std::size_t>(p_.tp), uses);
+        if (uses > 0) record_use(kTpDim, tp_spec_[group(d, i)], static_cast<std::size_t>(p_.tp), uses);
       }
     }
-    static const char* const kDims[] = {"tp", "pp", "dp", "copies"};
+    static const char* const kDimNames[] = {"tp", "pp", "dp", "copies"};  // by Dim
     for (const auto& [key, value] : uses_) {
       const auto& [dim, op, algorithm, channels, ranks] = key;
-      out_.collective_uses.push_back({kDims[dim], static_cast<CollectiveOp>(op), static_cast<CollectiveAlgorithm>(algorithm),
+      out_.collective_uses.push_back({kDimNames[dim], static_cast<CollectiveOp>(op), static_cast<CollectiveAlgorithm>(algorithm),
                                       channels, ranks, value.first, value.second});
     }
   }
@@ -274,24 +276,24 @@ class StepLowering {
     return collective_transfer_count(ch.group, ch.spec, in_.network == NetworkModelKind::kAnalytical);
   }
 
-  // A compute task after `after` (and `also`, when valid).
-  // Its time counts to `part` of the stage replica's compute_parts.
-  enum class Part { kForward, kBackward, kRecompute, kOptimizer };
+  // A compute task after `after` (and `also`, when valid); its time counts to `part` of
+  // the stage replica's compute_parts.
+  using Part = double ComputeParts::*;
+  static constexpr Part kForward = &ComputeParts::forward, kBackward = &ComputeParts::backward,
+                        kRecompute = &ComputeParts::recompute, kOptimizer = &ComputeParts::optimizer;
   TaskId compute(std::size_t grp, Part part, Seconds t, TaskId after, const char* name, TaskId also = TaskId()) {
-    ComputeParts& parts = out_.compute_parts[grp];
-    (part == Part::kForward     ? parts.forward
-     : part == Part::kBackward  ? parts.backward
-     : part == Part::kRecompute ? parts.recompute
-                                : parts.optimizer) += t.value();
+    out_.compute_parts[grp].*part += t.value();
     return compute_task(grp, t, after, name, also);
   }
-  // A backward that recomputes (part of) its forward first, in one task: its time counts
-  // to both parts.
+  // A backward that recomputes (part of) its forward first, in one task.
   TaskId backward_with_recompute(std::size_t grp, Seconds backward, Seconds recomputed, TaskId after, const char* name,
                                  TaskId also = TaskId()) {
+    count_backward(grp, backward, recomputed);
+    return compute_task(grp, backward + recomputed, after, name, also);
+  }
+  void count_backward(std::size_t grp, Seconds backward, Seconds recomputed) {
     out_.compute_parts[grp].backward += backward.value();
     out_.compute_parts[grp].recompute += recomputed.value();
-    return compute_task(grp, backward + recomputed, after, name, also);
   }
   // The task alone, its time counted by the caller.
   TaskId compute_task(std::size_t grp, Seconds t, TaskId after, const char* name, TaskId also) {
@@ -324,8 +326,7 @@ class StepLowering {
   TaskId backward_half(std::size_t grp, Seconds backward, Seconds recomputed, Seconds weight, TaskId t, TaskId ready,
                        const char* name, const char* weight_name) {
     if (!p_.overlap_tp_backward) return tp_all_reduce(grp, backward_with_recompute(grp, backward, recomputed, t, name, ready));
-    out_.compute_parts[grp].backward += backward.value();
-    out_.compute_parts[grp].recompute += recomputed.value();
+    count_backward(grp, backward, recomputed);
     const Seconds total = backward + recomputed;
     double share = 1.0;
     const char* comm_name = "tp all-reduce";
@@ -389,7 +390,7 @@ class StepLowering {
         // Megatron-LM's vocabulary-parallel embedding sums its tp ranks' lookups: an
         // all-reduce of the micro-batch's activations (a reduce-scatter with sequence
         // parallelism).
-        t = compute(grp, Part::kForward, costs_.first_forward, t, "embedding forward", ready);
+        t = compute(grp, kForward, costs_.first_forward, t, "embedding forward", ready);
         if (p_.tp == 1) return t;
         return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
       }
@@ -399,19 +400,19 @@ class StepLowering {
           t = tp_collective(grp, 0.5, t, ready, "tp all-gather", false);
           ready = TaskId();
         }
-        return compute(grp, Part::kForward, costs_.last_forward, t, "output and loss forward", ready);
+        return compute(grp, kForward, costs_.last_forward, t, "output and loss forward", ready);
       case UnitKind::kLayers: break;
     }
     if (p_.tp == 1) {
-      return compute(grp, Part::kForward, (costs_.attention.forward + costs_.mlp.forward) * u.count, t,
+      return compute(grp, kForward, (costs_.attention.forward + costs_.mlp.forward) * u.count, t,
                      u.count == 1 ? "layer forward" : "layers forward", ready);
     }
     for (int l = 0; l < u.count; ++l) {
       if (m_.parallel_layers) {  // both branches' partial sums reduced at once
-        t = tp_all_reduce(grp, compute(grp, Part::kForward, costs_.attention.forward + costs_.mlp.forward, t, "layer forward", ready));
+        t = tp_all_reduce(grp, compute(grp, kForward, costs_.attention.forward + costs_.mlp.forward, t, "layer forward", ready));
       } else {
-        t = tp_all_reduce(grp, compute(grp, Part::kForward, costs_.attention.forward, t, "attention forward", ready));
-        t = tp_all_reduce(grp, compute(grp, Part::kForward, costs_.mlp.forward, t, "mlp forward"));
+        t = tp_all_reduce(grp, compute(grp, kForward, costs_.attention.forward, t, "attention forward", ready));
+        t = tp_all_reduce(grp, compute(grp, kForward, costs_.mlp.forward, t, "mlp forward"));
       }
       ready = TaskId();
     }
@@ -429,12 +430,12 @@ class StepLowering {
           t = tp_collective(grp, 0.5, t, ready, "tp all-gather", false);
           ready = TaskId();
         }
-        return compute(grp, Part::kBackward, costs_.first_backward, t, "embedding backward", ready);
+        return compute(grp, kBackward, costs_.first_backward, t, "embedding backward", ready);
       case UnitKind::kOutput:
         // The gradient of the output layer's input, summed over the tp ranks (its forward
         // copied the input to every rank): an all-reduce, or the reduce-scatter that
         // pairs the forward's all-gather with sequence parallelism.
-        t = compute(grp, Part::kBackward, costs_.last_backward, t, "output and loss backward", ready);
+        t = compute(grp, kBackward, costs_.last_backward, t, "output and loss backward", ready);
         if (p_.tp == 1) return t;
         return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
       case UnitKind::kLayers: break;
@@ -447,10 +448,10 @@ class StepLowering {
     }
     if (u.recompute) {
       if (m_.parallel_layers) {
-        t = tp_all_reduce(grp, compute(grp, Part::kRecompute, costs_.attention.recompute + costs_.mlp.recompute, t, "recompute layer", ready));
+        t = tp_all_reduce(grp, compute(grp, kRecompute, costs_.attention.recompute + costs_.mlp.recompute, t, "recompute layer", ready));
       } else {
-        t = tp_all_reduce(grp, compute(grp, Part::kRecompute, costs_.attention.recompute, t, "recompute attention", ready));
-        t = tp_all_reduce(grp, compute(grp, Part::kRecompute, costs_.mlp.recompute, t, "recompute mlp"));
+        t = tp_all_reduce(grp, compute(grp, kRecompute, costs_.attention.recompute, t, "recompute attention", ready));
+        t = tp_all_reduce(grp, compute(grp, kRecompute, costs_.mlp.recompute, t, "recompute mlp"));
       }
       ready = TaskId();
     }
@@ -541,7 +542,7 @@ class StepLowering {
       if (accumulating) {
         double params = 0.0;
         for (const Unit& u : us) params += u.params;
-        t = compute(grp, Part::kBackward, grad_accumulation_time(accumulated_params(p_, params), p_, m_.dtype, *in_.compute), t,
+        t = compute(grp, kBackward, grad_accumulation_time(accumulated_params(p_, params), p_, m_.dtype, *in_.compute), t,
                     "gradient accumulation");
         for (double up : produced_params) produced(d, i, t, up);
       }
@@ -605,7 +606,7 @@ class StepLowering {
     p2p.algorithm = CollectiveAlgorithm::kDirect;
     p2p.channels = 1;
     p2p.bytes = costs_.p2p_bytes;
-    record_use(1, p2p, 2, static_cast<double>(p_.tp) * (dpl_ < p_.dp ? p_.dp : 1));
+    record_use(kPpDim, p2p, 2, static_cast<double>(p_.tp) * (dpl_ < p_.dp ? p_.dp : 1));
     for (int k = 0; k < p_.tp; ++k) {
       if (dpl_ < p_.dp) sends_.emplace_back(i, j, k);
       const TaskId t = g_.add(Transfer{out_.network, EndpointId(node(rank(d, i, k)).value),
@@ -661,7 +662,7 @@ class StepLowering {
         g_.add_edge(out_.last_backward[grp], stage_done);
         const double params = sharded ? stage_params / shard_size(p_) : stage_params;
         const TaskId step =
-            compute(grp, Part::kOptimizer, plan_optimizer_step_time(params, p_, m_.dtype, *in_.compute), every_stage, "optimizer step");
+            compute(grp, kOptimizer, plan_optimizer_step_time(params, p_, m_.dtype, *in_.compute), every_stage, "optimizer step");
         out_.optimizer[grp] = step;
         steps.push_back(step);
         if (!(zero12 && p_.dp > 1)) g_.add_edge(step, end);
@@ -724,7 +725,7 @@ class StepLowering {
     double bytes = params * reduced_gradient_bytes(p_, m_.dtype);
     if (zero3_) bytes /= shard_size(p_);
     const Choice ch = choose(ranks, CollectiveOp::kAllReduce, bytes);
-    record_use(3, ch.spec, ranks.size(), 1.0);
+    record_use(kCopiesDim, ch.spec, ranks.size(), 1.0);
     if (d >= dpl_) {
       count_priced(ch, false);
       return;
@@ -775,7 +776,7 @@ class StepLowering {
     // The first device (dp 0, stage 0, tp rank 0) is in every communicator that holds dp rank 0.
     const bool first_device = i == 0 && k == 0 && (comm == kAllRanks || comm == 0 || comm == 1);
     const Choice& ch = choice(i, k, op, bytes, comm);
-    record_use(2, ch.spec, ch.group.ranks.size(), 1.0);
+    record_use(kDpDim, ch.spec, ch.group.ranks.size(), 1.0);
     return run_choice(ch, op_name(op), first_device);
   }
   // The algorithm (and priced cost) of that collective, chosen once.
