@@ -161,9 +161,10 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   if (std::string why = transformer_batch_problem(m, p.micro_batch); !why.empty()) {
     throw InputError(o.field_path("micro_batch") + why.substr(std::string("batch").size()));
   }
-  const std::string sched = o.choice_or("schedule", {"1f1b", "gpipe", "interleaved"}, "1f1b");
-  p.schedule = sched == "gpipe" ? PipelineSchedule::kGPipe
+  const std::string sched = o.choice_or("schedule", {"1f1b", "gpipe", "interleaved", "zero-bubble"}, "1f1b");
+  p.schedule = sched == "gpipe"         ? PipelineSchedule::kGPipe
                : sched == "interleaved" ? PipelineSchedule::kInterleaved1F1B
+               : sched == "zero-bubble" ? PipelineSchedule::kZeroBubbleH1
                                         : PipelineSchedule::k1F1B;
   p.virtual_stages = small("virtual_stages", 1);
   const double zero = o.number_or("zero", 0, 3, 0);
@@ -523,7 +524,10 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double per_micro_batch = (r.compute_busy_s - opt_s + r.exposed_tp_s) / static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
   const double pipeline_idle = std::max(0.0, r.step_time_s - r.compute_busy_s - r.exposed_tp_s - r.exposed_dp_s);
-  r.bubble_s = std::min(pipeline_idle, (p.pp - 1) / v * per_micro_batch);
+  // Zero-bubble (ZB-H1): (pp - 1)(F + B - W) per the stage's work of one micro-batch,
+  // F + B + W, less twice its weight gradients W.
+  const double deferred = g < step.weight_pass_s.size() ? step.weight_pass_s[g] / static_cast<double>(p.micro_batches()) : 0.0;
+  r.bubble_s = std::min(pipeline_idle, (p.pp - 1) / v * std::max(0.0, per_micro_batch - 2 * deferred));
   r.exposed_pp_s = pipeline_idle - r.bubble_s;
   if (p.pp == 1) {
     // No pipeline: the waits inside the step are for ZeRO-3's per-layer weight gathers.

@@ -105,6 +105,9 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
   switch (p.schedule) {
     case PipelineSchedule::kGPipe: return m;
     case PipelineSchedule::k1F1B: return std::min(m, pp - stage);
+    // Activations held until the weight-gradient pass (W); ZB-H1 lets stage i defer i of
+    // them, so every stage holds stage 0's count (pipeline_schedule).
+    case PipelineSchedule::kZeroBubbleH1: return std::min(m, pp);
     case PipelineSchedule::kInterleaved1F1B: {
       // Chunk forwards in flight at the peak: the warm-up's, plus the one 1F1B starts
       // with (pipeline_schedule, as Megatron-LM's schedule runs them), each 1/v of the
@@ -120,6 +123,9 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
 double in_flight_losses(const ParallelPlan& p) {
   const double m = static_cast<double>(p.micro_batches());
   if (p.schedule == PipelineSchedule::kGPipe) return m;
+  // The output layer's weight gradient needs the logits' gradient: held, like the
+  // loss's buffers, until the last stage's deferred W passes (up to pp of them).
+  if (p.schedule == PipelineSchedule::kZeroBubbleH1) return std::min(m, static_cast<double>(p.pp));
   // 1F1B runs each backward on the last stage right after its forward; so does the
   // interleaved schedule for the last chunk, unless every forward comes first (m = pp).
   const int micro_batches = static_cast<int>(p.micro_batches());

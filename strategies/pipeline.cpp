@@ -39,6 +39,22 @@ std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, in
         while (b < m) ops.push_back({false, 0, b++});
         break;
       }
+      case PipelineSchedule::kZeroBubbleH1: {
+        const int warmup = std::min(pp - i - 1, m);
+        int f = 0, b = 0, w = 0;
+        auto input_gradient = [&] {
+          ops.push_back({false, 0, b++});
+          if (b - w > i) ops.push_back({false, 0, w++, true});
+        };
+        for (; f < warmup; ++f) ops.push_back({true, 0, f});
+        while (f < m) {
+          ops.push_back({true, 0, f++});
+          input_gradient();
+        }
+        while (b < m) input_gradient();
+        while (w < m) ops.push_back({false, 0, w++, true});
+        break;
+      }
       case PipelineSchedule::kInterleaved1F1B: {
         const int total = m * v;
         auto chunk_of = [&](int k, bool forward) {

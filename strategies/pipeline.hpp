@@ -11,9 +11,18 @@
 //                (k / pp) mod v on micro-batch (k / (pp v)) pp + k mod pp, backwards run
 //                the chunks in reverse; (pp - i - 1) 2 + (v - 1) pp warm-up forwards
 //                (every forward when m = pp, as Megatron-LM runs it).
+//   zero-bubble  ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): 1F1B's
+//                order with each backward split into B, the input gradient the stage
+//                before waits for, and W, the weight gradient nothing in the pipeline
+//                waits for. Stage i lets up to i W passes wait (a W runs right after a
+//                B once more than i are pending) and runs the rest after its last B, so
+//                the later stages, which idle longest at the end of 1F1B, fill that
+//                time with weight gradients. Every stage then holds at most min(m, pp)
+//                micro-batches' activations (until their W), 1F1B's peak on stage 0.
 // With free communication and equal stages of forward time f and backward time b per
 // device, a step of GPipe or 1F1B takes (m + pp - 1)(f + b), a bubble share of
-// (pp - 1)/(m + pp - 1); interleaving divides the bubble by v.
+// (pp - 1)/(m + pp - 1); interleaving divides the bubble by v. ZB-H1 with b = B + W and
+// W no longer than f or B takes m (f + b) + (pp - 1)(f + B - W) when m >= pp.
 #pragma once
 
 #include <vector>
@@ -26,6 +35,8 @@ struct PipelineOp {
   bool forward;
   int chunk;        // model chunk on this device (0 .. v-1)
   int micro_batch;  // 0 .. m-1
+  bool weights = false;  // zero-bubble: this backward's deferred weight-gradient pass (W);
+                         // a backward op of that schedule is then its input-gradient pass (B)
 };
 
 /// The interleaved schedule's warm-up forwards on stage i (chunk forwards, at most m v).

@@ -51,6 +51,9 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.schedule != PipelineSchedule::kInterleaved1F1B && p.virtual_stages != 1) {
     return "virtual_stages applies to the interleaved schedule only";
   }
+  if (p.schedule == PipelineSchedule::kZeroBubbleH1 && p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) {
+    return "the zero-bubble schedule is not modelled with ZeRO-3 (use zero 0, 1 or 2, or another schedule)";
+  }
   // Interleaving needs stages to interleave and chunks to interleave them with: with one
   // chunk per device its warm-up, 2 (pp - i - 1), keeps twice 1F1B's activations for
   // 1F1B's step (Megatron-LM refuses it too).

@@ -8,7 +8,9 @@
 // global_batch / dp of them in micro-batches of micro_batch, m = global_batch / (dp x
 // micro_batch) micro-batches per step, through pp pipeline stages scheduled by GPipe
 // (all forwards, then all backwards), 1F1B (one forward, one backward in the steady
-// state) or interleaved 1F1B (v model chunks per device).
+// state), interleaved 1F1B (v model chunks per device) or zero-bubble ZB-H1 (1F1B with
+// each backward split into its input gradient and its weight gradient, the latter
+// deferred into the bubble; strategies/pipeline.hpp).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,7 @@
 
 namespace ddlsim {
 
-enum class PipelineSchedule { kGPipe, k1F1B, kInterleaved1F1B };
+enum class PipelineSchedule { kGPipe, k1F1B, kInterleaved1F1B, kZeroBubbleH1 };
 enum class DataParallelMode { kAllReduce, kZero1, kZero2, kZero3 };  // FSDP full sharding = ZeRO-3
 enum class Recompute { kNone, kSelective, kFull };
 /// How a device adds each micro-batch's weight gradients to the step's: kFused, inside

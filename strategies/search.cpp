@@ -222,6 +222,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double m = static_cast<double>(p.micro_batches());
   const double accumulation_share = (accumulates(p, 0) ? m : m - 1) / m;
   double F = 0, B = 0, all = 0, Fmax = 0, Bmax = 0;
+  // Zero-bubble: the weight gradients in the backwards (W), the busiest stage's and all.
+  const bool split = p.schedule == PipelineSchedule::kZeroBubbleH1;
+  double W = 0, all_w = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const int Li = layers[i];
     const bool first = i == 0, last = i + 1 == layers.size();
@@ -229,7 +232,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // own first gather and its own send.
     const int chunks = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
     const int per_chunk = Li / chunks, recomputing = recomputed_layers(p, per_chunk);
-    double Fi = 0, Bi = 0, queued = 0;
+    double Fi = 0, Bi = 0, Wi = 0, queued = 0;
     for (int k = 0; k < chunks; ++k) {
       const bool embedding = first && k == 0, output = last && k == chunks - 1;
       std::vector<Unit> fwd, bwd;
@@ -250,6 +253,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       if (zero2) {
         for (const Unit& u : bwd) queued += u.scatter;
       }
+      if (split) {
+        Wi += per_chunk * (c.attention.weight_gradients + c.mlp.weight_gradients).value() +
+              (output ? c.last_weight_gradient.value() : 0.0) + (embedding ? c.first_backward.value() : 0.0);
+      }
       Fi += pass(fwd) + (output ? 0.0 : send);
       Bi += pass(bwd) + (embedding ? 0.0 : send) +
             accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, model.dtype, compute).value();
@@ -258,19 +265,23 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // backward; they slow it only when they take longer.
     Bi = std::max(Bi, queued - Fi);
     all += Fi + Bi;
+    all_w += Wi;
     Fmax = std::max(Fmax, Fi);
     Bmax = std::max(Bmax, Bi);
     if (Fi + Bi > F + B) {
       F = Fi;
       B = Bi;
+      W = Wi;
     }
   }
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
   // m slots of the busiest, and the others' fill and drain (over v with interleaving):
   // (m + (pp - 1) / v) (F + B) when the stages are alike. GPipe fills and drains its
   // forwards and its backwards apart, each at its own busiest stage.
+  // Zero-bubble fills and drains with the others' F + B - W: (m (F + B) + (pp - 1)(F + B
+  // - 2 W)) when alike (pipeline_schedule).
   double step = p.schedule == PipelineSchedule::kGPipe ? all + (m - 1) * (Fmax + Bmax)
-                                                       : m * (F + B) + (all - (F + B)) / v;
+                                                       : m * (F + B) + (all - (F + B) - 2 * (all_w - W)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double grads = stage_params * reduced_gradient_bytes(p, model.dtype), weights = stage_params * weight_bytes(model.dtype);
     // The gradients' reduction may run beside the backward; ZeRO-1/2's all-gather of the
@@ -319,8 +330,9 @@ std::string describe_plan(const ParallelPlan& p) {
                   ", mb " + std::to_string(p.micro_batch);
   if (p.pp > 1) {
     s += p.schedule == PipelineSchedule::kGPipe ? ", gpipe"
-         : p.schedule == PipelineSchedule::k1F1B ? ", 1f1b"
-                                                 : ", interleaved v" + std::to_string(p.virtual_stages);
+         : p.schedule == PipelineSchedule::k1F1B         ? ", 1f1b"
+         : p.schedule == PipelineSchedule::kZeroBubbleH1 ? ", zero-bubble"
+                                                         : ", interleaved v" + std::to_string(p.virtual_stages);
   }
   if (p.dp_mode != DataParallelMode::kAllReduce) {
     s += ", zero " + std::to_string(p.dp_mode == DataParallelMode::kZero1 ? 1 : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3);

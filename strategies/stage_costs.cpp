@@ -111,6 +111,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       const bool first = op.kind == OpKind::kEmbedding || op.name.rfind("embed", 0) == 0;
       (first ? c.first_forward : c.last_forward) += f;
       (first ? c.first_backward : c.last_backward) += b;
+      if (!first && op.kind == OpKind::kLinear) c.last_weight_gradient += b * 0.5;
       continue;
     }
     HalfLayer& half = in_mlp ? c.mlp : c.attention;
@@ -125,6 +126,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       n.recompute += fwd;
     }
     if (op.kind == OpKind::kLinear && split_of(op) == Split::kColumns) half.weight_gradient += b * 0.5;  // QKV, fc1, gate/up
+    if (op.kind == OpKind::kLinear) half.weight_gradients += b * 0.5;
     c.layer_params += op.cost.params;
     if (ends_with(op.name, ".residual1")) in_mlp = true;
   }
@@ -135,6 +137,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     half->backward = compute.dispatch_bound(half->backward, 0, n.backward);
     half->recompute = compute.dispatch_bound(half->recompute, n.recompute, 0);
     half->weight_gradient = std::min(half->weight_gradient, half->backward);
+    half->weight_gradients = std::min(half->weight_gradients, half->backward);
   }
   const double act = static_cast<double>(plan.micro_batch) * static_cast<double>(model.seq) *
                      static_cast<double>(model.hidden) * data_type_bytes(model.dtype);

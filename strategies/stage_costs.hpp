@@ -25,6 +25,9 @@ struct HalfLayer {
   // first linear or gate/up projection), half that linear's backward (its two GEMMs
   // have equal FLOPs).
   Seconds weight_gradient{0.0};
+  // Every weight-gradient GEMM of the half (half of each linear layer's backward): what
+  // the zero-bubble schedule's W pass runs apart from the rest of `backward`.
+  Seconds weight_gradients{0.0};
 };
 
 struct StageCosts {
@@ -32,6 +35,7 @@ struct StageCosts {
   HalfLayer mlp;        // norm, MLP, dropout, residual
   Seconds first_forward{0.0}, first_backward{0.0};  // the embedding, on the first stage
   Seconds last_forward{0.0}, last_backward{0.0};    // final norm, output layer, loss, on the last stage
+  Seconds last_weight_gradient{0.0};  // the output layer's weight gradient (part of last_backward)
   double tp_bytes = 0.0;     // one tensor-parallel all-reduce: micro_batch x seq x hidden activations
   double p2p_bytes = 0.0;    // activations sent between stages per micro-batch and tp rank
   double layer_params = 0.0;  // parameters of one layer on one device

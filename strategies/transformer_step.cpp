@@ -30,6 +30,7 @@ class StepLowering {
     if (std::string why = plan_size_problem(p_, m_, in_.max_compute_tasks); !why.empty()) throw TooLargeError(why);
     costs_ = stage_costs(m_, p_, *in_.compute);
     v_ = p_.schedule == PipelineSchedule::kInterleaved1F1B ? p_.virtual_stages : 1;
+    split_ = p_.schedule == PipelineSchedule::kZeroBubbleH1;
     stages_ = p_.pp * v_;
     mb_ = static_cast<int>(p_.micro_batches());
     zero3_ = p_.dp_mode == DataParallelMode::kZero3 && p_.dp > 1;
@@ -52,6 +53,7 @@ class StepLowering {
     if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.compute_parts.resize(static_cast<std::size_t>(dpl_ * p_.pp));
+    if (split_) out_.weight_pass_s.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     for (int i = 0; i < p_.pp; ++i) out_.gradients_reduced.push_back(g_.add(Marker{}, "gradients reduced").id());
     memory_plan();
     const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
@@ -420,9 +422,12 @@ class StepLowering {
   }
 
   // One unit's backward (one layer, or the embedding or output layer).
+  // Under the zero-bubble schedule this is the input-gradient pass (B): the backward
+  // without the weight gradients, which weight_unit runs later.
   TaskId backward_unit(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
     switch (u.kind) {
       case UnitKind::kEmbedding:
+        if (split_) return t;  // all of it is the table's gradient, in W (no ZeRO-3 gather to wait for)
         // With sequence parallelism the forward's reduce-scatter has an all-gather for
         // its backward (Megatron's reduce_scatter_to_sequence_parallel_region): the
         // embedding's gradient is gathered whole before the lookup's backward.
@@ -435,12 +440,17 @@ class StepLowering {
         // The gradient of the output layer's input, summed over the tp ranks (its forward
         // copied the input to every rank): an all-reduce, or the reduce-scatter that
         // pairs the forward's all-gather with sequence parallelism.
-        t = compute(grp, kBackward, costs_.last_backward, t, "output and loss backward", ready);
+        t = compute(grp, kBackward, costs_.last_backward - (split_ ? costs_.last_weight_gradient : Seconds(0.0)), t,
+                    "output and loss backward", ready);
         if (p_.tp == 1) return t;
         return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
       case UnitKind::kLayers: break;
     }
-    const Seconds attn = costs_.attention.backward, mlp = costs_.mlp.backward;
+    // Zero-bubble: the weight gradients go to the W pass, none is left to overlap with.
+    const Seconds attn = costs_.attention.backward - (split_ ? costs_.attention.weight_gradients : Seconds(0.0));
+    const Seconds mlp = costs_.mlp.backward - (split_ ? costs_.mlp.weight_gradients : Seconds(0.0));
+    const Seconds attn_wg = split_ ? Seconds(0.0) : costs_.attention.weight_gradient;
+    const Seconds mlp_wg = split_ ? Seconds(0.0) : costs_.mlp.weight_gradient;
     if (p_.tp == 1) {
       const Seconds rc = costs_.attention.recompute + costs_.mlp.recompute;
       return backward_with_recompute(grp, attn + mlp, p_.recompute != Recompute::kFull || u.recompute ? rc : Seconds(0.0),
@@ -457,13 +467,29 @@ class StepLowering {
     }
     const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
     if (m_.parallel_layers) {  // the two branches' input gradients, summed by one all-reduce
-      return backward_half(grp, mlp + attn, extra, costs_.attention.weight_gradient + costs_.mlp.weight_gradient, t,
-                           ready, "layer backward", "layer weight gradients");
+      return backward_half(grp, mlp + attn, extra, attn_wg + mlp_wg, t, ready, "layer backward", "layer weight gradients");
     }
-    t = backward_half(grp, mlp, Seconds(0.0), costs_.mlp.weight_gradient, t, ready, "mlp backward", "mlp weight gradient");
-    return backward_half(grp, attn, extra, costs_.attention.weight_gradient, t, TaskId(), "attention backward",
-                         "attention weight gradient");
+    t = backward_half(grp, mlp, Seconds(0.0), mlp_wg, t, ready, "mlp backward", "mlp weight gradient");
+    return backward_half(grp, attn, extra, attn_wg, t, TaskId(), "attention backward", "attention weight gradient");
   }
+
+  // The zero-bubble schedule's weight-gradient pass (W) of one unit after `t`: the
+  // linear layers' weight-gradient GEMMs, the output layer's, or the embedding table's
+  // gradient (with sequence parallelism after the all-gather of its output gradient).
+  TaskId weight_unit(std::size_t grp, const Unit& u, TaskId t) {
+    Seconds w(0.0);
+    switch (u.kind) {
+      case UnitKind::kEmbedding:
+        if (p_.tp > 1 && p_.sequence_parallel) t = tp_collective(grp, 0.5, t, TaskId(), "tp all-gather", false);
+        w = costs_.first_backward;
+        break;
+      case UnitKind::kOutput: w = costs_.last_weight_gradient; break;
+      case UnitKind::kLayers: w = (costs_.attention.weight_gradients + costs_.mlp.weight_gradients) * u.count; break;
+    }
+    out_.weight_pass_s[grp] += w.value();
+    return compute(grp, kBackward, w, t, u.kind == UnitKind::kEmbedding ? "embedding backward" : "weight gradients");
+  }
+
 
   // Memory over the step, per stage replica: its model states from the start, and each
   // forward's activations (its chunk's layers for one micro-batch, and the loss's
@@ -491,15 +517,19 @@ class StepLowering {
     std::optional<Key> prev_key;
     for (const PipelineOp& op : program) {
       const int s = op.chunk * p_.pp + i;
-      const TaskId entry = op.forward ? g_.add(Allocate{pool, Bytes(chunk_activations(s))}, "forward").id()
-                                      : g_.add(Marker{}, "backward").id();
+      const TaskId entry = op.forward   ? g_.add(Allocate{pool, Bytes(chunk_activations(s))}, "forward").id()
+                           : op.weights ? g_.add(Marker{}, "weight gradients").id()
+                                        : g_.add(Marker{}, "backward").id();
       g_.add_edge(prev, entry);
       const Key key{d, s, op.micro_batch, op.forward};
       if (prev_key) next_entry_[*prev_key] = entry;
       prev_key = key;
       TaskId t = entry;
-      const bool last_mb_backward = !op.forward && op.micro_batch == mb_ - 1;
-      const bool accumulating = !op.forward && accumulates(p_, op.micro_batch);
+      // The pass that completes the micro-batch's weight gradients: the backward, or
+      // under the zero-bubble schedule its W pass (the B pass only sends its gradient on).
+      const bool gradients = !op.forward && (!split_ || op.weights);
+      const bool last_mb_backward = gradients && op.micro_batch == mb_ - 1;
+      const bool accumulating = gradients && accumulates(p_, op.micro_batch);
       std::vector<double> produced_params;  // the last backward's units, produced after its accumulation
       std::vector<Unit> us = units(s, op.forward);
       if (!op.forward) std::reverse(us.begin(), us.end());
@@ -525,7 +555,9 @@ class StepLowering {
           t = forward_unit(grp, u, t, ready);
           continue;
         }
-        t = backward_unit(grp, u, t, ready);
+        if (!op.weights) t = backward_unit(grp, u, t, ready);
+        if (split_ && op.weights) t = weight_unit(grp, u, t);
+        if (!gradients) continue;
         if (scatters_) {
           const Markers rs =
               zero3_collective(i, CollKey{s, op.micro_batch, false, j, false}, u.params * reduced_gradient_bytes(p_, m_.dtype), t, nullptr);
@@ -546,10 +578,14 @@ class StepLowering {
                     "gradient accumulation");
         for (double up : produced_params) produced(d, i, t, up);
       }
-      entries_[{d, s, op.micro_batch, op.forward}] = entry;
-      exits_[{d, s, op.micro_batch, op.forward}] = t;
       last_exit = prev = t;
-      if (!op.forward) {
+      if (op.weights) {
+        prev_key.reset();  // sends nothing; the pass after it waits on no sends
+      } else {
+        entries_[{d, s, op.micro_batch, op.forward}] = entry;
+        exits_[{d, s, op.micro_batch, op.forward}] = t;
+      }
+      if (gradients) {
         prev = g_.add(Free{pool, Bytes(chunk_activations(s))}, "free activations").id();
         g_.add_edge(t, prev);
       }
@@ -844,6 +880,7 @@ class StepLowering {
   int v_ = 1, stages_ = 1, mb_ = 1;
   std::vector<int> chunk_layers_;
   bool zero3_ = false;
+  bool split_ = false;  // zero-bubble: backwards in input-gradient (B) and weight-gradient (W) passes
   // ZeRO-2 and 3: each unit's gradients reduce-scattered after its backward, in every
   // micro-batch (the device keeps only its shard of them).
   bool scatters_ = false;

@@ -92,6 +92,9 @@ struct LoweredTrainingStep {
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   std::vector<ComputeParts> compute_parts;  // per (dp, pp): its compute stream's tasks by purpose
+  // Per (dp, pp) under the zero-bubble schedule: seconds of its deferred weight-gradient
+  // passes (W, counted in compute_parts.backward too); empty for the other schedules.
+  std::vector<double> weight_pass_s;
   std::vector<CollectiveUse> collective_uses;  // in the order of (dim tp, dp, copies; op; algorithm; channels; ranks)
   std::vector<TaskId> gradients_reduced;  // per pp stage: every replica's backward done and its gradients reduced
   std::vector<TaskId> weights_gathered;   // per pp stage under ZeRO-1/2 with dp > 1: updated weights all-gathered (else empty)

@@ -1548,6 +1548,31 @@ TEST_CASE("a training report lists the collectives that ran, with their algorith
   CHECK(std::get<0>(h.at({"dp", "reduce-scatter", 2})) == std::get<0>(tp_pp.at({"dp", "reduce-scatter", 2})));
 }
 
+TEST_CASE("ddlsim run: the zero-bubble schedule does 1F1B's work in a shorter step") {
+  // Expected: tp-pp (tp 4, pp 2, ZeRO-1) with "schedule": "zero-bubble" computes the same
+  // forward, backward and optimizer seconds as under 1F1B (its backwards only split), has
+  // a smaller bubble and a shorter step; with ZeRO-3 it is refused with the field named.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  auto tp_pp = [&](const char* schedule) {
+    const auto r = ddlsim_cmd({"run", f, "--json", "--strategy", "tp-pp", "--set", std::string("strategies.1.schedule=") + schedule});
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies").at(0);
+  };
+  const auto one = tp_pp("1f1b"), zb = tp_pp("zero-bubble");
+  for (const char* part : {"forward", "backward", "recompute", "optimizer"}) {
+    CAPTURE(part);
+    CHECK(zb.at("breakdown").at("compute_parts_s").at(part).get<double>() ==
+          Approx(one.at("breakdown").at("compute_parts_s").at(part).get<double>()).epsilon(1e-9));
+  }
+  CHECK(zb.at("breakdown").at("bubble_s").get<double>() < one.at("breakdown").at("bubble_s").get<double>());
+  CHECK(zb.at("step_time_s").get<double>() < one.at("step_time_s").get<double>());
+  const auto bad = ddlsim_cmd({"run", f, "--set", "strategies.1.schedule=zero-bubble", "--set", "strategies.1.zero=3"});
+  CHECK(bad.status == 2);
+  CHECK(bad.err ==
+        "ddlsim run: strategies.1: the zero-bubble schedule is not modelled with ZeRO-3 (use zero 0, 1 or 2, or another schedule)\n");
+}
+
 TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {
   // Expected: samples/s x step time = the global batch; tokens/s = samples/s x seq;
   // MFU = model TFLOP/s per device / the A100's 312 TFLOP/s bf16 peak; full
@@ -1636,7 +1661,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.1.tp=5", "strategies.1: tp (5) must divide the attention heads (24)"},
       {"cluster.nodes=125000000", "cluster.nodes: expected 1 to 4096, got 125000000"},  // 10^9 GPUs
       {"strategies.0.global_batch=65", "strategies.0: the global batch (65) must be divisible by dp x micro_batch (32)"},
-      {"strategies.0.schedule=1f1", "strategies.0.schedule: expected one of \"1f1b\", \"gpipe\", \"interleaved\", got \"1f1\" (did you mean '1f1b'?)"},
+      {"strategies.0.schedule=1f1", "strategies.0.schedule: expected one of \"1f1b\", \"gpipe\", \"interleaved\", \"zero-bubble\", got \"1f1\" (did you mean '1f1b'?)"},
       {"strategies.0.zero=1.5", "strategies.0.zero: expected 0, 1, 2 or 3"},
       {"strategies.0.t_p=2", "strategies.0.t_p: unknown key (did you mean 'tp'?)"},
       {"workload.batch=8", "workload.batch: the strategies set the batch (global_batch, micro_batch)"},

@@ -7,6 +7,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 
 #include "sim/core/compute_stream.hpp"
@@ -254,20 +255,24 @@ namespace {
 // Replays a schedule with free communication: each device a compute stream running its
 // ops in program order; a forward of virtual stage s waits for that micro-batch's forward
 // on stage s - 1, a backward for the backward on stage s + 1 and its own forward. A chunk
-// takes f / v forward and b / v backward.
-double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, double b) {
+// takes f / v forward and b / v backward; under the zero-bubble schedule a backward is
+// its input gradient, b - w, and its weight-gradient pass w (after it) the rest.
+double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, double b, double w = 0.0) {
   const auto sched = pipeline_schedule(kind, pp, v, m);
   TaskGraph g;
   std::vector<std::unique_ptr<ResourceModel>> streams;
   std::map<std::tuple<bool, int, int>, TaskId> task;  // (forward, virtual stage, micro-batch)
+  std::vector<std::pair<TaskId, std::tuple<bool, int, int>>> weights;  // W passes and their backward
   std::vector<std::vector<TaskId>> order(static_cast<std::size_t>(pp));
   for (int i = 0; i < pp; ++i) {
     streams.push_back(std::make_unique<ComputeStream>("stage" + std::to_string(i)));
     for (const PipelineOp& op : sched[static_cast<std::size_t>(i)]) {
       const int s = op.chunk * pp + i;
-      const TaskId t = g.add(Compute{ResourceId(static_cast<std::uint32_t>(i)), Seconds((op.forward ? f : b) / v), Flops(0.0)},
-                             op.forward ? "F" : "B").id();
-      task[{op.forward, s, op.micro_batch}] = t;
+      const double time = op.forward ? f : op.weights ? w : b - w;
+      const TaskId t = g.add(Compute{ResourceId(static_cast<std::uint32_t>(i)), Seconds(time / v), Flops(0.0)},
+                             op.forward ? "F" : op.weights ? "W" : "B").id();
+      if (op.weights) weights.emplace_back(t, std::tuple{false, s, op.micro_batch});
+      else task[{op.forward, s, op.micro_batch}] = t;
       if (!order[static_cast<std::size_t>(i)].empty()) g.add_edge(order[static_cast<std::size_t>(i)].back(), t);
       order[static_cast<std::size_t>(i)].push_back(t);
     }
@@ -281,6 +286,7 @@ double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, do
       if (s < stages - 1) g.add_edge(task.at({false, s + 1, mb}), t);
     }
   }
+  for (const auto& [t, of] : weights) g.add_edge(task.at(of), t);
   std::vector<ResourceModel*> ptrs;
   for (auto& s : streams) ptrs.push_back(s.get());
   return replay(g, ptrs).makespan.value();
@@ -321,6 +327,60 @@ TEST_CASE("1F1B keeps at most p - i micro-batches in flight on stage i") {
     }
     CHECK(most == p - i);
     CHECK(live == 0);
+  }
+}
+
+TEST_CASE("zero-bubble ZB-H1 shrinks 1F1B's bubble to (p-1)(f + B - W)") {
+  // Expected (Qi et al. 2024, ZB-H1, W no longer than f and B): with a backward of input
+  // gradient B and weight gradient W, step = m (f + B + W) + (p - 1)(f + B - W) for
+  // m >= p, against 1F1B's (m + p - 1)(f + B + W).
+  for (auto [p, m] : {std::pair{4, 8}, std::pair{8, 16}, std::pair{4, 4}, std::pair{2, 5}}) {
+    for (auto [f, B, W] : {std::tuple{1.0, 1.0, 1.0}, std::tuple{1.0, 1.2, 0.8}, std::tuple{2.0, 2.0, 1.0}}) {
+      CAPTURE(p);
+      CAPTURE(m);
+      CAPTURE(W);
+      const double step = replay_schedule(PipelineSchedule::kZeroBubbleH1, p, 1, m, f, B + W, W);
+      CHECK(step == Approx(m * (f + B + W) + (p - 1) * (f + B - W)));
+      CHECK(replay_schedule(PipelineSchedule::k1F1B, p, 1, m, f, B + W) == Approx((m + p - 1) * (f + B + W)));
+    }
+  }
+  // Fewer micro-batches than stages: still no slower than 1F1B (p 4, m 2: 11 against 15
+  // with f = B = W = 1).
+  CHECK(replay_schedule(PipelineSchedule::kZeroBubbleH1, 4, 1, 2, 1.0, 2.0, 1.0) == Approx(11.0));
+}
+
+TEST_CASE("zero-bubble runs every pass once and holds at most min(m, p) micro-batches per stage") {
+  // Expected: each stage runs m F, m B and m W, each W after its own B; activations,
+  // held from F until W, peak at min(m, p) on every stage (1F1B's stage 0), as
+  // in_flight_micro_batches says.
+  for (auto [p, m] : {std::pair{4, 8}, std::pair{4, 2}, std::pair{1, 3}}) {
+    const auto sched = pipeline_schedule(PipelineSchedule::kZeroBubbleH1, p, 1, m);
+    ParallelPlan plan;
+    plan.pp = p;
+    plan.global_batch = m;
+    plan.schedule = PipelineSchedule::kZeroBubbleH1;
+    for (int i = 0; i < p; ++i) {
+      int live = 0, most = 0, forwards = 0, inputs = 0, weights = 0;
+      std::set<int> input_done;
+      for (const auto& op : sched[static_cast<std::size_t>(i)]) {
+        if (op.forward) {
+          ++forwards;
+          most = std::max(most, ++live);
+        } else if (!op.weights) {
+          ++inputs;
+          input_done.insert(op.micro_batch);
+        } else {
+          ++weights;
+          --live;
+          CHECK(input_done.count(op.micro_batch) == 1);
+        }
+      }
+      CHECK(forwards == m);
+      CHECK(inputs == m);
+      CHECK(weights == m);
+      CHECK(most == std::min(m, p));
+      CHECK(in_flight_micro_batches(plan, i) == most);
+    }
   }
 }
 
@@ -1149,6 +1209,59 @@ TEST_CASE("a 1F1B pipeline stays close to (m + p - 1)(f + b)") {
                  rig.optimizer(params_of(m)));
 }
 
+TEST_CASE("a zero-bubble pipeline stays close to m (f + b) + (p - 1)(f + b - 2 w)") {
+  // Expected: the 1F1B case above (pp 4, 2 layers per stage, m 8 on one DGX A100) under
+  // ZB-H1, w a stage's weight-gradient GEMMs (half of every linear layer's backward):
+  // at least the compute-only 8 (f + b) + 3 (f + b - 2 w), at most 5% above it plus the
+  // first and last stages' extra work; faster than 1F1B by most of 3 x 2 w; the same
+  // compute by part on every stage (the backward split, not changed).
+  StepRig rig("dgx-a100", 4);
+  const TransformerConfig m = gpt_config("g", 8, 2048, 16, 2048, 32000);
+  ParallelPlan p;
+  p.pp = 4;
+  p.global_batch = 8;
+  p.stage_layers = {2, 2, 2, 2};
+  const StageCosts c = stage_costs(m, p, *rig.compute);
+  const double f = ((c.attention.forward + c.mlp.forward) * 2.0).value();
+  const double b = ((c.attention.backward + c.mlp.backward) * 2.0).value();
+  const double w = ((c.attention.weight_gradients + c.mlp.weight_gradients) * 2.0).value();
+  REQUIRE(w > 0.25 * b);
+  REQUIRE(w < 0.5 * b);
+  LoweredTrainingStep one = rig.lower(m, p);
+  const double t1 = rig.run(one);
+  p.schedule = PipelineSchedule::kZeroBubbleH1;
+  LoweredTrainingStep zb = rig.lower(m, p);
+  const double t = rig.run(zb);
+  const double bound = 8 * (f + b) + 3 * (f + b - 2 * w);
+  CHECK(t >= bound);
+  CHECK(t <= bound * 1.05 + (c.first_forward + c.first_backward + c.last_forward + c.last_backward).value() * 8 +
+                 rig.optimizer(params_of(m)));
+  CHECK(t1 - t > 0.8 * 3 * 2 * w);
+  REQUIRE(zb.compute_parts.size() == one.compute_parts.size());
+  REQUIRE(zb.weight_pass_s.size() == 4);
+  CHECK(one.weight_pass_s.empty());
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(zb.compute_parts[i].forward == Approx(one.compute_parts[i].forward).epsilon(1e-12));
+    CHECK(zb.compute_parts[i].backward == Approx(one.compute_parts[i].backward).epsilon(1e-12));
+    CHECK(zb.weight_pass_s[i] >= 8 * w);
+  }
+  CHECK(zb.weight_pass_s[1] == Approx(8 * w).epsilon(1e-12));  // a middle stage: layers only
+}
+
+TEST_CASE("the zero-bubble schedule is refused with ZeRO-3") {
+  // Expected: plan_problem's one-line reason; ZeRO-1 and 2 are accepted.
+  const TransformerConfig m = gpt_config("g", 8, 1024, 16, 1024, 32000);
+  ParallelPlan p;
+  p.pp = 2;
+  p.dp = 2;
+  p.global_batch = 8;
+  p.schedule = PipelineSchedule::kZeroBubbleH1;
+  p.dp_mode = DataParallelMode::kZero3;
+  CHECK(plan_problem(p, m, 4) == "the zero-bubble schedule is not modelled with ZeRO-3 (use zero 0, 1 or 2, or another schedule)");
+  p.dp_mode = DataParallelMode::kZero2;
+  CHECK(plan_problem(p, m, 4).empty());
+}
+
 namespace {
 // Start and end of every task of a replay.
 struct StartEnd final : Observer {
@@ -1341,12 +1454,15 @@ TEST_CASE("the replay's memory high-water marks follow the schedule") {
   // of the micro-batches in flight: min(m, pp - i) under 1F1B, all m under GPipe, and
   // under the interleaved schedule min(m v, 2 (pp - i - 1) + (v - 1) pp + 1) chunk
   // forwards (all m v when m = pp), exactly the memory model's figure (stage_memory);
-  // under the interleaved schedule the first stage holds the most and the last the least.
+  // under the interleaved schedule the first stage holds the most and the last the least;
+  // zero-bubble holds min(m, pp) on every stage (activations kept until the W pass), and
+  // the loss's buffers of as many micro-batches on the last.
   StepRig rig("dgx-a100", 1);
   const TransformerConfig m = gpt_config("g", 8, 1024, 16, 1024, 32000);
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     const PipelineSchedule sched = variant == 0   ? PipelineSchedule::k1F1B
                                    : variant == 1 ? PipelineSchedule::kGPipe
+                                   : variant == 4 ? PipelineSchedule::kZeroBubbleH1
                                                   : PipelineSchedule::kInterleaved1F1B;
     ParallelPlan p;
     p.pp = 4;
@@ -1362,6 +1478,10 @@ TEST_CASE("the replay's memory high-water marks follow the schedule") {
     }
     if (variant == 3) {
       for (int i = 0; i < 4; ++i) CHECK(in_flight_micro_batches(p, i) == 4);  // every forward first
+      CHECK(in_flight_losses(p) == 4);
+    }
+    if (variant == 4) {
+      for (int i = 0; i < 4; ++i) CHECK(in_flight_micro_batches(p, i) == 4);
       CHECK(in_flight_losses(p) == 4);
     }
     LoweredTrainingStep s = rig.lower(m, p);
