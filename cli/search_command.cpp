@@ -37,7 +37,8 @@ and ranks them by replayed step time.
 
   grid     every Megatron-style plan of a transformer: tp dividing the heads, pp the
            layers, dp filling the cluster, micro-batch 1-16, 1F1B or interleaved
-           (v = 2), ZeRO 0-3, recomputation none/selective/full, sequence parallelism
+           (v = 2; --schedules adds zero-bubble or gpipe), ZeRO 0-3 (no ZeRO-3 with
+           zero-bubble), recomputation none/selective/full, sequence parallelism
            with tp > 1. Each plan keeps the framework settings of the scenario's
            first Megatron-style strategy (bucket_mib, overlap_grad_reduce,
            overlap_p2p, overlap_tp_backward, grad_accumulation, grad_reduce_fp32,
@@ -81,6 +82,30 @@ Examples:
 
 Options)";
 
+// --schedules: a comma-separated list of distinct schedule names, in the grid's order.
+std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
+  const std::vector<std::pair<std::string, PipelineSchedule>> names{{"1f1b", PipelineSchedule::k1F1B},
+                                                                    {"interleaved", PipelineSchedule::kInterleaved1F1B},
+                                                                    {"zero-bubble", PipelineSchedule::kZeroBubbleH1},
+                                                                    {"gpipe", PipelineSchedule::kGPipe}};
+  std::vector<PipelineSchedule> out;
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t comma = list.find(',', from);
+    const std::string name = list.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == name; });
+    if (it == names.end()) {
+      throw InputError("--schedules: expected a comma-separated list of 1f1b, interleaved, zero-bubble and gpipe, got '" +
+                       name + "'");
+    }
+    if (std::find(out.begin(), out.end(), it->second) != out.end()) throw InputError("--schedules: '" + name + "' given twice");
+    out.push_back(it->second);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -92,6 +117,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       ("global-batch", po::value<std::int64_t>()->value_name("N"), "sequences per step (default: the first strategy's)")
       ("replay", po::value<int>()->value_name("N")->default_value(8), "replay the N plans with the best estimates")
       ("top", po::value<int>()->value_name("K")->default_value(10), "print the K best replayed plans")
+      ("schedules", po::value<std::string>()->value_name("LIST")->default_value("1f1b,interleaved"),
+       "grid: the pipeline schedules to try, comma-separated: 1f1b, interleaved (v = 2), zero-bubble, gpipe")
       ("budget", po::value<double>()->value_name("SECONDS"), "grid: stop estimating and replaying plans (the scenario's strategies still replay), mcmc: stop proposing, after this long")
       ("network", po::value<std::string>()->value_name("MODEL"), "flow or analytical for the replays (default: the scenario's)")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"), "override a scenario field")
@@ -122,6 +149,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     only_for("seed", method == "mcmc", "mcmc");
     only_for("iterations", method == "mcmc", "mcmc");
     only_for("replay", method == "grid", "grid");
+    only_for("schedules", method == "grid", "grid");
     only_for("budget", method != "autoddl", "grid and mcmc");
     const int replays = vm["replay"].as<int>(), top = vm["top"].as<int>();
     if (replays < 0 || replays > 10000) throw InputError("--replay: expected 0 to 10000, got " + std::to_string(replays));
@@ -152,6 +180,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       s.network = *kind;
     }
     SearchSpace space;
+    space.schedules = parse_schedules(vm["schedules"].as<std::string>());
     space.global_batch = vm.count("global-batch") ? vm["global-batch"].as<std::int64_t>() : s.strategies.front().plan.global_batch;
     if (space.global_batch < 1 || space.global_batch > 100'000'000) throw InputError("--global-batch: expected 1 to 100000000");
     // The grid's plans run on the framework the scenario's first Megatron-style strategy

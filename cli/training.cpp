@@ -524,10 +524,13 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double per_micro_batch = (r.compute_busy_s - opt_s + r.exposed_tp_s) / static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
   const double pipeline_idle = std::max(0.0, r.step_time_s - r.compute_busy_s - r.exposed_tp_s - r.exposed_dp_s);
-  // Zero-bubble (ZB-H1): (pp - 1)(F + B - W) per the stage's work of one micro-batch,
-  // F + B + W, less twice its weight gradients W.
-  const double deferred = g < step.weight_pass_s.size() ? step.weight_pass_s[g] / static_cast<double>(p.micro_batches()) : 0.0;
-  r.bubble_s = std::min(pipeline_idle, (p.pp - 1) / v * std::max(0.0, per_micro_batch - 2 * deferred));
+  // Zero-bubble (ZB-H1): (pp - 1)(F + B + W) less (pp - 2 + min(m, pp)) W, with F + B + W
+  // the stage's work of one micro-batch and W its weight gradients: (pp - 1)(F + B - W)
+  // when m >= pp (pipeline_schedule).
+  const double m = static_cast<double>(p.micro_batches());
+  const double deferred = g < step.weight_pass_s.size() ? step.weight_pass_s[g] / m : 0.0;
+  const double saved = (p.pp - 2 + std::min(m, static_cast<double>(p.pp))) * deferred;
+  r.bubble_s = std::min(pipeline_idle, std::max(0.0, (p.pp - 1) / v * per_micro_batch - saved));
   r.exposed_pp_s = pipeline_idle - r.bubble_s;
   if (p.pp == 1) {
     // No pipeline: the waits inside the step are for ZeRO-3's per-layer weight gathers.

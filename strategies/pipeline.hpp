@@ -22,7 +22,8 @@
 // With free communication and equal stages of forward time f and backward time b per
 // device, a step of GPipe or 1F1B takes (m + pp - 1)(f + b), a bubble share of
 // (pp - 1)/(m + pp - 1); interleaving divides the bubble by v. ZB-H1 with b = B + W and
-// W no longer than f or B takes m (f + b) + (pp - 1)(f + B - W) when m >= pp.
+// W no longer than f or B takes (pp - 2 + min(m, pp)) W less than 1F1B: m (f + b) +
+// (pp - 1)(f + B - W) when m >= pp.
 #pragma once
 
 #include <vector>

@@ -81,11 +81,13 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
   grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
     for (std::int64_t mb : space.micro_batches) {
       for (PipelineSchedule sched : space.schedules) {
-        if (sched != PipelineSchedule::k1F1B && pp == 1) continue;  // no pipeline: one schedule
+        // No pipeline: one plan, named 1F1B whichever schedules the space lists.
+        if (pp == 1 && sched != space.schedules.front()) continue;
+        const PipelineSchedule used = pp == 1 ? PipelineSchedule::k1F1B : sched;
         for (DataParallelMode mode : space.dp_modes) {
           if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
           for (Recompute rc : space.recomputes) {
-            ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, sched, mode, rc);
+            ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc);
             if (plan_problem(p, model, devices).empty()) out.push_back(std::move(p));
           }
         }
@@ -224,7 +226,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   double F = 0, B = 0, all = 0, Fmax = 0, Bmax = 0;
   // Zero-bubble: the weight gradients in the backwards (W), the busiest stage's and all.
   const bool split = p.schedule == PipelineSchedule::kZeroBubbleH1;
-  double W = 0, all_w = 0;
+  double W = 0, all_w = 0, tail = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const int Li = layers[i];
     const bool first = i == 0, last = i + 1 == layers.size();
@@ -263,6 +265,13 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     }
     // ZeRO-2: a micro-batch's scatters drain while the stage runs its next forward and
     // backward; they slow it only when they take longer.
+    // Then the scatters set the stage's pace, and deferring its weight gradients into the
+    // fill and drain saves nothing. Zero-bubble: stage i's last min(i, m) W passes run
+    // after its last input gradient, about i input gradients before the first stage's
+    // (the chain back), and their scatters queue behind them: past the first stage's end
+    // by (min(i, m) - 1) scatters less that head start.
+    if (split && zero2) tail = std::max(tail, (std::min<double>(static_cast<double>(i), m) - 1) * queued - i * (Bi - Wi));
+    if (queued - Fi > Bi) Wi = 0;
     Bi = std::max(Bi, queued - Fi);
     all += Fi + Bi;
     all_w += Wi;
@@ -278,10 +287,11 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // m slots of the busiest, and the others' fill and drain (over v with interleaving):
   // (m + (pp - 1) / v) (F + B) when the stages are alike. GPipe fills and drains its
   // forwards and its backwards apart, each at its own busiest stage.
-  // Zero-bubble fills and drains with the others' F + B - W: (m (F + B) + (pp - 1)(F + B
-  // - 2 W)) when alike (pipeline_schedule).
+  // Zero-bubble saves the others' W (pp - 2 + min(m, pp)) / (pp - 1) times: 2 W each
+  // with m >= pp, m (F + B) + (pp - 1)(F + B - 2 W) when alike (pipeline_schedule).
+  const double saved = p.pp > 1 ? (p.pp - 2 + std::min(m, static_cast<double>(p.pp))) / (p.pp - 1) : 0.0;
   double step = p.schedule == PipelineSchedule::kGPipe ? all + (m - 1) * (Fmax + Bmax)
-                                                       : m * (F + B) + (all - (F + B) - 2 * (all_w - W)) / v;
+                                                       : m * (F + B) + (all - (F + B) - saved * (all_w - W)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double grads = stage_params * reduced_gradient_bytes(p, model.dtype), weights = stage_params * weight_bytes(model.dtype);
     // The gradients' reduction may run beside the backward; ZeRO-1/2's all-gather of the
@@ -311,7 +321,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     for (int k = 0; k < model.kv_copies(p.tp); ++k) sharing.push_back(mesh_rank(p, 0, 0, k));
     step += collective(fabric, sharing, CollectiveOp::kAllReduce, bytes);
   }
-  if (zero2) step += rs_first;  // ZeRO-2: the last backward's last scatter (the embedding's)
+  if (zero2) step += rs_first + tail;  // ZeRO-2: the last backward's last scatter (the embedding's)
   const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
   step += plan_optimizer_step_time(updated, p, model.dtype, compute).value();
   return step;

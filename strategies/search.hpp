@@ -44,8 +44,9 @@ struct SearchSpace {
 };
 
 /// Every plan of the grid that plan_problem accepts, in a fixed order: tp, pp, dp,
-/// micro-batch, schedule (interleaved with v = 2), ZeRO stage, recomputation, all
-/// ascending; sequence parallelism whenever tp > 1 (it only saves memory).
+/// micro-batch, schedule (interleaved with v = 2; in the space's order; plans with pp 1
+/// once, as 1F1B), ZeRO stage, recomputation, all ascending; sequence parallelism
+/// whenever tp > 1 (it only saves memory).
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space);
 
 /// Why grid_plans has no plan (call it when it has none): how many (tp, pp, dp) shapes

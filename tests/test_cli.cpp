@@ -1573,6 +1573,42 @@ TEST_CASE("ddlsim run: the zero-bubble schedule does 1F1B's work in a shorter st
         "ddlsim run: strategies.1: the zero-bubble schedule is not modelled with ZeRO-3 (use zero 0, 1 or 2, or another schedule)\n");
 }
 
+TEST_CASE("ddlsim search --schedules sets the grid's pipeline schedules") {
+  // Expected: with --schedules zero-bubble every grid plan (all replayed) with pp > 1 runs it
+  // (and a plan without a pipeline says 1f1b); the default grid tries 1f1b and
+  // interleaved only; bad lists are refused with the name given.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  auto schedules = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"search", f, "--json", "--replay", "10000", "--network", "analytical"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    std::set<std::string> seen;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& plan : j.at("ranked")) {
+      if (plan.at("baseline").get<bool>()) continue;
+      seen.insert(plan.at("pp").get<int>() > 1 ? plan.at("schedule").get<std::string>() : "pp1:" + plan.at("schedule").get<std::string>());
+    }
+    return seen;
+  };
+  const auto zb = schedules({"--schedules", "zero-bubble"});
+  CHECK(zb.count("zero-bubble") == 1);
+  CHECK(zb.count("1f1b") == 0);
+  CHECK(zb.count("interleaved") == 0);
+  for (const std::string& x : zb) CHECK((x == "zero-bubble" || x == "pp1:1f1b"));
+  CHECK(schedules({}).count("zero-bubble") == 0);
+  expect_exact_errors({
+      {{"search", f, "--schedules", "1f1b,zb"},
+       "ddlsim search: --schedules: expected a comma-separated list of 1f1b, interleaved, zero-bubble and gpipe, got 'zb'\n"},
+      {{"search", f, "--schedules", "1f1b,1f1b"}, "ddlsim search: --schedules: '1f1b' given twice\n"},
+      {{"search", f, "--schedules", ""},
+       "ddlsim search: --schedules: expected a comma-separated list of 1f1b, interleaved, zero-bubble and gpipe, got ''\n"},
+      {{"search", f, "--method", "mcmc", "--schedules", "gpipe"},
+       "ddlsim search: --schedules: applies to --method grid, not mcmc\n"},
+  });
+}
+
 TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {
   // Expected: samples/s x step time = the global batch; tokens/s = samples/s x seq;
   // MFU = model TFLOP/s per device / the A100's 312 TFLOP/s bf16 peak; full
