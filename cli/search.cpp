@@ -17,10 +17,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   j["dp"] = p.dp;
   j["global_batch"] = p.global_batch;
   j["micro_batch"] = p.micro_batch;
-  j["schedule"] = p.schedule == PipelineSchedule::kGPipe          ? "gpipe"
-                  : p.schedule == PipelineSchedule::k1F1B         ? "1f1b"
-                  : p.schedule == PipelineSchedule::kZeroBubbleH1 ? "zero-bubble"
-                                                                  : "interleaved";
+  j["schedule"] = schedule_name(p.schedule);
   if (p.virtual_stages > 1) j["virtual_stages"] = p.virtual_stages;
   j["zero"] = p.dp_mode == DataParallelMode::kAllReduce ? 0 : p.dp_mode == DataParallelMode::kZero1 ? 1
               : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3;

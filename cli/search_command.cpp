@@ -84,17 +84,14 @@ Options)";
 
 // --schedules: a comma-separated list of distinct schedule names, in the grid's order.
 std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
-  const std::vector<std::pair<std::string, PipelineSchedule>> names{{"1f1b", PipelineSchedule::k1F1B},
-                                                                    {"interleaved", PipelineSchedule::kInterleaved1F1B},
-                                                                    {"zero-bubble", PipelineSchedule::kZeroBubbleH1},
-                                                                    {"gpipe", PipelineSchedule::kGPipe}};
   std::vector<PipelineSchedule> out;
   std::size_t from = 0;
   while (true) {
     const std::size_t comma = list.find(',', from);
     const std::string name = list.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-    const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == name; });
-    if (it == names.end()) {
+    const auto it = std::find_if(std::begin(kScheduleNames), std::end(kScheduleNames),
+                                 [&](const auto& n) { return n.first == name; });
+    if (it == std::end(kScheduleNames)) {
       throw InputError("--schedules: expected a comma-separated list of 1f1b, interleaved, zero-bubble and gpipe, got '" +
                        name + "'");
     }

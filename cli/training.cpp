@@ -162,10 +162,9 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     throw InputError(o.field_path("micro_batch") + why.substr(std::string("batch").size()));
   }
   const std::string sched = o.choice_or("schedule", {"1f1b", "gpipe", "interleaved", "zero-bubble"}, "1f1b");
-  p.schedule = sched == "gpipe"         ? PipelineSchedule::kGPipe
-               : sched == "interleaved" ? PipelineSchedule::kInterleaved1F1B
-               : sched == "zero-bubble" ? PipelineSchedule::kZeroBubbleH1
-                                        : PipelineSchedule::k1F1B;
+  for (const auto& [name, kind] : kScheduleNames) {
+    if (sched == name) p.schedule = kind;
+  }
   p.virtual_stages = small("virtual_stages", 1);
   const double zero = o.number_or("zero", 0, 3, 0);
   if (zero != static_cast<int>(zero)) throw InputError(o.field_path("zero") + ": expected 0, 1, 2 or 3");

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "workloads/transformer.hpp"
@@ -22,6 +23,19 @@
 namespace ddlsim {
 
 enum class PipelineSchedule { kGPipe, k1F1B, kInterleaved1F1B, kZeroBubbleH1 };
+/// Every schedule with the name scenarios and reports give it ("gpipe", "1f1b",
+/// "interleaved", "zero-bubble"), in that order.
+inline constexpr std::pair<const char*, PipelineSchedule> kScheduleNames[] = {
+    {"gpipe", PipelineSchedule::kGPipe},
+    {"1f1b", PipelineSchedule::k1F1B},
+    {"interleaved", PipelineSchedule::kInterleaved1F1B},
+    {"zero-bubble", PipelineSchedule::kZeroBubbleH1}};
+inline const char* schedule_name(PipelineSchedule s) {
+  for (const auto& [name, kind] : kScheduleNames) {
+    if (kind == s) return name;
+  }
+  return "?";
+}
 enum class DataParallelMode { kAllReduce, kZero1, kZero2, kZero3 };  // FSDP full sharding = ZeRO-3
 enum class Recompute { kNone, kSelective, kFull };
 /// How a device adds each micro-batch's weight gradients to the step's: kFused, inside

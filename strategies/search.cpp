@@ -339,10 +339,8 @@ std::string describe_plan(const ParallelPlan& p) {
   std::string s = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
                   ", mb " + std::to_string(p.micro_batch);
   if (p.pp > 1) {
-    s += p.schedule == PipelineSchedule::kGPipe ? ", gpipe"
-         : p.schedule == PipelineSchedule::k1F1B         ? ", 1f1b"
-         : p.schedule == PipelineSchedule::kZeroBubbleH1 ? ", zero-bubble"
-                                                         : ", interleaved v" + std::to_string(p.virtual_stages);
+    s += std::string(", ") + schedule_name(p.schedule);
+    if (p.schedule == PipelineSchedule::kInterleaved1F1B) s += " v" + std::to_string(p.virtual_stages);
   }
   if (p.dp_mode != DataParallelMode::kAllReduce) {
     s += ", zero " + std::to_string(p.dp_mode == DataParallelMode::kZero1 ? 1 : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3);
