@@ -37,15 +37,14 @@ and ranks them by replayed step time.
 
   grid     every Megatron-style plan of a transformer: tp dividing the heads, pp the
            layers, dp filling the cluster, micro-batch 1-16, 1F1B or interleaved
-           (v = 2; --schedules adds zero-bubble or gpipe), ZeRO 0-3 (no ZeRO-3 with
-           zero-bubble), recomputation none/selective/full, sequence parallelism
-           with tp > 1. Each plan keeps the framework settings of the scenario's
-           first Megatron-style strategy (bucket_mib, overlap_grad_reduce,
-           overlap_p2p, overlap_tp_backward, grad_accumulation, grad_reduce_fp32,
-           order), so a
-           DeepSpeed-like scenario is searched as DeepSpeed runs. Plans the memory
-           model says do not fit the accelerator are pruned; the rest are ranked by
-           a closed-form estimate
+           (v = 2), or the schedules --schedules lists (zero-bubble and gpipe too),
+           ZeRO 0-3 (zero-bubble without ZeRO-3), recomputation none/selective/full,
+           sequence parallelism with tp > 1. Each plan keeps the framework
+           settings of the scenario's first Megatron-style strategy (bucket_mib,
+           overlap_grad_reduce, overlap_p2p, overlap_tp_backward, grad_accumulation,
+           grad_reduce_fp32, order), so a DeepSpeed-like scenario is searched as
+           DeepSpeed runs. Plans the memory model says do not fit the accelerator
+           are pruned; the rest are ranked by a closed-form estimate
            (strategies/search.hpp), and the best --replay of them, with the scenario's
            own strategies as baselines, are replayed.
   autoddl  AutoDDL-style, for transformers and CNNs: an SBP signature per layer role
