@@ -292,7 +292,13 @@ CollectivePolicy read_collective_policy(JsonObject& sim) {
 double model_matmul_params(const TransformerConfig& m) {
   const OperatorGraph one = build_transformer(m, 1);
   const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
-  return one.totals().params - static_cast<double>(m.position_rows()) * h - (m.tied_embedding ? 0.0 : V * h);
+  // A token's matmuls use experts_per_token of each layer's experts.
+  double experts = 0;
+  for (const Operator& op : one.ops()) {
+    if (op.name.find(".experts.") != std::string::npos) experts += op.cost.params;
+  }
+  const double idle = m.experts > 0 ? experts * static_cast<double>(m.experts - m.experts_per_token) / static_cast<double>(m.experts) : 0.0;
+  return one.totals().params - idle - static_cast<double>(m.position_rows()) * h - (m.tied_embedding ? 0.0 : V * h);
 }
 
 double model_flops_per_token(const TransformerConfig& m) {

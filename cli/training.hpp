@@ -156,8 +156,9 @@ struct TrainingOutputs {
 /// The accelerator of the scenario's cluster (its first; presets have one kind).
 const AcceleratorSpec& accelerator_of(const TrainingScenario& s);
 
-/// Parameters that take part in matmuls (the input embedding only when tied to the output
-/// layer; no position table), and the model FLOPs per token 6N + 12 l h s (h: the
+/// Parameters that take part in a token's matmuls (the input embedding only when tied to
+/// the output layer; no position table; of a mixture of experts' layers, the router and
+/// experts_per_token experts), and the model FLOPs per token 6N + 12 l h s (h: the
 /// attention's width, heads x head size, which is the hidden size unless the model's heads
 /// are sized otherwise).
 double model_matmul_params(const TransformerConfig& m);

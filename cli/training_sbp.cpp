@@ -38,6 +38,10 @@ SbpChain scenario_chain(const TrainingScenario& s, std::int64_t global_batch, bo
     throw InputError("sbp: " + m.name + " runs attention and MLP side by side (parallel layers), not as one chain of "
                      "GEMMs; plan it with tp/pp/dp strategies, or set workload.parallel_layers to false");
   }
+  if (m.experts > 0) {
+    throw InputError("sbp: " + m.name + " is a mixture of experts, whose experts' grouped GEMMs SBP does not shard; "
+                     "plan it with tp/pp/dp strategies");
+  }
   const std::int64_t layers = m.layers;
   if (cut) m.layers = std::min<std::int64_t>(layers, 3);
   SbpChain c = chain_of(build_transformer(m, global_batch), global_batch);

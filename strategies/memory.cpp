@@ -27,13 +27,15 @@ LayerParams layer_params(const TransformerConfig& m) {
   p.sharded += h * w + (m.qkv_bias ? w : 0) + w * h;  // Q and output projection
   p.kv += 2 * g * d * (h + (m.qkv_bias ? 1 : 0));    // K and V
   p.replicated += m.proj_bias ? h : 0;
+  // The MLP, or each expert's and the router's (h x experts, on every tp rank).
+  const double mlps = m.experts > 0 ? static_cast<double>(m.experts) : 1.0;
   if (gpt) {
-    p.sharded += 2 * h * f + (m.mlp_bias ? f : 0);
-    p.replicated += m.mlp_bias ? h : 0;
+    p.sharded += mlps * (2 * h * f + (m.mlp_bias ? f : 0));
   } else {
-    p.sharded += 3 * h * f + (m.mlp_bias ? 2 * f : 0);
-    p.replicated += m.mlp_bias ? h : 0;
+    p.sharded += mlps * (3 * h * f + (m.mlp_bias ? 2 * f : 0));
   }
+  p.replicated += mlps * (m.mlp_bias ? h : 0);
+  p.replicated += h * static_cast<double>(m.experts);
   // Two norms (one with parallel layers); a layer norm has a scale and a shift.
   p.replicated += (m.parallel_layers ? 1 : 2) * (gpt ? 2 * h : h);
   p.replicated += m.qk_norm ? 2 * d : 0;  // the query and key heads' norms
@@ -86,10 +88,21 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
     scores = (softmax + scores_mask + probabilities) * a * s / h;
   }
   if (m.qk_norm) sharded += B * r * (1 + kv);  // the query and key norms' inputs
-  if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * f;  // GeLU input, second linear input
-  else sharded += 3 * B * f;                                             // SwiGLU inputs, down projection input
+  // A mixture of experts' MLPs take each token once per expert it goes to: rows / (s b)
+  // of them, with padding, each; its dispatched rows (the experts' first linear input)
+  // and the experts' outputs (the combine's input, for the router probabilities'
+  // gradient) are whole on every tp rank, the router's probabilities (experts per token)
+  // replicated like the norm's output.
+  const double rows = m.experts > 0 ? static_cast<double>(m.experts * m.expert_rows(micro_batch)) / (s * b) : 1.0;
+  double whole = 0, router = 0;
+  if (m.experts > 0) {
+    whole = 2 * B * rows;
+    router = B * static_cast<double>(m.experts) / h;
+  }
+  if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * f * rows;  // GeLU input, second linear input
+  else sharded += 3 * B * f * rows;                                             // SwiGLU inputs, down projection input
   if (rc == Recompute::kSelective) scores = 0;
-  return sbh * ((sp ? replicated / t : replicated) + (sharded + scores) / t);
+  return sbh * (whole + (sp ? (replicated + router) / t : replicated + router) + (sharded + scores) / t);
 }
 
 double layers_activation_bytes(const ParallelPlan& p, const TransformerConfig& m, int layers, int chunks) {

@@ -15,7 +15,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 // How an operator of the builders splits under tensor parallelism.
-enum class Split { kColumns, kRows, kHeads, kInner, kPerHead, kReplicated };
+enum class Split { kColumns, kRows, kHeads, kInner, kPerHead, kReplicated, kWhole };
 
 Split split_of(const Operator& op) {
   const std::string_view n = op.name;
@@ -24,6 +24,10 @@ Split split_of(const Operator& op) {
   if (n.find(".attention") != std::string_view::npos) return Split::kHeads;
   if (ends_with(n, ".gelu") || ends_with(n, ".swiglu") || n == "loss") return Split::kInner;
   if (is_per_head_norm(op)) return Split::kPerHead;  // heads split, scale shared
+  // A mixture of experts' dispatch and combine move every token on every tp rank (with
+  // sequence parallelism, after the tokens are gathered), as the dense MLP's first
+  // linear takes the whole input.
+  if (ends_with(n, ".dispatch") || ends_with(n, ".combine")) return Split::kWhole;
   return Split::kReplicated;  // norms, residual adds and dropouts, embeddings
 }
 
@@ -33,6 +37,7 @@ Split split_of(const Operator& op) {
 Operator sharded(Operator op, const TransformerConfig& m, int tp, bool sp) {
   const Split s = split_of(op);
   const double t = tp;
+  if (s == Split::kWhole) return op;
   if (s == Split::kReplicated && !(sp && op.kind != OpKind::kEmbedding)) return op;
   op.cost.fwd_flops /= t;
   op.cost.bwd_flops /= t;

@@ -1223,7 +1223,7 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
       {{"--preset", "gpt2", "--device", "h100"}, "unknown accelerator 'h100' (did you mean 'h100-sxm'?)"},
       {{"--preset", "gpt2", "--dtype", "fp8", "--device", "a100-80gb"}, "accelerator 'a100-80gb' has no fp8 peak in the catalog; it runs fp32, bf16, fp16"},
       {{"--hf-config", s.write("moe.json", R"({"model_type": "mistral", "num_local_experts": 8})")},
-       (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are not modelled (a dense transformer only)"},
+       (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are modelled for model_type mixtral and qwen3_moe, not mistral"},
       {{"--hf-config", s.write("bad.json", "{\"model_type\": ")}, ""},
   };
   expect_bad_workload(cases);
@@ -2254,7 +2254,7 @@ TEST_CASE("run: a HuggingFace config written in the scenario is the same model a
            {R"({"model_type": "gpt2", "n_layer": "x", "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000})",
             "workload.hf_config: n_layer: expected a positive integer, got \"x\""},
            {R"({"model_type": "gpt2", "n_layer": 4, "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000, "num_experts": 8})",
-            "workload.hf_config: num_experts: mixture-of-experts layers are not modelled (a dense transformer only)"}}) {
+            "workload.hf_config: num_experts: mixture-of-experts layers are modelled for model_type mixtral and qwen3_moe, not gpt2"}}) {
     const auto e = ddlsim_cmd({"run", s.write("c.json", scenario(hf))});
     CHECK(e.status == 2);
     CHECK(e.err == "ddlsim run: " + line + "\n");
@@ -2887,4 +2887,36 @@ TEST_CASE("the README's sample of 'ddlsim run' is what the default scenario prin
   const auto r = ddlsim_cmd({"run"});
   REQUIRE(r.status == 0);
   CHECK(readme.substr(open + 4, close - open - 4) == r.out);
+}
+
+TEST_CASE("run: a mixture of experts trains under tp and pp, its model FLOPs those of the experts a token uses") {
+  // Expected: a Mixtral-type config (4 layers, hidden 512, 8 heads, 8 experts of 1024, 2
+  // per token, vocab 32000, seq 512) runs; its model FLOPs per token are 6 N + 12 l h s
+  // with N the parameters a token's matmuls use: per layer Q, K, V and the output
+  // projection 4 x 512^2, the router 512 x 8, two experts 2 x 3 x 512 x 1024 and two
+  // norms 2 x 512; the final norm 512 and the output layer 32000 x 512 (the untied input
+  // embedding is a lookup). An SBP plan of it is refused in one line.
+  Scratch s;
+  const std::string config = R"({"model_type": "mixtral", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8,
+    "num_key_value_heads": 8, "intermediate_size": 1024, "num_local_experts": 8, "num_experts_per_tok": 2,
+    "max_position_embeddings": 4096, "vocab_size": 32000})";
+  const std::string f = s.write("moe.json", R"({"name": "moe", "cluster": {"preset": "dgx-a100"}, "workload": {"hf_config": )" +
+                                                config + R"(, "seq": 512}, "strategies": [
+      {"name": "tp2-pp2", "tp": 2, "pp": 2, "global_batch": 16, "micro_batch": 2},
+      {"name": "dp8", "global_batch": 16, "micro_batch": 2, "zero": 1}]})");
+  const auto r = ddlsim_cmd({"run", f, "--json"});
+  REQUIRE(r.status == 0);
+  const double n = 4 * (4 * 512.0 * 512 + 512 * 8 + 2 * 3 * 512 * 1024.0 + 2 * 512) + 512 + 32000 * 512.0;
+  const double per_token = 6 * n + 12 * 4 * 512 * 512.0;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& st : j.at("strategies")) {
+    CHECK(st.at("step_time_s").get<double>() > 0);
+    CHECK(st.at("model_tflops_per_device").get<double>() ==
+          Approx(per_token * st.at("tokens_per_s").get<double>() / 8 / 1e12).epsilon(1e-9));
+  }
+  const auto sbp = ddlsim_cmd({"run", f, "--set",
+                               R"J(strategies=[{"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"});
+  CHECK(sbp.status == 2);
+  CHECK(sbp.err == "ddlsim run: sbp: mixtral is a mixture of experts, whose experts' grouped GEMMs SBP does not "
+                   "shard; plan it with tp/pp/dp strategies\n");
 }

@@ -1634,3 +1634,74 @@ TEST_CASE("the grid holds only valid plans, each once, and the estimate follows 
   }
   CHECK(checked == grid.size());
 }
+
+TEST_CASE("a mixture of experts: its graph, parameters and activations against closed forms") {
+  // Expected: each layer's MLP becomes a router (h x E), E experts of the model's MLP
+  // form and the dispatch and combine between them; under balanced routing each expert
+  // takes rows = ceil(b s k / E) tokens. At t = 1 the activation formula equals the
+  // graph's saved bytes, with rows padded (5 experts: 3 x 512 x 2 / 5 = 614.4 -> 615) or
+  // not (4 experts: 768), for GPT (GeLU MLP with biases) and Llama (SwiGLU, none).
+  TransformerConfig gpt = gpt_config("g", 2, 1024, 16, 512, 1000);
+  TransformerConfig llama = llama_config("l", 2, 1024, 16, 4, 2816, 512, 1000);
+  for (TransformerConfig* c : {&gpt, &llama}) {
+    const TransformerConfig dense = *c;
+    for (const std::int64_t experts : {4, 5}) {
+      c->experts = experts;
+      c->experts_per_token = 2;
+      CHECK(c->expert_rows(3) == (experts == 4 ? 768 : 615));
+      CHECK(layer_activation_bytes(*c, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(*c, 3)).epsilon(1e-12));
+      CHECK(stage_memory(ParallelPlan{}, *c).front().parameters == build_transformer(*c, 1).totals().params);
+      // Parameters: E times the dense MLP's (with a GPT's second-linear bias per expert)
+      // and the router's h E, per layer.
+      const double h = 1024, f = static_cast<double>(c->ffn), E = static_cast<double>(experts);
+      const double mlp = c == &gpt ? 2 * h * f + f + h : 3 * h * f;
+      CHECK(build_transformer(*c, 1).totals().params - build_transformer(dense, 1).totals().params ==
+            Approx(2 * ((E - 1) * mlp + h * E)).epsilon(1e-12));
+    }
+  }
+  // Under t = 4 without sequence parallelism, against the dense layer (sbh units, B = 2,
+  // r = E rows / (s b) = 2 for 4 experts): the dispatched rows and the experts' outputs
+  // are whole on every rank (2 B r), the router's probabilities replicated (B E / h),
+  // the SwiGLU and down inputs r times the dense ones' 3 B f / h, divided by t.
+  const double sbh = 512.0 * 3 * 1024, B = 2, r = 2, t = 4, f = 2816.0 / 1024;
+  TransformerConfig dense = llama;
+  dense.experts = dense.experts_per_token = 0;
+  llama.experts = 4;
+  CHECK(layer_activation_bytes(llama, 3, 4, false, Recompute::kNone) - layer_activation_bytes(dense, 3, 4, false, Recompute::kNone) ==
+        Approx(sbh * (2 * B * r + B * 4 / 1024.0 + 3 * B * f * (r - 1) / t)).epsilon(1e-12));
+  // With sequence parallelism the router's probabilities are split too, the experts'
+  // rows still whole.
+  CHECK(layer_activation_bytes(llama, 3, 4, true, Recompute::kNone) - layer_activation_bytes(dense, 3, 4, true, Recompute::kNone) ==
+        Approx(sbh * (2 * B * r + B * 4 / 1024.0 / t + 3 * B * f * (r - 1) / t)).epsilon(1e-12));
+  // Per device, the experts' weights divide by t, the router's do not.
+  ParallelPlan tp4;
+  tp4.tp = 4;
+  CHECK(stage_memory(tp4, llama).front().parameters - stage_memory(tp4, dense).front().parameters ==
+        Approx(2 * (3 * 3 * 1024 * 2816.0 / t + 1024 * 4)).epsilon(1e-12));
+  // The expert GEMMs split by t as the dense MLP's do; dispatch and combine do not: on
+  // Mixtral's layer at t = 4 the MLP half's forward is under half its t = 1 time and
+  // over a quarter.
+  const Catalog catalog = Catalog::builtin();
+  const ComputeModel compute(catalog.accelerator("h100-sxm"));
+  const TransformerConfig mixtral = *transformer_preset("mixtral-8x7b");
+  const double mlp1 = stage_costs(mixtral, ParallelPlan{}, compute).mlp.forward.value();
+  const double mlp4 = stage_costs(mixtral, tp4, compute).mlp.forward.value();
+  CHECK(mlp4 < mlp1 / 2);
+  CHECK(mlp4 > mlp1 / 4);
+}
+
+TEST_CASE("a mixture of experts' configuration errors name the field") {
+  // Expected: experts 0 (dense) or 2 and up; experts_per_token 1 to experts, and only
+  // with experts.
+  TransformerConfig c = llama_config("l", 2, 1024, 16, 4, 2816, 512, 1000);
+  c.experts = 1;
+  CHECK(transformer_problem(c) == "experts must be 0 (a dense MLP) or 2 to 100000, got 1");
+  c.experts = 0;
+  c.experts_per_token = 2;
+  CHECK(transformer_problem(c) == "experts_per_token (2) needs experts (a mixture-of-experts MLP)");
+  c.experts = 8;
+  c.experts_per_token = 0;
+  CHECK(transformer_problem(c) == "experts_per_token must be 1 to experts (8), got 0");
+  c.experts_per_token = 8;
+  CHECK(transformer_problem(c).empty());
+}

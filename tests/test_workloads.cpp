@@ -300,16 +300,61 @@ TEST_CASE("HuggingFace Qwen3: heads of 128 and a norm over each query and key he
   CHECK(c.qk_norm);
   CHECK_FALSE(c.qkv_bias);
   CHECK(build_transformer(c, 1).totals().params == 8190735360.0);
-  // Its MoE sibling is refused by name.
+  // Expert fields on a dense model type are refused by name.
   auto moe = qwen3;
   moe["num_experts"] = 128;
-  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are not modelled (a dense transformer only)");
+  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral and qwen3_moe, not qwen3");
+}
+
+TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of experts") {
+  // Qwen3-30B-A3B's config.json: 48 layers, hidden 2048, 32 query heads and 4 key-value
+  // heads of 128, 128 experts of 768 (moe_intermediate_size; intermediate_size is for
+  // dense layers, of which it has none), 8 per token, vocab 151936, untied embedding.
+  // Expected, per layer: Q and output projection 2 x 2048 x 4096, K and V 2 x 512 x 2048,
+  // the query and key norms 2 x 128, two norms 2 x 2048, the router 2048 x 128, the
+  // experts 128 x 3 x 2048 x 768: 623,120,640; with both embeddings (151936 x 2048 each)
+  // and the final norm, 30,532,122,624 parameters: the model's published 30.5B.
+  const auto doc = nlohmann::json::parse(R"({"model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48,
+    "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144,
+    "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
+    "mlp_only_layers": [], "norm_topk_prob": true, "router_aux_loss_coef": 0.001, "output_router_logits": false,
+    "max_position_embeddings": 40960, "vocab_size": 151936, "tie_word_embeddings": false, "hidden_act": "silu",
+    "attention_bias": false, "rope_theta": 1000000.0, "sliding_window": null, "use_sliding_window": false})");
+  const TransformerConfig q = read_hf_config(doc, "qwen3-moe.json", 4096);
+  CHECK(q.experts == 128);
+  CHECK(q.experts_per_token == 8);
+  CHECK(q.ffn == 768);
+  CHECK(q.qk_norm);
+  CHECK(build_transformer(q, 1).totals().params == 30532122624.0);
+  // Dense layers among the experts' are not modelled, and say so.
+  auto some = doc;
+  some["mlp_only_layers"] = {0, 1};
+  CHECK(what(some) == "config.json: mlp_only_layers: dense MLPs in some layers of a mixture of experts are not modelled (expected [])");
+  some = doc;
+  some["decoder_sparse_step"] = 2;
+  CHECK(what(some) == "config.json: decoder_sparse_step: mixture-of-experts MLPs in only some layers are not modelled (every layer's, step 1)");
+  some = doc;
+  some["num_experts_per_tok"] = 129;
+  CHECK(what(some) == "config.json: experts_per_token must be 1 to experts (128), got 129");
+  // Mixtral 8x7B's config.json gives the preset's model, 46,702,792,704 parameters (its
+  // published count), 8 experts of 14336, 2 per token.
+  const auto mixtral = nlohmann::json::parse(R"({"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "num_local_experts": 8,
+    "num_experts_per_tok": 2, "max_position_embeddings": 32768, "vocab_size": 32000, "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": null, "tie_word_embeddings": false,
+    "hidden_act": "silu", "output_router_logits": false})");
+  const TransformerConfig m = read_hf_config(mixtral, "mixtral.json", 4096);
+  const TransformerConfig preset = *transformer_preset("mixtral-8x7b");
+  CHECK(m.experts == preset.experts);
+  CHECK(m.experts_per_token == preset.experts_per_token);
+  CHECK(build_transformer(m, 1).totals().params == 46702792704.0);
+  CHECK(build_transformer(preset, 1).totals().params == 46702792704.0);
 }
 
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   auto doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_local_experts"] = 8;
-  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are not modelled (a dense transformer only)");
+  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral and qwen3_moe, not llama");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["hidden_act"] = "gelu";
   CHECK(what(doc) == "config.json: hidden_act: expected one of \"silu\", got \"gelu\"");
@@ -321,7 +366,7 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["model_type"] = "falcon";
-  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"gpt2\", got \"falcon\"", 0) == 0);
+  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"gpt2\", got \"falcon\"", 0) == 0);
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_key_value_heads"] = 5;
   CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");

@@ -37,14 +37,16 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
   TransformerConfig c;
   try {
     JsonObject o(doc, "");
+    for (const char* k : kIgnorable) o.known(k);
+    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gpt2"};
+    const std::string type = o.choice("model_type", types);
+    const bool moe = type == "mixtral" || type == "qwen3_moe";
     for (const char* k : kMixtureOfExperts) {
-      if (o.has(k)) {
-        throw InputError(o.field_path(k) + ": mixture-of-experts layers are not modelled (a dense transformer only)");
+      if (o.has(k) && !moe) {
+        throw InputError(o.field_path(k) + ": mixture-of-experts layers are modelled for model_type mixtral and qwen3_moe, not " +
+                         type);
       }
     }
-    for (const char* k : kIgnorable) o.known(k);
-    const std::vector<std::string> types{"llama", "mistral", "qwen2", "qwen3", "gpt2"};
-    const std::string type = o.choice("model_type", types);
     c.name = doc.contains("_name_or_path") && doc["_name_or_path"].is_string() && !doc["_name_or_path"].get<std::string>().empty()
                  ? doc["_name_or_path"].get<std::string>()
                  : type;
@@ -70,6 +72,28 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                        o.positive_int("intermediate_size"), o.positive_int("max_position_embeddings"),
                        o.positive_int("vocab_size"));
       c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
+      if (moe) {
+        // Every layer's MLP is experts of ffn each (Mixtral's intermediate_size; Qwen3-MoE's
+        // moe_intermediate_size, its intermediate_size being for dense layers it has none of).
+        c.experts = o.positive_int(type == "mixtral" ? "num_local_experts" : "num_experts");
+        c.experts_per_token = o.positive_int("num_experts_per_tok");
+        if (type == "qwen3_moe") {
+          c.ffn = o.positive_int("moe_intermediate_size");
+          if (o.has("decoder_sparse_step") && o.positive_int("decoder_sparse_step") != 1) {
+            throw InputError(o.field_path("decoder_sparse_step") + ": mixture-of-experts MLPs in only some layers are not "
+                             "modelled (every layer's, step 1)");
+          }
+          if (o.has("mlp_only_layers") && !(doc["mlp_only_layers"].is_array() && doc["mlp_only_layers"].empty())) {
+            throw InputError(o.field_path("mlp_only_layers") + ": dense MLPs in some layers of a mixture of experts are not "
+                             "modelled (expected [])");
+          }
+          o.known("mlp_only_layers");
+          o.known("norm_topk_prob");
+        }
+        o.known("router_aux_loss_coef");
+        o.known("output_router_logits");
+        o.known("router_jitter_noise");
+      }
       // The only dropout these models have, on the attention probabilities (default 0).
       c.attention_dropout = o.number_or("attention_dropout", 0.0, 1.0, 0.0) > 0;
       if (o.has("hidden_act")) o.choice("hidden_act", {"silu"});
@@ -82,12 +106,13 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       }
       const bool attention_bias = o.boolean_or("attention_bias", false);
       c.qkv_bias = attention_bias || type == "qwen2";  // Qwen2 always has Q, K, V biases
-      c.qk_norm = type == "qwen3";                      // Qwen3 norms each query and key head instead
+      c.qk_norm = type == "qwen3" || type == "qwen3_moe";                      // Qwen3 norms each query and key head instead
       c.proj_bias = attention_bias;
       c.mlp_bias = o.boolean_or("mlp_bias", false);
       o.known("sliding_window");
-      const bool sliding = type == "mistral" || (doc.contains("use_sliding_window") && doc["use_sliding_window"].is_boolean() &&
-                                                  doc["use_sliding_window"].get<bool>());
+      const bool sliding = type == "mistral" || type == "mixtral" ||
+                           (doc.contains("use_sliding_window") && doc["use_sliding_window"].is_boolean() &&
+                            doc["use_sliding_window"].get<bool>());
       // A Mistral config without the key has transformers' MistralConfig default, a
       // window of 4096 tokens (null: none).
       std::optional<std::int64_t> window;

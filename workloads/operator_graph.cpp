@@ -7,7 +7,7 @@ namespace {
 
 constexpr std::string_view kOpNames[] = {"linear",  "matmul", "conv2d",    "pool",     "flash_attention", "softmax",
                                          "layer_norm", "rms_norm", "batch_norm", "gelu", "relu", "swiglu",
-                                         "embedding", "dropout", "add", "cross_entropy"};
+                                         "embedding", "dropout", "add", "cross_entropy", "permute"};
 
 [[noreturn]] void bad(const std::string& op, const std::string& what) {
   throw std::invalid_argument("operator '" + op + "': " + what);
@@ -131,6 +131,39 @@ std::uint32_t OperatorGraph::linear(std::string name, std::uint32_t x, std::int6
   out.back() = n;
   return add_op(OpKind::kLinear, std::move(name), {x}, std::move(out), t.dtype, c,
                 GemmShape{1, elements(t.shape) / k, n, k});
+}
+
+std::uint32_t OperatorGraph::grouped_linear(std::string name, std::uint32_t x, std::int64_t n, bool bias) {
+  const Tensor t = tensor(x);
+  if (t.shape.size() != 3) bad(name, "expects [groups, m, k], got " + show(t.shape));
+  const std::int64_t groups = t.shape[0], rows = t.shape[1], k = t.shape[2];
+  const double G = static_cast<double>(groups), m = static_cast<double>(groups * rows), K = static_cast<double>(k),
+               N = static_cast<double>(n);
+  const double B = data_type_bytes(t.dtype);
+  OpCost c;
+  c.fwd_flops = 2.0 * m * K * N + (bias ? m * N : 0.0);
+  c.bwd_flops = 4.0 * m * K * N + (bias ? m * N : 0.0);
+  c.fwd_bytes = (m * K + G * K * N + m * N) * B;
+  c.bwd_bytes = 2.0 * c.fwd_bytes;
+  c.params = G * (K * N + (bias ? N : 0.0));
+  c.saved_bytes = keep(x);
+  return add_op(OpKind::kLinear, std::move(name), {x}, Shape{groups, rows, n}, t.dtype, c, GemmShape{groups, rows, n, k});
+}
+
+std::uint32_t OperatorGraph::permute(std::string name, std::uint32_t x, Shape shape, bool weighted) {
+  const Tensor t = tensor(x);
+  if (shape.empty() || shape.back() != t.shape.back()) bad(name, "rows of " + show(t.shape) + " cannot form " + show(shape));
+  const double in = static_cast<double>(elements(t.shape)), out = static_cast<double>(elements(shape));
+  const double B = data_type_bytes(t.dtype);
+  OpCost c;
+  c.fwd_flops = weighted ? 2.0 * in : 0.0;
+  c.bwd_flops = weighted ? 2.0 * in : 0.0;
+  // Forward: the rows read (as many as written for a dispatch, every one for a combine)
+  // and written; backward the same moved the other way.
+  c.fwd_bytes = (weighted ? in + out : 2.0 * out) * B;
+  c.bwd_bytes = c.fwd_bytes + (weighted ? in * B : 0.0);  // the combine's gradient also reads its input
+  c.saved_bytes = weighted ? keep(x) : 0.0;
+  return add_op(OpKind::kPermute, std::move(name), {x}, std::move(shape), t.dtype, c);
 }
 
 std::uint32_t OperatorGraph::matmul(std::string name, std::uint32_t a, std::uint32_t b, bool b_transposed) {

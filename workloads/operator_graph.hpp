@@ -53,6 +53,7 @@ enum class OpKind : std::uint8_t {
   kDropout,
   kAdd,
   kCrossEntropy,
+  kPermute,         // rows gathered into another order (a mixture-of-experts dispatch or combine)
 };
 std::string_view op_kind_name(OpKind k);
 
@@ -121,6 +122,17 @@ class OperatorGraph {
   /// `shared_weight` the weight belongs to another operator (a tied output embedding)
   /// and is not counted again.
   std::uint32_t linear(std::string name, std::uint32_t x, std::int64_t n, bool bias, bool shared_weight = false);
+  /// The linear layers of `x`'s first dimension's groups, each its own weights (a
+  /// mixture of experts' experts in one grouped GEMM): x [G, m, k] -> [G, m, n], weights
+  /// G x k x n; the GEMM shape is G products of (m x k)(k x n).
+  std::uint32_t grouped_linear(std::string name, std::uint32_t x, std::int64_t n, bool bias);
+  /// x [..., h] rows gathered into `shape` (last dimension h): a mixture of experts'
+  /// dispatch of each token to its experts (`shape` [experts, rows per expert, h]),
+  /// memory-bound, keeping nothing for backward but the indices (not counted). With
+  /// `weighted` the combine back: each token's rows summed, weighted by the router's
+  /// probabilities (a multiply-add per element read), keeping its input for the
+  /// gradient of those probabilities.
+  std::uint32_t permute(std::string name, std::uint32_t x, Shape shape, bool weighted);
   /// a [B..., m, k] x b [B..., k, n] (b_transposed: b is [B..., n, k]) -> [B..., m, n].
   std::uint32_t matmul(std::string name, std::uint32_t a, std::uint32_t b, bool b_transposed);
   /// x [N, C, H, W] -> [N, K, P, Q] with K filters of R x R, stride and padding.

@@ -55,6 +55,15 @@ const std::vector<Entry>& entries() {
        [] { return llama_config("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256); }},
       {"llama3-405b", "Llama 3 405B: 126 layers, hidden 16384, 128 heads (8 KV), FFN 53248",
        [] { return llama_config("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256); }},
+      {"mixtral-8x7b", "Mixtral 8x7B: 32 layers, hidden 4096, 32 heads (8 KV), 8 experts of FFN 14336, 2 per token, seq 4096, vocab 32000",
+       [] {
+         // Its config.json (mistralai/Mixtral-8x7B-v0.1); 46,702,792,704 parameters. The
+         // training sequence is not published: 4096 here (the model takes 32768).
+         TransformerConfig c = llama_config("mixtral-8x7b", 32, 4096, 32, 8, 14336, 4096, 32000);
+         c.experts = 8;
+         c.experts_per_token = 2;
+         return c;
+       }},
       {"bloom-176b", "BLOOM 176B: 70 layers, hidden 14336, 112 heads, seq 2048, vocab 250880, ALiBi (no position table), a norm after the embedding",
        [] {
          // The embedding's 250,880 rows (its config.json's vocab_size: the tokenizer's

@@ -71,6 +71,15 @@ std::string transformer_problem(const TransformerConfig& c) {
   if (c.head_size == 0 && c.hidden % c.heads != 0) {
     return "heads (" + std::to_string(c.heads) + ") must divide hidden (" + std::to_string(c.hidden) + ")";
   }
+  if (c.experts < 0 || c.experts == 1 || c.experts > 100'000) {
+    return "experts must be 0 (a dense MLP) or 2 to 100000, got " + std::to_string(c.experts);
+  }
+  if (c.experts == 0 && c.experts_per_token != 0) {
+    return "experts_per_token (" + std::to_string(c.experts_per_token) + ") needs experts (a mixture-of-experts MLP)";
+  }
+  if (c.experts > 0 && (c.experts_per_token < 1 || c.experts_per_token > c.experts)) {
+    return "experts_per_token must be 1 to experts (" + std::to_string(c.experts) + "), got " + std::to_string(c.experts_per_token);
+  }
   if (c.heads % c.kv_heads != 0) {
     return "kv_heads (" + std::to_string(c.kv_heads) + ") must divide heads (" + std::to_string(c.heads) + ")";
   }
@@ -86,6 +95,11 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
                         std::max({static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn), static_cast<double>(c.vocab)});
   if (widest > 1e18) {
     return printf_string("batch: batch x seq x max(hidden, 2 ffn, vocab) = %.3g, beyond the 1e18 ddlsim models", widest);
+  }
+  // The experts' rows: each token once per expert it goes to.
+  const double expert_widest = b * seq * static_cast<double>(c.experts_per_token) * 2.0 * static_cast<double>(c.ffn);
+  if (expert_widest > 1e18) {
+    return printf_string("batch: batch x seq x experts_per_token x 2 ffn = %.3g, beyond the 1e18 ddlsim models", expert_widest);
   }
   return {};
 }
@@ -148,7 +162,21 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     // of the layer input (its output then joins the sum, residual2).
     const std::uint32_t n2 = c.parallel_layers ? n1 : gpt ? G.layer_norm(L + "ln2", x) : G.rms_norm(L + "norm2", x);
     std::uint32_t m;
-    if (gpt) {
+    if (c.experts > 0) {
+      const std::int64_t E = c.experts, rows = c.expert_rows(b);
+      G.softmax(L + "router.softmax", G.linear(L + "router", n2, E, false));
+      const std::uint32_t in = G.permute(L + "experts.dispatch", n2, {E, rows, h}, false);
+      std::uint32_t out;
+      if (gpt) {
+        const std::uint32_t up = G.grouped_linear(L + "experts.fc1", in, c.ffn, c.mlp_bias);
+        out = G.grouped_linear(L + "experts.fc2", G.gelu(L + "experts.gelu", up), h, c.mlp_bias);
+      } else {
+        const auto gu = G.split(L + "experts.gate_up", G.grouped_linear(L + "experts.gate_up", in, 2 * c.ffn, c.mlp_bias),
+                                {c.ffn, c.ffn});
+        out = G.grouped_linear(L + "experts.down", G.swiglu(L + "experts.swiglu", gu[0], gu[1]), h, c.mlp_bias);
+      }
+      m = G.permute(L + "experts.combine", out, {b, s, h}, true);
+    } else if (gpt) {
       m = G.linear(L + "fc2", G.gelu(L + "gelu", G.linear(L + "fc1", n2, c.ffn, c.mlp_bias)), h, c.mlp_bias);
     } else {
       const auto gu = G.split(L + "gate_up", G.linear(L + "gate_up", n2, 2 * c.ffn, c.mlp_bias), {c.ffn, c.ffn});

@@ -11,6 +11,12 @@
 // dropout, context = P V, as separate operators that keep their inputs -- or fused
 // (flash-style: keeps Q, K, V, the output and a log-sum-exp, and recomputes the scores
 // in backward). Layout changes (head splits, transposes) are views and cost nothing.
+// A mixture-of-experts model (experts > 0, Mixtral, Qwen3-MoE) replaces every layer's
+// MLP by a router (a linear layer to one logit per expert, and a softmax), the dispatch
+// of each token to its experts_per_token experts, the experts' MLPs (each of the model's
+// MLP form and ffn size) as grouped GEMMs, and the combine, which sums each token's
+// expert outputs weighted by the router's probabilities. Routing is taken as balanced:
+// every expert gets ceil(tokens x experts_per_token / experts) rows.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +66,17 @@ struct TransformerConfig {
   // An RMS norm over each query and key head before attention (Qwen3): a head-size
   // scale each, shared by the heads.
   bool qk_norm = false;
+  // Mixture of experts: every layer's MLP is `experts` experts of ffn each, of which
+  // each token goes to experts_per_token; 0 experts: a dense MLP (experts_per_token 0).
+  std::int64_t experts = 0;
+  std::int64_t experts_per_token = 0;
 
+  /// Rows each expert takes from a batch of `batch` sequences under balanced routing:
+  /// ceil(batch x seq x experts_per_token / experts); 0 for a dense model.
+  [[nodiscard]] std::int64_t expert_rows(std::int64_t batch) const {
+    if (experts <= 0) return 0;
+    return (batch * seq * experts_per_token + experts - 1) / experts;
+  }
   [[nodiscard]] std::int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
   /// Rows of the learned position table (positions, or seq when unset); 0 without one.
   [[nodiscard]] std::int64_t position_rows() const { return learned_positions ? (positions > 0 ? positions : seq) : 0; }
