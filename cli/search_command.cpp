@@ -37,7 +37,8 @@ and ranks them by replayed step time.
 
   grid     every Megatron-style plan of a transformer: tp dividing the heads, pp the
            layers, dp filling the cluster, micro-batch 1-16, 1F1B or interleaved
-           (v = 2), or the schedules --schedules lists (zero-bubble and gpipe too),
+           (v = 2, or each --virtual-stages lists), or the schedules --schedules
+           lists (zero-bubble and gpipe too),
            ZeRO 0-3 (zero-bubble without ZeRO-3), recomputation none/selective/full,
            sequence parallelism with tp > 1. Each plan keeps the framework
            settings of the scenario's first Megatron-style strategy (bucket_mib,
@@ -102,6 +103,26 @@ std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
   return out;
 }
 
+// --virtual-stages: a comma-separated list of distinct chunk counts, 2 to 64.
+std::vector<int> parse_virtual_stages(const std::string& list) {
+  std::vector<int> out;
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t comma = list.find(',', from);
+    const std::string item = list.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    int v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 2 || v > 64) {
+      throw InputError("--virtual-stages: expected a comma-separated list of model chunks per device, 2 to 64, got '" + item + "'");
+    }
+    if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError("--virtual-stages: " + item + " given twice");
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -115,6 +136,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       ("top", po::value<int>()->value_name("K")->default_value(10), "print the K best replayed plans")
       ("schedules", po::value<std::string>()->value_name("LIST")->default_value("1f1b,interleaved"),
        "grid: the pipeline schedules to try, comma-separated: 1f1b, interleaved (v = 2), zero-bubble, gpipe")
+      ("virtual-stages", po::value<std::string>()->value_name("LIST")->default_value("2"),
+       "grid: the model chunks per device the interleaved schedule tries, comma-separated (2 to 64)")
       ("budget", po::value<double>()->value_name("SECONDS"), "grid: stop estimating and replaying plans (the scenario's strategies still replay), mcmc: stop proposing, after this long")
       ("network", po::value<std::string>()->value_name("MODEL"), "flow or analytical for the replays (default: the scenario's)")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"), "override a scenario field")
@@ -146,6 +169,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     only_for("iterations", method == "mcmc", "mcmc");
     only_for("replay", method == "grid", "grid");
     only_for("schedules", method == "grid", "grid");
+    only_for("virtual-stages", method == "grid", "grid");
     only_for("budget", method != "autoddl", "grid and mcmc");
     const int replays = vm["replay"].as<int>(), top = vm["top"].as<int>();
     if (replays < 0 || replays > 10000) throw InputError("--replay: expected 0 to 10000, got " + std::to_string(replays));
@@ -177,6 +201,11 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     }
     SearchSpace space;
     space.schedules = parse_schedules(vm["schedules"].as<std::string>());
+    space.virtual_stages = parse_virtual_stages(vm["virtual-stages"].as<std::string>());
+    if (!vm["virtual-stages"].defaulted() &&
+        std::find(space.schedules.begin(), space.schedules.end(), PipelineSchedule::kInterleaved1F1B) == space.schedules.end()) {
+      throw InputError("--virtual-stages: applies to the interleaved schedule, which --schedules leaves out");
+    }
     space.global_batch = vm.count("global-batch") ? vm["global-batch"].as<std::int64_t>() : s.strategies.front().plan.global_batch;
     if (space.global_batch < 1 || space.global_batch > 100'000'000) throw InputError("--global-batch: expected 1 to 100000000");
     // The grid's plans run on the framework the scenario's first Megatron-style strategy

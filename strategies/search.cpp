@@ -34,7 +34,7 @@ namespace {
 
 // A plan of the grid: the framework's settings, the shape and the varied choices.
 ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space, int tp, int pp, int dp, std::int64_t mb,
-                       PipelineSchedule sched, DataParallelMode mode, Recompute rc) {
+                       PipelineSchedule sched, DataParallelMode mode, Recompute rc, int v = 1) {
   ParallelPlan p;
   p.bucket_bytes = space.framework.bucket_bytes;
   p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
@@ -49,7 +49,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.global_batch = space.global_batch;
   p.micro_batch = mb;
   p.schedule = sched;
-  p.virtual_stages = sched == PipelineSchedule::kInterleaved1F1B ? 2 : 1;
+  p.virtual_stages = sched == PipelineSchedule::kInterleaved1F1B ? v : 1;
   p.dp_mode = mode;
   p.recompute = rc;
   p.sequence_parallel = tp > 1 && model.seq % tp == 0;
@@ -84,11 +84,14 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
         // No pipeline: one plan, named 1F1B whichever schedules the space lists.
         if (pp == 1 && sched != space.schedules.front()) continue;
         const PipelineSchedule used = pp == 1 ? PipelineSchedule::k1F1B : sched;
-        for (DataParallelMode mode : space.dp_modes) {
-          if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
-          for (Recompute rc : space.recomputes) {
-            ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc);
-            if (plan_problem(p, model, devices).empty()) out.push_back(std::move(p));
+        const std::vector<int> one{1};
+        for (int v : used == PipelineSchedule::kInterleaved1F1B ? space.virtual_stages : one) {
+          for (DataParallelMode mode : space.dp_modes) {
+            if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
+            for (Recompute rc : space.recomputes) {
+              ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v);
+              if (plan_problem(p, model, devices).empty()) out.push_back(std::move(p));
+            }
           }
         }
       }

@@ -33,6 +33,8 @@ struct SearchSpace {
   std::int64_t global_batch = 0;
   std::vector<std::int64_t> micro_batches{1, 2, 4, 8, 16};
   std::vector<PipelineSchedule> schedules{PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B};
+  /// Model chunks per device the interleaved schedule tries (each at least 2), in order.
+  std::vector<int> virtual_stages{2};
   std::vector<DataParallelMode> dp_modes{DataParallelMode::kAllReduce, DataParallelMode::kZero1, DataParallelMode::kZero2,
                                          DataParallelMode::kZero3};
   std::vector<Recompute> recomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
@@ -44,8 +46,8 @@ struct SearchSpace {
 };
 
 /// Every plan of the grid that plan_problem accepts, in a fixed order: tp, pp, dp,
-/// micro-batch, schedule (interleaved with v = 2; in the space's order; plans with pp 1
-/// once, as 1F1B), ZeRO stage, recomputation, all ascending; sequence parallelism
+/// micro-batch, schedule (in the space's order, interleaved once per virtual_stages
+/// entry, in its order; plans with pp 1 once, as 1F1B), ZeRO stage, recomputation, all ascending; sequence parallelism
 /// whenever tp > 1 (it only saves memory).
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space);
 

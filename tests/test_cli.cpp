@@ -1606,7 +1606,26 @@ TEST_CASE("ddlsim search --schedules sets the grid's pipeline schedules") {
        "ddlsim search: --schedules: expected a comma-separated list of 1f1b, interleaved, zero-bubble and gpipe, got ''\n"},
       {{"search", f, "--method", "mcmc", "--schedules", "gpipe"},
        "ddlsim search: --schedules: applies to --method grid, not mcmc\n"},
+      {{"search", f, "--virtual-stages", "2,1"},
+       "ddlsim search: --virtual-stages: expected a comma-separated list of model chunks per device, 2 to 64, got '1'\n"},
+      {{"search", f, "--virtual-stages", "3x"},
+       "ddlsim search: --virtual-stages: expected a comma-separated list of model chunks per device, 2 to 64, got '3x'\n"},
+      {{"search", f, "--virtual-stages", "3,3"}, "ddlsim search: --virtual-stages: 3 given twice\n"},
+      {{"search", f, "--schedules", "1f1b", "--virtual-stages", "3"},
+       "ddlsim search: --virtual-stages: applies to the interleaved schedule, which --schedules leaves out\n"},
+      {{"search", f, "--method", "autoddl", "--virtual-stages", "3"},
+       "ddlsim search: --virtual-stages: applies to --method grid, not autoddl\n"},
   });
+  // With --virtual-stages 3 the interleaved plans replayed have v = 3 (megatron-1.7b's
+  // 24 layers: pp 2 x 3 chunks divide them), none v = 2.
+  const auto r = ddlsim_cmd({"search", f, "--json", "--replay", "10000", "--network", "analytical", "--virtual-stages", "3"});
+  REQUIRE(r.status == 0);
+  std::set<int> chunks;
+  const auto ranked = nlohmann::json::parse(r.out);
+  for (const auto& plan : ranked.at("ranked")) {
+    if (!plan.at("baseline").get<bool>() && plan.at("schedule") == "interleaved") chunks.insert(plan.at("virtual_stages").get<int>());
+  }
+  CHECK(chunks == std::set<int>{3});
 }
 
 TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {

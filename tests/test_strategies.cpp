@@ -1576,6 +1576,43 @@ TEST_CASE("the grid tries the schedules it is given; a plan without a pipeline o
   CHECK(piped_zb == piped);
 }
 
+TEST_CASE("the grid tries each number of model chunks it is given for the interleaved schedule") {
+  // Expected: for a 16-head, 12-layer GPT on 16 GPUs with virtual_stages {2, 3}, the
+  // interleaved plans are the default grid's (v = 2) plus, for each pipeline of pp
+  // stages whose layers v = 3 chunks divide (12 % (3 pp) == 0: pp 2 and 4, not 3, 6 or
+  // 12), the same plans with v = 3; the other schedules' plans are unchanged.
+  const TransformerConfig m = gpt_config("g", 12, 2048, 16, 1024, 32000);
+  SearchSpace base;
+  base.global_batch = 48;
+  SearchSpace more = base;
+  more.virtual_stages = {2, 3};
+  std::map<int, std::size_t> v2_by_pp;
+  std::size_t others = 0;
+  for (const ParallelPlan& p : grid_plans(m, 16, base)) {
+    if (p.schedule == PipelineSchedule::kInterleaved1F1B) {
+      CHECK(p.virtual_stages == 2);
+      ++v2_by_pp[p.pp];
+    } else {
+      ++others;
+    }
+  }
+  std::map<int, std::size_t> v2, v3;
+  std::size_t others_more = 0;
+  for (const ParallelPlan& p : grid_plans(m, 16, more)) {
+    if (p.schedule != PipelineSchedule::kInterleaved1F1B) ++others_more;
+    else if (p.virtual_stages == 2) ++v2[p.pp];
+    else if (p.virtual_stages == 3) ++v3[p.pp];
+    else FAIL("unexpected virtual_stages " << p.virtual_stages);
+  }
+  CHECK(others_more == others);
+  CHECK(v2 == v2_by_pp);
+  CHECK(v2_by_pp.count(2) == 1);
+  for (const auto& [pp, n] : v2_by_pp) {
+    if (12 % (3 * pp) == 0) CHECK(v3[pp] == n);
+    else CHECK(v3.count(pp) == 0);
+  }
+}
+
 TEST_CASE("an empty grid says why") {
   // Expected: BLOOM 176B (112 heads = 2^4 x 7, 70 layers = 2 x 5 x 7) on 384 GPUs
   // (2^7 x 3): every shape that fills them has a dp with the factor 3 (tp 1, 2, 4, 8 or
