@@ -36,6 +36,12 @@ LayerParams layer_params(const TransformerConfig& m) {
   }
   p.replicated += mlps * (m.mlp_bias ? h : 0);
   p.replicated += h * static_cast<double>(m.experts);
+  // A shared expert: an MLP of shared_ffn, and its gate (h x 1, on every tp rank).
+  const double fs = static_cast<double>(m.shared_ffn);
+  if (fs > 0) {
+    p.sharded += gpt ? 2 * h * fs + (m.mlp_bias ? fs : 0) : 3 * h * fs + (m.mlp_bias ? 2 * fs : 0);
+    p.replicated += (m.mlp_bias ? h : 0) + (m.shared_gate ? h : 0);
+  }
   // Two norms (one with parallel layers); a layer norm has a scale and a shift.
   p.replicated += (m.parallel_layers ? 1 : 2) * (gpt ? 2 * h : h);
   p.replicated += m.qk_norm ? 2 * d : 0;  // the query and key heads' norms
@@ -99,8 +105,11 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
     whole = 2 * B * rows;
     router = B * static_cast<double>(m.experts) / h;
   }
-  if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * f * rows;  // GeLU input, second linear input
-  else sharded += 3 * B * f * rows;                                             // SwiGLU inputs, down projection input
+  // A shared expert's inner terms are a dense MLP's of shared_ffn (its input is the
+  // router's, kept once).
+  const double fs = static_cast<double>(m.shared_ffn) / h;
+  if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * (f * rows + fs);  // GeLU input, second linear input
+  else sharded += 3 * B * (f * rows + fs);                                             // SwiGLU inputs, down projection input
   if (rc == Recompute::kSelective) scores = 0;
   return sbh * (whole + (sp ? (replicated + router) / t : replicated + router) + (sharded + scores) / t);
 }

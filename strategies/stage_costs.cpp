@@ -27,7 +27,9 @@ Split split_of(const Operator& op) {
   // A mixture of experts' dispatch and combine move every token on every tp rank (with
   // sequence parallelism, after the tokens are gathered), as the dense MLP's first
   // linear takes the whole input.
-  if (ends_with(n, ".dispatch") || ends_with(n, ".combine")) return Split::kWhole;
+  // (and the sum of the experts' and the shared expert's partial outputs, before the
+  // tensor-parallel reduction).
+  if (ends_with(n, ".dispatch") || ends_with(n, ".combine") || ends_with(n, ".shared_sum")) return Split::kWhole;
   return Split::kReplicated;  // norms, residual adds and dropouts, embeddings
 }
 

@@ -1696,6 +1696,18 @@ TEST_CASE("a mixture of experts: its graph, parameters and activations against c
             Approx(2 * ((E - 1) * mlp + h * E)).epsilon(1e-12));
     }
   }
+  // A shared expert (of 1536, gated) beside them: the same agreement, and its MLP's and
+  // gate's parameters (3 h fs + h for Llama, 2 h fs + fs + h + h for GPT) on top.
+  for (TransformerConfig* c : {&gpt, &llama}) {
+    TransformerConfig shared = *c;
+    shared.shared_ffn = 1536;
+    shared.shared_gate = true;
+    CHECK(layer_activation_bytes(shared, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(shared, 3)).epsilon(1e-12));
+    CHECK(stage_memory(ParallelPlan{}, shared).front().parameters == build_transformer(shared, 1).totals().params);
+    const double h = 1024, fs = 1536;
+    CHECK(build_transformer(shared, 1).totals().params - build_transformer(*c, 1).totals().params ==
+          Approx(2 * (c == &gpt ? 2 * h * fs + fs + 2 * h : 3 * h * fs + h)).epsilon(1e-12));
+  }
   // Under t = 4 without sequence parallelism, against the dense layer (sbh units, B = 2,
   // r = E rows / (s b) = 2 for 4 experts): the dispatched rows and the experts' outputs
   // are whole on every rank (2 B r), the router's probabilities replicated (B E / h),
@@ -1741,4 +1753,10 @@ TEST_CASE("a mixture of experts' configuration errors name the field") {
   CHECK(transformer_problem(c) == "experts_per_token must be 1 to experts (8), got 0");
   c.experts_per_token = 8;
   CHECK(transformer_problem(c).empty());
+  c.shared_gate = true;
+  CHECK(transformer_problem(c) == "shared_gate needs a shared expert (shared_ffn)");
+  c.shared_ffn = 1024;
+  CHECK(transformer_problem(c).empty());
+  c.experts = c.experts_per_token = 0;
+  CHECK(transformer_problem(c) == "a shared expert (shared_ffn) needs experts");
 }

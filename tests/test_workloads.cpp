@@ -303,7 +303,7 @@ TEST_CASE("HuggingFace Qwen3: heads of 128 and a norm over each query and key he
   // Expert fields on a dense model type are refused by name.
   auto moe = qwen3;
   moe["num_experts"] = 128;
-  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral and qwen3_moe, not qwen3");
+  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe and qwen3_moe, not qwen3");
 }
 
 TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of experts") {
@@ -336,6 +336,23 @@ TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of exp
   some = doc;
   some["num_experts_per_tok"] = 129;
   CHECK(what(some) == "config.json: experts_per_token must be 1 to experts (128), got 129");
+  // Qwen1.5-MoE-A2.7B (model_type qwen2_moe): 24 layers, hidden 2048, 16 heads with Q,
+  // K, V biases, 60 experts of 1408, 4 per token, and a gated shared expert of 5632.
+  // Expected per layer: attention 4 x 2048^2 + 3 x 2048, two norms 2 x 2048, the router
+  // 2048 x 60, the experts 60 x 3 x 2048 x 1408, the shared expert 3 x 2048 x 5632 and
+  // its gate 2048: 570,560,512; with both embeddings (151936 x 2048) and the final norm,
+  // 14,315,784,192 (published: 14.3B).
+  const auto qwen2 = nlohmann::json::parse(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408,
+    "shared_expert_intermediate_size": 5632, "num_experts": 60, "num_experts_per_tok": 4, "decoder_sparse_step": 1,
+    "mlp_only_layers": [], "norm_topk_prob": false, "max_position_embeddings": 8192, "vocab_size": 151936,
+    "tie_word_embeddings": false, "use_sliding_window": false, "sliding_window": 32768, "max_window_layers": 21,
+    "router_aux_loss_coef": 0.001, "output_router_logits": false, "hidden_act": "silu"})");
+  const TransformerConfig q2 = read_hf_config(qwen2, "qwen2-moe.json", 4096);
+  CHECK(q2.shared_ffn == 5632);
+  CHECK(q2.shared_gate);
+  CHECK(q2.qkv_bias);
+  CHECK(build_transformer(q2, 1).totals().params == 14315784192.0);
   // Mixtral 8x7B's config.json gives the preset's model, 46,702,792,704 parameters (its
   // published count), 8 experts of 14336, 2 per token.
   const auto mixtral = nlohmann::json::parse(R"({"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32,
@@ -354,7 +371,7 @@ TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of exp
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   auto doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_local_experts"] = 8;
-  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral and qwen3_moe, not llama");
+  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe and qwen3_moe, not llama");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["hidden_act"] = "gelu";
   CHECK(what(doc) == "config.json: hidden_act: expected one of \"silu\", got \"gelu\"");
@@ -366,7 +383,7 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["model_type"] = "falcon";
-  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"gpt2\", got \"falcon\"", 0) == 0);
+  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"gpt2\", got \"falcon\"", 0) == 0);
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_key_value_heads"] = 5;
   CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");

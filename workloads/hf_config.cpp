@@ -38,12 +38,12 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
   try {
     JsonObject o(doc, "");
     for (const char* k : kIgnorable) o.known(k);
-    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gpt2"};
+    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gpt2"};
     const std::string type = o.choice("model_type", types);
-    const bool moe = type == "mixtral" || type == "qwen3_moe";
+    const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
     for (const char* k : kMixtureOfExperts) {
       if (o.has(k) && !moe) {
-        throw InputError(o.field_path(k) + ": mixture-of-experts layers are modelled for model_type mixtral and qwen3_moe, not " +
+        throw InputError(o.field_path(k) + ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe and qwen3_moe, not " +
                          type);
       }
     }
@@ -77,8 +77,15 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
         // moe_intermediate_size, its intermediate_size being for dense layers it has none of).
         c.experts = o.positive_int(type == "mixtral" ? "num_local_experts" : "num_experts");
         c.experts_per_token = o.positive_int("num_experts_per_tok");
-        if (type == "qwen3_moe") {
+        if (type != "mixtral") {
           c.ffn = o.positive_int("moe_intermediate_size");
+          if (type == "qwen2_moe") {
+            // A gated shared expert beside the routed ones (Qwen2MoeSparseMoeBlock); 0: none.
+            c.shared_ffn = o.number_or("shared_expert_intermediate_size", 0.0, 1e7, 0.0) > 0
+                               ? o.positive_int("shared_expert_intermediate_size")
+                               : 0;
+            c.shared_gate = c.shared_ffn > 0;
+          }
           if (o.has("decoder_sparse_step") && o.positive_int("decoder_sparse_step") != 1) {
             throw InputError(o.field_path("decoder_sparse_step") + ": mixture-of-experts MLPs in only some layers are not "
                              "modelled (every layer's, step 1)");
@@ -105,7 +112,7 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
         o.known("head_dim");
       }
       const bool attention_bias = o.boolean_or("attention_bias", false);
-      c.qkv_bias = attention_bias || type == "qwen2";  // Qwen2 always has Q, K, V biases
+      c.qkv_bias = attention_bias || type == "qwen2" || type == "qwen2_moe";  // Qwen2 always has Q, K, V biases
       c.qk_norm = type == "qwen3" || type == "qwen3_moe";                      // Qwen3 norms each query and key head instead
       c.proj_bias = attention_bias;
       c.mlp_bias = o.boolean_or("mlp_bias", false);

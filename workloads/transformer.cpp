@@ -80,6 +80,11 @@ std::string transformer_problem(const TransformerConfig& c) {
   if (c.experts > 0 && (c.experts_per_token < 1 || c.experts_per_token > c.experts)) {
     return "experts_per_token must be 1 to experts (" + std::to_string(c.experts) + "), got " + std::to_string(c.experts_per_token);
   }
+  if (c.shared_ffn < 0 || c.shared_ffn > 10'000'000) {
+    return "shared_ffn must be 0 (no shared expert) to 10000000, got " + std::to_string(c.shared_ffn);
+  }
+  if (c.experts == 0 && (c.shared_ffn > 0 || c.shared_gate)) return "a shared expert (shared_ffn) needs experts";
+  if (c.shared_gate && c.shared_ffn == 0) return "shared_gate needs a shared expert (shared_ffn)";
   if (c.heads % c.kv_heads != 0) {
     return "kv_heads (" + std::to_string(c.kv_heads) + ") must divide heads (" + std::to_string(c.heads) + ")";
   }
@@ -176,6 +181,21 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
         out = G.grouped_linear(L + "experts.down", G.swiglu(L + "experts.swiglu", gu[0], gu[1]), h, c.mlp_bias);
       }
       m = G.permute(L + "experts.combine", out, {b, s, h}, true);
+      if (c.shared_ffn > 0) {
+        std::uint32_t shared;
+        if (gpt) {
+          const std::uint32_t up = G.linear(L + "shared.fc1", n2, c.shared_ffn, c.mlp_bias);
+          shared = G.linear(L + "shared.fc2", G.gelu(L + "shared.gelu", up), h, c.mlp_bias);
+        } else {
+          const auto gu = G.split(L + "shared.gate_up", G.linear(L + "shared.gate_up", n2, 2 * c.shared_ffn, c.mlp_bias),
+                                  {c.shared_ffn, c.shared_ffn});
+          shared = G.linear(L + "shared.down", G.swiglu(L + "shared.swiglu", gu[0], gu[1]), h, c.mlp_bias);
+        }
+        // The gate's sigmoid and its product with the shared output are one elementwise
+        // pass over b s values and b s h, folded into the sum below (not priced apart).
+        if (c.shared_gate) G.linear(L + "shared_gate", n2, 1, false);
+        m = G.add(L + "experts.shared_sum", m, shared);
+      }
     } else if (gpt) {
       m = G.linear(L + "fc2", G.gelu(L + "gelu", G.linear(L + "fc1", n2, c.ffn, c.mlp_bias)), h, c.mlp_bias);
     } else {

@@ -16,7 +16,8 @@
 // of each token to its experts_per_token experts, the experts' MLPs (each of the model's
 // MLP form and ffn size) as grouped GEMMs, and the combine, which sums each token's
 // expert outputs weighted by the router's probabilities. Routing is taken as balanced:
-// every expert gets ceil(tokens x experts_per_token / experts) rows.
+// every expert gets ceil(tokens x experts_per_token / experts) rows. A shared expert
+// (Qwen2-MoE) is a dense MLP beside them on every token, optionally gated.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +71,12 @@ struct TransformerConfig {
   // each token goes to experts_per_token; 0 experts: a dense MLP (experts_per_token 0).
   std::int64_t experts = 0;
   std::int64_t experts_per_token = 0;
+  // Beside the experts, a shared expert every token goes through: an MLP of the model's
+  // form with this FFN size (0: none), its output scaled by a sigmoid gate (a linear
+  // layer from the hidden size to one logit, Qwen2-MoE's shared_expert_gate) when
+  // shared_gate, and added to the experts' combined output.
+  std::int64_t shared_ffn = 0;
+  bool shared_gate = false;
 
   /// Rows each expert takes from a batch of `batch` sequences under balanced routing:
   /// ceil(batch x seq x experts_per_token / experts); 0 for a dense model.
