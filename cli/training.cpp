@@ -297,7 +297,8 @@ double model_matmul_params(const TransformerConfig& m) {
   for (const Operator& op : one.ops()) {
     if (op.name.find(".experts.") != std::string::npos) experts += op.cost.params;
   }
-  const double idle = m.experts > 0 ? experts * static_cast<double>(m.experts - m.experts_per_token) / static_cast<double>(m.experts) : 0.0;
+  const double idle =
+      m.experts > 0 ? experts * static_cast<double>(m.experts - m.experts_per_token) / static_cast<double>(m.experts) : 0.0;
   return one.totals().params - idle - static_cast<double>(m.position_rows()) * h - (m.tied_embedding ? 0.0 : V * h);
 }
 

@@ -43,8 +43,8 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
     const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
     for (const char* k : kMixtureOfExperts) {
       if (o.has(k) && !moe) {
-        throw InputError(o.field_path(k) + ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe and qwen3_moe, not " +
-                         type);
+        throw InputError(o.field_path(k) +
+                         ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe and qwen3_moe, not " + type);
       }
     }
     c.name = doc.contains("_name_or_path") && doc["_name_or_path"].is_string() && !doc["_name_or_path"].get<std::string>().empty()
@@ -73,8 +73,9 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                        o.positive_int("vocab_size"));
       c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
       if (moe) {
-        // Every layer's MLP is experts of ffn each (Mixtral's intermediate_size; Qwen3-MoE's
-        // moe_intermediate_size, its intermediate_size being for dense layers it has none of).
+        // Every layer's MLP is experts of ffn each (Mixtral's intermediate_size; the Qwen
+        // MoEs' moe_intermediate_size, their intermediate_size being for dense layers they
+        // have none of).
         c.experts = o.positive_int(type == "mixtral" ? "num_local_experts" : "num_experts");
         c.experts_per_token = o.positive_int("num_experts_per_tok");
         if (type != "mixtral") {
