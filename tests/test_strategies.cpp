@@ -1759,4 +1759,12 @@ TEST_CASE("a mixture of experts' configuration errors name the field") {
   CHECK(transformer_problem(c).empty());
   c.experts = c.experts_per_token = 0;
   CHECK(transformer_problem(c) == "a shared expert (shared_ffn) needs experts");
+  // The experts' rows are batch x seq x experts_per_token, each hidden wide: 1000 x 10^6
+  // x 10^5 x 10^5 = 10^19 elements, past the 1e18 limit, though the dense layer's widest
+  // (10^14) and a narrow FFN's are within it.
+  TransformerConfig wide = llama_config("w", 1, 100'000, 1, 1, 1, 1'000'000, 1000);
+  wide.experts = wide.experts_per_token = 100'000;
+  CHECK(transformer_problem(wide).empty());
+  CHECK(transformer_batch_problem(wide, 1000) ==
+        "batch: batch x seq x experts_per_token x max(hidden, 2 ffn) = 1e+19, beyond the 1e18 ddlsim models");
 }

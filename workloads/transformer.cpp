@@ -101,10 +101,13 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
   if (widest > 1e18) {
     return printf_string("batch: batch x seq x max(hidden, 2 ffn, vocab) = %.3g, beyond the 1e18 ddlsim models", widest);
   }
-  // The experts' rows: each token once per expert it goes to.
-  const double expert_widest = b * seq * static_cast<double>(c.experts_per_token) * 2.0 * static_cast<double>(c.ffn);
+  // The experts' rows: each token once per expert it goes to, hidden wide (dispatched)
+  // and 2 ffn wide (inside the experts).
+  const double expert_widest = b * seq * static_cast<double>(c.experts_per_token) *
+                               std::max(static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn));
   if (expert_widest > 1e18) {
-    return printf_string("batch: batch x seq x experts_per_token x 2 ffn = %.3g, beyond the 1e18 ddlsim models", expert_widest);
+    return printf_string("batch: batch x seq x experts_per_token x max(hidden, 2 ffn) = %.3g, beyond the 1e18 ddlsim models",
+                         expert_widest);
   }
   return {};
 }

@@ -122,8 +122,8 @@ std::string transformer_problem(const TransformerConfig& c);
 
 /// Why a batch of `batch` sequences of `c` is beyond what ddlsim models (empty when it is
 /// not): a batch outside 1 to 1,000,000, attention scores (batch x heads x seq^2) or a
-/// layer's widest activation (batch x seq x max(hidden, 2 ffn)) over 1e18 elements, where
-/// the arithmetic would overflow.
+/// layer's widest activation (batch x seq x max(hidden, 2 ffn), a mixture of experts'
+/// experts_per_token times that) over 1e18 elements, where the arithmetic would overflow.
 std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t batch);
 
 /// Whether `op` is a norm over each query or key head (qk_norm: q_norm, k_norm), which a
