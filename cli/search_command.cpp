@@ -82,13 +82,22 @@ Examples:
 
 Options)";
 
-// --schedules: a comma-separated list of distinct schedule names, in the grid's order.
-std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
-  std::vector<PipelineSchedule> out;
+// The items of a comma-separated list, empty ones kept ("" gives one empty item).
+std::vector<std::string> list_items(const std::string& list) {
+  std::vector<std::string> out;
   std::size_t from = 0;
   while (true) {
     const std::size_t comma = list.find(',', from);
-    const std::string name = list.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    out.push_back(list.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
+// --schedules: a comma-separated list of distinct schedule names, in the grid's order.
+std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
+  std::vector<PipelineSchedule> out;
+  for (const std::string& name : list_items(list)) {
     const auto it = std::find_if(std::begin(kScheduleNames), std::end(kScheduleNames),
                                  [&](const auto& n) { return n.first == name; });
     if (it == std::end(kScheduleNames)) {
@@ -97,8 +106,6 @@ std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
     }
     if (std::find(out.begin(), out.end(), it->second) != out.end()) throw InputError("--schedules: '" + name + "' given twice");
     out.push_back(it->second);
-    if (comma == std::string::npos) break;
-    from = comma + 1;
   }
   return out;
 }
@@ -106,10 +113,7 @@ std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
 // --virtual-stages: a comma-separated list of distinct chunk counts, 2 to 64.
 std::vector<int> parse_virtual_stages(const std::string& list) {
   std::vector<int> out;
-  std::size_t from = 0;
-  while (true) {
-    const std::size_t comma = list.find(',', from);
-    const std::string item = list.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+  for (const std::string& item : list_items(list)) {
     int v = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 2 || v > 64) {
@@ -117,8 +121,6 @@ std::vector<int> parse_virtual_stages(const std::string& list) {
     }
     if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError("--virtual-stages: " + item + " given twice");
     out.push_back(v);
-    if (comma == std::string::npos) break;
-    from = comma + 1;
   }
   return out;
 }

@@ -169,41 +169,31 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     // MLP block: on a norm of the sum, or with parallel layers on the attention's norm
     // of the layer input (its output then joins the sum, residual2).
     const std::uint32_t n2 = c.parallel_layers ? n1 : gpt ? G.layer_norm(L + "ln2", x) : G.rms_norm(L + "norm2", x);
+    // An MLP of the model's form on `in` (names prefixed by `p`), its linear layers
+    // grouped (one weight per expert) or plain.
+    const auto mlp = [&](const std::string& p, std::uint32_t in, std::int64_t f, bool grouped) {
+      const auto lin = [&](const std::string& name, std::uint32_t v, std::int64_t n) {
+        return grouped ? G.grouped_linear(name, v, n, c.mlp_bias) : G.linear(name, v, n, c.mlp_bias);
+      };
+      if (gpt) return lin(p + "fc2", G.gelu(p + "gelu", lin(p + "fc1", in, f)), h);
+      const auto gu = G.split(p + "gate_up", lin(p + "gate_up", in, 2 * f), {f, f});
+      return lin(p + "down", G.swiglu(p + "swiglu", gu[0], gu[1]), h);
+    };
     std::uint32_t m;
     if (c.experts > 0) {
       const std::int64_t E = c.experts, rows = c.expert_rows(b);
       G.softmax(L + "router.softmax", G.linear(L + "router", n2, E, false));
       const std::uint32_t in = G.permute(L + "experts.dispatch", n2, {E, rows, h}, false);
-      std::uint32_t out;
-      if (gpt) {
-        const std::uint32_t up = G.grouped_linear(L + "experts.fc1", in, c.ffn, c.mlp_bias);
-        out = G.grouped_linear(L + "experts.fc2", G.gelu(L + "experts.gelu", up), h, c.mlp_bias);
-      } else {
-        const auto gu = G.split(L + "experts.gate_up", G.grouped_linear(L + "experts.gate_up", in, 2 * c.ffn, c.mlp_bias),
-                                {c.ffn, c.ffn});
-        out = G.grouped_linear(L + "experts.down", G.swiglu(L + "experts.swiglu", gu[0], gu[1]), h, c.mlp_bias);
-      }
-      m = G.permute(L + "experts.combine", out, {b, s, h}, true);
+      m = G.permute(L + "experts.combine", mlp(L + "experts.", in, c.ffn, true), {b, s, h}, true);
       if (c.shared_ffn > 0) {
-        std::uint32_t shared;
-        if (gpt) {
-          const std::uint32_t up = G.linear(L + "shared.fc1", n2, c.shared_ffn, c.mlp_bias);
-          shared = G.linear(L + "shared.fc2", G.gelu(L + "shared.gelu", up), h, c.mlp_bias);
-        } else {
-          const auto gu = G.split(L + "shared.gate_up", G.linear(L + "shared.gate_up", n2, 2 * c.shared_ffn, c.mlp_bias),
-                                  {c.shared_ffn, c.shared_ffn});
-          shared = G.linear(L + "shared.down", G.swiglu(L + "shared.swiglu", gu[0], gu[1]), h, c.mlp_bias);
-        }
+        const std::uint32_t shared = mlp(L + "shared.", n2, c.shared_ffn, false);
         // The gate's sigmoid and its product with the shared output are one elementwise
         // pass over b s values and b s h, folded into the sum below (not priced apart).
         if (c.shared_gate) G.linear(L + "shared_gate", n2, 1, false);
         m = G.add(L + "experts.shared_sum", m, shared);
       }
-    } else if (gpt) {
-      m = G.linear(L + "fc2", G.gelu(L + "gelu", G.linear(L + "fc1", n2, c.ffn, c.mlp_bias)), h, c.mlp_bias);
     } else {
-      const auto gu = G.split(L + "gate_up", G.linear(L + "gate_up", n2, 2 * c.ffn, c.mlp_bias), {c.ffn, c.ffn});
-      m = G.linear(L + "down", G.swiglu(L + "swiglu", gu[0], gu[1]), h, c.mlp_bias);
+      m = mlp(L, n2, c.ffn, false);
     }
     if (c.residual_dropout) m = G.dropout(L + "mlp.dropout", m);
     x = G.add(L + "residual2", x, m);
