@@ -30,9 +30,16 @@ double gemm_seconds(const ComputeModel& model, std::int64_t m, std::int64_t n, s
 // Forward and backward of one Llama-style layer (flash attention) on one device, as a
 // training step prices it: each half layer the larger of its kernels' time and the
 // host's dispatches (stage_costs, without parallelism or recomputation).
-std::pair<double, double> layer_seconds(const ComputeModel& model, const LayerCheck& l) {
+TransformerConfig layer_config(const LayerCheck& l) {
   TransformerConfig c = llama_config("layer", 1, l.hidden, l.heads, l.kv_heads, l.ffn, l.seq, 32000);
   c.dtype = dtype_of(l.dtype);
+  c.experts = l.experts;
+  c.experts_per_token = l.experts_per_token;
+  return c;
+}
+
+std::pair<double, double> layer_seconds(const ComputeModel& model, const LayerCheck& l) {
+  const TransformerConfig c = layer_config(l);
   ParallelPlan p;
   p.micro_batch = l.batch;
   p.global_batch = l.batch;
@@ -82,26 +89,33 @@ CalibrationCheck check_calibration(const Catalog& catalog, const nlohmann::json&
       out.memory = c;
     }
 
-    if (o.has("layer")) {
-      JsonObject l = o.object("layer");
+    // A measured layer: its shape, checked as a model's would be, and both predictions.
+    auto read_layer = [&](const char* key, bool moe) {
+      JsonObject l = o.object(key);
       LayerCheck c;
       c.hidden = l.positive_int("hidden");
       c.heads = l.positive_int("heads");
       c.kv_heads = l.positive_int("kv_heads");
       c.ffn = l.positive_int("ffn");
+      if (moe) {
+        c.experts = l.positive_int("experts");
+        c.experts_per_token = l.positive_int("experts_per_token");
+      }
       c.seq = l.positive_int("seq");
       c.batch = l.positive_int("batch");
       c.dtype = l.choice_or("dtype", kFloatTypeNames, "bf16");
       c.measured_forward_s = l.number("forward_ms", 1e-6, 1e9) * 1e-3;
       c.measured_backward_s = l.number("backward_ms", 1e-6, 1e9) * 1e-3;
       l.finish();
-      TransformerConfig shape = llama_config("layer", 1, c.hidden, c.heads, c.kv_heads, c.ffn, c.seq, 32000);
+      const TransformerConfig shape = layer_config(c);
       if (std::string why = transformer_problem(shape); !why.empty()) throw InputError(l.path() + ": " + why);
       if (std::string why = transformer_batch_problem(shape, c.batch); !why.empty()) throw InputError(l.path() + "." + why);
       std::tie(c.model_forward_s, c.model_backward_s) = layer_seconds(model, c);
       std::tie(c.calibrated_forward_s, c.calibrated_backward_s) = layer_seconds(calibrated, c);
-      out.layer = c;
-    }
+      return c;
+    };
+    if (o.has("layer")) out.layer = read_layer("layer", false);
+    if (o.has("moe_layer")) out.moe_layer = read_layer("moe_layer", true);
     // The rest (launch_us, host_dispatch_us, sources) calibrate() has checked.
   } catch (const InputError& e) {
     const std::string what = e.what();

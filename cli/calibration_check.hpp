@@ -30,9 +30,11 @@ struct MemoryCheck {
 /// and backward: measured, predicted by the built-in model as a training step prices it
 /// (each half layer the larger of its kernels and the host's dispatches), and predicted
 /// with the file's measurements applied (GEMMs, memory, launch and dispatch times), which
-/// leaves the error of everything else.
+/// leaves the error of everything else. With experts > 0 the MLP is a mixture of experts
+/// (router, top-k dispatch, the experts' GEMMs, weighted combine; ffn is one expert's).
 struct LayerCheck {
   std::int64_t hidden = 0, heads = 0, kv_heads = 0, ffn = 0, seq = 0, batch = 0;
+  std::int64_t experts = 0, experts_per_token = 0;
   std::string dtype;
   double measured_forward_s = 0, measured_backward_s = 0;
   double model_forward_s = 0, model_backward_s = 0;
@@ -43,7 +45,8 @@ struct CalibrationCheck {
   std::string device, gpu, software, source;
   std::vector<GemmCheck> gemms;
   std::optional<MemoryCheck> memory;
-  std::optional<LayerCheck> layer;
+  std::optional<LayerCheck> layer;      // the file's "layer" (dense MLP)
+  std::optional<LayerCheck> moe_layer;  // its "moe_layer" (mixture-of-experts MLP)
   /// Mean and worst absolute GEMM error over all points (0 without points), and where
   /// the worst is.
   double gemm_mean_abs_error = 0, gemm_worst_abs_error = 0;

@@ -44,13 +44,14 @@ efficiency)) + a launch overhead (+ a GEMM kernel latency per kernel on the H100
 B200), with efficiencies by operator class and GEMM shape
 (sim/data/compute_efficiency.json) and peaks from the hardware catalog. A calibration
 file of measured GEMM throughputs (scripts/calibrate_compute.py writes one) replaces the
-GEMM efficiencies with measurements (and a measured copy the HBM efficiency).
+GEMM efficiencies with measurements (and a measured memory kernel the HBM efficiency).
 
 --compare FILE checks the model against such a file instead: every measured GEMM's
 TFLOP/s beside the built-in model's kernel-time prediction (no launch gap; error =
 predicted / measured - 1), the
-mean and worst error; the copy's GB/s; the measured transformer layer's forward and
-backward against the model and against the model with the file's measurements.
+mean and worst error; the memory kernel's GB/s; the measured transformer layers' (dense,
+and mixture-of-experts where the file has one) forward and backward against the model
+and against the model with the file's measurements.
 
 Units: GFLOP = 10^9 FLOP; MiB = 2^20 bytes; ms = 10^-3 s; parameters as counts.
 
@@ -60,6 +61,7 @@ Examples:
   ddlsim workload --hf-config config.json --seq 4096 --json
   ddlsim workload --preset resnet50 --batch 256 --device h100-sxm
   ddlsim workload --compare validation/compute/h100-sxm-xla.json   # the model against measured GEMMs
+  ddlsim workload --compare validation/compute/h200-measured.json  # ... and layers, on our H200
 
 Options)";
 
@@ -139,14 +141,20 @@ int compare(const po::variables_map& vm, std::ostream& out) {
       j["memory"] = {{"bytes", static_cast<std::int64_t>(c.memory->bytes)}, {"measured_gbytes_per_s", c.memory->measured_gbytes_per_s},
                      {"predicted_gbytes_per_s", c.memory->predicted_gbytes_per_s}, {"error", c.memory->error()}};
     }
-    if (c.layer) {
-      const LayerCheck& l = *c.layer;
-      j["layer"] = {{"hidden", l.hidden}, {"heads", l.heads}, {"kv_heads", l.kv_heads}, {"ffn", l.ffn}, {"seq", l.seq},
-                    {"batch", l.batch}, {"dtype", l.dtype},
-                    {"measured_forward_s", l.measured_forward_s}, {"measured_backward_s", l.measured_backward_s},
-                    {"model_forward_s", l.model_forward_s}, {"model_backward_s", l.model_backward_s},
-                    {"calibrated_forward_s", l.calibrated_forward_s}, {"calibrated_backward_s", l.calibrated_backward_s}};
-    }
+    auto layer_json = [](const LayerCheck& l) {
+      nlohmann::ordered_json x = {{"hidden", l.hidden}, {"heads", l.heads}, {"kv_heads", l.kv_heads}, {"ffn", l.ffn}};
+      if (l.experts > 0) {
+        x["experts"] = l.experts;
+        x["experts_per_token"] = l.experts_per_token;
+      }
+      x.update(nlohmann::ordered_json{{"seq", l.seq}, {"batch", l.batch}, {"dtype", l.dtype},
+                {"measured_forward_s", l.measured_forward_s}, {"measured_backward_s", l.measured_backward_s},
+                {"model_forward_s", l.model_forward_s}, {"model_backward_s", l.model_backward_s},
+                {"calibrated_forward_s", l.calibrated_forward_s}, {"calibrated_backward_s", l.calibrated_backward_s}});
+      return x;
+    };
+    if (c.layer) j["layer"] = layer_json(*c.layer);
+    if (c.moe_layer) j["moe_layer"] = layer_json(*c.moe_layer);
     out << j.dump(2) << "\n";
     return kExitOk;
   }
@@ -172,14 +180,15 @@ int compare(const po::variables_map& vm, std::ostream& out) {
         << " " << w.dtype << ")\n";
   }
   if (c.memory) {
-    out << "memory: a copy of " << fmt("%.4g", c.memory->bytes / 1e9) << " GB read and written, measured "
+    out << "memory: " << fmt("%.4g", c.memory->bytes / 1e9) << " GB read and written, measured "
         << fmt("%.4g", c.memory->measured_gbytes_per_s) << " GB/s, predicted " << fmt("%.4g", c.memory->predicted_gbytes_per_s)
         << " GB/s (" << pct(c.memory->error()) << "%)\n";
   }
-  if (c.layer) {
-    const LayerCheck& l = *c.layer;
-    out << "\nlayer (Llama-style, flash attention): hidden " << l.hidden << ", heads " << l.heads << ", kv heads "
-        << l.kv_heads << ", ffn " << l.ffn << ", seq " << l.seq << ", batch " << l.batch << ", " << l.dtype << "\n";
+  auto print_layer = [&](const LayerCheck& l) {
+    out << "\n" << (l.experts > 0 ? "mixture-of-experts layer" : "layer") << " (Llama-style, flash attention): hidden "
+        << l.hidden << ", heads " << l.heads << ", kv heads " << l.kv_heads << ", ffn " << l.ffn;
+    if (l.experts > 0) out << ", experts " << l.experts << ", top " << l.experts_per_token;
+    out << ", seq " << l.seq << ", batch " << l.batch << ", " << l.dtype << "\n";
     std::snprintf(line, sizeof line, "%-10s %14s %14s %9s %16s %9s\n", "pass", "measured (ms)", "model (ms)", "error %",
                   "calibrated (ms)", "error %");
     out << line;
@@ -190,10 +199,15 @@ int compare(const po::variables_map& vm, std::ostream& out) {
     };
     row("forward", l.measured_forward_s, l.model_forward_s, l.calibrated_forward_s);
     row("backward", l.measured_backward_s, l.model_backward_s, l.calibrated_backward_s);
+  };
+  if (c.layer) print_layer(*c.layer);
+  if (c.moe_layer) print_layer(*c.moe_layer);
+  if (c.layer || c.moe_layer) {
     out << "(model: as a training step prices the layer, each half the larger of its kernels and the host's\n"
-           " dispatches; calibrated: with this file's GEMMs, copy, launch and dispatch times where it gives them.\n"
-           " What error remains there is the rest of the layer, attention, norms and activations, or, for a layer\n"
-           " of short kernels, the host dispatch time: fitted to Megatron-DeepSpeed unless the file sets it)\n";
+           " dispatches; calibrated: with this file's GEMMs, memory bandwidth, launch and dispatch times where it\n"
+           " gives them. What error remains there is the rest of the layer, attention, norms, activations and\n"
+           " expert dispatch, or, for a layer of short kernels, the host dispatch time: fitted to\n"
+           " Megatron-DeepSpeed unless the file sets it)\n";
   }
   return kExitOk;
 }

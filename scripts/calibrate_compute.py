@@ -9,7 +9,7 @@ For every (m, n, k) of a grid of square, skinny and transformer-like shapes, and
 dtype asked for, it times torch.matmul with CUDA events (warm-up runs first, then the
 median of --repeats timed runs of --iterations back-to-back calls, captured in a CUDA
 graph so that the host's launches do not pace small kernels: kernel times) and records
-the achieved TFLOP/s (2 m n k / time). It times a 1 GiB device-to-device copy (the HBM
+the achieved TFLOP/s (2 m n k / time). It times a 1 GiB elementwise kernel (the HBM
 bandwidth memory-bound kernels see) and one transformer layer (Llama-style:
 RMSNorm, QKV, flash attention via scaled_dot_product_attention, output projection,
 SwiGLU MLP) forward and backward, and writes them all into the JSON file that
@@ -126,55 +126,124 @@ def measure_gemms(torch, args):
 
 
 def measure_memory(torch, args):
-    """A 1 GiB device-to-device copy: bytes read and written over its time."""
+    """A 1 GiB elementwise kernel (b = a x 1, bf16): bytes read and written over its time.
+
+    Not copy_(): captured in a CUDA graph, a device-to-device copy becomes a memcpy node
+    that the copy engines serve (on an H200, 2.7 TB/s against 4.3 TB/s for a kernel), and
+    the bandwidth wanted is the one memory-bound kernels see."""
     size = 1 << 30
-    a = torch.empty(size, dtype=torch.uint8, device="cuda")
+    a = torch.zeros(size // 2, dtype=torch.bfloat16, device="cuda")
     b = torch.empty_like(a)
-    ms = time_ms(torch, lambda: b.copy_(a), args.repeats, args.iterations, graph=True)
+    ms = time_ms(torch, lambda: torch.mul(a, 1.0, out=b), args.repeats, args.iterations, graph=True)
     gbps = 2.0 * size / (ms * 1e-3) / 1e9
-    print(f"memory: copy of {size} bytes: {ms:.4f} ms, {gbps:.1f} GB/s read + written", file=sys.stderr)
+    print(f"memory: {size} bytes read and written: {ms:.4f} ms, {gbps:.1f} GB/s", file=sys.stderr)
     del a, b
     return {"bytes": 2 * size, "gbytes_per_s": round(gbps, 1)}
 
 
-def measure_layer(torch, args):
-    import torch.nn.functional as F
-    hidden, heads, kv_heads, ffn, seq, batch = 4096, 32, 8, 14336, 4096, 1
+def attention_half(torch, F, shape, w):
+    """RMSNorm, QKV, flash attention (scaled_dot_product_attention, causal), output
+    projection and residual of a Llama-style layer: a function of the input."""
+    hidden, heads, kv_heads, seq, batch = shape["hidden"], shape["heads"], shape["kv_heads"], shape["seq"], shape["batch"]
     d = hidden // heads
-    dt = torch.bfloat16
-    # Leaf weights (scaled before requires_grad), so that backward is the layer's alone.
-    w = lambda *s: (torch.randn(*s, device="cuda", dtype=dt) * 0.02).requires_grad_()
     wqkv, wo = w(hidden, hidden + 2 * kv_heads * d), w(hidden, hidden)
-    wgu, wdown = w(hidden, 2 * ffn), w(ffn, hidden)
-    x = torch.randn(batch, seq, hidden, device="cuda", dtype=dt, requires_grad=True)
 
-    def rms(t):
-        return t * torch.rsqrt(t.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(t.dtype)
-
-    def layer(t):
-        qkv = rms(t) @ wqkv
+    def half(t):
+        qkv = rms(torch, t) @ wqkv
         q, k, v = qkv.split([hidden, kv_heads * d, kv_heads * d], dim=-1)
         q = q.view(batch, seq, heads, d).transpose(1, 2)
         k = k.view(batch, seq, kv_heads, d).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
         v = v.view(batch, seq, kv_heads, d).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq, hidden)
-        t = t + a @ wo
-        g, u = (rms(t) @ wgu).split([ffn, ffn], dim=-1)
-        return t + (F.silu(g) * u) @ wdown
+        return t + a @ wo
 
+    return half, [wqkv, wo]
+
+
+def rms(torch, t):
+    return t * torch.rsqrt(t.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(t.dtype)
+
+
+def time_layer(torch, args, shape, layer, x, weights):
+    """Forward, and forward plus backward, of `layer` on `x` (plain calls): the entry a
+    calibration file holds, with the shape."""
     fwd = time_ms(torch, lambda: layer(x), args.repeats, args.iterations)
-    out = layer(x)
-    grad = torch.ones_like(out)
+    grad = torch.ones_like(layer(x))
 
     # Gradients returned, not accumulated into .grad: no add of this backward's gradients
     # into the previous iteration's (ddlsim prices that accumulation separately).
     def fwd_bwd():
-        torch.autograd.grad(layer(x), [x, wqkv, wo, wgu, wdown], grad)
+        torch.autograd.grad(layer(x), [x] + weights, grad)
 
     both = time_ms(torch, fwd_bwd, args.repeats, max(1, args.iterations // 2))
-    print(f"layer: forward {fwd:.3f} ms, forward+backward {both:.3f} ms", file=sys.stderr)
-    return {"hidden": hidden, "heads": heads, "kv_heads": kv_heads, "ffn": ffn, "seq": seq, "batch": batch,
-            "dtype": "bf16", "forward_ms": round(fwd, 4), "backward_ms": round(both - fwd, 4)}
+    return dict(shape, dtype="bf16", forward_ms=round(fwd, 4), backward_ms=round(both - fwd, 4))
+
+
+def layer_weights(torch):
+    # Leaf weights (scaled before requires_grad), so that backward is the layer's alone.
+    return lambda *s: (torch.randn(*s, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_()
+
+
+def measure_layer(torch, args, shape=None):
+    import torch.nn.functional as F
+    shape = shape or {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "seq": 4096, "batch": 1}
+    w = layer_weights(torch)
+    attention, weights = attention_half(torch, F, shape, w)
+    ffn = shape["ffn"]
+    wgu, wdown = w(shape["hidden"], 2 * ffn), w(ffn, shape["hidden"])
+    x = torch.randn(shape["batch"], shape["seq"], shape["hidden"], device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def layer(t):
+        t = attention(t)
+        g, u = (rms(torch, t) @ wgu).split([ffn, ffn], dim=-1)
+        return t + (F.silu(g) * u) @ wdown
+
+    out = time_layer(torch, args, shape, layer, x, weights + [wgu, wdown])
+    print(f"layer: forward {out['forward_ms']:.3f} ms, backward {out['backward_ms']:.3f} ms", file=sys.stderr)
+    return out
+
+
+def measure_moe_layer(torch, args, shape=None):
+    """A Mixtral-like layer: the same attention half, then a mixture-of-experts MLP with
+    balanced routing, the case ddlsim prices (every expert gets b s k / E rows).
+
+    The router's logits, softmax and top-k run as in Mixtral, but a fixed bias added
+    before the top-k makes token t pick experts (k t) mod E .. (k t + k - 1) mod E; the
+    routing weights are the softmax's at those experts, renormalised. The rows are sorted
+    by expert (argsort), gathered (index_select), multiplied by the experts' SwiGLU
+    weights as batched GEMMs (torch.bmm, E x rows x hidden), put back in token order and
+    summed with their weights."""
+    import torch.nn.functional as F
+    shape = shape or {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "experts": 8,
+                      "experts_per_token": 2, "seq": 4096, "batch": 1}
+    hidden, ffn, e, k = shape["hidden"], shape["ffn"], shape["experts"], shape["experts_per_token"]
+    tokens = shape["batch"] * shape["seq"]
+    rows = tokens * k // e
+    w = layer_weights(torch)
+    attention, weights = attention_half(torch, F, shape, w)
+    router, wgu, wdown = w(hidden, e), w(e, hidden, 2 * ffn), w(e, ffn, hidden)
+    picks = (torch.arange(tokens * k, device="cuda") % e).view(tokens, k)
+    bias = F.one_hot(picks, e).sum(1).float() * 1e4  # tokens x E, 1e4 at the picked experts
+    x = torch.randn(shape["batch"], shape["seq"], hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def layer(t):
+        t = attention(t)
+        flat = rms(torch, t).view(tokens, hidden)
+        probs = F.softmax((flat @ router).float(), dim=-1)
+        chosen = (probs + bias).topk(k, dim=-1)[1]  # tokens x k expert ids
+        gates = probs.gather(1, chosen)
+        gates = (gates / gates.sum(-1, keepdim=True)).to(t.dtype)
+        order = chosen.flatten().argsort(stable=True)  # (token, slot) pairs by expert
+        xs = flat.index_select(0, order // k).view(e, rows, hidden)
+        g, u = torch.bmm(xs, wgu).split([ffn, ffn], dim=-1)
+        ys = torch.bmm(F.silu(g) * u, wdown).view(tokens * k, hidden)
+        back = ys.index_select(0, order.argsort()).view(tokens, k, hidden)
+        mixed = (back * gates.unsqueeze(-1)).sum(1)
+        return t + mixed.view(shape["batch"], shape["seq"], hidden)
+
+    out = time_layer(torch, args, shape, layer, x, weights + [router, wgu, wdown])
+    print(f"moe layer: forward {out['forward_ms']:.3f} ms, backward {out['backward_ms']:.3f} ms", file=sys.stderr)
+    return out
 
 
 def main():
@@ -193,9 +262,10 @@ def main():
         "gemm": measure_gemms(torch, args),
         "memory": measure_memory(torch, args),
         "layer": measure_layer(torch, args),
+        "moe_layer": measure_moe_layer(torch, args),
     }
-    doc["software"] += ("; GEMMs and copy timed as CUDA graphs (kernel times)" if GRAPHS["work"] else
-                        "; CUDA graph capture failed: GEMMs and copy from then on timed as plain calls")
+    doc["software"] += ("; GEMMs and memory kernel timed as CUDA graphs (kernel times)" if GRAPHS["work"] else
+                        "; CUDA graph capture failed: GEMMs and memory kernel from then on timed as plain calls")
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1)

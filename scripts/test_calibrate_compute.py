@@ -2,12 +2,12 @@
 """Runs scripts/calibrate_compute.py against a stand-in for PyTorch, on any machine.
 
 The calibration script runs for real only on a lent GPU, once; this check makes sure
-beforehand that it runs from end to end (argument parsing, the GEMM grid, the copy, the
+beforehand that it runs from end to end (argument parsing, the GEMM grid, the memory kernel, the
 transformer layer with its backward, CUDA-graph timing and its fallback) and writes a
 file that `ddlsim workload --compare` accepts. The stand-in computes nothing: every
 tensor operation returns a tensor, and a timed run of --iterations calls takes as long
-as the last timed operation would at 400 TFLOP/s (a GEMM), 3,000 GB/s (the copy) or
-100 ms per call (the layer).
+as the last timed operation would at 400 TFLOP/s (a GEMM), 3,000 GB/s (the memory kernel) or
+100 ms per call (each layer: its attention is timed, its batched expert GEMMs are not).
 
 Usage: test_calibrate_compute.py DDLSIM OUT_DIR
 """
@@ -24,7 +24,8 @@ STATE = {"ms": 0.0, "capturing": False}  # what the next timed run takes; inside
 
 # The tensor methods the script may call; any other name is an error (a typo would pass
 # a stand-in that accepted every name).
-METHODS = {"view", "transpose", "reshape", "float", "pow", "mean", "to", "repeat_interleave"}
+METHODS = {"view", "transpose", "reshape", "float", "pow", "mean", "to", "repeat_interleave", "gather", "sum",
+           "flatten", "argsort", "index_select", "unsqueeze"}
 
 
 class FakeTensor:
@@ -43,17 +44,16 @@ class FakeTensor:
     def split(self, sizes, dim=-1):
         return [FakeTensor() for _ in sizes]
 
+    def topk(self, k, dim=-1):
+        return FakeTensor(), FakeTensor()
+
     def backward(self, grad=None):
         return None
-
-    def copy_(self, other):
-        STATE["ms"] = ITERATIONS * 2.0 * self.shape[0] / 3000e9 * 1e3
-        return self
 
     def __mul__(self, other):
         return self
 
-    __rmul__ = __add__ = __radd__ = __sub__ = __matmul__ = __truediv__ = __mul__
+    __rmul__ = __add__ = __radd__ = __sub__ = __matmul__ = __truediv__ = __floordiv__ = __mod__ = __mul__
 
 
 def fake_torch(graph_capture_works):
@@ -67,7 +67,7 @@ def fake_torch(graph_capture_works):
             raise RuntimeError("allocation during graph capture (stand-in)")
         return FakeTensor(*shape)
 
-    torch.randn = torch.empty = torch.ones = make
+    torch.randn = torch.empty = torch.ones = torch.zeros = torch.arange = make
     torch.empty_like = torch.ones_like = lambda t, **kw: FakeTensor(*t.shape)
     def matmul(a, b, out=None):
         (m, k), n = a.shape, b.shape[1]
@@ -75,6 +75,12 @@ def fake_torch(graph_capture_works):
         return out if out is not None else FakeTensor(m, n)
 
     torch.matmul = matmul
+    def mul(a, scale, out=None):  # the memory check's kernel: 2 bytes an element, read and written
+        STATE["ms"] = ITERATIONS * 2.0 * 2 * a.shape[0] / 3000e9 * 1e3
+        return out
+
+    torch.mul = mul
+    torch.bmm = lambda a, b: FakeTensor()  # untimed: the layer's time is its attention's
     torch.rsqrt = lambda t: t
 
     class Event:
@@ -121,7 +127,8 @@ def fake_torch(graph_capture_works):
         return FakeTensor()
 
     functional.scaled_dot_product_attention = attention
-    functional.silu = lambda t: t
+    functional.silu = functional.softmax = lambda t, dim=-1: t
+    functional.one_hot = lambda t, n: FakeTensor()
     torch.nn = types.SimpleNamespace(functional=functional)
     torch.autograd = types.SimpleNamespace(grad=lambda out, inputs, grad: [FakeTensor() for _ in inputs])
     return torch, functional
@@ -145,8 +152,8 @@ def main():
         out = os.path.join(out_dir, f"calibration-{'graph' if capture else 'plain'}.json")
         run_script(out, capture)
         doc = json.load(open(out))
-        # Expected: the quick grid's GEMMs at 400 TFLOP/s, the copy at 3,000 GB/s, the
-        # layer's forward 100 ms and its backward 200 - 100 ms.
+        # Expected: the quick grid's GEMMs at 400 TFLOP/s, the memory kernel at 3,000 GB/s, each
+        # layer's (dense and mixture-of-experts) forward 100 ms and its backward 200 - 100 ms.
         assert doc["device"] == "h200" and doc["gpu"] == "Stand-in GPU", doc
         assert ("CUDA graphs" in doc["software"]) == capture, doc["software"]
         assert len(doc["gemm"]) > 10, len(doc["gemm"])
@@ -154,10 +161,13 @@ def main():
             assert g["tflops"] == 400.0 and g["dtype"] == "bf16", g
         assert doc["memory"] == {"bytes": 2 << 30, "gbytes_per_s": 3000.0}, doc["memory"]
         assert doc["layer"]["forward_ms"] == 100.0 and doc["layer"]["backward_ms"] == 100.0, doc["layer"]
+        moe = doc["moe_layer"]
+        assert moe["forward_ms"] == 100.0 and moe["backward_ms"] == 100.0 and moe["experts"] == 8, moe
         r = subprocess.run([ddlsim, "workload", "--compare", out, "--json"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         cmp = json.loads(r.stdout)
         assert len(cmp["gemm"]) == len(doc["gemm"]) and "layer" in cmp and "memory" in cmp, cmp.keys()
+        assert cmp["moe_layer"]["experts"] == 8, cmp.keys()
     print("calibrate_compute.py: runs end to end on the stand-in (graph and plain timing); ddlsim accepts its file")
 
 

@@ -197,7 +197,8 @@ void ComputeModel::calibrate(const nlohmann::json& doc, const std::string& sourc
     o.known("source");
     o.known("gpu");
     o.known("software");
-    o.known("layer");  // a measured transformer layer, for comparison (not used to calibrate)
+    o.known("layer");      // measured transformer layers, dense and mixture-of-experts, for
+    o.known("moe_layer");  // comparison (not used to calibrate)
     o.finish();
     measured_ = std::move(points);
   } catch (const InputError& e) {
