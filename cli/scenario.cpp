@@ -154,7 +154,7 @@ Scenario read_scenario(const nlohmann::json& doc) {
   const bool named = w.contains("model") && w["model"].is_string();
   std::vector<std::string> models{"synthetic"};
   for (const auto& p : workload_preset_list()) models.push_back(p.name);
-  const bool real = w.contains("hf_config") ||
+  const bool real = w.contains("hf_config") || (named && (w["model"] == "gpt" || w["model"] == "llama")) ||
                     (named && w["model"] != "synthetic" &&
                      std::find(models.begin(), models.end(), w["model"].get<std::string>()) != models.end());
   if (real) {

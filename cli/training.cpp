@@ -74,6 +74,15 @@ void read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json
   s.model.dtype = s.workload.options.dtype.value_or(DataType::kFp32);
 }
 
+// A strategy's global_batch, by default the workload's.
+std::int64_t strategy_global_batch(JsonObject& o, const TrainingScenario& s) {
+  if (s.workload.global_batch) return o.positive_int_or("global_batch", *s.workload.global_batch);
+  if (!o.has("global_batch")) {
+    throw InputError(o.field_path("global_batch") + ": missing (sequences per step; or give workload.global_batch for every strategy)");
+  }
+  return o.positive_int("global_batch");
+}
+
 // {"name", "global_batch", "sbp": {"mesh": [...], "signatures": {ROLE: SIGNATURE, ...}}}
 // With `keep_unfit`, a strategy that does not fit the cluster (its shape, its batch
 // against its shape) comes back with the reason in `unfit` rather than thrown.
@@ -81,7 +90,7 @@ TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, con
                                    bool keep_unfit) {
   TrainingStrategy t;
   t.plan.name = o.name("name");
-  t.plan.global_batch = o.positive_int("global_batch");
+  t.plan.global_batch = strategy_global_batch(o, s);
   if (t.plan.global_batch > 1'000'000) throw InputError(o.field_path("global_batch") + ": at most 1000000 for an SBP strategy");
   JsonObject sb = o.object("sbp");
   SbpStrategy st;
@@ -150,7 +159,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   const std::int64_t fill = static_cast<std::int64_t>(devices) / model_parallel;
   const bool dp_fills = !o.has("dp");
   p.dp = small("dp", std::max<std::int64_t>(fill, 1));
-  p.global_batch = o.positive_int("global_batch");
+  p.global_batch = strategy_global_batch(o, s);
   if (p.global_batch > 100'000'000) throw InputError(o.field_path("global_batch") + ": at most 100000000");
   p.micro_batch = o.positive_int_or("micro_batch", 1);
   if (p.micro_batch > p.global_batch) {

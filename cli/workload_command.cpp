@@ -361,7 +361,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       }
     } else {
       source = vm["hf-config"].as<std::string>();
-      g = build_model_workload(ModelWorkload{std::nullopt, source, o, std::nullopt});
+      g = build_model_workload(ModelWorkload{std::nullopt, source, o, std::nullopt, std::nullopt, std::nullopt});
     }
 
     std::vector<Row> rows;

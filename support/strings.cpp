@@ -72,6 +72,21 @@ std::string did_you_mean(std::string_view given, std::span<const std::string> ca
     for (const auto& c : candidates) {
       if (c.size() > given.size() && c.compare(0, given.size(), given) == 0) return " (did you mean '" + c + "'?)";
     }
+    // One that ends in what was typed after a dash ("ib-ndr" for "ndr"): the short name.
+    for (const auto& c : candidates) {
+      if (c.size() > given.size() + 1 && c.compare(c.size() - given.size(), given.size(), given) == 0 &&
+          c[c.size() - given.size() - 1] == '-') {
+        return " (did you mean '" + c + "'?)";
+      }
+    }
+    // One that what was typed extends with a suffix ("seq" for "seq_len", "vocab" for
+    // "vocab_size"): another tool's spelling of the same field.
+    for (const auto& c : candidates) {
+      if (c.size() >= 2 && given.size() > c.size() + 1 && given.compare(0, c.size(), c) == 0 &&
+          (given[c.size()] == '_' || given[c.size()] == '-')) {
+        return " (did you mean '" + c + "'?)";
+      }
+    }
   }
   const std::string* best = nullptr;
   std::size_t best_d = 0;

@@ -25,8 +25,10 @@ std::string padded(std::string_view text, std::size_t width);
 /// Edit distance (insertions, deletions, substitutions, neighbour transpositions).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
-/// " (did you mean 'x'?)" for the first candidate that starts with `given`, else for the
-/// closest one when it is close enough to be a plausible typo, otherwise "".
+/// " (did you mean 'x'?)" for the first candidate that starts with `given` ("h100" ->
+/// "h100-sxm"), else that ends in it after a dash ("ndr" -> "ib-ndr"), else that `given`
+/// extends after '_' or '-' ("seq_len" -> "seq"), else for the closest one when it is
+/// close enough to be a plausible typo, otherwise "".
 std::string did_you_mean(std::string_view given, std::span<const std::string> candidates);
 
 /// A CSV cell of text: in double quotes, its own quotes doubled.

@@ -1367,6 +1367,90 @@ TEST_CASE("the compute model against our H200 measurement (validation/compute/h2
   CHECK(err("moe_layer", "calibrated") == Approx(-0.199).epsilon(0.003));
 }
 
+TEST_CASE("did-you-mean suggests typos, completions, short names and longer spellings") {
+  // Expected: a typo within a third of the word ("ib-hdrr" -> "ib-hdr"); a prefix
+  // ("h100" -> "h100-sxm"); the part after a dash ("ndr" -> "ib-ndr", DESIGN.md's
+  // spelling); another tool's longer name of a field ("seq_len" -> "seq"); nothing for
+  // a word unlike every candidate, or a one-letter one.
+  const std::vector<std::string> links{"ib-hdr", "ib-ndr", "eth-100g"};
+  CHECK(did_you_mean("ib-hdrr", links) == " (did you mean 'ib-hdr'?)");
+  CHECK(did_you_mean("ndr", links) == " (did you mean 'ib-ndr'?)");
+  CHECK(did_you_mean("100g", links) == " (did you mean 'eth-100g'?)");
+  CHECK(did_you_mean("nvlink", links).empty());
+  const std::vector<std::string> parts{"h100-sxm", "a100-80gb"};
+  CHECK(did_you_mean("h100", parts) == " (did you mean 'h100-sxm'?)");
+  const std::vector<std::string> keys{"seq", "vocab", "layers"};
+  CHECK(did_you_mean("seq_len", keys) == " (did you mean 'seq'?)");
+  CHECK(did_you_mean("vocab_size", keys) == " (did you mean 'vocab'?)");
+  CHECK(did_you_mean("sequence", keys).empty());
+  CHECK(did_you_mean("x", keys).empty());
+}
+
+TEST_CASE("a scenario's workload gives a gpt or llama by its shape, and one global batch for its strategies") {
+  // Expected: Megatron's GPT of l layers, hidden h, vocabulary V and s learned positions
+  // has 12 l h^2 + 13 l h + (V + s) h + 2 h parameters (per layer 4 h^2 + 4 h attention,
+  // 8 h^2 + 5 h MLP, 4 h in two layer norms; tied embedding; final norm): 40, 5120, 51200,
+  // 2048 give 12,858,214,400. A "llama" of Llama 3 8B's shape (32 layers, 4096, 32 heads,
+  // 8 KV heads, ffn 14336, vocabulary 128256) has the preset's 8,030,261,248. Strategies
+  // without a global_batch take the workload's (samples/s x step = 64); one with its own
+  // keeps it (32).
+  const double l = 40, h = 5120, v = 51200, seq = 2048;
+  const double gpt = 12 * l * h * h + 13 * l * h + (v + seq) * h + 2 * h;
+  CHECK(gpt == 12858214400.0);
+  Scratch s;
+  const std::string g = s.write("g.json", R"({"name": "g", "cluster": {"preset": "dgx-a100", "nodes": 1},
+    "workload": {"model": "gpt", "layers": 40, "hidden": 5120, "heads": 40, "vocab": 51200, "seq": 2048, "global_batch": 64},
+    "strategies": [{"name": "a", "tp": 8, "micro_batch": 1}, {"name": "b", "tp": 8, "global_batch": 32}],
+    "simulation": {"network": "analytical"}})");
+  auto r = ddlsim_cmd({"workload", g, "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("total").at("parameters").get<double>() == gpt);
+  r = ddlsim_cmd({"run", g, "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& a = j.at("strategies").at(0);
+  const auto& b = j.at("strategies").at(1);
+  CHECK(a.at("samples_per_s").get<double>() * a.at("step_time_s").get<double>() == Approx(64));
+  CHECK(b.at("samples_per_s").get<double>() * b.at("step_time_s").get<double>() == Approx(32));
+
+  const std::string ll = s.write("l.json", R"({"workload": {"model": "llama", "layers": 32, "hidden": 4096, "heads": 32,
+    "kv_heads": 8, "ffn": 14336, "vocab": 128256, "seq": 8192}})");
+  r = ddlsim_cmd({"workload", ll, "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("total").at("parameters").get<double>() == 8030261248.0);
+
+  auto scenario = [&](const char* name, const std::string& workload, const std::string& strategy = R"({"name": "a", "global_batch": 8})") {
+    return s.write(name, R"({"name": "x", "cluster": {"preset": "dgx-a100", "nodes": 1}, "workload": )" + workload +
+                             R"(, "strategies": [)" + strategy + "]}");
+  };
+  const std::string shape = R"("layers": 2, "hidden": 64, "heads": 4, "vocab": 100)";
+  const BadInputs bad = {
+      {{"run", scenario("1.json", R"({"model": "gpt", )" + shape + "}")},
+       "ddlsim run: workload.seq: missing (a \"gpt\" model's sequence length, in tokens)\n"},
+      {{"run", scenario("2.json", R"({"model": "gpt", "seq_len": 128, )" + shape + "}")},
+       "ddlsim run: workload.seq_len: unknown key (did you mean 'seq'?)\n"},
+      {{"run", scenario("3.json", R"({"model": "gpt", "seq": 128, "kv_heads": 2, )" + shape + "}")},
+       "ddlsim run: workload.kv_heads: only with model \"llama\" (a gpt has one key and value head per head)\n"},
+      {{"run", scenario("4.json", R"({"model": "llama", "seq": 128, )" + shape + "}")},
+       "ddlsim run: workload.ffn: missing (a required field)\n"},
+      {{"run", scenario("5.json", R"({"model": "gpt", "seq": 128, "layers": 2, "hidden": 64, "heads": 5, "vocab": 100})")},
+       "ddlsim run: workload: heads (5) must divide hidden (64)\n"},
+      {{"run", scenario("6.json", R"({"model": "llama3-8b", "layers": 2})")},
+       "ddlsim run: workload.layers: only with model \"gpt\" or \"llama\" (a preset has its shape)\n"},
+      {{"run", scenario("7.json", R"({"hf_config": {"model_type": "gpt2"}, "hidden": 64})")},
+       "ddlsim run: workload.hidden: only with model \"gpt\" or \"llama\" (a HuggingFace config has its shape)\n"},
+      {{"run", scenario("8.json", R"({"model": "gpt", "seq": 128, )" + shape + "}", R"({"name": "a"})")},
+       "ddlsim run: strategies.0.global_batch: missing (sequences per step; or give workload.global_batch for every strategy)\n"},
+      {{"run", scenario("9.json", R"({"model": "gpt", "seq": 128, "global_batch": 0, )" + shape + "}")},
+       "ddlsim run: workload.global_batch: expected a positive integer, got 0\n"},
+      {{"run", s.write("u.json", R"({"name": "x", "cluster": {"devices": 8, "device_tflops": 100, "device_memory_gib": 80,
+         "link_gbytes_per_s": 25}, "workload": {"model": "gpt"}, "strategies": [{"name": "dp"}]})")},
+       "ddlsim run: workload.model: a uniform cluster (cluster.devices, ...) runs the synthetic model only; to train a real "
+       "model, name a cluster preset (\"cluster\": {\"preset\": \"dgx-a100\", \"nodes\": 4})\n"},
+  };
+  expect_exact_errors(bad);
+}
+
 TEST_CASE("ddlsim workload reads a scenario whose workload names a model; ddlsim run wants a preset cluster for it") {
   // Expected: the scenario's llama3-8b at batch 2 has the preset's 8,030,261,248
   // parameters; ddlsim run says a uniform cluster runs the synthetic model only; a misspelt model

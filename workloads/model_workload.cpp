@@ -10,6 +10,32 @@
 #include "workloads/hf_config.hpp"
 
 namespace ddlsim {
+namespace {
+
+constexpr const char* kShapeKeys[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
+
+// A family's shape from the workload's fields (the sequence from its "seq").
+TransformerConfig read_shape(JsonObject& w, const std::string& family, const std::optional<std::int64_t>& seq) {
+  const std::int64_t layers = w.positive_int("layers"), hidden = w.positive_int("hidden"), heads = w.positive_int("heads");
+  const std::int64_t vocab = w.positive_int("vocab");
+  if (family == "gpt" && w.has("kv_heads")) {
+    throw InputError(w.field_path("kv_heads") + ": only with model \"llama\" (a gpt has one key and value head per head)");
+  }
+  const std::int64_t kv_heads = w.positive_int_or("kv_heads", heads);
+  const std::int64_t ffn = family == "gpt" ? w.positive_int_or("ffn", 4 * hidden) : w.positive_int("ffn");
+  if (!seq) {
+    w.known("seq");
+    w.finish();  // a misspelt key ("seq_len") is named first
+    throw InputError(w.field_path("seq") + ": missing (a \"" + family + "\" model's sequence length, in tokens)");
+  }
+  TransformerConfig c = family == "gpt" ? gpt_config("gpt", layers, hidden, heads, *seq, vocab)
+                                        : llama_config("llama", layers, hidden, heads, kv_heads, ffn, *seq, vocab);
+  c.ffn = ffn;
+  if (std::string why = transformer_problem(c); !why.empty()) throw InputError(w.path() + ": " + why);
+  return c;
+}
+
+}  // namespace
 
 ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
   ModelWorkload out;
@@ -17,15 +43,22 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
     throw InputError(w.has("model") ? w.field_path("hf_config") + ": give either model or hf_config, not both"
                                     : w.field_path("model") + ": missing (a workload preset name, or give hf_config)");
   }
-  if (w.has("model")) {
+  const bool family = w.has("model") && (w.value("model") == "gpt" || w.value("model") == "llama");
+  if (w.has("model") && !family) {
     const std::string name = w.string("model");
-    std::vector<std::string> names;
+    std::vector<std::string> names{"gpt", "llama"};
     for (const auto& p : workload_preset_list()) names.push_back(p.name);
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       throw InputError(w.field_path("model") + ": unknown model '" + name + "'" + did_you_mean(name, names) +
-                       " (see 'ddlsim workload --list'; \"synthetic\" takes the synthetic model's fields)");
+                       " (see 'ddlsim workload --list'; \"synthetic\" takes the synthetic model's fields; \"gpt\" and "
+                       "\"llama\" take a shape: layers, hidden, heads, ...)");
+    }
+    for (const char* key : kShapeKeys) {
+      if (w.has(key)) throw InputError(w.field_path(key) + ": only with model \"gpt\" or \"llama\" (a preset has its shape)");
     }
     out.preset = name;
+  } else if (family) {
+    // Its shape is read below, once the sequence length is known.
   } else if (const nlohmann::json& v = w.value("hf_config"); v.is_object()) {
     out.hf_config_text = v.dump();
   } else {
@@ -42,6 +75,12 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
     throw InputError(w.field_path("batch") + ": at most 1000000, got " + std::to_string(out.options.batch));
   }
   if (w.has("seq")) out.options.seq = w.positive_int("seq");
+  if (w.has("global_batch")) {
+    out.global_batch = w.positive_int("global_batch");
+    if (*out.global_batch > 100'000'000) {
+      throw InputError(w.field_path("global_batch") + ": at most 100000000, got " + std::to_string(*out.global_batch));
+    }
+  }
   out.options.spelled = w.field_path("");
   if (w.has("dtype")) {
     out.options.dtype = parse_float_type(w.choice("dtype", kFloatTypeNames));
@@ -49,6 +88,14 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
   if (w.has("attention")) out.options.flash_attention = w.choice("attention", {"plain", "flash"}) == "flash";
   if (w.has("parallel_layers")) out.options.parallel_layers = w.boolean("parallel_layers");
   if (w.has("dropout")) out.options.dropout = w.boolean("dropout");
+  if (family) {
+    const std::string name = w.string("model");
+    out.shape = read_shape(w, name, out.options.seq);
+  } else {
+    for (const char* key : kShapeKeys) {
+      if (w.has(key)) throw InputError(w.field_path(key) + ": only with model \"gpt\" or \"llama\" (a HuggingFace config has its shape)");
+    }
+  }
   w.finish();
   return out;
 }
@@ -70,6 +117,7 @@ std::pair<TransformerConfig, WorkloadOptions> read_hf_workload(const ModelWorklo
 
 OperatorGraph build_model_workload(const ModelWorkload& w) {
   if (w.preset) return build_workload_preset(*w.preset, w.options);
+  if (w.shape) return build_transformer_with(*w.shape, w.options);
   const auto [c, rest] = read_hf_workload(w);
   return build_transformer_with(c, rest);
 }
@@ -80,6 +128,7 @@ std::optional<TransformerConfig> model_workload_transformer(const ModelWorkload&
     if (!t) return std::nullopt;
     return with_options(*t, w.options);
   }
+  if (w.shape) return with_options(*w.shape, w.options);
   const auto [c, rest] = read_hf_workload(w);
   return with_options(c, rest);
 }

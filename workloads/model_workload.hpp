@@ -4,6 +4,8 @@
 //                "attention": "flash"}
 //   "workload": {"hf_config": "path/to/config.json", "batch": 8, "seq": 4096}
 //   "workload": {"hf_config": {"model_type": "gpt2", "n_layer": 48, ...}}
+//   "workload": {"model": "gpt", "layers": 40, "hidden": 5120, "heads": 40, "vocab": 51200,
+//                "seq": 2048}
 //
 // model: a workload preset (ddlsim workload --list); hf_config: a HuggingFace config.json,
 // relative to the scenario file's folder, or the file's content written in place (a
@@ -12,6 +14,12 @@
 // dtype, attention: as `ddlsim workload`'s options (defaults: the model's);
 // parallel_layers: true runs each layer's attention and MLP side by side on one norm
 // (PaLM, GPT-J, GPT-NeoX), false in series (default: the model's; PaLM's preset: true).
+// model "gpt" or "llama" is a family whose shape the workload gives: layers, hidden,
+// heads, vocab and seq (required), ffn (gpt: default 4 x hidden; llama: required) and,
+// for llama, kv_heads (default heads): Megatron's GPT (layer norm, GeLU, biases, learned
+// positions) or Llama (RMS norm, SwiGLU, grouped-query attention), as the presets of
+// that family are built. global_batch (training scenarios): the sequences per step of
+// every strategy that does not give its own.
 #pragma once
 
 #include <optional>
@@ -19,6 +27,7 @@
 
 #include "workloads/operator_graph.hpp"
 #include "workloads/presets.hpp"
+#include "workloads/transformer.hpp"
 
 namespace ddlsim {
 
@@ -29,6 +38,8 @@ struct ModelWorkload {
   std::optional<std::string> hf_config;  // path as resolved against the scenario's folder
   WorkloadOptions options;
   std::optional<std::string> hf_config_text;  // or the config itself, as JSON text
+  std::optional<TransformerConfig> shape;      // or a family ("gpt", "llama") with its shape
+  std::optional<std::int64_t> global_batch;    // training scenarios: the strategies' default
 };
 
 /// Reads the object; `base_dir` is the scenario file's folder ("" for the current one).
