@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "support/input_error.hpp"
@@ -22,7 +23,9 @@ TransformerConfig read_shape(JsonObject& w, const std::string& family, const std
     throw InputError(w.field_path("kv_heads") + ": only with model \"llama\" (a gpt has one key and value head per head)");
   }
   const std::int64_t kv_heads = w.positive_int_or("kv_heads", heads);
-  const std::int64_t ffn = family == "gpt" ? w.positive_int_or("ffn", 4 * hidden) : w.positive_int("ffn");
+  // (A hidden too large to quadruple is refused below, as beyond the models' limits.)
+  const std::int64_t gpt_ffn = hidden <= std::numeric_limits<std::int64_t>::max() / 4 ? 4 * hidden : hidden;
+  const std::int64_t ffn = family == "gpt" ? w.positive_int_or("ffn", gpt_ffn) : w.positive_int("ffn");
   if (!seq) {
     w.known("seq");
     w.finish();  // a misspelt key ("seq_len") is named first
