@@ -10,9 +10,10 @@ dtype asked for, it times torch.matmul with CUDA events (warm-up runs first, the
 median of --repeats timed runs of --iterations back-to-back calls, captured in a CUDA
 graph so that the host's launches do not pace small kernels: kernel times) and records
 the achieved TFLOP/s (2 m n k / time). It times a 1 GiB elementwise kernel (the HBM
-bandwidth memory-bound kernels see) and one transformer layer (Llama-style:
-RMSNorm, QKV, flash attention via scaled_dot_product_attention, output projection,
-SwiGLU MLP) forward and backward, and writes them all into the JSON file that
+bandwidth memory-bound kernels see) and two transformer layers forward and backward: a
+Llama-style one (RMSNorm, QKV, flash attention via scaled_dot_product_attention, output
+projection, SwiGLU MLP) and a Mixtral-style one whose MLP is 8 experts, top 2, with the
+routing held balanced; and writes them all into the JSON file that
 `ddlsim workload --calibration FILE` reads:
 
     {"device": "h100-sxm", "gpu": "<torch.cuda.get_device_name()>",
@@ -20,13 +21,14 @@ SwiGLU MLP) forward and backward, and writes them all into the JSON file that
      "gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 712.3}, ...],
      "memory": {"bytes": 2147483648, "gbytes_per_s": 2900.5},
      "layer": {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "seq": 4096,
-               "batch": 1, "forward_ms": ..., "backward_ms": ...}}
+               "batch": 1, "forward_ms": ..., "backward_ms": ...},
+     "moe_layer": {..., "experts": 8, "experts_per_token": 2, ...}}
 
 "device" must be the ddlsim catalog id of the GPU measured (ddlsim refuses a file for
-another device). The "layer" entry is not used for calibration: it is the measurement to
-compare the compute model's prediction against. `ddlsim workload --compare FILE` prints
-every point beside the built-in model's prediction, and the layer predicted by the model
-and by the model with the file's GEMM and memory measurements.
+another device). The "layer" and "moe_layer" entries are not used for calibration: they
+are the measurements to compare the compute model's prediction against. `ddlsim workload
+--compare FILE` prints every point beside the built-in model's prediction, and each layer
+predicted by the model and by the model with the file's GEMM and memory measurements.
 """
 import argparse
 import datetime
