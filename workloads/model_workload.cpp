@@ -56,9 +56,6 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
                        " (see 'ddlsim workload --list'; \"synthetic\" takes the synthetic model's fields; \"gpt\" and "
                        "\"llama\" take a shape: layers, hidden, heads, ...)");
     }
-    for (const char* key : kShapeKeys) {
-      if (w.has(key)) throw InputError(w.field_path(key) + ": only with model \"gpt\" or \"llama\" (a preset has its shape)");
-    }
     out.preset = name;
   } else if (family) {
     // Its shape is read below, once the sequence length is known.
@@ -96,7 +93,10 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
     out.shape = read_shape(w, name, out.options.seq);
   } else {
     for (const char* key : kShapeKeys) {
-      if (w.has(key)) throw InputError(w.field_path(key) + ": only with model \"gpt\" or \"llama\" (a HuggingFace config has its shape)");
+      if (w.has(key)) {
+        throw InputError(w.field_path(key) + ": only with model \"gpt\" or \"llama\" (a " +
+                         (out.preset ? "preset" : "HuggingFace config") + " has its shape)");
+      }
     }
   }
   w.finish();
