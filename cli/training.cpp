@@ -159,6 +159,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   const std::int64_t fill = static_cast<std::int64_t>(devices) / model_parallel;
   const bool dp_fills = !o.has("dp");
   p.dp = small("dp", std::max<std::int64_t>(fill, 1));
+  p.ep = small("ep", 1);
   p.global_batch = strategy_global_batch(o, s);
   if (p.global_batch > 100'000'000) throw InputError(o.field_path("global_batch") + ": at most 100000000");
   p.micro_batch = o.positive_int_or("micro_batch", 1);
@@ -474,7 +475,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
 
   TrainingReport r;
   r.name = p.name;
-  r.plan = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp);
+  r.plan = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) + (p.ep > 1 ? " x ep " + std::to_string(p.ep) : "");
   r.devices = p.devices();
   r.step_time_s = result.makespan.value();
   r.samples_per_s = static_cast<double>(p.global_batch) / r.step_time_s;

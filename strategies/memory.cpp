@@ -13,8 +13,12 @@ namespace {
 struct LayerParams {
   double sharded = 0, replicated = 0;
   double kv = 0;  // the key and value projections (TransformerConfig::kv_ways)
-  [[nodiscard]] double per_device(int tp, const TransformerConfig& m) const {
-    return sharded / tp + replicated + kv / static_cast<double>(m.kv_ways(tp));
+  // The routed experts': their weights (sharded by tp) and row-parallel biases
+  // (replicated), all split by expert parallelism.
+  double experts = 0, experts_replicated = 0;
+  [[nodiscard]] double experts_per_device(int tp, int ep) const { return (experts / tp + experts_replicated) / ep; }
+  [[nodiscard]] double per_device(int tp, const TransformerConfig& m, int ep = 1) const {
+    return sharded / tp + replicated + kv / static_cast<double>(m.kv_ways(tp)) + experts_per_device(tp, ep);
   }
 };
 
@@ -29,12 +33,8 @@ LayerParams layer_params(const TransformerConfig& m) {
   p.replicated += m.proj_bias ? h : 0;
   // The MLP, or each expert's and the router's (h x experts, on every tp rank).
   const double mlps = m.experts > 0 ? static_cast<double>(m.experts) : 1.0;
-  if (gpt) {
-    p.sharded += mlps * (2 * h * f + (m.mlp_bias ? f : 0));
-  } else {
-    p.sharded += mlps * (3 * h * f + (m.mlp_bias ? 2 * f : 0));
-  }
-  p.replicated += mlps * (m.mlp_bias ? h : 0);
+  (m.experts > 0 ? p.experts : p.sharded) += mlps * (gpt ? 2 * h * f + (m.mlp_bias ? f : 0) : 3 * h * f + (m.mlp_bias ? 2 * f : 0));
+  (m.experts > 0 ? p.experts_replicated : p.replicated) += mlps * (m.mlp_bias ? h : 0);
   p.replicated += h * static_cast<double>(m.experts);
   // A shared expert: an MLP of shared_ffn, and its gate (h x 1, on every tp rank).
   const double fs = static_cast<double>(m.shared_ffn);
@@ -183,13 +183,20 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
   std::vector<DeviceMemory> out;
   for (int i = 0; i < p.pp; ++i) {
     DeviceMemory d;
-    d.parameters = layers[static_cast<std::size_t>(i)] * lp.per_device(p.tp, m);
+    d.parameters = layers[static_cast<std::size_t>(i)] * lp.per_device(p.tp, m, p.ep);
     if (i == 0) d.parameters += embedding_parameters(m, p);
     if (i == p.pp - 1) {
       d.parameters += final_norm_parameters(m);
       d.parameters += output_layer_parameters(m, p);
     }
-    const ModelStates s = model_states(d.parameters, shard_size(p), p.dp_mode, m.dtype);
+    // Under expert parallelism the experts' states are sharded (ZeRO-1) over the dp / ep
+    // ranks holding each expert, the rest over all dp.
+    const double experts = p.ep > 1 ? layers[static_cast<std::size_t>(i)] * lp.experts_per_device(p.tp, p.ep) : 0.0;
+    ModelStates s = model_states(d.parameters - experts, shard_size(p), p.dp_mode, m.dtype);
+    if (experts > 0.0) {
+      const ModelStates e = model_states(experts, shard_size(p) / p.ep, p.dp_mode, m.dtype);
+      s = {s.weights + e.weights, s.gradients + e.gradients, s.optimizer + e.optimizer};
+    }
     d.weights = s.weights;
     d.gradients = s.gradients;
     // s.gradients are 16-bit (sharded as ZeRO shards them) unless the model is fp32.
@@ -235,6 +242,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
 int plan_communicators(const ParallelPlan& p) {
   int n = (p.tp > 1) + (p.pp > 1) + (p.dp > 1);
   if (p.dp_mode == DataParallelMode::kZero3 && p.shard > 1 && p.shard < p.dp) ++n;  // shard group and replicas
+  if (p.ep > 1) n += 1 + (p.ep < p.dp);  // the expert-parallel group, and the experts' data-parallel group
   return n;
 }
 

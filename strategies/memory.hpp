@@ -110,7 +110,8 @@ struct RuntimeMemory {
 
 /// The communicators a device of the plan joins: one per parallel dimension of more
 /// than one rank (tensor, pipeline, data), two for data parallelism with hybrid ZeRO-3
-/// sharding (the shard group and the replicas). Groups a framework creates beside these
+/// sharding (the shard group and the replicas), and with expert parallelism the
+/// expert-parallel group and, when ep < dp, the experts' data-parallel group. Groups a framework creates beside these
 /// (Megatron's embedding and model-parallel groups) are not counted.
 int plan_communicators(const ParallelPlan& plan);
 

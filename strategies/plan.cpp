@@ -8,6 +8,17 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   if (p.dp < 1 || p.tp < 1 || p.pp < 1) return "dp, tp and pp must be at least 1";
   if (p.virtual_stages < 1) return "virtual_stages must be at least 1";
+  if (p.ep < 1) return "ep must be at least 1";
+  if (p.ep > 1) {
+    if (m.experts == 0) return "ep (" + n(p.ep) + ") needs a mixture-of-experts model (experts), this one is dense";
+    if (m.experts % p.ep != 0) return "ep (" + n(p.ep) + ") must divide the experts (" + n(m.experts) + ")";
+    if (p.dp % p.ep != 0) return "ep (" + n(p.ep) + ") must divide dp (" + n(p.dp) + "): expert parallelism splits data-parallel ranks";
+    if (p.dp_mode == DataParallelMode::kZero2 || p.dp_mode == DataParallelMode::kZero3) {
+      return "ep > 1 is modelled with zero 0 or 1 only (ZeRO-2/3 would shard expert states over dp / ep)";
+    }
+    if (p.schedule == PipelineSchedule::kZeroBubbleH1) return "ep > 1 is not modelled with the zero-bubble schedule";
+    if (m.parallel_layers) return "ep > 1 is not modelled with parallel attention and MLP layers";
+  }
   if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";
   if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||
       std::count(p.order.begin(), p.order.end(), MeshAxis::kPp) != 1) {

@@ -64,6 +64,14 @@ inline const char* axis_name(MeshAxis a) { return a == MeshAxis::kTp ? "tp" : a 
 struct ParallelPlan {
   std::string name;
   int dp = 1, tp = 1, pp = 1;
+  /// Expert parallelism (mixture-of-experts models): each group of ep consecutive
+  /// data-parallel ranks splits every MoE layer's experts, experts / ep on each, and
+  /// exchanges the dispatched tokens by all-to-all before and after the experts
+  /// (Megatron-Core's alltoall token dispatcher, expert tensor parallelism = tp: each tp
+  /// rank exchanges its whole token buffer and holds its 1/tp of each local expert). An
+  /// expert's gradients are reduced over the dp / ep ranks that hold it (ranks j, j + ep,
+  /// ...), the rest of the model's over all dp. ep divides dp; 1: no expert parallelism.
+  int ep = 1;
   int virtual_stages = 1;  // model chunks per device (interleaved 1F1B only)
   /// How the mesh's axes map onto consecutive ranks, innermost first (a permutation).
   std::vector<MeshAxis> order{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp};

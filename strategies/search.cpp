@@ -142,10 +142,18 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                                            fabric.cluster().accelerators()[mesh_rank(p, 0, 1, 0)]);
     send = fabric.route_latency(route) + c.p2p_bytes / fabric.route_capacity(route);
   }
+  // Expert parallelism: per layer and pass (and recomputed forward) two all-to-alls of
+  // the dispatched tokens within the ep group, in line with the compute.
+  double a2a = 0;
+  if (p.ep > 1) {
+    std::vector<std::uint32_t> ep_ranks;
+    for (int d = 0; d < p.ep; ++d) ep_ranks.push_back(mesh_rank(p, d, 0, 0));
+    a2a = 2 * collective(fabric, ep_ranks, CollectiveOp::kAllToAll, c.a2a_bytes);
+  }
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
   // b for a layer that recomputes (fully, with its all-reduces again, or selectively),
   // kept for one past a full-recompute plan's recompute_layers.
-  const double f = (c.attention.forward + c.mlp.forward).value() + ars * ar;
+  const double f = (c.attention.forward + c.mlp.forward).value() + ars * ar + a2a;
   const bool full = p.recompute == Recompute::kFull;
   // Each half layer's backward and its collective: after it, or with
   // overlap_tp_backward beside its last weight-gradient GEMM (sequence parallelism: the
@@ -154,18 +162,29 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const double share = p.sequence_parallel ? 0.5 : 1.0;
     return (1.0 - share) * ar + (total - weight) + std::max(share * ar, weight);
   };
-  double plain = (c.attention.backward + c.mlp.backward).value() + ars * ar;
+  double plain = (c.attention.backward + c.mlp.backward).value() + ars * ar + a2a;
+  // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
+  // none runs beside its collective.)
+  const double mlp_weight = p.ep > 1 ? 0.0 : c.mlp.weight_gradient.value();
   if (p.overlap_tp_backward && p.tp > 1) {
     plain = model.parallel_layers ? backward_half((c.attention.backward + c.mlp.backward).value(),
                                                   (c.attention.weight_gradient + c.mlp.weight_gradient).value())
                                   : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
-                                        backward_half(c.mlp.backward.value(), c.mlp.weight_gradient.value());
+                                        backward_half(c.mlp.backward.value(), mlp_weight) + a2a;
   }
-  const double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar : 0.0);
+  const double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar + a2a : 0.0);
   const double kept = full ? plain : b;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   double stage_params = 0;
   for (const DeviceMemory& d : mem) stage_params = std::max(stage_params, d.parameters);
+  // Of them, the routed experts' under expert parallelism (the busiest stage's layers),
+  // reduced over the dp / ep ranks holding each expert (dp ranks 0, ep, 2 ep, ...).
+  const double stage_experts = p.ep > 1 ? c.expert_params * *std::max_element(layers.begin(), layers.end()) : 0.0;
+  std::vector<std::uint32_t> expert_dp_ranks;
+  for (int d = 0; p.ep > 1 && d < p.dp; d += p.ep) expert_dp_ranks.push_back(mesh_rank(p, d, 0, 0));
+  const auto expert_collective = [&](CollectiveOp op, double bytes) {
+    return expert_dp_ranks.size() > 1 && bytes > 0.0 ? collective(fabric, expert_dp_ranks, op, bytes) : 0.0;
+  };
   // ZeRO-3: each unit's weights (the embedding, a layer, the output layer) gathered for
   // its forward and its backward, its gradients scattered after its backward, within a
   // shard group; with hybrid sharding each gradient shard is then all-reduced across the
@@ -296,16 +315,23 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   double step = p.schedule == PipelineSchedule::kGPipe ? all + (m - 1) * (Fmax + Bmax)
                                                        : m * (F + B) + (all - (F + B) - saved * (all_w - W)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
-    const double grads = stage_params * reduced_gradient_bytes(p, model.dtype), weights = stage_params * weight_bytes(model.dtype);
+    const double dense = stage_params - stage_experts;
+    const double grads = dense * reduced_gradient_bytes(p, model.dtype), weights = dense * weight_bytes(model.dtype);
+    const double expert_grads = stage_experts * reduced_gradient_bytes(p, model.dtype);
     // The gradients' reduction may run beside the backward; ZeRO-1/2's all-gather of the
     // updated weights follows the optimizer step, with nothing left to hide behind.
     // (ZeRO-2's reduce-scatters ran in the passes.)
     double reduce = 0, gather = 0;
     if (p.dp_mode == DataParallelMode::kAllReduce) {
-      reduce = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads);
+      reduce = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads) +
+               expert_collective(CollectiveOp::kAllReduce, expert_grads);
     } else {
-      if (p.dp_mode == DataParallelMode::kZero1) reduce = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads);
-      gather = collective(fabric, dp_ranks, CollectiveOp::kAllGather, weights);
+      if (p.dp_mode == DataParallelMode::kZero1) {
+        reduce = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads) +
+                 expert_collective(CollectiveOp::kReduceScatter, expert_grads);
+      }
+      gather = collective(fabric, dp_ranks, CollectiveOp::kAllGather, weights) +
+               expert_collective(CollectiveOp::kAllGather, stage_experts * weight_bytes(model.dtype));
     }
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
   }
@@ -325,14 +351,16 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     step += collective(fabric, sharing, CollectiveOp::kAllReduce, bytes);
   }
   if (zero2) step += rs_first + tail;  // ZeRO-2: the last backward's last scatter (the embedding's)
-  const double updated = p.dp_mode == DataParallelMode::kAllReduce ? stage_params : stage_params / shard_size(p);
+  const double updated = p.dp_mode == DataParallelMode::kAllReduce
+                             ? stage_params
+                             : (stage_params - stage_experts) / shard_size(p) + stage_experts / (shard_size(p) / p.ep);
   step += plan_optimizer_step_time(updated, p, model.dtype, compute).value();
   return step;
 }
 
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
-    return std::tie(p.dp, p.tp, p.pp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
+    return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
                     p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   return key(a) == key(b);
@@ -340,7 +368,7 @@ bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
 
 std::string describe_plan(const ParallelPlan& p) {
   std::string s = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
-                  ", mb " + std::to_string(p.micro_batch);
+                  (p.ep > 1 ? ", ep " + std::to_string(p.ep) : "") + ", mb " + std::to_string(p.micro_batch);
   if (p.pp > 1) {
     s += std::string(", ") + schedule_name(p.schedule);
     if (p.schedule == PipelineSchedule::kInterleaved1F1B) s += " v" + std::to_string(p.virtual_stages);

@@ -33,10 +33,27 @@ Split split_of(const Operator& op) {
   return Split::kReplicated;  // norms, residual adds and dropouts, embeddings
 }
 
-// One rank's share of an operator under tensor parallelism (sequence parallelism `sp`).
+// A routed expert's operator (the experts' grouped linear layers and activation).
+bool in_experts(const Operator& op) {
+  const std::string_view n = op.name;
+  return n.find(".experts.") != std::string_view::npos && !ends_with(n, ".dispatch") && !ends_with(n, ".combine") &&
+         !ends_with(n, ".shared_sum");
+}
+
+// One rank's share of an operator under tensor parallelism (sequence parallelism `sp`)
+// and expert parallelism (ep: a grouped linear layer keeps experts / ep of its weights,
+// each taking the tokens of ep ranks: the same FLOPs in fewer, taller GEMMs).
 // The QKV projection's key-value columns split only as far as whole groups go
 // (TransformerConfig::kv_ways): with more ranks than groups each computes one group.
-Operator sharded(Operator op, const TransformerConfig& m, int tp, bool sp) {
+Operator sharded(Operator op, const TransformerConfig& m, int tp, bool sp, int ep) {
+  if (ep > 1 && op.kind == OpKind::kLinear && in_experts(op)) {
+    const double weights = op.cost.params * data_type_bytes(op.dtype) * (1.0 - 1.0 / ep);
+    op.cost.fwd_bytes -= weights;
+    op.cost.bwd_bytes -= 2.0 * weights;
+    op.cost.params /= ep;
+    op.gemm.batch /= ep;
+    op.gemm.m *= ep;
+  }
   const Split s = split_of(op);
   const double t = tp;
   if (s == Split::kWhole) return op;
@@ -102,8 +119,9 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   struct Issued {
     int forward = 0, backward = 0, recompute = 0;
   } attention, mlp;
+  bool dispatched = false;  // past a mixture of experts' dispatch
   for (const Operator& raw : g.ops()) {
-    const Operator op = sharded(raw, model, plan.tp, plan.sequence_parallel);
+    const Operator op = sharded(raw, model, plan.tp, plan.sequence_parallel, plan.ep);
     Seconds f = compute.time(op, Pass::kForward), b = compute.time(op, Pass::kBackward);
     int kernels = 1;  // what the host issues for this operator in each pass
     if (op.kind == OpKind::kSoftmax && attention_core(op) && data_type_bytes(model.dtype) == 2.0 &&
@@ -134,11 +152,20 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     }
     if (op.kind == OpKind::kLinear && split_of(op) == Split::kColumns) half.weight_gradient += b * 0.5;  // QKV, fc1, gate/up
     if (op.kind == OpKind::kLinear) half.weight_gradients += b * 0.5;
+    if (in_mlp && model.experts > 0 && (!dispatched || in_experts(op))) {
+      HalfLayer& part = dispatched ? c.experts : c.moe_pre;
+      part.forward += f;
+      part.backward += b;
+      if (plan.recompute == Recompute::kFull) part.recompute += f;
+    }
+    if (ends_with(op.name, ".dispatch")) dispatched = true;
+    if (op.kind == OpKind::kLinear && in_experts(op)) c.expert_params += op.cost.params;
     c.layer_params += op.cost.params;
     if (ends_with(op.name, ".residual1")) in_mlp = true;
   }
   // A half layer's kernels run back to back while the host issues them ahead; when they
   // are shorter than the host needs to issue them, the host sets the pace.
+  const HalfLayer raw_mlp = c.mlp;
   for (auto [half, n] : {std::pair{&c.attention, attention}, std::pair{&c.mlp, mlp}}) {
     half->forward = compute.dispatch_bound(half->forward, n.forward, 0);
     half->backward = compute.dispatch_bound(half->backward, 0, n.backward);
@@ -146,10 +173,23 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     half->weight_gradient = std::min(half->weight_gradient, half->backward);
     half->weight_gradients = std::min(half->weight_gradients, half->backward);
   }
+  // The MLP's parts keep their shares of it when the host sets its pace.
+  const auto scale = [](Seconds part, Seconds whole, Seconds raw) {
+    return raw.value() > 0.0 ? part * (whole.value() / raw.value()) : Seconds(0.0);
+  };
+  for (HalfLayer* part : {&c.moe_pre, &c.experts}) {
+    part->forward = scale(part->forward, c.mlp.forward, raw_mlp.forward);
+    part->backward = scale(part->backward, c.mlp.backward, raw_mlp.backward);
+    part->recompute = scale(part->recompute, c.mlp.recompute, raw_mlp.recompute);
+  }
   const double act = static_cast<double>(plan.micro_batch) * static_cast<double>(model.seq) *
                      static_cast<double>(model.hidden) * data_type_bytes(model.dtype);
   c.tp_bytes = act;
   c.p2p_bytes = act / plan.tp;  // Megatron's scatter-gather: each tp rank sends its 1/t
+  if (model.experts > 0) {
+    c.a2a_bytes = static_cast<double>(model.experts * model.expert_rows(plan.micro_batch)) *
+                  static_cast<double>(model.hidden) * data_type_bytes(model.dtype);
+  }
   c.first_params = embedding_parameters(model, plan);
   c.last_params = final_norm_parameters(model) + output_layer_parameters(model, plan);
   return c;

@@ -36,6 +36,13 @@ struct StageCosts {
   Seconds first_forward{0.0}, first_backward{0.0};  // the embedding, on the first stage
   Seconds last_forward{0.0}, last_backward{0.0};    // final norm, output layer, loss, on the last stage
   Seconds last_weight_gradient{0.0};  // the output layer's weight gradient (part of last_backward)
+  // A mixture-of-experts MLP half in three parts, for expert parallelism's all-to-alls
+  // between them: before the experts (norm, router, dispatch), the experts (their grouped
+  // GEMMs and activation), and after them (combine, shared expert, dropout, residual:
+  // `mlp` less the other two). Zero for a dense model.
+  HalfLayer moe_pre, experts;
+  double a2a_bytes = 0.0;      // one tp rank's dispatched tokens: an expert-parallel all-to-all's buffer
+  double expert_params = 0.0;  // of layer_params: the routed experts' (1/ep of them under expert parallelism)
   double tp_bytes = 0.0;     // one tensor-parallel all-reduce: micro_batch x seq x hidden activations
   double p2p_bytes = 0.0;    // activations sent between stages per micro-batch and tp rank
   double layer_params = 0.0;  // parameters of one layer on one device

@@ -34,6 +34,7 @@ class StepLowering {
     stages_ = p_.pp * v_;
     mb_ = static_cast<int>(p_.micro_batches());
     zero3_ = p_.dp_mode == DataParallelMode::kZero3 && p_.dp > 1;
+    ep_ = p_.ep > 1;
     scatters_ = (zero3_ || p_.dp_mode == DataParallelMode::kZero2) && p_.dp > 1;
     chunk_layers_ = chunk_layer_counts();
     priced_ = in_.network == NetworkModelKind::kAnalytical && in_.price_collectives;
@@ -78,7 +79,16 @@ class StepLowering {
     int count;
     double params;
     bool recompute = false;  // layers: recomputes its forward in backward
+    double experts = 0.0;    // of params, the routed experts' under expert parallelism
   };
+  // Where the lowering is: the replica, stage, model chunk, micro-batch and unit (in its
+  // pass's order) whose tasks it adds; expert-parallel all-to-alls are keyed by it.
+  struct Here {
+    int d = 0, i = 0, s = 0, mb = 0, j = 0;
+  };
+  // An expert-parallel all-to-all: (chunk, micro-batch, pass (0 forward, 1 recomputed
+  // forward, 2 backward), unit, which of the layer's two, ep group).
+  using A2aKey = std::tuple<int, int, int, int, int, int>;
   // A ZeRO-3 collective (or a ZeRO-2 reduce-scatter) of one unit, micro-batch and pass,
   // shared by all replicas of a stage: (virtual stage, micro-batch, forward, unit,
   // all-gather (else reduce-scatter)).
@@ -107,10 +117,11 @@ class StepLowering {
     if (s == 0) u.push_back({UnitKind::kEmbedding, 1, costs_.first_params});
     const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
     const int recomputed = recomputed_layers(p_, layers);  // the chunk's first ones
-    if (forward && p_.tp == 1 && !zero3_) {
+    if (forward && p_.tp == 1 && !zero3_ && !ep_) {
       if (layers > 0) u.push_back({UnitKind::kLayers, layers, costs_.layer_params * layers});
     } else {
-      for (int l = 0; l < layers; ++l) u.push_back({UnitKind::kLayers, 1, costs_.layer_params, l < recomputed});
+      const double experts = ep_ ? costs_.expert_params : 0.0;
+      for (int l = 0; l < layers; ++l) u.push_back({UnitKind::kLayers, 1, costs_.layer_params, l < recomputed, experts});
     }
     if (s == stages_ - 1) u.push_back({UnitKind::kOutput, 1, costs_.last_params});
     return u;
@@ -166,7 +177,17 @@ class StepLowering {
   // schedule to the same instants, each data-parallel collective (shared by all of
   // them) starts when the first replica is ready, and replaying the first alone gives
   // the full replay's step.
-  bool replicas_identical() const {
+  bool replicas_identical() {
+    for (int g = 1; ep_ && g < p_.dp / p_.ep; ++g) {  // every expert-parallel group's all-to-alls alike
+      for (int i = 0; i < p_.pp; ++i) {
+        for (int k = 0; k < p_.tp; ++k) {
+          if (choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g).cost.time !=
+              choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 0).cost.time) {
+            return false;
+          }
+        }
+      }
+    }
     for (int d = 1; d < p_.dp; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
         if (p_.tp > 1 && tp_cost_[group(d, i)].time != tp_cost_[group(0, i)].time) return false;
@@ -203,7 +224,7 @@ class StepLowering {
   }
 
   // Where a collective runs, in the order collective_uses lists them.
-  enum Dim { kTpDim, kPpDim, kDpDim, kCopiesDim };
+  enum Dim { kTpDim, kPpDim, kDpDim, kCopiesDim, kEpDim };
   // `count` collectives of `spec` over `ranks` ranks, in `dim`.
   void record_use(Dim dim, const CollectiveSpec& spec, std::size_t ranks, double count) {
     auto& [n, bytes] = uses_[{dim, static_cast<int>(spec.op), static_cast<int>(spec.algorithm), spec.channels, ranks}];
@@ -217,7 +238,7 @@ class StepLowering {
         if (uses > 0) record_use(kTpDim, tp_spec_[group(d, i)], static_cast<std::size_t>(p_.tp), uses);
       }
     }
-    static const char* const kDimNames[] = {"tp", "pp", "dp", "copies"};  // by Dim
+    static const char* const kDimNames[] = {"tp", "pp", "dp", "copies", "ep"};  // by Dim
     for (const auto& [key, value] : uses_) {
       const auto& [dim, op, algorithm, channels, ranks] = key;
       out_.collective_uses.push_back({kDimNames[dim], static_cast<CollectiveOp>(op), static_cast<CollectiveAlgorithm>(algorithm),
@@ -253,6 +274,13 @@ class StepLowering {
           if (zero3_) per += zero3_transfers(i, true, u.params * weight_bytes(m_.dtype));
           if (!forward) per += zero3_transfers(i, false, u.params * reduced_gradient_bytes(p_, m_.dtype));
         }
+      }
+    }
+    for (int s = 0; s < stages_ && ep_; ++s) {  // per layer 2 all-to-alls a pass, and a recomputed forward
+      const int i = s % p_.pp, layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? i : s)];
+      const std::uint64_t events = 4 * static_cast<std::uint64_t>(layers) + 2 * static_cast<std::uint64_t>(recomputed_layers(p_, layers));
+      for (int g = 0; g < p_.dp / p_.ep; ++g) {
+        for (int k = 0; k < p_.tp; ++k) per += events * choice_transfers(choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g));
       }
     }
     return static_cast<double>(per) * mb_;
@@ -405,6 +433,7 @@ class StepLowering {
         return compute(grp, kForward, costs_.last_forward, t, "output and loss forward", ready);
       case UnitKind::kLayers: break;
     }
+    if (ep_) return moe_layer_forward(grp, kForward, t, ready);  // one layer per unit
     if (p_.tp == 1) {
       return compute(grp, kForward, (costs_.attention.forward + costs_.mlp.forward) * u.count, t,
                      u.count == 1 ? "layer forward" : "layers forward", ready);
@@ -446,6 +475,7 @@ class StepLowering {
         return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
       case UnitKind::kLayers: break;
     }
+    if (ep_) return moe_layer_backward(grp, u, t, ready);
     // Zero-bubble: the weight gradients go to the W pass, none is left to overlap with.
     const Seconds attn = costs_.attention.backward - (split_ ? costs_.attention.weight_gradients : Seconds(0.0));
     const Seconds mlp = costs_.mlp.backward - (split_ ? costs_.mlp.weight_gradients : Seconds(0.0));
@@ -471,6 +501,70 @@ class StepLowering {
     }
     t = backward_half(grp, mlp, Seconds(0.0), mlp_wg, t, ready, "mlp backward", "mlp weight gradient");
     return backward_half(grp, attn, extra, attn_wg, t, TaskId(), "attention backward", "attention weight gradient");
+  }
+
+  // A mixture-of-experts layer's forward under expert parallelism (`part`: kForward, or
+  // kRecompute for its recomputation before the backward): the attention half and its
+  // tensor-parallel all-reduce, then the MLP half in three parts with an all-to-all of
+  // the dispatched tokens after the first (to the ranks holding their experts) and after
+  // the experts (back), then its all-reduce.
+  TaskId moe_layer_forward(std::size_t grp, Part part, TaskId t, TaskId ready) {
+    const bool rc = part == kRecompute;
+    const auto of = [rc](const HalfLayer& h) { return rc ? h.recompute : h.forward; };
+    t = tp_all_reduce(grp, compute(grp, part, of(costs_.attention), t, rc ? "recompute attention" : "attention forward", ready));
+    t = compute(grp, part, of(costs_.moe_pre), t, rc ? "recompute router and dispatch" : "router and dispatch");
+    t = expert_all_to_all(rc ? 1 : 0, 0, t);
+    t = compute(grp, part, of(costs_.experts), t, rc ? "recompute experts" : "experts forward");
+    t = expert_all_to_all(rc ? 1 : 0, 1, t);
+    const Seconds post = of(costs_.mlp) - of(costs_.moe_pre) - of(costs_.experts);
+    return tp_all_reduce(grp, compute(grp, part, post, t, rc ? "recompute combine" : "combine forward"));
+  }
+  // Its backward, the recomputed forward first where the layer recomputes: the MLP
+  // half's parts in reverse with the two all-to-alls of the tokens' gradients between
+  // them (its tensor-parallel collective after the router's and the dispatch's
+  // backward, beside no weight gradient: the experts' come before the all-to-all), then
+  // the attention half (with selective recomputation, its core recomputed first).
+  TaskId moe_layer_backward(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
+    if (u.recompute) {
+      t = moe_layer_forward(grp, kRecompute, t, ready);
+      ready = TaskId();
+    }
+    const Seconds post = costs_.mlp.backward - costs_.moe_pre.backward - costs_.experts.backward;
+    t = compute(grp, kBackward, post, t, "combine backward", ready);
+    t = expert_all_to_all(2, 0, t);
+    t = compute(grp, kBackward, costs_.experts.backward, t, "experts backward");
+    t = expert_all_to_all(2, 1, t);
+    const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
+    if (p_.tp == 1) {
+      t = compute(grp, kBackward, costs_.moe_pre.backward, t, "router and dispatch backward");
+      return backward_with_recompute(grp, costs_.attention.backward, extra, t, "attention backward");
+    }
+    t = backward_half(grp, costs_.moe_pre.backward, Seconds(0.0), Seconds(0.0), t, TaskId(), "router and dispatch backward",
+                      "mlp weight gradient");
+    return backward_half(grp, costs_.attention.backward, extra, costs_.attention.weight_gradient, t, TaskId(),
+                         "attention backward", "attention weight gradient");
+  }
+  // One of a layer's expert-parallel all-to-alls (`pass`, `which`: see A2aKey) after
+  // `after`: per tp rank, among the replica's ep group (every group when the replicas are
+  // folded into one); the replicas of a group share it. Returns its end.
+  TaskId expert_all_to_all(int pass, int which, TaskId after) {
+    const bool folded = dpl_ < p_.dp;
+    const int group = folded ? 0 : here_.d / p_.ep;
+    const A2aKey key{here_.s, here_.mb, pass, here_.j, which, group};
+    auto it = a2a_.find(key);
+    if (it == a2a_.end()) {
+      const Markers mk{g_.add(Marker{}, "all-to-all").id(), g_.add(Marker{}, "all-to-all done").id()};
+      for (int g = group; g < (folded ? p_.dp / p_.ep : group + 1); ++g) {
+        for (int k = 0; k < p_.tp; ++k) {
+          const LoweredCollective c = dp_collective(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g, kEpDim);
+          g_.add_edge(mk.start, c.start);
+          g_.add_edge(c.end, mk.end);
+        }
+      }
+      it = a2a_.emplace(key, mk).first;
+    }
+    g_.add_edge(after, it->second.start);
+    return it->second.end;
   }
 
   // The zero-bubble schedule's weight-gradient pass (W) of one unit after `t`: the
@@ -517,6 +611,7 @@ class StepLowering {
     std::optional<Key> prev_key;
     for (const PipelineOp& op : program) {
       const int s = op.chunk * p_.pp + i;
+      here_ = {d, i, s, op.micro_batch, 0};
       const TaskId entry = op.forward   ? g_.add(Allocate{pool, Bytes(chunk_activations(s))}, "forward").id()
                            : op.weights ? g_.add(Marker{}, "weight gradients").id()
                                         : g_.add(Marker{}, "backward").id();
@@ -530,7 +625,7 @@ class StepLowering {
       const bool gradients = !op.forward && (!split_ || op.weights);
       const bool last_mb_backward = gradients && op.micro_batch == mb_ - 1;
       const bool accumulating = gradients && accumulates(p_, op.micro_batch);
-      std::vector<double> produced_params;  // the last backward's units, produced after its accumulation
+      std::vector<const Unit*> produced_units;  // the last backward's, produced after its accumulation
       std::vector<Unit> us = units(s, op.forward);
       if (!op.forward) std::reverse(us.begin(), us.end());
       const int n = static_cast<int>(us.size());
@@ -544,6 +639,7 @@ class StepLowering {
       };
       for (int j = 0; j < n; ++j) {
         const Unit& u = us[static_cast<std::size_t>(j)];
+        here_.j = j;
         TaskId ready;
         if (zero3_) {
           if (j == 0) gather(0, entry);
@@ -564,8 +660,8 @@ class StepLowering {
           if (d == 0) g_.add_edge(rs.end, out_.gradients_reduced[static_cast<std::size_t>(i)]);
         }
         if (last_mb_backward) {
-          if (accumulating) produced_params.push_back(u.params);
-          else produced(d, i, t, u.params);
+          if (accumulating) produced_units.push_back(&u);
+          else produced(d, i, t, u);
         }
       }
       // The micro-batch's gradients join the step's before the backward returns (autograd's
@@ -576,7 +672,7 @@ class StepLowering {
         for (const Unit& u : us) params += u.params;
         t = compute(grp, kBackward, grad_accumulation_time(accumulated_params(p_, params), p_, m_.dtype, *in_.compute), t,
                     "gradient accumulation");
-        for (double up : produced_params) produced(d, i, t, up);
+        for (const Unit* up : produced_units) produced(d, i, t, *up);
       }
       last_exit = prev = t;
       if (op.weights) {
@@ -595,8 +691,8 @@ class StepLowering {
 
   // Gradients become final in the last micro-batch's backward, in program order; every
   // replica produces the same sequence.
-  void produced(int d, int i, TaskId t, double params) {
-    if (params > 0.0) contributions_[group(d, i)].emplace_back(t, params);
+  void produced(int d, int i, TaskId t, const Unit& u) {
+    if (u.params > 0.0) contributions_[group(d, i)].push_back({t, u.params, u.experts});
   }
 
   // Buckets of about bucket_bytes over stage i's contributions, in production order:
@@ -609,7 +705,7 @@ class StepLowering {
     std::size_t first = 0;
     double bytes = 0.0;
     for (std::size_t j = 0; j < c.size(); ++j) {
-      bytes += c[j].second * reduced_gradient_bytes(p_, m_.dtype);
+      bytes += c[j].params * reduced_gradient_bytes(p_, m_.dtype);
       if ((p_.overlap_grad_reduce && bytes >= p_.bucket_bytes) || j + 1 == c.size()) {
         out.emplace_back(first, j + 1);
         first = j + 1;
@@ -672,23 +768,40 @@ class StepLowering {
       const TaskId stage_done = out_.gradients_reduced[static_cast<std::size_t>(i)];
       g_.add_edge(stage_done, every_stage);
       const auto& produced_by_0 = contributions_[group(0, i)];
-      double stage_params = 0.0;
-      for (const auto& [t, params] : produced_by_0) stage_params += params;
+      double stage_params = 0.0, stage_experts = 0.0;
+      for (const Contribution& c : produced_by_0) {
+        stage_params += c.params;
+        stage_experts += c.experts;
+      }
+      // Under expert parallelism the experts' gradients (and ZeRO-1's weights) go over the
+      // dp / ep ranks holding each expert: ranks j, j + ep, ... (communicator 2j + 1).
+      const int expert_dp = p_.dp / p_.ep;
+      const auto expert_collectives = [&](int k, CollectiveOp op, double bytes, TaskId after, TaskId done) {
+        for (int j = 0; j < p_.ep && expert_dp > 1 && bytes > 0.0; ++j) {
+          const LoweredCollective c = dp_collective(i, k, op, bytes, 2 * j + 1);
+          g_.add_edge(after, c.start);
+          g_.add_edge(c.end, done);
+        }
+      };
       if (p_.dp > 1 && !scatters_) {
+        const CollectiveOp op = zero12 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
         for (const auto& [first, last] : buckets(i)) {
-          double bytes = 0.0;
-          for (std::size_t j = first; j < last; ++j) bytes += produced_by_0[j].second * reduced_gradient_bytes(p_, m_.dtype);
+          double bytes = 0.0, expert_bytes = 0.0;
+          for (std::size_t j = first; j < last; ++j) {
+            bytes += (produced_by_0[j].params - produced_by_0[j].experts) * reduced_gradient_bytes(p_, m_.dtype);
+            expert_bytes += produced_by_0[j].experts * reduced_gradient_bytes(p_, m_.dtype);
+          }
           const TaskId ready = g_.add(Marker{}, "bucket ready").id();
           for (int d = 0; d < dpl_; ++d) {
-            g_.add_edge(p_.overlap_grad_reduce ? contributions_[group(d, i)][last - 1].first
+            g_.add_edge(p_.overlap_grad_reduce ? contributions_[group(d, i)][last - 1].t
                                                : out_.last_backward[group(d, i)],
                         ready);
           }
           for (int k = 0; k < p_.tp; ++k) {
-            const LoweredCollective c =
-                dp_collective(i, k, zero12 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, bytes);
+            const LoweredCollective c = dp_collective(i, k, op, bytes);
             g_.add_edge(ready, c.start);
             g_.add_edge(c.end, stage_done);
+            expert_collectives(k, op, expert_bytes, ready, stage_done);
           }
         }
       }
@@ -696,7 +809,8 @@ class StepLowering {
       for (int d = 0; d < dpl_; ++d) {
         const std::size_t grp = group(d, i);
         g_.add_edge(out_.last_backward[grp], stage_done);
-        const double params = sharded ? stage_params / shard_size(p_) : stage_params;
+        const double params =
+            sharded ? (stage_params - stage_experts) / shard_size(p_) + stage_experts / (shard_size(p_) / p_.ep) : stage_params;
         const TaskId step =
             compute(grp, kOptimizer, plan_optimizer_step_time(params, p_, m_.dtype, *in_.compute), every_stage, "optimizer step");
         out_.optimizer[grp] = step;
@@ -707,9 +821,15 @@ class StepLowering {
         const TaskId gathered = g_.add(Marker{}, "updated weights gathered").id();
         out_.weights_gathered.push_back(gathered);
         for (int k = 0; k < p_.tp; ++k) {
-          const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, stage_params * weight_bytes(m_.dtype));
+          const LoweredCollective c =
+              dp_collective(i, k, CollectiveOp::kAllGather, (stage_params - stage_experts) * weight_bytes(m_.dtype));
           for (TaskId t : steps) g_.add_edge(t, c.start);
           g_.add_edge(c.end, gathered);
+          if (stage_experts > 0.0 && expert_dp > 1) {
+            const TaskId stepped = g_.add(Marker{}, "optimizer steps done").id();
+            for (TaskId t : steps) g_.add_edge(t, stepped);
+            expert_collectives(k, CollectiveOp::kAllGather, stage_experts * weight_bytes(m_.dtype), stepped, gathered);
+          }
         }
         g_.add_edge(gathered, end);
       }
@@ -778,11 +898,12 @@ class StepLowering {
   // Which data-parallel ranks of a stage and tp rank a collective spans: every one
   // (kAllRanks), ZeRO-3 shard group g (2g: dp ranks g x shard .. (g + 1) x shard - 1), or
   // the replicas' ranks at position j of their shard groups (2j + 1: dp ranks j, j +
-  // shard, ...).
+  // shard, ...); under expert parallelism (no ZeRO-3 then) the same with ep for shard:
+  // expert-parallel group g, and the ranks holding the experts of position j.
   static constexpr int kAllRanks = -1;
   std::vector<int> dp_members(int comm) const {
     std::vector<int> out;
-    const int s = shard_size(p_);
+    const int s = ep_ ? p_.ep : shard_size(p_);
     if (comm == kAllRanks) {
       for (int d = 0; d < p_.dp; ++d) out.push_back(d);
     } else if (comm % 2 == 0) {
@@ -798,8 +919,8 @@ class StepLowering {
   // communicator: NCCL runs the collectives of one communicator one at a time, in the
   // order they are issued (buckets, ZeRO gathers and scatters). Counts the bytes the
   // first device sends in it.
-  LoweredCollective dp_collective(int i, int k, CollectiveOp op, double bytes, int comm = kAllRanks) {
-    LoweredCollective c = dp_collective_alone(i, k, op, bytes, comm);
+  LoweredCollective dp_collective(int i, int k, CollectiveOp op, double bytes, int comm = kAllRanks, Dim dim = kDpDim) {
+    LoweredCollective c = dp_collective_alone(i, k, op, bytes, comm, dim);
     auto [tail, fresh] = dp_tail_.try_emplace({i, k, comm}, c.end);
     if (!fresh) {
       g_.add_edge(tail->second, c.start);
@@ -808,11 +929,12 @@ class StepLowering {
     return c;
   }
 
-  LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes, int comm) {
-    // The first device (dp 0, stage 0, tp rank 0) is in every communicator that holds dp rank 0.
-    const bool first_device = i == 0 && k == 0 && (comm == kAllRanks || comm == 0 || comm == 1);
+  LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes, int comm, Dim dim) {
+    // The first device (dp 0, stage 0, tp rank 0) is in every communicator that holds dp
+    // rank 0 (its data-parallel bytes leave the expert-parallel all-to-alls out).
+    const bool first_device = dim == kDpDim && i == 0 && k == 0 && (comm == kAllRanks || comm == 0 || comm == 1);
     const Choice& ch = choice(i, k, op, bytes, comm);
-    record_use(kDpDim, ch.spec, ch.group.ranks.size(), 1.0);
+    record_use(dim, ch.spec, ch.group.ranks.size(), 1.0);
     return run_choice(ch, op_name(op), first_device);
   }
   // The algorithm (and priced cost) of that collective, chosen once.
@@ -901,7 +1023,14 @@ class StepLowering {
   std::map<Key, TaskId> next_entry_;  // the entry of the pass after this one in its stage's program
   std::map<CollKey, Markers> zero3_colls_;
   // Per (dp, pp) replica: (task after which, parameters) whose gradients are final.
-  std::map<std::size_t, std::vector<std::pair<TaskId, double>>> contributions_;
+  struct Contribution {
+    TaskId t;
+    double params, experts;  // experts: of params, the routed experts' under expert parallelism
+  };
+  std::map<std::size_t, std::vector<Contribution>> contributions_;
+  bool ep_ = false;  // expert parallelism (ep > 1)
+  Here here_;
+  std::map<A2aKey, Markers> a2a_;
 };
 
 }  // namespace

@@ -33,6 +33,14 @@
 // step over the parameters a device updates is priced by optimizer_step_time
 // (strategies/stage_costs.hpp); no stage starts it before every stage's gradients are
 // reduced (the gradient-norm and overflow all-reduces over the model-parallel ranks).
+//
+// Expert parallelism (plan.ep > 1, a mixture of experts): every layer is a unit of its
+// own; its MLP half runs in three parts (router and dispatch; the experts; combine and
+// the rest) with an all-to-all of the dispatched tokens after the first two, in the
+// forward, in a recomputed forward and (of their gradients) in the backward, per tp rank
+// among the ep consecutive data-parallel replicas of a group, which share it as ZeRO-3's
+// replicas share their gathers. Each gradient bucket is reduced in two parts: the
+// routed experts' over the dp / ep replicas holding the same experts, the rest over all.
 #pragma once
 
 #include <cstdint>

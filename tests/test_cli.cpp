@@ -3042,7 +3042,7 @@ TEST_CASE("the README's sample of 'ddlsim run' is what the default scenario prin
   CHECK(readme.substr(open + 4, close - open - 4) == r.out);
 }
 
-TEST_CASE("run: a mixture of experts trains under tp and pp, its model FLOPs those of the experts a token uses") {
+TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs those of the experts a token uses") {
   // Expected: a Mixtral-type config (4 layers, hidden 512, 8 heads, 8 experts of 1024, 2
   // per token, vocab 32000, seq 512) runs; its model FLOPs per token are 6 N + 12 l h s
   // with N the parameters a token's matmuls use: per layer Q, K, V and the output
@@ -3056,7 +3056,8 @@ TEST_CASE("run: a mixture of experts trains under tp and pp, its model FLOPs tho
   const std::string f = s.write("moe.json", R"({"name": "moe", "cluster": {"preset": "dgx-a100"}, "workload": {"hf_config": )" +
                                                 config + R"(, "seq": 512}, "strategies": [
       {"name": "tp2-pp2", "tp": 2, "pp": 2, "global_batch": 16, "micro_batch": 2},
-      {"name": "dp8", "global_batch": 16, "micro_batch": 2, "zero": 1}]})");
+      {"name": "dp8", "global_batch": 16, "micro_batch": 2, "zero": 1},
+      {"name": "ep4", "ep": 4, "global_batch": 16, "micro_batch": 2, "zero": 1}]})");
   const auto r = ddlsim_cmd({"run", f, "--json"});
   REQUIRE(r.status == 0);
   const double n = 4 * (4 * 512.0 * 512 + 512 * 8 + 2 * 3 * 512 * 1024.0 + 2 * 512) + 512 + 32000 * 512.0;
@@ -3067,6 +3068,26 @@ TEST_CASE("run: a mixture of experts trains under tp and pp, its model FLOPs tho
     CHECK(st.at("model_tflops_per_device").get<double>() ==
           Approx(per_token * st.at("tokens_per_s").get<double>() / 8 / 1e12).epsilon(1e-9));
   }
+  // Expert parallelism (ep 4 of dp 8): per layer 2 all-to-alls in the forward and 2 in the
+  // backward of the one micro-batch, in each of the 2 ep groups: 4 x 4 x 2 = 32, each of a
+  // rank's 8 experts x ceil(2 x 512 x 2 / 8) = 256 rows x 512 x 2 bytes.
+  const auto& ep = j.at("strategies").at(2);
+  CHECK(ep.at("plan") == "dp 8 x tp 1 x pp 1 x ep 4");
+  double a2a = 0, a2a_bytes = 0;
+  for (const auto& c : ep.at("collectives")) {
+    if (c.at("dim") == "ep" && c.at("op") == "all-to-all" && c.at("ranks") == 4) {
+      a2a += c.at("count").get<double>();
+      a2a_bytes += c.at("bytes").get<double>();
+    }
+  }
+  CHECK(a2a == 32);
+  CHECK(a2a_bytes == 32 * 8 * 256 * 512 * 2.0);
+  expect_exact_errors({
+      {{"run", f, "--set", "strategies.2.ep=3"}, "ddlsim run: strategies.2: ep (3) must divide the experts (8)\n"},
+      {{"run", f, "--set", "strategies.2.ep=0"}, "ddlsim run: strategies.2.ep: expected a positive integer, got 0\n"},
+      {{"run", f, "--set", "strategies.2.zero=3"},
+       "ddlsim run: strategies.2: ep > 1 is modelled with zero 0 or 1 only (ZeRO-2/3 would shard expert states over dp / ep)\n"},
+  });
   const auto sbp = ddlsim_cmd({"run", f, "--set",
                                R"J(strategies=[{"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"});
   CHECK(sbp.status == 2);

@@ -1777,3 +1777,127 @@ TEST_CASE("a mixture of experts' configuration errors name the field") {
   CHECK(transformer_batch_problem(wide, 1000) ==
         "batch: batch x seq x experts_per_token x max(hidden, 2 ffn) = 1e+19, beyond the 1e18 ddlsim models");
 }
+
+namespace {
+// A small Llama-type mixture of experts: 4 layers, hidden 1024, 8 experts of 2816, 2 per token.
+TransformerConfig small_moe() {
+  TransformerConfig m = llama_config("moe", 4, 1024, 16, 4, 2816, 512, 1000);
+  m.experts = 8;
+  m.experts_per_token = 2;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("expert parallelism's plan checks name the problem") {
+  // Expected: ep needs a mixture of experts, divides its experts and dp, and is modelled
+  // with zero 0/1, schedules other than zero-bubble, sequential attention and MLP.
+  const TransformerConfig moe = small_moe();
+  ParallelPlan p;
+  p.dp = 8, p.ep = 4, p.global_batch = 16;
+  CHECK(plan_problem(p, moe, 8).empty());
+  const TransformerConfig dense = llama_config("d", 4, 1024, 16, 4, 2816, 512, 1000);
+  CHECK(plan_problem(p, dense, 8) == "ep (4) needs a mixture-of-experts model (experts), this one is dense");
+  ParallelPlan q = p;
+  q.ep = 3;
+  CHECK(plan_problem(q, moe, 8) == "ep (3) must divide the experts (8)");
+  q = p, q.dp = 2, q.ep = 4;
+  CHECK(plan_problem(q, moe, 8) == "ep (4) must divide dp (2): expert parallelism splits data-parallel ranks");
+  q = p, q.dp_mode = DataParallelMode::kZero2;
+  CHECK(plan_problem(q, moe, 8) == "ep > 1 is modelled with zero 0 or 1 only (ZeRO-2/3 would shard expert states over dp / ep)");
+  q = p, q.ep = 0;
+  CHECK(plan_problem(q, moe, 8) == "ep must be at least 1");
+  q = p, q.dp = 4, q.pp = 2, q.schedule = PipelineSchedule::kZeroBubbleH1;
+  CHECK(plan_problem(q, moe, 8) == "ep > 1 is not modelled with the zero-bubble schedule");
+  TransformerConfig parallel = moe;
+  parallel.parallel_layers = true;
+  CHECK(plan_problem(p, parallel, 8) == "ep > 1 is not modelled with parallel attention and MLP layers");
+}
+
+TEST_CASE("expert parallelism: parameters, all-to-alls and gradient reductions against closed forms") {
+  // Expected, for the small MoE (4 layers, 8 experts of 3 h f = 3 x 1024 x 2816 weights
+  // each, k = 2) on one DGX H100 with dp 8, ep 4, micro-batch 1, global batch 16 (two
+  // micro-batches per replica):
+  // - a device holds 8 / 4 = 2 experts per layer: 6 of the 8 experts' weights fewer than
+  //   without expert parallelism, in stage_memory and in stage_costs alike;
+  // - per layer and micro-batch, two all-to-alls in the forward and two in the backward
+  //   among the 4 ranks of each ep group, each of a rank's dispatched tokens: 8 experts x
+  //   ceil(512 x 2 / 8) = 128 rows x 1024 x 2 bytes = 2 MiB; 4 layers x 2 micro-batches x
+  //   4 x 2 groups = 64 of them;
+  // - the experts' gradients (2 experts x 3 h f x 4 layers, 2 bytes each) all-reduced
+  //   over the dp / ep = 2 ranks holding them, in each of the 4 positions of a group; the
+  //   rest of the model's over all 8;
+  // - with recompute "full", each layer's recomputed forward adds its two: 96.
+  const TransformerConfig m = small_moe();
+  const double h = 1024, f = 2816, expert = 3 * h * f;
+  ParallelPlan one;
+  one.dp = 8, one.global_batch = 16;
+  ParallelPlan p = one;
+  p.ep = 4;
+  CHECK(stage_memory(one, m).front().parameters - stage_memory(p, m).front().parameters ==
+        Approx(4 * 6 * expert).epsilon(1e-12));
+  StepRig rig("dgx-h100", 1);
+  const StageCosts c1 = stage_costs(m, one, *rig.compute), c4 = stage_costs(m, p, *rig.compute);
+  CHECK(c1.expert_params == Approx(8 * expert).epsilon(1e-12));
+  CHECK(c4.expert_params == Approx(2 * expert).epsilon(1e-12));
+  CHECK(c1.layer_params - c4.layer_params == Approx(6 * expert).epsilon(1e-12));
+  CHECK(c4.a2a_bytes == 8 * 128 * 1024 * 2.0);
+  // The MLP half's parts: the experts are most of it, the router and dispatch some.
+  CHECK(c4.experts.forward.value() > 0.5 * c4.mlp.forward.value());
+  CHECK(c4.moe_pre.forward.value() > 0.0);
+  CHECK((c4.experts.forward + c4.moe_pre.forward).value() < c4.mlp.forward.value());
+
+  auto uses = [](const LoweredTrainingStep& s, const std::string& dim, CollectiveOp op, std::size_t ranks) {
+    std::pair<double, double> n{0, 0};
+    for (const CollectiveUse& u : s.collective_uses) {
+      if (u.dim == dim && u.op == op && u.ranks == ranks) n = {n.first + u.count, n.second + u.bytes};
+    }
+    return n;
+  };
+  LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
+  CHECK(uses(s, "ep", CollectiveOp::kAllToAll, 4).first == 64);
+  CHECK(uses(s, "ep", CollectiveOp::kAllToAll, 4).second == 64 * c4.a2a_bytes);
+  const double stage = stage_memory(p, m).front().parameters;
+  CHECK(uses(s, "dp", CollectiveOp::kAllReduce, 2).second == Approx(4 * 4 * 2 * expert * 2).epsilon(1e-12));
+  CHECK(uses(s, "dp", CollectiveOp::kAllReduce, 8).second == Approx((stage - 4 * 2 * expert) * 2).epsilon(1e-12));
+  ParallelPlan full = p;
+  full.recompute = Recompute::kFull;
+  CHECK(uses(rig.lower(m, full, NetworkModelKind::kAnalytical), "ep", CollectiveOp::kAllToAll, 4).first == 96);
+  // The flow network replays every replica (each ep group's all-to-alls shared by its
+  // ranks): the same all-to-alls, and a step within 5% of the analytical one.
+  LoweredTrainingStep flow = rig.lower(m, p, NetworkModelKind::kFlow);
+  CHECK(flow.lowered_replicas == 8);
+  CHECK(uses(flow, "ep", CollectiveOp::kAllToAll, 4).first == 64);
+  CHECK(rig.run(flow) == Approx(rig.run(s)).epsilon(0.05));
+}
+
+TEST_CASE("expert parallelism: folded replicas give the full replay, and the estimate follows it") {
+  // Expected: as for the other plans, replaying one replica with priced collectives gives
+  // the full analytical replay's step and link bytes; the estimate lies within 5% of the
+  // replay for expert-parallel plans with tp, pp, ZeRO-1 and recomputation on 2 DGX H100s;
+  // and the all-to-alls, in line with the compute, make the step longer than the first
+  // device's compute alone.
+  StepRig rig("dgx-h100", 2);
+  const TransformerConfig m = small_moe();
+  std::vector<ParallelPlan> plans(4);
+  plans[0].dp = 16, plans[0].ep = 8, plans[0].global_batch = 32;
+  plans[1].dp = 8, plans[1].tp = 2, plans[1].ep = 4, plans[1].global_batch = 32, plans[1].sequence_parallel = true;
+  plans[1].dp_mode = DataParallelMode::kZero1;
+  plans[2].dp = 8, plans[2].pp = 2, plans[2].ep = 8, plans[2].global_batch = 32, plans[2].recompute = Recompute::kFull;
+  plans[3].dp = 4, plans[3].tp = 2, plans[3].pp = 2, plans[3].ep = 2, plans[3].global_batch = 32;
+  plans[3].overlap_tp_backward = true, plans[3].recompute = Recompute::kSelective;
+  for (const ParallelPlan& p : plans) {
+    INFO(describe_plan(p));
+    REQUIRE(plan_problem(p, m, 16).empty());
+    LoweredTrainingStep full = rig.lower(m, p, NetworkModelKind::kAnalytical, false);
+    LoweredTrainingStep fast = rig.lower(m, p, NetworkModelKind::kAnalytical, true);
+    CHECK(fast.lowered_replicas == 1);
+    const double replayed = rig.run(fast);
+    CHECK(replayed == Approx(rig.run(full)).epsilon(1e-12));
+    for (std::size_t l = 0; l < full.priced_link_bytes.size(); ++l) {
+      CHECK(fast.priced_link_bytes[l] + fast.network_model->link_bytes()[l] ==
+            Approx(full.priced_link_bytes[l] + full.network_model->link_bytes()[l]).epsilon(1e-12));
+    }
+    CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(replayed).epsilon(0.05));
+    CHECK(replayed > fast.compute_parts.front().total());
+  }
+}
