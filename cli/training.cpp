@@ -548,6 +548,14 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double saved = (p.pp - 2 + std::min(m, static_cast<double>(p.pp))) * deferred;
   r.bubble_s = std::min(pipeline_idle, std::max(0.0, (p.pp - 1) / v * per_micro_batch - saved));
   r.exposed_pp_s = pipeline_idle - r.bubble_s;
+  if (g < step.a2a_waits.size()) {
+    // Expert parallelism: of those waits, the time each all-to-all held up what follows
+    // it past the end of the task before it.
+    double waits = 0.0;
+    for (const auto& [before, done] : step.a2a_waits[g]) waits += std::max(0.0, times.of(done).end - times.of(before).end);
+    r.exposed_ep_s = std::min(waits, r.exposed_pp_s);
+    r.exposed_pp_s -= r.exposed_ep_s;
+  }
   if (p.pp == 1) {
     // No pipeline: the waits inside the step are for ZeRO-3's per-layer weight gathers.
     r.exposed_dp_s += r.exposed_pp_s;
@@ -563,7 +571,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     r.exposed_dp_s += moved;
     r.exposed_pp_s -= moved;
   }
-  r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s;
+  r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s + r.exposed_ep_s;
   r.idle_s = r.step_time_s - r.compute_busy_s - r.exposed_tp_s;
   // The fullest device: the highest high-water mark of the replay's memory pools (one
   // per stage replica), its model states from the memory model, the software stack's
@@ -668,6 +676,7 @@ nlohmann::ordered_json training_report_row(const TrainingReport& r) {
   j["breakdown.exposed_comm_s.tp"] = r.exposed_tp_s;
   j["breakdown.exposed_comm_s.pp"] = r.exposed_pp_s;
   j["breakdown.exposed_comm_s.dp"] = r.exposed_dp_s;
+  j["breakdown.exposed_comm_s.ep"] = r.exposed_ep_s;
   j["breakdown.exposed_comm_s.other"] = r.other_comm_s();
   j["breakdown.bubble_s"] = r.bubble_s;
   j["breakdown.idle_s"] = r.idle_s;
@@ -746,7 +755,7 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                         {"backward", r.compute_parts.backward},
                         {"recompute", r.compute_parts.recompute},
                         {"optimizer", r.compute_parts.optimizer}}},
-                      {"exposed_comm_s", {{"tp", r.exposed_tp_s}, {"pp", r.exposed_pp_s}, {"dp", r.exposed_dp_s}, {"other", r.other_comm_s()}}},
+                      {"exposed_comm_s", {{"tp", r.exposed_tp_s}, {"pp", r.exposed_pp_s}, {"dp", r.exposed_dp_s}, {"ep", r.exposed_ep_s}, {"other", r.other_comm_s()}}},
                       {"bubble_s", r.bubble_s},
                       {"idle_s", r.idle_s}}},
                     {"peak_memory_bytes", TrainingReport::whole(r.peak_memory_bytes)},

@@ -119,7 +119,10 @@ struct TrainingReport {
   double bubble_s = 0;         // the schedule's bubble: (pp - 1) / v x its per-micro-batch work
   double idle_s = 0;           // step_time_s - compute_busy_s - exposed_tp_s
   // Waiting not split into tp, pp and dp (an SBP plan's boxing and gradient collectives).
-  [[nodiscard]] double other_comm_s() const { return std::max(0.0, exposed_comm_s - exposed_tp_s - exposed_pp_s - exposed_dp_s); }
+  double exposed_ep_s = 0;     // expert parallelism's all-to-alls (in line with the compute)
+  [[nodiscard]] double other_comm_s() const {
+    return std::max(0.0, exposed_comm_s - exposed_tp_s - exposed_pp_s - exposed_dp_s - exposed_ep_s);
+  }
   double peak_memory_bytes = 0;  // the fullest device: the replay's high-water mark of its memory
   double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;  // of that device
   double runtime_bytes = 0;  // the software stack's: context and communicator buffers

@@ -52,6 +52,7 @@ class StepLowering {
     make_resources();
     out_.last_backward.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
+    if (ep_) out_.a2a_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.compute_parts.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (split_) out_.weight_pass_s.resize(static_cast<std::size_t>(dpl_ * p_.pp));
@@ -513,9 +514,9 @@ class StepLowering {
     const auto of = [rc](const HalfLayer& h) { return rc ? h.recompute : h.forward; };
     t = tp_all_reduce(grp, compute(grp, part, of(costs_.attention), t, rc ? "recompute attention" : "attention forward", ready));
     t = compute(grp, part, of(costs_.moe_pre), t, rc ? "recompute router and dispatch" : "router and dispatch");
-    t = expert_all_to_all(rc ? 1 : 0, 0, t);
+    t = expert_all_to_all(grp, rc ? 1 : 0, 0, t);
     t = compute(grp, part, of(costs_.experts), t, rc ? "recompute experts" : "experts forward");
-    t = expert_all_to_all(rc ? 1 : 0, 1, t);
+    t = expert_all_to_all(grp, rc ? 1 : 0, 1, t);
     const Seconds post = of(costs_.mlp) - of(costs_.moe_pre) - of(costs_.experts);
     return tp_all_reduce(grp, compute(grp, part, post, t, rc ? "recompute combine" : "combine forward"));
   }
@@ -531,9 +532,9 @@ class StepLowering {
     }
     const Seconds post = costs_.mlp.backward - costs_.moe_pre.backward - costs_.experts.backward;
     t = compute(grp, kBackward, post, t, "combine backward", ready);
-    t = expert_all_to_all(2, 0, t);
+    t = expert_all_to_all(grp, 2, 0, t);
     t = compute(grp, kBackward, costs_.experts.backward, t, "experts backward");
-    t = expert_all_to_all(2, 1, t);
+    t = expert_all_to_all(grp, 2, 1, t);
     const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
     if (p_.tp == 1) {
       t = compute(grp, kBackward, costs_.moe_pre.backward, t, "router and dispatch backward");
@@ -547,7 +548,7 @@ class StepLowering {
   // One of a layer's expert-parallel all-to-alls (`pass`, `which`: see A2aKey) after
   // `after`: per tp rank, among the replica's ep group (every group when the replicas are
   // folded into one); the replicas of a group share it. Returns its end.
-  TaskId expert_all_to_all(int pass, int which, TaskId after) {
+  TaskId expert_all_to_all(std::size_t grp, int pass, int which, TaskId after) {
     const bool folded = dpl_ < p_.dp;
     const int group = folded ? 0 : here_.d / p_.ep;
     const A2aKey key{here_.s, here_.mb, pass, here_.j, which, group};
@@ -564,6 +565,7 @@ class StepLowering {
       it = a2a_.emplace(key, mk).first;
     }
     g_.add_edge(after, it->second.start);
+    out_.a2a_waits[grp].emplace_back(after, it->second.end);
     return it->second.end;
   }
 

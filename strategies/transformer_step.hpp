@@ -97,6 +97,9 @@ struct LoweredTrainingStep {
   // Per (dp, pp) under ZeRO-3: for each unit, the task before it and its weights'
   // gather: a unit waits on the gather for max(0, gather end - that task's end).
   std::vector<std::vector<std::pair<TaskId, TaskId>>> zero3_waits;
+  // Per (dp, pp) under expert parallelism: for each all-to-all, the task before it and
+  // its end: what follows waits max(0, its end - that task's end).
+  std::vector<std::vector<std::pair<TaskId, TaskId>>> a2a_waits;
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   std::vector<ComputeParts> compute_parts;  // per (dp, pp): its compute stream's tasks by purpose

@@ -3082,6 +3082,14 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
   }
   CHECK(a2a == 32);
   CHECK(a2a_bytes == 32 * 8 * 256 * 512 * 2.0);
+  // Their waits are reported apart (ep), and the breakdown still adds up to the step.
+  const auto& b = ep.at("breakdown");
+  const auto& x = b.at("exposed_comm_s");
+  CHECK(x.at("ep").get<double>() > 0);
+  CHECK(j.at("strategies").at(1).at("breakdown").at("exposed_comm_s").at("ep") == 0);
+  CHECK(b.at("compute_s").get<double>() + x.at("tp").get<double>() + x.at("pp").get<double>() + x.at("dp").get<double>() +
+            x.at("ep").get<double>() + x.at("other").get<double>() + b.at("bubble_s").get<double>() ==
+        Approx(ep.at("step_time_s").get<double>()).epsilon(1e-12));
   expect_exact_errors({
       {{"run", f, "--set", "strategies.2.ep=3"}, "ddlsim run: strategies.2: ep (3) must divide the experts (8)\n"},
       {{"run", f, "--set", "strategies.2.ep=0"}, "ddlsim run: strategies.2.ep: expected a positive integer, got 0\n"},
