@@ -79,6 +79,13 @@ void grid_shapes(const TransformerConfig& model, std::size_t devices, const Sear
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
   std::vector<ParallelPlan> out;
   grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
+    // Expert parallelism, for a mixture of experts: every degree dividing both dp and
+    // the experts (1 first; only 1 for a dense model).
+    std::vector<int> eps;
+    for (int ep = 1; ep <= dp; ++ep) {
+      if (ep == 1 || (model.experts > 0 && dp % ep == 0 && model.experts % ep == 0)) eps.push_back(ep);
+    }
+    for (int ep : eps) {
     for (std::int64_t mb : space.micro_batches) {
       for (PipelineSchedule sched : space.schedules) {
         // No pipeline: one plan, named 1F1B whichever schedules the space lists.
@@ -90,11 +97,13 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
             if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
             for (Recompute rc : space.recomputes) {
               ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v);
+              p.ep = ep;
               if (plan_problem(p, model, devices).empty()) out.push_back(std::move(p));
             }
           }
         }
       }
+    }
     }
   });
   return out;

@@ -46,7 +46,8 @@ struct SearchSpace {
 };
 
 /// Every plan of the grid that plan_problem accepts, in a fixed order: tp, pp, dp,
-/// micro-batch, schedule (in the space's order, interleaved once per virtual_stages
+/// expert parallelism (for a mixture of experts every ep dividing dp and the experts,
+/// else 1), micro-batch, schedule (in the space's order, interleaved once per virtual_stages
 /// entry, in its order; plans with pp 1 once, as 1F1B), ZeRO stage, recomputation, all ascending; sequence parallelism
 /// whenever tp > 1 (it only saves memory).
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space);

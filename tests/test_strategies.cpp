@@ -1901,3 +1901,38 @@ TEST_CASE("expert parallelism: folded replicas give the full replay, and the est
     CHECK(replayed > fast.compute_parts.front().total());
   }
 }
+
+TEST_CASE("the grid tries expert parallelism for a mixture of experts, and the estimate follows the replay") {
+  // Expected: on 2 DGX H100s (16 GPUs) the small MoE's grid holds, for each shape, every
+  // ep dividing both dp and its 8 experts (dp 16: 1, 2, 4, 8), each with ZeRO 0 or 1
+  // only; a dense model's grid holds ep 1 alone; and the estimate lies within 6% of the
+  // analytical replay for every expert-parallel plan (36 of them; when written the worst
+  // was 5.2%, dp 4 x pp 4 with ep 2, whose estimate misses by 5.4% with ep 1 too: the
+  // estimate's pipeline error, not the all-to-alls').
+  StepRig rig("dgx-h100", 2);
+  const TransformerConfig m = small_moe();
+  SearchSpace space;
+  space.global_batch = 32;
+  space.micro_batches = {1};
+  space.schedules = {PipelineSchedule::k1F1B};
+  space.recomputes = {Recompute::kNone};
+  const std::vector<ParallelPlan> grid = grid_plans(m, 16, space);
+  std::map<std::tuple<int, int, int>, std::set<int>> eps;
+  for (const ParallelPlan& p : grid) {
+    eps[{p.tp, p.pp, p.dp}].insert(p.ep);
+    if (p.ep > 1) CHECK((p.dp_mode == DataParallelMode::kAllReduce || p.dp_mode == DataParallelMode::kZero1));
+  }
+  CHECK(eps[{1, 1, 16}] == std::set<int>{1, 2, 4, 8});
+  CHECK(eps[{2, 1, 8}] == std::set<int>{1, 2, 4, 8});
+  CHECK(eps[{4, 2, 2}] == std::set<int>{1, 2});
+  for (const ParallelPlan& p : grid_plans(llama_config("d", 4, 1024, 16, 4, 2816, 512, 1000), 16, space)) CHECK(p.ep == 1);
+  std::size_t checked = 0;
+  for (const ParallelPlan& p : grid) {
+    if (p.ep == 1) continue;
+    INFO(describe_plan(p));
+    LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
+    CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(rig.run(s)).epsilon(0.06));
+    ++checked;
+  }
+  CHECK(checked == 36);
+}
