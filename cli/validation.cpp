@@ -69,7 +69,8 @@ double step_of(ValidationCase& c, const TrainingReport& r) {
   b.exposed_tp_s = r.exposed_tp_s;
   b.exposed_pp_s = r.exposed_pp_s;
   b.exposed_dp_s = r.exposed_dp_s;
-  b.exposed_other_s = r.other_comm_s();
+  // The CSV has no ep column: expert parallelism's all-to-all waits count as other.
+  b.exposed_other_s = r.other_comm_s() + r.exposed_ep_s;
   b.bubble_s = r.bubble_s;
   b.peak_memory_bytes = r.peak_memory_bytes;
   return r.step_time_s;

@@ -185,10 +185,16 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double kept = full ? plain : b;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   double stage_params = 0;
-  for (const DeviceMemory& d : mem) stage_params = std::max(stage_params, d.parameters);
-  // Of them, the routed experts' under expert parallelism (the busiest stage's layers),
-  // reduced over the dp / ep ranks holding each expert (dp ranks 0, ep, 2 ep, ...).
-  const double stage_experts = p.ep > 1 ? c.expert_params * *std::max_element(layers.begin(), layers.end()) : 0.0;
+  std::size_t fullest = 0;
+  for (std::size_t i = 0; i < mem.size(); ++i) {
+    if (mem[i].parameters > stage_params) {
+      stage_params = mem[i].parameters;
+      fullest = i;
+    }
+  }
+  // Of them, the routed experts' under expert parallelism (that stage's layers), reduced
+  // over the dp / ep ranks holding each expert (dp ranks 0, ep, 2 ep, ...).
+  const double stage_experts = p.ep > 1 ? c.expert_params * layers[fullest] : 0.0;
   std::vector<std::uint32_t> expert_dp_ranks;
   for (int d = 0; p.ep > 1 && d < p.dp; d += p.ep) expert_dp_ranks.push_back(mesh_rank(p, d, 0, 0));
   const auto expert_collective = [&](CollectiveOp op, double bytes) {

@@ -45,7 +45,7 @@ class StepLowering {
     out_.counted_transfers = micro_batch_transfers();
     if (out_.counted_transfers > static_cast<double>(in_.max_transfers)) {
       throw TooLargeError("the step needs about " + std::to_string(static_cast<long long>(out_.counted_transfers)) +
-                          " transfers on the network model (pipeline sends and ZeRO collectives of " +
+                          " transfers on the network model (pipeline sends, ZeRO collectives and all-to-alls of " +
                           std::to_string(mb_) + (mb_ == 1 ? " micro-batch" : " micro-batches") + "), more than the limit of " +
                           std::to_string(in_.max_transfers) + " it can replay in memory; " + way_out());
     }
@@ -174,7 +174,8 @@ class StepLowering {
 
   // Whether every data-parallel replica is provably the same as the first under the
   // analytical model: identical compute (always), identical tensor-parallel all-reduce
-  // times and identical pipeline send times, bit for bit. Then all replicas run the same
+  // times, identical pipeline send times and (expert parallelism) identical all-to-all
+  // times in every ep group, bit for bit. Then all replicas run the same
   // schedule to the same instants, each data-parallel collective (shared by all of
   // them) starts when the first replica is ready, and replaying the first alone gives
   // the full replay's step.
@@ -261,10 +262,10 @@ class StepLowering {
     return "use --network analytical (collectives priced, replicas folded), fewer micro-batches or fewer accelerators";
   }
 
-  // The transfers that the pipeline sends and the ZeRO collectives of every micro-batch
-  // will add (what lower_program lowers; a collective's transfers as collective_transfer_count
-  // gives them for the algorithm it will run), counted before anything is built. A
-  // double: the product can pass 2^64 for absurd plans.
+  // The transfers that the pipeline sends, the ZeRO collectives and the expert-parallel
+  // all-to-alls of every micro-batch will add (what lower_program lowers; a collective's
+  // transfers as collective_transfer_count gives them for the algorithm it will run),
+  // counted before anything is built. A double: the product can pass 2^64 for absurd plans.
   double micro_batch_transfers() {
     std::uint64_t per = 0;  // per micro-batch
     if (p_.pp > 1) per += static_cast<std::uint64_t>(dpl_) * 2 * static_cast<std::uint64_t>(stages_ - 1) * p_.tp;
@@ -1038,8 +1039,10 @@ class StepLowering {
 }  // namespace
 
 std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks) {
+  // Per layer about 8 (expert parallelism: 16, its MLP in three parts with all-to-alls between).
+  const double per_layer = p.ep > 1 ? 16.0 : 8.0;
   const double tasks = static_cast<double>(p.dp) * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
-                       (2.0 + 8.0 * static_cast<double>(m.layers) / p.pp);
+                       (2.0 + per_layer * static_cast<double>(m.layers) / p.pp);
   if (tasks <= max_compute_tasks) return "";
   return "this plan would replay about " + std::to_string(static_cast<long long>(tasks)) +
          " compute tasks, more than the limit of " + std::to_string(static_cast<long long>(max_compute_tasks)) +

@@ -1006,7 +1006,7 @@ TEST_CASE("the transfers of every micro-batch are counted before the step is bui
       FAIL("no error");
     } catch (const TooLargeError& e) {
       CHECK(std::string(e.what()) == "the step needs about " + std::to_string(counted) +
-                                         " transfers on the network model (pipeline sends and ZeRO collectives of " +
+                                         " transfers on the network model (pipeline sends, ZeRO collectives and all-to-alls of " +
                                          std::to_string(p->micro_batches()) + " micro-batches), more than the limit of " +
                                          std::to_string(counted - 1) +
                                          " it can replay in memory; use --network analytical (collectives priced, "
