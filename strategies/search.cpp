@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <tuple>
 
 #include "sim/collectives.hpp"
@@ -34,7 +35,7 @@ namespace {
 
 // A plan of the grid: the framework's settings, the shape and the varied choices.
 ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space, int tp, int pp, int dp, std::int64_t mb,
-                       PipelineSchedule sched, DataParallelMode mode, Recompute rc, int v = 1) {
+                       PipelineSchedule sched, DataParallelMode mode, Recompute rc, int v = 1, int ep = 1) {
   ParallelPlan p;
   p.bucket_bytes = space.framework.bucket_bytes;
   p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
@@ -46,6 +47,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.tp = tp;
   p.pp = pp;
   p.dp = dp;
+  p.ep = ep;
   p.global_batch = space.global_batch;
   p.micro_batch = mb;
   p.schedule = sched;
@@ -78,14 +80,8 @@ void grid_shapes(const TransformerConfig& model, std::size_t devices, const Sear
 
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
   std::vector<ParallelPlan> out;
-  grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
-    // Expert parallelism, for a mixture of experts: every degree dividing both dp and
-    // the experts (1 first; only 1 for a dense model).
-    std::vector<int> eps;
-    for (int ep = 1; ep <= dp; ++ep) {
-      if (ep == 1 || (model.experts > 0 && dp % ep == 0 && model.experts % ep == 0)) eps.push_back(ep);
-    }
-    for (int ep : eps) {
+  // The plans of one shape and expert-parallel degree, in the grid's order.
+  const auto add_plans = [&](int tp, int pp, int dp, int ep) {
     for (std::int64_t mb : space.micro_batches) {
       for (PipelineSchedule sched : space.schedules) {
         // No pipeline: one plan, named 1F1B whichever schedules the space lists.
@@ -96,14 +92,19 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
           for (DataParallelMode mode : space.dp_modes) {
             if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
             for (Recompute rc : space.recomputes) {
-              ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v);
-              p.ep = ep;
+              ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v, ep);
               if (plan_problem(p, model, devices).empty()) out.push_back(std::move(p));
             }
           }
         }
       }
     }
+  };
+  grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
+    // Expert parallelism, for a mixture of experts: every degree dividing both dp and
+    // the experts, ascending (only 1 for a dense model).
+    for (int ep : model.experts > 0 ? divisors(std::gcd<std::int64_t>(dp, model.experts)) : std::vector<int>{1}) {
+      add_plans(tp, pp, dp, ep);
     }
   });
   return out;
@@ -184,17 +185,12 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar + a2a : 0.0);
   const double kept = full ? plain : b;
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
-  double stage_params = 0;
-  std::size_t fullest = 0;
-  for (std::size_t i = 0; i < mem.size(); ++i) {
-    if (mem[i].parameters > stage_params) {
-      stage_params = mem[i].parameters;
-      fullest = i;
-    }
-  }
+  const auto fullest = std::max_element(mem.begin(), mem.end(),
+                                         [](const DeviceMemory& a, const DeviceMemory& b) { return a.parameters < b.parameters; });
+  const double stage_params = fullest->parameters;
   // Of them, the routed experts' under expert parallelism (that stage's layers), reduced
   // over the dp / ep ranks holding each expert (dp ranks 0, ep, 2 ep, ...).
-  const double stage_experts = p.ep > 1 ? c.expert_params * layers[fullest] : 0.0;
+  const double stage_experts = p.ep > 1 ? c.expert_params * layers[static_cast<std::size_t>(fullest - mem.begin())] : 0.0;
   std::vector<std::uint32_t> expert_dp_ranks;
   for (int d = 0; p.ep > 1 && d < p.dp; d += p.ep) expert_dp_ranks.push_back(mesh_rank(p, d, 0, 0));
   const auto expert_collective = [&](CollectiveOp op, double bytes) {

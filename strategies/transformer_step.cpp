@@ -822,15 +822,19 @@ class StepLowering {
       }
       if (zero12 && p_.dp > 1) {
         const TaskId gathered = g_.add(Marker{}, "updated weights gathered").id();
+        // Every replica's step done: when the experts' weights are gathered apart.
+        TaskId stepped;
+        if (stage_experts > 0.0 && expert_dp > 1) {
+          stepped = g_.add(Marker{}, "optimizer steps done").id();
+          for (TaskId t : steps) g_.add_edge(t, stepped);
+        }
         out_.weights_gathered.push_back(gathered);
         for (int k = 0; k < p_.tp; ++k) {
           const LoweredCollective c =
               dp_collective(i, k, CollectiveOp::kAllGather, (stage_params - stage_experts) * weight_bytes(m_.dtype));
           for (TaskId t : steps) g_.add_edge(t, c.start);
           g_.add_edge(c.end, gathered);
-          if (stage_experts > 0.0 && expert_dp > 1) {
-            const TaskId stepped = g_.add(Marker{}, "optimizer steps done").id();
-            for (TaskId t : steps) g_.add_edge(t, stepped);
+          if (stepped.valid()) {
             expert_collectives(k, CollectiveOp::kAllGather, stage_experts * weight_bytes(m_.dtype), stepped, gathered);
           }
         }
