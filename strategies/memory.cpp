@@ -114,12 +114,24 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   return sbh * (whole + (sp ? (replicated + router) / t : replicated + router) + (sharded + scores) / t);
 }
 
-double layers_activation_bytes(const ParallelPlan& p, const TransformerConfig& m, int layers, int chunks) {
-  const double each = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, p.recompute);
-  if (p.recompute != Recompute::kFull) return layers * each;
-  const double kept = layer_activation_bytes(m, p.micro_batch, p.tp, p.sequence_parallel, Recompute::kNone);
-  const int recomputed = chunks * recomputed_layers(p, layers / chunks);  // each chunk's first ones
-  return recomputed * each + (layers - recomputed) * kept;
+double layers_activation_bytes(const ParallelPlan& p, const TransformerConfig& m, const std::vector<LayerRange>& chunks) {
+  const LayerKinds k = layer_kinds(p, m, chunks);
+  const auto of = [&](const TransformerConfig& c, int layers, int recomputed) {
+    if (layers == 0) return 0.0;
+    const double each = layer_activation_bytes(c, p.micro_batch, p.tp, p.sequence_parallel, p.recompute);
+    if (p.recompute != Recompute::kFull) return layers * each;
+    const double kept = layer_activation_bytes(c, p.micro_batch, p.tp, p.sequence_parallel, Recompute::kNone);
+    return recomputed * each + (layers - recomputed) * kept;
+  };
+  const double primary = of(m, k.primary, k.primary_recomputed);
+  return k.dense > 0 ? primary + of(m.dense_layer_model(), k.dense, k.dense_recomputed) : primary;
+}
+
+std::vector<LayerRange> stage_chunks(const ParallelPlan& p, const TransformerConfig& m, int stage) {
+  const std::vector<LayerRange> all = chunk_layer_ranges(p, m);
+  std::vector<LayerRange> out;
+  for (std::size_t s = static_cast<std::size_t>(stage); s < all.size(); s += static_cast<std::size_t>(p.pp)) out.push_back(all[s]);
+  return out;
 }
 
 double in_flight_micro_batches(const ParallelPlan& p, int stage) {
@@ -178,12 +190,17 @@ double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& p
 }
 
 std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerConfig& m) {
-  const std::vector<int> layers = stage_layer_counts(p, m);
   const LayerParams lp = layer_params(m);
+  const bool mixed = m.mixed_layers();
+  const TransformerConfig dense = mixed ? m.dense_layer_model() : m;
+  const LayerParams dlp = mixed ? layer_params(dense) : LayerParams{};
   std::vector<DeviceMemory> out;
   for (int i = 0; i < p.pp; ++i) {
+    const std::vector<LayerRange> chunks = stage_chunks(p, m, i);
+    const LayerKinds k = layer_kinds(p, m, chunks);
     DeviceMemory d;
-    d.parameters = layers[static_cast<std::size_t>(i)] * lp.per_device(p.tp, m, p.ep);
+    d.parameters = k.primary * lp.per_device(p.tp, m, p.ep);
+    if (k.dense > 0) d.parameters += k.dense * dlp.per_device(p.tp, dense);
     if (i == 0) d.parameters += embedding_parameters(m, p);
     if (i == p.pp - 1) {
       d.parameters += final_norm_parameters(m);
@@ -191,7 +208,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     }
     // Under expert parallelism the experts' states are sharded (ZeRO-1) over the dp / ep
     // ranks holding each expert, the rest over all dp.
-    const double experts = p.ep > 1 ? layers[static_cast<std::size_t>(i)] * lp.experts_per_device(p.tp, p.ep) : 0.0;
+    const double experts = p.ep > 1 ? k.primary * lp.experts_per_device(p.tp, p.ep) : 0.0;
     ModelStates s = model_states(d.parameters - experts, shard_size(p), p.dp_mode, m.dtype);
     if (experts > 0.0) {
       const ModelStates e = model_states(experts, shard_size(p) / p.ep, p.dp_mode, m.dtype);
@@ -217,7 +234,11 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       // until its reduce-scatter (the largest unit).
       std::vector<double> units;
       if (i == 0) units.push_back(embedding_parameters(m, p));
-      for (int l = 0; l < layers[static_cast<std::size_t>(i)]; ++l) units.push_back(lp.per_device(p.tp, m));
+      for (const LayerRange& c : chunks) {
+        for (std::int64_t l = c.first; l < c.first + c.count; ++l) {
+          units.push_back(m.experts > 0 && !m.moe_layer(l) ? dlp.per_device(p.tp, dense) : lp.per_device(p.tp, m));
+        }
+      }
       if (i == p.pp - 1) units.push_back(final_norm_parameters(m) + output_layer_parameters(m, p));
       double pair = 0, largest = 0;
       for (std::size_t u = 0; u < units.size(); ++u) {
@@ -227,8 +248,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       d.weights += pair * weight_bytes(m.dtype);
       d.gradients += largest * reduced_gradient_bytes(p, m.dtype);
     }
-    d.activations = layers_activation_bytes(p, m, layers[static_cast<std::size_t>(i)], p.virtual_stages) *
-                    in_flight_micro_batches(p, i);
+    d.activations = layers_activation_bytes(p, m, chunks) * in_flight_micro_batches(p, i);
     if (i == p.pp - 1) {
       // The loss keeps each in-flight micro-batch's softmax: one under 1F1B, where the
       // last stage runs each backward right after its forward.

@@ -77,10 +77,14 @@ double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& p
 double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sequence_parallel,
                               Recompute recompute);
 
-/// Activation bytes `layers` layers of one pipeline stage keep for one micro-batch under
-/// the plan's recomputation: with full recomputation of only recompute_layers per chunk
-/// (`chunks` model chunks), the others keep everything; the loss is not included.
-double layers_activation_bytes(const ParallelPlan& plan, const TransformerConfig& m, int layers, int chunks = 1);
+/// Activation bytes the layers of model chunks `chunks` keep for one micro-batch under
+/// the plan's recomputation: with full recomputation of only recompute_layers per chunk,
+/// the others keep everything; a mixture of experts' dense layers keep a dense layer's;
+/// the loss is not included.
+double layers_activation_bytes(const ParallelPlan& plan, const TransformerConfig& m, const std::vector<LayerRange>& chunks);
+
+/// The model chunks pipeline stage `stage` holds (chunk_layer_ranges).
+std::vector<LayerRange> stage_chunks(const ParallelPlan& plan, const TransformerConfig& m, int stage);
 
 /// Bytes the loss keeps for one micro-batch of `micro_batch` sequences until its backward:
 /// the softmax of the logits in fp32, as Megatron-LM's vocab-parallel cross-entropy

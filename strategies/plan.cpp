@@ -105,6 +105,35 @@ std::vector<int> stage_layer_counts(const ParallelPlan& p, const TransformerConf
   return out;
 }
 
+std::vector<LayerRange> chunk_layer_ranges(const ParallelPlan& p, const TransformerConfig& m) {
+  std::vector<int> counts = stage_layer_counts(p, m);
+  if (p.schedule == PipelineSchedule::kInterleaved1F1B) {
+    const int chunks = p.pp * p.virtual_stages;
+    counts.assign(static_cast<std::size_t>(chunks), static_cast<int>(m.layers / chunks));
+  }
+  std::vector<LayerRange> out;
+  std::int64_t first = 0;
+  for (int n : counts) {
+    out.push_back({first, n});
+    first += n;
+  }
+  return out;
+}
+
+LayerKinds layer_kinds(const ParallelPlan& p, const TransformerConfig& m, const std::vector<LayerRange>& chunks) {
+  LayerKinds k;
+  for (const LayerRange& c : chunks) {
+    const int recomputed = recomputed_layers(p, c.count);
+    const int primary = m.experts > 0 ? static_cast<int>(m.moe_layers_in(c.first, c.count)) : c.count;
+    const int primary_recomputed = m.experts > 0 ? static_cast<int>(m.moe_layers_in(c.first, recomputed)) : recomputed;
+    k.primary += primary;
+    k.dense += c.count - primary;
+    k.primary_recomputed += primary_recomputed;
+    k.dense_recomputed += recomputed - primary_recomputed;
+  }
+  return k;
+}
+
 std::uint32_t mesh_rank(const ParallelPlan& p, int d, int i, int k) {
   std::uint32_t r = 0;
   for (auto a = p.order.rbegin(); a != p.order.rend(); ++a) {

@@ -155,4 +155,22 @@ inline int stage_recomputed_layers(const ParallelPlan& p, int stage_layers) {
 /// layers % pp stages get one more).
 std::vector<int> stage_layer_counts(const ParallelPlan& plan, const TransformerConfig& model);
 
+/// A model chunk's layers: first .. first + count - 1.
+struct LayerRange {
+  std::int64_t first = 0;
+  int count = 0;
+};
+/// Every model chunk's layers in model order: pp x virtual_stages chunks of equal size
+/// with interleaving (chunk s on stage s mod pp), else one per stage (stage_layer_counts).
+std::vector<LayerRange> chunk_layer_ranges(const ParallelPlan& plan, const TransformerConfig& model);
+
+/// The layers of some model chunks by kind: `primary`, of the model's own form (every
+/// layer of a dense model; a mixture of experts' expert layers), and `dense`, a mixture
+/// of experts' dense layers (TransformerConfig::dense_layers); the `_recomputed` counts
+/// are those among each chunk's first recomputed_layers.
+struct LayerKinds {
+  int primary = 0, dense = 0, primary_recomputed = 0, dense_recomputed = 0;
+};
+LayerKinds layer_kinds(const ParallelPlan& plan, const TransformerConfig& model, const std::vector<LayerRange>& chunks);
+
 }  // namespace ddlsim

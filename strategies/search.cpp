@@ -163,7 +163,6 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
   // b for a layer that recomputes (fully, with its all-reduces again, or selectively),
   // kept for one past a full-recompute plan's recompute_layers.
-  const double f = (c.attention.forward + c.mlp.forward).value() + ars * ar + a2a;
   const bool full = p.recompute == Recompute::kFull;
   // Each half layer's backward and its collective: after it, or with
   // overlap_tp_backward beside its last weight-gradient GEMM (sequence parallelism: the
@@ -172,25 +171,37 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const double share = p.sequence_parallel ? 0.5 : 1.0;
     return (1.0 - share) * ar + (total - weight) + std::max(share * ar, weight);
   };
-  double plain = (c.attention.backward + c.mlp.backward).value() + ars * ar + a2a;
-  // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
-  // none runs beside its collective.)
-  const double mlp_weight = p.ep > 1 ? 0.0 : c.mlp.weight_gradient.value();
-  if (p.overlap_tp_backward && p.tp > 1) {
-    plain = model.parallel_layers ? backward_half((c.attention.backward + c.mlp.backward).value(),
-                                                  (c.attention.weight_gradient + c.mlp.weight_gradient).value())
-                                  : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
-                                        backward_half(c.mlp.backward.value(), mlp_weight) + a2a;
-  }
-  const double b = plain + (c.attention.recompute + c.mlp.recompute).value() + (full ? ars * ar + a2a : 0.0);
-  const double kept = full ? plain : b;
+  // A layer with MLP half `mlp` and all-to-alls `a2a` per pass: f its forward, b its
+  // backward, kept that of a layer past recompute_layers.
+  struct LayerTimes {
+    double f, b, kept;
+  };
+  const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts) {
+    const double f = (c.attention.forward + mlp.forward).value() + ars * ar + a2a;
+    double plain = (c.attention.backward + mlp.backward).value() + ars * ar + a2a;
+    // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
+    // none runs beside its collective.)
+    const double mlp_weight = experts ? 0.0 : mlp.weight_gradient.value();
+    if (p.overlap_tp_backward && p.tp > 1) {
+      plain = model.parallel_layers ? backward_half((c.attention.backward + mlp.backward).value(),
+                                                    (c.attention.weight_gradient + mlp.weight_gradient).value())
+                                    : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
+                                          backward_half(mlp.backward.value(), mlp_weight) + a2a;
+    }
+    const double b = plain + (c.attention.recompute + mlp.recompute).value() + (full ? ars * ar + a2a : 0.0);
+    return LayerTimes{f, b, full ? plain : b};
+  };
+  // The model's own layers (a mixture of experts' expert layers) and its dense ones.
+  const LayerTimes primary_layer = layer_times(c.mlp, a2a, p.ep > 1), dense_layer = layer_times(c.dense_mlp, 0.0, false);
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   const auto fullest = std::max_element(mem.begin(), mem.end(),
                                          [](const DeviceMemory& a, const DeviceMemory& b) { return a.parameters < b.parameters; });
   const double stage_params = fullest->parameters;
   // Of them, the routed experts' under expert parallelism (that stage's layers), reduced
   // over the dp / ep ranks holding each expert (dp ranks 0, ep, 2 ep, ...).
-  const double stage_experts = p.ep > 1 ? c.expert_params * layers[static_cast<std::size_t>(fullest - mem.begin())] : 0.0;
+  const int fullest_stage = static_cast<int>(fullest - mem.begin());
+  const double stage_experts =
+      p.ep > 1 ? c.expert_params * layer_kinds(p, model, stage_chunks(p, model, fullest_stage)).primary : 0.0;
   std::vector<std::uint32_t> expert_dp_ranks;
   for (int d = 0; p.ep > 1 && d < p.dp; d += p.ep) expert_dp_ranks.push_back(mesh_rank(p, d, 0, 0));
   const auto expert_collective = [&](CollectiveOp op, double bytes) {
@@ -224,6 +235,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                                       : 0.0;
   };
   const double ag_layer = gather(c.layer_params), rs_layer = scatter(c.layer_params), ar_layer = across(c.layer_params);
+  const double ag_dense = gather(c.dense_layer_params), rs_dense = scatter(c.dense_layer_params),
+               ar_dense = across(c.dense_layer_params);
   const double ag_first = gather(c.first_params), rs_first = scatter(c.first_params), ar_first = across(c.first_params);
   const double ag_last = gather(c.last_params), rs_last = scatter(c.last_params), ar_last = across(c.last_params);
   struct Unit {
@@ -261,35 +274,43 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const bool split = p.schedule == PipelineSchedule::kZeroBubbleH1;
   double W = 0, all_w = 0, tail = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const int Li = layers[i];
     const bool first = i == 0, last = i + 1 == layers.size();
     // With interleaving the device runs v model chunks, each pass of each chunk with its
     // own first gather and its own send.
-    const int chunks = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
-    const int per_chunk = Li / chunks, recomputing = recomputed_layers(p, per_chunk);
+    const std::vector<LayerRange> stage = stage_chunks(p, model, static_cast<int>(i));
+    const int chunks = static_cast<int>(stage.size());
     double Fi = 0, Bi = 0, Wi = 0, queued = 0;
     for (int k = 0; k < chunks; ++k) {
+      const LayerRange& r = stage[static_cast<std::size_t>(k)];
+      const int per_chunk = r.count, recomputing = recomputed_layers(p, per_chunk);
+      const auto is_dense = [&](int l) { return model.experts > 0 && !model.moe_layer(r.first + l); };
+      const LayerKinds kinds = layer_kinds(p, model, {r});
       const bool embedding = first && k == 0, output = last && k == chunks - 1;
       std::vector<Unit> fwd, bwd;
       // The embedding's forward and the output layer's backward end with a
       // tensor-parallel all-reduce (with sequence parallelism a reduce-scatter, and the
       // output layer's forward starts with an all-gather).
       if (embedding) fwd.push_back({c.first_forward.value() + ends_ar, ag_first, 0.0, 0.0});
-      for (int l = 0; l < per_chunk; ++l) fwd.push_back({f, ag_layer, 0.0, 0.0});
+      for (int l = 0; l < per_chunk; ++l) fwd.push_back({is_dense(l) ? dense_layer.f : primary_layer.f, is_dense(l) ? ag_dense : ag_layer, 0.0, 0.0});
       if (output) fwd.push_back({c.last_forward.value() + (ar - ends_ar), ag_last, 0.0, 0.0});
       if (output) bwd.push_back({c.last_backward.value() + ends_ar, ag_last, rs_last, ar_last});
-      for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? b : kept, ag_layer, rs_layer, ar_layer});
+      for (int l = per_chunk - 1; l >= 0; --l) {
+        const LayerTimes& t = is_dense(l) ? dense_layer : primary_layer;
+        if (is_dense(l)) bwd.push_back({l < recomputing ? t.b : t.kept, ag_dense, rs_dense, ar_dense});
+        else bwd.push_back({l < recomputing ? t.b : t.kept, ag_layer, rs_layer, ar_layer});
+      }
       // (With sequence parallelism the embedding's backward starts with the all-gather
       // that pairs its forward's reduce-scatter.)
       if (embedding) bwd.push_back({c.first_backward.value() + (ar - ends_ar), ag_first, rs_first, ar_first});
       // The model's last chunk sends no activations on, its first no gradients back.
-      const double chunk_params = per_chunk * c.layer_params + (embedding ? c.first_params : 0.0) +
-                                  (output ? c.last_params : 0.0);
+      const double chunk_params = kinds.primary * c.layer_params + kinds.dense * c.dense_layer_params +
+                                  (embedding ? c.first_params : 0.0) + (output ? c.last_params : 0.0);
       if (zero2) {
         for (const Unit& u : bwd) queued += u.scatter;
       }
       if (split) {
-        Wi += per_chunk * (c.attention.weight_gradients + c.mlp.weight_gradients).value() +
+        Wi += kinds.primary * (c.attention.weight_gradients + c.mlp.weight_gradients).value() +
+              kinds.dense * (c.attention.weight_gradients + c.dense_mlp.weight_gradients).value() +
               (output ? c.last_weight_gradient.value() : 0.0) + (embedding ? c.first_backward.value() : 0.0);
       }
       Fi += pass(fwd) + (output ? 0.0 : send);

@@ -112,6 +112,7 @@ Seconds unfused_softmax(const Operator& like, double elements, const double (&by
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute) {
   TransformerConfig one = model;
   one.layers = 1;
+  one.dense_layers.clear();  // its layer a mixture of experts where the model has experts
   const OperatorGraph g = build_transformer(one, plan.micro_batch);
   StageCosts c;
   bool in_mlp = false;
@@ -192,6 +193,13 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   }
   c.first_params = embedding_parameters(model, plan);
   c.last_params = final_norm_parameters(model) + output_layer_parameters(model, plan);
+  if (model.mixed_layers()) {
+    ParallelPlan dense_plan = plan;
+    dense_plan.ep = 1;
+    const StageCosts d = stage_costs(model.dense_layer_model(), dense_plan, compute);
+    c.dense_mlp = d.mlp;
+    c.dense_layer_params = d.layer_params;
+  }
   return c;
 }
 

@@ -48,8 +48,21 @@ struct StageCosts {
   double layer_params = 0.0;  // parameters of one layer on one device
   double first_params = 0.0;  // the embedding's (and position table's) on one device of the first stage
   double last_params = 0.0;   // the final norm's and output layer's (a copy of a tied embedding when split) on the last
+  // A mixture of experts' dense layers (TransformerConfig::dense_layers): their MLP half
+  // and a layer's parameters on one device (the attention half is the other layers').
+  // Zero unless the model has both kinds.
+  HalfLayer dense_mlp;
+  double dense_layer_params = 0.0;
+
+  /// The MLP half of a layer that is a mixture of experts (`moe`), or of a dense one.
+  [[nodiscard]] const HalfLayer& mlp_of(bool moe) const { return moe ? mlp : dense_mlp; }
+  /// A layer's parameters on one device.
+  [[nodiscard]] double params_of(bool moe) const { return moe ? layer_params : dense_layer_params; }
 };
 
+/// (The mlp, moe_pre, experts, a2a_bytes, expert_params and layer_params fields describe
+/// a mixture-of-experts layer when the model has experts; dense_mlp and
+/// dense_layer_params its dense layers, if any.)
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute);
 
 /// Bytes of a 16-bit gradient or weight, per parameter.

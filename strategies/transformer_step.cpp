@@ -36,7 +36,7 @@ class StepLowering {
     zero3_ = p_.dp_mode == DataParallelMode::kZero3 && p_.dp > 1;
     ep_ = p_.ep > 1;
     scatters_ = (zero3_ || p_.dp_mode == DataParallelMode::kZero2) && p_.dp > 1;
-    chunk_layers_ = chunk_layer_counts();
+    ranges_ = chunk_layer_ranges(p_, m_);
     priced_ = in_.network == NetworkModelKind::kAnalytical && in_.price_collectives;
     price_tp_groups();
     dpl_ = priced_ && in_.fold_replicas && replicas_identical() ? 1 : p_.dp;
@@ -81,6 +81,7 @@ class StepLowering {
     double params;
     bool recompute = false;  // layers: recomputes its forward in backward
     double experts = 0.0;    // of params, the routed experts' under expert parallelism
+    bool dense = false;      // layers: a mixture of experts' dense layers
   };
   // Where the lowering is: the replica, stage, model chunk, micro-batch and unit (in its
   // pass's order) whose tasks it adds; expert-parallel all-to-alls are keyed by it.
@@ -108,21 +109,32 @@ class StepLowering {
   NodeId node(std::uint32_t r) const { return in_.fabric->cluster().accelerators()[r]; }
   std::size_t group(int d, int i) const { return static_cast<std::size_t>(d * p_.pp + i); }
 
-  std::vector<int> chunk_layer_counts() const {
-    if (v_ == 1) return stage_layer_counts(p_, m_);
-    return std::vector<int>(static_cast<std::size_t>(stages_), static_cast<int>(m_.layers / stages_));
-  }
+  // Virtual stage s's layers.
+  const LayerRange& range(int s) const { return ranges_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)]; }
+  // Whether layer l is a mixture of experts' dense layer.
+  bool dense_layer(std::int64_t l) const { return m_.experts > 0 && !m_.moe_layer(l); }
+  // A layer's MLP half.
+  const HalfLayer& mlp(const Unit& u) const { return costs_.mlp_of(!u.dense); }
 
   std::vector<Unit> units(int s, bool forward) const {
     std::vector<Unit> u;
     if (s == 0) u.push_back({UnitKind::kEmbedding, 1, costs_.first_params});
-    const int layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)];
-    const int recomputed = recomputed_layers(p_, layers);  // the chunk's first ones
+    const LayerRange r = range(s);
+    const int recomputed = recomputed_layers(p_, r.count);  // the chunk's first ones
     if (forward && p_.tp == 1 && !zero3_ && !ep_) {
-      if (layers > 0) u.push_back({UnitKind::kLayers, layers, costs_.layer_params * layers});
+      for (int l = 0; l < r.count;) {  // runs of layers of one kind
+        const bool dense = dense_layer(r.first + l);
+        int n = 1;
+        while (l + n < r.count && dense_layer(r.first + l + n) == dense) ++n;
+        u.push_back({UnitKind::kLayers, n, costs_.params_of(!dense) * n, false, 0.0, dense});
+        l += n;
+      }
     } else {
-      const double experts = ep_ ? costs_.expert_params : 0.0;
-      for (int l = 0; l < layers; ++l) u.push_back({UnitKind::kLayers, 1, costs_.layer_params, l < recomputed, experts});
+      for (int l = 0; l < r.count; ++l) {
+        const bool dense = dense_layer(r.first + l);
+        const double experts = ep_ && !dense ? costs_.expert_params : 0.0;
+        u.push_back({UnitKind::kLayers, 1, costs_.params_of(!dense), l < recomputed, experts, dense});
+      }
     }
     if (s == stages_ - 1) u.push_back({UnitKind::kOutput, 1, costs_.last_params});
     return u;
@@ -279,8 +291,9 @@ class StepLowering {
       }
     }
     for (int s = 0; s < stages_ && ep_; ++s) {  // per layer 2 all-to-alls a pass, and a recomputed forward
-      const int i = s % p_.pp, layers = chunk_layers_[static_cast<std::size_t>(v_ == 1 ? i : s)];
-      const std::uint64_t events = 4 * static_cast<std::uint64_t>(layers) + 2 * static_cast<std::uint64_t>(recomputed_layers(p_, layers));
+      const int i = s % p_.pp;
+      const LayerKinds k = layer_kinds(p_, m_, {range(s)});  // the expert layers: primary
+      const std::uint64_t events = 4 * static_cast<std::uint64_t>(k.primary) + 2 * static_cast<std::uint64_t>(k.primary_recomputed);
       for (int g = 0; g < p_.dp / p_.ep; ++g) {
         for (int k = 0; k < p_.tp; ++k) per += events * choice_transfers(choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g));
       }
@@ -435,17 +448,17 @@ class StepLowering {
         return compute(grp, kForward, costs_.last_forward, t, "output and loss forward", ready);
       case UnitKind::kLayers: break;
     }
-    if (ep_) return moe_layer_forward(grp, kForward, t, ready);  // one layer per unit
+    if (ep_ && !u.dense) return moe_layer_forward(grp, kForward, t, ready);  // one layer per unit
     if (p_.tp == 1) {
-      return compute(grp, kForward, (costs_.attention.forward + costs_.mlp.forward) * u.count, t,
+      return compute(grp, kForward, (costs_.attention.forward + mlp(u).forward) * u.count, t,
                      u.count == 1 ? "layer forward" : "layers forward", ready);
     }
     for (int l = 0; l < u.count; ++l) {
       if (m_.parallel_layers) {  // both branches' partial sums reduced at once
-        t = tp_all_reduce(grp, compute(grp, kForward, costs_.attention.forward + costs_.mlp.forward, t, "layer forward", ready));
+        t = tp_all_reduce(grp, compute(grp, kForward, costs_.attention.forward + mlp(u).forward, t, "layer forward", ready));
       } else {
         t = tp_all_reduce(grp, compute(grp, kForward, costs_.attention.forward, t, "attention forward", ready));
-        t = tp_all_reduce(grp, compute(grp, kForward, costs_.mlp.forward, t, "mlp forward"));
+        t = tp_all_reduce(grp, compute(grp, kForward, mlp(u).forward, t, "mlp forward"));
       }
       ready = TaskId();
     }
@@ -477,23 +490,24 @@ class StepLowering {
         return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
       case UnitKind::kLayers: break;
     }
-    if (ep_) return moe_layer_backward(grp, u, t, ready);
+    if (ep_ && !u.dense) return moe_layer_backward(grp, u, t, ready);
     // Zero-bubble: the weight gradients go to the W pass, none is left to overlap with.
     const Seconds attn = costs_.attention.backward - (split_ ? costs_.attention.weight_gradients : Seconds(0.0));
-    const Seconds mlp = costs_.mlp.backward - (split_ ? costs_.mlp.weight_gradients : Seconds(0.0));
+    const HalfLayer& half = mlp(u);
+    const Seconds mlp = half.backward - (split_ ? half.weight_gradients : Seconds(0.0));
     const Seconds attn_wg = split_ ? Seconds(0.0) : costs_.attention.weight_gradient;
-    const Seconds mlp_wg = split_ ? Seconds(0.0) : costs_.mlp.weight_gradient;
+    const Seconds mlp_wg = split_ ? Seconds(0.0) : half.weight_gradient;
     if (p_.tp == 1) {
-      const Seconds rc = costs_.attention.recompute + costs_.mlp.recompute;
+      const Seconds rc = costs_.attention.recompute + half.recompute;
       return backward_with_recompute(grp, attn + mlp, p_.recompute != Recompute::kFull || u.recompute ? rc : Seconds(0.0),
                                      t, "layer backward", ready);
     }
     if (u.recompute) {
       if (m_.parallel_layers) {
-        t = tp_all_reduce(grp, compute(grp, kRecompute, costs_.attention.recompute + costs_.mlp.recompute, t, "recompute layer", ready));
+        t = tp_all_reduce(grp, compute(grp, kRecompute, costs_.attention.recompute + half.recompute, t, "recompute layer", ready));
       } else {
         t = tp_all_reduce(grp, compute(grp, kRecompute, costs_.attention.recompute, t, "recompute attention", ready));
-        t = tp_all_reduce(grp, compute(grp, kRecompute, costs_.mlp.recompute, t, "recompute mlp"));
+        t = tp_all_reduce(grp, compute(grp, kRecompute, half.recompute, t, "recompute mlp"));
       }
       ready = TaskId();
     }
@@ -581,7 +595,7 @@ class StepLowering {
         w = costs_.first_backward;
         break;
       case UnitKind::kOutput: w = costs_.last_weight_gradient; break;
-      case UnitKind::kLayers: w = (costs_.attention.weight_gradients + costs_.mlp.weight_gradients) * u.count; break;
+      case UnitKind::kLayers: w = (costs_.attention.weight_gradients + mlp(u).weight_gradients) * u.count; break;
     }
     out_.weight_pass_s[grp] += w.value();
     return compute(grp, kBackward, w, t, u.kind == UnitKind::kEmbedding ? "embedding backward" : "weight gradients");
@@ -593,7 +607,7 @@ class StepLowering {
   // softmax on the last chunk) from that forward until its backward ends: the replay's high-water mark
   // is the schedule's real peak (min(m, pp - i) micro-batches on stage i under 1F1B).
   void memory_plan() {
-    for (int layers : chunk_layers_) chunk_act_.push_back(layers_activation_bytes(p_, m_, layers));
+    for (const LayerRange& r : ranges_) chunk_act_.push_back(layers_activation_bytes(p_, m_, {r}));
     loss_act_ = loss_activation_bytes(m_, p_.micro_batch, p_.tp);
     for (const DeviceMemory& dm : stage_memory(p_, m_)) states_.push_back(dm.weights + dm.gradients + dm.optimizer);
     for (int d = 0; d < dpl_; ++d) {
@@ -870,7 +884,7 @@ class StepLowering {
     const int sharing = m_.kv_copies(p_.tp);
     for (int i = 0; i < p_.pp; ++i) {
       int layers = 0;
-      for (int s = i; s < stages_; s += p_.pp) layers += chunk_layers_[static_cast<std::size_t>(s)];
+      for (int s = i; s < stages_; s += p_.pp) layers += range(s).count;
       for (int d = 0; d < p_.dp; ++d) {
         for (int k0 = 0; k0 < p_.tp; k0 += sharing) {
           std::vector<NodeId> ranks;
@@ -1007,13 +1021,13 @@ class StepLowering {
   TaskGraph& g_;
   StageCosts costs_;
   int v_ = 1, stages_ = 1, mb_ = 1;
-  std::vector<int> chunk_layers_;
+  std::vector<LayerRange> ranges_;  // each chunk's layers (one per stage without interleaving)
   bool zero3_ = false;
   bool split_ = false;  // zero-bubble: backwards in input-gradient (B) and weight-gradient (W) passes
   // ZeRO-2 and 3: each unit's gradients reduce-scattered after its backward, in every
   // micro-batch (the device keeps only its shard of them).
   bool scatters_ = false;
-  std::vector<double> chunk_act_;  // bytes per micro-batch: each chunk's layers' activations (as chunk_layers_)
+  std::vector<double> chunk_act_;  // bytes per micro-batch: each chunk's layers' activations (as ranges_)
   double loss_act_ = 0;            // bytes per micro-batch: the loss's softmax
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)

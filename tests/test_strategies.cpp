@@ -1786,6 +1786,19 @@ TransformerConfig small_moe() {
   m.experts_per_token = 2;
   return m;
 }
+// Expert-parallel plans for 16 GPUs: with tp and sequence parallelism and ZeRO-1, with
+// pp and full recomputation, with tp, pp, overlapped tp backward and selective
+// recomputation.
+std::vector<ParallelPlan> ep_plans_on_16() {
+  std::vector<ParallelPlan> plans(4);
+  plans[0].dp = 16, plans[0].ep = 8, plans[0].global_batch = 32;
+  plans[1].dp = 8, plans[1].tp = 2, plans[1].ep = 4, plans[1].global_batch = 32, plans[1].sequence_parallel = true;
+  plans[1].dp_mode = DataParallelMode::kZero1;
+  plans[2].dp = 8, plans[2].pp = 2, plans[2].ep = 8, plans[2].global_batch = 32, plans[2].recompute = Recompute::kFull;
+  plans[3].dp = 4, plans[3].tp = 2, plans[3].pp = 2, plans[3].ep = 2, plans[3].global_batch = 32;
+  plans[3].overlap_tp_backward = true, plans[3].recompute = Recompute::kSelective;
+  return plans;
+}
 }  // namespace
 
 TEST_CASE("expert parallelism's plan checks name the problem") {
@@ -1878,13 +1891,7 @@ TEST_CASE("expert parallelism: folded replicas give the full replay, and the est
   // device's compute alone.
   StepRig rig("dgx-h100", 2);
   const TransformerConfig m = small_moe();
-  std::vector<ParallelPlan> plans(4);
-  plans[0].dp = 16, plans[0].ep = 8, plans[0].global_batch = 32;
-  plans[1].dp = 8, plans[1].tp = 2, plans[1].ep = 4, plans[1].global_batch = 32, plans[1].sequence_parallel = true;
-  plans[1].dp_mode = DataParallelMode::kZero1;
-  plans[2].dp = 8, plans[2].pp = 2, plans[2].ep = 8, plans[2].global_batch = 32, plans[2].recompute = Recompute::kFull;
-  plans[3].dp = 4, plans[3].tp = 2, plans[3].pp = 2, plans[3].ep = 2, plans[3].global_batch = 32;
-  plans[3].overlap_tp_backward = true, plans[3].recompute = Recompute::kSelective;
+  const std::vector<ParallelPlan> plans = ep_plans_on_16();
   for (const ParallelPlan& p : plans) {
     INFO(describe_plan(p));
     REQUIRE(plan_problem(p, m, 16).empty());
@@ -1935,4 +1942,105 @@ TEST_CASE("the grid tries expert parallelism for a mixture of experts, and the e
     ++checked;
   }
   CHECK(checked == 36);
+}
+
+namespace {
+// The small MoE with a dense first layer of FFN 4096 (as GLM-4.5's and DeepSeek-V3's
+// first_k_dense_replace).
+TransformerConfig mixed_moe() {
+  TransformerConfig m = small_moe();
+  m.dense_layers = {true};
+  m.dense_ffn = 4096;
+  return m;
+}
+// Parameters of layer l in the model's operator graph.
+double graph_layer_params(const TransformerConfig& m, int l) {
+  const OperatorGraph g = build_transformer(m, 1);
+  double n = 0;
+  for (const Operator& op : g.ops()) n += op.layer == l ? op.cost.params : 0.0;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("dense layers among experts: graph, parameters, costs and memory per layer kind") {
+  // Expected, for the small MoE with layer 0 dense (FFN 4096): layer 0's parameters are a
+  // dense Llama layer's (MLP 3 h 4096, no router), the others the MoE layers' (8 experts
+  // of 3 h 2816 and a router h x 8), so the model has 8 x 3 h 2816 + 8 h - 3 h 4096
+  // fewer parameters than the all-MoE one; stage_costs prices both kinds (the dense
+  // MLP half as the dense model's); with pp 2 stage 0 holds the embedding and layers 0
+  // and 1 (one of each kind), stage 1 layers 2 and 3 and the output layer; a chunk's
+  // activations are each layer's of its kind.
+  const TransformerConfig m = mixed_moe(), all = small_moe();
+  const double h = 1024;
+  CHECK(params_of(all) - params_of(m) == Approx(8 * 3 * h * 2816 + 8 * h - 3 * h * 4096).epsilon(1e-12));
+  const TransformerConfig dense = m.dense_layer_model();
+  CHECK(dense.experts == 0);
+  CHECK(dense.ffn == 4096);
+  CHECK(graph_layer_params(m, 0) == graph_layer_params(llama_config("d", 1, 1024, 16, 4, 4096, 512, 1000), 0));
+  CHECK(graph_layer_params(m, 1) == graph_layer_params(all, 1));
+  StepRig rig("dgx-h100", 1);
+  ParallelPlan p;
+  p.pp = 2, p.global_batch = 4;
+  const StageCosts c = stage_costs(m, p, *rig.compute), d = stage_costs(dense, p, *rig.compute);
+  CHECK(c.dense_layer_params == d.layer_params);
+  CHECK(c.dense_mlp.forward.value() == d.mlp.forward.value());
+  CHECK(c.dense_mlp.backward.value() == d.mlp.backward.value());
+  CHECK(c.layer_params == stage_costs(all, p, *rig.compute).layer_params);
+  const std::vector<DeviceMemory> mem = stage_memory(p, m);
+  CHECK(mem[0].parameters == Approx(1000 * h + graph_layer_params(m, 0) + graph_layer_params(m, 1)).epsilon(1e-12));
+  CHECK(mem[1].parameters ==
+        Approx(graph_layer_params(m, 2) + graph_layer_params(m, 3) + h + 1000 * h).epsilon(1e-12));
+  CHECK(layers_activation_bytes(p, m, {{0, 2}}) ==
+        Approx(layer_activation_bytes(dense, 1, 1, false, Recompute::kNone) +
+               layer_activation_bytes(all, 1, 1, false, Recompute::kNone)).epsilon(1e-12));
+  // Full recomputation of one layer per chunk: the dense first layer keeps only its input.
+  ParallelPlan rc = p;
+  rc.recompute = Recompute::kFull, rc.recompute_layers = 1;
+  CHECK(layers_activation_bytes(rc, m, {{0, 2}}) ==
+        Approx(layer_activation_bytes(dense, 1, 1, false, Recompute::kFull) +
+               layer_activation_bytes(all, 1, 1, false, Recompute::kNone)).epsilon(1e-12));
+}
+
+TEST_CASE("dense layers among experts: the replay runs each layer's kind, all-to-alls for expert layers only") {
+  // Expected: on one GPU with two micro-batches, the forward compute is, per micro-batch,
+  // the embedding's, the output layer's, four attention halves, three MoE MLP halves and
+  // one dense MLP half; with dp 8 and ep 4 on one DGX H100, the all-to-alls are the
+  // all-MoE model's 64 less the dense layer's 16 (4 per micro-batch in each of 2 groups);
+  // the experts' gradients go over the 2 ranks holding them for 3 layers; and the
+  // estimate lies within 6% of the replay for the plans of the all-MoE test, with the
+  // folded replay equal to the full one.
+  const TransformerConfig m = mixed_moe();
+  StepRig rig("dgx-h100", 1);
+  ParallelPlan one;
+  one.global_batch = 2;
+  const StageCosts c = stage_costs(m, one, *rig.compute);
+  LoweredTrainingStep s = rig.lower(m, one, NetworkModelKind::kAnalytical);
+  CHECK(s.compute_parts.front().forward ==
+        Approx(2 * (c.first_forward + c.last_forward + 4 * c.attention.forward + 3 * c.mlp.forward + c.dense_mlp.forward).value())
+            .epsilon(1e-12));
+  CHECK(s.compute_parts.front().backward ==
+        Approx(2 * (c.first_backward + c.last_backward + 4 * c.attention.backward + 3 * c.mlp.backward + c.dense_mlp.backward).value())
+            .epsilon(1e-9));
+  ParallelPlan p;
+  p.dp = 8, p.ep = 4, p.global_batch = 16;
+  const StageCosts c4 = stage_costs(m, p, *rig.compute);
+  LoweredTrainingStep e = rig.lower(m, p, NetworkModelKind::kAnalytical);
+  double a2a = 0, expert_bytes = 0;
+  for (const CollectiveUse& u : e.collective_uses) {
+    if (u.dim == "ep" && u.op == CollectiveOp::kAllToAll) a2a += u.count;
+    if (u.dim == "dp" && u.op == CollectiveOp::kAllReduce && u.ranks == 2) expert_bytes += u.bytes;
+  }
+  CHECK(a2a == 48);
+  CHECK(expert_bytes == Approx(4 * 3 * c4.expert_params * 2).epsilon(1e-12));
+  StepRig two("dgx-h100", 2);
+  const std::vector<ParallelPlan> plans = ep_plans_on_16();
+  for (const ParallelPlan& q : plans) {
+    INFO(describe_plan(q));
+    REQUIRE(plan_problem(q, m, 16).empty());
+    LoweredTrainingStep full = two.lower(m, q, NetworkModelKind::kAnalytical, false);
+    LoweredTrainingStep fast = two.lower(m, q, NetworkModelKind::kAnalytical, true);
+    const double replayed = two.run(fast);
+    CHECK(replayed == Approx(two.run(full)).epsilon(1e-12));
+    CHECK(estimate_step(m, q, *two.fabric, *two.compute) == Approx(replayed).epsilon(0.06));
+  }
 }

@@ -303,7 +303,7 @@ TEST_CASE("HuggingFace Qwen3: heads of 128 and a norm over each query and key he
   // Expert fields on a dense model type are refused by name.
   auto moe = qwen3;
   moe["num_experts"] = 128;
-  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe and qwen3_moe, not qwen3");
+  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe and glm4_moe, not qwen3");
 }
 
 TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of experts") {
@@ -326,13 +326,31 @@ TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of exp
   CHECK(q.ffn == 768);
   CHECK(q.qk_norm);
   CHECK(build_transformer(q, 1).totals().params == 30532122624.0);
-  // Dense layers among the experts' are not modelled, and say so.
+  CHECK(q.dense_layers.empty());
+  // Dense layers among the experts' (Qwen2MoeDecoderLayer): layer l is a mixture of
+  // experts when l + 1 is a multiple of decoder_sparse_step and l is not in
+  // mlp_only_layers, else a dense MLP of intermediate_size (6144): 3 x 2048 x 6144 =
+  // 37,748,736 parameters in place of the router's and experts' 604,241,920. With
+  // mlp_only_layers [0, 1]: 30,532,122,624 - 2 x 566,493,184 = 29,399,136,256.
   auto some = doc;
   some["mlp_only_layers"] = {0, 1};
-  CHECK(what(some) == "config.json: mlp_only_layers: dense MLPs in some layers of a mixture of experts are not modelled (expected [])");
+  const TransformerConfig two = read_hf_config(some, "qwen3-moe.json", 4096);
+  CHECK(two.dense_ffn == 6144);
+  CHECK(!two.moe_layer(0));
+  CHECK(!two.moe_layer(1));
+  CHECK(two.moe_layers_in(0, 48) == 46);
+  CHECK(build_transformer(two, 1).totals().params == 29399136256.0);
+  // decoder_sparse_step 2: layers 1, 3, ..., 47 mixtures of experts, the others dense.
   some = doc;
   some["decoder_sparse_step"] = 2;
-  CHECK(what(some) == "config.json: decoder_sparse_step: mixture-of-experts MLPs in only some layers are not modelled (every layer's, step 1)");
+  const TransformerConfig half = read_hf_config(some, "qwen3-moe.json", 4096);
+  CHECK(half.moe_layers_in(0, 48) == 24);
+  CHECK((!half.moe_layer(0) && half.moe_layer(1) && !half.moe_layer(46) && half.moe_layer(47)));
+  some["decoder_sparse_step"] = 49;
+  CHECK(what(some) == "config.json: decoder_sparse_step: makes every one of the 48 layers' MLPs dense, leaving no mixture-of-experts layer");
+  some = doc;
+  some["mlp_only_layers"] = {48};
+  CHECK(what(some) == "config.json: mlp_only_layers.0: expected a layer index from 0 to 47, got 48");
   some = doc;
   some["num_experts_per_tok"] = 129;
   CHECK(what(some) == "config.json: experts_per_token must be 1 to experts (128), got 129");
@@ -368,10 +386,66 @@ TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of exp
   CHECK(build_transformer(preset, 1).totals().params == 46702792704.0);
 }
 
+TEST_CASE("HuggingFace GLM-4.5: dense first layers, a shared expert, biases on Q, K and V only") {
+  // GLM-4.5-Air's config.json (zai-org): 46 layers of hidden 4096, 96 query and 8
+  // key-value heads of 128 with Q, K, V biases (attention_bias; the output projection has
+  // none in Glm4MoeAttention), the first first_k_dense_replace = 1 layer a dense MLP of
+  // 10944, the others 128 routed experts of 1408 (8 per token) beside one shared expert
+  // of 1408, untied vocabulary 151552. Expected per layer: attention 4096 x 12288 +
+  // 12288 (Q) + 2 x (4096 x 1024 + 1024) (K, V) + 12288 x 4096 (output) and two norms
+  // 2 x 4096: 109,074,432; an expert layer adds 128 x 3 x 4096 x 1408 + 4096 x 128
+  // (router) + 3 x 4096 x 1408 (shared): 2,341,492,736 in all; the dense one 3 x 4096 x
+  // 10944: 243,554,304. With both embeddings and the final norm: 106,852,245,504, the
+  // published 106B.
+  const auto doc = nlohmann::json::parse(R"({"architectures": ["Glm4MoeForCausalLM"], "attention_bias": true,
+    "attention_dropout": 0.0, "eos_token_id": [151329, 151336, 151338], "first_k_dense_replace": 1, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 10944,
+    "max_position_embeddings": 131072, "model_type": "glm4_moe", "moe_intermediate_size": 1408, "n_group": 1,
+    "n_routed_experts": 128, "n_shared_experts": 1, "norm_topk_prob": true, "num_attention_heads": 96,
+    "num_experts_per_tok": 8, "num_hidden_layers": 46, "num_key_value_heads": 8, "num_nextn_predict_layers": 1,
+    "pad_token_id": 151329, "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05, "rope_scaling": null,
+    "rope_theta": 1000000, "routed_scaling_factor": 1.0, "tie_word_embeddings": false, "topk_group": 1,
+    "torch_dtype": "bfloat16", "transformers_version": "4.54.1", "use_cache": true, "use_qk_norm": false,
+    "vocab_size": 151552})");
+  const TransformerConfig g = read_hf_config(doc, "glm-4.5-air.json", 4096);
+  CHECK(g.experts == 128);
+  CHECK(g.experts_per_token == 8);
+  CHECK(g.ffn == 1408);
+  CHECK(g.dense_ffn == 10944);
+  CHECK(g.shared_ffn == 1408);
+  CHECK_FALSE(g.shared_gate);
+  CHECK(g.qkv_bias);
+  CHECK_FALSE(g.proj_bias);
+  CHECK_FALSE(g.qk_norm);
+  CHECK(!g.moe_layer(0));
+  CHECK(g.moe_layers_in(0, 46) == 45);
+  const OperatorGraph graph = build_transformer(g, 1);
+  CHECK(graph.totals().params == 106852245504.0);
+  double layer0 = 0, layer1 = 0;
+  for (const Operator& op : graph.ops()) {
+    if (op.layer == 0) layer0 += op.cost.params;
+    if (op.layer == 1) layer1 += op.cost.params;
+  }
+  CHECK(layer0 == 243554304.0);
+  CHECK(layer1 == 2341492736.0);
+  // Counts that are not whole, and dense layers everywhere, are refused by name.
+  auto bad = doc;
+  bad["first_k_dense_replace"] = 1.5;
+  CHECK(what(bad) == "config.json: first_k_dense_replace: expected a whole number from 0 to 46, got 1.5");
+  bad["first_k_dense_replace"] = 46;
+  CHECK(what(bad) == "config.json: first_k_dense_replace: makes every one of the 46 layers' MLPs dense, leaving no mixture-of-experts layer");
+  bad = doc;
+  bad["n_shared_experts"] = nullptr;  // none
+  CHECK(read_hf_config(bad, "g.json", 4096).shared_ffn == 0);
+  bad = doc;
+  bad["use_qk_norm"] = true;
+  CHECK(read_hf_config(bad, "g.json", 4096).qk_norm);
+}
+
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   auto doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_local_experts"] = 8;
-  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe and qwen3_moe, not llama");
+  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe and glm4_moe, not llama");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["hidden_act"] = "gelu";
   CHECK(what(doc) == "config.json: hidden_act: expected one of \"silu\", got \"gelu\"");
@@ -383,7 +457,7 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["model_type"] = "falcon";
-  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"gpt2\", got \"falcon\"", 0) == 0);
+  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"glm4_moe\", \"gpt2\", got \"falcon\"", 0) == 0);
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_key_value_heads"] = 5;
   CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");

@@ -1,5 +1,6 @@
 #include "workloads/hf_config.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -24,7 +25,23 @@ const char* const kIgnorable[] = {
 const char* const kMixtureOfExperts[] = {"num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts",
                                          "moe_intermediate_size", "shared_expert_intermediate_size",
                                          "router_aux_loss_coef", "output_router_logits", "decoder_sparse_step",
-                                         "n_shared_experts", "moe_layer_freq"};
+                                         "n_shared_experts", "moe_layer_freq", "first_k_dense_replace",
+                                         "n_routed_experts"};
+
+// A count that may be 0 (a whole number from 0 to `most`): `absent` where the key is
+// absent (the configuration class's default), 0 where it is null.
+std::int64_t count_or(JsonObject& o, const nlohmann::json& doc, const std::string& key, std::int64_t most,
+                      std::int64_t absent) {
+  if (!doc.contains(key) || doc[key].is_null()) {
+    o.known(key);
+    return doc.contains(key) ? 0 : absent;
+  }
+  const double v = o.number(key, 0.0, static_cast<double>(most));
+  if (v != static_cast<double>(static_cast<std::int64_t>(v))) {
+    throw InputError(o.field_path(key) + ": expected a whole number from 0 to " + std::to_string(most) + ", got " + doc[key].dump());
+  }
+  return static_cast<std::int64_t>(v);
+}
 
 }  // namespace
 
@@ -38,13 +55,14 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
   try {
     JsonObject o(doc, "");
     for (const char* k : kIgnorable) o.known(k);
-    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gpt2"};
+    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "glm4_moe", "gpt2"};
     const std::string type = o.choice("model_type", types);
-    const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
+    const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "glm4_moe";
     for (const char* k : kMixtureOfExperts) {
       if (o.has(k) && !moe) {
         throw InputError(o.field_path(k) +
-                         ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe and qwen3_moe, not " + type);
+                         ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe and glm4_moe, not " +
+                         type);
       }
     }
     c.name = doc.contains("_name_or_path") && doc["_name_or_path"].is_string() && !doc["_name_or_path"].get<std::string>().empty()
@@ -73,13 +91,18 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                        o.positive_int("vocab_size"));
       c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
       if (moe) {
-        // Every layer's MLP is experts of ffn each (Mixtral's intermediate_size; the Qwen
-        // MoEs' moe_intermediate_size, their intermediate_size being for dense layers they
-        // have none of).
-        c.experts = o.positive_int(type == "mixtral" ? "num_local_experts" : "num_experts");
+        // Mixtral: every layer's MLP is experts of intermediate_size each. The Qwen MoEs
+        // and GLM-4.5: experts of moe_intermediate_size, and dense MLPs of
+        // intermediate_size in the layers that are not mixtures of experts.
+        c.experts = o.positive_int(type == "mixtral" ? "num_local_experts" : type == "glm4_moe" ? "n_routed_experts" : "num_experts");
         c.experts_per_token = o.positive_int("num_experts_per_tok");
         if (type != "mixtral") {
+          c.dense_ffn = c.ffn;
           c.ffn = o.positive_int("moe_intermediate_size");
+          o.known("norm_topk_prob");
+          c.dense_layers.assign(static_cast<std::size_t>(c.layers), false);
+        }
+        if (type == "qwen2_moe" || type == "qwen3_moe") {
           if (type == "qwen2_moe") {
             // A gated shared expert beside the routed ones (Qwen2MoeSparseMoeBlock); 0: none.
             c.shared_ffn = o.number_or("shared_expert_intermediate_size", 0.0, 1e7, 0.0) > 0
@@ -87,16 +110,41 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                                : 0;
             c.shared_gate = c.shared_ffn > 0;
           }
-          if (o.has("decoder_sparse_step") && o.positive_int("decoder_sparse_step") != 1) {
-            throw InputError(o.field_path("decoder_sparse_step") + ": mixture-of-experts MLPs in only some layers are not "
-                             "modelled (every layer's, step 1)");
+          // Layer l is a mixture of experts when l + 1 is a multiple of
+          // decoder_sparse_step (1 when absent) and l is not in mlp_only_layers
+          // (Qwen2MoeDecoderLayer).
+          const std::int64_t step = o.positive_int_or("decoder_sparse_step", 1);
+          for (std::int64_t l = 0; l < c.layers; ++l) c.dense_layers[static_cast<std::size_t>(l)] = (l + 1) % step != 0;
+          if (o.has("mlp_only_layers")) {
+            const std::int64_t last = std::min<std::int64_t>(c.layers - 1, 1'000'000);
+            for (int l : o.array("mlp_only_layers").ints(0, static_cast<int>(last), "a layer index from 0 to " + std::to_string(last))) {
+              c.dense_layers[static_cast<std::size_t>(l)] = true;
+            }
           }
-          if (o.has("mlp_only_layers") && !(doc["mlp_only_layers"].is_array() && doc["mlp_only_layers"].empty())) {
-            throw InputError(o.field_path("mlp_only_layers") + ": dense MLPs in some layers of a mixture of experts are not "
-                             "modelled (expected [])");
+        }
+        if (type == "glm4_moe") {
+          // Glm4MoeDecoderLayer: the first first_k_dense_replace layers dense; beside the
+          // routed experts, n_shared_experts' MLPs as one shared expert of
+          // n_shared_experts x moe_intermediate_size, ungated (Glm4MoeMoE); absent keys
+          // take Glm4MoeConfig's defaults (1 and 1), a null count is none. The router
+          // scores by sigmoid with a per-expert bias, within groups (n_group,
+          // topk_group): a few elementwise passes over tokens x experts, not priced apart.
+          const std::int64_t first_dense = count_or(o, doc, "first_k_dense_replace", c.layers, 1);
+          for (std::int64_t l = 0; l < first_dense; ++l) c.dense_layers[static_cast<std::size_t>(l)] = true;
+          c.shared_ffn = count_or(o, doc, "n_shared_experts", 1'000, 1) * c.ffn;
+          for (const char* k : {"n_group", "topk_group", "routed_scaling_factor", "topk_method", "scoring_func",
+                                "partial_rotary_factor", "num_nextn_predict_layers"}) {
+            o.known(k);
           }
-          o.known("mlp_only_layers");
-          o.known("norm_topk_prob");
+        }
+        if (std::find(c.dense_layers.begin(), c.dense_layers.end(), false) == c.dense_layers.end() && type != "mixtral") {
+          throw InputError(o.field_path(type == "glm4_moe" ? "first_k_dense_replace" : o.positive_int_or("decoder_sparse_step", 1) > 1 ? "decoder_sparse_step" : "mlp_only_layers") +
+                           ": makes every one of the " + std::to_string(c.layers) +
+                           " layers' MLPs dense, leaving no mixture-of-experts layer");
+        }
+        if (std::find(c.dense_layers.begin(), c.dense_layers.end(), true) == c.dense_layers.end()) {
+          c.dense_layers.clear();  // every layer a mixture of experts
+          c.dense_ffn = 0;
         }
         o.known("router_aux_loss_coef");
         o.known("output_router_logits");
@@ -115,7 +163,8 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       const bool attention_bias = o.boolean_or("attention_bias", false);
       c.qkv_bias = attention_bias || type == "qwen2" || type == "qwen2_moe";  // Qwen2 always has Q, K, V biases
       c.qk_norm = type == "qwen3" || type == "qwen3_moe";                      // Qwen3 norms each query and key head instead
-      c.proj_bias = attention_bias;
+      c.proj_bias = attention_bias && type != "glm4_moe";  // GLM-4.5's attention_bias is Q, K and V's only
+      if (type == "glm4_moe") c.qk_norm = o.boolean_or("use_qk_norm", false);
       c.mlp_bias = o.boolean_or("mlp_bias", false);
       o.known("sliding_window");
       const bool sliding = type == "mistral" || type == "mixtral" ||

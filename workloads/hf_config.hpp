@@ -1,13 +1,17 @@
 // Reading a HuggingFace `config.json` into a transformer configuration.
 //
 // Supported model types: llama, mistral, qwen2, qwen3 (RMS norm, SwiGLU, grouped-query
-// attention, rotary positions; Qwen3 with an RMS norm over each query and key head) and
-// gpt2 (layer norm, GeLU, learned positions, tied embedding). Every field of the file is either used, known not to change the cost of a
-// training step (token ids, epsilons, rope settings, dtype, ...), or refused by name:
-// features ddlsim cannot model (mixture-of-experts, sliding-window attention shorter than
-// the sequence, activations other than the family's) and fields it does not know at all,
-// so that nothing is silently ignored. A head_dim other than hidden_size / heads is
-// modelled (TransformerConfig::head_size).
+// attention, rotary positions; Qwen3 with an RMS norm over each query and key head),
+// the mixtures of experts mixtral, qwen2_moe, qwen3_moe and glm4_moe (the last three with
+// dense MLPs in some layers where the file says so: mlp_only_layers,
+// decoder_sparse_step, first_k_dense_replace) and gpt2 (layer norm, GeLU, learned
+// positions, tied embedding). Every field of the file is either used, known not to
+// change the cost of a training step (token ids, epsilons, rope settings, dtype, router
+// scoring, ...), or refused by name: features ddlsim cannot model (expert fields on a
+// dense model type, sliding-window attention shorter than the sequence, activations
+// other than the family's) and fields it does not know at all, so that nothing is
+// silently ignored. A head_dim other than hidden_size / heads is modelled
+// (TransformerConfig::head_size).
 #pragma once
 
 #include <cstdint>

@@ -85,6 +85,18 @@ std::string transformer_problem(const TransformerConfig& c) {
   }
   if (c.experts == 0 && (c.shared_ffn > 0 || c.shared_gate)) return "a shared expert (shared_ffn) needs experts";
   if (c.shared_gate && c.shared_ffn == 0) return "shared_gate needs a shared expert (shared_ffn)";
+  if (c.dense_ffn < 0 || c.dense_ffn > 10'000'000) {
+    return "dense_ffn must be 0 (ffn) to 10000000, got " + std::to_string(c.dense_ffn);
+  }
+  if (c.experts == 0 && (c.dense_ffn > 0 || !c.dense_layers.empty())) {
+    return "dense layers among experts (dense_layers, dense_ffn) need experts";
+  }
+  if (static_cast<std::int64_t>(c.dense_layers.size()) > c.layers) {
+    return "dense_layers has " + std::to_string(c.dense_layers.size()) + " flags for " + std::to_string(c.layers) + " layers";
+  }
+  if (c.experts > 0 && c.moe_layers_in(0, c.layers) == 0) {
+    return "every layer's MLP is dense (dense_layers): a dense model has no experts";
+  }
   if (c.heads % c.kv_heads != 0) {
     return "kv_heads (" + std::to_string(c.kv_heads) + ") must divide heads (" + std::to_string(c.heads) + ")";
   }
@@ -97,9 +109,12 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
   const double scores = b * static_cast<double>(c.heads) * seq * seq;
   if (scores > 1e18) return printf_string("batch: batch x heads x seq^2 = %.3g, beyond the 1e18 ddlsim models", scores);
   const double widest = b * seq *
-                        std::max({static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn), static_cast<double>(c.vocab)});
+                        std::max({static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn),
+                                  2.0 * static_cast<double>(c.dense_ffn), static_cast<double>(c.vocab)});
   if (widest > 1e18) {
-    return printf_string("batch: batch x seq x max(hidden, 2 ffn, vocab) = %.3g, beyond the 1e18 ddlsim models", widest);
+    return printf_string(c.dense_ffn > 0 ? "batch: batch x seq x max(hidden, 2 ffn, 2 dense_ffn, vocab) = %.3g, beyond the 1e18 ddlsim models"
+                                         : "batch: batch x seq x max(hidden, 2 ffn, vocab) = %.3g, beyond the 1e18 ddlsim models",
+                         widest);
   }
   // The experts' rows: each token once per expert it goes to, hidden wide (dispatched)
   // and 2 ffn wide (inside the experts).
@@ -180,7 +195,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       return lin(p + "down", G.swiglu(p + "swiglu", gu[0], gu[1]), h);
     };
     std::uint32_t m;
-    if (c.experts > 0) {
+    if (c.moe_layer(l)) {
       const std::int64_t E = c.experts, rows = c.expert_rows(b);
       G.softmax(L + "router.softmax", G.linear(L + "router", n2, E, false));
       const std::uint32_t in = G.permute(L + "experts.dispatch", n2, {E, rows, h}, false);
@@ -193,7 +208,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
         m = G.add(L + "experts.shared_sum", m, shared);
       }
     } else {
-      m = mlp(L, n2, c.ffn, false);
+      m = mlp(L, n2, c.experts > 0 && c.dense_ffn > 0 ? c.dense_ffn : c.ffn, false);
     }
     if (c.residual_dropout) m = G.dropout(L + "mlp.dropout", m);
     x = G.add(L + "residual2", x, m);

@@ -17,11 +17,14 @@
 // MLP form and ffn size) as grouped GEMMs, and the combine, which sums each token's
 // expert outputs weighted by the router's probabilities. Routing is taken as balanced:
 // every expert gets ceil(tokens x experts_per_token / experts) rows. A shared expert
-// (Qwen2-MoE) is a dense MLP beside them on every token, optionally gated.
+// (Qwen2-MoE, GLM-4.5) is a dense MLP beside them on every token, optionally gated.
+// Some layers of a mixture of experts may keep a dense MLP of their own FFN size
+// (GLM-4.5's and DeepSeek-V3's first_k_dense_replace, Qwen-MoE's mlp_only_layers).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "workloads/operator_graph.hpp"
 
@@ -77,6 +80,34 @@ struct TransformerConfig {
   // shared_gate, and added to the experts' combined output.
   std::int64_t shared_ffn = 0;
   bool shared_gate = false;
+  // Layers of a mixture of experts whose MLP is dense, a flag per layer from the first
+  // (layers past the end: experts); each such MLP is of the model's form with dense_ffn
+  // (0: ffn) and has no router, experts or shared expert.
+  std::vector<bool> dense_layers;
+  std::int64_t dense_ffn = 0;
+
+  /// Whether layer l's MLP is a mixture of experts.
+  [[nodiscard]] bool moe_layer(std::int64_t l) const {
+    return experts > 0 && !(l >= 0 && l < static_cast<std::int64_t>(dense_layers.size()) && dense_layers[static_cast<std::size_t>(l)]);
+  }
+  /// Of layers first .. first + count - 1, how many are mixtures of experts.
+  [[nodiscard]] std::int64_t moe_layers_in(std::int64_t first, std::int64_t count) const {
+    std::int64_t n = 0;
+    for (std::int64_t l = first; l < first + count; ++l) n += moe_layer(l) ? 1 : 0;
+    return n;
+  }
+  /// Whether some layers are mixtures of experts and some dense.
+  [[nodiscard]] bool mixed_layers() const { return experts > 0 && moe_layers_in(0, layers) < layers; }
+  /// The model with its dense layers' MLP in every layer: no experts, FFN dense_ffn.
+  [[nodiscard]] TransformerConfig dense_layer_model() const {
+    TransformerConfig d = *this;
+    d.experts = d.experts_per_token = d.shared_ffn = 0;
+    d.shared_gate = false;
+    d.dense_layers.clear();
+    if (dense_ffn > 0) d.ffn = dense_ffn;
+    d.dense_ffn = 0;
+    return d;
+  }
 
   /// Rows each expert takes from a batch of `batch` sequences under balanced routing:
   /// ceil(batch x seq x experts_per_token / experts); 0 for a dense model.
