@@ -1981,10 +1981,12 @@ TEST_CASE("dense layers among experts: graph, parameters, costs and memory per l
   StepRig rig("dgx-h100", 1);
   ParallelPlan p;
   p.pp = 2, p.global_batch = 4;
-  const StageCosts c = stage_costs(m, p, *rig.compute), d = stage_costs(dense, p, *rig.compute);
+  const StageCosts c = stage_costs(m, p, *rig.compute);
+  const StageCosts d = stage_costs(llama_config("d", 4, 1024, 16, 4, 4096, 512, 1000), p, *rig.compute);
   CHECK(c.dense_layer_params == d.layer_params);
   CHECK(c.dense_mlp.forward.value() == d.mlp.forward.value());
   CHECK(c.dense_mlp.backward.value() == d.mlp.backward.value());
+  CHECK(c.dense_mlp.forward.value() < c.mlp.forward.value());
   CHECK(c.layer_params == stage_costs(all, p, *rig.compute).layer_params);
   const std::vector<DeviceMemory> mem = stage_memory(p, m);
   CHECK(mem[0].parameters == Approx(1000 * h + graph_layer_params(m, 0) + graph_layer_params(m, 1)).epsilon(1e-12));
@@ -1999,6 +2001,30 @@ TEST_CASE("dense layers among experts: graph, parameters, costs and memory per l
   CHECK(layers_activation_bytes(rc, m, {{0, 2}}) ==
         Approx(layer_activation_bytes(dense, 1, 1, false, Recompute::kFull) +
                layer_activation_bytes(all, 1, 1, false, Recompute::kNone)).epsilon(1e-12));
+  // Interleaved, pp 2 x 2 chunks of one layer: stage 0 holds chunks 0 and 2 (layers 0 and
+  // 2: the dense one and an expert one), stage 1 layers 1 and 3; with a partition of 1
+  // and 3 layers, stage 0 holds the dense layer alone.
+  ParallelPlan v = p;
+  v.schedule = PipelineSchedule::kInterleaved1F1B, v.virtual_stages = 2;
+  const std::vector<LayerRange> s0 = stage_chunks(v, m, 0);
+  REQUIRE(s0.size() == 2);
+  CHECK((s0[0].first == 0 && s0[0].count == 1 && s0[1].first == 2 && s0[1].count == 1));
+  CHECK(stage_memory(v, m)[0].parameters ==
+        Approx(1000 * h + graph_layer_params(m, 0) + graph_layer_params(m, 2)).epsilon(1e-12));
+  CHECK(stage_memory(v, m)[1].parameters ==
+        Approx(graph_layer_params(m, 1) + graph_layer_params(m, 3) + h + 1000 * h).epsilon(1e-12));
+  ParallelPlan split = p;
+  split.stage_layers = {1, 3};
+  const LayerKinds k0 = layer_kinds(split, m, stage_chunks(split, m, 0)), k1 = layer_kinds(split, m, stage_chunks(split, m, 1));
+  CHECK((k0.dense == 1 && k0.primary == 0 && k1.dense == 0 && k1.primary == 3));
+  CHECK(stage_memory(split, m)[0].parameters == Approx(1000 * h + graph_layer_params(m, 0)).epsilon(1e-12));
+  // tp must divide the dense layers' FFN too.
+  TransformerConfig odd = m;
+  odd.dense_ffn = 4098;
+  ParallelPlan t4;
+  t4.tp = 4, t4.global_batch = 4;
+  CHECK(plan_problem(t4, odd, 8) == "tp (4) must divide the dense layers' FFN size (4098)");
+  CHECK(plan_problem(t4, m, 8).empty());
 }
 
 TEST_CASE("dense layers among experts: the replay runs each layer's kind, all-to-alls for expert layers only") {

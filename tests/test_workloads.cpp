@@ -347,7 +347,10 @@ TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of exp
   CHECK(half.moe_layers_in(0, 48) == 24);
   CHECK((!half.moe_layer(0) && half.moe_layer(1) && !half.moe_layer(46) && half.moe_layer(47)));
   some["decoder_sparse_step"] = 49;
-  CHECK(what(some) == "config.json: decoder_sparse_step: makes every one of the 48 layers' MLPs dense, leaving no mixture-of-experts layer");
+  CHECK(what(some) == "config.json: decoder_sparse_step: leaves no mixture-of-experts layer among the 48 layers");
+  some = doc;
+  some["mlp_only_layers"] = nullptr;  // none, as Qwen2MoeConfig takes it
+  CHECK(read_hf_config(some, "qwen3-moe.json", 4096).dense_layers.empty());
   some = doc;
   some["mlp_only_layers"] = {48};
   CHECK(what(some) == "config.json: mlp_only_layers.0: expected a layer index from 0 to 47, got 48");
@@ -433,10 +436,23 @@ TEST_CASE("HuggingFace GLM-4.5: dense first layers, a shared expert, biases on Q
   bad["first_k_dense_replace"] = 1.5;
   CHECK(what(bad) == "config.json: first_k_dense_replace: expected a whole number from 0 to 46, got 1.5");
   bad["first_k_dense_replace"] = 46;
-  CHECK(what(bad) == "config.json: first_k_dense_replace: makes every one of the 46 layers' MLPs dense, leaving no mixture-of-experts layer");
+  CHECK(what(bad) == "config.json: first_k_dense_replace: leaves no mixture-of-experts layer among the 46 layers");
+  bad["first_k_dense_replace"] = 47;
+  CHECK(what(bad) == "config.json: first_k_dense_replace: expected a whole number from 0 to 46, got 47");
   bad = doc;
-  bad["n_shared_experts"] = nullptr;  // none
+  bad.erase("first_k_dense_replace");  // Glm4MoeConfig's default, 1
+  CHECK(read_hf_config(bad, "g.json", 4096).moe_layers_in(0, 46) == 45);
+  bad["num_hidden_layers"] = 1;
+  CHECK(what(bad) == "config.json: first_k_dense_replace (absent: Glm4MoeConfig's default, 1): leaves no mixture-of-experts layer among the 1 layer");
+  bad = doc;
+  bad["n_shared_experts"] = nullptr;  // transformers fails on it (None x an int)
+  CHECK(what(bad) == "config.json: n_shared_experts: expected a whole number from 0 to 1000, got null");
+  bad["n_shared_experts"] = 0;
   CHECK(read_hf_config(bad, "g.json", 4096).shared_ffn == 0);
+  // An absurd layer count is refused before a flag per layer is made.
+  bad = doc;
+  bad["num_hidden_layers"] = 1e15;
+  CHECK(what(bad) == "config.json: layers must be at most 100000, got 1000000000000000");
   bad = doc;
   bad["use_qk_norm"] = true;
   CHECK(read_hf_config(bad, "g.json", 4096).qk_norm);

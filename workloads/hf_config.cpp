@@ -25,22 +25,20 @@ const char* const kIgnorable[] = {
 const char* const kMixtureOfExperts[] = {"num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts",
                                          "moe_intermediate_size", "shared_expert_intermediate_size",
                                          "router_aux_loss_coef", "output_router_logits", "decoder_sparse_step",
-                                         "n_shared_experts", "moe_layer_freq", "first_k_dense_replace",
-                                         "n_routed_experts"};
+                                         "n_shared_experts", "moe_layer_freq", "first_k_dense_replace"};
 
-// A count that may be 0 (a whole number from 0 to `most`): `absent` where the key is
-// absent (the configuration class's default), 0 where it is null.
+// A count that may be 0 (a whole number from 0 to `most`), or `absent` where the key is
+// absent (the configuration class's default).
 std::int64_t count_or(JsonObject& o, const nlohmann::json& doc, const std::string& key, std::int64_t most,
                       std::int64_t absent) {
-  if (!doc.contains(key) || doc[key].is_null()) {
-    o.known(key);
-    return doc.contains(key) ? 0 : absent;
+  o.known(key);
+  if (!doc.contains(key)) return absent;
+  const nlohmann::json& v = doc[key];
+  const double d = v.is_number() ? v.get<double>() : -1.0;
+  if (!(d >= 0.0 && d <= static_cast<double>(most)) || d != static_cast<double>(static_cast<std::int64_t>(d))) {
+    throw InputError(o.field_path(key) + ": expected a whole number from 0 to " + std::to_string(most) + ", got " + v.dump());
   }
-  const double v = o.number(key, 0.0, static_cast<double>(most));
-  if (v != static_cast<double>(static_cast<std::int64_t>(v))) {
-    throw InputError(o.field_path(key) + ": expected a whole number from 0 to " + std::to_string(most) + ", got " + doc[key].dump());
-  }
-  return static_cast<std::int64_t>(v);
+  return static_cast<std::int64_t>(d);
 }
 
 }  // namespace
@@ -97,6 +95,8 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
         c.experts = o.positive_int(type == "mixtral" ? "num_local_experts" : type == "glm4_moe" ? "n_routed_experts" : "num_experts");
         c.experts_per_token = o.positive_int("num_experts_per_tok");
         if (type != "mixtral") {
+          // (transformer_problem's limit on the layers first: a flag per layer follows.)
+          if (c.layers > 100'000) throw InputError("layers must be at most 100000, got " + std::to_string(c.layers));
           c.dense_ffn = c.ffn;
           c.ffn = o.positive_int("moe_intermediate_size");
           o.known("norm_topk_prob");
@@ -115,7 +115,8 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
           // (Qwen2MoeDecoderLayer).
           const std::int64_t step = o.positive_int_or("decoder_sparse_step", 1);
           for (std::int64_t l = 0; l < c.layers; ++l) c.dense_layers[static_cast<std::size_t>(l)] = (l + 1) % step != 0;
-          if (o.has("mlp_only_layers")) {
+          o.known("mlp_only_layers");
+          if (o.has("mlp_only_layers") && !doc["mlp_only_layers"].is_null()) {  // null: none, as Qwen2MoeConfig takes it
             const std::int64_t last = std::min<std::int64_t>(c.layers - 1, 1'000'000);
             for (int l : o.array("mlp_only_layers").ints(0, static_cast<int>(last), "a layer index from 0 to " + std::to_string(last))) {
               c.dense_layers[static_cast<std::size_t>(l)] = true;
@@ -126,7 +127,7 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
           // Glm4MoeDecoderLayer: the first first_k_dense_replace layers dense; beside the
           // routed experts, n_shared_experts' MLPs as one shared expert of
           // n_shared_experts x moe_intermediate_size, ungated (Glm4MoeMoE); absent keys
-          // take Glm4MoeConfig's defaults (1 and 1), a null count is none. The router
+          // take Glm4MoeConfig's defaults (1 and 1). The router
           // scores by sigmoid with a per-expert bias, within groups (n_group,
           // topk_group): a few elementwise passes over tokens x experts, not priced apart.
           const std::int64_t first_dense = count_or(o, doc, "first_k_dense_replace", c.layers, 1);
@@ -138,9 +139,12 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
           }
         }
         if (std::find(c.dense_layers.begin(), c.dense_layers.end(), false) == c.dense_layers.end() && type != "mixtral") {
-          throw InputError(o.field_path(type == "glm4_moe" ? "first_k_dense_replace" : o.positive_int_or("decoder_sparse_step", 1) > 1 ? "decoder_sparse_step" : "mlp_only_layers") +
-                           ": makes every one of the " + std::to_string(c.layers) +
-                           " layers' MLPs dense, leaving no mixture-of-experts layer");
+          const std::string field = type == "glm4_moe"                                   ? "first_k_dense_replace"
+                                    : o.positive_int_or("decoder_sparse_step", 1) > 1 ? "decoder_sparse_step"
+                                                                                      : "mlp_only_layers";
+          throw InputError(o.field_path(field) + (doc.contains(field) ? "" : " (absent: Glm4MoeConfig's default, 1)") +
+                           ": leaves no mixture-of-experts layer among the " + std::to_string(c.layers) +
+                           (c.layers == 1 ? " layer" : " layers"));
         }
         if (std::find(c.dense_layers.begin(), c.dense_layers.end(), true) == c.dense_layers.end()) {
           c.dense_layers.clear();  // every layer a mixture of experts
