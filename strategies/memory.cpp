@@ -236,7 +236,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       if (i == 0) units.push_back(embedding_parameters(m, p));
       for (const LayerRange& c : chunks) {
         for (std::int64_t l = c.first; l < c.first + c.count; ++l) {
-          units.push_back(m.experts > 0 && !m.moe_layer(l) ? dlp.per_device(p.tp, dense) : lp.per_device(p.tp, m));
+          units.push_back(m.dense_layer(l) ? dlp.per_device(p.tp, dense) : lp.per_device(p.tp, m));
         }
       }
       if (i == p.pp - 1) units.push_back(final_norm_parameters(m) + output_layer_parameters(m, p));

@@ -34,8 +34,8 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     return "tp (" + n(p.tp) + ") and the key-value heads (" + n(m.kv_heads) + ") must divide one another";
   }
   if (m.ffn % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the FFN size (" + n(m.ffn) + ")";
-  if (m.mixed_layers() && m.dense_layer_model().ffn % p.tp != 0) {
-    return "tp (" + n(p.tp) + ") must divide the dense layers' FFN size (" + n(m.dense_layer_model().ffn) + ")";
+  if (m.mixed_layers() && m.dense_mlp_ffn() % p.tp != 0) {
+    return "tp (" + n(p.tp) + ") must divide the dense layers' FFN size (" + n(m.dense_mlp_ffn()) + ")";
   }
   if (m.shared_ffn % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the shared expert's FFN size (" + n(m.shared_ffn) + ")";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";

@@ -172,9 +172,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     return (1.0 - share) * ar + (total - weight) + std::max(share * ar, weight);
   };
   // A layer with MLP half `mlp` and all-to-alls `a2a` per pass: f its forward, b its
-  // backward, kept that of a layer past recompute_layers.
+  // backward, kept that of a layer past recompute_layers; ag, rs, ar its ZeRO
+  // collectives (set below).
   struct LayerTimes {
-    double f, b, kept;
+    double f, b, kept, ag = 0, rs = 0, ar = 0;
   };
   const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts) {
     const double f = (c.attention.forward + mlp.forward).value() + ars * ar + a2a;
@@ -192,7 +193,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     return LayerTimes{f, b, full ? plain : b};
   };
   // The model's own layers (a mixture of experts' expert layers) and its dense ones.
-  const LayerTimes primary_layer = layer_times(c.mlp, a2a, p.ep > 1), dense_layer = layer_times(c.dense_mlp, 0.0, false);
+  LayerTimes primary_layer = layer_times(c.mlp, a2a, p.ep > 1), dense_layer = layer_times(c.dense_mlp, 0.0, false);
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   const auto fullest = std::max_element(mem.begin(), mem.end(),
                                          [](const DeviceMemory& a, const DeviceMemory& b) { return a.parameters < b.parameters; });
@@ -234,9 +235,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * reduced_gradient_bytes(p, model.dtype) / s)
                                       : 0.0;
   };
-  const double ag_layer = gather(c.layer_params), rs_layer = scatter(c.layer_params), ar_layer = across(c.layer_params);
-  const double ag_dense = gather(c.dense_layer_params), rs_dense = scatter(c.dense_layer_params),
-               ar_dense = across(c.dense_layer_params);
+  for (auto [t, params] : {std::pair{&primary_layer, c.layer_params}, std::pair{&dense_layer, c.dense_layer_params}}) {
+    t->ag = gather(params), t->rs = scatter(params), t->ar = across(params);
+  }
   const double ag_first = gather(c.first_params), rs_first = scatter(c.first_params), ar_first = across(c.first_params);
   const double ag_last = gather(c.last_params), rs_last = scatter(c.last_params), ar_last = across(c.last_params);
   struct Unit {
@@ -283,7 +284,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     for (int k = 0; k < chunks; ++k) {
       const LayerRange& r = stage[static_cast<std::size_t>(k)];
       const int per_chunk = r.count, recomputing = recomputed_layers(p, per_chunk);
-      const auto is_dense = [&](int l) { return model.experts > 0 && !model.moe_layer(r.first + l); };
+      const auto of = [&](int l) -> const LayerTimes& { return model.dense_layer(r.first + l) ? dense_layer : primary_layer; };
       const LayerKinds kinds = layer_kinds(p, model, {r});
       const bool embedding = first && k == 0, output = last && k == chunks - 1;
       std::vector<Unit> fwd, bwd;
@@ -291,14 +292,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       // tensor-parallel all-reduce (with sequence parallelism a reduce-scatter, and the
       // output layer's forward starts with an all-gather).
       if (embedding) fwd.push_back({c.first_forward.value() + ends_ar, ag_first, 0.0, 0.0});
-      for (int l = 0; l < per_chunk; ++l) fwd.push_back({is_dense(l) ? dense_layer.f : primary_layer.f, is_dense(l) ? ag_dense : ag_layer, 0.0, 0.0});
+      for (int l = 0; l < per_chunk; ++l) fwd.push_back({of(l).f, of(l).ag, 0.0, 0.0});
       if (output) fwd.push_back({c.last_forward.value() + (ar - ends_ar), ag_last, 0.0, 0.0});
       if (output) bwd.push_back({c.last_backward.value() + ends_ar, ag_last, rs_last, ar_last});
-      for (int l = per_chunk - 1; l >= 0; --l) {
-        const LayerTimes& t = is_dense(l) ? dense_layer : primary_layer;
-        if (is_dense(l)) bwd.push_back({l < recomputing ? t.b : t.kept, ag_dense, rs_dense, ar_dense});
-        else bwd.push_back({l < recomputing ? t.b : t.kept, ag_layer, rs_layer, ar_layer});
-      }
+      for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? of(l).b : of(l).kept, of(l).ag, of(l).rs, of(l).ar});
       // (With sequence parallelism the embedding's backward starts with the all-gather
       // that pairs its forward's reduce-scatter.)
       if (embedding) bwd.push_back({c.first_backward.value() + (ar - ends_ar), ag_first, rs_first, ar_first});

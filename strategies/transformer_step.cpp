@@ -111,8 +111,6 @@ class StepLowering {
 
   // Virtual stage s's layers.
   const LayerRange& range(int s) const { return ranges_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)]; }
-  // Whether layer l is a mixture of experts' dense layer.
-  bool dense_layer(std::int64_t l) const { return m_.experts > 0 && !m_.moe_layer(l); }
   // A layer's MLP half.
   const HalfLayer& mlp(const Unit& u) const { return costs_.mlp_of(!u.dense); }
 
@@ -123,15 +121,15 @@ class StepLowering {
     const int recomputed = recomputed_layers(p_, r.count);  // the chunk's first ones
     if (forward && p_.tp == 1 && !zero3_ && !ep_) {
       for (int l = 0; l < r.count;) {  // runs of layers of one kind
-        const bool dense = dense_layer(r.first + l);
+        const bool dense = m_.dense_layer(r.first + l);
         int n = 1;
-        while (l + n < r.count && dense_layer(r.first + l + n) == dense) ++n;
+        while (l + n < r.count && m_.dense_layer(r.first + l + n) == dense) ++n;
         u.push_back({UnitKind::kLayers, n, costs_.params_of(!dense) * n, false, 0.0, dense});
         l += n;
       }
     } else {
       for (int l = 0; l < r.count; ++l) {
-        const bool dense = dense_layer(r.first + l);
+        const bool dense = m_.dense_layer(r.first + l);
         const double experts = ep_ && !dense ? costs_.expert_params : 0.0;
         u.push_back({UnitKind::kLayers, 1, costs_.params_of(!dense), l < recomputed, experts, dense});
       }

@@ -208,7 +208,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
         m = G.add(L + "experts.shared_sum", m, shared);
       }
     } else {
-      m = mlp(L, n2, c.experts > 0 && c.dense_ffn > 0 ? c.dense_ffn : c.ffn, false);
+      m = mlp(L, n2, c.dense_mlp_ffn(), false);
     }
     if (c.residual_dropout) m = G.dropout(L + "mlp.dropout", m);
     x = G.add(L + "residual2", x, m);

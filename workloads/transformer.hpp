@@ -90,6 +90,11 @@ struct TransformerConfig {
   [[nodiscard]] bool moe_layer(std::int64_t l) const {
     return experts > 0 && !(l >= 0 && l < static_cast<std::int64_t>(dense_layers.size()) && dense_layers[static_cast<std::size_t>(l)]);
   }
+  /// Whether layer l is a mixture of experts' dense layer (never in a dense model).
+  [[nodiscard]] bool dense_layer(std::int64_t l) const { return experts > 0 && !moe_layer(l); }
+  /// The FFN size of a dense layer's MLP: dense_ffn in a mixture of experts that sets
+  /// it, else ffn.
+  [[nodiscard]] std::int64_t dense_mlp_ffn() const { return experts > 0 && dense_ffn > 0 ? dense_ffn : ffn; }
   /// Of layers first .. first + count - 1, how many are mixtures of experts.
   [[nodiscard]] std::int64_t moe_layers_in(std::int64_t first, std::int64_t count) const {
     std::int64_t n = 0;
@@ -101,10 +106,10 @@ struct TransformerConfig {
   /// The model with its dense layers' MLP in every layer: no experts, FFN dense_ffn.
   [[nodiscard]] TransformerConfig dense_layer_model() const {
     TransformerConfig d = *this;
+    d.ffn = dense_mlp_ffn();
     d.experts = d.experts_per_token = d.shared_ffn = 0;
     d.shared_gate = false;
     d.dense_layers.clear();
-    if (dense_ffn > 0) d.ffn = dense_ffn;
     d.dense_ffn = 0;
     return d;
   }
