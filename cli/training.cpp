@@ -314,7 +314,7 @@ double model_matmul_params(const TransformerConfig& m) {
 
 double model_flops_per_token(const TransformerConfig& m) {
   return 6 * model_matmul_params(m) +
-         12 * static_cast<double>(m.layers) * static_cast<double>(m.attention_width()) * static_cast<double>(m.seq);
+         12 * static_cast<double>(m.layers) * m.attention_flop_width() * static_cast<double>(m.seq);
 }
 
 const AcceleratorSpec& accelerator_of(const TrainingScenario& s) {
@@ -480,7 +480,8 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   r.step_time_s = result.makespan.value();
   r.samples_per_s = static_cast<double>(p.global_batch) / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq);
-  // Model FLOPs per token: 6N + 12 l h s (h: the attention's width, heads x head size),
+  // Model FLOPs per token: 6N + 12 l h s (h: the attention's width, heads x head size;
+  // with multi-head latent attention heads x the mean of the query and value head sizes),
   // N the parameters that take part in matmuls (the
   // input embedding table only when it is tied to the output layer; no position table).
   const double h = static_cast<double>(s.model.hidden), l = static_cast<double>(s.model.layers);
@@ -489,7 +490,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double per_token = model_flops_per_token(s.model);
   double extra = 0;  // recomputed FLOPs per token
   const double layer_matmul = (N - V * h) / l;
-  const double w = static_cast<double>(s.model.attention_width());  // = h unless heads are sized otherwise
+  const double w = s.model.attention_flop_width();  // = h unless heads are sized otherwise
   if (p.recompute == Recompute::kFull) {
     double recomputed = 0;  // layers that recompute their forward (all, or recompute_layers per chunk)
     for (int layers : stage_layer_counts(p, s.model)) recomputed += stage_recomputed_layers(p, layers);

@@ -42,6 +42,10 @@ SbpChain scenario_chain(const TrainingScenario& s, std::int64_t global_batch, bo
     throw InputError("sbp: " + m.name + " is a mixture of experts, whose experts' grouped GEMMs SBP does not shard; "
                      "plan it with tp/pp/dp strategies");
   }
+  if (m.mla()) {
+    throw InputError("sbp: " + m.name + " has multi-head latent attention, whose latents branch off one input, not one "
+                     "chain of GEMMs; plan it with tp/pp/dp strategies");
+  }
   const std::int64_t layers = m.layers;
   if (cut) m.layers = std::min<std::int64_t>(layers, 3);
   SbpChain c = chain_of(build_transformer(m, global_batch), global_batch);

@@ -28,8 +28,20 @@ LayerParams layer_params(const TransformerConfig& m) {
   const double w = static_cast<double>(m.attention_width());
   const bool gpt = m.family == TransformerConfig::Family::kGpt;
   LayerParams p;
-  p.sharded += h * w + (m.qkv_bias ? w : 0) + w * h;  // Q and output projection
-  p.kv += 2 * g * d * (h + (m.qkv_bias ? 1 : 0));    // K and V
+  if (m.mla()) {
+    // The up projections (column-parallel) and the output projection (row-parallel); the
+    // down projections with their biases and the latents' norms on every tp rank.
+    const double a = static_cast<double>(m.heads), dq = static_cast<double>(m.qk_head_dim());
+    const double rq = static_cast<double>(m.q_lora_rank), rkv = static_cast<double>(m.kv_lora_rank);
+    const double dr = static_cast<double>(m.qk_rope_dim), dn = static_cast<double>(m.qk_nope_dim);
+    const double bias = m.qkv_bias ? 1 : 0, norm = gpt ? 2 : 1;
+    p.sharded += (rq > 0 ? rq : h) * a * dq + rkv * a * (dn + d) + w * h;
+    p.replicated += rq > 0 ? (h + bias + norm) * rq : 0;
+    p.replicated += (h + bias) * (rkv + dr) + norm * rkv;
+  } else {
+    p.sharded += h * w + (m.qkv_bias ? w : 0) + w * h;  // Q and output projection
+    p.kv += 2 * g * d * (h + (m.qkv_bias ? 1 : 0));    // K and V
+  }
   p.replicated += m.proj_bias ? h : 0;
   // The MLP, or each expert's and the router's (h x experts, on every tp rank).
   const double mlps = m.experts > 0 ? static_cast<double>(m.experts) : 1.0;
@@ -72,20 +84,30 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   const double r = static_cast<double>(m.attention_width()) / h;  // Q's width over hidden (1 unless head_size)
   const double sbh = s * b * h;
   if (rc == Recompute::kFull) return sbh * B / (sp ? t : 1.0);
+  // Multi-head latent attention: the latents (the query's, normed, and the key-value
+  // one, normed: the norms' and up projections' inputs) are replicated like the down
+  // projections' input; heads keep queries and keys of qk_head_dim (a key joined from
+  // its own part and the shared rotary one) and values of head_dim.
+  double latents = 0;
+  double rq = r, rk = r * kv;  // Q's and K's width over hidden
+  if (m.mla()) {
+    latents = 2 * B * static_cast<double>(m.q_lora_rank + m.kv_lora_rank) / h;
+    rq = rk = a * static_cast<double>(m.qk_head_dim()) / h;
+  }
   const double mask = m.residual_dropout ? 1.0 : 0.0;          // 1 byte per element
   const double scores_mask = m.attention_dropout ? 1.0 : 0.0;  // on the probabilities
   // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs,
   // residual dropout masks; with parallel layers one norm, whose input and output (the
   // QKV's and the first MLP linear's input, kept once) are all.
-  const double replicated = (m.parallel_layers ? 2 : 4) * B + 2 * mask;
+  const double replicated = (m.parallel_layers ? 2 : 4) * B + 2 * mask + latents;
   double sharded = B * r /* output projection input */;
   double scores = 0;  // the a s / h terms
   if (m.flash_attention) {
     // Q, K, V (the output, kept too, is the output projection's input); fp32 log-sum-exp
     // per row and head.
-    sharded += B * r * (1 + 2 * kv) + 4.0 * a / h;
+    sharded += B * (rq + rk + r * kv) + 4.0 * a / h;
   } else {
-    sharded += B * r * (1 + kv) + B * r * kv;  // Q, K for the scores; V for the context
+    sharded += B * (rq + rk) + B * r * kv;  // Q, K for the scores; V for the context
     // Softmax output (fp32 where Megatron's fused kernel does not run), dropout mask,
     // probabilities for the context matmul: the dropout's output, or without dropout the
     // softmax output itself unless that is fp32 (then its cast copy).

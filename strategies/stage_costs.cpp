@@ -19,9 +19,15 @@ enum class Split { kColumns, kRows, kHeads, kInner, kPerHead, kReplicated, kWhol
 
 Split split_of(const Operator& op) {
   const std::string_view n = op.name;
-  if (ends_with(n, ".qkv") || ends_with(n, ".fc1") || ends_with(n, ".gate_up") || n == "output") return Split::kColumns;
+  // (Multi-head latent attention: the up projections from the latents split by heads;
+  // the down projections to them and the latents' norms are replicated, or split by the
+  // sequence with sequence parallelism, as Megatron-Core runs them.)
+  if (ends_with(n, ".qkv") || ends_with(n, ".fc1") || ends_with(n, ".gate_up") || ends_with(n, ".q_up") ||
+      ends_with(n, ".q_proj") || ends_with(n, ".kv_up") || n == "output") {
+    return Split::kColumns;
+  }
   if (ends_with(n, ".proj") || ends_with(n, ".fc2") || ends_with(n, ".down")) return Split::kRows;
-  if (n.find(".attention") != std::string_view::npos) return Split::kHeads;
+  if (n.find(".attention") != std::string_view::npos || ends_with(n, ".k_concat")) return Split::kHeads;
   if (ends_with(n, ".gelu") || ends_with(n, ".swiglu") || n == "loss") return Split::kInner;
   if (is_per_head_norm(op)) return Split::kPerHead;  // heads split, scale shared
   // A mixture of experts' dispatch and combine move every token on every tp rank (with

@@ -1223,7 +1223,7 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
       {{"--preset", "gpt2", "--device", "h100"}, "unknown accelerator 'h100' (did you mean 'h100-sxm'?)"},
       {{"--preset", "gpt2", "--dtype", "fp8", "--device", "a100-80gb"}, "accelerator 'a100-80gb' has no fp8 peak in the catalog; it runs fp32, bf16, fp16"},
       {{"--hf-config", s.write("moe.json", R"({"model_type": "mistral", "num_local_experts": 8})")},
-       (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe and glm4_moe, not mistral"},
+       (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not mistral"},
       {{"--hf-config", s.write("bad.json", "{\"model_type\": ")}, ""},
   };
   expect_bad_workload(cases);
@@ -2407,7 +2407,7 @@ TEST_CASE("run: a HuggingFace config written in the scenario is the same model a
            {R"({"model_type": "gpt2", "n_layer": "x", "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000})",
             "workload.hf_config: n_layer: expected a positive integer, got \"x\""},
            {R"({"model_type": "gpt2", "n_layer": 4, "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000, "num_experts": 8})",
-            "workload.hf_config: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe and glm4_moe, not gpt2"}}) {
+            "workload.hf_config: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not gpt2"}}) {
     const auto e = ddlsim_cmd({"run", s.write("c.json", scenario(hf))});
     CHECK(e.status == 2);
     CHECK(e.err == "ddlsim run: " + line + "\n");

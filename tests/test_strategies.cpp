@@ -1748,6 +1748,72 @@ TEST_CASE("a mixture of experts: its graph, parameters and activations against c
   CHECK(mlp4 > mlp1 / 4);
 }
 
+TEST_CASE("multi-head latent attention: activations and parameters per device, from the graph and closed forms") {
+  // A small MLA model: hidden 1024, 16 heads, query latent 384, key-value latent 128,
+  // heads of 64 + 32 (rotary) for queries and keys and 64 for values.
+  TransformerConfig m = llama_config("mla", 2, 1024, 16, 16, 2816, 512, 1000);
+  m.q_lora_rank = 384;
+  m.kv_lora_rank = 128;
+  m.qk_nope_dim = 64;
+  m.qk_rope_dim = 32;
+  m.v_head_dim = 64;
+  REQUIRE(transformer_problem(m).empty());
+  // Expected at t = 1: the closed forms equal the graph's saved bytes and parameters, for
+  // flash and plain attention, with and without a query latent, and in GPT's form.
+  TransformerConfig plain = m;
+  plain.flash_attention = false;
+  TransformerConfig direct = m;
+  direct.q_lora_rank = 0;
+  TransformerConfig gpt = gpt_config("g", 2, 1024, 16, 512, 1000);
+  gpt.q_lora_rank = 384;
+  gpt.kv_lora_rank = 128;
+  gpt.qk_nope_dim = 64;
+  gpt.qk_rope_dim = 32;
+  gpt.v_head_dim = 64;
+  for (const TransformerConfig* c : {&m, &plain, &direct, &gpt}) {
+    CAPTURE(c->name);
+    CAPTURE(c->flash_attention);
+    CHECK(layer_activation_bytes(*c, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(*c, 3)).epsilon(1e-12));
+    CHECK(stage_memory(ParallelPlan{}, *c).front().parameters == params_of(*c));
+  }
+  // Expected at t = 4 (Megatron-Core's split): the up projections (384 x 16 x 96 and
+  // 128 x 16 x 128) and the output projection (1024 x 1024) split 4 ways; the down
+  // projections (1024 x 384 and 1024 x (128 + 32)), the latents' norms (384, 128) and
+  // the layer's two norms whole on every rank; the SwiGLU MLP 3 x 1024 x 2816 / 4.
+  ParallelPlan tp4;
+  tp4.tp = 4;
+  const double per_layer = (384.0 * 16 * 96 + 128.0 * 16 * 128 + 1024.0 * 1024) / 4 + 1024.0 * 384 + 1024.0 * 160 +
+                           384 + 128 + 2 * 1024 + 3 * 1024 * 2816.0 / 4;
+  StepRig rig("dgx-a100", 1);
+  CHECK(stage_costs(m, tp4, *rig.compute).layer_params == Approx(per_layer).epsilon(1e-12));
+  CHECK(stage_memory(tp4, m).front().parameters == Approx(2 * per_layer + 2 * 1000.0 * 1024 / 4 + 1024).epsilon(1e-12));
+  // Activations per token at t = 4, bf16: kept whole without sequence parallelism the
+  // two norms' inputs, the down projections' input (one tensor for both), the MLP's
+  // input and the latents before and after their norms (2 x (384 + 128)); divided by t
+  // the heads' Q and K (16 x 96 each), V and the output (16 x 64 each), the log-sum-exp
+  // (fp32, 16 per token) and the SwiGLU terms (3 x 2816); with sequence parallelism all
+  // divided by t.
+  const double whole = 2.0 * (4 * 1024 + 2 * (384 + 128));
+  const double split = 2.0 * (2 * 16 * 96 + 2 * 16 * 64 + 3 * 2816) + 4.0 * 16;
+  const double tokens = 512.0 * 2;
+  CHECK(layer_activation_bytes(m, 2, 4, false, Recompute::kNone) == Approx(tokens * (whole + split / 4)).epsilon(1e-12));
+  CHECK(layer_activation_bytes(m, 2, 4, true, Recompute::kNone) == Approx(tokens * (whole + split) / 4).epsilon(1e-12));
+  // Configuration errors name the fields.
+  TransformerConfig bad = m;
+  bad.kv_heads = 4;
+  CHECK(transformer_problem(bad) == "multi-head latent attention has a key and value per head: kv_heads (4) must equal heads (16)");
+  bad = m;
+  bad.qk_nope_dim = 0;
+  CHECK(transformer_problem(bad) == "multi-head latent attention needs qk_nope_dim and v_head_dim of at least 1, got 0 and 64");
+  bad = m;
+  bad.kv_lora_rank = 0;
+  CHECK(transformer_problem(bad) ==
+        "q_lora_rank, qk_nope_dim, qk_rope_dim and v_head_dim need multi-head latent attention (kv_lora_rank > 0)");
+  bad = m;
+  bad.head_size = 128;
+  CHECK(transformer_problem(bad) == "multi-head latent attention sizes its heads by qk_nope_dim, qk_rope_dim and v_head_dim, not head_size");
+}
+
 TEST_CASE("a mixture of experts' configuration errors name the field") {
   // Expected: experts 0 (dense) or 2 and up; experts_per_token 1 to experts, and only
   // with experts.

@@ -303,7 +303,7 @@ TEST_CASE("HuggingFace Qwen3: heads of 128 and a norm over each query and key he
   // Expert fields on a dense model type are refused by name.
   auto moe = qwen3;
   moe["num_experts"] = 128;
-  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe and glm4_moe, not qwen3");
+  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not qwen3");
 }
 
 TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of experts") {
@@ -458,10 +458,129 @@ TEST_CASE("HuggingFace GLM-4.5: dense first layers, a shared expert, biases on Q
   CHECK(read_hf_config(bad, "g.json", 4096).qk_norm);
 }
 
+namespace {
+// DeepSeek-V3's config.json (deepseek-ai/DeepSeek-V3), its quantization_config and
+// rope_scaling shortened to the keys' presence.
+constexpr const char* kDeepSeekV3 = R"({"architectures": ["DeepseekV3ForCausalLM"], "attention_bias": false,
+  "attention_dropout": 0.0, "aux_loss_alpha": 0.001, "bos_token_id": 0, "eos_token_id": 1, "ep_size": 1,
+  "first_k_dense_replace": 3, "hidden_act": "silu", "hidden_size": 7168, "initializer_range": 0.02,
+  "intermediate_size": 18432, "kv_lora_rank": 512, "max_position_embeddings": 163840, "model_type": "deepseek_v3",
+  "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1,
+  "norm_topk_prob": true, "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61,
+  "num_key_value_heads": 128, "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+  "qk_rope_head_dim": 64, "quantization_config": {"quant_method": "fp8"}, "rms_norm_eps": 1e-06,
+  "rope_scaling": {"type": "yarn", "factor": 40}, "rope_theta": 10000, "routed_scaling_factor": 2.5,
+  "scoring_func": "sigmoid", "seq_aux": true, "tie_word_embeddings": false, "topk_group": 4,
+  "topk_method": "noaux_tc", "torch_dtype": "bfloat16", "transformers_version": "4.33.1", "use_cache": true,
+  "v_head_dim": 128, "vocab_size": 129280})";
+
+// Parameters of each layer of graph `g`.
+std::vector<double> layer_params(const OperatorGraph& g, std::int64_t layers) {
+  std::vector<double> out(static_cast<std::size_t>(layers), 0.0);
+  for (const Operator& op : g.ops()) {
+    if (op.layer >= 0) out[static_cast<std::size_t>(op.layer)] += op.cost.params;
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, dense first layers, a shared expert") {
+  // Expected, DeepSeek-V3 (hidden 7168, 128 heads, 61 layers): attention per layer
+  // q_down 7168 x 1536 + its norm 1536 + q_up 1536 x 128 x (128 + 64) + kv_down 7168 x
+  // (512 + 64) + its norm 512 + kv_up 512 x 128 x (128 + 128) + output 128 x 128 x 7168
+  // + two norms 2 x 7168 = 187,121,664; the first 3 layers a dense MLP of 3 x 7168 x
+  // 18432 = 396,361,728 (583,483,392 in all); the other 58 a router 7168 x 256, 256
+  // experts and one shared expert of 3 x 7168 x 2048 each (11,507,286,016 in all);
+  // embedding and output 129280 x 7168 each, final norm 7168: 671,026,404,352, the
+  // published 671B (the router's per-expert score bias, 256 a layer, is not counted).
+  const auto doc = nlohmann::json::parse(kDeepSeekV3);
+  const TransformerConfig d = read_hf_config(doc, "deepseek-v3.json", 4096);
+  CHECK(d.mla());
+  CHECK(d.q_lora_rank == 1536);
+  CHECK(d.kv_lora_rank == 512);
+  CHECK(d.qk_head_dim() == 192);
+  CHECK(d.head_dim() == 128);
+  CHECK(d.kv_heads == 128);
+  CHECK(d.experts == 256);
+  CHECK(d.ffn == 2048);
+  CHECK(d.dense_ffn == 18432);
+  CHECK(d.shared_ffn == 2048);
+  CHECK_FALSE(d.shared_gate);
+  CHECK_FALSE(d.qkv_bias);
+  CHECK_FALSE(d.proj_bias);
+  CHECK(d.moe_layers_in(0, 61) == 58);
+  CHECK_FALSE(d.moe_layer(2));
+  CHECK(d.moe_layer(3));
+  const OperatorGraph graph = build_transformer(d, 1);
+  CHECK(graph.totals().params == 671026404352.0);
+  const std::vector<double> per_layer = layer_params(graph, 61);
+  CHECK(per_layer[0] == 583483392.0);
+  CHECK(per_layer[60] == 11507286016.0);
+  // The attention's FLOPs: per head, scores over 192 and context over 128; a causal
+  // flash kernel 2 x s^2 x (192 + 128) / 2 per head and sequence forward.
+  for (const Operator& op : graph.ops()) {
+    if (op.kind == OpKind::kFlashAttention && op.layer == 0) {
+      CHECK(op.cost.fwd_flops == 2.0 * 128 * 4096.0 * 4096.0 * (192 + 128) * 0.5);
+    }
+    if (op.kind == OpKind::kConcat && op.layer == 0) {  // each head's key: 128 + 64 from 128 per head and 64 shared
+      CHECK(op.cost.fwd_bytes == 2.0 * (4096.0 * 128 * 128 + 4096.0 * 64 + 4096.0 * 128 * 192));
+    }
+  }
+  // Kimi K2 (moonshotai/Kimi-K2-Instruct, model_type deepseek_v3): 64 heads, 384
+  // experts, one dense layer, vocabulary 163840. Expected: attention 101,138,432 a layer
+  // (q_up 1536 x 64 x 192, kv_up 512 x 64 x 256, output 8192 x 7168, the rest as above);
+  // the dense layer 497,500,160; an expert layer 101,138,432 + 7168 x 384 + 385 x 3 x
+  // 7168 x 2048 = 17,059,364,864; with 2 x 163840 x 7168 and 7168: 1,026,408,209,408,
+  // the published 1T.
+  auto kimi = doc;
+  kimi["num_attention_heads"] = 64;
+  kimi["num_key_value_heads"] = 64;
+  kimi["n_routed_experts"] = 384;
+  kimi["first_k_dense_replace"] = 1;
+  kimi["n_group"] = 1;
+  kimi["topk_group"] = 1;
+  kimi["vocab_size"] = 163840;
+  kimi["routed_scaling_factor"] = 2.827;
+  const TransformerConfig k = read_hf_config(kimi, "kimi-k2.json", 4096);
+  const OperatorGraph kg = build_transformer(k, 1);
+  CHECK(kg.totals().params == 1026408209408.0);
+  CHECK(layer_params(kg, 61)[1] == 17059364864.0);
+  // No query latent (q_lora_rank null, DeepSeek-V2-Lite's form): the query projected
+  // from the norm's output, 7168 x 128 x 192 in place of the latent's 11,010,048 + 1536
+  // + 37,748,736.
+  auto direct = doc;
+  direct["q_lora_rank"] = nullptr;
+  const OperatorGraph dg = build_transformer(read_hf_config(direct, "v.json", 4096), 1);
+  CHECK(layer_params(dg, 61)[0] == 583483392.0 - (11010048.0 + 1536 + 37748736) + 7168.0 * 128 * 192);
+  // moe_layer_freq 2 (DeepSeek's modelling code): layers 4, 6, ..., 60 past the 3 dense ones.
+  auto every_other = doc;
+  every_other["moe_layer_freq"] = 2;
+  CHECK(read_hf_config(every_other, "v.json", 4096).moe_layers_in(0, 61) == 29);
+  // Errors name the field.
+  auto bad = doc;
+  bad.erase("q_lora_rank");
+  CHECK(what(bad) == "config.json: q_lora_rank: missing (a required field; null: no query latent)");
+  bad = doc;
+  bad.erase("qk_rope_head_dim");
+  CHECK(what(bad) == "config.json: qk_rope_head_dim: missing (a required field)");
+  bad = doc;
+  bad["kv_lora_rank"] = 0;
+  CHECK(what(bad) == "config.json: kv_lora_rank: expected a positive integer, got 0");
+  bad = doc;
+  bad["moe_layer_freq"] = 100;
+  CHECK(what(bad) == "config.json: moe_layer_freq: leaves no mixture-of-experts layer among layers 3 to 60 (a layer past "
+                     "first_k_dense_replace is one when its index is a multiple of it)");
+  bad = doc;
+  bad.erase("first_k_dense_replace");  // DeepseekV3Config's default, 3
+  CHECK(read_hf_config(bad, "v.json", 4096).moe_layers_in(0, 61) == 58);
+  bad["num_hidden_layers"] = 3;
+  CHECK(what(bad) == "config.json: first_k_dense_replace (absent: DeepseekV3Config's default, 3): leaves no mixture-of-experts layer among the 3 layers");
+}
+
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   auto doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_local_experts"] = 8;
-  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe and glm4_moe, not llama");
+  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not llama");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["hidden_act"] = "gelu";
   CHECK(what(doc) == "config.json: hidden_act: expected one of \"silu\", got \"gelu\"");
@@ -473,7 +592,7 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["model_type"] = "falcon";
-  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"glm4_moe\", \"gpt2\", got \"falcon\"", 0) == 0);
+  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"glm4_moe\", \"deepseek_v3\", \"gpt2\", got \"falcon\"", 0) == 0);
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_key_value_heads"] = 5;
   CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");

@@ -53,13 +53,14 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
   try {
     JsonObject o(doc, "");
     for (const char* k : kIgnorable) o.known(k);
-    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "glm4_moe", "gpt2"};
+    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "glm4_moe", "deepseek_v3", "gpt2"};
     const std::string type = o.choice("model_type", types);
-    const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "glm4_moe";
+    const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "glm4_moe" || type == "deepseek_v3";
+    const bool deepseek = type == "deepseek_v3";  // (DeepSeek-V3 and R1, Kimi K2)
     for (const char* k : kMixtureOfExperts) {
       if (o.has(k) && !moe) {
         throw InputError(o.field_path(k) +
-                         ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe and glm4_moe, not " +
+                         ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not " +
                          type);
       }
     }
@@ -83,8 +84,10 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       c.residual_dropout = o.number_or("resid_pdrop", 0.0, 1.0, 0.1) > 0;
     } else {
       const std::int64_t heads = o.positive_int("num_attention_heads");
-      c = llama_config(c.name, o.positive_int("num_hidden_layers"), o.positive_int("hidden_size"), heads,
-                       o.has("num_key_value_heads") ? o.positive_int("num_key_value_heads") : heads,
+      // (Multi-head latent attention has a key and value per head, whatever
+      // num_key_value_heads says.)
+      const std::int64_t kv_heads = o.has("num_key_value_heads") ? o.positive_int("num_key_value_heads") : heads;
+      c = llama_config(c.name, o.positive_int("num_hidden_layers"), o.positive_int("hidden_size"), heads, deepseek ? heads : kv_heads,
                        o.positive_int("intermediate_size"), o.positive_int("max_position_embeddings"),
                        o.positive_int("vocab_size"));
       c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
@@ -92,7 +95,9 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
         // Mixtral: every layer's MLP is experts of intermediate_size each. The Qwen MoEs
         // and GLM-4.5: experts of moe_intermediate_size, and dense MLPs of
         // intermediate_size in the layers that are not mixtures of experts.
-        c.experts = o.positive_int(type == "mixtral" ? "num_local_experts" : type == "glm4_moe" ? "n_routed_experts" : "num_experts");
+        c.experts = o.positive_int(type == "mixtral"                       ? "num_local_experts"
+                                   : type == "glm4_moe" || deepseek ? "n_routed_experts"
+                                                                    : "num_experts");
         c.experts_per_token = o.positive_int("num_experts_per_tok");
         if (type != "mixtral") {
           // (transformer_problem's limit on the layers first: a flag per layer follows.)
@@ -123,26 +128,40 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
             }
           }
         }
-        if (type == "glm4_moe") {
+        if (type == "glm4_moe" || deepseek) {
           // Glm4MoeDecoderLayer: the first first_k_dense_replace layers dense; beside the
           // routed experts, n_shared_experts' MLPs as one shared expert of
           // n_shared_experts x moe_intermediate_size, ungated (Glm4MoeMoE); absent keys
-          // take Glm4MoeConfig's defaults (1 and 1). The router
+          // take Glm4MoeConfig's defaults (1 and 1), DeepseekV3Config's (3 and 1).
+          // DeepSeek's own modelling code also makes a layer past them dense unless its
+          // index is a multiple of moe_layer_freq (1 when absent). The router
           // scores by sigmoid with a per-expert bias, within groups (n_group,
           // topk_group): a few elementwise passes over tokens x experts, not priced apart.
-          const std::int64_t first_dense = count_or(o, doc, "first_k_dense_replace", c.layers, 1);
+          const std::int64_t first_dense = count_or(o, doc, "first_k_dense_replace", c.layers, deepseek ? 3 : 1);
           for (std::int64_t l = 0; l < first_dense; ++l) c.dense_layers[static_cast<std::size_t>(l)] = true;
+          if (deepseek) {
+            const std::int64_t freq = o.positive_int_or("moe_layer_freq", 1);
+            for (std::int64_t l = 0; l < c.layers; ++l) {
+              if (l % freq != 0) c.dense_layers[static_cast<std::size_t>(l)] = true;
+            }
+            if (first_dense < c.layers && std::find(c.dense_layers.begin(), c.dense_layers.end(), false) == c.dense_layers.end()) {
+              throw InputError(o.field_path("moe_layer_freq") + ": leaves no mixture-of-experts layer among layers " +
+                               std::to_string(first_dense) + " to " + std::to_string(c.layers - 1) +
+                               " (a layer past first_k_dense_replace is one when its index is a multiple of it)");
+            }
+          }
           c.shared_ffn = count_or(o, doc, "n_shared_experts", 1'000, 1) * c.ffn;
           for (const char* k : {"n_group", "topk_group", "routed_scaling_factor", "topk_method", "scoring_func",
-                                "partial_rotary_factor", "num_nextn_predict_layers"}) {
+                                "partial_rotary_factor", "num_nextn_predict_layers", "aux_loss_alpha", "seq_aux", "ep_size"}) {
             o.known(k);
           }
         }
         if (std::find(c.dense_layers.begin(), c.dense_layers.end(), false) == c.dense_layers.end() && type != "mixtral") {
-          const std::string field = type == "glm4_moe"                                   ? "first_k_dense_replace"
+          const std::string field = type == "glm4_moe" || deepseek                       ? "first_k_dense_replace"
                                     : o.positive_int_or("decoder_sparse_step", 1) > 1 ? "decoder_sparse_step"
                                                                                       : "mlp_only_layers";
-          throw InputError(o.field_path(field) + (doc.contains(field) ? "" : " (absent: Glm4MoeConfig's default, 1)") +
+          const std::string absent = deepseek ? " (absent: DeepseekV3Config's default, 3)" : " (absent: Glm4MoeConfig's default, 1)";
+          throw InputError(o.field_path(field) + (doc.contains(field) ? "" : absent) +
                            ": leaves no mixture-of-experts layer among the " + std::to_string(c.layers) +
                            (c.layers == 1 ? " layer" : " layers"));
         }
@@ -157,14 +176,29 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       // The only dropout these models have, on the attention probabilities (default 0).
       c.attention_dropout = o.number_or("attention_dropout", 0.0, 1.0, 0.0) > 0;
       if (o.has("hidden_act")) o.choice("hidden_act", {"silu"});
-      // Heads narrower or wider than hidden_size / heads (Mistral NeMo: 32 x 128 on 5120).
-      if (o.has("head_dim") && !doc["head_dim"].is_null()) {
+      if (deepseek) {
+        // Multi-head latent attention (DeepseekV3Attention): no query latent where
+        // q_lora_rank is null (DeepSeek-V2-Lite's form). DeepseekV3Config's head_dim is
+        // the rotary size, read from qk_rope_head_dim here.
+        if (!o.has("q_lora_rank")) throw InputError(o.field_path("q_lora_rank") + ": missing (a required field; null: no query latent)");
+        if (!o.has("qk_rope_head_dim")) throw InputError(o.field_path("qk_rope_head_dim") + ": missing (a required field)");
+        o.known("q_lora_rank");
+        c.q_lora_rank = doc["q_lora_rank"].is_null() ? 0 : o.positive_int("q_lora_rank");
+        c.kv_lora_rank = o.positive_int("kv_lora_rank");
+        c.qk_nope_dim = o.positive_int("qk_nope_head_dim");
+        c.qk_rope_dim = count_or(o, doc, "qk_rope_head_dim", 100'000, 0);
+        c.v_head_dim = o.positive_int("v_head_dim");
+        o.known("head_dim");
+        for (const char* k : {"rope_interleave", "quantization_config"}) o.known(k);
+      } else if (o.has("head_dim") && !doc["head_dim"].is_null()) {
+        // Heads narrower or wider than hidden_size / heads (Mistral NeMo: 32 x 128 on 5120).
         const std::int64_t d = o.positive_int("head_dim");
         if (d * heads != c.hidden) c.head_size = d;
       } else {
         o.known("head_dim");
       }
       const bool attention_bias = o.boolean_or("attention_bias", false);
+      // (DeepSeek's attention_bias: the down projections' and the output projection's.)
       c.qkv_bias = attention_bias || type == "qwen2" || type == "qwen2_moe";  // Qwen2 always has Q, K, V biases
       c.qk_norm = type == "qwen3" || type == "qwen3_moe";                      // Qwen3 norms each query and key head instead
       c.proj_bias = attention_bias && type != "glm4_moe";  // GLM-4.5's attention_bias is Q, K and V's only

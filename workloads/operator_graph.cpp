@@ -1,5 +1,6 @@
 #include "workloads/operator_graph.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ddlsim {
@@ -7,7 +8,7 @@ namespace {
 
 constexpr std::string_view kOpNames[] = {"linear",  "matmul", "conv2d",    "pool",     "flash_attention", "softmax",
                                          "layer_norm", "rms_norm", "batch_norm", "gelu", "relu", "swiglu",
-                                         "embedding", "dropout", "add", "cross_entropy", "permute"};
+                                         "embedding", "dropout", "add", "cross_entropy", "permute", "concat"};
 
 [[noreturn]] void bad(const std::string& op, const std::string& what) {
   throw std::invalid_argument("operator '" + op + "': " + what);
@@ -234,26 +235,55 @@ std::uint32_t OperatorGraph::pool(std::string name, std::uint32_t x, std::int64_
 std::uint32_t OperatorGraph::flash_attention(std::string name, std::uint32_t q, std::uint32_t k, std::uint32_t v,
                                              bool causal) {
   const Tensor tq = tensor(q), tk = tensor(k), tv = tensor(v);
-  if (tq.shape.size() != 4 || tk.shape != tv.shape || tk.shape.size() != 4) bad(name, "expects q [B, h, s, d] and k, v [B, g, s, d]");
-  const std::int64_t B = tq.shape[0], heads = tq.shape[1], s = tq.shape[2], d = tq.shape[3];
-  if (tk.shape[0] != B || tk.shape[2] != s || tk.shape[3] != d || heads % tk.shape[1] != 0) {
-    bad(name, "k and v " + show(tk.shape) + " do not match q " + show(tq.shape));
+  if (tq.shape.size() != 4 || tk.shape.size() != 4 || tv.shape.size() != 4) {
+    bad(name, "expects q, k [B, h, s, d] and v [B, g, s, dv]");
+  }
+  const std::int64_t B = tq.shape[0], heads = tq.shape[1], s = tq.shape[2], d = tq.shape[3], dv = tv.shape[3];
+  if (tk.shape[0] != B || tk.shape[2] != s || tk.shape[3] != d || heads % tk.shape[1] != 0 || tv.shape[0] != B ||
+      tv.shape[1] != tk.shape[1] || tv.shape[2] != s) {
+    bad(name, "k " + show(tk.shape) + " and v " + show(tv.shape) + " do not match q " + show(tq.shape));
   }
   const double Bt = data_type_bytes(tq.dtype);
-  const double qe = static_cast<double>(elements(tq.shape)), kve = static_cast<double>(elements(tk.shape));
+  const double qe = static_cast<double>(elements(tq.shape)), ke = static_cast<double>(elements(tk.shape)),
+               ve = static_cast<double>(elements(tv.shape)), oe = static_cast<double>(B * heads * s * dv);
   OpCost c;
-  // Two matmuls of s x s x d per head (scores, context); causal masking skips half.
-  c.fwd_flops = 4.0 * static_cast<double>(B * heads) * static_cast<double>(s) * static_cast<double>(s) *
-                static_cast<double>(d) * (causal ? 0.5 : 1.0);
+  // Per head, the scores (s x d)(d x s) and the context (s x s)(s x dv); causal masking
+  // skips half.
+  c.fwd_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(s) * static_cast<double>(s) *
+                static_cast<double>(d + dv) * (causal ? 0.5 : 1.0);
   c.bwd_flops = 2.5 * c.fwd_flops;  // FlashAttention-2: five such matmuls, the scores recomputed
-  c.fwd_bytes = (2.0 * qe + 2.0 * kve) * Bt;  // read q, k, v; write the output
+  c.fwd_bytes = (qe + ke + ve + oe) * Bt;  // read q, k, v; write the output
   c.bwd_bytes = 2.0 * c.fwd_bytes;
   // q, k, v and the output, plus one fp32 log-sum-exp per row.
-  c.saved_bytes = keep(q) + keep(k) + keep(v) + qe * Bt + static_cast<double>(B * heads * s) * 4.0;
-  const std::uint32_t out = add_op(OpKind::kFlashAttention, std::move(name), {q, k, v}, tq.shape, tq.dtype, c,
-                                   GemmShape{B * heads, s, s, d});
+  c.saved_bytes = keep(q) + keep(k) + keep(v) + oe * Bt + static_cast<double>(B * heads * s) * 4.0;
+  // As a GEMM: the two products' mean inner size (d when dv = d).
+  const std::uint32_t out = add_op(OpKind::kFlashAttention, std::move(name), {q, k, v}, Shape{B, heads, s, dv}, tq.dtype, c,
+                                   GemmShape{B * heads, s, s, (d + dv) / 2});
   kept_[out] = true;
   return out;
+}
+
+std::uint32_t OperatorGraph::concat(std::string name, const std::vector<std::uint32_t>& parts) {
+  if (parts.empty()) bad(name, "needs at least one part");
+  Shape out = tensor(parts.front()).shape;
+  out.back() = 0;
+  double read = 0.0;
+  for (std::uint32_t x : parts) {
+    const Tensor& t = tensor(x);
+    if (t.shape.size() != out.size()) bad(name, "parts of different ranks: " + show(t.shape) + ", " + show(out));
+    for (std::size_t i = 0; i + 1 < out.size(); ++i) {
+      if (t.shape[i] != out[i] && t.shape[i] != 1 && out[i] != 1) bad(name, "part " + show(t.shape) + " does not broadcast");
+      out[i] = std::max(out[i], t.shape[i]);
+    }
+    out.back() += t.shape.back();
+    read += static_cast<double>(elements(t.shape));
+  }
+  const Tensor first = tensor(parts.front());
+  const double Bt = data_type_bytes(first.dtype);
+  OpCost c;
+  c.fwd_bytes = (read + static_cast<double>(elements(out))) * Bt;  // read the parts, write the whole
+  c.bwd_bytes = c.fwd_bytes;  // read the gradient, write each part's (a broadcast part's summed)
+  return add_op(OpKind::kConcat, std::move(name), parts, std::move(out), first.dtype, c);
 }
 
 std::uint32_t OperatorGraph::elementwise(OpKind kind, std::string name, std::uint32_t x, double flops_per_element,

@@ -54,6 +54,7 @@ enum class OpKind : std::uint8_t {
   kAdd,
   kCrossEntropy,
   kPermute,         // rows gathered into another order (a mixture-of-experts dispatch or combine)
+  kConcat,          // tensors joined along their last dimension
 };
 std::string_view op_kind_name(OpKind k);
 
@@ -140,9 +141,14 @@ class OperatorGraph {
                        std::int64_t stride, std::int64_t pad, bool bias);
   /// Max or average pooling over R x R windows: [N, C, H, W] -> [N, C, P, Q].
   std::uint32_t pool(std::string name, std::uint32_t x, std::int64_t kernel, std::int64_t stride, std::int64_t pad);
-  /// Fused attention over q [B, heads, s, d], k and v [B, kv_heads, s, d] (grouped-query
-  /// when kv_heads < heads) -> [B, heads, s, d]; causal halves the score work.
+  /// Fused attention over q [B, heads, s, d], k [B, kv_heads, s, d] and v [B, kv_heads,
+  /// s, dv] (grouped-query when kv_heads < heads; dv = d but for multi-head latent
+  /// attention) -> [B, heads, s, dv]; causal halves the score work.
   std::uint32_t flash_attention(std::string name, std::uint32_t q, std::uint32_t k, std::uint32_t v, bool causal);
+  /// The parts joined along their last dimension, a part of size 1 in another dimension
+  /// repeated along it (multi-head latent attention's rotary key, shared by the heads,
+  /// joined to each head's key): memory-bound, keeping nothing for backward.
+  std::uint32_t concat(std::string name, const std::vector<std::uint32_t>& parts);
   std::uint32_t softmax(std::string name, std::uint32_t x);
   std::uint32_t layer_norm(std::string name, std::uint32_t x);
   std::uint32_t rms_norm(std::string name, std::uint32_t x);

@@ -68,7 +68,31 @@ std::string transformer_problem(const TransformerConfig& c) {
   if (c.head_size < 0 || c.head_size > 100'000) {
     return "head_size must be 1 to 100000 (or 0: hidden / heads), got " + std::to_string(c.head_size);
   }
-  if (c.head_size == 0 && c.hidden % c.heads != 0) {
+  if (c.q_lora_rank < 0 || c.q_lora_rank > 1'000'000 || c.kv_lora_rank < 0 || c.kv_lora_rank > 1'000'000) {
+    return "q_lora_rank and kv_lora_rank must be 0 to 1000000, got " + std::to_string(c.q_lora_rank) + " and " +
+           std::to_string(c.kv_lora_rank);
+  }
+  const std::pair<const char*, std::int64_t> mla_dims[] = {
+      {"qk_nope_dim", c.qk_nope_dim}, {"qk_rope_dim", c.qk_rope_dim}, {"v_head_dim", c.v_head_dim}};
+  for (const auto& [field, v] : mla_dims) {
+    if (v < 0 || v > 100'000) return std::string(field) + " must be 0 to 100000, got " + std::to_string(v);
+  }
+  if (!c.mla() && (c.q_lora_rank > 0 || c.qk_nope_dim > 0 || c.qk_rope_dim > 0 || c.v_head_dim > 0)) {
+    return "q_lora_rank, qk_nope_dim, qk_rope_dim and v_head_dim need multi-head latent attention (kv_lora_rank > 0)";
+  }
+  if (c.mla()) {
+    if (c.qk_nope_dim == 0 || c.v_head_dim == 0) {
+      return "multi-head latent attention needs qk_nope_dim and v_head_dim of at least 1, got " + std::to_string(c.qk_nope_dim) +
+             " and " + std::to_string(c.v_head_dim);
+    }
+    if (c.kv_heads != c.heads) {
+      return "multi-head latent attention has a key and value per head: kv_heads (" + std::to_string(c.kv_heads) +
+             ") must equal heads (" + std::to_string(c.heads) + ")";
+    }
+    if (c.head_size != 0) return "multi-head latent attention sizes its heads by qk_nope_dim, qk_rope_dim and v_head_dim, not head_size";
+    if (c.qk_norm) return "qk_norm is not modelled with multi-head latent attention";
+  }
+  if (!c.mla() && c.head_size == 0 && c.hidden % c.heads != 0) {
     return "heads (" + std::to_string(c.heads) + ") must divide hidden (" + std::to_string(c.hidden) + ")";
   }
   if (c.experts < 0 || c.experts == 1 || c.experts > 100'000) {
@@ -120,6 +144,15 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
   // and 2 ffn wide (inside the experts).
   const double expert_widest = b * seq * static_cast<double>(c.experts_per_token) *
                                std::max(static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn));
+  // The attention's projections: Q, K and V's columns (multi-head latent attention: the
+  // query, and the keys' and values' up projection).
+  const double a = static_cast<double>(c.heads);
+  const double projected = c.mla() ? a * static_cast<double>(std::max(c.qk_head_dim(), c.qk_nope_dim + c.head_dim()))
+                                   : static_cast<double>(c.attention_width()) + 2.0 * static_cast<double>(c.kv_heads * c.head_dim());
+  if (b * seq * projected > 1e18) {
+    return printf_string("batch: batch x seq x the attention's projected columns = %.3g, beyond the 1e18 ddlsim models",
+                         b * seq * projected);
+  }
   if (expert_widest > 1e18) {
     return printf_string("batch: batch x seq x experts_per_token x max(hidden, 2 ffn) = %.3g, beyond the 1e18 ddlsim models",
                          expert_widest);
@@ -161,15 +194,32 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     const std::string L = "layer" + std::to_string(l) + ".";
     // Attention block.
     const std::uint32_t n1 = gpt ? G.layer_norm(L + "ln1", x) : G.rms_norm(L + "norm1", x);
-    const std::uint32_t qkv = G.linear(L + "qkv", n1, w + 2 * g * d, c.qkv_bias);
-    const auto parts = G.split(L + "qkv", qkv, {w, g * d, g * d});
-    std::uint32_t q = G.view(L + "q", parts[0], {b, a, s, d});
-    std::uint32_t k = G.view(L + "k", parts[1], {b, g, s, d});
-    if (c.qk_norm) {
-      q = G.rms_norm(L + "q_norm", q);
-      k = G.rms_norm(L + "k_norm", k);
+    const auto norm = [&](const std::string& name, std::uint32_t in) { return gpt ? G.layer_norm(name, in) : G.rms_norm(name, in); };
+    std::uint32_t q, k, v;
+    if (c.mla()) {
+      const std::int64_t dq = c.qk_head_dim(), dn = c.qk_nope_dim, dr = c.qk_rope_dim;
+      const std::uint32_t q_in =
+          c.q_lora_rank > 0 ? norm(L + "q_latent_norm", G.linear(L + "q_down", n1, c.q_lora_rank, c.qkv_bias)) : n1;
+      q = G.view(L + "q", G.linear(L + (c.q_lora_rank > 0 ? "q_up" : "q_proj"), q_in, a * dq, false), {b, a, s, dq});
+      const std::uint32_t down = G.linear(L + "kv_down", n1, c.kv_lora_rank + dr, c.qkv_bias);
+      const auto latent = dr > 0 ? G.split(L + "kv_down", down, {c.kv_lora_rank, dr}) : std::vector<std::uint32_t>{down};
+      const std::uint32_t kv = G.linear(L + "kv_up", norm(L + "kv_latent_norm", latent[0]), a * (dn + d), false);
+      const auto kv_parts = G.split(L + "kv_up", kv, {a * dn, a * d});
+      k = G.view(L + "k_nope", kv_parts[0], {b, a, s, dn});
+      // Each head's key: its own part and the rotary part the heads share, joined.
+      if (dr > 0) k = G.concat(L + "k_concat", {k, G.view(L + "k_rope", latent[1], {b, 1, s, dr})});
+      v = G.view(L + "v", kv_parts[1], {b, a, s, d});
+    } else {
+      const std::uint32_t qkv = G.linear(L + "qkv", n1, w + 2 * g * d, c.qkv_bias);
+      const auto parts = G.split(L + "qkv", qkv, {w, g * d, g * d});
+      q = G.view(L + "q", parts[0], {b, a, s, d});
+      k = G.view(L + "k", parts[1], {b, g, s, d});
+      if (c.qk_norm) {
+        q = G.rms_norm(L + "q_norm", q);
+        k = G.rms_norm(L + "k_norm", k);
+      }
+      v = G.view(L + "v", parts[2], {b, g, s, d});
     }
-    const std::uint32_t v = G.view(L + "v", parts[2], {b, g, s, d});
     std::uint32_t ctx;
     if (c.flash_attention) {
       ctx = G.flash_attention(L + "attention", q, k, v, true);

@@ -20,6 +20,15 @@
 // (Qwen2-MoE, GLM-4.5) is a dense MLP beside them on every token, optionally gated.
 // Some layers of a mixture of experts may keep a dense MLP of their own FFN size
 // (GLM-4.5's and DeepSeek-V3's first_k_dense_replace, Qwen-MoE's mlp_only_layers).
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2; kv_lora_rank > 0) projects the
+// norm's output down to a query latent (q_lora_rank wide, then normed) and a key-value
+// latent (kv_lora_rank wide, normed) with a rotary key of qk_rope_dim shared by the
+// heads, and up again from the latents: each head's query (qk_nope_dim + qk_rope_dim),
+// key without rotary part (qk_nope_dim) and value (v_head_dim). Each head's key joins its
+// own part and the shared rotary one (a copy); attention then runs as usual with heads of
+// qk_nope_dim + qk_rope_dim for the scores and v_head_dim for the context, and the output
+// projection maps heads x v_head_dim back to hidden. Without a query latent
+// (q_lora_rank 0) the query is projected from the norm's output directly.
 #pragma once
 
 #include <cstdint>
@@ -85,6 +94,23 @@ struct TransformerConfig {
   // (0: ffn) and has no router, experts or shared expert.
   std::vector<bool> dense_layers;
   std::int64_t dense_ffn = 0;
+  // Multi-head latent attention when kv_lora_rank > 0 (kv_heads = heads, head_size 0,
+  // no qk_norm). qkv_bias puts biases on the two down projections, proj_bias on the
+  // output projection (DeepSeek's attention_bias); the up projections have none.
+  std::int64_t q_lora_rank = 0;  // 0: the query projected from the norm's output directly
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+
+  /// Whether the attention is multi-head latent attention.
+  [[nodiscard]] bool mla() const { return kv_lora_rank > 0; }
+  /// The size of a query and key head (the scores' inner size).
+  [[nodiscard]] std::int64_t qk_head_dim() const { return mla() ? qk_nope_dim + qk_rope_dim : head_dim(); }
+  /// heads x (qk_head_dim + head_dim) / 2: the w of the attention's 4 w s forward FLOPs
+  /// per token (scores and context, s keys); attention_width() unless the query and
+  /// value heads differ in size (multi-head latent attention).
+  [[nodiscard]] double attention_flop_width() const {
+    return static_cast<double>(heads) * static_cast<double>(qk_head_dim() + head_dim()) / 2.0;
+  }
 
   /// Whether layer l's MLP is a mixture of experts.
   [[nodiscard]] bool moe_layer(std::int64_t l) const {
@@ -120,11 +146,13 @@ struct TransformerConfig {
     if (experts <= 0) return 0;
     return (batch * seq * experts_per_token + experts - 1) / experts;
   }
-  [[nodiscard]] std::int64_t head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  /// The size of a value head (and with it of the attention output's heads; of every
+  /// head unless the attention is multi-head latent attention).
+  [[nodiscard]] std::int64_t head_dim() const { return mla() ? v_head_dim : head_size > 0 ? head_size : hidden / heads; }
   /// Rows of the learned position table (positions, or seq when unset); 0 without one.
   [[nodiscard]] std::int64_t position_rows() const { return learned_positions ? (positions > 0 ? positions : seq) : 0; }
-  /// Columns of Q and of the attention output: heads x head_dim() (= hidden unless
-  /// head_size says otherwise).
+  /// Columns of the attention output (and of Q unless the attention is multi-head latent
+  /// attention): heads x head_dim() (= hidden unless head_size says otherwise).
   [[nodiscard]] std::int64_t attention_width() const { return heads * head_dim(); }
   /// The tp ranks the key-value groups split over: tp, or the g groups when there are
   /// more ranks than groups (each rank then holds one whole group, replicated tp / g
