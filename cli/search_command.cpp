@@ -36,7 +36,7 @@ a cluster preset or topology file and a model; without a file, the embedded defa
 and ranks them by replayed step time.
 
   grid     every Megatron-style plan of a transformer: tp dividing the heads, pp the
-           layers, dp filling the cluster, micro-batch 1-16, 1F1B or interleaved
+           layers or the accelerators (up to the layers), dp filling the cluster, micro-batch 1-16, 1F1B or interleaved
            (v = 2, or each --virtual-stages lists), or the schedules --schedules
            lists (zero-bubble and gpipe too),
            ZeRO 0-3 (zero-bubble without ZeRO-3), recomputation none/selective/full,

@@ -62,9 +62,18 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
 template <class F>
 void grid_shapes(const TransformerConfig& model, std::size_t devices, const SearchSpace& space, F&& f) {
   const auto n = static_cast<std::int64_t>(devices);
+  // Pipeline depths: those dividing the layers, and those dividing the devices up to
+  // the layers (the first stages then take a layer more: DeepSeek-V3's 61 layers on 16
+  // stages, BLOOM's 70 on 12).
+  std::vector<int> depths = divisors(model.layers);
+  for (int d : divisors(n)) {
+    if (d <= model.layers) depths.push_back(d);
+  }
+  std::sort(depths.begin(), depths.end());
+  depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
   for (int tp : divisors(model.heads)) {
     if (tp > n) break;
-    for (int pp : divisors(model.layers)) {
+    for (int pp : depths) {
       if (static_cast<std::int64_t>(tp) * pp > n) break;
       const std::int64_t rest = n / (static_cast<std::int64_t>(tp) * pp);
       if (space.all_devices) {
@@ -122,7 +131,7 @@ std::string empty_grid_reason(const TransformerConfig& model, std::size_t device
             std::to_string(p.micro_batch) + ": " + plan_problem(p, model, devices);
   });
   const std::string axes = "tp dividing the " + std::to_string(model.heads) + " heads, pp the " +
-                           std::to_string(model.layers) + " layers";
+                           std::to_string(model.layers) + " layers or the devices";
   const std::string fill = space.all_devices ? ", tp x pp x dp = " + std::to_string(devices) : "";
   return "none of its " + std::to_string(shapes) + (shapes == 1 ? " shape" : " shapes") + " (" + axes + fill +
          ") makes a valid plan; the first, " + first;

@@ -1223,7 +1223,7 @@ TEST_CASE("ddlsim workload: bad input is one line and status 2") {
       {{"--preset", "gpt2", "--device", "h100"}, "unknown accelerator 'h100' (did you mean 'h100-sxm'?)"},
       {{"--preset", "gpt2", "--dtype", "fp8", "--device", "a100-80gb"}, "accelerator 'a100-80gb' has no fp8 peak in the catalog; it runs fp32, bf16, fp16"},
       {{"--hf-config", s.write("moe.json", R"({"model_type": "mistral", "num_local_experts": 8})")},
-       (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not mistral"},
+       (s.dir / "moe.json").string() + ": num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe, deepseek_v3 and kimi_k2, not mistral"},
       {{"--hf-config", s.write("bad.json", "{\"model_type\": ")}, ""},
   };
   expect_bad_workload(cases);
@@ -2407,7 +2407,7 @@ TEST_CASE("run: a HuggingFace config written in the scenario is the same model a
            {R"({"model_type": "gpt2", "n_layer": "x", "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000})",
             "workload.hf_config: n_layer: expected a positive integer, got \"x\""},
            {R"({"model_type": "gpt2", "n_layer": 4, "n_embd": 512, "n_head": 8, "n_positions": 512, "vocab_size": 32000, "num_experts": 8})",
-            "workload.hf_config: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not gpt2"}}) {
+            "workload.hf_config: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe, deepseek_v3 and kimi_k2, not gpt2"}}) {
     const auto e = ddlsim_cmd({"run", s.write("c.json", scenario(hf))});
     CHECK(e.status == 2);
     CHECK(e.err == "ddlsim run: " + line + "\n");
@@ -3100,5 +3100,44 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
                                R"J(strategies=[{"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"});
   CHECK(sbp.status == 2);
   CHECK(sbp.err == "ddlsim run: sbp: mixtral is a mixture of experts, whose experts' grouped GEMMs SBP does not "
+                   "shard; plan it with tp/pp/dp strategies\n");
+}
+
+TEST_CASE("run: multi-head latent attention trains under tp with sequence parallelism and ep, its model FLOPs closed form") {
+  // Expected: a DeepSeek-V3-type config (2 layers, hidden 512, 8 heads, query latent 192,
+  // key-value latent 128, heads of 64 + 32 for queries and keys and 64 for values, the
+  // first layer a dense MLP of 1024, the second 8 experts of 256 with 2 per token and a
+  // shared expert, vocab 32000, seq 512) runs; its model FLOPs per token are 6 N + 12 l s
+  // x 8 x (96 + 64)/2 with N the parameters a token's matmuls use: per layer q_down 512 x
+  // 192 and its norm 192, q_up 192 x 8 x 96, kv_down 512 x (128 + 32) and its norm 128,
+  // kv_up 128 x 8 x (64 + 64), the output projection 8 x 64 x 512 and two norms 2 x 512;
+  // the dense MLP 3 x 512 x 1024; the router 512 x 8, two experts and the shared one 3 x
+  // 3 x 512 x 256; the final norm 512 and the output layer 32000 x 512. An SBP plan of it
+  // is refused in one line (as a mixture of experts, which every deepseek_v3 model is).
+  Scratch s;
+  const std::string config = R"({"model_type": "deepseek_v3", "num_hidden_layers": 2, "hidden_size": 512,
+    "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 1024, "moe_intermediate_size": 256,
+    "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+    "q_lora_rank": 192, "kv_lora_rank": 128, "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "v_head_dim": 64,
+    "max_position_embeddings": 4096, "vocab_size": 32000})";
+  const std::string f = s.write("mla.json", R"({"name": "mla", "cluster": {"preset": "dgx-a100"}, "workload": {"hf_config": )" +
+                                                config + R"(, "seq": 512}, "strategies": [
+      {"name": "tp2-sp", "tp": 2, "pp": 2, "global_batch": 16, "micro_batch": 2, "sequence_parallel": true},
+      {"name": "ep4", "ep": 4, "global_batch": 16, "micro_batch": 2, "zero": 1, "recompute": "full"}]})");
+  const auto r = ddlsim_cmd({"run", f, "--json"});
+  REQUIRE(r.status == 0);
+  const double attention = 512 * 192.0 + 192 + 192 * 8 * 96.0 + 512 * 160.0 + 128 + 128 * 8 * 128.0 + 8 * 64 * 512.0 + 2 * 512;
+  const double n = 2 * attention + 3 * 512 * 1024.0 + 512 * 8 + 3 * 3 * 512 * 256.0 + 512 + 32000 * 512.0;
+  const double per_token = 6 * n + 12 * 2 * 512 * 8 * (96 + 64) / 2.0;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& st : j.at("strategies")) {
+    CHECK(st.at("step_time_s").get<double>() > 0);
+    CHECK(st.at("model_tflops_per_device").get<double>() ==
+          Approx(per_token * st.at("tokens_per_s").get<double>() / 8 / 1e12).epsilon(1e-9));
+  }
+  const auto sbp = ddlsim_cmd({"run", f, "--set",
+                               R"J(strategies=[{"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"});
+  CHECK(sbp.status == 2);
+  CHECK(sbp.err == "ddlsim run: sbp: deepseek_v3 is a mixture of experts, whose experts' grouped GEMMs SBP does not "
                    "shard; plan it with tp/pp/dp strategies\n");
 }

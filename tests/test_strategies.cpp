@@ -1622,27 +1622,34 @@ TEST_CASE("the grid tries each number of model chunks it is given for the interl
   }
 }
 
-TEST_CASE("an empty grid says why") {
-  // Expected: BLOOM 176B (112 heads = 2^4 x 7, 70 layers = 2 x 5 x 7) on 384 GPUs
-  // (2^7 x 3): every shape that fills them has a dp with the factor 3 (tp 1, 2, 4, 8 or
-  // 16 times pp 1 or 2: 10 shapes), so none divides a global batch of 2048 and the grid is
-  // empty; the reason counts the shapes and names the first (dp 384 x tp 1 x pp 1) and
-  // what plan_problem says of it. A model of 7 heads and 5 layers on 12 accelerators has
-  // one shape (tp 7 and pp 5 leave no whole dp): "1 shape".
+TEST_CASE("the grid's pipeline depths divide the layers or the devices; an empty grid says why") {
+  // Expected: BLOOM 176B (112 heads, 70 layers = 2 x 5 x 7) on 384 GPUs (2^7 x 3): depths
+  // dividing the devices give the shape BigScience trained it with, tp 4 x pp 12 x dp 8
+  // (70 layers on 12 stages, the first 10 of 6), where depths dividing the layers alone
+  // (tp 1 to 16 times pp 1 or 2) left every dp with the factor 3, none dividing a global
+  // batch of 2048. DeepSeek-V3's 61 layers (a prime) on 2048 GPUs: pp 16 as published.
   const TransformerConfig bloom = *transformer_preset("bloom-176b");
   SearchSpace space;
   space.global_batch = 2048;
-  REQUIRE(grid_plans(bloom, 384, space).empty());
-  CHECK(empty_grid_reason(bloom, 384, space) ==
-        "none of its 10 shapes (tp dividing the 112 heads, pp the 70 layers, tp x pp x dp = 384) makes a valid plan; "
-        "the first, dp 384 x tp 1 x pp 1, mb 1: the global batch (2048) must be divisible by dp x micro_batch (384)");
-  space.global_batch = 3 * 2048;
-  CHECK_FALSE(grid_plans(bloom, 384, space).empty());
-  // 7 heads and 5 layers: tp in {1, 7}, pp in {1, 5}; on 12 accelerators only tp 1 x pp 1 x dp 12.
+  const auto has_shape = [](const std::vector<ParallelPlan>& plans, int tp, int pp, int dp) {
+    return std::any_of(plans.begin(), plans.end(), [&](const ParallelPlan& p) { return p.tp == tp && p.pp == pp && p.dp == dp; });
+  };
+  const std::vector<ParallelPlan> plans = grid_plans(bloom, 384, space);
+  CHECK(has_shape(plans, 4, 12, 8));
+  CHECK_FALSE(has_shape(plans, 1, 1, 384));
+  TransformerConfig deep = bloom;
+  deep.layers = 61;
+  space.global_batch = 15360;
+  CHECK(has_shape(grid_plans(deep, 2048, space), 8, 16, 16));
+  // A model of 7 heads and 5 layers on 12 accelerators: tp in {1, 7}, pp in {1, 5} or
+  // dividing 12 up to 5 ({1, 2, 3, 4}): 4 shapes fill them (tp 1, pp 1 to 4), none with a
+  // dp that divides a global batch of 1; the reason counts them and names the first.
   const TransformerConfig odd = gpt_config("odd", 5, 448, 7, 512, 1000);
   space.global_batch = 1;
   REQUIRE(grid_plans(odd, 12, space).empty());
-  CHECK(empty_grid_reason(odd, 12, space).starts_with("none of its 1 shape (tp dividing the 7 heads, pp the 5 layers"));
+  CHECK(empty_grid_reason(odd, 12, space) ==
+        "none of its 4 shapes (tp dividing the 7 heads, pp the 5 layers or the devices, tp x pp x dp = 12) makes a valid "
+        "plan; the first, dp 12 x tp 1 x pp 1, mb 1: the global batch (1) must be divisible by dp x micro_batch (12)");
 }
 
 TEST_CASE("the grid holds only valid plans, each once, and the estimate follows the replay") {

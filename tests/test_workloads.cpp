@@ -303,7 +303,7 @@ TEST_CASE("HuggingFace Qwen3: heads of 128 and a norm over each query and key he
   // Expert fields on a dense model type are refused by name.
   auto moe = qwen3;
   moe["num_experts"] = 128;
-  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not qwen3");
+  CHECK(what(moe) == "config.json: num_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe, deepseek_v3 and kimi_k2, not qwen3");
 }
 
 TEST_CASE("HuggingFace Qwen3-MoE and Mixtral: every layer's MLP a mixture of experts") {
@@ -517,22 +517,32 @@ TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, den
   CHECK(per_layer[0] == 583483392.0);
   CHECK(per_layer[60] == 11507286016.0);
   // The attention's FLOPs: per head, scores over 192 and context over 128; a causal
-  // flash kernel 2 x s^2 x (192 + 128) / 2 per head and sequence forward.
+  // flash kernel 2 x s^2 x (192 + 128) / 2 per head and sequence forward, and backward
+  // 2 x s^2 x (3 x 192 + 2 x 128) / 2 (scores recomputed, gradients of Q, K and the
+  // probabilities over 192, of V and through V over 128). Each head's key is joined
+  // once: 128 + 64 from 128 per head and 64 shared, read and written.
+  int flash = 0, concat = 0;
   for (const Operator& op : graph.ops()) {
     if (op.kind == OpKind::kFlashAttention && op.layer == 0) {
+      ++flash;
       CHECK(op.cost.fwd_flops == 2.0 * 128 * 4096.0 * 4096.0 * (192 + 128) * 0.5);
+      CHECK(op.cost.bwd_flops == Approx(2.0 * 128 * 4096.0 * 4096.0 * (3 * 192 + 2 * 128) * 0.5).epsilon(1e-15));
     }
-    if (op.kind == OpKind::kConcat && op.layer == 0) {  // each head's key: 128 + 64 from 128 per head and 64 shared
+    if (op.kind == OpKind::kConcat && op.layer == 0) {
+      ++concat;
       CHECK(op.cost.fwd_bytes == 2.0 * (4096.0 * 128 * 128 + 4096.0 * 64 + 4096.0 * 128 * 192));
     }
   }
-  // Kimi K2 (moonshotai/Kimi-K2-Instruct, model_type deepseek_v3): 64 heads, 384
+  CHECK(flash == 1);
+  CHECK(concat == 1);
+  // Kimi K2 (moonshotai/Kimi-K2-Instruct, model_type kimi_k2, DeepSeek-V3's model): 64 heads, 384
   // experts, one dense layer, vocabulary 163840. Expected: attention 101,138,432 a layer
   // (q_up 1536 x 64 x 192, kv_up 512 x 64 x 256, output 8192 x 7168, the rest as above);
   // the dense layer 497,500,160; an expert layer 101,138,432 + 7168 x 384 + 385 x 3 x
   // 7168 x 2048 = 17,059,364,864; with 2 x 163840 x 7168 and 7168: 1,026,408,209,408,
   // the published 1T.
   auto kimi = doc;
+  kimi["model_type"] = "kimi_k2";
   kimi["num_attention_heads"] = 64;
   kimi["num_key_value_heads"] = 64;
   kimi["n_routed_experts"] = 384;
@@ -580,7 +590,7 @@ TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, den
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   auto doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_local_experts"] = 8;
-  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not llama");
+  CHECK(what(doc) == "config.json: num_local_experts: mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe, deepseek_v3 and kimi_k2, not llama");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["hidden_act"] = "gelu";
   CHECK(what(doc) == "config.json: hidden_act: expected one of \"silu\", got \"gelu\"");
@@ -592,7 +602,7 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["model_type"] = "falcon";
-  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"glm4_moe\", \"deepseek_v3\", \"gpt2\", got \"falcon\"", 0) == 0);
+  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"glm4_moe\", \"deepseek_v3\", \"kimi_k2\", \"gpt2\", got \"falcon\"", 0) == 0);
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_key_value_heads"] = 5;
   CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");

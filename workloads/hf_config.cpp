@@ -53,14 +53,16 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
   try {
     JsonObject o(doc, "");
     for (const char* k : kIgnorable) o.known(k);
-    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "glm4_moe", "deepseek_v3", "gpt2"};
+    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "glm4_moe", "deepseek_v3", "kimi_k2", "gpt2"};
     const std::string type = o.choice("model_type", types);
-    const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "glm4_moe" || type == "deepseek_v3";
-    const bool deepseek = type == "deepseek_v3";  // (DeepSeek-V3 and R1, Kimi K2)
+    const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "glm4_moe" || type == "deepseek_v3" ||
+                     type == "kimi_k2";
+    // DeepSeek-V3 and R1; Kimi K2, whose config names its own type for DeepSeek-V3's model.
+    const bool deepseek = type == "deepseek_v3" || type == "kimi_k2";
     for (const char* k : kMixtureOfExperts) {
       if (o.has(k) && !moe) {
         throw InputError(o.field_path(k) +
-                         ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3, not " +
+                         ": mixture-of-experts layers are modelled for model_type mixtral, qwen2_moe, qwen3_moe, glm4_moe, deepseek_v3 and kimi_k2, not " +
                          type);
       }
     }

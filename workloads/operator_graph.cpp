@@ -251,7 +251,10 @@ std::uint32_t OperatorGraph::flash_attention(std::string name, std::uint32_t q, 
   // skips half.
   c.fwd_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(s) * static_cast<double>(s) *
                 static_cast<double>(d + dv) * (causal ? 0.5 : 1.0);
-  c.bwd_flops = 2.5 * c.fwd_flops;  // FlashAttention-2: five such matmuls, the scores recomputed
+  // FlashAttention-2's backward: the scores recomputed and the gradients of the
+  // probabilities and of Q and K (s x s x d each), of V (s x s x dv) and of the
+  // probabilities through V (s x s x dv): 2.5 x the forward when dv = d.
+  c.bwd_flops = c.fwd_flops * static_cast<double>(3 * d + 2 * dv) / static_cast<double>(d + dv);
   c.fwd_bytes = (qe + ke + ve + oe) * Bt;  // read q, k, v; write the output
   c.bwd_bytes = 2.0 * c.fwd_bytes;
   // q, k, v and the output, plus one fp32 log-sum-exp per row.

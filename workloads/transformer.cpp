@@ -55,7 +55,7 @@ std::string transformer_problem(const TransformerConfig& c) {
     if (v <= 0) return std::string(field) + " must be positive, got " + std::to_string(v);
   }
   // Beyond any real model; also keeps the graph and its arithmetic finite.
-  const std::pair<const char*, std::int64_t> limits[] = {{"layers", 100'000}, {"hidden", 1'000'000},
+  const std::pair<const char*, std::int64_t> limits[] = {{"layers", 100'000}, {"hidden", 1'000'000}, {"heads", 1'000'000},
                                                          {"ffn", 10'000'000}, {"seq", 10'000'000},
                                                          {"vocab", 100'000'000}};
   for (const auto& [field, limit] : limits) {
@@ -145,10 +145,12 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
   const double expert_widest = b * seq * static_cast<double>(c.experts_per_token) *
                                std::max(static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn));
   // The attention's projections: Q, K and V's columns (multi-head latent attention: the
-  // query, and the keys' and values' up projection).
+  // query's or the keys' and values' up projection, or a latent, the widest).
   const double a = static_cast<double>(c.heads);
-  const double projected = c.mla() ? a * static_cast<double>(std::max(c.qk_head_dim(), c.qk_nope_dim + c.head_dim()))
-                                   : static_cast<double>(c.attention_width()) + 2.0 * static_cast<double>(c.kv_heads * c.head_dim());
+  const double projected =
+      c.mla() ? std::max({a * static_cast<double>(std::max(c.qk_head_dim(), c.qk_nope_dim + c.head_dim())),
+                          static_cast<double>(c.q_lora_rank), static_cast<double>(c.kv_lora_rank + c.qk_rope_dim)})
+              : static_cast<double>(c.attention_width()) + 2.0 * static_cast<double>(c.kv_heads * c.head_dim());
   if (b * seq * projected > 1e18) {
     return printf_string("batch: batch x seq x the attention's projected columns = %.3g, beyond the 1e18 ddlsim models",
                          b * seq * projected);
