@@ -75,6 +75,9 @@ Operator sharded(Operator op, const TransformerConfig& m, int tp, bool sp, int e
     case Split::kColumns: div(op.gemm.n); break;
     case Split::kRows: div(op.gemm.k); break;
     case Split::kHeads: div(op.gemm.batch); break;
+    // A replicated linear layer under sequence parallelism (a router, MLA's down
+    // projections) takes this rank's share of the tokens.
+    case Split::kReplicated: div(op.gemm.m); break;
     default: break;
   }
   if (ends_with(op.name, ".qkv") && m.kv_ways(tp) < tp) {

@@ -574,6 +574,8 @@ TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, den
   bad.erase("qk_rope_head_dim");
   CHECK(what(bad) == "config.json: qk_rope_head_dim: missing (a required field)");
   bad = doc;
+  bad["kv_lora_rank"] = 2000000;
+  CHECK(what(bad) == "config.json: kv_lora_rank: must be at most 1000000, got 2000000");
   bad["kv_lora_rank"] = 0;
   CHECK(what(bad) == "config.json: kv_lora_rank: expected a positive integer, got 0");
   bad = doc;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <vector>
 
 #include "support/input_error.hpp"
@@ -190,6 +191,13 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
         c.qk_nope_dim = o.positive_int("qk_nope_head_dim");
         c.qk_rope_dim = count_or(o, doc, "qk_rope_head_dim", 100'000, 0);
         c.v_head_dim = o.positive_int("v_head_dim");
+        // (Named here by their keys: transformer_problem's limits would name its fields.)
+        const std::tuple<const char*, std::int64_t, std::int64_t> limits[] = {
+            {"q_lora_rank", c.q_lora_rank, 1'000'000}, {"kv_lora_rank", c.kv_lora_rank, 1'000'000},
+            {"qk_nope_head_dim", c.qk_nope_dim, 100'000}, {"v_head_dim", c.v_head_dim, 100'000}};
+        for (const auto& [key, v, most] : limits) {
+          if (v > most) throw InputError(o.field_path(key) + ": must be at most " + std::to_string(most) + ", got " + std::to_string(v));
+        }
         o.known("head_dim");
         for (const char* k : {"rope_interleave", "quantization_config"}) o.known(k);
       } else if (o.has("head_dim") && !doc["head_dim"].is_null()) {
