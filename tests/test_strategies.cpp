@@ -431,6 +431,20 @@ struct StepRig {
 
 double params_of(const TransformerConfig& m) { return build_transformer(m, 1).totals().params; }
 
+// Plan p of m lowered with its replicas folded and whole, both replayed on the analytical
+// network; checks that they agree and returns both with the folded replay's step.
+struct FoldedPair {
+  LoweredTrainingStep fast, full;
+  double step = 0;
+};
+FoldedPair replay_folded_and_full(StepRig& rig, const TransformerConfig& m, const ParallelPlan& p) {
+  FoldedPair r{rig.lower(m, p, NetworkModelKind::kAnalytical, true), rig.lower(m, p, NetworkModelKind::kAnalytical, false)};
+  r.step = rig.run(r.fast);
+  CHECK(r.step == Approx(rig.run(r.full)).epsilon(1e-12));
+  return r;
+}
+
+
 // ZeRO-3 over the 8 GPUs of one server, two micro-batches of one sequence per replica.
 ParallelPlan zero3_on_8() {
   ParallelPlan p;
@@ -1968,17 +1982,15 @@ TEST_CASE("expert parallelism: folded replicas give the full replay, and the est
   for (const ParallelPlan& p : plans) {
     INFO(describe_plan(p));
     REQUIRE(plan_problem(p, m, 16).empty());
-    LoweredTrainingStep full = rig.lower(m, p, NetworkModelKind::kAnalytical, false);
-    LoweredTrainingStep fast = rig.lower(m, p, NetworkModelKind::kAnalytical, true);
-    CHECK(fast.lowered_replicas == 1);
-    const double replayed = rig.run(fast);
-    CHECK(replayed == Approx(rig.run(full)).epsilon(1e-12));
-    for (std::size_t l = 0; l < full.priced_link_bytes.size(); ++l) {
-      CHECK(fast.priced_link_bytes[l] + fast.network_model->link_bytes()[l] ==
-            Approx(full.priced_link_bytes[l] + full.network_model->link_bytes()[l]).epsilon(1e-12));
+    FoldedPair r = replay_folded_and_full(rig, m, p);
+    CHECK(r.fast.lowered_replicas == 1);
+    const double replayed = r.step;
+    for (std::size_t l = 0; l < r.full.priced_link_bytes.size(); ++l) {
+      CHECK(r.fast.priced_link_bytes[l] + r.fast.network_model->link_bytes()[l] ==
+            Approx(r.full.priced_link_bytes[l] + r.full.network_model->link_bytes()[l]).epsilon(1e-12));
     }
     CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(replayed).epsilon(0.05));
-    CHECK(replayed > fast.compute_parts.front().total());
+    CHECK(replayed > r.fast.compute_parts.front().total());
   }
 }
 
@@ -2136,10 +2148,7 @@ TEST_CASE("dense layers among experts: the replay runs each layer's kind, all-to
   for (const ParallelPlan& q : plans) {
     INFO(describe_plan(q));
     REQUIRE(plan_problem(q, m, 16).empty());
-    LoweredTrainingStep full = two.lower(m, q, NetworkModelKind::kAnalytical, false);
-    LoweredTrainingStep fast = two.lower(m, q, NetworkModelKind::kAnalytical, true);
-    const double replayed = two.run(fast);
-    CHECK(replayed == Approx(two.run(full)).epsilon(1e-12));
+    const double replayed = replay_folded_and_full(two, m, q).step;
     CHECK(estimate_step(m, q, *two.fabric, *two.compute) == Approx(replayed).epsilon(0.06));
   }
 }
