@@ -160,7 +160,8 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
   const double m = static_cast<double>(p.micro_batches()), pp = p.pp;
   switch (p.schedule) {
     case PipelineSchedule::kGPipe: return m;
-    case PipelineSchedule::k1F1B: return std::min(m, pp - stage);
+    // Combined 1F1B (overlap_ep_comm) runs one warm-up forward more.
+    case PipelineSchedule::k1F1B: return std::min(m, pp - stage + (p.combined_1f1b() ? 1 : 0));
     // Activations held until the weight-gradient pass (W); ZB-H1 lets stage i defer i of
     // them, so every stage holds stage 0's count (pipeline_schedule).
     case PipelineSchedule::kZeroBubbleH1: return std::min(m, pp);
@@ -169,7 +170,8 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
       // with (pipeline_schedule, as Megatron-LM's schedule runs them), each 1/v of the
       // stage's layers. Stage 0 gives Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)).
       const double v = p.virtual_stages, chunks = m * v;
-      const double warmup = interleaved_warmup(p.pp, p.virtual_stages, static_cast<int>(p.micro_batches()), stage);
+      const double warmup =
+          interleaved_warmup(p.pp, p.virtual_stages, static_cast<int>(p.micro_batches()), stage, p.combined_1f1b());
       return std::min(chunks, warmup + 1) / v;
     }
   }
@@ -184,12 +186,14 @@ double in_flight_losses(const ParallelPlan& p) {
   if (p.schedule == PipelineSchedule::kZeroBubbleH1) return std::min(m, static_cast<double>(p.pp));
   // 1F1B runs each backward on the last stage right after its forward; so does the
   // interleaved schedule for the last chunk, unless every forward comes first (m = pp).
+  // Combined 1F1B runs the next forward beside it: two.
   const int micro_batches = static_cast<int>(p.micro_batches());
   if (p.schedule == PipelineSchedule::kInterleaved1F1B &&
-      interleaved_warmup(p.pp, p.virtual_stages, micro_batches, p.pp - 1) == micro_batches * p.virtual_stages) {
+      interleaved_warmup(p.pp, p.virtual_stages, micro_batches, p.pp - 1, p.combined_1f1b()) ==
+          micro_batches * p.virtual_stages) {
     return m;
   }
-  return 1;
+  return p.combined_1f1b() ? std::min(m, 2.0) : 1;
 }
 
 double loss_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp) {

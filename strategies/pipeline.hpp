@@ -38,14 +38,23 @@ struct PipelineOp {
   int micro_batch;  // 0 .. m-1
   bool weights = false;  // zero-bubble: this backward's deferred weight-gradient pass (W);
                          // a backward op of that schedule is then its input-gradient pass (B)
+  bool with_next = false;  // combined 1F1B: this forward runs beside the backward after it
 };
 
-/// The interleaved schedule's warm-up forwards on stage i (chunk forwards, at most m v).
-int interleaved_warmup(int pp, int virtual_stages, int micro_batches, int stage);
+/// The interleaved schedule's warm-up forwards on stage i (chunk forwards, at most m v);
+/// `combined`: one more (combined 1F1B).
+int interleaved_warmup(int pp, int virtual_stages, int micro_batches, int stage, bool combined = false);
 
 /// Each device's (pipeline rank's) operations in program order. Throws
 /// std::invalid_argument for counts the schedule cannot take (plan_problem checks them).
+///
+/// `combined` (1F1B and interleaved only; ParallelPlan::combined_1f1b): Megatron-Core's
+/// combined 1F1B, which runs one warm-up forward more on every stage so that each
+/// steady-state forward and the backward after it belong to different micro-batches (or
+/// model chunks) and neither waits for the other; each such forward is marked with_next
+/// and runs beside that backward. Without a pipeline: F0, F1 with B0, ..., F(m-1) with
+/// B(m-2), then B(m-1).
 std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, int pp, int virtual_stages,
-                                                       int micro_batches);
+                                                       int micro_batches, bool combined = false);
 
 }  // namespace ddlsim

@@ -18,6 +18,9 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     }
     if (p.schedule == PipelineSchedule::kZeroBubbleH1) return "ep > 1 is not modelled with the zero-bubble schedule";
     if (m.parallel_layers) return "ep > 1 is not modelled with parallel attention and MLP layers";
+    if (p.overlap_ep_comm && p.schedule == PipelineSchedule::kGPipe) {
+      return "overlap_ep_comm pairs each forward with a backward: it needs the 1f1b or interleaved schedule, not gpipe";
+    }
   }
   if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";
   if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||

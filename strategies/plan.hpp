@@ -110,6 +110,14 @@ struct ParallelPlan {
   /// all-gather of the output gradient before the half stays in line). false: the
   /// half's collective follows its whole backward.
   bool overlap_tp_backward = false;
+  /// Expert parallelism only (ep > 1): Megatron-Core's combined 1F1B
+  /// (--overlap-moe-expert-parallel-comm). In the 1F1B steady state each forward runs
+  /// beside the backward that follows it, on one compute stream, so that either pass's
+  /// all-to-alls overlap the other's compute; one warm-up forward more (pipeline_schedule)
+  /// keeps each such pair independent, and each device holds one micro-batch's
+  /// activations more. The all-to-alls of one communicator still run one at a time.
+  /// The 1F1B and interleaved schedules only; with ep 1 it changes nothing.
+  bool overlap_ep_comm = false;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   /// true: the data-parallel gradient reductions (all-reduce, ZeRO's reduce-scatters)
@@ -119,6 +127,8 @@ struct ParallelPlan {
   bool grad_reduce_fp32 = false;
 
   [[nodiscard]] int devices() const { return dp * tp * pp; }
+  /// Whether the schedule pairs forwards with backwards (overlap_ep_comm in effect).
+  [[nodiscard]] bool combined_1f1b() const { return overlap_ep_comm && ep > 1; }
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
 };
 

@@ -41,6 +41,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
   p.overlap_p2p = space.framework.overlap_p2p;
   p.overlap_tp_backward = space.framework.overlap_tp_backward;
+  p.overlap_ep_comm = space.framework.overlap_ep_comm;
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.order = space.framework.order;
@@ -187,8 +188,14 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     double f, b, kept, ag = 0, rs = 0, ar = 0;
   };
   const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts) {
-    const double f = (c.attention.forward + mlp.forward).value() + ars * ar + a2a;
-    double plain = (c.attention.backward + mlp.backward).value() + ars * ar + a2a;
+    const double fc = (c.attention.forward + mlp.forward).value() + ars * ar;
+    const double bc = (c.attention.backward + mlp.backward).value() + ars * ar;
+    // Combined 1F1B: a forward's all-to-alls run beside the backward paired with it
+    // and the backward's beside the forward, so each pass shows only what outlasts the
+    // other's compute (optimistic: the warm-up's and the drain's passes have no partner).
+    const bool combined = experts && p.combined_1f1b();
+    const double f = fc + (combined ? std::max(0.0, a2a - bc) : a2a);
+    double plain = bc + (combined ? std::max(0.0, a2a - fc) : a2a);
     // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
     // none runs beside its collective.)
     const double mlp_weight = experts ? 0.0 : mlp.weight_gradient.value();
@@ -196,7 +203,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       plain = model.parallel_layers ? backward_half((c.attention.backward + mlp.backward).value(),
                                                     (c.attention.weight_gradient + mlp.weight_gradient).value())
                                     : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
-                                          backward_half(mlp.backward.value(), mlp_weight) + a2a;
+                                          backward_half(mlp.backward.value(), mlp_weight) +
+                                          (combined ? std::max(0.0, a2a - fc) : a2a);
     }
     const double b = plain + (c.attention.recompute + mlp.recompute).value() + (full ? ars * ar + a2a : 0.0);
     return LayerTimes{f, b, full ? plain : b};
@@ -399,7 +407,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.grad_accumulation, p.grad_reduce_fp32, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   return key(a) == key(b);
 }

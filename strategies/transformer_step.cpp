@@ -58,7 +58,7 @@ class StepLowering {
     if (split_) out_.weight_pass_s.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     for (int i = 0; i < p_.pp; ++i) out_.gradients_reduced.push_back(g_.add(Marker{}, "gradients reduced").id());
     memory_plan();
-    const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_);
+    const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_, p_.combined_1f1b());
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) lower_program(d, i, programs[static_cast<std::size_t>(i)]);
     }
@@ -155,6 +155,19 @@ class StepLowering {
       }
     }
     if (p_.overlap_tp_backward) out_.tp_overlaps.resize(out_.tp_comm.size());
+    // Combined 1F1B: a forward's and a backward's all-to-alls may be ready at once; those
+    // of one communicator (stage, ep group, tp rank) run one at a time, in the order
+    // they become ready, on a queue of their own (priced; transfers share the network).
+    if (priced_ && p_.combined_1f1b()) {
+      for (int i = 0; i < p_.pp; ++i) {
+        for (int g = 0; g < p_.dp / p_.ep; ++g) {
+          for (int k = 0; k < p_.tp; ++k) {
+            const std::string name = "pp" + std::to_string(i) + ".ep" + std::to_string(g) + ".tp" + std::to_string(k);
+            a2a_queues_.push_back(add(std::make_unique<ComputeStream>(name + ".all-to-all")));
+          }
+        }
+      }
+    }
   }
 
   // Every tensor-parallel group's all-reduce, priced by the analytical model (with the
@@ -570,7 +583,15 @@ class StepLowering {
       const Markers mk{g_.add(Marker{}, "all-to-all").id(), g_.add(Marker{}, "all-to-all done").id()};
       for (int g = group; g < (folded ? p_.dp / p_.ep : group + 1); ++g) {
         for (int k = 0; k < p_.tp; ++k) {
-          const LoweredCollective c = dp_collective(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g, kEpDim);
+          // Combined 1F1B lowers a forward before the backward beside it: its
+          // all-to-alls run in the order they become ready (their queue, or the network's
+          // sharing), not in the order they are lowered.
+          const LoweredCollective c =
+              p_.combined_1f1b()
+                  ? dp_collective_alone(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g, kEpDim,
+                                        priced_ ? a2a_queues_[static_cast<std::size_t>((here_.i * (p_.dp / p_.ep) + g) * p_.tp + k)]
+                                                : ResourceId())
+                  : dp_collective(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g, kEpDim);
           g_.add_edge(mk.start, c.start);
           g_.add_edge(c.end, mk.end);
         }
@@ -623,17 +644,26 @@ class StepLowering {
     const PoolId pool(static_cast<std::uint32_t>(grp));
     TaskId prev = g_.add(Allocate{pool, Bytes(states_[static_cast<std::size_t>(i)])}, "model states").id();
     TaskId last_exit;
-    std::optional<Key> prev_key;
+    // The passes whose sends the next pass to start waits for (unless overlap_p2p).
+    std::vector<Key> sending;
+    // Combined 1F1B: while lowering the backward that runs beside a forward, where both
+    // start and where the forward ends.
+    TaskId pair_start, pair_forward_end;
     for (const PipelineOp& op : program) {
       const int s = op.chunk * p_.pp + i;
       here_ = {d, i, s, op.micro_batch, 0};
       const TaskId entry = op.forward   ? g_.add(Allocate{pool, Bytes(chunk_activations(s))}, "forward").id()
                            : op.weights ? g_.add(Marker{}, "weight gradients").id()
                                         : g_.add(Marker{}, "backward").id();
-      g_.add_edge(prev, entry);
+      const bool beside = pair_start.valid();  // the second pass of a pair
+      const TaskId start = beside ? pair_start : prev;
+      g_.add_edge(start, entry);
       const Key key{d, s, op.micro_batch, op.forward};
-      if (prev_key) next_entry_[*prev_key] = entry;
-      prev_key = key;
+      if (!beside) {
+        for (const Key& k : sending) next_entry_[k] = entry;
+        sending.clear();
+      }
+      if (!op.weights) sending.push_back(key);  // a W pass sends nothing
       TaskId t = entry;
       // The pass that completes the micro-batch's weight gradients: the backward, or
       // under the zero-bubble schedule its W pass (the B pass only sends its gradient on).
@@ -690,15 +720,23 @@ class StepLowering {
         for (const Unit* up : produced_units) produced(d, i, t, *up);
       }
       last_exit = prev = t;
-      if (op.weights) {
-        prev_key.reset();  // sends nothing; the pass after it waits on no sends
-      } else {
+      if (!op.weights) {
         entries_[{d, s, op.micro_batch, op.forward}] = entry;
         exits_[{d, s, op.micro_batch, op.forward}] = t;
       }
       if (gradients) {
         prev = g_.add(Free{pool, Bytes(chunk_activations(s))}, "free activations").id();
         g_.add_edge(t, prev);
+      }
+      if (op.with_next) {  // the backward after it starts where it started
+        pair_start = start;
+        pair_forward_end = prev;
+      } else if (beside) {  // the pass after the pair waits for both
+        const TaskId both = g_.add(Marker{}, "forward and backward done").id();
+        g_.add_edge(pair_forward_end, both);
+        g_.add_edge(prev, both);
+        prev = both;
+        pair_start = pair_forward_end = TaskId();
       }
     }
     out_.last_backward[grp] = last_exit;
@@ -948,13 +986,15 @@ class StepLowering {
     return c;
   }
 
-  LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes, int comm, Dim dim) {
+  // `queue`, when valid: where a priced collective runs (else beside every other).
+  LoweredCollective dp_collective_alone(int i, int k, CollectiveOp op, double bytes, int comm, Dim dim,
+                                        ResourceId queue = ResourceId()) {
     // The first device (dp 0, stage 0, tp rank 0) is in every communicator that holds dp
     // rank 0 (its data-parallel bytes leave the expert-parallel all-to-alls out).
     const bool first_device = dim == kDpDim && i == 0 && k == 0 && (comm == kAllRanks || comm == 0 || comm == 1);
     const Choice& ch = choice(i, k, op, bytes, comm);
     record_use(dim, ch.spec, ch.group.ranks.size(), 1.0);
-    return run_choice(ch, op_name(op), first_device);
+    return run_choice(ch, op_name(op), first_device, queue);
   }
   // The algorithm (and priced cost) of that collective, chosen once.
   const Choice& choice(int i, int k, CollectiveOp op, double bytes, int comm) {
@@ -988,11 +1028,11 @@ class StepLowering {
   // The collective in the graph: priced, one task of its time (`what` names it); else
   // its transfers (refused past the transfer limit). Counts what the first device
   // (dp 0, stage 0, tp rank 0) sends when it is in it.
-  LoweredCollective run_choice(const Choice& ch, std::string_view what, bool first_device) {
+  LoweredCollective run_choice(const Choice& ch, std::string_view what, bool first_device, ResourceId queue = ResourceId()) {
     if (priced_) {
       count_priced(ch, first_device);
       ++out_.priced_collectives;
-      const TaskId t = g_.add(Compute{out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, what).id();
+      const TaskId t = g_.add(Compute{queue.valid() ? queue : out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, what).id();
       return LoweredCollective{t, t, 0};
     }
     const std::uint64_t more = collective_transfer_count(ch.group, ch.spec, in_.network == NetworkModelKind::kAnalytical);
@@ -1050,6 +1090,7 @@ class StepLowering {
   bool ep_ = false;  // expert parallelism (ep > 1)
   Here here_;
   std::map<A2aKey, Markers> a2a_;
+  std::vector<ResourceId> a2a_queues_;  // combined 1F1B, priced: per (stage, ep group, tp rank)
 };
 
 }  // namespace

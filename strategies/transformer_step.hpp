@@ -41,6 +41,10 @@
 // among the ep consecutive data-parallel replicas of a group, which share it as ZeRO-3's
 // replicas share their gathers. Each gradient bucket is reduced in two parts: the
 // routed experts' over the dp / ep replicas holding the same experts, the rest over all.
+// With plan.overlap_ep_comm (combined 1F1B) each steady-state forward and the backward
+// after it start together and share the compute stream, the next pass waiting for both;
+// priced, the all-to-alls of one communicator run on a queue of their own in the order
+// they become ready.
 #pragma once
 
 #include <cstdint>

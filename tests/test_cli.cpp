@@ -3095,7 +3095,28 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
       {{"run", f, "--set", "strategies.2.ep=0"}, "ddlsim run: strategies.2.ep: expected a positive integer, got 0\n"},
       {{"run", f, "--set", "strategies.2.zero=3"},
        "ddlsim run: strategies.2: ep > 1 is modelled with zero 0 or 1 only (ZeRO-2/3 would shard expert states over dp / ep)\n"},
+      {{"run", f, "--set", "strategies.2.overlap_ep_comm=1"}, "ddlsim run: strategies.2.overlap_ep_comm: expected true or false, got 1\n"},
+      {{"run", f, "--set", "strategies.2.overlap_ep_comm=true", "--set", "strategies.2.schedule=\"gpipe\""},
+       "ddlsim run: strategies.2: overlap_ep_comm pairs each forward with a backward: it needs the 1f1b or interleaved "
+       "schedule, not gpipe\n"},
   });
+  // overlap_ep_comm (combined 1F1B) with 4 micro-batches: the same compute, a shorter
+  // step, less exposed expert-parallel time, and a breakdown that still adds up.
+  std::vector<nlohmann::json> runs;
+  for (const char* overlap : {"false", "true"}) {
+    const auto o = ddlsim_cmd({"run", f, "--json", "--set", "strategies.2.global_batch=64", "--set",
+                               std::string("strategies.2.overlap_ep_comm=") + overlap});
+    REQUIRE(o.status == 0);
+    runs.push_back(nlohmann::json::parse(o.out).at("strategies").at(2));
+  }
+  const auto& ob = runs[1].at("breakdown");
+  CHECK(ob.at("compute_s").get<double>() == Approx(runs[0].at("breakdown").at("compute_s").get<double>()).epsilon(1e-12));
+  CHECK(runs[1].at("step_time_s").get<double>() < runs[0].at("step_time_s").get<double>());
+  CHECK(ob.at("exposed_comm_s").at("ep").get<double>() < runs[0].at("breakdown").at("exposed_comm_s").at("ep").get<double>());
+  const auto& ox = ob.at("exposed_comm_s");
+  CHECK(ob.at("compute_s").get<double>() + ox.at("tp").get<double>() + ox.at("pp").get<double>() + ox.at("dp").get<double>() +
+            ox.at("ep").get<double>() + ox.at("other").get<double>() + ob.at("bubble_s").get<double>() ==
+        Approx(runs[1].at("step_time_s").get<double>()).epsilon(1e-12));
   const auto sbp = ddlsim_cmd({"run", f, "--set",
                                R"J(strategies=[{"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"});
   CHECK(sbp.status == 2);

@@ -257,8 +257,11 @@ namespace {
 // on stage s - 1, a backward for the backward on stage s + 1 and its own forward. A chunk
 // takes f / v forward and b / v backward; under the zero-bubble schedule a backward is
 // its input gradient, b - w, and its weight-gradient pass w (after it) the rest.
-double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, double b, double w = 0.0) {
-  const auto sched = pipeline_schedule(kind, pp, v, m);
+// `combined`: combined 1F1B, each forward marked with_next and the backward after it both
+// after the op before them, the op after them after both.
+double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, double b, double w = 0.0,
+                       bool combined = false) {
+  const auto sched = pipeline_schedule(kind, pp, v, m, combined);
   TaskGraph g;
   std::vector<std::unique_ptr<ResourceModel>> streams;
   std::map<std::tuple<bool, int, int>, TaskId> task;  // (forward, virtual stage, micro-batch)
@@ -266,6 +269,8 @@ double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, do
   std::vector<std::vector<TaskId>> order(static_cast<std::size_t>(pp));
   for (int i = 0; i < pp; ++i) {
     streams.push_back(std::make_unique<ComputeStream>("stage" + std::to_string(i)));
+    std::vector<TaskId> before;  // what the next op waits for
+    bool beside = false;         // the next op runs beside the one before it
     for (const PipelineOp& op : sched[static_cast<std::size_t>(i)]) {
       const int s = op.chunk * pp + i;
       const double time = op.forward ? f : op.weights ? w : b - w;
@@ -273,7 +278,18 @@ double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, do
                              op.forward ? "F" : op.weights ? "W" : "B").id();
       if (op.weights) weights.emplace_back(t, std::tuple{false, s, op.micro_batch});
       else task[{op.forward, s, op.micro_batch}] = t;
-      if (!order[static_cast<std::size_t>(i)].empty()) g.add_edge(order[static_cast<std::size_t>(i)].back(), t);
+      for (TaskId x : before) g.add_edge(x, t);
+      if (op.with_next) {
+        beside = true;
+        order[static_cast<std::size_t>(i)].push_back(t);
+        continue;
+      }
+      if (beside) {
+        before = {order[static_cast<std::size_t>(i)].back(), t};
+        beside = false;
+      } else {
+        before = {t};
+      }
       order[static_cast<std::size_t>(i)].push_back(t);
     }
   }
@@ -312,6 +328,72 @@ TEST_CASE("interleaving v chunks divides the bubble by v") {
     const double f = 1.0, b = 2.0;
     CHECK(replay_schedule(PipelineSchedule::kInterleaved1F1B, p, v, m, f, b) ==
           Approx(m * (f + b) + (p - 1) * (f + b) / v));
+  }
+}
+
+TEST_CASE("combined 1F1B runs one warm-up forward more and pairs each steady forward with an independent backward") {
+  // Expected (Megatron-Core's combined 1F1B, --overlap-moe-expert-parallel-comm): without
+  // a pipeline F0, then F1 beside B0, F2 beside B1, F3 beside B2, then B3. With one, the
+  // same passes as 1F1B or interleaved 1F1B with one forward more before the first
+  // backward on every stage (all of them when there are no more), each later forward
+  // marked to run beside the backward after it, which is of another micro-batch or
+  // chunk; the activations held at the peak are one chunk forward more than the plain
+  // schedule's, as in_flight_micro_batches says for an expert-parallel plan with
+  // overlap_ep_comm. With free communication the pairs change no stage's work and no
+  // dependency's length, and the steps stay 1F1B's (m + p - 1)(f + b) and interleaving's
+  // m (f + b) + (p - 1)(f + b) / v.
+  const auto one = pipeline_schedule(PipelineSchedule::k1F1B, 1, 1, 4, true).front();
+  const std::vector<std::tuple<bool, int, bool>> expected{{true, 0, false}, {true, 1, true},  {false, 0, false},
+                                                          {true, 2, true},  {false, 1, false}, {true, 3, true},
+                                                          {false, 2, false}, {false, 3, false}};
+  REQUIRE(one.size() == expected.size());
+  for (std::size_t j = 0; j < one.size(); ++j) {
+    CHECK(std::tuple{one[j].forward, one[j].micro_batch, one[j].with_next} == expected[j]);
+  }
+  CHECK_THROWS_AS(pipeline_schedule(PipelineSchedule::kGPipe, 2, 1, 4, true), std::invalid_argument);
+  for (auto [kind, p, v, m] : {std::tuple{PipelineSchedule::k1F1B, 4, 1, 8}, std::tuple{PipelineSchedule::k1F1B, 4, 1, 2},
+                               std::tuple{PipelineSchedule::k1F1B, 1, 1, 5},
+                               std::tuple{PipelineSchedule::kInterleaved1F1B, 4, 2, 8},
+                               std::tuple{PipelineSchedule::kInterleaved1F1B, 4, 2, 4},
+                               std::tuple{PipelineSchedule::kInterleaved1F1B, 2, 3, 6}}) {
+    CAPTURE(p);
+    CAPTURE(v);
+    CAPTURE(m);
+    const auto plain = pipeline_schedule(kind, p, v, m), combined = pipeline_schedule(kind, p, v, m, true);
+    ParallelPlan plan;
+    plan.pp = p, plan.virtual_stages = v, plan.global_batch = 2 * m, plan.dp = 2, plan.schedule = kind;
+    plan.ep = 2, plan.overlap_ep_comm = true;
+    for (int i = 0; i < p; ++i) {
+      const auto& a = plain[static_cast<std::size_t>(i)];
+      const auto& c = combined[static_cast<std::size_t>(i)];
+      auto passes = [](const std::vector<PipelineOp>& ops) {
+        std::multiset<std::tuple<bool, int, int>> out;
+        for (const PipelineOp& op : ops) out.insert({op.forward, op.chunk, op.micro_batch});
+        return out;
+      };
+      CHECK(passes(a) == passes(c));
+      auto leading = [](const std::vector<PipelineOp>& ops) {
+        int n = 0;
+        while (n < static_cast<int>(ops.size()) && ops[static_cast<std::size_t>(n)].forward) ++n;
+        return n;
+      };
+      CHECK(leading(c) == std::min(leading(a) + 1, m * v));
+      int live = 0, most = 0;
+      for (std::size_t j = 0; j < c.size(); ++j) {
+        live += c[j].forward ? 1 : -1;
+        most = std::max(most, live);
+        if (!c[j].with_next) continue;
+        REQUIRE(j + 1 < c.size());
+        CHECK(c[j].forward);
+        CHECK(!c[j + 1].forward);
+        CHECK(std::pair{c[j].chunk, c[j].micro_batch} != std::pair{c[j + 1].chunk, c[j + 1].micro_batch});
+      }
+      CHECK(in_flight_micro_batches(plan, i) == Approx(static_cast<double>(most) / v));
+    }
+    const double f = 1.0, b = 2.0;
+    const double expected_step = kind == PipelineSchedule::k1F1B ? (m + p - 1) * (f + b) : m * (f + b) + (p - 1) * (f + b) / v;
+    CHECK(replay_schedule(kind, p, v, m, f, b) == Approx(expected_step));
+    CHECK(replay_schedule(kind, p, v, m, f, b, 0.0, true) == Approx(expected_step));
   }
 }
 
@@ -393,9 +475,12 @@ struct StepRig {
   Cluster cluster;
   std::unique_ptr<NetworkFabric> fabric;
   std::unique_ptr<ComputeModel> compute;
-  StepRig(const char* preset, int nodes) {
+  StepRig(const char* preset, int nodes) : StepRig(preset, [nodes] {
     PresetOptions o;
     o.nodes = nodes;
+    return o;
+  }()) {}
+  StepRig(const char* preset, const PresetOptions& o) {
     cluster = build_preset(catalog, preset, o);
     fabric = std::make_unique<NetworkFabric>(cluster, catalog);
     compute = std::make_unique<ComputeModel>(catalog.accelerator(cluster.node(cluster.accelerators()[0]).model));
@@ -1890,7 +1975,8 @@ std::vector<ParallelPlan> ep_plans_on_16() {
 
 TEST_CASE("expert parallelism's plan checks name the problem") {
   // Expected: ep needs a mixture of experts, divides its experts and dp, and is modelled
-  // with zero 0/1, schedules other than zero-bubble, sequential attention and MLP.
+  // with zero 0/1, schedules other than zero-bubble, sequential attention and MLP; its
+  // all-to-alls overlap (combined 1F1B) under 1F1B and interleaved 1F1B only.
   const TransformerConfig moe = small_moe();
   ParallelPlan p;
   p.dp = 8, p.ep = 4, p.global_batch = 16;
@@ -1908,6 +1994,11 @@ TEST_CASE("expert parallelism's plan checks name the problem") {
   CHECK(plan_problem(q, moe, 8) == "ep must be at least 1");
   q = p, q.dp = 4, q.pp = 2, q.schedule = PipelineSchedule::kZeroBubbleH1;
   CHECK(plan_problem(q, moe, 8) == "ep > 1 is not modelled with the zero-bubble schedule");
+  q = p, q.dp = 4, q.pp = 2, q.schedule = PipelineSchedule::kGPipe, q.overlap_ep_comm = true;
+  CHECK(plan_problem(q, moe, 8) ==
+        "overlap_ep_comm pairs each forward with a backward: it needs the 1f1b or interleaved schedule, not gpipe");
+  q.ep = 1;  // nothing to overlap: accepted, as overlap_tp_backward with tp 1
+  CHECK(plan_problem(q, moe, 8).empty());
   TransformerConfig parallel = moe;
   parallel.parallel_layers = true;
   CHECK(plan_problem(p, parallel, 8) == "ep > 1 is not modelled with parallel attention and MLP layers");
@@ -1991,6 +2082,86 @@ TEST_CASE("expert parallelism: folded replicas give the full replay, and the est
     }
     CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(replayed).epsilon(0.05));
     CHECK(replayed > r.fast.compute_parts.front().total());
+  }
+}
+
+TEST_CASE("combined 1F1B hides all-to-alls behind the paired pass's compute") {
+  // Expected, for the small MoE on 2 DGX H100s without a pipeline (dp 16, ep 8 inside
+  // each server; dp 8 x tp 2 with sequence parallelism and ZeRO-1, ep 8 over both
+  // servers) and with an interleaved one (dp 8 x pp 2, v 2, ep 8), overlap_ep_comm
+  // against the same plan without it:
+  // - the same compute and the same all-to-alls (one warm-up forward more reorders the
+  //   passes, it adds none);
+  // - a shorter step, but none shorter than the device's compute or than the
+  //   all-to-alls of one communicator, which still run one at a time on their queue;
+  // - folded replicas give the full replay, the flow network's step lies within 1% of
+  //   the analytical one's, and the memory model's peak is the replay's (one
+  //   micro-batch's activations more than without the overlap);
+  // - the estimate, which lets each pass's all-to-alls hide behind the other pass's
+  //   compute, within 6% of the replay.
+  // The last plan runs the second's on servers joined by one 10 Gb/s Ethernet NIC each:
+  // there the all-to-alls outlast the compute and their queue bounds the step. Replayed
+  // transfer by transfer on the analytical network, which lets transfers overlap without
+  // sharing bandwidth, two all-to-alls of one communicator may run at once: that replay
+  // can only be shorter.
+  StepRig fast("dgx-h100", 2);
+  PresetOptions slow_nic;
+  slow_nic.nodes = 2, slow_nic.nic = "eth-10g", slow_nic.nics_per_node = 1;
+  StepRig slow("dgx-h100", slow_nic);
+  const TransformerConfig m = small_moe();
+  std::vector<ParallelPlan> plans(4);
+  plans[0].dp = 16, plans[0].ep = 8, plans[0].global_batch = 64;
+  plans[1].dp = 8, plans[1].tp = 2, plans[1].ep = 8, plans[1].global_batch = 32, plans[1].sequence_parallel = true;
+  plans[1].dp_mode = DataParallelMode::kZero1;
+  plans[2].dp = 8, plans[2].pp = 2, plans[2].ep = 8, plans[2].global_batch = 64;
+  plans[2].schedule = PipelineSchedule::kInterleaved1F1B, plans[2].virtual_stages = 2;
+  plans[3] = plans[1];
+  for (const ParallelPlan& plain : plans) {
+    const bool comm_bound = &plain == &plans.back();
+    StepRig& rig = comm_bound ? slow : fast;
+    ParallelPlan p = plain;
+    p.overlap_ep_comm = true;
+    INFO(describe_plan(p), comm_bound ? " on 10 Gb/s" : "");
+    REQUIRE(plan_problem(p, m, 16).empty());
+    LoweredTrainingStep a = rig.lower(m, plain, NetworkModelKind::kAnalytical);
+    const double before = rig.run(a);
+    LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
+    CHECK(s.compute_parts.front().total() == Approx(a.compute_parts.front().total()).epsilon(1e-12));
+    double a2a = 0, a2a_plain = 0;
+    for (const CollectiveUse& u : s.collective_uses) a2a += u.op == CollectiveOp::kAllToAll ? u.count : 0.0;
+    for (const CollectiveUse& u : a.collective_uses) a2a_plain += u.op == CollectiveOp::kAllToAll ? u.count : 0.0;
+    CHECK(a2a == a2a_plain);
+    ResourceUsage usage;
+    MemoryTracker mem;
+    Observer* obs[] = {&usage, &mem};
+    const double step = rig.run(s, obs);
+    double queue = 0;
+    std::size_t queues = 0;
+    for (std::size_t k = 0; k < s.resources.size(); ++k) {
+      if (!s.resources[k]->name().ends_with(".all-to-all")) continue;
+      ++queues;
+      queue = std::max(queue, usage.entries()[k].busy.value());
+    }
+    CHECK(queues == static_cast<std::size_t>(p.pp * p.tp * (p.dp / p.ep)));
+    double busy = 0;
+    for (ResourceId c : s.compute) busy = std::max(busy, usage.entries()[c.value].busy.value());
+    CHECK(step < before);
+    CHECK(step >= busy);
+    CHECK(step >= queue);
+    CHECK(comm_bound == (queue > busy));
+    const std::vector<DeviceMemory> model = stage_memory(p, m);
+    for (int i = 0; i < p.pp; ++i) {
+      CHECK(mem.pools()[static_cast<std::size_t>(i)].peak.value() == Approx(model[static_cast<std::size_t>(i)].total()).epsilon(1e-12));
+    }
+    CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(step).epsilon(0.06));
+    if (comm_bound) {
+      LoweredTrainingStep transfers = rig.lower(m, p, NetworkModelKind::kAnalytical, false);
+      CHECK(rig.run(transfers) < step);
+      continue;
+    }
+    CHECK(replay_folded_and_full(rig, m, p).step == Approx(step).epsilon(1e-12));
+    LoweredTrainingStep flow = rig.lower(m, p, NetworkModelKind::kFlow);
+    CHECK(rig.run(flow) == Approx(step).epsilon(0.01));
   }
 }
 
