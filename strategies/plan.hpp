@@ -114,8 +114,8 @@ struct ParallelPlan {
   /// (--overlap-moe-expert-parallel-comm). In the 1F1B steady state each forward runs
   /// beside the backward that follows it, on one compute stream, so that either pass's
   /// all-to-alls overlap the other's compute; one warm-up forward more (pipeline_schedule)
-  /// keeps each such pair independent, and each device holds one micro-batch's
-  /// activations more. The all-to-alls of one communicator still run one at a time.
+  /// keeps each such pair independent, and each device holds one chunk forward's
+  /// activations more. Priced, the all-to-alls of one communicator run one at a time.
   /// The 1F1B and interleaved schedules only; with ep 1 it changes nothing.
   bool overlap_ep_comm = false;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).

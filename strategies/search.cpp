@@ -7,6 +7,7 @@
 
 #include "sim/collectives.hpp"
 #include "strategies/memory.hpp"
+#include "strategies/pipeline.hpp"
 #include "strategies/stage_costs.hpp"
 
 namespace ddlsim {
@@ -41,7 +42,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
   p.overlap_p2p = space.framework.overlap_p2p;
   p.overlap_tp_backward = space.framework.overlap_tp_backward;
-  p.overlap_ep_comm = space.framework.overlap_ep_comm;
+  p.overlap_ep_comm = space.framework.overlap_ep_comm && sched != PipelineSchedule::kGPipe;  // gpipe has no pairs
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.order = space.framework.order;
@@ -193,9 +194,15 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // Combined 1F1B: a forward's all-to-alls run beside the backward paired with it
     // and the backward's beside the forward, so each pass shows only what outlasts the
     // other's compute (optimistic: the warm-up's and the drain's passes have no partner).
-    const bool combined = experts && p.combined_1f1b();
-    const double f = fc + (combined ? std::max(0.0, a2a - bc) : a2a);
-    double plain = bc + (combined ? std::max(0.0, a2a - fc) : a2a);
+    // Under 1F1B with a pipeline the backward's input comes from the next stage's pair,
+    // after the forward has run alone: counted as no overlap.
+    // Only the paired passes hide any: those past the first stage's warm-up.
+    const bool combined = experts && p.combined_1f1b() && (p.pp == 1 || p.schedule == PipelineSchedule::kInterleaved1F1B);
+    const int m = static_cast<int>(p.micro_batches()), chunks = m * p.virtual_stages;
+    const double paired =
+        combined ? static_cast<double>(chunks - interleaved_warmup(p.pp, p.virtual_stages, m, 0, true)) / chunks : 0.0;
+    const double f = fc + a2a - std::max(0.0, paired) * std::min(a2a, bc);
+    double plain = bc + a2a - std::max(0.0, paired) * std::min(a2a, fc);
     // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
     // none runs beside its collective.)
     const double mlp_weight = experts ? 0.0 : mlp.weight_gradient.value();
@@ -203,8 +210,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       plain = model.parallel_layers ? backward_half((c.attention.backward + mlp.backward).value(),
                                                     (c.attention.weight_gradient + mlp.weight_gradient).value())
                                     : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
-                                          backward_half(mlp.backward.value(), mlp_weight) +
-                                          (combined ? std::max(0.0, a2a - fc) : a2a);
+                                          backward_half(mlp.backward.value(), mlp_weight) + a2a -
+                                          std::max(0.0, paired) * std::min(a2a, fc);
     }
     const double b = plain + (c.attention.recompute + mlp.recompute).value() + (full ? ars * ar + a2a : 0.0);
     return LayerTimes{f, b, full ? plain : b};

@@ -656,11 +656,15 @@ class StepLowering {
                            : op.weights ? g_.add(Marker{}, "weight gradients").id()
                                         : g_.add(Marker{}, "backward").id();
       const bool beside = pair_start.valid();  // the second pass of a pair
-      const TaskId start = beside ? pair_start : prev;
+      TaskId start = beside ? pair_start : prev;
+      if (op.with_next) {  // both passes of the pair start here, after the sends before them
+        start = g_.add(Marker{}, "forward and backward start").id();
+        g_.add_edge(prev, start);
+      }
       g_.add_edge(start, entry);
       const Key key{d, s, op.micro_batch, op.forward};
       if (!beside) {
-        for (const Key& k : sending) next_entry_[k] = entry;
+        for (const Key& k : sending) next_entry_[k] = op.with_next ? start : entry;
         sending.clear();
       }
       if (!op.weights) sending.push_back(key);  // a W pass sends nothing
