@@ -43,6 +43,46 @@ class TaskTimes final : public Observer {
   std::vector<Times> times_;
 };
 
+// Time spans [start, end), sorted and merged.
+using Spans = std::vector<std::pair<double, double>>;
+Spans merged(Spans v) {
+  std::sort(v.begin(), v.end());
+  Spans out;
+  for (const auto& [a, b] : v) {
+    if (b <= a) continue;
+    if (!out.empty() && a <= out.back().second) {
+      out.back().second = std::max(out.back().second, b);
+    } else {
+      out.emplace_back(a, b);
+    }
+  }
+  return out;
+}
+// The spans of the tasks a stream ran.
+Spans stream_spans(const TaskGraph& g, const TaskTimes& times, ResourceId stream) {
+  Spans v;
+  for (std::uint32_t t = 0; t < g.size(); ++t) {
+    if (const auto* c = std::get_if<Compute>(&g.kind(TaskId(t))); c != nullptr && c->stream == stream) {
+      v.emplace_back(times.of(TaskId(t)).start, times.of(TaskId(t)).end);
+    }
+  }
+  return merged(std::move(v));
+}
+// How much of `xs` lies outside `covered` (both merged).
+double outside(const Spans& xs, const Spans& covered) {
+  double total = 0.0;
+  std::size_t j = 0;
+  for (const auto& [a, b] : xs) {
+    while (j < covered.size() && covered[j].second <= a) ++j;
+    double len = b - a;
+    for (std::size_t k = j; k < covered.size() && covered[k].first < b; ++k) {
+      len -= std::min(b, covered[k].second) - std::max(a, covered[k].first);
+    }
+    total += std::max(0.0, len);
+  }
+  return total;
+}
+
 // The workload: a transformer (Megatron-style and SBP strategies) or a CNN / MLP preset
 // (SBP strategies only).
 void read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json& raw, TrainingScenario& s) {
@@ -522,6 +562,19 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
       r.exposed_tp_s -= std::max(0.0, std::min(a.end, b.end) - std::max(a.start, b.start));
     }
   }
+  // Combined 1F1B: one pass's collectives and waits may fall while the paired pass
+  // computes; only what the compute stream spends idle is exposed.
+  Spans computing, explained;
+  if (p.combined_1f1b()) {
+    computing = stream_spans(step.graph, times, step.compute[g]);
+    explained = computing;
+    if (!step.tp_comm.empty()) {
+      const Spans tp = stream_spans(step.graph, times, step.tp_comm[g]);
+      r.exposed_tp_s = outside(tp, computing);
+      explained.insert(explained.end(), tp.begin(), tp.end());
+      explained = merged(std::move(explained));
+    }
+  }
   const Times& last = times.of(step.last_backward[g]);
   const Times& opt = times.of(step.optimizer[g]);
   // Data-parallel waits. Its optimizer step starts once every stage's gradients are
@@ -554,7 +607,13 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     // Expert parallelism: of those waits, the time each all-to-all held up what follows
     // it past the end of the task before it.
     double waits = 0.0;
-    for (const auto& [before, done] : step.a2a_waits[g]) waits += std::max(0.0, times.of(done).end - times.of(before).end);
+    if (p.combined_1f1b()) {  // the waits' union, where neither compute nor tensor-parallel collectives ran
+      Spans w;
+      for (const auto& [before, done] : step.a2a_waits[g]) w.emplace_back(times.of(before).end, times.of(done).end);
+      waits = outside(merged(std::move(w)), explained);
+    } else {
+      for (const auto& [before, done] : step.a2a_waits[g]) waits += std::max(0.0, times.of(done).end - times.of(before).end);
+    }
     r.exposed_ep_s = std::min(waits, r.exposed_pp_s);
     r.exposed_pp_s -= r.exposed_ep_s;
   }

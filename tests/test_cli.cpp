@@ -3117,6 +3117,25 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
   CHECK(ob.at("compute_s").get<double>() + ox.at("tp").get<double>() + ox.at("pp").get<double>() + ox.at("dp").get<double>() +
             ox.at("ep").get<double>() + ox.at("other").get<double>() + ob.at("bubble_s").get<double>() ==
         Approx(runs[1].at("step_time_s").get<double>()).epsilon(1e-12));
+  // With tp 2 and an interleaved pipeline (dp 2 x tp 2 x pp 2, v 2, ep 2, 4 micro-batches):
+  // a pass's tensor-parallel all-reduces may run while the paired pass computes, and only
+  // what the compute stream spends idle counts as exposed: no more tensor-parallel time
+  // than without the overlap, and parts that still add up to the step.
+  std::vector<nlohmann::json> tp_runs;
+  for (const char* overlap : {"false", "true"}) {
+    const auto o = ddlsim_cmd({"run", f, "--json", "--set", "strategies.0.ep=2", "--set", "strategies.0.schedule=\"interleaved\"",
+                               "--set", "strategies.0.virtual_stages=2", "--set",
+                               std::string("strategies.0.overlap_ep_comm=") + overlap});
+    REQUIRE(o.status == 0);
+    tp_runs.push_back(nlohmann::json::parse(o.out).at("strategies").at(0));
+  }
+  const auto& tb = tp_runs[1].at("breakdown");
+  const auto& tx = tb.at("exposed_comm_s");
+  CHECK(tp_runs[1].at("step_time_s").get<double>() < tp_runs[0].at("step_time_s").get<double>());
+  CHECK(tx.at("tp").get<double>() <= tp_runs[0].at("breakdown").at("exposed_comm_s").at("tp").get<double>());
+  CHECK(tb.at("compute_s").get<double>() + tx.at("tp").get<double>() + tx.at("pp").get<double>() + tx.at("dp").get<double>() +
+            tx.at("ep").get<double>() + tx.at("other").get<double>() + tb.at("bubble_s").get<double>() ==
+        Approx(tp_runs[1].at("step_time_s").get<double>()).epsilon(1e-12));
   const auto sbp = ddlsim_cmd({"run", f, "--set",
                                R"J(strategies=[{"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"});
   CHECK(sbp.status == 2);

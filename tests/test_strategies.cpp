@@ -2178,6 +2178,38 @@ TEST_CASE("combined 1F1B hides all-to-alls behind the paired pass's compute") {
   CHECK(estimate_step(m, dense, *fast.fabric, *fast.compute) == estimate_step(m, asked, *fast.fabric, *fast.compute));
 }
 
+TEST_CASE("combined 1F1B: both passes of a pair wait for the sends of the pass before them") {
+  // Expected, for the small MoE with dp 2 x pp 2, ep 2, 4 micro-batches under 1F1B with
+  // overlap_ep_comm (replicas folded: one lowered): stage 0 runs 2 warm-up forwards and
+  // 2 pairs, stage 1 (the last) 1 warm-up forward and 3 pairs, so 5 pairs start at a
+  // marker. With Megatron's blocking sends (overlap_p2p false) each marker waits for the
+  // sends of the pass before it: a forward's activations on stage 0, the previous pair's
+  // gradient on stage 1; only stage 1's first pair follows a pass that sends nothing (the
+  // last stage's warm-up forward): 4 markers after a send. With overlap_p2p none.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = small_moe();
+  ParallelPlan p;
+  p.dp = 2, p.pp = 2, p.ep = 2, p.global_batch = 8, p.overlap_ep_comm = true;
+  REQUIRE(plan_problem(p, m, 8).empty());
+  for (const bool overlap_p2p : {false, true}) {
+    p.overlap_p2p = overlap_p2p;
+    const LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
+    REQUIRE(s.lowered_replicas == 1);
+    std::set<std::uint32_t> gated;
+    std::size_t markers = 0;
+    for (std::uint32_t t = 0; t < s.graph.size(); ++t) {
+      const std::string_view name = s.graph.name(TaskId(t));
+      if (name == "forward and backward start") ++markers;
+      if (name != "send activations" && name != "send gradients") continue;
+      s.graph.for_each_successor(TaskId(t), [&](TaskId next) {
+        if (s.graph.name(next) == "forward and backward start") gated.insert(next.value);
+      });
+    }
+    CHECK(markers == 5);
+    CHECK(gated.size() == (overlap_p2p ? 0u : 4u));
+  }
+}
+
 TEST_CASE("the grid tries expert parallelism for a mixture of experts, and the estimate follows the replay") {
   // Expected: on 2 DGX H100s (16 GPUs) the small MoE's grid holds, for each shape, every
   // ep dividing both dp and its 8 experts (dp 16: 1, 2, 4, 8), each with ZeRO 0 or 1
