@@ -188,21 +188,24 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   struct LayerTimes {
     double f, b, kept, ag = 0, rs = 0, ar = 0;
   };
+  // Combined 1F1B: a forward's all-to-alls run beside the backward paired with it and
+  // the backward's beside the forward, so a paired pass shows only what outlasts the
+  // other's compute; `paired`, the share of passes past the first stage's warm-up
+  // (optimistic for the other stages, whose warm-ups are shorter). Under 1F1B with a
+  // pipeline the backward's input comes from the next stage's pair, after the forward
+  // has run alone: counted as no overlap.
+  double paired = 0.0;
+  if (p.combined_1f1b() && (p.pp == 1 || p.schedule == PipelineSchedule::kInterleaved1F1B)) {
+    const int m = static_cast<int>(p.micro_batches()), chunks = m * p.virtual_stages;
+    paired = static_cast<double>(chunks - interleaved_warmup(p.pp, p.virtual_stages, m, 0, true)) / chunks;
+  }
   const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts) {
     const double fc = (c.attention.forward + mlp.forward).value() + ars * ar;
     const double bc = (c.attention.backward + mlp.backward).value() + ars * ar;
-    // Combined 1F1B: a forward's all-to-alls run beside the backward paired with it
-    // and the backward's beside the forward, so each pass shows only what outlasts the
-    // other's compute (optimistic: the warm-up's and the drain's passes have no partner).
-    // Under 1F1B with a pipeline the backward's input comes from the next stage's pair,
-    // after the forward has run alone: counted as no overlap.
-    // Only the paired passes hide any: those past the first stage's warm-up.
-    const bool combined = experts && p.combined_1f1b() && (p.pp == 1 || p.schedule == PipelineSchedule::kInterleaved1F1B);
-    const int m = static_cast<int>(p.micro_batches()), chunks = m * p.virtual_stages;
-    const double paired =
-        combined ? static_cast<double>(chunks - interleaved_warmup(p.pp, p.virtual_stages, m, 0, true)) / chunks : 0.0;
-    const double f = fc + a2a - std::max(0.0, paired) * std::min(a2a, bc);
-    double plain = bc + a2a - std::max(0.0, paired) * std::min(a2a, fc);
+    const double hides = experts ? paired : 0.0;
+    const double backward_a2a = a2a - hides * std::min(a2a, fc);  // what the backward shows of its all-to-alls
+    const double f = fc + a2a - hides * std::min(a2a, bc);
+    double plain = bc + backward_a2a;
     // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
     // none runs beside its collective.)
     const double mlp_weight = experts ? 0.0 : mlp.weight_gradient.value();
@@ -210,8 +213,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       plain = model.parallel_layers ? backward_half((c.attention.backward + mlp.backward).value(),
                                                     (c.attention.weight_gradient + mlp.weight_gradient).value())
                                     : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
-                                          backward_half(mlp.backward.value(), mlp_weight) + a2a -
-                                          std::max(0.0, paired) * std::min(a2a, fc);
+                                          backward_half(mlp.backward.value(), mlp_weight) + backward_a2a;
     }
     const double b = plain + (c.attention.recompute + mlp.recompute).value() + (full ? ars * ar + a2a : 0.0);
     return LayerTimes{f, b, full ? plain : b};

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -589,8 +588,7 @@ class StepLowering {
           const LoweredCollective c =
               p_.combined_1f1b()
                   ? dp_collective_alone(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g, kEpDim,
-                                        priced_ ? a2a_queues_[static_cast<std::size_t>((here_.i * (p_.dp / p_.ep) + g) * p_.tp + k)]
-                                                : ResourceId())
+                                        a2a_queue(here_.i, g, k))
                   : dp_collective(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g, kEpDim);
           g_.add_edge(mk.start, c.start);
           g_.add_edge(c.end, mk.end);
@@ -1095,6 +1093,11 @@ class StepLowering {
   Here here_;
   std::map<A2aKey, Markers> a2a_;
   std::vector<ResourceId> a2a_queues_;  // combined 1F1B, priced: per (stage, ep group, tp rank)
+  // Stage i's ep group g's queue for tp rank k (none unless priced under combined 1F1B).
+  ResourceId a2a_queue(int i, int g, int k) const {
+    if (a2a_queues_.empty()) return ResourceId();
+    return a2a_queues_[static_cast<std::size_t>((i * (p_.dp / p_.ep) + g) * p_.tp + k)];
+  }
 };
 
 }  // namespace
