@@ -20,6 +20,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   j["micro_batch"] = p.micro_batch;
   j["schedule"] = schedule_name(p.schedule);
   if (p.virtual_stages > 1) j["virtual_stages"] = p.virtual_stages;
+  if (p.microbatch_group > 0) j["microbatch_group"] = p.microbatch_group;
   j["zero"] = p.dp_mode == DataParallelMode::kAllReduce ? 0 : p.dp_mode == DataParallelMode::kZero1 ? 1
               : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3;
   j["sequence_parallel"] = p.sequence_parallel;

@@ -216,6 +216,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     if (sched == name) p.schedule = kind;
   }
   p.virtual_stages = small("virtual_stages", 1);
+  if (o.has("microbatch_group")) p.microbatch_group = small("microbatch_group", 0);
   const double zero = o.number_or("zero", 0, 3, 0);
   if (zero != static_cast<int>(zero)) throw InputError(o.field_path("zero") + ": expected 0, 1, 2 or 3");
   p.dp_mode = zero == 1 ? DataParallelMode::kZero1 : zero == 2 ? DataParallelMode::kZero2
@@ -237,7 +238,13 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   }
   if (o.has("stage_layers")) {
     JsonArray a = o.array("stage_layers");
-    if (a.size() == 0) throw InputError(a.path() + ": expected the layers of each of the " + std::to_string(p.pp) + " stages, got []");
+    if (a.size() == 0) {
+      throw InputError(a.path() + ": expected the layers of each of the " +
+                       (p.schedule == PipelineSchedule::kInterleaved1F1B
+                            ? std::to_string(p.pp * p.virtual_stages) + " model chunks (pp x virtual_stages)"
+                            : std::to_string(p.pp) + " stages") +
+                       ", got []");
+    }
     p.stage_layers = a.ints(1, 1'000'000, "a positive number of layers");
   }
   if (o.has("order")) {
@@ -533,8 +540,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double layer_matmul = (N - V * h) / l;
   const double w = s.model.attention_flop_width();  // = h unless heads are sized otherwise
   if (p.recompute == Recompute::kFull) {
-    double recomputed = 0;  // layers that recompute their forward (all, or recompute_layers per chunk)
-    for (int layers : stage_layer_counts(p, s.model)) recomputed += stage_recomputed_layers(p, layers);
+    const double recomputed = plan_recomputed_layers(p, s.model);  // all, or recompute_layers per chunk
     extra = recomputed * (2 * layer_matmul + 4 * w * seq);
   }
   if (p.recompute == Recompute::kSelective) extra = l * 4 * w * seq;

@@ -171,7 +171,8 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
       // stage's layers. Stage 0 gives Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)).
       const double v = p.virtual_stages, chunks = m * v;
       const double warmup =
-          interleaved_warmup(p.pp, p.virtual_stages, static_cast<int>(p.micro_batches()), stage, p.combined_1f1b());
+          interleaved_warmup(p.pp, p.virtual_stages, static_cast<int>(p.micro_batches()), stage, p.combined_1f1b(),
+                             p.group_size());
       return std::min(chunks, warmup + 1) / v;
     }
   }
@@ -189,7 +190,7 @@ double in_flight_losses(const ParallelPlan& p) {
   // Combined 1F1B runs the next forward beside it: two.
   const int micro_batches = static_cast<int>(p.micro_batches());
   if (p.schedule == PipelineSchedule::kInterleaved1F1B &&
-      interleaved_warmup(p.pp, p.virtual_stages, micro_batches, p.pp - 1, p.combined_1f1b()) ==
+      interleaved_warmup(p.pp, p.virtual_stages, micro_batches, p.pp - 1, p.combined_1f1b(), p.group_size()) ==
           micro_batches * p.virtual_stages) {
     return m;
   }

@@ -5,14 +5,17 @@
 
 namespace ddlsim {
 
-int interleaved_warmup(int pp, int v, int m, int stage, bool combined) {
+int interleaved_warmup(int pp, int v, int m, int stage, bool combined, int group) {
   // Megatron-LM's warm-up: with as many micro-batches as stages it runs every forward
-  // first (schedules.py, all_warmup_microbatches).
+  // first (schedules.py, all_warmup_microbatches); Megatron-Core's, with micro-batch
+  // groups of g, (pp - i - 1) 2 + (v - 1) g.
   const int total = m * v;
-  return m == pp ? total : std::min(total, (pp - stage - 1) * 2 + (v - 1) * pp + (combined ? 1 : 0));
+  const int g = group > 0 ? group : pp;
+  return m == pp ? total : std::min(total, (pp - stage - 1) * 2 + (v - 1) * g + (combined ? 1 : 0));
 }
 
-std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, int pp, int v, int m, bool combined) {
+std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, int pp, int v, int m, bool combined,
+                                                       int group) {
   if (pp < 1 || v < 1 || m < 1) throw std::invalid_argument("pipeline_schedule: pp, v and m must be positive");
   if (combined && kind != PipelineSchedule::k1F1B && kind != PipelineSchedule::kInterleaved1F1B) {
     throw std::invalid_argument("pipeline_schedule: combined 1F1B needs the 1f1b or interleaved schedule");
@@ -20,8 +23,10 @@ std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, in
   if (kind != PipelineSchedule::kInterleaved1F1B && v != 1) {
     throw std::invalid_argument("pipeline_schedule: model chunks need the interleaved schedule");
   }
-  if (kind == PipelineSchedule::kInterleaved1F1B && m % pp != 0) {
-    throw std::invalid_argument("pipeline_schedule: interleaving needs micro-batches in multiples of pp");
+  const int g = group > 0 ? group : pp;
+  if (kind == PipelineSchedule::kInterleaved1F1B && (g < pp || g > m || (m % g != 0 && m % g < pp))) {
+    throw std::invalid_argument(
+        "pipeline_schedule: interleaving needs micro-batch groups of pp to m, the last one empty or of at least pp");
   }
   std::vector<std::vector<PipelineOp>> out(static_cast<std::size_t>(pp));
   for (int i = 0; i < pp; ++i) {
@@ -59,13 +64,25 @@ std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, in
         break;
       }
       case PipelineSchedule::kInterleaved1F1B: {
+        // The k-th forward's (chunk, micro-batch), Megatron-Core's schedule table: micro-
+        // batches in groups of g (the last group takes the rest), each group through
+        // chunk 0, then chunk 1, ...; the k-th backward runs the same micro-batch through
+        // the mirrored chunk v - 1 - c.
+        std::vector<std::pair<int, int>> table;
+        for (int first = 0; first < m; first += g) {
+          const int last = first + g >= m ? m : first + g;
+          for (int c = 0; c < v; ++c) {
+            for (int mb = first; mb < last; ++mb) table.emplace_back(c, mb);
+          }
+          if (last == m) break;
+        }
         const int total = m * v;
         auto chunk_of = [&](int k, bool forward) {
-          const int c = (k / pp) % v;
+          const int c = table[static_cast<std::size_t>(k)].first;
           return forward ? c : v - 1 - c;
         };
-        auto micro_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
-        const int warmup = interleaved_warmup(pp, v, m, i, combined);
+        auto micro_of = [&](int k) { return table[static_cast<std::size_t>(k)].second; };
+        const int warmup = interleaved_warmup(pp, v, m, i, combined, g);
         int f = 0, b = 0;
         for (; f < warmup; ++f) ops.push_back({true, chunk_of(f, true), micro_of(f)});
         while (f < total) {

@@ -7,10 +7,15 @@
 //                at most pp - i micro-batches are in flight.
 //   interleaved  (Megatron's interleaved 1F1B) each device holds v model chunks: chunk c
 //                of device i is virtual stage c pp + i of a pp v stage pipeline.
-//                Micro-batches go in groups of pp; the k-th forward of a device runs chunk
-//                (k / pp) mod v on micro-batch (k / (pp v)) pp + k mod pp, backwards run
-//                the chunks in reverse; (pp - i - 1) 2 + (v - 1) pp warm-up forwards
-//                (every forward when m = pp, as Megatron-LM runs it).
+//                Micro-batches go in groups of g (pp unless the plan's microbatch_group
+//                says otherwise; the last group takes the rest, none or at least pp of
+//                them, as Megatron-Core requires): a device runs a group's forwards
+//                through chunk 0, then chunk 1, ..., then the next group's; with
+//                g = pp and m a multiple of it the k-th forward runs chunk (k / pp) mod v
+//                on micro-batch (k / (pp v)) pp + k mod pp. The k-th backward runs the
+//                k-th forward's micro-batch through the mirrored chunk v - 1 - c;
+//                (pp - i - 1) 2 + (v - 1) g warm-up forwards (every forward when m = pp,
+//                as Megatron-LM runs it).
 //   zero-bubble  ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): 1F1B's
 //                order with each backward split into B, the input gradient the stage
 //                before waits for, and W, the weight gradient nothing in the pipeline
@@ -42,8 +47,8 @@ struct PipelineOp {
 };
 
 /// The interleaved schedule's warm-up forwards on stage i (chunk forwards, at most m v);
-/// `combined`: one more (combined 1F1B).
-int interleaved_warmup(int pp, int virtual_stages, int micro_batches, int stage, bool combined = false);
+/// `combined`: one more (combined 1F1B); `group`: the micro-batch group (0: pp).
+int interleaved_warmup(int pp, int virtual_stages, int micro_batches, int stage, bool combined = false, int group = 0);
 
 /// Each device's (pipeline rank's) operations in program order. Throws
 /// std::invalid_argument for counts the schedule cannot take (plan_problem checks them).
@@ -54,7 +59,8 @@ int interleaved_warmup(int pp, int virtual_stages, int micro_batches, int stage,
 /// model chunks) and neither waits for the other; each such forward is marked with_next
 /// and runs beside that backward. Without a pipeline: F0, F1 with B0, ..., F(m-1) with
 /// B(m-2), then B(m-1).
+/// `group` (interleaved only): micro-batches per group (0: pp).
 std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, int pp, int virtual_stages,
-                                                       int micro_batches, bool combined = false);
+                                                       int micro_batches, bool combined = false, int group = 0);
 
 }  // namespace ddlsim

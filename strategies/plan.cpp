@@ -79,44 +79,57 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.virtual_stages < 2) {
     return "the interleaved schedule needs virtual_stages of at least 2 (1 is the 1f1b schedule)";
   }
-  const std::int64_t chunks = static_cast<std::int64_t>(p.pp) * p.virtual_stages;
+  const bool interleaved = p.schedule == PipelineSchedule::kInterleaved1F1B;
+  const std::int64_t chunks = static_cast<std::int64_t>(p.pp) * (interleaved ? p.virtual_stages : 1);
   if (!p.stage_layers.empty()) {
-    if (p.virtual_stages != 1) return "a layer partition cannot be given with interleaving";
-    if (p.stage_layers.size() != static_cast<std::size_t>(p.pp)) {
-      return "the layer partition has " + n(static_cast<std::int64_t>(p.stage_layers.size())) + " stages, pp is " + n(p.pp);
+    if (static_cast<std::int64_t>(p.stage_layers.size()) != chunks) {
+      return "the layer partition has " + n(static_cast<std::int64_t>(p.stage_layers.size())) +
+             (interleaved ? " entries, pp x virtual_stages is " + n(chunks) + " (one per model chunk, in model order)"
+                          : " stages, pp is " + n(p.pp));
     }
     std::int64_t sum = 0;
     for (int l : p.stage_layers) {
-      if (l < 1) return "every pipeline stage needs at least one layer";
+      if (l < 1) return interleaved ? "every model chunk needs at least one layer" : "every pipeline stage needs at least one layer";
       sum += l;
     }
     if (sum != m.layers) return "the layer partition adds up to " + n(sum) + " layers, the model has " + n(m.layers);
-  } else if (p.schedule == PipelineSchedule::kInterleaved1F1B) {
-    if (m.layers % chunks != 0) {
-      return "pp x virtual_stages (" + n(chunks) + ") must divide the layers (" + n(m.layers) + ")";
-    }
+  } else if (interleaved && m.layers < chunks) {
+    return "pp x virtual_stages (" + n(chunks) + ") exceeds the layers (" + n(m.layers) + ")";
   } else if (m.layers < p.pp) {
     return "pp (" + n(p.pp) + ") exceeds the layers (" + n(m.layers) + ")";
   }
-  if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.micro_batches() % p.pp != 0) {
-    return "the interleaved schedule needs the micro-batches per step (" + n(p.micro_batches()) +
-           ") to be a multiple of pp (" + n(p.pp) + ")";
+  if (p.microbatch_group < 0) return "microbatch_group must be at least 1 (or 0: pp)";
+  if (p.microbatch_group > 0 && p.schedule != PipelineSchedule::kInterleaved1F1B) {
+    return "microbatch_group applies to the interleaved schedule only";
+  }
+  if (p.schedule == PipelineSchedule::kInterleaved1F1B) {
+    // Megatron-Core's rules for its micro-batch groups: pp <= g <= m, and a last group
+    // of none or at least pp (a shorter one would wait on the pipeline's fill).
+    const std::int64_t mbs = p.micro_batches(), g = p.group_size();
+    if (mbs < p.pp) {
+      return "the interleaved schedule needs at least pp (" + n(p.pp) + ") micro-batches per step, has " + n(mbs);
+    }
+    if (g < p.pp || g > mbs) {
+      return "microbatch_group (" + n(g) + ") must lie between pp (" + n(p.pp) + ") and the micro-batches per step (" +
+             n(mbs) + ")";
+    }
+    if (mbs % g != 0 && mbs % g < p.pp) {
+      std::int64_t fits = p.pp;
+      while (mbs % fits != 0 && mbs % fits < p.pp) ++fits;
+      return "the " + n(mbs) + " micro-batches per step in groups of " + n(g) +
+             " (microbatch_group, default pp) leave a last group of " + n(mbs % g) + ", fewer than pp (" + n(p.pp) +
+             "): make them a multiple of the group, or set microbatch_group to e.g. " + n(fits);
+    }
   }
   return {};
 }
 
-std::vector<int> stage_layer_counts(const ParallelPlan& p, const TransformerConfig& m) {
-  if (!p.stage_layers.empty()) return p.stage_layers;
-  std::vector<int> out(static_cast<std::size_t>(p.pp), static_cast<int>(m.layers / p.pp));
-  for (std::int64_t i = 0; i < m.layers % p.pp; ++i) ++out[static_cast<std::size_t>(i)];
-  return out;
-}
-
 std::vector<LayerRange> chunk_layer_ranges(const ParallelPlan& p, const TransformerConfig& m) {
-  std::vector<int> counts = stage_layer_counts(p, m);
-  if (p.schedule == PipelineSchedule::kInterleaved1F1B) {
-    const int chunks = p.pp * p.virtual_stages;
+  const int chunks = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.pp * p.virtual_stages : p.pp;
+  std::vector<int> counts = p.stage_layers;
+  if (counts.empty()) {  // balanced: the first layers % chunks chunks get one more
     counts.assign(static_cast<std::size_t>(chunks), static_cast<int>(m.layers / chunks));
+    for (std::int64_t i = 0; i < m.layers % chunks; ++i) ++counts[static_cast<std::size_t>(i)];
   }
   std::vector<LayerRange> out;
   std::int64_t first = 0;
@@ -124,6 +137,19 @@ std::vector<LayerRange> chunk_layer_ranges(const ParallelPlan& p, const Transfor
     out.push_back({first, n});
     first += n;
   }
+  return out;
+}
+
+std::vector<int> stage_layer_counts(const ParallelPlan& p, const TransformerConfig& m) {
+  std::vector<int> out(static_cast<std::size_t>(p.pp), 0);
+  const std::vector<LayerRange> chunks = chunk_layer_ranges(p, m);
+  for (std::size_t s = 0; s < chunks.size(); ++s) out[s % static_cast<std::size_t>(p.pp)] += chunks[s].count;
+  return out;
+}
+
+int plan_recomputed_layers(const ParallelPlan& p, const TransformerConfig& m) {
+  int out = 0;
+  for (const LayerRange& c : chunk_layer_ranges(p, m)) out += recomputed_layers(p, c.count);
   return out;
 }
 

@@ -73,6 +73,12 @@ struct ParallelPlan {
   /// ...), the rest of the model's over all dp. ep divides dp; 1: no expert parallelism.
   int ep = 1;
   int virtual_stages = 1;  // model chunks per device (interleaved 1F1B only)
+  /// Interleaved 1F1B only: how many consecutive micro-batches run through one model
+  /// chunk before the device moves to its next chunk (Megatron-Core's
+  /// --microbatch-group-size-per-virtual-pipeline-stage); the last group takes what is
+  /// left. Between pp and the micro-batches per step, leaving a last group of none or of
+  /// at least pp. 0: pp.
+  int microbatch_group = 0;
   /// How the mesh's axes map onto consecutive ranks, innermost first (a permutation).
   std::vector<MeshAxis> order{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp};
   std::int64_t global_batch = 1;
@@ -91,7 +97,9 @@ struct ParallelPlan {
   /// keep their activations (Megatron's --recompute-method block
   /// --recompute-num-layers). 0: every layer.
   int recompute_layers = 0;
-  /// Layers per pipeline stage (pp entries summing to the layers); empty: balanced.
+  /// Layers per pipeline stage (pp entries summing to the layers), or with interleaving
+  /// per model chunk in model order (pp x virtual_stages entries; chunk s on stage
+  /// s mod pp, as Megatron-Core's pipeline layout); empty: balanced.
   std::vector<int> stage_layers;
   /// Gradient reduction (all-reduce; ZeRO-1/2 reduce-scatter) in buckets of about this
   /// many bytes, each started as soon as backward has produced it when
@@ -130,13 +138,15 @@ struct ParallelPlan {
   /// Whether the schedule pairs forwards with backwards (overlap_ep_comm in effect).
   [[nodiscard]] bool combined_1f1b() const { return overlap_ep_comm && ep > 1; }
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
+  /// The interleaved schedule's micro-batch group (microbatch_group, or pp when 0).
+  [[nodiscard]] int group_size() const { return microbatch_group > 0 ? microbatch_group : pp; }
 };
 
 /// Why the plan cannot run this model on `devices` accelerators (empty when it can):
 /// tp not dividing heads (or kv_heads, or the FFN), pp x v not dividing the layers (or a
 /// partition that does not add up), a batch not divisible by dp x micro-batch, an
-/// interleaved schedule whose micro-batches are not a multiple of pp, more devices than
-/// the cluster has, ...
+/// interleaved schedule with fewer micro-batches than pp or micro-batch groups that
+/// Megatron-Core refuses, more devices than the cluster has, ...
 std::string plan_problem(const ParallelPlan& plan, const TransformerConfig& model, std::size_t devices);
 
 /// The rank (position among the cluster's accelerators) of mesh coordinate (dp d, pp i,
@@ -155,14 +165,7 @@ inline int recomputed_layers(const ParallelPlan& p, int chunk_layers) {
   return p.recompute_layers > 0 && p.recompute_layers < chunk_layers ? p.recompute_layers : chunk_layers;
 }
 
-/// How many of a pipeline stage's `stage_layers` layers recompute their forward: the
-/// first ones of each of its model chunks (virtual_stages of them).
-inline int stage_recomputed_layers(const ParallelPlan& p, int stage_layers) {
-  return p.virtual_stages * recomputed_layers(p, stage_layers / p.virtual_stages);
-}
-
-/// The layers of each pipeline stage: the plan's partition, or balanced (the first
-/// layers % pp stages get one more).
+/// The layers of each pipeline stage: the sum of its model chunks' (chunk_layer_ranges).
 std::vector<int> stage_layer_counts(const ParallelPlan& plan, const TransformerConfig& model);
 
 /// A model chunk's layers: first .. first + count - 1.
@@ -170,9 +173,14 @@ struct LayerRange {
   std::int64_t first = 0;
   int count = 0;
 };
-/// Every model chunk's layers in model order: pp x virtual_stages chunks of equal size
-/// with interleaving (chunk s on stage s mod pp), else one per stage (stage_layer_counts).
+/// Every model chunk's layers in model order: pp x virtual_stages chunks with
+/// interleaving (chunk s on stage s mod pp), else one per stage; the plan's stage_layers,
+/// or balanced (the first layers % chunks chunks get one more).
 std::vector<LayerRange> chunk_layer_ranges(const ParallelPlan& plan, const TransformerConfig& model);
+
+/// How many layers of the whole model recompute their forward in backward (the first
+/// recomputed_layers of every model chunk).
+int plan_recomputed_layers(const ParallelPlan& plan, const TransformerConfig& model);
 
 /// The layers of some model chunks by kind: `primary`, of the model's own form (every
 /// layer of a dense model; a mixture of experts' expert layers), and `dense`, a mixture

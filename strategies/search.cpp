@@ -197,7 +197,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   double paired = 0.0;
   if (p.combined_1f1b() && (p.pp == 1 || p.schedule == PipelineSchedule::kInterleaved1F1B)) {
     const int m = static_cast<int>(p.micro_batches()), chunks = m * p.virtual_stages;
-    paired = static_cast<double>(chunks - interleaved_warmup(p.pp, p.virtual_stages, m, 0, true)) / chunks;
+    paired = static_cast<double>(chunks - interleaved_warmup(p.pp, p.virtual_stages, m, 0, true, p.group_size())) / chunks;
   }
   const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts) {
     const double fc = (c.attention.forward + mlp.forward).value() + ars * ar;
@@ -415,7 +415,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
-    return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
+    return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.microbatch_group, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
                     p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   return key(a) == key(b);
@@ -427,6 +427,9 @@ std::string describe_plan(const ParallelPlan& p) {
   if (p.pp > 1) {
     s += std::string(", ") + schedule_name(p.schedule);
     if (p.schedule == PipelineSchedule::kInterleaved1F1B) s += " v" + std::to_string(p.virtual_stages);
+    if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.microbatch_group > 0) {
+      s += " in groups of " + std::to_string(p.microbatch_group);
+    }
   }
   if (p.dp_mode != DataParallelMode::kAllReduce) {
     s += ", zero " + std::to_string(p.dp_mode == DataParallelMode::kZero1 ? 1 : p.dp_mode == DataParallelMode::kZero2 ? 2 : 3);

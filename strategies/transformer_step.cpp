@@ -57,7 +57,7 @@ class StepLowering {
     if (split_) out_.weight_pass_s.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     for (int i = 0; i < p_.pp; ++i) out_.gradients_reduced.push_back(g_.add(Marker{}, "gradients reduced").id());
     memory_plan();
-    const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_, p_.combined_1f1b());
+    const auto programs = pipeline_schedule(p_.schedule, p_.pp, v_, mb_, p_.combined_1f1b(), p_.group_size());
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) lower_program(d, i, programs[static_cast<std::size_t>(i)]);
     }

@@ -1858,6 +1858,8 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.1.pp=32", "strategies.1: dp x tp x pp = 128 devices, but the cluster has 16"},
       {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
       {"strategies.1.stage_layers=[12.5,11.5]", "strategies.1.stage_layers.0: expected a positive number of layers, got 12.5"},
+      {"strategies.1.microbatch_group=0", "strategies.1.microbatch_group: expected a positive integer, got 0"},
+      {"strategies.1.microbatch_group=4", "strategies.1: microbatch_group applies to the interleaved schedule only"},
       // Names are printed in tables, CSV and terminals: an escape or a newline broke them.
       {"strategies.0.name=\"a\\u001bb\"", "strategies.0.name: a control character (U+001B) in the name; use printable characters"},
       {"name=\"x\\ny\"", "name: a control character (U+000A) in the name; use printable characters"},
@@ -1889,6 +1891,38 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
     CHECK(r.err == "ddlsim run: " + line + "\n");
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("training scenarios: interleaving with uneven chunks and micro-batch groups") {
+  // Expected: 24 layers on pp 2 x v 5 (10 chunks of 3 or 2 layers) run, with the 16
+  // micro-batches in groups of pp or of 8; the larger groups warm up with more forwards
+  // ((v - 1) g more), so the peak memory grows while the compute stays the same; groups
+  // that leave a last one shorter than pp are refused with a group that fits, and a
+  // partition per chunk must list every chunk.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const std::vector<std::string> interleaved{"run", f, "--json", "--strategy", "tp-pp", "--set",
+                                             "strategies.1.schedule=\"interleaved\"", "--set", "strategies.1.virtual_stages=5"};
+  std::vector<nlohmann::json> runs;
+  for (const char* group : {"2", "8"}) {
+    std::vector<std::string> args = interleaved;
+    args.insert(args.end(), {"--set", std::string("strategies.1.microbatch_group=") + group});
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    runs.push_back(nlohmann::json::parse(r.out).at("strategies").at(0));
+  }
+  CHECK(runs[1].at("peak_memory_bytes").get<double>() > runs[0].at("peak_memory_bytes").get<double>());
+  CHECK(runs[1].at("breakdown").at("compute_s").get<double>() ==
+        Approx(runs[0].at("breakdown").at("compute_s").get<double>()).epsilon(1e-12));
+  std::vector<std::string> odd = interleaved, partition = interleaved;
+  odd.insert(odd.end(), {"--set", "strategies.1.microbatch_group=3"});
+  partition.insert(partition.end(), {"--set", "strategies.1.stage_layers=[12,12]"});
+  expect_exact_errors({
+      {odd, "ddlsim run: strategies.1: the 16 micro-batches per step in groups of 3 (microbatch_group, default pp) leave a "
+            "last group of 1, fewer than pp (2): make them a multiple of the group, or set microbatch_group to e.g. 2\n"},
+      {partition, "ddlsim run: strategies.1: the layer partition has 2 entries, pp x virtual_stages is 10 (one per model "
+                  "chunk, in model order)\n"},
+  });
 }
 
 TEST_CASE("training scenarios: a whole-valued number is an integer in lists too") {

@@ -220,8 +220,28 @@ TEST_CASE("impossible plans are refused with the reason") {
   CHECK(why([](ParallelPlan& p) { p.dp = 3; p.global_batch = 64; }) ==
         "the global batch (64) must be divisible by dp x micro_batch (3)");
   CHECK(why([](ParallelPlan& p) { p.dp = 16; p.tp = 8; }) == "dp x tp x pp = 128 devices, but the cluster has 64");
-  CHECK(why([](ParallelPlan& p) { p.pp = 5; p.schedule = PipelineSchedule::kInterleaved1F1B; p.virtual_stages = 2; }) ==
-        "pp x virtual_stages (10) must divide the layers (24)");
+  // Interleaving: at least one layer per model chunk, a partition per chunk, and
+  // Megatron-Core's micro-batch groups (64 micro-batches on pp 5 leave a last group of 4
+  // in groups of 5; 8 is the smallest group from pp up that leaves none or at least pp).
+  auto interleaved = [](int pp, int v) {
+    return [pp, v](ParallelPlan& p) { p.pp = pp, p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = v; };
+  };
+  CHECK(why(interleaved(5, 5)) == "pp x virtual_stages (25) exceeds the layers (24)");
+  CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {12, 12}; }) ==
+        "the layer partition has 2 entries, pp x virtual_stages is 4 (one per model chunk, in model order)");
+  CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {1, 11, 12, 0}; }) ==
+        "every model chunk needs at least one layer");
+  CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {1, 11, 11, 1}; }).empty());
+  CHECK(why(interleaved(5, 2)) ==
+        "the 64 micro-batches per step in groups of 5 (microbatch_group, default pp) leave a last group of 4, fewer than "
+        "pp (5): make them a multiple of the group, or set microbatch_group to e.g. 8");
+  CHECK(why([&](ParallelPlan& p) { interleaved(5, 2)(p), p.microbatch_group = 8; }).empty());
+  CHECK(why([&](ParallelPlan& p) { interleaved(5, 2)(p), p.microbatch_group = 4; }) ==
+        "microbatch_group (4) must lie between pp (5) and the micro-batches per step (64)");
+  CHECK(why([&](ParallelPlan& p) { interleaved(5, 2)(p), p.global_batch = 4; }) ==
+        "the interleaved schedule needs at least pp (5) micro-batches per step, has 4");
+  CHECK(why([](ParallelPlan& p) { p.pp = 2, p.microbatch_group = 2; }) ==
+        "microbatch_group applies to the interleaved schedule only");
   CHECK(why([](ParallelPlan& p) { p.sequence_parallel = true; }) == "sequence parallelism needs tp > 1");
   CHECK(why([](ParallelPlan& p) { p.shard = 2; }) == "shard applies to ZeRO-3 (zero 3) only");
   CHECK(why([](ParallelPlan& p) { p.dp = 8; p.dp_mode = DataParallelMode::kZero3; p.shard = 3; }) ==
@@ -260,8 +280,8 @@ namespace {
 // `combined`: combined 1F1B, each forward marked with_next and the backward after it both
 // after the op before them, the op after them after both.
 double replay_schedule(PipelineSchedule kind, int pp, int v, int m, double f, double b, double w = 0.0,
-                       bool combined = false) {
-  const auto sched = pipeline_schedule(kind, pp, v, m, combined);
+                       bool combined = false, int group = 0) {
+  const auto sched = pipeline_schedule(kind, pp, v, m, combined, group);
   TaskGraph g;
   std::vector<std::unique_ptr<ResourceModel>> streams;
   std::map<std::tuple<bool, int, int>, TaskId> task;  // (forward, virtual stage, micro-batch)
@@ -328,6 +348,53 @@ TEST_CASE("interleaving v chunks divides the bubble by v") {
     const double f = 1.0, b = 2.0;
     CHECK(replay_schedule(PipelineSchedule::kInterleaved1F1B, p, v, m, f, b) ==
           Approx(m * (f + b) + (p - 1) * (f + b) / v));
+  }
+}
+
+TEST_CASE("interleaving in micro-batch groups follows Megatron-Core's schedule table and keeps the bubble") {
+  // Expected: Megatron-Core's schedules.py documents its table for pp 2, v 2, 5
+  // micro-batches in groups of 3: forwards run micro-batches 0 1 2 0 1 2 3 4 3 4 through
+  // chunks 0 0 0 1 1 1 0 0 1 1; the k-th backward runs the k-th forward's micro-batch
+  // through the mirrored chunk; stage i warms up with (pp - i - 1) 2 + (v - 1) g
+  // forwards, 5 and 3, before its steady state's first forward. Groups of at least pp never wait on the pipeline's fill, so with
+  // free communication the step stays m (f + b) + (p - 1)(f + b) / v, with or without
+  // combined 1F1B; each stage holds at its peak the warm-up's forwards and one more
+  // (in_flight_micro_batches, in chunks over v). Groups Megatron-Core refuses (below pp,
+  // above m, or a last group shorter than pp) are refused.
+  const auto sched = pipeline_schedule(PipelineSchedule::kInterleaved1F1B, 2, 2, 5, false, 3);
+  const std::vector<std::pair<int, int>> table{{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1},
+                                               {2, 1}, {3, 0}, {4, 0}, {3, 1}, {4, 1}};
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::pair<int, int>> forwards, backwards;
+    int leading = 0;
+    for (const PipelineOp& op : sched[static_cast<std::size_t>(i)]) {
+      (op.forward ? forwards : backwards).emplace_back(op.micro_batch, op.forward ? op.chunk : 1 - op.chunk);
+      if (op.forward && backwards.empty()) ++leading;
+    }
+    CHECK(forwards == table);
+    CHECK(backwards == table);
+    CHECK(leading == (2 - i - 1) * 2 + 3 + 1);  // the warm-up, then 1F1B's first forward
+  }
+  for (auto [p, v, m, g] : {std::tuple{2, 2, 5, 3}, std::tuple{4, 2, 8, 8}, std::tuple{4, 2, 10, 5}, std::tuple{4, 3, 9, 9},
+                            std::tuple{16, 2, 120, 20}, std::tuple{16, 2, 120, 24}}) {
+    CAPTURE(p);
+    CAPTURE(m);
+    CAPTURE(g);
+    const double f = 1.0, b = 2.0, expected = m * (f + b) + (p - 1) * (f + b) / v;
+    CHECK(replay_schedule(PipelineSchedule::kInterleaved1F1B, p, v, m, f, b, 0.0, false, g) == Approx(expected));
+    CHECK(replay_schedule(PipelineSchedule::kInterleaved1F1B, p, v, m, f, b, 0.0, true, g) == Approx(expected));
+    ParallelPlan plan;
+    plan.pp = p, plan.virtual_stages = v, plan.global_batch = m, plan.schedule = PipelineSchedule::kInterleaved1F1B;
+    plan.microbatch_group = g;
+    const auto ops = pipeline_schedule(PipelineSchedule::kInterleaved1F1B, p, v, m, false, g);
+    for (int i = 0; i < p; ++i) {
+      int live = 0, most = 0;
+      for (const PipelineOp& op : ops[static_cast<std::size_t>(i)]) most = std::max(most, live += op.forward ? 1 : -1);
+      CHECK(in_flight_micro_batches(plan, i) == Approx(static_cast<double>(most) / v));
+    }
+  }
+  for (auto [m, g] : {std::pair{5, 1}, std::pair{5, 6}, std::pair{7, 3}, std::pair{1, 0}}) {
+    CHECK_THROWS_AS(pipeline_schedule(PipelineSchedule::kInterleaved1F1B, 2, 2, m, false, g), std::invalid_argument);
   }
 }
 
@@ -886,6 +953,48 @@ TEST_CASE("a stage's compute splits into forward, backward, recomputation and th
     CHECK(got.optimizer == Approx(plan_optimizer_step_time(params, p, m.dtype, *rig.compute).value()).epsilon(1e-9));
     CHECK(got.total() == Approx(usage.entries()[s.compute[0].value].busy.value()).epsilon(1e-12));
   }
+}
+
+TEST_CASE("interleaving with uneven model chunks: balanced, or a partition per chunk") {
+  // Expected: 61 layers on pp 16 x v 2 (DeepSeek-V3's depth) split as evenly as they go,
+  // the first 29 of the 32 chunks two layers, the last 3 one; stage s holds chunks s and
+  // s + 16: 4 layers on stages 0-12, 3 on 13-15. With a partition per chunk (Megatron-
+  // Core's pipeline layout) a 10-layer model on pp 2 x v 2 as 1, 4, 4, 1 holds 5 layers
+  // on each stage (chunks 0 and 2, 1 and 3); with full recomputation of 2 layers per
+  // chunk each stage recomputes 1 + 2 = 3 of them (balanced, 3 3 2 2: 2 + 2 = 4). The
+  // replay's compute per stage is then, over 4 micro-batches, 5 layers' forward (and 3
+  // layers' recomputation) plus the first stage's embedding or the last's output layer;
+  // and the estimate lies within 10% of the replay.
+  const TransformerConfig deep = gpt_config("d", 61, 1024, 16, 512, 32000);
+  ParallelPlan d;
+  d.pp = 16, d.virtual_stages = 2, d.schedule = PipelineSchedule::kInterleaved1F1B, d.global_batch = 32;
+  REQUIRE(plan_problem(d, deep, 16).empty());
+  const std::vector<LayerRange> chunks = chunk_layer_ranges(d, deep);
+  REQUIRE(chunks.size() == 32);
+  for (std::size_t k = 0; k < chunks.size(); ++k) CHECK(chunks[k].count == (k < 29 ? 2 : 1));
+  CHECK(chunks.back().first == 60);
+  const std::vector<int> stages = stage_layer_counts(d, deep);
+  for (std::size_t s = 0; s < stages.size(); ++s) CHECK(stages[s] == (s < 13 ? 4 : 3));
+
+  StepRig rig("dgx-a100", 1);
+  const TransformerConfig m = gpt_config("g", 10, 1024, 16, 512, 32000);
+  ParallelPlan p;
+  p.pp = 2, p.virtual_stages = 2, p.schedule = PipelineSchedule::kInterleaved1F1B, p.global_batch = 4;
+  p.recompute = Recompute::kFull, p.recompute_layers = 2;
+  CHECK(plan_recomputed_layers(p, m) == 8);
+  p.stage_layers = {1, 4, 4, 1};
+  REQUIRE(plan_problem(p, m, 8).empty());
+  CHECK(stage_layer_counts(p, m) == std::vector<int>{5, 5});
+  CHECK(plan_recomputed_layers(p, m) == 6);
+  const StageCosts c = stage_costs(m, p, *rig.compute);
+  LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
+  const double step = rig.run(s);
+  REQUIRE(s.compute_parts.size() == 2);
+  const double layer_f = (c.attention.forward + c.mlp.forward).value(), layer_r = (c.attention.recompute + c.mlp.recompute).value();
+  CHECK(s.compute_parts[0].forward == Approx(4 * (c.first_forward.value() + 5 * layer_f)).epsilon(1e-9));
+  CHECK(s.compute_parts[1].forward == Approx(4 * (c.last_forward.value() + 5 * layer_f)).epsilon(1e-9));
+  for (const ComputeParts& got : s.compute_parts) CHECK(got.recompute == Approx(4 * 3 * layer_r).epsilon(1e-9));
+  CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(step).epsilon(0.10));
 }
 
 TEST_CASE("one transformer layer's forward and backward against Korthikanti et al.'s Table 4") {
