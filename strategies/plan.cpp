@@ -4,6 +4,12 @@
 
 namespace ddlsim {
 
+std::int64_t fitting_microbatch_group(int pp, std::int64_t micro_batches) {
+  std::int64_t g = pp;
+  while (g < micro_batches && micro_batches % g != 0 && micro_batches % g < pp) ++g;
+  return g;
+}
+
 std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std::size_t devices) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   if (p.dp < 1 || p.tp < 1 || p.pp < 1) return "dp, tp and pp must be at least 1";
@@ -114,8 +120,7 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
              n(mbs) + ")";
     }
     if (mbs % g != 0 && mbs % g < p.pp) {
-      std::int64_t fits = p.pp;
-      while (mbs % fits != 0 && mbs % fits < p.pp) ++fits;
+      const std::int64_t fits = fitting_microbatch_group(p.pp, mbs);
       return "the " + n(mbs) + " micro-batches per step in groups of " + n(g) +
              " (microbatch_group, default pp) leave a last group of " + n(mbs % g) + ", fewer than pp (" + n(p.pp) +
              "): make them a multiple of the group, or set microbatch_group to e.g. " + n(fits);

@@ -142,6 +142,10 @@ struct ParallelPlan {
   [[nodiscard]] int group_size() const { return microbatch_group > 0 ? microbatch_group : pp; }
 };
 
+/// The smallest interleaved micro-batch group from pp up that leaves a last group of
+/// none or at least pp of `micro_batches` (at least pp of them): pp when it divides them.
+std::int64_t fitting_microbatch_group(int pp, std::int64_t micro_batches);
+
 /// Why the plan cannot run this model on `devices` accelerators (empty when it can):
 /// tp not dividing heads (or kv_heads, or the FFN), pp x v not dividing the layers (or a
 /// partition that does not add up), a batch not divisible by dp x micro-batch, an

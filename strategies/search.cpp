@@ -54,6 +54,11 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.micro_batch = mb;
   p.schedule = sched;
   p.virtual_stages = sched == PipelineSchedule::kInterleaved1F1B ? v : 1;
+  // Interleaved: micro-batches in groups of pp, or when groups of pp would leave a last
+  // one shorter than pp, the smallest group that does not (Megatron-Core's rule).
+  if (sched == PipelineSchedule::kInterleaved1F1B && p.micro_batches() >= pp && p.micro_batches() % pp != 0) {
+    p.microbatch_group = static_cast<int>(fitting_microbatch_group(pp, p.micro_batches()));
+  }
   p.dp_mode = mode;
   p.recompute = rc;
   p.sequence_parallel = tp > 1 && model.seq % tp == 0;

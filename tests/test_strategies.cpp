@@ -1848,7 +1848,18 @@ TEST_CASE("the grid's pipeline depths divide the layers or the devices; an empty
   TransformerConfig deep = bloom;
   deep.layers = 61;
   space.global_batch = 15360;
-  CHECK(has_shape(grid_plans(deep, 2048, space), 8, 16, 16));
+  const std::vector<ParallelPlan> deep_plans = grid_plans(deep, 2048, space);
+  CHECK(has_shape(deep_plans, 8, 16, 16));
+  // Its interleaved plans too (v 2: 32 uneven chunks), with tp 1 x pp 16 x dp 128 and
+  // micro-batch 1 as its report's 120 micro-batches per step, which groups of 16 would
+  // leave a last group of 8: in groups of 20, the smallest from 16 up that divides them
+  // (17, 18 and 19 leave 1, 12 and 6).
+  CHECK(std::any_of(deep_plans.begin(), deep_plans.end(), [](const ParallelPlan& p) {
+    return p.tp == 1 && p.pp == 16 && p.dp == 128 && p.micro_batch == 1 && p.schedule == PipelineSchedule::kInterleaved1F1B &&
+           p.virtual_stages == 2 && p.microbatch_group == 20;
+  }));
+  CHECK(fitting_microbatch_group(16, 120) == 20);
+  CHECK(fitting_microbatch_group(16, 128) == 16);
   // A model of 7 heads and 5 layers on 12 accelerators: tp in {1, 7}, pp in {1, 5} or
   // dividing 12 up to 5 ({1, 2, 3, 4}): 4 shapes fill them (tp 1, pp 1 to 4), none with a
   // dp that divides a global batch of 1; the reason counts them and names the first.
