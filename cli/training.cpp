@@ -241,7 +241,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     if (a.size() == 0) {
       throw InputError(a.path() + ": expected the layers of each of the " +
                        (p.schedule == PipelineSchedule::kInterleaved1F1B
-                            ? std::to_string(p.pp * p.virtual_stages) + " model chunks (pp x virtual_stages)"
+                            ? std::to_string(static_cast<std::int64_t>(p.pp) * p.virtual_stages) + " model chunks (pp x virtual_stages)"
                             : std::to_string(p.pp) + " stages") +
                        ", got []");
     }

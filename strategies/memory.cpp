@@ -169,6 +169,8 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
       // Chunk forwards in flight at the peak: the warm-up's, plus the one 1F1B starts
       // with (pipeline_schedule, as Megatron-LM's schedule runs them), each 1/v of the
       // stage's layers. Stage 0 gives Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)).
+      // (Chunks of unequal sizes, or a last group shorter than the others, hold other
+      // peaks: stage_memory walks the stage's program for those.)
       const double v = p.virtual_stages, chunks = m * v;
       const double warmup =
           interleaved_warmup(p.pp, p.virtual_stages, static_cast<int>(p.micro_batches()), stage, p.combined_1f1b(),
@@ -186,7 +188,8 @@ double in_flight_losses(const ParallelPlan& p) {
   // loss's buffers, until the last stage's deferred W passes (up to pp of them).
   if (p.schedule == PipelineSchedule::kZeroBubbleH1) return std::min(m, static_cast<double>(p.pp));
   // 1F1B runs each backward on the last stage right after its forward; so does the
-  // interleaved schedule for the last chunk, unless every forward comes first (m = pp).
+  // interleaved schedule for the last chunk, unless every forward comes first (m = pp),
+  // in groups that divide the micro-batches (stage_memory walks the program otherwise).
   // Combined 1F1B runs the next forward beside it: two.
   const int micro_batches = static_cast<int>(p.micro_batches());
   if (p.schedule == PipelineSchedule::kInterleaved1F1B &&
@@ -275,11 +278,27 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       d.weights += pair * weight_bytes(m.dtype);
       d.gradients += largest * reduced_gradient_bytes(p, m.dtype);
     }
-    d.activations = layers_activation_bytes(p, m, chunks) * in_flight_micro_batches(p, i);
-    if (i == p.pp - 1) {
+    const double loss = i == p.pp - 1 ? loss_activation_bytes(m, p.micro_batch, p.tp) : 0.0;
+    std::vector<double> held;  // per chunk forward of this stage (the last chunk's with its loss)
+    bool uneven = false;
+    if (p.schedule == PipelineSchedule::kInterleaved1F1B) {
+      for (const LayerRange& c : chunks) {
+        held.push_back(layers_activation_bytes(p, m, {c}));
+        uneven = uneven || held.back() != held.front();
+      }
+      held.back() += loss;
+      uneven = uneven || p.micro_batches() % p.group_size() != 0;
+    }
+    if (uneven) {
+      // Chunks of unequal sizes, or a last micro-batch group shorter than the others:
+      // the peak of what the stage's program holds, walked forward by forward (a chunk
+      // forward's activations until its backward).
+      d.activations = interleaved_peak(held, p.pp, static_cast<int>(p.micro_batches()), i, p.combined_1f1b(), p.group_size());
+    } else {
+      d.activations = layers_activation_bytes(p, m, chunks) * in_flight_micro_batches(p, i);
       // The loss keeps each in-flight micro-batch's softmax: one under 1F1B, where the
       // last stage runs each backward right after its forward.
-      d.activations += loss_activation_bytes(m, p.micro_batch, p.tp) * in_flight_losses(p);
+      d.activations += loss * in_flight_losses(p);
     }
     out.push_back(d);
   }

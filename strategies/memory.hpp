@@ -92,7 +92,8 @@ std::vector<LayerRange> stage_chunks(const ParallelPlan& plan, const Transformer
 double loss_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp);
 
 /// Micro-batches whose activations stage `stage` holds at once, at its peak (under the
-/// interleaved schedule in units of the stage's layers: chunk forwards / v).
+/// interleaved schedule in units of the stage's layers: chunk forwards / v, for chunks
+/// of equal sizes and micro-batch groups dividing the micro-batches).
 double in_flight_micro_batches(const ParallelPlan& plan, int stage);
 
 /// Micro-batches whose loss (its softmax of the logits) the last stage holds at once.

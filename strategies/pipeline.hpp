@@ -63,4 +63,14 @@ int interleaved_warmup(int pp, int virtual_stages, int micro_batches, int stage,
 std::vector<std::vector<PipelineOp>> pipeline_schedule(PipelineSchedule kind, int pp, int virtual_stages,
                                                        int micro_batches, bool combined = false, int group = 0);
 
+/// The interleaved schedule's peak on stage `stage` of what its chunk forwards hold
+/// until their backwards, `held[c]` for chunk c (virtual_stages = held.size()): the
+/// maximum of that sum along stage_program, in O(v^2 g) rather than O(m v).
+double interleaved_peak(const std::vector<double>& held, int pp, int micro_batches, int stage, bool combined = false,
+                        int group = 0);
+
+/// Stage `stage`'s operations alone (pipeline_schedule's entry for it).
+std::vector<PipelineOp> stage_program(PipelineSchedule kind, int pp, int virtual_stages, int micro_batches, int stage,
+                                      bool combined = false, int group = 0);
+
 }  // namespace ddlsim

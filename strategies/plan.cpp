@@ -122,7 +122,7 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     if (mbs % g != 0 && mbs % g < p.pp) {
       const std::int64_t fits = fitting_microbatch_group(p.pp, mbs);
       return "the " + n(mbs) + " micro-batches per step in groups of " + n(g) +
-             " (microbatch_group, default pp) leave a last group of " + n(mbs % g) + ", fewer than pp (" + n(p.pp) +
+             (p.microbatch_group > 0 ? " (microbatch_group)" : " (pp, microbatch_group's default)") + " leave a last group of " + n(mbs % g) + ", fewer than pp (" + n(p.pp) +
              "): make them a multiple of the group, or set microbatch_group to e.g. " + n(fits);
     }
   }

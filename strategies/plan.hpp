@@ -147,7 +147,7 @@ struct ParallelPlan {
 std::int64_t fitting_microbatch_group(int pp, std::int64_t micro_batches);
 
 /// Why the plan cannot run this model on `devices` accelerators (empty when it can):
-/// tp not dividing heads (or kv_heads, or the FFN), pp x v not dividing the layers (or a
+/// tp not dividing heads (or kv_heads, or the FFN), pp x v more than the layers (or a
 /// partition that does not add up), a batch not divisible by dp x micro-batch, an
 /// interleaved schedule with fewer micro-batches than pp or micro-batch groups that
 /// Megatron-Core refuses, more devices than the cluster has, ...

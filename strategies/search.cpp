@@ -420,10 +420,12 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
-    return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.microbatch_group, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
+    return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
                     p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
-  return key(a) == key(b);
+  // The interleaved schedule's micro-batch group as it runs (0 is pp).
+  auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
+  return key(a) == key(b) && group(a) == group(b);
 }
 
 std::string describe_plan(const ParallelPlan& p) {

@@ -1918,7 +1918,7 @@ TEST_CASE("training scenarios: interleaving with uneven chunks and micro-batch g
   odd.insert(odd.end(), {"--set", "strategies.1.microbatch_group=3"});
   partition.insert(partition.end(), {"--set", "strategies.1.stage_layers=[12,12]"});
   expect_exact_errors({
-      {odd, "ddlsim run: strategies.1: the 16 micro-batches per step in groups of 3 (microbatch_group, default pp) leave a "
+      {odd, "ddlsim run: strategies.1: the 16 micro-batches per step in groups of 3 (microbatch_group) leave a "
             "last group of 1, fewer than pp (2): make them a multiple of the group, or set microbatch_group to e.g. 2\n"},
       {partition, "ddlsim run: strategies.1: the layer partition has 2 entries, pp x virtual_stages is 10 (one per model "
                   "chunk, in model order)\n"},

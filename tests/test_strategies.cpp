@@ -233,7 +233,7 @@ TEST_CASE("impossible plans are refused with the reason") {
         "every model chunk needs at least one layer");
   CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {1, 11, 11, 1}; }).empty());
   CHECK(why(interleaved(5, 2)) ==
-        "the 64 micro-batches per step in groups of 5 (microbatch_group, default pp) leave a last group of 4, fewer than "
+        "the 64 micro-batches per step in groups of 5 (pp, microbatch_group's default) leave a last group of 4, fewer than "
         "pp (5): make them a multiple of the group, or set microbatch_group to e.g. 8");
   CHECK(why([&](ParallelPlan& p) { interleaved(5, 2)(p), p.microbatch_group = 8; }).empty());
   CHECK(why([&](ParallelPlan& p) { interleaved(5, 2)(p), p.microbatch_group = 4; }) ==
@@ -391,6 +391,25 @@ TEST_CASE("interleaving in micro-batch groups follows Megatron-Core's schedule t
       int live = 0, most = 0;
       for (const PipelineOp& op : ops[static_cast<std::size_t>(i)]) most = std::max(most, live += op.forward ? 1 : -1);
       CHECK(in_flight_micro_batches(plan, i) == Approx(static_cast<double>(most) / v));
+    }
+  }
+  // The memory model's peak of held activations (interleaved_peak, which evaluates only
+  // the steady state's first and last v g forwards) equals a walk of every stage's whole
+  // program, for chunks of unequal sizes, with and without combined 1F1B.
+  for (auto [p, v, m, g] : {std::tuple{2, 2, 5, 3}, std::tuple{4, 2, 10, 6}, std::tuple{4, 3, 14, 5}, std::tuple{4, 2, 24, 5},
+                            std::tuple{3, 4, 40, 7}, std::tuple{4, 2, 4, 4}, std::tuple{16, 2, 120, 20}}) {
+    std::vector<double> held;
+    for (int c = 0; c < v; ++c) held.push_back(1.0 + 0.37 * ((c * 5) % 3) + (c == v - 1 ? 0.9 : 0.0));
+    for (bool combined : {false, true}) {
+      for (int i = 0; i < p; ++i) {
+        INFO("pp ", p, " v ", v, " m ", m, " g ", g, " stage ", i, " combined ", combined);
+        double now = 0.0, peak = 0.0;
+        for (const PipelineOp& op : stage_program(PipelineSchedule::kInterleaved1F1B, p, v, m, i, combined, g)) {
+          now += (op.forward ? 1 : -1) * held[static_cast<std::size_t>(op.chunk)];
+          peak = std::max(peak, now);
+        }
+        CHECK(interleaved_peak(held, p, m, i, combined, g) == Approx(peak).epsilon(1e-12));
+      }
     }
   }
   for (auto [m, g] : {std::pair{5, 1}, std::pair{5, 6}, std::pair{7, 3}, std::pair{1, 0}}) {
@@ -1674,10 +1693,15 @@ TEST_CASE("the replay's memory high-water marks follow the schedule") {
   // forwards (all m v when m = pp), exactly the memory model's figure (stage_memory);
   // under the interleaved schedule the first stage holds the most and the last the least;
   // zero-bubble holds min(m, pp) on every stage (activations kept until the W pass), and
-  // the loss's buffers of as many micro-batches on the last.
+  // the loss's buffers of as many micro-batches on the last. Interleaved with chunks of
+  // unequal sizes (11 layers on 8 chunks: 2 2 2 1 1 1 1 1) or a last micro-batch group
+  // shorter than the others (10 micro-batches in groups of 6: 6 and 4), where the
+  // peak is no longer chunk forwards x the stage's average chunk, the memory model
+  // walks the stage's program and still matches the replay.
   StepRig rig("dgx-a100", 1);
-  const TransformerConfig m = gpt_config("g", 8, 1024, 16, 1024, 32000);
-  for (int variant = 0; variant < 5; ++variant) {
+  const TransformerConfig eight = gpt_config("g", 8, 1024, 16, 1024, 32000), eleven = gpt_config("g", 11, 1024, 16, 1024, 32000);
+  for (int variant = 0; variant < 7; ++variant) {
+    const TransformerConfig& m = variant == 5 ? eleven : eight;
     const PipelineSchedule sched = variant == 0   ? PipelineSchedule::k1F1B
                                    : variant == 1 ? PipelineSchedule::kGPipe
                                    : variant == 4 ? PipelineSchedule::kZeroBubbleH1
@@ -1685,9 +1709,11 @@ TEST_CASE("the replay's memory high-water marks follow the schedule") {
     ParallelPlan p;
     p.pp = 4;
     p.dp = 2;
-    p.global_batch = variant == 3 ? 8 : 16;  // m = 8; m = pp = 4 in the last variant
+    p.global_batch = variant == 3 ? 8 : variant == 6 ? 20 : 16;  // m = 8; m = pp = 4; m = 10
     p.schedule = sched;
     if (sched == PipelineSchedule::kInterleaved1F1B) p.virtual_stages = 2;
+    if (variant == 6) p.microbatch_group = 6;
+    REQUIRE(plan_problem(p, m, 8).empty());
     if (variant == 2) {
       // Chunk forwards in flight by hand (pp 4, v 2, m 8, so at most 16): 2 x 3 + 4 + 1 =
       // 11 on stage 0, then 9, 7 and 5; in units of the stage's layers, half that.
@@ -1852,8 +1878,8 @@ TEST_CASE("the grid's pipeline depths divide the layers or the devices; an empty
   CHECK(has_shape(deep_plans, 8, 16, 16));
   // Its interleaved plans too (v 2: 32 uneven chunks), with tp 1 x pp 16 x dp 128 and
   // micro-batch 1 as its report's 120 micro-batches per step, which groups of 16 would
-  // leave a last group of 8: in groups of 20, the smallest from 16 up that divides them
-  // (17, 18 and 19 leave 1, 12 and 6).
+  // leave a last group of 8: in groups of 20, the smallest from 16 up that fits (17, 18
+  // and 19 leave 1, 12 and 6, fewer than 16; 20 leaves none).
   CHECK(std::any_of(deep_plans.begin(), deep_plans.end(), [](const ParallelPlan& p) {
     return p.tp == 1 && p.pp == 16 && p.dp == 128 && p.micro_batch == 1 && p.schedule == PipelineSchedule::kInterleaved1F1B &&
            p.virtual_stages == 2 && p.microbatch_group == 20;
