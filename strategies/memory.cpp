@@ -170,7 +170,7 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
       // with (pipeline_schedule, as Megatron-LM's schedule runs them), each 1/v of the
       // stage's layers. Stage 0 gives Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)).
       // (Chunks of unequal sizes, or a last group shorter than the others, hold other
-      // peaks: stage_memory walks the stage's program for those.)
+      // peaks: stage_memory takes the peak of its program for those.)
       const double v = p.virtual_stages, chunks = m * v;
       const double warmup =
           interleaved_warmup(p.pp, p.virtual_stages, static_cast<int>(p.micro_batches()), stage, p.combined_1f1b(),
@@ -189,7 +189,7 @@ double in_flight_losses(const ParallelPlan& p) {
   if (p.schedule == PipelineSchedule::kZeroBubbleH1) return std::min(m, static_cast<double>(p.pp));
   // 1F1B runs each backward on the last stage right after its forward; so does the
   // interleaved schedule for the last chunk, unless every forward comes first (m = pp),
-  // in groups that divide the micro-batches (stage_memory walks the program otherwise).
+  // in groups that divide the micro-batches (stage_memory takes the peak of the program otherwise).
   // Combined 1F1B runs the next forward beside it: two.
   const int micro_batches = static_cast<int>(p.micro_batches());
   if (p.schedule == PipelineSchedule::kInterleaved1F1B &&
@@ -291,8 +291,8 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     }
     if (uneven) {
       // Chunks of unequal sizes, or a last micro-batch group shorter than the others:
-      // the peak of what the stage's program holds, walked forward by forward (a chunk
-      // forward's activations until its backward).
+      // the peak of what the stage's program holds (interleaved_peak; a chunk forward's
+      // activations until its backward).
       d.activations = interleaved_peak(held, p.pp, static_cast<int>(p.micro_batches()), i, p.combined_1f1b(), p.group_size());
     } else {
       d.activations = layers_activation_bytes(p, m, chunks) * in_flight_micro_batches(p, i);

@@ -65,23 +65,15 @@ std::vector<PipelineOp> stage_program(PipelineSchedule kind, int pp, int v, int 
     }
     case PipelineSchedule::kInterleaved1F1B: {
       // The k-th forward's (chunk, micro-batch), Megatron-Core's schedule table: micro-
-      // batches in groups of g (the last group takes the rest), each group through
-      // chunk 0, then chunk 1, ...; the k-th backward runs the same micro-batch through
-      // the mirrored chunk v - 1 - c.
-      std::vector<std::pair<int, int>> table;
-      for (int first = 0; first < m; first += g) {
-        const int last = first + g >= m ? m : first + g;
-        for (int c = 0; c < v; ++c) {
-          for (int mb = first; mb < last; ++mb) table.emplace_back(c, mb);
-        }
-        if (last == m) break;
-      }
-      const int total = m * v;
+      // batches in groups of g (the last group takes the m mod g left, when any), each
+      // group through chunk 0, then chunk 1, ...; the k-th backward runs the same
+      // micro-batch through the mirrored chunk v - 1 - c.
+      const int total = m * v, in_full = m / g * g * v, r = m % g;  // entries of the full groups; the last one's size
       auto chunk_of = [&](int k, bool forward) {
-        const int c = table[static_cast<std::size_t>(k)].first;
+        const int c = k < in_full ? k % (v * g) / g : (k - in_full) / r;
         return forward ? c : v - 1 - c;
       };
-      auto micro_of = [&](int k) { return table[static_cast<std::size_t>(k)].second; };
+      auto micro_of = [&](int k) { return k < in_full ? k / (v * g) * g + k % g : m / g * g + (k - in_full) % r; };
       const int warmup = interleaved_warmup(pp, v, m, i, combined, g);
       int f = 0, b = 0;
       for (; f < warmup; ++f) ops.push_back({true, chunk_of(f, true), micro_of(f)});
