@@ -67,13 +67,14 @@ Algorithms: ring, tree (all-reduce; NCCL's: a chain in each server, a binary tre
 servers, one per channel, the channels alternating between the two trees of a double
 binary tree and heading their chains at different GPUs, so every NIC carries one),
 halving-doubling (power-of-two ranks), direct, hierarchical (all-reduce over scale-up
-domains), torus (rings per dimension, every dimension both ways at once; the ranks must
+domains; all-to-all between same-index ranks of the domains, then inside each domain,
+pipelined), torus (rings per dimension, every dimension both ways at once; the ranks must
 be a whole torus); a ring of direct links (a torus dimension) runs both ways; 'auto'
 picks by size and topology like NCCL's tuner, among what a collective library offers
-(ring, tree, hierarchical, torus; halving-doubling only by name), taking a tree for its
-latency but never for bandwidth a ring has (NCCL's tuner prices a tree's bandwidth below
-a ring's even on two servers, where the tree replays faster), 'all' prints every one
-that can run the operation.
+(ring, tree, hierarchical all-reduce, torus; direct all-to-all; halving-doubling only by
+name), taking a tree for its latency but never for bandwidth a ring has (NCCL's tuner
+prices a tree's bandwidth below a ring's even on two servers, where the tree replays
+faster), 'all' prints every one that can run the operation.
 
 Examples:
   ddlsim collective --preset dgx-h100                       # 8 GPUs, all-reduce, 8 B - 8 GiB

@@ -44,7 +44,8 @@ and ranks them by replayed step time.
            expert-parallel ep dividing dp and the experts (ZeRO 0-1). Each plan
            keeps the framework settings of the scenario's first Megatron-style
            strategy (bucket_mib, overlap_grad_reduce, overlap_p2p,
-           overlap_tp_backward, overlap_ep_comm, grad_accumulation, grad_reduce_fp32, order), so a DeepSpeed-like scenario is searched as
+           overlap_tp_backward, overlap_ep_comm, moe_dispatcher, grad_accumulation,
+           grad_reduce_fp32, order), so a DeepSpeed-like scenario is searched as
            DeepSpeed runs. Plans the memory model says do not fit the accelerator
            are pruned; the rest are ranked by a closed-form estimate
            (strategies/search.hpp), and the best --replay of them, with the scenario's

@@ -277,6 +277,10 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);
   p.overlap_tp_backward = o.boolean_or("overlap_tp_backward", false);
   p.overlap_ep_comm = o.boolean_or("overlap_ep_comm", false);
+  const std::string dispatcher = o.choice_or("moe_dispatcher", {"alltoall", "deepep"}, "alltoall");
+  for (TokenDispatcher d : {TokenDispatcher::kAllToAll, TokenDispatcher::kDeepEp}) {
+    if (dispatcher == dispatcher_name(d)) p.dispatcher = d;
+  }
   const std::string acc = o.choice_or("grad_accumulation", {"fused", "add", "fp32"}, "fused");
   for (GradAccumulation g : {GradAccumulation::kFused, GradAccumulation::kAdd, GradAccumulation::kFp32}) {
     if (acc == grad_accumulation_name(g)) p.grad_accumulation = g;

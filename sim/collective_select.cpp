@@ -264,6 +264,36 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
     case CollectiveAlgorithm::kHierarchical: {
       const auto local = g.by_domain();
       const double G = static_cast<double>(local.front().size()), N = static_cast<double>(local.size());
+      if (op == Op::kAllToAll) {
+        // Each phase: the first domain's ranks' sends and what they receive, at once on
+        // first routes; its latency and busiest link. The second forwards the first's
+        // pieces as they arrive: the longer phase and a piece of the shorter.
+        std::map<std::uint32_t, double> first, second;
+        const auto carry = [&](std::map<std::uint32_t, double>& load, NodeId from, NodeId to, double bytes) {
+          for (LinkId l : f.first_route(from, to)) load[l.value] += bytes;
+        };
+        Edge out, in;
+        for (std::size_t k = 0; k < local.front().size(); ++k) {
+          const NodeId a = node(local[0][k]);
+          for (std::size_t d = 1; d < local.size(); ++d) {
+            const NodeId b = node(local[d][k]);
+            out.add(f, a, b);
+            carry(first, a, b, S / N);
+            carry(first, b, a, S / N);
+          }
+          for (std::size_t j = 0; j < local.front().size(); ++j) {
+            if (j == k) continue;
+            in.add(f, a, node(local[0][j]));
+            carry(second, a, node(local[0][j]), S / G);
+          }
+        }
+        const double t1 = out.latency + busiest_link(f, first), t2 = in.latency + busiest_link(f, second);
+        CollectiveSpec spec;
+        spec.op = op;
+        spec.algorithm = a;
+        spec.bytes = S;
+        return std::max(t1, t2) + std::min(t1, t2) / effective_chunks(spec);
+      }
       Edge in, out;
       for (std::size_t k = 0; k + 1 < local.front().size(); ++k) in.add(f, node(local[0][k]), node(local[0][k + 1]));
       // The ring across domains pays its slowest hop's latency at every step (the way

@@ -705,6 +705,54 @@ class Lowering {
     }
   }
 
+  // Inside each group of positions every member sends `bytes` to every other (a direct
+  // all-to-all per group, all groups at once), in chunks_ pieces per pair that follow
+  // each other, the first after the sender's ready task. With `gate`, piece j also waits
+  // for gate[sender][j]. Returns, per position and piece, a marker after every piece j
+  // into it (its ready task where it receives none).
+  std::vector<std::vector<TaskId>> exchange(const std::vector<std::vector<std::size_t>>& groups, double bytes,
+                                            const std::vector<TaskId>& ready,
+                                            const std::vector<std::vector<TaskId>>* gate) {
+    const auto c = static_cast<std::size_t>(chunks_);
+    std::vector<std::vector<TaskId>> into(ready.size());
+    for (std::size_t r = 0; r < ready.size(); ++r) into[r].assign(c, ready[r]);
+    if (shares_.enabled()) {
+      std::vector<std::pair<std::size_t, std::size_t>> hops;
+      for (const auto& m : groups) {
+        for (std::size_t s : m) {
+          for (std::size_t d : m) {
+            if (s != d) hops.emplace_back(s, d);
+          }
+        }
+      }
+      at_once(hops, false);
+    }
+    std::vector<std::vector<std::vector<TaskId>>> arrivals(ready.size(), std::vector<std::vector<TaskId>>(c));
+    for (const auto& m : groups) {
+      for (std::size_t s : m) {
+        for (std::size_t d : m) {
+          if (s == d) continue;
+          TaskId prev = ready[s];
+          for (std::size_t j = 0; j < c; ++j) {
+            const TaskId t = send(s, d, bytes / static_cast<double>(c));
+            sink_.edge(prev, t);
+            if (gate != nullptr && (*gate)[s][j] != ready[s]) sink_.edge((*gate)[s][j], t);
+            arrivals[d][j].push_back(t);
+            prev = t;
+          }
+        }
+      }
+    }
+    for (std::size_t d = 0; d < ready.size(); ++d) {
+      for (std::size_t j = 0; j < c; ++j) {
+        if (arrivals[d][j].empty()) continue;
+        into[d][j] = marker();
+        for (TaskId t : arrivals[d][j]) sink_.edge(t, into[d][j]);
+      }
+    }
+    return into;
+  }
+
   TaskId marker() { return sink_.marker(); }
   void edge(TaskId a, TaskId b) { sink_.edge(a, b); }
 
@@ -963,6 +1011,9 @@ int effective_chunks(const CollectiveSpec& spec) {
   const bool pipelined = spec.algorithm == CollectiveAlgorithm::kTree ||
                          (spec.algorithm == CollectiveAlgorithm::kRing &&
                           (spec.op == CollectiveOp::kBroadcast || spec.op == CollectiveOp::kReduce));
+  if (spec.algorithm == CollectiveAlgorithm::kHierarchical && spec.op == CollectiveOp::kAllToAll) {
+    return static_cast<int>(std::clamp(std::round(spec.bytes / kAutoChunkBytes), 1.0, double{kMaxAutoExchangeChunks}));
+  }
   if (!pipelined) return 1;
   return static_cast<int>(std::clamp(std::round(spec.bytes / kAutoChunkBytes), 1.0, double{kMaxAutoChunks}));
 }
@@ -1356,7 +1407,7 @@ std::string op_unsupported_reason(CollectiveOp op, CollectiveAlgorithm a) {
       return {};
     case CollectiveAlgorithm::kDirect: return {};
     case CollectiveAlgorithm::kHierarchical:
-      if (!op_is({Op::kAllReduce})) return what;
+      if (!op_is({Op::kAllReduce, Op::kAllToAll})) return what;
       return {};
   }
   return what;
@@ -1434,6 +1485,7 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
     case CollectiveAlgorithm::kHierarchical: {
       const auto local = group.by_domain();
       const std::uint64_t n = local.size(), g = local.front().size();
+      if (spec.op == Op::kAllToAll) return (g * n * (n - 1) + n * g * (g - 1)) * c;  // across, then within
       if (s) return 3 * g * n;  // reduce-scatter inside, all-reduce across, all-gather inside
       return (2 * (g - 1) * g * n + 2 * (n - 1) * n * g) * c;
     }
@@ -1460,6 +1512,9 @@ void check_request(const CollectiveGroup& group, const CollectiveSpec& spec) {
   if (spec.chunks < 0) throw InputError("collective: chunks must be at least 1 (or 0 for automatic)");
   if (spec.channels < 0) throw InputError("collective: channels must be at least 1 (or 0 for automatic)");
   if (!(spec.bytes >= 0.0)) throw InputError("collective: bytes must be >= 0");
+  if (!(spec.across >= 0.0 && spec.across <= 1.0) || !(spec.within >= 0.0 && spec.within <= 1.0)) {
+    throw InputError("collective: the shares of a hierarchical all-to-all's phases must be between 0 and 1");
+  }
   if (spec.root >= p) throw InputError("collective: root " + std::to_string(spec.root) + " is not a rank of the group");
   if (spec.op == Op::kSendRecv && (spec.peer >= p || spec.peer == spec.root)) {
     throw InputError("collective: send-recv needs a peer rank other than the root");
@@ -1562,6 +1617,18 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
       std::vector<std::vector<std::size_t>> across(gsize);
       for (std::size_t k = 0; k < gsize; ++k) {
         for (const auto& l : local) across[k].push_back(l[k]);
+      }
+      if (spec.op == Op::kAllToAll) {
+        const auto first = low.exchange(across, S / N * spec.across, ready, nullptr);
+        const auto second = low.exchange(local, S / G * spec.within, ready, &first);
+        for (std::size_t r = 0; r < p; ++r) {
+          if (first[r].back() == ready[r] && second[r].back() == ready[r]) continue;
+          const TaskId m = low.marker();
+          low.edge(first[r].back(), m);
+          low.edge(second[r].back(), m);
+          ready[r] = m;
+        }
+        break;
       }
       low.rings_at_once(local);
       for (const auto& l : local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);

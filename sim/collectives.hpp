@@ -37,6 +37,15 @@
 //  hierarchical  All-reduce in three phases: ring reduce-scatter inside each scale-up
 //           domain (g ranks), ring all-reduce of the S/g shards among the ranks with the
 //           same local index across the n domains, ring all-gather inside the domain.
+//           All-to-all in two: each rank sends what it holds for another domain, S/n, to
+//           the rank with its local index there (all such ranks exchanging at once), then
+//           every rank sends each rank of its own domain what it holds for it, S/g
+//           (what arrived from the n domains, its own included); the second phase
+//           forwards piece j of the first once it has arrived, so the two overlap (one
+//           piece apart) where they use different links. CollectiveSpec's `across` and
+//           `within` scale each phase's bytes: a mixture-of-experts dispatch that sends a
+//           token once per server and once per GPU there (DeepEP) sends less than every
+//           copy (dispatch_shares in strategies/ computes them).
 //  torus    All-reduce, reduce-scatter and all-gather over a group that is one whole
 //           torus: rings along each dimension in turn on the shrinking shard, then back,
 //           every dimension at once and, where all of them wrap and have 3 or more chips,
@@ -131,13 +140,22 @@ struct CollectiveSpec {
   // shares (the analytical model), trees go chunk by chunk whatever this says
   // (collective_transfer_count's `shared`).
   bool streamed = false;
+  // Hierarchical all-to-all only: the share of each phase's bytes that is sent (1: S/n to
+  // each other domain, S/g to each rank of the own; less where one copy serves several
+  // of the destinations, as a deduplicating dispatch does). Between 0 and 1.
+  double across = 1.0;  // the first phase, between domains
+  double within = 1.0;  // the second, inside each domain
 };
 
 /// Automatic chunking pipelines what a chain or tree forwards hop by hop (ring broadcast
 /// and reduce, tree all-reduce) in pieces of about kAutoChunkBytes, at most
-/// kMaxAutoChunks of them; ring steps already pipeline and stay whole.
+/// kMaxAutoChunks of them; ring steps already pipeline and stay whole. A hierarchical
+/// all-to-all's two phases pipeline in pieces of about kAutoChunkBytes of each rank's
+/// send buffer, at most kMaxAutoExchangeChunks (each piece is a transfer per pair of
+/// ranks in each phase; 8 leave at most an eighth of the shorter phase unhidden).
 inline constexpr double kAutoChunkBytes = 1 << 20;
 inline constexpr int kMaxAutoChunks = 64;
+inline constexpr int kMaxAutoExchangeChunks = 8;
 int effective_chunks(const CollectiveSpec& spec);
 
 /// Why `algorithm` cannot run `op` on any group (empty when it implements it).

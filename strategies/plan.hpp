@@ -46,6 +46,11 @@ enum class Recompute { kNone, kSelective, kFull };
 /// micro-batch's 16-bit gradients to fp32 and adding them to fp32 buffers (DeepSpeed's
 /// bf16 optimizer, BF16_Optimizer.update_hp_grads after each backward).
 enum class GradAccumulation { kFused, kAdd, kFp32 };
+
+/// How an expert-parallel plan sends tokens to their experts' GPUs and back (see
+/// ParallelPlan::dispatcher).
+enum class TokenDispatcher { kAllToAll, kDeepEp };
+inline const char* dispatcher_name(TokenDispatcher d) { return d == TokenDispatcher::kAllToAll ? "alltoall" : "deepep"; }
 inline const char* grad_accumulation_name(GradAccumulation g) {
   return g == GradAccumulation::kFused ? "fused" : g == GradAccumulation::kAdd ? "add" : "fp32";
 }
@@ -126,6 +131,17 @@ struct ParallelPlan {
   /// activations more. Priced, the all-to-alls of one communicator run one at a time.
   /// The 1F1B and interleaved schedules only; with ep 1 it changes nothing.
   bool overlap_ep_comm = false;
+  /// Expert parallelism only (ep > 1): how tokens reach their experts' GPUs and come
+  /// back. kAllToAll: Megatron-Core's alltoall dispatcher, one copy of a token per expert
+  /// it goes to, each straight to that expert's GPU (an all-to-all over the ep group).
+  /// kDeepEp: DeepEP's kernels (Megatron-Core's flex dispatcher): a token crosses the
+  /// scale-out network once per server holding any of its experts, to the GPU with the
+  /// sender's local index there, which forwards it once to each GPU of that server
+  /// holding any of them over the scale-up network, the two hops overlapping (a
+  /// hierarchical all-to-all; the combine the same way back). Group-limited routing
+  /// (expert_groups) narrows the servers a token reaches. An ep group inside one server,
+  /// or spread unevenly over servers: one copy per GPU, straight (a direct all-to-all).
+  TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   /// true: the data-parallel gradient reductions (all-reduce, ZeRO's reduce-scatters)

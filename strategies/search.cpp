@@ -43,6 +43,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.overlap_p2p = space.framework.overlap_p2p;
   p.overlap_tp_backward = space.framework.overlap_tp_backward;
   p.overlap_ep_comm = space.framework.overlap_ep_comm && sched != PipelineSchedule::kGPipe;  // gpipe has no pairs
+  p.dispatcher = ep > 1 ? space.framework.dispatcher : TokenDispatcher::kAllToAll;
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.order = space.framework.order;
@@ -172,9 +173,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // the dispatched tokens within the ep group, in line with the compute.
   double a2a = 0;
   if (p.ep > 1) {
-    std::vector<std::uint32_t> ep_ranks;
-    for (int d = 0; d < p.ep; ++d) ep_ranks.push_back(mesh_rank(p, d, 0, 0));
-    a2a = 2 * collective(fabric, ep_ranks, CollectiveOp::kAllToAll, c.a2a_bytes);
+    std::vector<NodeId> nodes;
+    for (int d = 0; d < p.ep; ++d) nodes.push_back(fabric.cluster().accelerators()[mesh_rank(p, d, 0, 0)]);
+    const CollectiveGroup g = CollectiveGroup::of(fabric, nodes);
+    a2a = 2 * analytical_collective_time(fabric, g, dispatch_spec(fabric, g, model, p, c.a2a_bytes));
   }
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
   // b for a layer that recomputes (fully, with its all-reduces again, or selectively),
@@ -421,7 +423,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.grad_accumulation, p.grad_reduce_fp32, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
@@ -451,6 +453,7 @@ std::string describe_plan(const ParallelPlan& p) {
     s += std::string(", grad accumulation ") + grad_accumulation_name(p.grad_accumulation);
   }
   if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
+  if (p.dispatcher != TokenDispatcher::kAllToAll) s += std::string(", ") + dispatcher_name(p.dispatcher) + " dispatch";
   return s;
 }
 

@@ -40,7 +40,7 @@ struct SearchSpace {
   std::vector<Recompute> recomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   bool all_devices = true;  // dp x tp x pp = the cluster's accelerators (else any count up to it)
   /// What every plan of the grid takes as it is, the framework's settings the grid does
-  /// not vary: bucket_bytes, overlap_grad_reduce, overlap_p2p, overlap_tp_backward, overlap_ep_comm, grad_accumulation,
+  /// not vary: bucket_bytes, overlap_grad_reduce, overlap_p2p, overlap_tp_backward, overlap_ep_comm, dispatcher (plans with ep > 1), grad_accumulation,
   /// grad_reduce_fp32 and the rank order (the CLI copies them from the scenario's first Megatron-style strategy).
   ParallelPlan framework;
 };

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <utility>
 
+#include "sim/collectives.hpp"
 #include "strategies/memory.hpp"
 #include "workloads/transformer.hpp"
 
@@ -236,6 +237,32 @@ double grad_accumulation_bytes(const ParallelPlan& p, DataType weights) {
     case GradAccumulation::kFp32: return kGradientBytes + 4 * kFp32Bytes;
   }
   return 0.0;
+}
+
+CollectiveSpec dispatch_spec(NetworkFabric& fabric, const CollectiveGroup& group, const TransformerConfig& model,
+                             const ParallelPlan& plan, double bytes) {
+  if (plan.dispatcher == TokenDispatcher::kAllToAll || model.experts <= 0) {
+    return chosen_spec(fabric, group, CollectiveOp::kAllToAll, bytes);
+  }
+  // (A token reaches at most as many GPUs or servers as it has experts: at most 1 but
+  // for rounding.)
+  const auto share = [&](std::size_t parts) {
+    return std::min(1.0, experts_spread(model, static_cast<std::int64_t>(parts)) / static_cast<double>(model.experts_per_token));
+  };
+  const double per_gpu = share(group.ranks.size());
+  CollectiveSpec spec;
+  spec.op = CollectiveOp::kAllToAll;
+  spec.bytes = bytes;
+  spec.channels = 1;  // (as the selector gives an algorithm without channels)
+  if (unsupported_reason(group, CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical).empty()) {
+    spec.algorithm = CollectiveAlgorithm::kHierarchical;
+    spec.across = share(group.by_domain().size());
+    spec.within = per_gpu;
+  } else {
+    spec.algorithm = CollectiveAlgorithm::kDirect;
+    spec.bytes = bytes * per_gpu;
+  }
+  return spec;
 }
 
 Seconds grad_accumulation_time(double params, const ParallelPlan& p, DataType weights, const ComputeModel& compute) {

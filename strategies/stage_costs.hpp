@@ -16,6 +16,10 @@
 
 namespace ddlsim {
 
+class NetworkFabric;
+struct CollectiveGroup;
+struct CollectiveSpec;
+
 struct HalfLayer {
   Seconds forward{0.0};
   Seconds backward{0.0};
@@ -64,6 +68,16 @@ struct StageCosts {
 /// a mixture-of-experts layer when the model has experts; dense_mlp and
 /// dense_layer_params its dense layers, if any.)
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute);
+
+/// One expert-parallel all-to-all of `bytes` per rank (StageCosts::a2a_bytes: every copy
+/// of every token) over `group`, under the plan's dispatcher. alltoall: the fabric's
+/// choice for an all-to-all. deepep over ranks in two or more scale-up domains, as many
+/// in each: the hierarchical all-to-all, its phases scaled to a token's copies once per
+/// server (across = experts_spread(model, servers) / experts_per_token) and once per GPU
+/// (within = experts_spread(model, ep) / experts_per_token); other groups: a direct
+/// all-to-all of bytes x experts_spread(model, ep) / experts_per_token (once per GPU).
+CollectiveSpec dispatch_spec(NetworkFabric& fabric, const CollectiveGroup& group, const TransformerConfig& model,
+                             const ParallelPlan& plan, double bytes);
 
 /// Bytes of a 16-bit gradient or weight, per parameter.
 inline constexpr double kGradientBytes = 2.0;

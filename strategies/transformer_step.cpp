@@ -1015,7 +1015,9 @@ class StepLowering {
   // AnalyticalNetwork (they never contend).
   Choice choose(const std::vector<NodeId>& ranks, CollectiveOp op, double bytes) const {
     Choice ch{CollectiveGroup::of(*in_.fabric, ranks), {}, {}};
-    ch.spec = chosen_spec(*in_.fabric, ch.group, op, bytes);
+    // (The only all-to-alls are the expert-parallel ones.)
+    ch.spec = op == CollectiveOp::kAllToAll ? dispatch_spec(*in_.fabric, ch.group, m_, p_, bytes)
+                                            : chosen_spec(*in_.fabric, ch.group, op, bytes);
     ch.spec.streamed = in_.stream_rings;
     if (priced_) ch.cost = analytical_collective_cost(*in_.fabric, ch.group, ch.spec);
     return ch;

@@ -3133,7 +3133,26 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
       {{"run", f, "--set", "strategies.2.overlap_ep_comm=true", "--set", "strategies.2.schedule=\"gpipe\""},
        "ddlsim run: strategies.2: overlap_ep_comm pairs each forward with a backward: it needs the 1f1b or interleaved "
        "schedule, not gpipe\n"},
+      {{"run", f, "--set", "strategies.2.moe_dispatcher=\"flex\""},
+       "ddlsim run: strategies.2.moe_dispatcher: expected one of \"alltoall\", \"deepep\", got \"flex\"\n"},
+      {{"run", f, "--set", "strategies.1.moe_dispatcher=\"deepep\""},
+       "ddlsim run: strategies.1: moe_dispatcher deepep needs expert parallelism (ep > 1): with ep 1 no token leaves its GPU\n"},
   });
+  // DeepEP's dispatch inside the one server: each token once per GPU holding any of its
+  // experts, 4 (1 - C(6, 2) / C(8, 2)) = 13/7 GPUs of its 2 copies: the all-to-alls carry
+  // 13/14 of the bytes, directly, and the step is no longer.
+  const auto deep = ddlsim_cmd({"run", f, "--json", "--set", "strategies.2.moe_dispatcher=\"deepep\""});
+  REQUIRE(deep.status == 0);
+  const nlohmann::json dj = nlohmann::json::parse(deep.out).at("strategies").at(2);
+  double deep_bytes = 0;
+  for (const auto& c : dj.at("collectives")) {
+    if (c.at("dim") == "ep") {
+      CHECK(c.at("algorithm") == "direct");
+      deep_bytes += c.at("bytes").get<double>();
+    }
+  }
+  CHECK(deep_bytes == Approx(a2a_bytes * 13 / 14).epsilon(1e-12));
+  CHECK(dj.at("step_time_s").get<double>() <= ep.at("step_time_s").get<double>());
   // overlap_ep_comm (combined 1F1B) with 4 micro-batches: the same compute, a shorter
   // step, less exposed expert-parallel time, and a breakdown that still adds up.
   std::vector<nlohmann::json> runs;

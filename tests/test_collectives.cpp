@@ -229,6 +229,50 @@ TEST_CASE("hierarchical all-reduce: ring inside each domain, across domains, ins
         Approx(expected).epsilon(0.01));
 }
 
+TEST_CASE("hierarchical all-to-all: one message per server pair on a rail, then inside each server, pipelined") {
+  // n = 2 servers of g = 4 chips (inside: links (Bin, ain) to a switch; each chip its own
+  // NIC, two links (Bout, aout) to a top switch). Each rank's send buffer S; phase shares
+  // a (across) and w (within). Expected: phase 1, every chip sends a S/2 to the chip of its
+  // index in the other server (one message on its NIC): 4 aout + a S/2/Bout; phase 2, every
+  // chip sends w S/4 to each of its 3 neighbours at once (3 on its link): 2 ain + 3 w
+  // S/4/Bin. In one chunk the second waits for the first: their sum. In c chunks the
+  // second forwards each piece as it arrives: c pieces of the first (it is the slower
+  // here) and one of the second: c (4 aout + a S/2/(c Bout)) + 2 ain + 3 w S/4/(c Bin).
+  // Bytes: a S/2 out of every chip's NIC to the top switch, 3 w S/4 into its server's
+  // switch. Shares above 1 are refused.
+  const int n = 2, gsize = 4;
+  const double Bin = 200e9, ain = 1e-6, Bout = 25e9, aout = 2e-6, S = 256e6, a = 0.45, w = 0.9;
+  ServersNet net(n, gsize, Bin, ain, Bout, aout, true);
+  for (int c : {1, 4}) {
+    INFO(c, " chunks");
+    CollectiveSpec s = spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, S, c);
+    s.across = a, s.within = w;
+    const double expected = c * (4 * aout + a * S / 2 / c / Bout) + 2 * ain + 3 * w * S / 4 / c / Bin;
+    CHECK(collective_time(net.f, net.group, s) == Approx(expected).epsilon(1e-9));
+    CHECK(collective_time(net.f, net.group, s, Model::kAnalytical) == Approx(expected).epsilon(1e-9));
+    const CollectiveCost cost = analytical_collective_cost(net.f, net.group, s);
+    double out = 0, in = 0;
+    for (const auto& [l, b] : cost.traffic.links) {
+      const std::string& to = net.c.node(net.c.link(LinkId(l)).to).name;
+      if (to == "top") out += b;
+      if (to == "sw0" || to == "sw1") in += b;
+    }
+    CHECK(out == Approx(8 * a * S / 2).epsilon(1e-12));
+    CHECK(in == Approx(8 * 3 * w * S / 4).epsilon(1e-12));
+    TaskGraph tg;
+    CHECK(lower_collective(tg, ResourceId(0), net.group, s).transfers == collective_transfer_count(net.group, s));
+    CHECK(collective_transfer_count(net.group, s) == static_cast<std::uint64_t>(c) * (4 * 2 * 1 + 2 * 4 * 3));
+  }
+  CollectiveSpec s = spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, S);
+  s.across = 1.5;
+  TaskGraph tg;
+  CHECK_THROWS_WITH_AS(lower_collective(tg, ResourceId(0), net.group, s),
+                       "collective: the shares of a hierarchical all-to-all's phases must be between 0 and 1", InputError);
+  // Automatic chunks: one per MiB of the send buffer, at most 8.
+  CHECK(effective_chunks(spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, 3.0 * (1 << 20), 0)) == 3);
+  CHECK(effective_chunks(spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, 256e6, 0)) == 8);
+}
+
 TEST_CASE("NCCL's trees on a channel each: heads on every rank, half a ring's bytes through a NIC on two servers") {
   // Two servers of 4 chips (inside: a switch, 400 GB/s links; each chip its own NIC,
   // 25 GB/s to it and from it to a top switch, so that only routes between the servers

@@ -2231,6 +2231,68 @@ TEST_CASE("expert parallelism: folded replicas give the full replay, and the est
   }
 }
 
+TEST_CASE("DeepEP dispatch: a token once per server over the NICs, once per GPU inside, against closed forms") {
+  // Expected, for the small MoE with 16 experts (k = 2) on 2 DGX H100s, dp 16, ep 16
+  // (one expert per GPU, 8 GPUs per server), moe_dispatcher deepep:
+  // - the all-to-alls become hierarchical ones whose phase between servers carries each
+  //   token once per server its experts are on: on average 2 (1 - C(8, 2) / C(16, 2)) =
+  //   23/15 servers of the k = 2 copies (across = 23/30), and inside a server once per GPU:
+  //   2 distinct GPUs of 2 copies (within = 1);
+  // - with the experts in 2 groups (one per server) and 1 group per token, every token's
+  //   experts share a server: across = 1/2;
+  // - ep 8 inside one server (2 experts per GPU): a direct all-to-all of the bytes times
+  //   8 (1 - C(14, 2) / C(16, 2)) / 2 = 29/30 (a token once per GPU);
+  // - the alltoall dispatcher keeps the fabric's choice (direct, every copy);
+  // - the deepep step is shorter than the alltoall one, the routing-limited one shorter
+  //   still, and the estimate lies within 6% of each replay;
+  // - deepep with ep 1 is refused.
+  StepRig rig("dgx-h100", 2);
+  TransformerConfig m = small_moe();
+  m.experts = 16;
+  ParallelPlan all;
+  all.dp = 16, all.ep = 16, all.global_batch = 32;
+  ParallelPlan deep = all;
+  deep.dispatcher = TokenDispatcher::kDeepEp;
+  REQUIRE(plan_problem(deep, m, 16).empty());
+  const auto ep_group = [&](const ParallelPlan& p) {
+    std::vector<NodeId> nodes;
+    for (int d = 0; d < p.ep; ++d) nodes.push_back(rig.cluster.accelerators()[mesh_rank(p, d, 0, 0)]);
+    return CollectiveGroup::of(*rig.fabric, nodes);
+  };
+  const double bytes = stage_costs(m, deep, *rig.compute).a2a_bytes;
+  const CollectiveSpec plain = dispatch_spec(*rig.fabric, ep_group(all), m, all, bytes);
+  CHECK(plain.algorithm == CollectiveAlgorithm::kDirect);
+  CHECK(plain.bytes == bytes);
+  const CollectiveSpec s = dispatch_spec(*rig.fabric, ep_group(deep), m, deep, bytes);
+  CHECK(s.algorithm == CollectiveAlgorithm::kHierarchical);
+  CHECK(s.bytes == bytes);
+  CHECK(s.across == Approx(23.0 / 30).epsilon(1e-9));
+  CHECK(s.within == Approx(1.0).epsilon(1e-9));
+  TransformerConfig grouped = m;
+  grouped.expert_groups = 2, grouped.groups_per_token = 1;
+  CHECK(dispatch_spec(*rig.fabric, ep_group(deep), grouped, deep, bytes).across == Approx(0.5).epsilon(1e-9));
+  ParallelPlan inside = deep;
+  inside.ep = 8;
+  const CollectiveSpec one = dispatch_spec(*rig.fabric, ep_group(inside), m, inside, bytes);
+  CHECK(one.algorithm == CollectiveAlgorithm::kDirect);
+  CHECK(one.bytes == Approx(bytes * 29.0 / 30).epsilon(1e-9));
+  // The replays: the ep collectives hierarchical under deepep, and faster.
+  LoweredTrainingStep a = rig.lower(m, all, NetworkModelKind::kAnalytical);
+  LoweredTrainingStep d = rig.lower(m, deep, NetworkModelKind::kAnalytical);
+  LoweredTrainingStep g = rig.lower(grouped, deep, NetworkModelKind::kAnalytical);
+  for (const CollectiveUse& u : d.collective_uses) {
+    if (u.dim == "ep") CHECK(u.algorithm == CollectiveAlgorithm::kHierarchical);
+  }
+  const double ta = rig.run(a), td = rig.run(d), tg = rig.run(g);
+  CHECK(td < ta);
+  CHECK(tg < td);
+  CHECK(estimate_step(m, deep, *rig.fabric, *rig.compute) == Approx(td).epsilon(0.06));
+  CHECK(estimate_step(grouped, deep, *rig.fabric, *rig.compute) == Approx(tg).epsilon(0.06));
+  ParallelPlan none = deep;
+  none.ep = 1;
+  CHECK(plan_problem(none, m, 16) == "moe_dispatcher deepep needs expert parallelism (ep > 1): with ep 1 no token leaves its GPU");
+}
+
 TEST_CASE("combined 1F1B hides all-to-alls behind the paired pass's compute") {
   // Expected, for the small MoE on 2 DGX H100s without a pipeline (dp 16, ep 8 inside
   // each server; dp 8 x tp 2 with sequence parallelism and ZeRO-1, ep 8 over both

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <array>
+#include <bit>
 #include <tuple>
 
 #include "support/input_error.hpp"
@@ -587,6 +588,104 @@ TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, den
   CHECK(read_hf_config(bad, "v.json", 4096).moe_layers_in(0, 61) == 58);
   bad["num_hidden_layers"] = 3;
   CHECK(what(bad) == "config.json: first_k_dense_replace (absent: DeepseekV3Config's default, 3): leaves no mixture-of-experts layer among the 3 layers");
+}
+
+namespace {
+// experts_spread by enumeration: every choice of groups_per_token groups alike, then
+// every set of experts_per_token of their experts alike; the mean count of parts hit.
+double spread_by_enumeration(const TransformerConfig& c, std::int64_t parts) {
+  const std::int64_t groups = c.expert_groups > 0 ? c.expert_groups : 1, chosen = c.expert_groups > 0 ? c.groups_per_token : 1;
+  const std::int64_t per_group = c.experts / groups, per_part = c.experts / parts;
+  double sum = 0.0, cases = 0.0;
+  for (std::uint32_t gs = 0; gs < (1u << groups); ++gs) {
+    if (std::popcount(gs) != chosen) continue;
+    std::vector<std::int64_t> eligible;
+    for (std::int64_t e = 0; e < c.experts; ++e) {
+      if (gs >> (e / per_group) & 1u) eligible.push_back(e);
+    }
+    const auto n = static_cast<std::uint32_t>(eligible.size());
+    double hits = 0.0, sets = 0.0;
+    for (std::uint32_t es = 0; es < (1u << n); ++es) {
+      if (std::popcount(es) != c.experts_per_token) continue;
+      std::uint64_t touched = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        if (es >> i & 1u) touched |= 1ull << (eligible[i] / per_part);
+      }
+      hits += std::popcount(touched);
+      sets += 1.0;
+    }
+    sum += hits / sets;
+    cases += 1.0;
+  }
+  return sum / cases;
+}
+}  // namespace
+
+TEST_CASE("group-limited routing: the expected parts a token's experts reach, against enumeration and closed forms") {
+  // Expected: with E experts in equal parts of E/P in order and k experts per token
+  // chosen alike among all, a part is missed with chance C(E - E/P, k) / C(E, k), so
+  // the spread is P (1 - that). DeepSeek-V3 (256 experts, 8 per token, 8 groups of 32,
+  // 4 per token) on 8 servers of 32 experts: a server is one group, taken with chance
+  // 1/2, and then hit unless all 8 experts fall in the other 96 of the 128 eligible:
+  // 4 (1 - C(96, 8) / C(128, 8)) = 3.629; on 64 GPUs of 4 experts: 32 (1 - C(124, 8) /
+  // C(128, 8)) = 7.359; without the groups on 8 servers: 8 (1 - C(224, 8) / C(256, 8))
+  // = 5.295. One part, or one expert per token: 1. Small models, parts and groups that
+  // do not divide one another included, agree with enumerating every choice.
+  const auto choose = [](double n, double r) {
+    double v = 1.0;
+    for (int i = 0; i < r; ++i) v = v * (n - i) / (i + 1);
+    return v;
+  };
+  TransformerConfig d;
+  d.experts = 256, d.experts_per_token = 8, d.expert_groups = 8, d.groups_per_token = 4;
+  CHECK(experts_spread(d, 8) == Approx(4 * (1 - choose(96, 8) / choose(128, 8))).epsilon(1e-9));
+  CHECK(experts_spread(d, 64) == Approx(32 * (1 - choose(124, 8) / choose(128, 8))).epsilon(1e-9));
+  CHECK(experts_spread(d, 1) == Approx(1.0).epsilon(1e-9));
+  TransformerConfig any = d;
+  any.expert_groups = any.groups_per_token = 0;
+  CHECK(experts_spread(any, 8) == Approx(8 * (1 - choose(224, 8) / choose(256, 8))).epsilon(1e-9));
+  any.experts_per_token = 1;
+  CHECK(experts_spread(any, 64) == Approx(1.0).epsilon(1e-9));
+  const std::tuple<int, int, int, int, int> small[] = {
+      // experts, per token, groups, groups per token, parts
+      {12, 2, 3, 1, 2}, {12, 3, 3, 2, 2}, {12, 2, 4, 2, 3}, {12, 4, 6, 3, 4}, {16, 3, 4, 2, 8}, {16, 2, 2, 1, 8},
+      {12, 2, 0, 0, 3}, {16, 5, 8, 4, 2}};
+  for (const auto& [e, k, g, m, parts] : small) {
+    TransformerConfig c;
+    c.experts = e, c.experts_per_token = k, c.expert_groups = g, c.groups_per_token = m;
+    INFO("experts " << e << ", k " << k << ", groups " << g << " choose " << m << ", parts " << parts);
+    REQUIRE(transformer_problem(c).find("expert") == std::string::npos);
+    CHECK(experts_spread(c, parts) == Approx(spread_by_enumeration(c, parts)).epsilon(1e-9));
+  }
+  // The routing's limits, by name.
+  const auto doc = nlohmann::json::parse(kDeepSeekV3);
+  const TransformerConfig r = read_hf_config(doc, "v3.json", 4096);
+  TransformerConfig bad = r;
+  bad.expert_groups = 7;
+  CHECK(transformer_problem(bad) == "expert_groups must divide experts (256), got 7");
+  bad = r, bad.groups_per_token = 9;
+  CHECK(transformer_problem(bad) == "groups_per_token must be 1 to expert_groups (8), got 9");
+  bad = r, bad.groups_per_token = 0;
+  CHECK(transformer_problem(bad) == "groups_per_token must be 1 to expert_groups (8), got 0");
+  bad = r, bad.experts_per_token = 40, bad.groups_per_token = 1;
+  CHECK(transformer_problem(bad) == "experts_per_token (40) must be at most the experts of groups_per_token groups (32)");
+  // From a HuggingFace config: n_group and topk_group, absent DeepseekV3Config's 8 and 4.
+  CHECK(r.expert_groups == 8);
+  CHECK(r.groups_per_token == 4);
+  auto absent = doc;
+  absent.erase("n_group");
+  absent.erase("topk_group");
+  CHECK(read_hf_config(absent, "v3.json", 4096).expert_groups == 8);
+  auto wrong = doc;
+  wrong["n_group"] = 7;
+  CHECK_THROWS_WITH_AS(read_hf_config(wrong, "v3.json", 4096), "v3.json: n_group: 7 groups do not divide the 256 routed experts",
+                       InputError);
+  wrong = doc, wrong["topk_group"] = 9;
+  CHECK_THROWS_WITH_AS(read_hf_config(wrong, "v3.json", 4096), "v3.json: topk_group: must be at most n_group (8), got 9",
+                       InputError);
+  wrong = doc, wrong["topk_group"] = 1, wrong["num_experts_per_tok"] = 33;
+  CHECK_THROWS_WITH_AS(read_hf_config(wrong, "v3.json", 4096),
+                       "v3.json: num_experts_per_tok: 33 experts do not fit in topk_group (1) groups of 32", InputError);
 }
 
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {

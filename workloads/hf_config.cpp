@@ -154,7 +154,25 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
             }
           }
           c.shared_ffn = count_or(o, doc, "n_shared_experts", 1'000, 1) * c.ffn;
-          for (const char* k : {"n_group", "topk_group", "routed_scaling_factor", "topk_method", "scoring_func",
+          // Group-limited routing: n_group groups of experts, each token's experts within
+          // topk_group of them (absent: DeepseekV3Config's 8 and 4, Glm4MoeConfig's 1 and 1).
+          c.expert_groups = o.positive_int_or("n_group", deepseek ? 8 : 1);
+          c.groups_per_token = o.positive_int_or("topk_group", deepseek ? 4 : 1);
+          const auto absent = [&](const char* key) { return doc.contains(key) ? std::string() : std::string(" (absent: the default)"); };
+          if (c.experts % c.expert_groups != 0) {
+            throw InputError(o.field_path("n_group") + absent("n_group") + ": " + std::to_string(c.expert_groups) +
+                             " groups do not divide the " + std::to_string(c.experts) + " routed experts");
+          }
+          if (c.groups_per_token > c.expert_groups) {
+            throw InputError(o.field_path("topk_group") + absent("topk_group") + ": must be at most n_group (" +
+                             std::to_string(c.expert_groups) + "), got " + std::to_string(c.groups_per_token));
+          }
+          if (c.experts_per_token > c.groups_per_token * (c.experts / c.expert_groups)) {
+            throw InputError(o.field_path("num_experts_per_tok") + ": " + std::to_string(c.experts_per_token) +
+                             " experts do not fit in topk_group (" + std::to_string(c.groups_per_token) + ") groups of " +
+                             std::to_string(c.experts / c.expert_groups));
+          }
+          for (const char* k : {"routed_scaling_factor", "topk_method", "scoring_func",
                                 "partial_rotary_factor", "num_nextn_predict_layers", "aux_loss_alpha", "seq_aux", "ep_size"}) {
             o.known(k);
           }

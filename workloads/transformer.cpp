@@ -1,6 +1,7 @@
 #include "workloads/transformer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string_view>
 
@@ -45,6 +46,73 @@ TransformerConfig llama_config(std::string name, std::int64_t layers, std::int64
   c.residual_dropout = false;
   c.flash_attention = true;
   return c;
+}
+
+namespace {
+// log C(n, r) (r within 0..n): by its product where r or n - r is small (to about r
+// roundings), else by lgamma.
+double log_choose(double n, double r) {
+  const double s = std::min(r, n - r);
+  if (s <= 64) {
+    double v = 0.0;
+    for (double i = 0; i < s; ++i) v += std::log((n - i) / (i + 1));
+    return v;
+  }
+  return std::lgamma(n + 1) - std::lgamma(r + 1) - std::lgamma(n - r + 1);
+}
+}  // namespace
+
+double experts_spread(const TransformerConfig& c, std::int64_t parts) {
+  if (c.experts <= 0) return 0.0;
+  if (parts < 1 || c.experts % parts != 0) {
+    throw std::invalid_argument("experts_spread: " + std::to_string(parts) + " parts do not divide the experts");
+  }
+  const std::int64_t groups = c.expert_groups > 0 ? c.expert_groups : 1;
+  const std::int64_t chosen = c.expert_groups > 0 ? c.groups_per_token : 1;
+  const std::int64_t per_group = c.experts / groups, per_part = c.experts / parts;
+  const double k = static_cast<double>(c.experts_per_token);
+  const double eligible = static_cast<double>(chosen * per_group);  // the experts a token picks among
+  const double all_choices = log_choose(static_cast<double>(groups), static_cast<double>(chosen));
+  // The chance that none of a token's experts is among `x` of the eligible ones.
+  const auto misses = [&](std::int64_t x) {
+    const double left = eligible - static_cast<double>(x);
+    return left < k ? 0.0 : std::exp(log_choose(left, k) - log_choose(eligible, k));
+  };
+  double spread = 0.0;
+  for (std::int64_t j = 0; j < parts; ++j) {
+    // The groups the part overlaps: `whole` of them inside it, and at most one partial
+    // group at either end (with `head` and `tail` of its experts in the part).
+    const std::int64_t lo = j * per_part, hi = lo + per_part;
+    const std::int64_t first = lo / per_group, last = (hi - 1) / per_group;
+    std::int64_t head = 0, tail = 0, whole = 0;
+    for (std::int64_t g = first; g <= last; ++g) {
+      const std::int64_t overlap = std::min(hi, (g + 1) * per_group) - std::max(lo, g * per_group);
+      if (overlap == per_group) {
+        ++whole;
+      } else if (g == first) {
+        head = overlap;
+      } else {
+        tail = overlap;
+      }
+    }
+    const std::int64_t partial = (head > 0) + (tail > 0), near = whole + partial;
+    // Over which of the near groups the token chose (each set of one size alike): the
+    // chance its experts miss the part's share of them.
+    double miss = 0.0;
+    for (int h = 0; h <= (head > 0); ++h) {
+      for (int e = 0; e <= (tail > 0); ++e) {
+        for (std::int64_t w = 0; w <= whole; ++w) {
+          const std::int64_t taken = w + h + e;
+          if (taken > chosen || chosen - taken > groups - near) continue;
+          const double sets = log_choose(static_cast<double>(whole), static_cast<double>(w)) +
+                              log_choose(static_cast<double>(groups - near), static_cast<double>(chosen - taken)) - all_choices;
+          miss += std::exp(sets) * misses(w * per_group + h * head + e * tail);
+        }
+      }
+    }
+    spread += 1.0 - miss;
+  }
+  return spread;
 }
 
 std::string transformer_problem(const TransformerConfig& c) {
@@ -103,6 +171,20 @@ std::string transformer_problem(const TransformerConfig& c) {
   }
   if (c.experts > 0 && (c.experts_per_token < 1 || c.experts_per_token > c.experts)) {
     return "experts_per_token must be 1 to experts (" + std::to_string(c.experts) + "), got " + std::to_string(c.experts_per_token);
+  }
+  if (c.expert_groups != 0 || c.groups_per_token != 0) {
+    if (c.experts == 0) return "expert_groups needs experts (a mixture-of-experts MLP)";
+    if (c.expert_groups < 1 || c.experts % c.expert_groups != 0) {
+      return "expert_groups must divide experts (" + std::to_string(c.experts) + "), got " + std::to_string(c.expert_groups);
+    }
+    if (c.groups_per_token < 1 || c.groups_per_token > c.expert_groups) {
+      return "groups_per_token must be 1 to expert_groups (" + std::to_string(c.expert_groups) + "), got " +
+             std::to_string(c.groups_per_token);
+    }
+    if (c.experts_per_token > c.groups_per_token * (c.experts / c.expert_groups)) {
+      return "experts_per_token (" + std::to_string(c.experts_per_token) + ") must be at most the experts of groups_per_token groups (" +
+             std::to_string(c.groups_per_token * (c.experts / c.expert_groups)) + ")";
+    }
   }
   if (c.shared_ffn < 0 || c.shared_ffn > 10'000'000) {
     return "shared_ffn must be 0 (no shared expert) to 10000000, got " + std::to_string(c.shared_ffn);

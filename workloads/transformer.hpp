@@ -83,6 +83,12 @@ struct TransformerConfig {
   // each token goes to experts_per_token; 0 experts: a dense MLP (experts_per_token 0).
   std::int64_t experts = 0;
   std::int64_t experts_per_token = 0;
+  // Group-limited routing (DeepSeek's n_group and topk_group): the experts in
+  // expert_groups equal groups in order, each token's experts all within
+  // groups_per_token of them (0 and 0: any experts). It changes no FLOP; a dispatch that
+  // sends a token once per server it goes to sends fewer copies (experts_spread).
+  std::int64_t expert_groups = 0;
+  std::int64_t groups_per_token = 0;
   // Beside the experts, a shared expert every token goes through: an MLP of the model's
   // form with this FFN size (0: none), its output scaled by a sigmoid gate (a linear
   // layer from the hidden size to one logit, Qwen2-MoE's shared_expert_gate) when
@@ -133,7 +139,7 @@ struct TransformerConfig {
   [[nodiscard]] TransformerConfig dense_layer_model() const {
     TransformerConfig d = *this;
     d.ffn = dense_mlp_ffn();
-    d.experts = d.experts_per_token = d.shared_ffn = 0;
+    d.experts = d.experts_per_token = d.shared_ffn = d.expert_groups = d.groups_per_token = 0;
     d.shared_gate = false;
     d.dense_layers.clear();
     d.dense_ffn = 0;
@@ -183,6 +189,14 @@ TransformerConfig llama_config(std::string name, std::int64_t layers, std::int64
 /// Why the configuration cannot be built (empty when it can): non-positive sizes, heads
 /// not dividing hidden (without an explicit head_size), kv_heads not dividing heads.
 std::string transformer_problem(const TransformerConfig& c);
+
+/// Under balanced routing, with the experts in `parts` equal runs in order (the experts
+/// of one GPU, or of one server, in an expert-parallel group of `parts` GPUs or
+/// servers): the expected number of parts a token's experts_per_token experts fall in.
+/// Each token takes groups_per_token of the expert groups alike, then its experts alike
+/// among theirs (all experts when there are no groups). 0 for a dense model; `parts`
+/// must divide the experts.
+double experts_spread(const TransformerConfig& c, std::int64_t parts);
 
 /// Why a batch of `batch` sequences of `c` is beyond what ddlsim models (empty when it is
 /// not): a batch outside 1 to 1,000,000, attention scores (batch x heads x seq^2) or a
