@@ -46,7 +46,9 @@ and ranks them by replayed step time.
            strategy (bucket_mib, overlap_grad_reduce, overlap_p2p,
            overlap_tp_backward, overlap_ep_comm, moe_dispatcher, grad_accumulation,
            grad_reduce_fp32, order), so a DeepSpeed-like scenario is searched as
-           DeepSpeed runs. Plans the memory model says do not fit the accelerator
+           DeepSpeed runs; --orders tries other rank orders (tp-dp-pp, Megatron's,
+           keeps an expert-parallel group inside a server where tp-pp-dp spreads
+           it over pp x tp x ep accelerators). Plans the memory model says do not fit the accelerator
            are pruned; the rest are ranked by a closed-form estimate
            (strategies/search.hpp), and the best --replay of them, with the scenario's
            own strategies as baselines, are replayed.
@@ -127,6 +129,31 @@ std::vector<int> parse_virtual_stages(const std::string& list) {
   return out;
 }
 
+// --orders: a comma-separated list of distinct rank orders, each tp, pp and dp once
+// joined by '-', innermost first.
+std::vector<std::vector<MeshAxis>> parse_orders(const std::string& list) {
+  std::vector<std::vector<MeshAxis>> out;
+  for (const std::string& item : list_items(list)) {
+    std::vector<MeshAxis> order;
+    std::size_t from = 0, parts = 0;
+    for (; from <= item.size(); ++parts) {
+      const std::size_t dash = std::min(item.find('-', from), item.size());
+      const std::string name = item.substr(from, dash - from);
+      for (MeshAxis a : {MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp}) {
+        if (name == axis_name(a) && std::find(order.begin(), order.end(), a) == order.end()) order.push_back(a);
+      }
+      from = dash + 1;
+    }
+    if (parts != 3 || order.size() != 3) {
+      throw InputError("--orders: expected a comma-separated list of rank orders, each tp, pp and dp once joined by '-', "
+                       "innermost first (tp-pp-dp, tp-dp-pp, ...), got '" + item + "'");
+    }
+    if (std::find(out.begin(), out.end(), order) != out.end()) throw InputError("--orders: '" + item + "' given twice");
+    out.push_back(std::move(order));
+  }
+  return out;
+}
+
 }  // namespace
 
 int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -142,6 +169,9 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
        "grid: the pipeline schedules to try, comma-separated: 1f1b, interleaved (v = 2), zero-bubble, gpipe")
       ("virtual-stages", po::value<std::string>()->value_name("LIST")->default_value("2"),
        "grid: the model chunks per device the interleaved schedule tries, comma-separated (2 to 64)")
+      ("orders", po::value<std::string>()->value_name("LIST"),
+       "grid: the rank orders to try, comma-separated, each innermost first: tp-pp-dp, tp-dp-pp, ... (default: the "
+       "scenario's)")
       ("budget", po::value<double>()->value_name("SECONDS"), "grid: stop estimating and replaying plans (the scenario's strategies still replay), mcmc: stop proposing, after this long")
       ("network", po::value<std::string>()->value_name("MODEL"), "flow or analytical for the replays (default: the scenario's)")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"), "override a scenario field")
@@ -174,6 +204,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     only_for("replay", method == "grid", "grid");
     only_for("schedules", method == "grid", "grid");
     only_for("virtual-stages", method == "grid", "grid");
+    only_for("orders", method == "grid", "grid");
     only_for("budget", method != "autoddl", "grid and mcmc");
     const int replays = vm["replay"].as<int>(), top = vm["top"].as<int>();
     if (replays < 0 || replays > 10000) throw InputError("--replay: expected 0 to 10000, got " + std::to_string(replays));
@@ -206,6 +237,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     SearchSpace space;
     space.schedules = parse_schedules(vm["schedules"].as<std::string>());
     space.virtual_stages = parse_virtual_stages(vm["virtual-stages"].as<std::string>());
+    if (vm.count("orders")) space.orders = parse_orders(vm["orders"].as<std::string>());
     if (!vm["virtual-stages"].defaulted() &&
         std::find(space.schedules.begin(), space.schedules.end(), PipelineSchedule::kInterleaved1F1B) == space.schedules.end()) {
       throw InputError("--virtual-stages: applies to the interleaved schedule, which --schedules leaves out");

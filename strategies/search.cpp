@@ -36,7 +36,8 @@ namespace {
 
 // A plan of the grid: the framework's settings, the shape and the varied choices.
 ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space, int tp, int pp, int dp, std::int64_t mb,
-                       PipelineSchedule sched, DataParallelMode mode, Recompute rc, int v = 1, int ep = 1) {
+                       PipelineSchedule sched, DataParallelMode mode, Recompute rc, int v = 1, int ep = 1,
+                       const std::vector<MeshAxis>* order = nullptr) {
   ParallelPlan p;
   p.bucket_bytes = space.framework.bucket_bytes;
   p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
@@ -46,7 +47,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.dispatcher = ep > 1 ? space.framework.dispatcher : TokenDispatcher::kAllToAll;
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
-  p.order = space.framework.order;
+  p.order = order != nullptr ? *order : space.framework.order;
   p.tp = tp;
   p.pp = pp;
   p.dp = dp;
@@ -98,7 +99,7 @@ void grid_shapes(const TransformerConfig& model, std::size_t devices, const Sear
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
   std::vector<ParallelPlan> out;
   // The plans of one shape and expert-parallel degree, in the grid's order.
-  const auto add_plans = [&](int tp, int pp, int dp, int ep) {
+  const auto add_plans = [&](int tp, int pp, int dp, int ep, const std::vector<MeshAxis>& order) {
     for (std::int64_t mb : space.micro_batches) {
       for (PipelineSchedule sched : space.schedules) {
         // No pipeline: one plan, named 1F1B whichever schedules the space lists.
@@ -109,7 +110,7 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
           for (DataParallelMode mode : space.dp_modes) {
             if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
             for (Recompute rc : space.recomputes) {
-              ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v, ep);
+              ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v, ep, &order);
               if (plan_problem(p, model, devices).empty()) out.push_back(std::move(p));
             }
           }
@@ -117,11 +118,23 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
       }
     }
   };
+  const std::vector<std::vector<MeshAxis>> orders = space.orders.empty() ? std::vector<std::vector<MeshAxis>>{space.framework.order} : space.orders;
   grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
-    // Expert parallelism, for a mixture of experts: every degree dividing both dp and
-    // the experts, ascending (only 1 for a dense model).
-    for (int ep : model.experts > 0 ? divisors(std::gcd<std::int64_t>(dp, model.experts)) : std::vector<int>{1}) {
-      add_plans(tp, pp, dp, ep);
+    // The orders that place this shape's ranks apart: the axes of more than one rank,
+    // in order, differ from every earlier order's.
+    std::vector<std::vector<MeshAxis>> placed;
+    for (const auto& order : orders) {
+      std::vector<MeshAxis> used;
+      for (MeshAxis a : order) {
+        if ((a == MeshAxis::kTp ? tp : a == MeshAxis::kPp ? pp : dp) > 1) used.push_back(a);
+      }
+      if (std::find(placed.begin(), placed.end(), used) != placed.end()) continue;
+      placed.push_back(used);
+      // Expert parallelism, for a mixture of experts: every degree dividing both dp and
+      // the experts, ascending (only 1 for a dense model).
+      for (int ep : model.experts > 0 ? divisors(std::gcd<std::int64_t>(dp, model.experts)) : std::vector<int>{1}) {
+        add_plans(tp, pp, dp, ep, order);
+      }
     }
   });
   return out;
@@ -454,6 +467,10 @@ std::string describe_plan(const ParallelPlan& p) {
   }
   if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
   if (p.dispatcher != TokenDispatcher::kAllToAll) s += std::string(", ") + dispatcher_name(p.dispatcher) + " dispatch";
+  if (p.order != ParallelPlan{}.order) {
+    s += ", order ";
+    for (MeshAxis a : p.order) s += std::string(a == p.order.front() ? "" : "-") + axis_name(a);
+  }
   return s;
 }
 

@@ -39,9 +39,13 @@ struct SearchSpace {
                                          DataParallelMode::kZero3};
   std::vector<Recompute> recomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   bool all_devices = true;  // dp x tp x pp = the cluster's accelerators (else any count up to it)
+  /// Rank orders (ParallelPlan::order) the grid tries, in order; empty: the framework's
+  /// only. Per shape, an order that places the ranks as an earlier one does (the same
+  /// axes of more than one rank in the same order) is left out.
+  std::vector<std::vector<MeshAxis>> orders;
   /// What every plan of the grid takes as it is, the framework's settings the grid does
   /// not vary: bucket_bytes, overlap_grad_reduce, overlap_p2p, overlap_tp_backward, overlap_ep_comm, dispatcher (plans with ep > 1), grad_accumulation,
-  /// grad_reduce_fp32 and the rank order (the CLI copies them from the scenario's first Megatron-style strategy).
+  /// grad_reduce_fp32 and, unless `orders` lists some, the rank order (the CLI copies them from the scenario's first Megatron-style strategy).
   ParallelPlan framework;
 };
 

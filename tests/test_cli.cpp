@@ -1749,7 +1749,27 @@ TEST_CASE("ddlsim search --schedules sets the grid's pipeline schedules") {
        "ddlsim search: --virtual-stages: applies to the interleaved schedule, which --schedules leaves out\n"},
       {{"search", f, "--method", "autoddl", "--virtual-stages", "3"},
        "ddlsim search: --virtual-stages: applies to --method grid, not autoddl\n"},
+      {{"search", f, "--orders", "tp-dp"},
+       "ddlsim search: --orders: expected a comma-separated list of rank orders, each tp, pp and dp once joined by '-', "
+       "innermost first (tp-pp-dp, tp-dp-pp, ...), got 'tp-dp'\n"},
+      {{"search", f, "--orders", "tp-pp-dp,tp-pp-tp"},
+       "ddlsim search: --orders: expected a comma-separated list of rank orders, each tp, pp and dp once joined by '-', "
+       "innermost first (tp-pp-dp, tp-dp-pp, ...), got 'tp-pp-tp'\n"},
+      {{"search", f, "--orders", "dp-pp-tp,dp-pp-tp"}, "ddlsim search: --orders: 'dp-pp-tp' given twice\n"},
+      {{"search", f, "--method", "mcmc", "--orders", "tp-dp-pp"}, "ddlsim search: --orders: applies to --method grid, not mcmc\n"},
   });
+  // --orders tp-dp-pp: every replayed grid plan with a pipeline and data parallelism
+  // takes that order, and says so in its JSON.
+  const auto o = ddlsim_cmd({"search", f, "--json", "--replay", "10000", "--network", "analytical", "--orders", "tp-dp-pp"});
+  REQUIRE(o.status == 0);
+  std::size_t ordered = 0;
+  const auto ordered_plans = nlohmann::json::parse(o.out);
+  for (const auto& plan : ordered_plans.at("ranked")) {
+    if (plan.at("baseline").get<bool>() || plan.at("pp").get<int>() == 1 || plan.at("dp").get<int>() == 1) continue;
+    CHECK(plan.at("order") == nlohmann::json::array({"tp", "dp", "pp"}));
+    ++ordered;
+  }
+  CHECK(ordered > 0);
   // With --virtual-stages 3 the interleaved plans replayed have v = 3 (megatron-1.7b's
   // 24 layers: pp 2 x 3 chunks divide them), none v = 2.
   const auto r = ddlsim_cmd({"search", f, "--json", "--replay", "10000", "--network", "analytical", "--virtual-stages", "3"});

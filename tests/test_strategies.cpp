@@ -2453,6 +2453,47 @@ TEST_CASE("the grid tries expert parallelism for a mixture of experts, and the e
   CHECK(checked == 36);
 }
 
+TEST_CASE("the grid tries the rank orders it is given, each placement once") {
+  // Expected: on 4 DGX H100s (32 GPUs), the small MoE's grid over the orders tp-pp-dp and
+  // tp-dp-pp holds each plan of tp-pp-dp's grid, and tp-dp-pp's plans only where they
+  // place the ranks otherwise: where pp and dp both exceed 1 (with either at 1 the two
+  // orders are one placement). A plan's text names an order other than tp-pp-dp. With pp
+  // 4 the default order spreads an ep group of 8 over pp x ep = 32 GPUs, four servers,
+  // tp-dp-pp keeps it in one server: its estimate is shorter.
+  StepRig rig("dgx-h100", 4);
+  const TransformerConfig m = small_moe();
+  SearchSpace space;
+  space.global_batch = 64;
+  space.micro_batches = {1};
+  space.schedules = {PipelineSchedule::k1F1B};
+  space.recomputes = {Recompute::kNone};
+  space.dp_modes = {DataParallelMode::kZero1};
+  const std::vector<MeshAxis> pp_dp{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp}, dp_pp{MeshAxis::kTp, MeshAxis::kDp, MeshAxis::kPp};
+  space.orders = {pp_dp};
+  const std::vector<ParallelPlan> first = grid_plans(m, 32, space);
+  space.orders = {dp_pp};
+  const std::vector<ParallelPlan> second = grid_plans(m, 32, space);
+  space.orders = {pp_dp, dp_pp};
+  const std::vector<ParallelPlan> both = grid_plans(m, 32, space);
+  std::size_t apart = 0;
+  for (const ParallelPlan& p : second) apart += p.pp > 1 && p.dp > 1;
+  REQUIRE(apart > 0);
+  CHECK(both.size() == first.size() + apart);
+  for (const ParallelPlan& p : both) {
+    if (p.pp == 1 || p.dp == 1) CHECK(p.order == pp_dp);
+  }
+  ParallelPlan spread;
+  for (const ParallelPlan& p : first) {
+    if (p.pp == 4 && p.ep == 8 && p.tp == 1) spread = p;
+  }
+  REQUIRE(spread.ep == 8);
+  ParallelPlan kept = spread;
+  kept.order = dp_pp;
+  CHECK(describe_plan(spread).find("order") == std::string::npos);
+  CHECK(describe_plan(kept).find(", order tp-dp-pp") != std::string::npos);
+  CHECK(estimate_step(m, kept, *rig.fabric, *rig.compute) < estimate_step(m, spread, *rig.fabric, *rig.compute));
+}
+
 namespace {
 // The small MoE with a dense first layer of FFN 4096 (as GLM-4.5's and DeepSeek-V3's
 // first_k_dense_replace).
