@@ -66,14 +66,21 @@ std::vector<std::size_t> parse_ranks(const std::string& text, std::size_t accele
 
 std::string direct_size_problem(const CollectiveGroup& group, const CollectiveSpec& spec, NetworkModelKind network,
                                 const std::string& op_text) {
-  if (spec.algorithm != CollectiveAlgorithm::kDirect) return "";
+  const bool hierarchical = spec.algorithm == CollectiveAlgorithm::kHierarchical && spec.op == CollectiveOp::kAllToAll;
+  if (spec.algorithm != CollectiveAlgorithm::kDirect && !hierarchical) return "";
   if (spec.op == CollectiveOp::kBroadcast || spec.op == CollectiveOp::kReduce || spec.op == CollectiveOp::kSendRecv) return "";
   const auto p = static_cast<std::uint64_t>(group.ranks.size());
-  const std::uint64_t pairs = p * (p - 1);
+  std::uint64_t pairs = p * (p - 1);
+  if (hierarchical && unsupported_reason(group, spec.op, spec.algorithm).empty()) {
+    // Pairs within each rail across the n domains, then within each domain, per piece.
+    const auto local = group.by_domain();
+    const std::uint64_t n = local.size(), g = local.front().size();
+    pairs = (g * n * (n - 1) + n * g * (g - 1)) * static_cast<std::uint64_t>(effective_chunks(spec));
+  }
   const bool flow = network == NetworkModelKind::kFlow;
   const std::uint64_t limit = flow ? kMaxDirectFlowPairs : kMaxDirectPairs;
   if (pairs <= limit) return "";
-  return "the direct " + op_text + " over " + std::to_string(p) + " ranks sends between " + std::to_string(pairs) +
+  return std::string(hierarchical ? "the hierarchical " : "the direct ") + op_text + " over " + std::to_string(p) + " ranks sends between " + std::to_string(pairs) +
          " pairs of ranks, more than the " + (flow ? "flow model's limit of " : "limit of ") + std::to_string(limit) +
          (flow ? " in flight at once (about 1.7 KB of memory each); use --network analytical or fewer --ranks"
                : " routes kept (about 100 B of memory each); use fewer --ranks");

@@ -328,12 +328,19 @@ CollectivePolicy read_collective_policy(JsonObject& sim) {
         if (name == "auto") continue;
         const CollectiveAlgorithm a = *parse_algorithm(name);
         if (std::string why = op_unsupported_reason(op, a); !why.empty()) throw InputError(by_op.field_path(key) + ": " + why);
+        if (op == CollectiveOp::kAllToAll && a == CollectiveAlgorithm::kHierarchical) {
+          throw InputError(by_op.field_path(key) +
+                           ": hierarchical all-to-alls are what a strategy's moe_dispatcher \"deepep\" runs; the policy's "
+                           "all-to-alls take direct (or auto)");
+        }
         policy.algorithm[static_cast<std::size_t>(op)] = a;
       }
       by_op.finish();
     } else if (const std::string name = sim.choice("collective_algorithm", names); name != "auto") {
       const CollectiveAlgorithm a = *parse_algorithm(name);
+      // (Hierarchical: all-reduce only; its all-to-all is moe_dispatcher deepep's.)
       for (CollectiveOp op : kCollectiveOps) {
+        if (op == CollectiveOp::kAllToAll && a == CollectiveAlgorithm::kHierarchical) continue;
         if (op_unsupported_reason(op, a).empty()) policy.algorithm[static_cast<std::size_t>(op)] = a;
       }
     }

@@ -287,12 +287,13 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
             carry(second, a, node(local[0][j]), S / G);
           }
         }
-        const double t1 = out.latency + busiest_link(f, first), t2 = in.latency + busiest_link(f, second);
         CollectiveSpec spec;
         spec.op = op;
         spec.algorithm = a;
         spec.bytes = S;
-        return std::max(t1, t2) + std::min(t1, t2) / effective_chunks(spec);
+        const double c = effective_chunks(spec);  // (automatic chunks; each piece pays its latency)
+        const double t1 = c * out.latency + busiest_link(f, first), t2 = c * in.latency + busiest_link(f, second);
+        return std::max(t1, t2) + std::min(t1, t2) / c;
       }
       Edge in, out;
       for (std::size_t k = 0; k + 1 < local.front().size(); ++k) in.add(f, node(local[0][k]), node(local[0][k + 1]));

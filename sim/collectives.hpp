@@ -45,7 +45,7 @@
 //           piece apart) where they use different links. CollectiveSpec's `across` and
 //           `within` scale each phase's bytes: a mixture-of-experts dispatch that sends a
 //           token once per server and once per GPU there (DeepEP) sends less than every
-//           copy (dispatch_shares in strategies/ computes them).
+//           copy (dispatch_spec in strategies/stage_costs.hpp sets them).
 //  torus    All-reduce, reduce-scatter and all-gather over a group that is one whole
 //           torus: rings along each dimension in turn on the shrinking shard, then back,
 //           every dimension at once and, where all of them wrap and have 3 or more chips,

@@ -28,9 +28,6 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
       return "overlap_ep_comm pairs each forward with a backward: it needs the 1f1b or interleaved schedule, not gpipe";
     }
   }
-  if (p.ep == 1 && p.dispatcher != TokenDispatcher::kAllToAll) {
-    return std::string("moe_dispatcher ") + dispatcher_name(p.dispatcher) + " needs expert parallelism (ep > 1): with ep 1 no token leaves its GPU";
-  }
   if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";
   if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||
       std::count(p.order.begin(), p.order.end(), MeshAxis::kPp) != 1) {

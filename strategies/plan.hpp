@@ -141,6 +141,7 @@ struct ParallelPlan {
   /// hierarchical all-to-all; the combine the same way back). Group-limited routing
   /// (expert_groups) narrows the servers a token reaches. An ep group inside one server,
   /// or spread unevenly over servers: one copy per GPU, straight (a direct all-to-all).
+  /// With ep 1 it changes nothing.
   TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).
   GradAccumulation grad_accumulation = GradAccumulation::kFused;

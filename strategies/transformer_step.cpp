@@ -253,7 +253,9 @@ class StepLowering {
   void record_use(Dim dim, const CollectiveSpec& spec, std::size_t ranks, double count) {
     auto& [n, bytes] = uses_[{dim, static_cast<int>(spec.op), static_cast<int>(spec.algorithm), spec.channels, ranks}];
     n += count;
-    bytes += count * spec.bytes;
+    // (A deduplicating hierarchical all-to-all: its payload as each GPU receives it once.)
+    const bool shared = spec.op == CollectiveOp::kAllToAll && spec.algorithm == CollectiveAlgorithm::kHierarchical;
+    bytes += count * spec.bytes * (shared ? spec.within : 1.0);
   }
   void list_uses() {
     for (int d = 0; d < p_.dp && p_.tp > 1; ++d) {

@@ -3155,8 +3155,9 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
        "schedule, not gpipe\n"},
       {{"run", f, "--set", "strategies.2.moe_dispatcher=\"flex\""},
        "ddlsim run: strategies.2.moe_dispatcher: expected one of \"alltoall\", \"deepep\", got \"flex\"\n"},
-      {{"run", f, "--set", "strategies.1.moe_dispatcher=\"deepep\""},
-       "ddlsim run: strategies.1: moe_dispatcher deepep needs expert parallelism (ep > 1): with ep 1 no token leaves its GPU\n"},
+      {{"run", f, "--set", "simulation.collective_algorithm={\"all-to-all\": \"hierarchical\"}"},
+       "ddlsim run: simulation.collective_algorithm.all-to-all: hierarchical all-to-alls are what a strategy's "
+       "moe_dispatcher \"deepep\" runs; the policy's all-to-alls take direct (or auto)\n"},
   });
   // DeepEP's dispatch inside the one server: each token once per GPU holding any of its
   // experts, 4 (1 - C(6, 2) / C(8, 2)) = 13/7 GPUs of its 2 copies: the all-to-alls carry

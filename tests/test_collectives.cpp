@@ -239,7 +239,8 @@ TEST_CASE("hierarchical all-to-all: one message per server pair on a rail, then 
   // second forwards each piece as it arrives: c pieces of the first (it is the slower
   // here) and one of the second: c (4 aout + a S/2/(c Bout)) + 2 ain + 3 w S/4/(c Bin).
   // Bytes: a S/2 out of every chip's NIC to the top switch, 3 w S/4 into its server's
-  // switch. Shares above 1 are refused.
+  // switch. Shares above 1 are refused. The selector's estimate, with shares of 1 and 8
+  // automatic chunks, is the same closed form.
   const int n = 2, gsize = 4;
   const double Bin = 200e9, ain = 1e-6, Bout = 25e9, aout = 2e-6, S = 256e6, a = 0.45, w = 0.9;
   ServersNet net(n, gsize, Bin, ain, Bout, aout, true);
@@ -268,6 +269,9 @@ TEST_CASE("hierarchical all-to-all: one message per server pair on a rail, then 
   TaskGraph tg;
   CHECK_THROWS_WITH_AS(lower_collective(tg, ResourceId(0), net.group, s),
                        "collective: the shares of a hierarchical all-to-all's phases must be between 0 and 1", InputError);
+  // The selector's estimate (shares of 1, automatic chunks: 8 here) is the closed form.
+  CHECK(collective_estimate(net.f, net.group, CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, S, 1) ==
+        Approx(8 * 4 * aout + S / 2 / Bout + 2 * ain + 3 * S / 4 / 8 / Bin).epsilon(1e-9));
   // Automatic chunks: one per MiB of the send buffer, at most 8.
   CHECK(effective_chunks(spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, 3.0 * (1 << 20), 0)) == 3);
   CHECK(effective_chunks(spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, 256e6, 0)) == 8);

@@ -2245,7 +2245,9 @@ TEST_CASE("DeepEP dispatch: a token once per server over the NICs, once per GPU 
   // - the alltoall dispatcher keeps the fabric's choice (direct, every copy);
   // - the deepep step is shorter than the alltoall one, the routing-limited one shorter
   //   still, and the estimate lies within 6% of each replay;
-  // - deepep with ep 1 is refused.
+  // - the step's collectives list the all-to-alls' bytes as each GPU receives them once
+  //   (within x bytes);
+  // - deepep with ep 1 changes nothing.
   StepRig rig("dgx-h100", 2);
   TransformerConfig m = small_moe();
   m.experts = 16;
@@ -2281,16 +2283,23 @@ TEST_CASE("DeepEP dispatch: a token once per server over the NICs, once per GPU 
   LoweredTrainingStep d = rig.lower(m, deep, NetworkModelKind::kAnalytical);
   LoweredTrainingStep g = rig.lower(grouped, deep, NetworkModelKind::kAnalytical);
   for (const CollectiveUse& u : d.collective_uses) {
-    if (u.dim == "ep") CHECK(u.algorithm == CollectiveAlgorithm::kHierarchical);
+    if (u.dim != "ep") continue;
+    CHECK(u.algorithm == CollectiveAlgorithm::kHierarchical);
+    CHECK(u.bytes == Approx(u.count * bytes * s.within).epsilon(1e-12));
   }
   const double ta = rig.run(a), td = rig.run(d), tg = rig.run(g);
   CHECK(td < ta);
   CHECK(tg < td);
   CHECK(estimate_step(m, deep, *rig.fabric, *rig.compute) == Approx(td).epsilon(0.06));
   CHECK(estimate_step(grouped, deep, *rig.fabric, *rig.compute) == Approx(tg).epsilon(0.06));
-  ParallelPlan none = deep;
-  none.ep = 1;
-  CHECK(plan_problem(none, m, 16) == "moe_dispatcher deepep needs expert parallelism (ep > 1): with ep 1 no token leaves its GPU");
+  // With ep 1 nothing is dispatched: accepted (so that a sweep over ep keeps it), the
+  // same step as the alltoall dispatcher's.
+  ParallelPlan none = deep, plain_one = all;
+  none.ep = plain_one.ep = 1;
+  REQUIRE(plan_problem(none, m, 16).empty());
+  LoweredTrainingStep n1 = rig.lower(m, none, NetworkModelKind::kAnalytical);
+  LoweredTrainingStep a1 = rig.lower(m, plain_one, NetworkModelKind::kAnalytical);
+  CHECK(rig.run(n1) == rig.run(a1));
 }
 
 TEST_CASE("combined 1F1B hides all-to-alls behind the paired pass's compute") {
