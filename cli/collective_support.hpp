@@ -33,7 +33,7 @@ double parse_size(const std::string& option, const std::string& text);
 /// InputError naming --ranks.
 std::vector<std::size_t> parse_ranks(const std::string& text, std::size_t accelerators);
 
-/// Why `spec` (the direct algorithm) over `group` would outgrow memory on `network`
+/// Why `spec` (the direct algorithm, or the hierarchical all-to-all) over `group` would outgrow memory on `network`
 /// (kMaxDirectPairs, kMaxDirectFlowPairs), naming `op_text`; "" when it would not, or
 /// when its sends do not join every pair.
 std::string direct_size_problem(const CollectiveGroup& group, const CollectiveSpec& spec, NetworkModelKind network,

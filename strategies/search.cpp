@@ -130,10 +130,17 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
       }
       if (std::find(placed.begin(), placed.end(), used) != placed.end()) continue;
       placed.push_back(used);
+      // Where the framework's order places the ranks alike, its plans take that order
+      // (so that they match a baseline of the scenario's).
+      std::vector<MeshAxis> framework_used;
+      for (MeshAxis a : space.framework.order) {
+        if ((a == MeshAxis::kTp ? tp : a == MeshAxis::kPp ? pp : dp) > 1) framework_used.push_back(a);
+      }
+      const std::vector<MeshAxis>& taken = used == framework_used ? space.framework.order : order;
       // Expert parallelism, for a mixture of experts: every degree dividing both dp and
       // the experts, ascending (only 1 for a dense model).
       for (int ep : model.experts > 0 ? divisors(std::gcd<std::int64_t>(dp, model.experts)) : std::vector<int>{1}) {
-        add_plans(tp, pp, dp, ep, order);
+        add_plans(tp, pp, dp, ep, taken);
       }
     }
   });
@@ -467,7 +474,16 @@ std::string describe_plan(const ParallelPlan& p) {
   }
   if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
   if (p.dispatcher != TokenDispatcher::kAllToAll) s += std::string(", ") + dispatcher_name(p.dispatcher) + " dispatch";
-  if (p.order != ParallelPlan{}.order) {
+  // The order where it places the ranks otherwise than the default (its axes of more
+  // than one rank in another sequence).
+  const auto placed = [&p](const std::vector<MeshAxis>& order) {
+    std::vector<MeshAxis> used;
+    for (MeshAxis a : order) {
+      if ((a == MeshAxis::kTp ? p.tp : a == MeshAxis::kPp ? p.pp : p.dp) > 1) used.push_back(a);
+    }
+    return used;
+  };
+  if (placed(p.order) != placed(ParallelPlan{}.order)) {
     s += ", order ";
     for (MeshAxis a : p.order) s += std::string(a == p.order.front() ? "" : "-") + axis_name(a);
   }

@@ -41,7 +41,8 @@ struct SearchSpace {
   bool all_devices = true;  // dp x tp x pp = the cluster's accelerators (else any count up to it)
   /// Rank orders (ParallelPlan::order) the grid tries, in order; empty: the framework's
   /// only. Per shape, an order that places the ranks as an earlier one does (the same
-  /// axes of more than one rank in the same order) is left out.
+  /// axes of more than one rank in the same order) is left out, and one that places them
+  /// as the framework's order does is replaced by it.
   std::vector<std::vector<MeshAxis>> orders;
   /// What every plan of the grid takes as it is, the framework's settings the grid does
   /// not vary: bucket_bytes, overlap_grad_reduce, overlap_p2p, overlap_tp_backward, overlap_ep_comm, dispatcher (plans with ep > 1), grad_accumulation,

@@ -2246,7 +2246,8 @@ TEST_CASE("DeepEP dispatch: a token once per server over the NICs, once per GPU 
   // - the deepep step is shorter than the alltoall one, the routing-limited one shorter
   //   still, and the estimate lies within 6% of each replay;
   // - the step's collectives list the all-to-alls' bytes as each GPU receives them once
-  //   (within x bytes);
+  //   (within x bytes): with dp 8 x tp 2, ep 8 (2 experts per GPU, 4 GPUs of each ep
+  //   group per server), within = 8 (1 - C(14, 2) / C(16, 2)) / 2 = 29/30;
   // - deepep with ep 1 changes nothing.
   StepRig rig("dgx-h100", 2);
   TransformerConfig m = small_moe();
@@ -2287,6 +2288,18 @@ TEST_CASE("DeepEP dispatch: a token once per server over the NICs, once per GPU 
     CHECK(u.algorithm == CollectiveAlgorithm::kHierarchical);
     CHECK(u.bytes == Approx(u.count * bytes * s.within).epsilon(1e-12));
   }
+  ParallelPlan halves = deep;
+  halves.dp = 8, halves.tp = 2, halves.ep = 8;
+  REQUIRE(plan_problem(halves, m, 16).empty());
+  const double half_bytes = stage_costs(m, halves, *rig.compute).a2a_bytes;
+  std::size_t listed = 0;
+  for (const CollectiveUse& u : rig.lower(m, halves, NetworkModelKind::kAnalytical).collective_uses) {
+    if (u.dim != "ep") continue;
+    CHECK(u.algorithm == CollectiveAlgorithm::kHierarchical);
+    CHECK(u.bytes == Approx(u.count * half_bytes * 29.0 / 30).epsilon(1e-9));
+    ++listed;
+  }
+  CHECK(listed > 0);
   const double ta = rig.run(a), td = rig.run(d), tg = rig.run(g);
   CHECK(td < ta);
   CHECK(tg < td);
@@ -2491,6 +2504,14 @@ TEST_CASE("the grid tries the rank orders it is given, each placement once") {
   for (const ParallelPlan& p : both) {
     if (p.pp == 1 || p.dp == 1) CHECK(p.order == pp_dp);
   }
+  // Listed the other way round, the shapes both orders place alike take the framework's
+  // (the default, tp-pp-dp), so that they match its baselines.
+  space.orders = {dp_pp, pp_dp};
+  const std::vector<ParallelPlan> reversed = grid_plans(m, 32, space);
+  CHECK(reversed.size() == both.size());
+  for (const ParallelPlan& p : reversed) {
+    if (p.pp == 1 || p.dp == 1) CHECK(p.order == pp_dp);
+  }
   ParallelPlan spread;
   for (const ParallelPlan& p : first) {
     if (p.pp == 4 && p.ep == 8 && p.tp == 1) spread = p;
@@ -2500,6 +2521,9 @@ TEST_CASE("the grid tries the rank orders it is given, each placement once") {
   kept.order = dp_pp;
   CHECK(describe_plan(spread).find("order") == std::string::npos);
   CHECK(describe_plan(kept).find(", order tp-dp-pp") != std::string::npos);
+  ParallelPlan flat = kept;  // no pipeline: both orders one placement, none named
+  flat.pp = 1, flat.dp = 32;
+  CHECK(describe_plan(flat).find("order") == std::string::npos);
   CHECK(estimate_step(m, kept, *rig.fabric, *rig.compute) < estimate_step(m, spread, *rig.fabric, *rig.compute));
 }
 
