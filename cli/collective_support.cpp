@@ -72,11 +72,11 @@ std::string direct_size_problem(const CollectiveGroup& group, const CollectiveSp
   const auto p = static_cast<std::uint64_t>(group.ranks.size());
   std::uint64_t pairs = p * (p - 1);
   if (hierarchical && unsupported_reason(group, spec.op, spec.algorithm).empty()) {
-    // Pairs within each rail across the n domains, then within each domain (each sends
-    // its pieces in turn, on one route).
-    const auto local = group.by_domain();
-    const std::uint64_t n = local.size(), g = local.front().size();
-    pairs = g * n * (n - 1) + n * g * (g - 1);
+    // Its transfers in one piece: a pair within each rail across the domains, then
+    // within each domain (each pair sends its pieces in turn, on one route).
+    CollectiveSpec one = spec;
+    one.chunks = 1;
+    pairs = collective_transfer_count(group, one);
   }
   const bool flow = network == NetworkModelKind::kFlow;
   const std::uint64_t limit = flow ? kMaxDirectFlowPairs : kMaxDirectPairs;

@@ -21,13 +21,28 @@ std::vector<int> divisors(std::int64_t n) {
   return out;
 }
 
+// The collective group of the given accelerator ranks.
+CollectiveGroup group_of(NetworkFabric& f, const std::vector<std::uint32_t>& ranks) {
+  std::vector<NodeId> nodes;
+  for (std::uint32_t r : ranks) nodes.push_back(f.cluster().accelerators()[r]);
+  return CollectiveGroup::of(f, nodes);
+}
+
 // The analytical time of `op` on `bytes` over the given ranks (0 for fewer than two).
 double collective(NetworkFabric& f, const std::vector<std::uint32_t>& ranks, CollectiveOp op, double bytes) {
   if (ranks.size() < 2 || bytes <= 0) return 0.0;
-  std::vector<NodeId> nodes;
-  for (std::uint32_t r : ranks) nodes.push_back(f.cluster().accelerators()[r]);
-  const CollectiveGroup g = CollectiveGroup::of(f, nodes);
+  const CollectiveGroup g = group_of(f, ranks);
   return analytical_collective_time(f, g, chosen_spec(f, g, op, bytes));
+}
+
+// The order's axes of more than one rank, in order: two orders place a plan's ranks
+// alike when these are equal.
+std::vector<MeshAxis> placed_axes(const std::vector<MeshAxis>& order, int tp, int pp, int dp) {
+  std::vector<MeshAxis> used;
+  for (MeshAxis a : order) {
+    if ((a == MeshAxis::kTp ? tp : a == MeshAxis::kPp ? pp : dp) > 1) used.push_back(a);
+  }
+  return used;
 }
 
 }  // namespace
@@ -123,20 +138,14 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
     // The orders that place this shape's ranks apart: the axes of more than one rank,
     // in order, differ from every earlier order's.
     std::vector<std::vector<MeshAxis>> placed;
+    const std::vector<MeshAxis> framework = placed_axes(space.framework.order, tp, pp, dp);
     for (const auto& order : orders) {
-      std::vector<MeshAxis> used;
-      for (MeshAxis a : order) {
-        if ((a == MeshAxis::kTp ? tp : a == MeshAxis::kPp ? pp : dp) > 1) used.push_back(a);
-      }
+      const std::vector<MeshAxis> used = placed_axes(order, tp, pp, dp);
       if (std::find(placed.begin(), placed.end(), used) != placed.end()) continue;
       placed.push_back(used);
       // Where the framework's order places the ranks alike, its plans take that order
       // (so that they match a baseline of the scenario's).
-      std::vector<MeshAxis> framework_used;
-      for (MeshAxis a : space.framework.order) {
-        if ((a == MeshAxis::kTp ? tp : a == MeshAxis::kPp ? pp : dp) > 1) framework_used.push_back(a);
-      }
-      const std::vector<MeshAxis>& taken = used == framework_used ? space.framework.order : order;
+      const std::vector<MeshAxis>& taken = used == framework ? space.framework.order : order;
       // Expert parallelism, for a mixture of experts: every degree dividing both dp and
       // the experts, ascending (only 1 for a dense model).
       for (int ep : model.experts > 0 ? divisors(std::gcd<std::int64_t>(dp, model.experts)) : std::vector<int>{1}) {
@@ -193,9 +202,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // the dispatched tokens within the ep group, in line with the compute.
   double a2a = 0;
   if (p.ep > 1) {
-    std::vector<NodeId> nodes;
-    for (int d = 0; d < p.ep; ++d) nodes.push_back(fabric.cluster().accelerators()[mesh_rank(p, d, 0, 0)]);
-    const CollectiveGroup g = CollectiveGroup::of(fabric, nodes);
+    const CollectiveGroup g = group_of(fabric, {dp_ranks.begin(), dp_ranks.begin() + p.ep});
     a2a = 2 * analytical_collective_time(fabric, g, dispatch_spec(fabric, g, model, p, c.a2a_bytes));
   }
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
@@ -474,16 +481,8 @@ std::string describe_plan(const ParallelPlan& p) {
   }
   if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
   if (p.dispatcher != TokenDispatcher::kAllToAll) s += std::string(", ") + dispatcher_name(p.dispatcher) + " dispatch";
-  // The order where it places the ranks otherwise than the default (its axes of more
-  // than one rank in another sequence).
-  const auto placed = [&p](const std::vector<MeshAxis>& order) {
-    std::vector<MeshAxis> used;
-    for (MeshAxis a : order) {
-      if ((a == MeshAxis::kTp ? p.tp : a == MeshAxis::kPp ? p.pp : p.dp) > 1) used.push_back(a);
-    }
-    return used;
-  };
-  if (placed(p.order) != placed(ParallelPlan{}.order)) {
+  // The order where it places the ranks otherwise than the default.
+  if (placed_axes(p.order, p.tp, p.pp, p.dp) != placed_axes(ParallelPlan{}.order, p.tp, p.pp, p.dp)) {
     s += ", order ";
     for (MeshAxis a : p.order) s += std::string(a == p.order.front() ? "" : "-") + axis_name(a);
   }

@@ -2440,6 +2440,18 @@ TEST_CASE("combined 1F1B: both passes of a pair wait for the sends of the pass b
   }
 }
 
+namespace {
+// A grid space of one micro-batch size (1), 1F1B and no recomputation.
+SearchSpace one_schedule_space(std::int64_t global_batch) {
+  SearchSpace space;
+  space.global_batch = global_batch;
+  space.micro_batches = {1};
+  space.schedules = {PipelineSchedule::k1F1B};
+  space.recomputes = {Recompute::kNone};
+  return space;
+}
+}  // namespace
+
 TEST_CASE("the grid tries expert parallelism for a mixture of experts, and the estimate follows the replay") {
   // Expected: on 2 DGX H100s (16 GPUs) the small MoE's grid holds, for each shape, every
   // ep dividing both dp and its 8 experts (dp 16: 1, 2, 4, 8), each with ZeRO 0 or 1
@@ -2449,11 +2461,7 @@ TEST_CASE("the grid tries expert parallelism for a mixture of experts, and the e
   // estimate's pipeline error, not the all-to-alls').
   StepRig rig("dgx-h100", 2);
   const TransformerConfig m = small_moe();
-  SearchSpace space;
-  space.global_batch = 32;
-  space.micro_batches = {1};
-  space.schedules = {PipelineSchedule::k1F1B};
-  space.recomputes = {Recompute::kNone};
+  const SearchSpace space = one_schedule_space(32);
   const std::vector<ParallelPlan> grid = grid_plans(m, 16, space);
   std::map<std::tuple<int, int, int>, std::set<int>> eps;
   for (const ParallelPlan& p : grid) {
@@ -2484,11 +2492,7 @@ TEST_CASE("the grid tries the rank orders it is given, each placement once") {
   // tp-dp-pp keeps it in one server: its estimate is shorter.
   StepRig rig("dgx-h100", 4);
   const TransformerConfig m = small_moe();
-  SearchSpace space;
-  space.global_batch = 64;
-  space.micro_batches = {1};
-  space.schedules = {PipelineSchedule::k1F1B};
-  space.recomputes = {Recompute::kNone};
+  SearchSpace space = one_schedule_space(64);
   space.dp_modes = {DataParallelMode::kZero1};
   const std::vector<MeshAxis> pp_dp{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp}, dp_pp{MeshAxis::kTp, MeshAxis::kDp, MeshAxis::kPp};
   space.orders = {pp_dp};
