@@ -30,6 +30,13 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   const ParallelPlan defaults;
   if (p.shard > 0) j["shard"] = p.shard;
   if (p.recompute_layers > 0) j["recompute_layers"] = p.recompute_layers;
+  if (p.recompute == Recompute::kSelective && p.recompute_modules != defaults.recompute_modules) {
+    nlohmann::ordered_json modules = nlohmann::ordered_json::array();
+    for (const auto& [name, bit] : kRecomputeModuleNames) {
+      if (p.recompute_modules & bit) modules.push_back(name);
+    }
+    j["recompute_modules"] = modules;
+  }
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
   if (p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / kMiB;
   if (p.overlap_grad_reduce != defaults.overlap_grad_reduce) j["overlap_grad_reduce"] = p.overlap_grad_reduce;

@@ -15,6 +15,7 @@
 #include "sim/core/engine.hpp"
 #include "sim/usage.hpp"
 #include "strategies/memory.hpp"
+#include "strategies/stage_costs.hpp"
 #include "strategies/transformer_step.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
@@ -234,6 +235,24 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     p.recompute_layers = small("recompute_layers", 0);
     if (p.recompute != Recompute::kFull) {
       throw InputError(o.field_path("recompute_layers") + ": applies to full recomputation only (set \"recompute\": \"full\")");
+    }
+  }
+  if (o.has("recompute_modules")) {
+    JsonArray a = o.array("recompute_modules");
+    if (p.recompute != Recompute::kSelective) {
+      throw InputError(a.path() + ": applies to selective recomputation only (set \"recompute\": \"selective\")");
+    }
+    if (a.size() == 0) throw InputError(a.path() + ": expected at least one module, got []");
+    std::vector<std::string> names;
+    for (const auto& [name, bit] : kRecomputeModuleNames) names.emplace_back(name);
+    p.recompute_modules = 0;
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      const std::string name = a.choice(j, names);
+      for (const auto& [known, bit] : kRecomputeModuleNames) {
+        if (name != known) continue;
+        if (p.recompute_modules & bit) throw InputError(a.path() + "." + std::to_string(j) + ": '" + name + "' given twice");
+        p.recompute_modules |= bit;
+      }
     }
   }
   if (o.has("stage_layers")) {
@@ -554,7 +573,9 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     const double recomputed = plan_recomputed_layers(p, s.model);  // all, or recompute_layers per chunk
     extra = recomputed * (2 * layer_matmul + 4 * w * seq);
   }
-  if (p.recompute == Recompute::kSelective) extra = l * 4 * w * seq;
+  if (p.recompute == Recompute::kSelective) {
+    extra = (p.recompute_modules & kRecomputeCoreAttn ? l * 4 * w * seq : 0.0) + recomputed_linear_flops_per_token(s.model, p);
+  }
   const double tokens = static_cast<double>(p.global_batch) * seq;
   const double peak = compute.peak(s.model.dtype);
   r.model_tflops_per_device = per_token * tokens / r.step_time_s / r.devices / 1e12;

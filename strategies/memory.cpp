@@ -74,7 +74,8 @@ ModelStates model_states(double params, int dp, DataParallelMode mode, DataType 
   return s;
 }
 
-double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sp, Recompute rc) {
+double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sp, Recompute rc,
+                              unsigned modules) {
   const double s = static_cast<double>(m.seq), b = static_cast<double>(micro_batch), h = static_cast<double>(m.hidden);
   const double a = static_cast<double>(m.heads), t = tp, B = data_type_bytes(m.dtype);
   // The key-value share of the heads, per tp rank's share of them: g/a, or with more
@@ -99,15 +100,23 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs,
   // residual dropout masks; with parallel layers one norm, whose input and output (the
   // QKV's and the first MLP linear's input, kept once) are all.
-  const double replicated = (m.parallel_layers ? 2 : 4) * B + 2 * mask + latents;
+  // Selective recomputation's modules (RecomputeModule) drop what they remake.
+  const unsigned rm = rc == Recompute::kSelective ? modules : 0u;
+  // The norms' outputs (the QKV's and the MLP's inputs); multi-head latent attention's
+  // normed latents (the up projections' inputs).
+  const double norm_outputs = rm & kRecomputeLayernorm ? (m.parallel_layers ? 1 : 2) * B : 0.0;
+  const double normed_latents = rm & kRecomputeMlaUpProj ? latents / 2 : 0.0;
+  const double replicated = (m.parallel_layers ? 2 : 4) * B + 2 * mask + latents - norm_outputs - normed_latents;
   double sharded = B * r /* output projection input */;
+  // Q, K and V, as attention keeps them, unless the up projections are remade.
+  const double qkv = m.mla() && rm & kRecomputeMlaUpProj ? 0.0 : B * (rq + rk + r * kv);
   double scores = 0;  // the a s / h terms
   if (m.flash_attention) {
     // Q, K, V (the output, kept too, is the output projection's input); fp32 log-sum-exp
     // per row and head.
-    sharded += B * (rq + rk + r * kv) + 4.0 * a / h;
+    sharded += qkv + 4.0 * a / h;
   } else {
-    sharded += B * (rq + rk) + B * r * kv;  // Q, K for the scores; V for the context
+    sharded += qkv;  // Q, K for the scores; V for the context
     // Softmax output (fp32 where Megatron's fused kernel does not run), dropout mask,
     // probabilities for the context matmul: the dropout's output, or without dropout the
     // softmax output itself unless that is fp32 (then its cast copy).
@@ -130,9 +139,15 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   // A shared expert's inner terms are a dense MLP's of shared_ffn (its input is the
   // router's, kept once).
   const double fs = static_cast<double>(m.shared_ffn) / h;
-  if (m.family == TransformerConfig::Family::kGpt) sharded += 2 * B * (f * rows + fs);  // GeLU input, second linear input
-  else sharded += 3 * B * (f * rows + fs);                                             // SwiGLU inputs, down projection input
-  if (rc == Recompute::kSelective) scores = 0;
+  // Each MLP keeps its activation's inputs and output (the down projection's input):
+  // GeLU 1 + 1, SwiGLU 2 + 1 times its width. Recomputed, a dense MLP (mlp) or the
+  // shared expert (shared_experts) keeps none of them, the experts' activation
+  // (moe_act) not its output.
+  const double inner = m.family == TransformerConfig::Family::kGpt ? 2 : 3;
+  const bool moe = m.experts > 0;
+  const double mlp_terms = moe ? (rm & kRecomputeMoeAct ? inner - 1 : inner) * f * rows : (rm & kRecomputeMlp ? 0.0 : inner * f);
+  sharded += B * (mlp_terms + (rm & kRecomputeSharedExperts ? 0.0 : inner * fs));
+  if (rm & kRecomputeCoreAttn) scores = 0;
   return sbh * (whole + (sp ? (replicated + router) / t : replicated + router) + (sharded + scores) / t);
 }
 
@@ -140,7 +155,7 @@ double layers_activation_bytes(const ParallelPlan& p, const TransformerConfig& m
   const LayerKinds k = layer_kinds(p, m, chunks);
   const auto of = [&](const TransformerConfig& c, int layers, int recomputed) {
     if (layers == 0) return 0.0;
-    const double each = layer_activation_bytes(c, p.micro_batch, p.tp, p.sequence_parallel, p.recompute);
+    const double each = layer_activation_bytes(c, p.micro_batch, p.tp, p.sequence_parallel, p.recompute, p.recompute_modules);
     if (p.recompute != Recompute::kFull) return layers * each;
     const double kept = layer_activation_bytes(c, p.micro_batch, p.tp, p.sequence_parallel, Recompute::kNone);
     return recomputed * each + (layers - recomputed) * kept;

@@ -29,7 +29,11 @@
 // the residual dropout masks are replicated on every tp rank and the rest is divided by
 // t; with it everything is divided by t. For GPT this gives s b h (34 + 5as/h) at t = 1,
 // s b h (10 + 24/t + 5as/(ht)) with tp, s b h (34/t + 5as/(ht)) with sequence parallelism.
-// Selective recomputation drops the a s/h terms (the scores are recomputed); full
+// Selective recomputation drops what its modules remake (plan.hpp, RecomputeModule):
+// core_attn the a s/h terms (the scores), layernorm the two norm outputs (B each,
+// replicated), mla_up_proj the normed latents and Q, K and V, moe_act the experts'
+// activation output (B f/h x r), mlp a dense layer's inner terms, shared_experts the
+// shared expert's; full
 // recomputation keeps only each layer's input (B, divided by t with sequence
 // parallelism). A pipeline stage keeps the activations of the micro-batches in flight:
 // GPipe all m; 1F1B min(m, pp - i) on stage i; interleaved 1F1B min(m v, w_i + 1) chunk
@@ -73,9 +77,10 @@ double embedding_parameters(const TransformerConfig& m, const ParallelPlan& plan
 double final_norm_parameters(const TransformerConfig& m);
 double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& plan);
 
-/// Activation bytes one layer keeps for one micro-batch of `micro_batch` sequences.
+/// Activation bytes one layer keeps for one micro-batch of `micro_batch` sequences;
+/// `modules` (RecomputeModule bits) are those selective recomputation remakes.
 double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_batch, int tp, bool sequence_parallel,
-                              Recompute recompute);
+                              Recompute recompute, unsigned modules = kDefaultRecomputeModules);
 
 /// Activation bytes the layers of model chunks `chunks` keep for one micro-batch under
 /// the plan's recomputation: with full recomputation of only recompute_layers per chunk,

@@ -57,6 +57,19 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.recompute_layers > 0 && p.recompute != Recompute::kFull) {
     return "recompute_layers needs full recomputation (recompute \"full\")";
   }
+  if (p.recompute_modules != kDefaultRecomputeModules && p.recompute != Recompute::kSelective) {
+    return "recompute_modules needs selective recomputation (recompute \"selective\")";
+  }
+  if (const unsigned rm = selective_modules(p); rm != 0) {
+    if (rm & kRecomputeMlaUpProj && !m.mla()) return "recompute_modules: mla_up_proj needs multi-head latent attention";
+    if (rm & kRecomputeMoeAct && m.experts == 0) return "recompute_modules: moe_act needs a mixture of experts";
+    if (rm & kRecomputeSharedExperts && m.shared_ffn == 0) {
+      return "recompute_modules: shared_experts needs a mixture of experts with a shared expert";
+    }
+    if (rm & kRecomputeMlp && m.experts > 0 && !m.mixed_layers()) {
+      return "recompute_modules: mlp recomputes dense MLPs, and every layer of this model is a mixture of experts";
+    }
+  }
   if (p.recompute_layers > m.layers) {
     return "recompute_layers (" + n(p.recompute_layers) + ") exceeds the layers (" + n(m.layers) + ")";
   }
@@ -182,6 +195,14 @@ std::uint32_t mesh_rank(const ParallelPlan& p, int d, int i, int k) {
     }
   }
   return r;
+}
+
+std::string recompute_module_names(unsigned modules) {
+  std::string s;
+  for (const auto& [name, bit] : kRecomputeModuleNames) {
+    if (modules & bit) s += (s.empty() ? "" : ", ") + std::string(name);
+  }
+  return s;
 }
 
 }  // namespace ddlsim

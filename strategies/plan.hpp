@@ -38,6 +38,34 @@ inline const char* schedule_name(PipelineSchedule s) {
 }
 enum class DataParallelMode { kAllReduce, kZero1, kZero2, kZero3 };  // FSDP full sharding = ZeRO-3
 enum class Recompute { kNone, kSelective, kFull };
+/// The parts of a layer that selective recomputation recomputes in backward instead of
+/// keeping their activations (Megatron-Core's --recompute-modules), a bit set:
+///  - core_attn: the attention core (scores, softmax, dropout, context); its inputs Q, K,
+///    V and its output stay (Korthikanti et al.'s selective recomputation);
+///  - layernorm: the two input norms (their outputs, the QKV's and the MLP's input, are
+///    not kept: remade from the norms' inputs, the residual stream);
+///  - mla_up_proj: multi-head latent attention's latent norms, up projections and key
+///    concatenation (the normed latents and the heads' Q, K and V are not kept: remade
+///    from the latents);
+///  - moe_act: the experts' activation function (its output, the down projection's
+///    input, is not kept; its inputs are);
+///  - mlp: a dense layer's whole MLP (its inner activations are not kept; its input is);
+///  - shared_experts: a mixture of experts' shared expert, whole, likewise.
+/// Each recomputed part's forward runs again before its backward.
+enum RecomputeModule : unsigned {
+  kRecomputeCoreAttn = 1u << 0,
+  kRecomputeLayernorm = 1u << 1,
+  kRecomputeMlaUpProj = 1u << 2,
+  kRecomputeMoeAct = 1u << 3,
+  kRecomputeMlp = 1u << 4,
+  kRecomputeSharedExperts = 1u << 5,
+};
+/// Every module with the name scenarios give it, in Megatron-Core's spelling.
+inline constexpr std::pair<const char*, RecomputeModule> kRecomputeModuleNames[] = {
+    {"core_attn", kRecomputeCoreAttn}, {"layernorm", kRecomputeLayernorm},   {"mla_up_proj", kRecomputeMlaUpProj},
+    {"moe_act", kRecomputeMoeAct},     {"mlp", kRecomputeMlp},               {"shared_experts", kRecomputeSharedExperts}};
+/// Megatron-Core's default modules: the attention core alone.
+inline constexpr unsigned kDefaultRecomputeModules = kRecomputeCoreAttn;
 /// How a device adds each micro-batch's weight gradients to the step's: kFused, inside
 /// the weight-gradient GEMMs (Megatron's --gradient-accumulation-fusion, the default of
 /// Megatron-Core); kAdd, by a separate pass over the gradients in the model's dtype for
@@ -97,6 +125,8 @@ struct ParallelPlan {
   int shard = 0;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
+  /// With selective recomputation: the modules recomputed (RecomputeModule bits).
+  unsigned recompute_modules = kDefaultRecomputeModules;
   /// With full recomputation: how many layers of each model chunk (a stage, or each of
   /// its virtual chunks) recompute their forward in backward, the first ones; the others
   /// keep their activations (Megatron's --recompute-method block
@@ -185,6 +215,14 @@ inline int recomputed_layers(const ParallelPlan& p, int chunk_layers) {
   if (p.recompute != Recompute::kFull) return 0;
   return p.recompute_layers > 0 && p.recompute_layers < chunk_layers ? p.recompute_layers : chunk_layers;
 }
+
+/// The modules selective recomputation recomputes (RecomputeModule bits): the plan's
+/// recompute_modules under selective recomputation, none otherwise.
+inline unsigned selective_modules(const ParallelPlan& p) {
+  return p.recompute == Recompute::kSelective ? p.recompute_modules : 0u;
+}
+/// The module names of a set of RecomputeModule bits, comma-separated ("core_attn, moe_act").
+std::string recompute_module_names(unsigned modules);
 
 /// The layers of each pipeline stage: the sum of its model chunks' (chunk_layer_ranges).
 std::vector<int> stage_layer_counts(const ParallelPlan& plan, const TransformerConfig& model);

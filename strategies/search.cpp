@@ -454,7 +454,7 @@ bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
-  return key(a) == key(b) && group(a) == group(b);
+  return key(a) == key(b) && group(a) == group(b) && selective_modules(a) == selective_modules(b);
 }
 
 std::string describe_plan(const ParallelPlan& p) {
@@ -473,6 +473,9 @@ std::string describe_plan(const ParallelPlan& p) {
   if (p.shard > 0 && p.shard < p.dp) s += " sharded over " + std::to_string(p.shard);
   if (p.sequence_parallel) s += ", sp";
   if (p.recompute != Recompute::kNone) s += p.recompute == Recompute::kFull ? ", full recompute" : ", selective recompute";
+  if (p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules) {
+    s += " of " + recompute_module_names(p.recompute_modules);
+  }
   if (p.recompute == Recompute::kFull && p.recompute_layers > 0) {
     s += " of " + std::to_string(p.recompute_layers) + " layers per chunk";
   }

@@ -95,6 +95,25 @@ Operator sharded(Operator op, const TransformerConfig& m, int tp, bool sp, int e
 
 bool attention_core(const Operator& op) { return op.name.find(".attention") != std::string::npos; }
 
+// The recompute module (RecomputeModule bit) a layer's operator belongs to, 0 for none.
+unsigned recompute_module(const Operator& op) {
+  if (attention_core(op)) return kRecomputeCoreAttn;
+  const std::string_view n = op.name;
+  const std::string_view local = n.substr(n.find('.') + 1);  // past "layerN."
+  for (const char* norm : {"ln1", "norm1", "ln2", "norm2"}) {
+    if (local == norm) return kRecomputeLayernorm;
+  }
+  for (const char* up : {"q_latent_norm", "q_up", "q_proj", "kv_latent_norm", "kv_up", "k_concat"}) {
+    if (local == up) return kRecomputeMlaUpProj;
+  }
+  if (local == "experts.swiglu" || local == "experts.gelu") return kRecomputeMoeAct;
+  if (local.rfind("shared.", 0) == 0 || local == "shared_gate") return kRecomputeSharedExperts;
+  for (const char* mlp : {"fc1", "gelu", "fc2", "gate_up", "swiglu", "down"}) {
+    if (local == mlp) return kRecomputeMlp;
+  }
+  return 0;
+}
+
 // PyTorch's softmax path where Megatron's fused kernel does not run
 // (megatron_fused_softmax): bytes moved per score element by each of its kernels.
 // Forward: cast to fp32 (read 2, write 4), scale (4, 4), mask (4, 4), softmax (4, 4),
@@ -157,7 +176,8 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     half.backward += b;
     n.forward += fwd;
     n.backward += b.value() > 0.0 ? kernels : 0;
-    if (plan.recompute == Recompute::kFull || (plan.recompute == Recompute::kSelective && attention_core(op))) {
+    const bool recomputed = plan.recompute == Recompute::kFull || (selective_modules(plan) & recompute_module(op)) != 0;
+    if (recomputed) {
       half.recompute += f;
       n.recompute += fwd;
     }
@@ -167,7 +187,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       HalfLayer& part = dispatched ? c.experts : c.moe_pre;
       part.forward += f;
       part.backward += b;
-      if (plan.recompute == Recompute::kFull) part.recompute += f;
+      if (recomputed) part.recompute += f;
     }
     if (ends_with(op.name, ".dispatch")) dispatched = true;
     if (op.kind == OpKind::kLinear && in_experts(op)) c.expert_params += op.cost.params;
@@ -211,6 +231,29 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     c.dense_layer_params = d.layer_params;
   }
   return c;
+}
+
+double recomputed_linear_flops_per_token(const TransformerConfig& model, const ParallelPlan& plan) {
+  const unsigned modules = selective_modules(plan);
+  if (modules == 0) return 0.0;
+  // One layer of each form, one sequence: its recomputed linear layers' forward FLOPs.
+  const auto per_layer = [&](TransformerConfig one) {
+    one.layers = 1;
+    one.dense_layers.clear();
+    double flops = 0.0;
+    const OperatorGraph g = build_transformer(one, 1);
+    for (const Operator& op : g.ops()) {
+      if (op.layer < 0 || op.kind != OpKind::kLinear || (recompute_module(op) & modules) == 0) continue;
+      const GemmShape& g = op.gemm;  // 2 m n k per product, as model FLOPs count them (no bias adds)
+      flops += 2.0 * static_cast<double>(std::max<std::int64_t>(g.batch, 1)) * static_cast<double>(g.m) *
+               static_cast<double>(g.n) * static_cast<double>(g.k);
+    }
+    return flops / static_cast<double>(model.seq);
+  };
+  const double primary = static_cast<double>(model.experts > 0 ? model.moe_layers_in(0, model.layers) : model.layers);
+  double flops = primary * per_layer(model);
+  if (model.mixed_layers()) flops += (static_cast<double>(model.layers) - primary) * per_layer(model.dense_layer_model());
+  return flops;
 }
 
 double optimizer_bytes(double gradient_bytes, DataType weights) {

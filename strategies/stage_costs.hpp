@@ -69,6 +69,12 @@ struct StageCosts {
 /// dense_layer_params its dense layers, if any.)
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute);
 
+/// Matrix-multiply FLOPs per token that the plan's selective recomputation runs again in
+/// the whole model's linear layers (mla_up_proj's up projections, mlp's dense MLPs,
+/// shared_experts' shared experts; the attention core's matmuls not included): their
+/// forward FLOPs, summed over the layers that have them. 0 without selective recomputation.
+double recomputed_linear_flops_per_token(const TransformerConfig& model, const ParallelPlan& plan);
+
 /// One expert-parallel all-to-all of `bytes` per rank (StageCosts::a2a_bytes: every copy
 /// of every token) over `group`, under the plan's dispatcher. alltoall: the fabric's
 /// choice for an all-to-all. deepep over ranks in two or more scale-up domains, as many

@@ -523,11 +523,15 @@ class StepLowering {
       }
       ready = TaskId();
     }
-    const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
+    // Selective recomputation: each half's recomputed modules before its backward.
+    const bool selective = p_.recompute == Recompute::kSelective;
+    const Seconds extra = selective ? costs_.attention.recompute : Seconds(0.0);
+    const Seconds mlp_extra = selective ? half.recompute : Seconds(0.0);
     if (m_.parallel_layers) {  // the two branches' input gradients, summed by one all-reduce
-      return backward_half(grp, mlp + attn, extra, attn_wg + mlp_wg, t, ready, "layer backward", "layer weight gradients");
+      return backward_half(grp, mlp + attn, extra + mlp_extra, attn_wg + mlp_wg, t, ready, "layer backward",
+                           "layer weight gradients");
     }
-    t = backward_half(grp, mlp, Seconds(0.0), mlp_wg, t, ready, "mlp backward", "mlp weight gradient");
+    t = backward_half(grp, mlp, mlp_extra, mlp_wg, t, ready, "mlp backward", "mlp weight gradient");
     return backward_half(grp, attn, extra, attn_wg, t, TaskId(), "attention backward", "attention weight gradient");
   }
 
@@ -557,18 +561,24 @@ class StepLowering {
       t = moe_layer_forward(grp, kRecompute, t, ready);
       ready = TaskId();
     }
+    // Selective recomputation: each part's recomputed modules before its backward (the
+    // shared expert's with the combine's, the experts' activation with the experts', the
+    // norm with the router's).
+    const bool selective = p_.recompute == Recompute::kSelective;
+    const auto extra_of = [selective](const HalfLayer& h) { return selective ? h.recompute : Seconds(0.0); };
     const Seconds post = costs_.mlp.backward - costs_.moe_pre.backward - costs_.experts.backward;
-    t = compute(grp, kBackward, post, t, "combine backward", ready);
+    const Seconds post_extra = extra_of(costs_.mlp) - extra_of(costs_.moe_pre) - extra_of(costs_.experts);
+    t = backward_with_recompute(grp, post, post_extra, t, "combine backward", ready);
     t = expert_all_to_all(grp, 2, 0, t);
-    t = compute(grp, kBackward, costs_.experts.backward, t, "experts backward");
+    t = backward_with_recompute(grp, costs_.experts.backward, extra_of(costs_.experts), t, "experts backward");
     t = expert_all_to_all(grp, 2, 1, t);
-    const Seconds extra = p_.recompute == Recompute::kSelective ? costs_.attention.recompute : Seconds(0.0);
+    const Seconds extra = extra_of(costs_.attention);
     if (p_.tp == 1) {
-      t = compute(grp, kBackward, costs_.moe_pre.backward, t, "router and dispatch backward");
+      t = backward_with_recompute(grp, costs_.moe_pre.backward, extra_of(costs_.moe_pre), t, "router and dispatch backward");
       return backward_with_recompute(grp, costs_.attention.backward, extra, t, "attention backward");
     }
-    t = backward_half(grp, costs_.moe_pre.backward, Seconds(0.0), Seconds(0.0), t, TaskId(), "router and dispatch backward",
-                      "mlp weight gradient");
+    t = backward_half(grp, costs_.moe_pre.backward, extra_of(costs_.moe_pre), Seconds(0.0), t, TaskId(),
+                      "router and dispatch backward", "mlp weight gradient");
     return backward_half(grp, costs_.attention.backward, extra, costs_.attention.weight_gradient, t, TaskId(),
                          "attention backward", "attention weight gradient");
   }

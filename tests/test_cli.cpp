@@ -3255,3 +3255,41 @@ TEST_CASE("run: multi-head latent attention trains under tp with sequence parall
   CHECK(sbp.err == "ddlsim run: sbp: deepseek_v3 is a mixture of experts, whose experts' grouped GEMMs SBP does not "
                    "shard; plan it with tp/pp/dp strategies\n");
 }
+
+TEST_CASE("recompute_modules: hardware FLOPs, the plan's name and errors") {
+  // Expected: the default scenario's 'dp' strategy (megatron-1.7b: 24 layers, hidden
+  // 2304, GPT MLP of 4 h) with selective recomputation of the MLPs alone recomputes
+  // both MLP linears' forward, 2 x (h x 4h + 4h x h) = 16 h^2 FLOPs per token and
+  // layer: hardware FLOPs per token exceed the model's by 24 x 16 x 2304^2, read back
+  // from the report as (hardware - model TFLOP/s) x devices / tokens per second.
+  const auto r = ddlsim_cmd({"run", "--json", "--strategy", "dp", "--set", "strategies.0.recompute=selective", "--set",
+                             "strategies.0.recompute_modules=[\"mlp\"]"});
+  REQUIRE(r.status == 0);
+  const auto st = nlohmann::json::parse(r.out).at("strategies").at(0);
+  const double extra = (st.at("hardware_tflops_per_device").get<double>() - st.at("model_tflops_per_device").get<double>()) *
+                       1e12 * st.at("devices").get<double>() / st.at("tokens_per_s").get<double>();
+  CHECK(extra == Approx(24 * 16 * 2304.0 * 2304.0).epsilon(1e-9));
+  // Recomputing the MLPs costs time and saves memory against keeping everything.
+  const auto plain = nlohmann::json::parse(ddlsim_cmd({"run", "--json", "--strategy", "dp"}).out).at("strategies").at(0);
+  CHECK(st.at("step_time_s").get<double>() > plain.at("step_time_s").get<double>());
+  CHECK(st.at("peak_memory_bytes").get<double>() < plain.at("peak_memory_bytes").get<double>());
+
+  const std::vector<std::string> sel{"run", "--set", "strategies.0.recompute=selective", "--set"};
+  const auto with = [&sel](const std::string& modules) {
+    std::vector<std::string> a = sel;
+    a.push_back("strategies.0.recompute_modules=" + modules);
+    return a;
+  };
+  const BadInputs bad{
+      {with(R"(["attn"])"),
+       "ddlsim run: strategies.0.recompute_modules.0: expected one of \"core_attn\", \"layernorm\", \"mla_up_proj\", "
+       "\"moe_act\", \"mlp\", \"shared_experts\", got \"attn\"\n"},
+      {with(R"(["layernorm", "layernorm"])"), "ddlsim run: strategies.0.recompute_modules.1: 'layernorm' given twice\n"},
+      {with("[]"), "ddlsim run: strategies.0.recompute_modules: expected at least one module, got []\n"},
+      {with("\"layernorm\""), "ddlsim run: strategies.0.recompute_modules: expected an array, got \"layernorm\"\n"},
+      {with(R"(["moe_act"])"), "ddlsim run: strategies.0: recompute_modules: moe_act needs a mixture of experts\n"},
+      {{"run", "--set", "strategies.0.recompute_modules=[\"layernorm\"]"},
+       "ddlsim run: strategies.0.recompute_modules: applies to selective recomputation only (set \"recompute\": \"selective\")\n"},
+  };
+  expect_exact_errors(bad);
+}

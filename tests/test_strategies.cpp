@@ -2654,3 +2654,146 @@ TEST_CASE("dense layers among experts: the replay runs each layer's kind, all-to
     CHECK(estimate_step(m, q, *two.fabric, *two.compute) == Approx(replayed).epsilon(0.06));
   }
 }
+
+TEST_CASE("selective recomputation's modules: what each keeps, recomputes and counts") {
+  // A small DeepSeek-like model: multi-head latent attention (query latent 384, key-value
+  // latent 128, heads of 64 + 32 rotary for queries and keys, 64 for values), layer 0 a
+  // dense MLP of 4096, layers 1-3 eight experts of 2816 (2 per token) and a shared expert
+  // of 1024; hidden 1024, 16 heads, 512 tokens, bf16, flash attention.
+  TransformerConfig m = mixed_moe();
+  m.kv_heads = 16;
+  m.q_lora_rank = 384, m.kv_lora_rank = 128, m.qk_nope_dim = 64, m.qk_rope_dim = 32, m.v_head_dim = 64;
+  m.shared_ffn = 1024;
+  m.shared_gate = false;
+  REQUIRE(transformer_problem(m).empty());
+  const TransformerConfig dense = m.dense_layer_model();
+  // Expected drops per layer and sequence at t = 1 (B = 2 bytes, s = 512): layernorm the
+  // two norms' outputs, 2 B s h; mla_up_proj the normed latents B s (384 + 128) and Q, K,
+  // V, B s 16 (96 + 96 + 64); moe_act the experts' SwiGLU output, B x 8 experts x 128
+  // rows x 2816; shared_experts the shared SwiGLU's three terms, 3 B s 1024; mlp the dense
+  // layer's, 3 B s 4096; core_attn nothing (flash attention keeps no scores).
+  const double B = 2, s = 512, h = 1024;
+  const double norms = 2 * B * s * h, up = B * s * (384 + 128) + B * s * 16 * (96 + 96 + 64);
+  const double act = B * 8 * 128 * 2816, shared = 3 * B * s * 1024, mlp = 3 * B * s * 4096;
+  const auto drop = [](const TransformerConfig& c, unsigned modules, int tp = 1, bool sp = false) {
+    return layer_activation_bytes(c, 1, tp, sp, Recompute::kNone) -
+           layer_activation_bytes(c, 1, tp, sp, Recompute::kSelective, modules);
+  };
+  CHECK(drop(m, kRecomputeCoreAttn) == 0.0);
+  CHECK(drop(m, kRecomputeLayernorm) == Approx(norms).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeMlaUpProj) == Approx(up).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeMoeAct) == Approx(act).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeSharedExperts) == Approx(shared).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeMlp) == 0.0);  // no dense MLP in an expert layer
+  CHECK(drop(dense, kRecomputeMlp) == Approx(mlp).epsilon(1e-12));
+  CHECK(drop(dense, kRecomputeMoeAct | kRecomputeSharedExperts) == 0.0);
+  const unsigned all = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMlaUpProj | kRecomputeMoeAct | kRecomputeMlp |
+                       kRecomputeSharedExperts;
+  CHECK(drop(m, all) == Approx(norms + up + act + shared).epsilon(1e-12));
+  CHECK(drop(dense, all) == Approx(norms + up + mlp).epsilon(1e-12));
+  // With tp 4: the norms' outputs and the normed latents are on every rank (divided by t
+  // with sequence parallelism), Q, K, V and the experts' terms divided by t.
+  const double latents = B * s * (384 + 128), heads = up - latents;
+  CHECK(drop(m, kRecomputeLayernorm, 4) == Approx(norms).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeLayernorm, 4, true) == Approx(norms / 4).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeMlaUpProj, 4) == Approx(latents + heads / 4).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeMlaUpProj, 4, true) == Approx(up / 4).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeMoeAct, 4, true) == Approx(act / 4).epsilon(1e-12));
+  // A plan's layers: layer 0 dense, the rest expert layers.
+  ParallelPlan p;
+  p.global_batch = 2;
+  p.recompute = Recompute::kSelective;
+  p.recompute_modules = all;
+  CHECK(layers_activation_bytes(p, m, {{0, 4}}) ==
+        Approx(layer_activation_bytes(dense, 1, 1, false, Recompute::kNone) - (norms + up + mlp) +
+               3 * (layer_activation_bytes(m, 1, 1, false, Recompute::kNone) - (norms + up + act + shared)))
+            .epsilon(1e-12));
+
+  // Recomputed matmul FLOPs per token (hardware FLOPs): mla_up_proj's up projections in
+  // all 4 layers, 2 (384 x 16 x 96 + 128 x 16 x 128); shared_experts' 3 expert layers,
+  // 2 x 3 x 1024 x 1024; mlp's one dense layer, 2 x 3 x 1024 x 4096; the norms, the
+  // experts' activation and the attention core no linear layer.
+  const auto flops = [&](unsigned modules) {
+    ParallelPlan q = p;
+    q.recompute_modules = modules;
+    return recomputed_linear_flops_per_token(m, q);
+  };
+  CHECK(flops(kRecomputeMlaUpProj) == Approx(4 * 2 * (384.0 * 16 * 96 + 128.0 * 16 * 128)).epsilon(1e-12));
+  CHECK(flops(kRecomputeSharedExperts) == Approx(3 * 2 * 3 * h * 1024).epsilon(1e-12));
+  CHECK(flops(kRecomputeMlp) == Approx(2 * 3 * h * 4096).epsilon(1e-12));
+  CHECK(flops(kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeCoreAttn) == 0.0);
+  ParallelPlan none = p;
+  none.recompute = Recompute::kNone;
+  CHECK(recomputed_linear_flops_per_token(m, none) == 0.0);
+  none.recompute_modules = kDefaultRecomputeModules;
+
+  // Time, on one H100 (no communication), 2 micro-batches: each layer's recomputed
+  // modules run once more per micro-batch before its backward, so the step is the
+  // plain step plus 2 x (the attention halves' recompute x 4 + the dense MLP's + the
+  // expert layers' MLP x 3), all of it counted as recompute; nothing else changes.
+  StepRig rig("dgx-h100", 1);
+  for (unsigned modules : {unsigned{kRecomputeLayernorm}, unsigned{kRecomputeMlaUpProj}, unsigned{kRecomputeMoeAct},
+                           unsigned{kRecomputeSharedExperts | kRecomputeMlp}, all}) {
+    INFO("modules " << recompute_module_names(modules));
+    ParallelPlan q = p;
+    q.recompute_modules = modules;
+    const StageCosts c = stage_costs(m, q, *rig.compute);
+    const double per_micro_batch = (4 * c.attention.recompute + c.dense_mlp.recompute + 3 * c.mlp.recompute).value();
+    CHECK(per_micro_batch > 0.0);
+    if ((modules & kRecomputeMoeAct) == 0) CHECK(c.experts.recompute.value() == 0.0);
+    LoweredTrainingStep a = rig.lower(m, none, NetworkModelKind::kAnalytical);
+    LoweredTrainingStep b = rig.lower(m, q, NetworkModelKind::kAnalytical);
+    CHECK(b.compute_parts.front().recompute == Approx(2 * per_micro_batch).epsilon(1e-12));
+    CHECK(b.compute_parts.front().forward == Approx(a.compute_parts.front().forward).epsilon(1e-12));
+    CHECK(rig.run(b) == Approx(rig.run(a) + 2 * per_micro_batch).epsilon(1e-9));
+  }
+  // The router's norm is recomputed with the router (its part of an expert layer), the
+  // experts' activation with the experts.
+  ParallelPlan q = p;
+  q.recompute_modules = kRecomputeMoeAct;
+  const StageCosts c = stage_costs(m, q, *rig.compute);
+  CHECK(c.experts.recompute.value() > 0.0);
+  CHECK(c.moe_pre.recompute.value() == 0.0);
+  CHECK(c.experts.recompute.value() == Approx(c.mlp.recompute.value()).epsilon(1e-12));
+  q.recompute_modules = kRecomputeLayernorm;
+  const StageCosts n = stage_costs(m, q, *rig.compute);
+  CHECK(n.moe_pre.recompute.value() > 0.0);
+  CHECK(n.experts.recompute.value() == 0.0);
+  // Under expert parallelism (dp 8 x ep 4 on one DGX H100, one micro-batch each): the
+  // same recompute per micro-batch; folded and full replays agree, and the estimate
+  // within the tolerance of the other expert-parallel plans.
+  ParallelPlan e = p;
+  e.dp = 8, e.ep = 4, e.global_batch = 16;
+  e.recompute_modules = kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlaUpProj;
+  REQUIRE(plan_problem(e, m, 8).empty());
+  const StageCosts ce = stage_costs(m, e, *rig.compute);
+  LoweredTrainingStep le = rig.lower(m, e, NetworkModelKind::kAnalytical);
+  CHECK(le.compute_parts.front().recompute ==
+        Approx(2 * (4 * ce.attention.recompute + ce.dense_mlp.recompute + 3 * ce.mlp.recompute).value()).epsilon(1e-12));
+  const double replayed = replay_folded_and_full(rig, m, e).step;
+  CHECK(estimate_step(m, e, *rig.fabric, *rig.compute) == Approx(replayed).epsilon(0.06));
+
+  // Modules the model lacks, or without selective recomputation, are refused; a plan
+  // names its modules when they are not the default.
+  const auto problem = [](const TransformerConfig& c, Recompute rc, unsigned modules) {
+    ParallelPlan r;
+    r.recompute = rc;
+    r.recompute_modules = modules;
+    return plan_problem(r, c, 1);
+  };
+  CHECK(problem(small_moe(), Recompute::kSelective, kRecomputeMlaUpProj) ==
+        "recompute_modules: mla_up_proj needs multi-head latent attention");
+  CHECK(problem(dense, Recompute::kSelective, kRecomputeMoeAct) == "recompute_modules: moe_act needs a mixture of experts");
+  CHECK(problem(small_moe(), Recompute::kSelective, kRecomputeSharedExperts) ==
+        "recompute_modules: shared_experts needs a mixture of experts with a shared expert");
+  CHECK(problem(small_moe(), Recompute::kSelective, kRecomputeMlp) ==
+        "recompute_modules: mlp recomputes dense MLPs, and every layer of this model is a mixture of experts");
+  CHECK(problem(m, Recompute::kFull, kRecomputeMoeAct) == "recompute_modules needs selective recomputation (recompute \"selective\")");
+  CHECK(problem(m, Recompute::kSelective, all).empty());
+  ParallelPlan named = p;
+  named.recompute_modules = kRecomputeMoeAct | kRecomputeLayernorm;
+  CHECK(describe_plan(named) == "dp 1 x tp 1 x pp 1, mb 1, selective recompute of layernorm, moe_act");
+  named.recompute_modules = kDefaultRecomputeModules;
+  CHECK(describe_plan(named) == "dp 1 x tp 1 x pp 1, mb 1, selective recompute");
+  CHECK_FALSE(same_plan(named, p));
+}
