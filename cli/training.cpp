@@ -110,6 +110,9 @@ void read_model(JsonObject& w, const std::string& base_dir, const nlohmann::json
   if (s.workload.options.dropout) {
     throw InputError("workload.dropout: " + *s.workload.preset + " is not a transformer (a CNN's dropouts are part of its preset)");
   }
+  if (s.workload.options.gemm_dtype) {
+    throw InputError("workload.gemm_dtype: " + *s.workload.preset + " is not a transformer (its dtype sets its GEMMs')");
+  }
   s.model = TransformerConfig{};
   s.model.name = *s.workload.preset;
   s.model.dtype = s.workload.options.dtype.value_or(DataType::kFp32);
@@ -492,6 +495,13 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
   }
   JsonObject w = root.object("workload");
   read_model(w, base_dir, doc.at("workload"), s);
+  if (s.model.fp8_gemms) {  // before the strategies: an accelerator without fp8 runs no plan of it
+    try {
+      (void)ComputeModel(accelerator_of(s)).peak(DataType::kFp8);
+    } catch (const InputError& e) {
+      throw InputError(std::string("workload.gemm_dtype: ") + e.what());
+    }
+  }
   JsonArray list = root.array("strategies");
   if (list.size() == 0) throw InputError("strategies: expected at least one strategy, got []");
   std::map<std::string, std::size_t> names;

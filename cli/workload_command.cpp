@@ -225,6 +225,8 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       ("seq", po::value<std::int64_t>()->value_name("N"), "tokens per sequence (transformers; default the model's)")
       ("dtype", po::value<std::string>()->value_name("TYPE"),
        "fp32, bf16, fp16 or fp8 (default bf16 for transformers, fp32 for CNNs and MLPs)")
+      ("gemm-dtype", po::value<std::string>()->value_name("TYPE"),
+       "fp8: FP8 training's linear layers (Transformer Engine's recipe) in a bf16 or fp16 model (default: --dtype)")
       ("attention", po::value<std::string>()->value_name("KIND"),
        "plain (separate scores, softmax, context) or flash (fused); default: the model's")
       ("device", po::value<std::string>()->value_name("ID")->default_value("h100-sxm"),
@@ -241,7 +243,8 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("compare")) return compare(vm, out);
     if (vm.count("list")) {
       // It lists every preset; anything else given with it would be ignored.
-      for (const char* opt : {"preset", "hf-config", "scenario", "calibration", "seq", "dtype", "attention", "json", "catalog"}) {
+      for (const char* opt :
+           {"preset", "hf-config", "scenario", "calibration", "seq", "dtype", "gemm-dtype", "attention", "json", "catalog"}) {
         if (vm.count(opt)) {
           throw InputError(std::string("--list: lists every preset as text; not with ") +
                            (std::string(opt) == "scenario" ? "a scenario file" : "--" + std::string(opt)));
@@ -265,6 +268,12 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     if (vm.count("dtype")) {
       o.dtype = parse_float_type(vm["dtype"].as<std::string>());
       if (!o.dtype) throw InputError("--dtype: expected fp32, bf16, fp16 or fp8, got '" + vm["dtype"].as<std::string>() + "'");
+    }
+    if (vm.count("gemm-dtype")) {
+      o.gemm_dtype = parse_float_type(vm["gemm-dtype"].as<std::string>());
+      if (!o.gemm_dtype) {
+        throw InputError("--gemm-dtype: expected fp32, bf16, fp16 or fp8, got '" + vm["gemm-dtype"].as<std::string>() + "'");
+      }
     }
     if (vm.count("attention")) {
       const std::string a = vm["attention"].as<std::string>();
@@ -320,16 +329,17 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       // a conflict, refused rather than one of them silently winning.
       const std::vector<const char*> given = [&] {
         std::vector<const char*> g;
-        for (const char* opt : {"batch", "seq", "dtype", "attention"}) {
+        for (const char* opt : {"batch", "seq", "dtype", "gemm-dtype", "attention"}) {
           if (vm.count(opt) && !vm[opt].defaulted()) g.push_back(opt);
         }
         return g;
       }();
       if (doc.is_object() && doc.contains("workload") && doc["workload"].is_object()) {
         for (const char* opt : given) {
-          if (doc["workload"].contains(opt)) {
-            throw InputError(std::string("--") + opt + ": the scenario's workload sets \"" + opt + "\": " +
-                             doc["workload"][opt].dump() + "; edit the scenario, or leave out --" + opt);
+          const std::string key = std::string(opt) == "gemm-dtype" ? "gemm_dtype" : opt;  // the scenario's spelling
+          if (doc["workload"].contains(key)) {
+            throw InputError(std::string("--") + opt + ": the scenario's workload sets \"" + key + "\": " +
+                             doc["workload"][key].dump() + "; edit the scenario, or leave out --" + opt);
           }
         }
       }
@@ -352,6 +362,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
             mw.options.spelled = "--";  // the model's checks of the length name the option
           }
           if (name == "dtype") mw.options.dtype = o.dtype;
+          if (name == "gemm-dtype") mw.options.gemm_dtype = o.gemm_dtype;
           if (name == "attention") mw.options.flash_attention = o.flash_attention;
         }
         o = mw.options;

@@ -20,6 +20,12 @@ struct LayerParams {
   [[nodiscard]] double per_device(int tp, const TransformerConfig& m, int ep = 1) const {
     return sharded / tp + replicated + kv / static_cast<double>(m.kv_ways(tp)) + experts_per_device(tp, ep);
   }
+  // The weights of the layers that multiply in fp8 under FP8 training (not their biases,
+  // norms or the router), split the same ways.
+  double fp8_sharded = 0, fp8_replicated = 0, fp8_kv = 0, fp8_experts = 0;
+  [[nodiscard]] double fp8_per_device(int tp, const TransformerConfig& m, int ep) const {
+    return fp8_sharded / tp + fp8_replicated + fp8_kv / static_cast<double>(m.kv_ways(tp)) + fp8_experts / tp / ep;
+  }
 };
 
 LayerParams layer_params(const TransformerConfig& m) {
@@ -38,20 +44,26 @@ LayerParams layer_params(const TransformerConfig& m) {
     p.sharded += (rq > 0 ? rq : h) * a * dq + rkv * a * (dn + d) + w * h;
     p.replicated += rq > 0 ? (h + bias + norm) * rq : 0;
     p.replicated += (h + bias) * (rkv + dr) + norm * rkv;
+    p.fp8_sharded += (rq > 0 ? rq : h) * a * dq + rkv * a * (dn + d) + w * h;
+    p.fp8_replicated += h * rq + h * (rkv + dr);
   } else {
     p.sharded += h * w + (m.qkv_bias ? w : 0) + w * h;  // Q and output projection
     p.kv += 2 * g * d * (h + (m.qkv_bias ? 1 : 0));    // K and V
+    p.fp8_sharded += 2 * h * w;
+    p.fp8_kv += 2 * g * d * h;
   }
   p.replicated += m.proj_bias ? h : 0;
   // The MLP, or each expert's and the router's (h x experts, on every tp rank).
   const double mlps = m.experts > 0 ? static_cast<double>(m.experts) : 1.0;
   (m.experts > 0 ? p.experts : p.sharded) += mlps * (gpt ? 2 * h * f + (m.mlp_bias ? f : 0) : 3 * h * f + (m.mlp_bias ? 2 * f : 0));
+  (m.experts > 0 ? p.fp8_experts : p.fp8_sharded) += mlps * (gpt ? 2 : 3) * h * f;
   (m.experts > 0 ? p.experts_replicated : p.replicated) += mlps * (m.mlp_bias ? h : 0);
   p.replicated += h * static_cast<double>(m.experts);
   // A shared expert: an MLP of shared_ffn, and its gate (h x 1, on every tp rank).
   const double fs = static_cast<double>(m.shared_ffn);
   if (fs > 0) {
     p.sharded += gpt ? 2 * h * fs + (m.mlp_bias ? fs : 0) : 3 * h * fs + (m.mlp_bias ? 2 * fs : 0);
+    p.fp8_sharded += (gpt ? 2 : 3) * h * fs;
     p.replicated += (m.mlp_bias ? h : 0) + (m.shared_gate ? h : 0);
   }
   // Two norms (one with parallel layers); a layer norm has a scale and a shift.
@@ -85,29 +97,41 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   const double r = static_cast<double>(m.attention_width()) / h;  // Q's width over hidden (1 unless head_size)
   const double sbh = s * b * h;
   if (rc == Recompute::kFull) return sbh * B / (sp ? t : 1.0);
+  // Under FP8 training a linear layer keeps its input's fp8 copy, 1 byte per element
+  // (F), beside any copy another operator keeps in the model's dtype.
+  const bool fp8 = m.fp8_gemms;
+  const double F = fp8 ? data_type_bytes(DataType::kFp8) : B;
+  const bool moe = m.experts > 0;
   // Multi-head latent attention: the latents (the query's, normed, and the key-value
   // one, normed: the norms' and up projections' inputs) are replicated like the down
   // projections' input; heads keep queries and keys of qk_head_dim (a key joined from
   // its own part and the shared rotary one) and values of head_dim.
-  double latents = 0;
-  double rq = r, rk = r * kv;  // Q's and K's width over hidden
+  double latents = 0, normed = 0;  // the latents' bytes per element of hidden, before and after their norms
+  double rq = r, rk = r * kv;      // Q's and K's width over hidden
   if (m.mla()) {
-    latents = 2 * B * static_cast<double>(m.q_lora_rank + m.kv_lora_rank) / h;
+    const double width = static_cast<double>(m.q_lora_rank + m.kv_lora_rank) / h;
+    latents = B * width;
+    normed = F * width;
     rq = rk = a * static_cast<double>(m.qk_head_dim()) / h;
   }
   const double mask = m.residual_dropout ? 1.0 : 0.0;          // 1 byte per element
   const double scores_mask = m.attention_dropout ? 1.0 : 0.0;  // on the probabilities
-  // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs,
-  // residual dropout masks; with parallel layers one norm, whose input and output (the
-  // QKV's and the first MLP linear's input, kept once) are all.
-  // Selective recomputation's modules (RecomputeModule) drop what they remake.
+  // Replicated without sequence parallelism: norm inputs, QKV and first-MLP inputs (the
+  // norms' outputs), residual dropout masks; with parallel layers one norm, whose input
+  // and output (the QKV's and the first MLP linear's input, kept once) are all. A
+  // mixture of experts' router keeps the MLP norm's output in the model's dtype (its
+  // shared expert an fp8 copy beside it).
+  double first_output = F, second_output = moe ? B + (fp8 && m.shared_ffn > 0 ? F : 0.0) : F;
+  if (m.parallel_layers) second_output = fp8 && moe ? B : 0.0;
+  // Selective recomputation's modules (RecomputeModule) drop what they remake: the
+  // norms' outputs (layernorm), the normed latents (mla_up_proj).
   const unsigned rm = rc == Recompute::kSelective ? modules : 0u;
-  // The norms' outputs (the QKV's and the MLP's inputs); multi-head latent attention's
-  // normed latents (the up projections' inputs).
-  const double norm_outputs = rm & kRecomputeLayernorm ? (m.parallel_layers ? 1 : 2) * B : 0.0;
-  const double normed_latents = rm & kRecomputeMlaUpProj ? latents / 2 : 0.0;
-  const double replicated = (m.parallel_layers ? 2 : 4) * B + 2 * mask + latents - norm_outputs - normed_latents;
-  double sharded = B * r /* output projection input */;
+  if (rm & kRecomputeLayernorm) first_output = second_output = 0.0;
+  if (rm & kRecomputeMlaUpProj) normed = 0.0;
+  const double replicated = (m.parallel_layers ? 1 : 2) * B + first_output + second_output + 2 * mask + latents + normed;
+  // The output projection's input: flash attention keeps it too (its output), in the
+  // model's dtype.
+  double sharded = (m.flash_attention ? B + (fp8 ? F : 0.0) : F) * r;
   // Q, K and V, as attention keeps them, unless the up projections are remade.
   const double qkv = m.mla() && rm & kRecomputeMlaUpProj ? 0.0 : B * (rq + rk + r * kv);
   double scores = 0;  // the a s / h terms
@@ -130,23 +154,23 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   // and the experts' outputs (the combine's input, for the router probabilities'
   // gradient) are whole on every tp rank, the router's probabilities (experts per token)
   // replicated like the norm's output.
-  const double rows = m.experts > 0 ? static_cast<double>(m.experts * m.expert_rows(micro_batch)) / (s * b) : 1.0;
+  const double rows = moe ? static_cast<double>(m.experts * m.expert_rows(micro_batch)) / (s * b) : 1.0;
   double whole = 0, router = 0;
-  if (m.experts > 0) {
-    whole = 2 * B * rows;
+  if (moe) {
+    whole = (F + B) * rows;
     router = B * static_cast<double>(m.experts) / h;
   }
   // A shared expert's inner terms are a dense MLP's of shared_ffn (its input is the
   // router's, kept once).
   const double fs = static_cast<double>(m.shared_ffn) / h;
-  // Each MLP keeps its activation's inputs and output (the down projection's input):
-  // GeLU 1 + 1, SwiGLU 2 + 1 times its width. Recomputed, a dense MLP (mlp) or the
-  // shared expert (shared_experts) keeps none of them, the experts' activation
-  // (moe_act) not its output.
-  const double inner = m.family == TransformerConfig::Family::kGpt ? 2 : 3;
-  const bool moe = m.experts > 0;
-  const double mlp_terms = moe ? (rm & kRecomputeMoeAct ? inner - 1 : inner) * f * rows : (rm & kRecomputeMlp ? 0.0 : inner * f);
-  sharded += B * (mlp_terms + (rm & kRecomputeSharedExperts ? 0.0 : inner * fs));
+  // Each MLP keeps its activation's inputs (GeLU 1, SwiGLU 2 times its width, in the
+  // model's dtype) and output (the down projection's input, F). Recomputed, a dense MLP
+  // (mlp) or the shared expert (shared_experts) keeps none of them, the experts'
+  // activation (moe_act) not its output.
+  const double act_in = m.family == TransformerConfig::Family::kGpt ? B : 2 * B;
+  const double inner = act_in + F;
+  const double mlp_terms = moe ? (rm & kRecomputeMoeAct ? act_in : inner) * f * rows : (rm & kRecomputeMlp ? 0.0 : inner * f);
+  sharded += mlp_terms + (rm & kRecomputeSharedExperts ? 0.0 : inner * fs);
   if (rm & kRecomputeCoreAttn) scores = 0;
   return sbh * (whole + (sp ? (replicated + router) / t : replicated + router) + (sharded + scores) / t);
 }
@@ -272,6 +296,13 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       }
     }
     d.optimizer = s.optimizer;
+    if (m.fp8_gemms) {
+      // Transformer Engine's fp8 copy of each such weight and its transpose (Hopper's
+      // fp8 GEMMs take one operand layout; the backward multiplies by the transpose),
+      // cast once per step and kept across its micro-batches: 2 bytes per weight.
+      d.weights += 2 * data_type_bytes(DataType::kFp8) *
+                   (k.primary * lp.fp8_per_device(p.tp, m, p.ep) + k.dense * dlp.fp8_per_device(p.tp, dense, 1));
+    }
     if (p.dp_mode == DataParallelMode::kZero3 && shard_size(p) > 1) {
       // ZeRO-3's working buffers: a pass holds the unit it computes gathered whole and
       // the next one, prefetched (the largest two units in a row, in the order

@@ -57,6 +57,9 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.recompute_layers > 0 && p.recompute != Recompute::kFull) {
     return "recompute_layers needs full recomputation (recompute \"full\")";
   }
+  if (m.fp8_gemms && p.dp_mode == DataParallelMode::kZero3) {
+    return "fp8 GEMMs (workload gemm_dtype) under ZeRO-3 are not modelled (zero 0, 1 or 2)";
+  }
   if (p.recompute_modules != kDefaultRecomputeModules && p.recompute != Recompute::kSelective) {
     return "recompute_modules needs selective recomputation (recompute \"selective\")";
   }

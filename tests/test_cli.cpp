@@ -3293,3 +3293,68 @@ TEST_CASE("recompute_modules: hardware FLOPs, the plan's name and errors") {
   };
   expect_exact_errors(bad);
 }
+
+TEST_CASE("workload gemm_dtype fp8: runs on H100s, refused where it cannot be priced") {
+  // Expected: the 'dp' strategy of the two-server training scenario moved to DGX H100s
+  // (without recomputation, micro-batches of 8 sequences: GEMMs long past the host's
+  // dispatch time) runs faster with fp8 GEMMs (its linear layers at twice the bf16 peak) and keeps
+  // fewer activation bytes (fp8 copies of the linear layers' inputs) but more weight
+  // bytes (fp8 weight copies); the rest of the report stays bf16 (MFU against the bf16
+  // peak). On A100s (no fp8 peak), with a 32-bit model, another 16-bit GEMM type, a CNN,
+  // ZeRO-3 or an SBP plan it is refused with one line.
+  Scratch s;
+  std::string on_h100 = kTraining;
+  on_h100.replace(on_h100.find("dgx-a100"), 8, "dgx-h100");
+  const std::string h100 = s.write("h.json", on_h100);
+  const auto run = [&](bool fp8) {
+    std::vector<std::string> a{"run", h100, "--json", "--strategy", "dp", "--set", "strategies.0.recompute=none", "--set",
+                               "strategies.0.global_batch=128", "--set", "strategies.0.micro_batch=8"};
+    if (fp8) a.insert(a.end(), {"--set", "workload.gemm_dtype=fp8"});
+    const auto r = ddlsim_cmd(a);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies").at(0);
+  };
+  const auto bf16 = run(false), fp8 = run(true);
+  CHECK(fp8.at("step_time_s").get<double>() < bf16.at("step_time_s").get<double>());
+  const auto mem = [](const nlohmann::json& st, const char* part) { return st.at("memory_breakdown_bytes").at(part).get<double>(); };
+  CHECK(mem(fp8, "activations") < mem(bf16, "activations"));
+  CHECK(mem(fp8, "weights") > mem(bf16, "weights"));
+  CHECK(mem(fp8, "optimizer") == mem(bf16, "optimizer"));
+
+  // 'ddlsim workload' too: Llama 3 8B at batch 1 (32 layers, seq 8192, hidden 4096, FFN
+  // 14336) keeps per layer s h (1 + FFN / h) bytes less under --gemm-dtype fp8 (the QKV's,
+  // the MLP's and the down projection's inputs in 1 byte instead of 2; the output
+  // projection's 1-byte copy beside flash attention's output).
+  const auto activations = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> a{"workload", "--preset", "llama3-8b", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const auto r = ddlsim_cmd(a);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("total").at("activation_bytes").get<double>();
+  };
+  CHECK(activations({}) - activations({"--gemm-dtype", "fp8"}) ==
+        Approx(32 * 8192.0 * 4096 * (1 + 14336.0 / 4096)).epsilon(1e-12));
+  const std::string a100 = s.write("a.json", kTraining);
+  const BadInputs bad{
+      {{"workload", "--preset", "llama3-8b", "--gemm-dtype", "fp16"},
+       "ddlsim workload: --gemm-dtype: expected \"fp8\" (fp8 linear layers in a bf16 or fp16 model) or the dtype (bf16), "
+       "got \"fp16\"\n"},
+      {{"run", a100, "--set", "workload.gemm_dtype=fp8"},
+       "ddlsim run: workload.gemm_dtype: accelerator 'a100-80gb' has no fp8 peak in the catalog; it runs fp32, bf16, fp16\n"},
+      {{"run", h100, "--set", "workload.gemm_dtype=fp16"},
+       "ddlsim run: workload.gemm_dtype: expected \"fp8\" (fp8 linear layers in a bf16 or fp16 model) or the dtype (bf16), "
+       "got \"fp16\"\n"},
+      {{"run", h100, "--set", "workload.gemm_dtype=fp8", "--set", "workload.dtype=fp32"},
+       "ddlsim run: workload.gemm_dtype: expected \"fp8\" (fp8 linear layers in a bf16 or fp16 model) or the dtype (fp32), "
+       "got \"fp8\"\n"},
+      {{"run", h100, "--set", "workload.gemm_dtype=fp8", "--set", "strategies.1.zero=3"},
+       "ddlsim run: strategies.1: fp8 GEMMs (workload gemm_dtype) under ZeRO-3 are not modelled (zero 0, 1 or 2)\n"},
+      {{"run", std::string(DDLSIM_SOURCE_DIR) + "/scenarios/autoddl-vgg16-dgx1.json", "--set", "workload.gemm_dtype=fp8"},
+       "ddlsim run: workload.gemm_dtype: vgg16 is not a transformer (its dtype sets its GEMMs')\n"},
+      {{"run", h100, "--set", "workload.gemm_dtype=fp8", "--set",
+        R"J(strategies=[{"name": "sbp", "global_batch": 16, "sbp": {"mesh": [16], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"},
+       "ddlsim run: sbp: SBP plans price every GEMM in the model's dtype; plan fp8 GEMMs (workload.gemm_dtype) with tp/pp/dp "
+       "strategies\n"},
+  };
+  expect_exact_errors(bad);
+}

@@ -2797,3 +2797,110 @@ TEST_CASE("selective recomputation's modules: what each keeps, recomputes and co
   CHECK(describe_plan(named) == "dp 1 x tp 1 x pp 1, mb 1, selective recompute");
   CHECK_FALSE(same_plan(named, p));
 }
+
+TEST_CASE("fp8 GEMMs: activations, weight copies and GEMM time against closed forms") {
+  // Expected: under FP8 training (Transformer Engine's recipe) a layer's linear layers
+  // keep 1-byte copies of their inputs, so the memory model's closed form equals the
+  // operator graph's saved bytes at t = 1 for every form: GPT with plain attention and
+  // dropouts, GPT with parallel layers, Llama with flash attention, a mixture of experts
+  // with a shared expert, and multi-head latent attention over experts.
+  TransformerConfig gpt = gpt_config("g", 2, 1024, 16, 512, 1000);
+  TransformerConfig side = gpt;
+  side.parallel_layers = true;
+  TransformerConfig llama = llama_config("l", 2, 1024, 16, 4, 2816, 512, 1000);
+  TransformerConfig moe = small_moe();
+  moe.shared_ffn = 1024;
+  TransformerConfig mla = moe;
+  mla.kv_heads = 16;
+  mla.q_lora_rank = 384, mla.kv_lora_rank = 128, mla.qk_nope_dim = 64, mla.qk_rope_dim = 32, mla.v_head_dim = 64;
+  for (TransformerConfig* c : {&gpt, &side, &llama, &moe, &mla}) {
+    c->fp8_gemms = true;
+    REQUIRE(transformer_problem(*c).empty());
+    INFO(c->name << (c->parallel_layers ? " parallel" : "") << (c->mla() ? " mla" : ""));
+    CHECK(layer_activation_bytes(*c, 3, 1, false, Recompute::kNone) == Approx(graph_layer_saved(*c, 3)).epsilon(1e-12));
+  }
+  // Llama by hand (bf16, B = 2; f = 2816 / 1024): the QKV's and the MLP's inputs and the
+  // down projection's input drop from 2 to 1 byte per element, the output projection
+  // keeps a 1-byte copy beside flash attention's bf16 output: s b h (1 + 1 + f - 1) less.
+  TransformerConfig bf16 = llama;
+  bf16.fp8_gemms = false;
+  const double sbh = 512.0 * 1024;
+  CHECK(layer_activation_bytes(bf16, 1, 1, false, Recompute::kNone) - layer_activation_bytes(llama, 1, 1, false, Recompute::kNone) ==
+        Approx(sbh * (1 + 2816.0 / 1024)).epsilon(1e-12));
+  // Recomputing the norms drops their outputs' fp8 copies, 1 byte each.
+  CHECK(layer_activation_bytes(llama, 1, 1, false, Recompute::kNone) -
+            layer_activation_bytes(llama, 1, 1, false, Recompute::kSelective, kRecomputeLayernorm) ==
+        Approx(2 * sbh).epsilon(1e-12));
+
+  // Weights: Transformer Engine's fp8 copy and transpose of every fp8 linear layer's
+  // weight, 2 bytes each, on top of the bf16 weights: per Llama layer 2 (Q and output
+  // projection 2 h^2 + K and V 2 x 4 x 64 x h + SwiGLU 3 h f), at tp 2 the first and the
+  // MLP halved and K and V split over their 4 groups (kv_ways 2).
+  const double h = 1024, layer = 2 * h * h + 2 * 4 * 64 * h + 3 * h * 2816;
+  const double tp2_layer = 2 * h * h / 2 + 2 * 4 * 64 * h / 2 + 3 * h * 2816 / 2;
+  ParallelPlan one;
+  CHECK(stage_memory(one, llama)[0].weights - stage_memory(one, bf16)[0].weights == Approx(2 * 2 * layer).epsilon(1e-12));
+  ParallelPlan tp2;
+  tp2.tp = 2;
+  CHECK(stage_memory(tp2, llama)[0].weights - stage_memory(tp2, bf16)[0].weights == Approx(2 * 2 * tp2_layer).epsilon(1e-12));
+  // Experts' weights split over ep too: 8 experts of 3 h 2816 and the shared expert's
+  // 3 h 1024, with ep 4 two experts on each device.
+  TransformerConfig moe16 = moe;
+  moe16.fp8_gemms = false;
+  ParallelPlan ep4;
+  ep4.dp = 4, ep4.ep = 4, ep4.global_batch = 4;
+  const double moe_layer = 2 * h * h + 2 * 4 * 64 * h + 3 * h * 1024 + 2 * 3 * h * 2816;
+  CHECK(stage_memory(ep4, moe)[0].weights - stage_memory(ep4, moe16)[0].weights == Approx(4 * 2 * moe_layer).epsilon(1e-12));
+
+  // GEMM time: an fp8 linear layer takes its FLOPs at the fp8 peak with the same
+  // efficiency model, so past the fixed GEMM latency its time is the bf16 one scaled by
+  // the ratio of the peaks (H100: 989 and 1979 TFLOP/s).
+  StepRig rig("dgx-h100", 1);
+  const OperatorGraph g8 = build_transformer(llama, 8), g16 = build_transformer(bf16, 8);
+  const auto find = [](const OperatorGraph& g, const std::string& name) {
+    for (const Operator& op : g.ops()) {
+      if (op.name == name) return op;
+    }
+    FAIL("no operator " << name);
+    return g.ops().front();
+  };
+  const Operator fc8 = find(g8, "layer0.gate_up"), fc16 = find(g16, "layer0.gate_up");
+  CHECK(fc8.dtype == DataType::kFp8);
+  CHECK(find(g8, "output").dtype == DataType::kBf16);
+  const double ratio = rig.compute->peak(DataType::kBf16) / rig.compute->peak(DataType::kFp8);
+  CHECK(ratio == Approx(989.4 / 1979).epsilon(1e-3));
+  Operator latency_only = fc8;
+  latency_only.cost.fwd_flops = latency_only.cost.bwd_flops = 1e-9;
+  latency_only.cost.fwd_bytes = latency_only.cost.bwd_bytes = 0;
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    const double fixed = rig.compute->time(latency_only, pass).value();
+    CHECK(rig.compute->time(fc8, pass).value() - fixed ==
+          Approx((rig.compute->time(fc16, pass).value() - fixed) * ratio).epsilon(1e-9));
+  }
+  // A 7B-sized layer's MLP half (GEMMs of 8192 rows, far past the host's dispatch time)
+  // takes little more than half the time; the output layer stays in bf16.
+  TransformerConfig big = llama_config("L", 2, 4096, 32, 8, 11008, 2048, 32000);
+  TransformerConfig big8 = big;
+  big8.fp8_gemms = true;
+  ParallelPlan p;
+  p.global_batch = 4, p.micro_batch = 4;
+  const StageCosts c8 = stage_costs(big8, p, *rig.compute), c16 = stage_costs(big, p, *rig.compute);
+  CHECK(c8.mlp.forward.value() < 0.6 * c16.mlp.forward.value());
+  CHECK(c8.mlp.forward.value() > 0.5 * c16.mlp.forward.value());
+  CHECK(c8.last_forward.value() == c16.last_forward.value());
+  // The replay's memory pools peak at the memory model's figure (pp 2, 1F1B, 4
+  // micro-batches, selective recomputation of the norms).
+  ParallelPlan pp2;
+  pp2.pp = 2, pp2.global_batch = 4, pp2.recompute = Recompute::kSelective, pp2.recompute_modules = kRecomputeLayernorm;
+  LoweredTrainingStep step = rig.lower(llama, pp2);
+  MemoryTracker tracker;
+  Observer* watch[] = {&tracker};
+  rig.run(step, watch);
+  const std::vector<DeviceMemory> model = stage_memory(pp2, llama);
+  REQUIRE(tracker.pools().size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(tracker.pools()[i].peak.value() == Approx(model[i].total()).epsilon(1e-12));
+  // ZeRO-3 is refused with it.
+  ParallelPlan z3;
+  z3.dp = 2, z3.global_batch = 2, z3.dp_mode = DataParallelMode::kZero3;
+  CHECK(plan_problem(z3, llama, 2) == "fp8 GEMMs (workload gemm_dtype) under ZeRO-3 are not modelled (zero 0, 1 or 2)");
+}

@@ -85,6 +85,7 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
   if (w.has("dtype")) {
     out.options.dtype = parse_float_type(w.choice("dtype", kFloatTypeNames));
   }
+  if (w.has("gemm_dtype")) out.options.gemm_dtype = parse_float_type(w.choice("gemm_dtype", kFloatTypeNames));
   if (w.has("attention")) out.options.flash_attention = w.choice("attention", {"plain", "flash"}) == "flash";
   if (w.has("parallel_layers")) out.options.parallel_layers = w.boolean("parallel_layers");
   if (w.has("dropout")) out.options.dropout = w.boolean("dropout");

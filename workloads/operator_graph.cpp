@@ -71,6 +71,7 @@ std::uint32_t OperatorGraph::add_tensor(std::string name, Shape shape, DataType 
   const auto id = static_cast<std::uint32_t>(tensors_.size() - 1);
   storage_.push_back(id);
   kept_.push_back(false);
+  kept_fp8_.push_back(false);
   return id;
 }
 
@@ -80,6 +81,13 @@ double OperatorGraph::keep(std::uint32_t x) {
   kept_[s] = true;
   const Tensor& t = tensors_[x];
   return static_cast<double>(elements(t.shape)) * data_type_bytes(t.dtype);
+}
+
+double OperatorGraph::keep_fp8(std::uint32_t x) {
+  const std::uint32_t s = storage_.at(x);
+  if (kept_fp8_[s]) return 0.0;
+  kept_fp8_[s] = true;
+  return static_cast<double>(elements(tensors_[x].shape)) * data_type_bytes(DataType::kFp8);
 }
 
 std::uint32_t OperatorGraph::add_op(OpKind kind, std::string name, std::vector<std::uint32_t> inputs, Shape out_shape,
@@ -116,39 +124,45 @@ std::vector<std::uint32_t> OperatorGraph::split(const std::string& name, std::ui
   return parts;
 }
 
-std::uint32_t OperatorGraph::linear(std::string name, std::uint32_t x, std::int64_t n, bool bias, bool shared_weight) {
+std::uint32_t OperatorGraph::linear(std::string name, std::uint32_t x, std::int64_t n, bool bias, bool shared_weight,
+                                   bool fp8) {
   const Tensor t = tensor(x);
   const std::int64_t k = t.shape.back();
   const double m = static_cast<double>(elements(t.shape) / k), K = static_cast<double>(k), N = static_cast<double>(n);
-  const double B = data_type_bytes(t.dtype);
+  const double B = data_type_bytes(t.dtype), in = fp8 ? data_type_bytes(DataType::kFp8) : B;
   OpCost c;
   c.fwd_flops = 2.0 * m * K * N + (bias ? m * N : 0.0);
   c.bwd_flops = 4.0 * m * K * N + (bias ? m * N : 0.0);
-  c.fwd_bytes = (m * K + K * N + m * N) * B;
+  c.fwd_bytes = (m * K + K * N) * in + m * N * B;
   c.bwd_bytes = 2.0 * c.fwd_bytes;  // two GEMMs (input and weight gradients), each reading two operands
   c.params = (shared_weight ? 0.0 : K * N) + (bias ? N : 0.0);
-  c.saved_bytes = keep(x);  // the input, for the weight gradient
+  c.saved_bytes = fp8 ? keep_fp8(x) : keep(x);  // the input, for the weight gradient
   Shape out = t.shape;
   out.back() = n;
-  return add_op(OpKind::kLinear, std::move(name), {x}, std::move(out), t.dtype, c,
-                GemmShape{1, elements(t.shape) / k, n, k});
+  const std::uint32_t y = add_op(OpKind::kLinear, std::move(name), {x}, std::move(out), t.dtype, c,
+                                 GemmShape{1, elements(t.shape) / k, n, k});
+  if (fp8) ops_.back().dtype = DataType::kFp8;
+  return y;
 }
 
-std::uint32_t OperatorGraph::grouped_linear(std::string name, std::uint32_t x, std::int64_t n, bool bias) {
+std::uint32_t OperatorGraph::grouped_linear(std::string name, std::uint32_t x, std::int64_t n, bool bias, bool fp8) {
   const Tensor t = tensor(x);
   if (t.shape.size() != 3) bad(name, "expects [groups, m, k], got " + show(t.shape));
   const std::int64_t groups = t.shape[0], rows = t.shape[1], k = t.shape[2];
   const double G = static_cast<double>(groups), m = static_cast<double>(groups * rows), K = static_cast<double>(k),
                N = static_cast<double>(n);
-  const double B = data_type_bytes(t.dtype);
+  const double B = data_type_bytes(t.dtype), in = fp8 ? data_type_bytes(DataType::kFp8) : B;
   OpCost c;
   c.fwd_flops = 2.0 * m * K * N + (bias ? m * N : 0.0);
   c.bwd_flops = 4.0 * m * K * N + (bias ? m * N : 0.0);
-  c.fwd_bytes = (m * K + G * K * N + m * N) * B;
+  c.fwd_bytes = (m * K + G * K * N) * in + m * N * B;
   c.bwd_bytes = 2.0 * c.fwd_bytes;
   c.params = G * (K * N + (bias ? N : 0.0));
-  c.saved_bytes = keep(x);
-  return add_op(OpKind::kLinear, std::move(name), {x}, Shape{groups, rows, n}, t.dtype, c, GemmShape{groups, rows, n, k});
+  c.saved_bytes = fp8 ? keep_fp8(x) : keep(x);
+  const std::uint32_t y =
+      add_op(OpKind::kLinear, std::move(name), {x}, Shape{groups, rows, n}, t.dtype, c, GemmShape{groups, rows, n, k});
+  if (fp8) ops_.back().dtype = DataType::kFp8;
+  return y;
 }
 
 std::uint32_t OperatorGraph::permute(std::string name, std::uint32_t x, Shape shape, bool weighted) {

@@ -121,12 +121,18 @@ class OperatorGraph {
 
   /// y = x W (+ b): x [..., k] -> y [..., n]; weights k x n in x's dtype. With
   /// `shared_weight` the weight belongs to another operator (a tied output embedding)
-  /// and is not counted again.
-  std::uint32_t linear(std::string name, std::uint32_t x, std::int64_t n, bool bias, bool shared_weight = false);
+  /// and is not counted again. With `fp8` the GEMM runs in fp8 as Transformer Engine
+  /// runs it: the operator's dtype is fp8, the input and the weight are read as 1-byte
+  /// copies (the casts assumed fused into the kernels that produce them) and the output
+  /// is written in x's dtype; for backward it keeps its input's fp8 copy (1 byte per
+  /// element, shared with other fp8 linear layers of the same input, apart from any
+  /// operator keeping the tensor itself).
+  std::uint32_t linear(std::string name, std::uint32_t x, std::int64_t n, bool bias, bool shared_weight = false,
+                       bool fp8 = false);
   /// The linear layers of `x`'s first dimension's groups, each its own weights (a
   /// mixture of experts' experts in one grouped GEMM): x [G, m, k] -> [G, m, n], weights
-  /// G x k x n; the GEMM shape is G products of (m x k)(k x n).
-  std::uint32_t grouped_linear(std::string name, std::uint32_t x, std::int64_t n, bool bias);
+  /// G x k x n; the GEMM shape is G products of (m x k)(k x n). `fp8` as for linear.
+  std::uint32_t grouped_linear(std::string name, std::uint32_t x, std::int64_t n, bool bias, bool fp8 = false);
   /// x [..., h] rows gathered into `shape` (last dimension h): a mixture of experts'
   /// dispatch of each token to its experts (`shape` [experts, rows per expert, h]),
   /// memory-bound, keeping nothing for backward but the indices (not counted). With
@@ -173,11 +179,15 @@ class OperatorGraph {
   std::uint32_t elementwise(OpKind kind, std::string name, std::uint32_t x, double flops_per_element, Keeps keeps);
   /// x's bytes the first time an operator keeps x (or a view of it), 0 after.
   double keep(std::uint32_t x);
+  /// The bytes of x's fp8 copy (1 per element) the first time an fp8 linear layer keeps
+  /// it, 0 after.
+  double keep_fp8(std::uint32_t x);
 
   std::string name_;
   std::vector<Tensor> tensors_;
   std::vector<std::uint32_t> storage_;  // per tensor: the tensor whose storage it is (itself unless a view)
   std::vector<bool> kept_;              // per storage: kept for backward by an operator already
+  std::vector<bool> kept_fp8_;          // per storage: its fp8 copy kept by an fp8 linear layer already
   std::vector<Operator> ops_;
   int layer_ = -1;
 };

@@ -127,6 +127,14 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
     c.seq = *o.seq;
   }
   if (o.dtype) c.dtype = *o.dtype;
+  if (o.gemm_dtype && *o.gemm_dtype != c.dtype) {
+    // FP8 training: fp8 GEMMs in a 16-bit model (with dtype fp8 every GEMM is fp8 already).
+    if (*o.gemm_dtype != DataType::kFp8 || (c.dtype != DataType::kBf16 && c.dtype != DataType::kFp16)) {
+      throw InputError(o.spelled + (o.spelled == "--" ? "gemm-dtype" : "gemm_dtype") + ": expected \"fp8\" (fp8 linear layers in a bf16 or fp16 model) or the dtype (" +
+                       std::string(data_type_name(c.dtype)) + "), got \"" + std::string(data_type_name(*o.gemm_dtype)) + "\"");
+    }
+    c.fp8_gemms = true;
+  }
   if (o.flash_attention) c.flash_attention = *o.flash_attention;
   if (o.parallel_layers) c.parallel_layers = *o.parallel_layers;
   if (o.dropout) c.embedding_dropout = c.attention_dropout = c.residual_dropout = *o.dropout;

@@ -36,6 +36,7 @@ struct WorkloadOptions {
   std::int64_t batch = 1;                 // samples (sequences) per step
   std::optional<std::int64_t> seq;        // transformers: tokens per sequence
   std::optional<DataType> dtype;          // default: bf16 for transformers, fp32 for CNNs/MLPs
+  std::optional<DataType> gemm_dtype;     // transformers: fp8 for FP8 training's linear layers; default: dtype
   std::optional<bool> flash_attention;    // transformers: fused (true) or plain attention
   std::optional<bool> parallel_layers;    // transformers: attention and MLP side by side (true) or in series
   std::optional<bool> dropout;            // transformers: every dropout (embedding, attention, residual) on or off

@@ -278,23 +278,28 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     const std::string L = "layer" + std::to_string(l) + ".";
     // Attention block.
     const std::uint32_t n1 = gpt ? G.layer_norm(L + "ln1", x) : G.rms_norm(L + "norm1", x);
+    // The layer's linear layers, in fp8 under Transformer Engine's recipe.
+    const bool fp8 = c.fp8_gemms;
+    const auto linear = [&](const std::string& name, std::uint32_t in, std::int64_t n, bool bias) {
+      return G.linear(name, in, n, bias, false, fp8);
+    };
     const auto norm = [&](const std::string& name, std::uint32_t in) { return gpt ? G.layer_norm(name, in) : G.rms_norm(name, in); };
     std::uint32_t q, k, v;
     if (c.mla()) {
       const std::int64_t dq = c.qk_head_dim(), dn = c.qk_nope_dim, dr = c.qk_rope_dim;
       const std::uint32_t q_in =
-          c.q_lora_rank > 0 ? norm(L + "q_latent_norm", G.linear(L + "q_down", n1, c.q_lora_rank, c.qkv_bias)) : n1;
-      q = G.view(L + "q", G.linear(L + (c.q_lora_rank > 0 ? "q_up" : "q_proj"), q_in, a * dq, false), {b, a, s, dq});
-      const std::uint32_t down = G.linear(L + "kv_down", n1, c.kv_lora_rank + dr, c.qkv_bias);
+          c.q_lora_rank > 0 ? norm(L + "q_latent_norm", linear(L + "q_down", n1, c.q_lora_rank, c.qkv_bias)) : n1;
+      q = G.view(L + "q", linear(L + (c.q_lora_rank > 0 ? "q_up" : "q_proj"), q_in, a * dq, false), {b, a, s, dq});
+      const std::uint32_t down = linear(L + "kv_down", n1, c.kv_lora_rank + dr, c.qkv_bias);
       const auto latent = dr > 0 ? G.split(L + "kv_down", down, {c.kv_lora_rank, dr}) : std::vector<std::uint32_t>{down};
-      const std::uint32_t kv = G.linear(L + "kv_up", norm(L + "kv_latent_norm", latent[0]), a * (dn + d), false);
+      const std::uint32_t kv = linear(L + "kv_up", norm(L + "kv_latent_norm", latent[0]), a * (dn + d), false);
       const auto kv_parts = G.split(L + "kv_up", kv, {a * dn, a * d});
       k = G.view(L + "k_nope", kv_parts[0], {b, a, s, dn});
       // Each head's key: its own part and the rotary part the heads share, joined.
       if (dr > 0) k = G.concat(L + "k_concat", {k, G.view(L + "k_rope", latent[1], {b, 1, s, dr})});
       v = G.view(L + "v", kv_parts[1], {b, a, s, d});
     } else {
-      const std::uint32_t qkv = G.linear(L + "qkv", n1, w + 2 * g * d, c.qkv_bias);
+      const std::uint32_t qkv = linear(L + "qkv", n1, w + 2 * g * d, c.qkv_bias);
       const auto parts = G.split(L + "qkv", qkv, {w, g * d, g * d});
       q = G.view(L + "q", parts[0], {b, a, s, d});
       k = G.view(L + "k", parts[1], {b, g, s, d});
@@ -312,7 +317,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       if (c.attention_dropout) p = G.dropout(L + "attention.dropout", p);
       ctx = G.matmul(L + "attention.context", p, v, false);
     }
-    std::uint32_t o = G.linear(L + "proj", G.view(L + "context", ctx, {b, s, w}), h, c.proj_bias);
+    std::uint32_t o = linear(L + "proj", G.view(L + "context", ctx, {b, s, w}), h, c.proj_bias);
     if (c.residual_dropout) o = G.dropout(L + "proj.dropout", o);
     x = G.add(L + "residual1", x, o);
     // MLP block: on a norm of the sum, or with parallel layers on the attention's norm
@@ -322,7 +327,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     // grouped (one weight per expert) or plain.
     const auto mlp = [&](const std::string& p, std::uint32_t in, std::int64_t f, bool grouped) {
       const auto lin = [&](const std::string& name, std::uint32_t v, std::int64_t n) {
-        return grouped ? G.grouped_linear(name, v, n, c.mlp_bias) : G.linear(name, v, n, c.mlp_bias);
+        return grouped ? G.grouped_linear(name, v, n, c.mlp_bias, fp8) : linear(name, v, n, c.mlp_bias);
       };
       if (gpt) return lin(p + "fc2", G.gelu(p + "gelu", lin(p + "fc1", in, f)), h);
       const auto gu = G.split(p + "gate_up", lin(p + "gate_up", in, 2 * f), {f, f});

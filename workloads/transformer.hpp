@@ -71,6 +71,11 @@ struct TransformerConfig {
   // layer and pass where the serial block has two.
   bool parallel_layers = false;
   DataType dtype = DataType::kBf16;
+  // FP8 training as Transformer Engine runs it (workload gemm_dtype "fp8"): the layers'
+  // linear layers (attention projections, MLPs, experts; not the router, the embedding
+  // or the output layer) multiply in fp8 and keep their inputs' fp8 copies for backward,
+  // everything else stays in dtype. OperatorGraph::linear has the details.
+  bool fp8_gemms = false;
   // The size of one attention head; 0: hidden / heads. Models whose heads together are
   // narrower or wider than the residual stream set it (PaLM 540B: 48 heads of 256 on a
   // hidden size of 18432; Gemma, Mistral NeMo, Qwen3): Q and the attention output then
