@@ -243,7 +243,8 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   if (o.has("recompute_modules")) {
     JsonArray a = o.array("recompute_modules");
     if (p.recompute != Recompute::kSelective) {
-      throw InputError(a.path() + ": applies to selective recomputation only (set \"recompute\": \"selective\")");
+      throw InputError(a.path() + ": applies to selective recomputation only (set \"recompute\": \"selective\", or leave "
+                       "recompute_modules out)");
     }
     if (a.size() == 0) throw InputError(a.path() + ": expected at least one module, got []");
     std::vector<std::string> names;

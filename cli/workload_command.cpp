@@ -114,7 +114,7 @@ Catalog load_catalog(const po::variables_map& vm, const std::optional<nlohmann::
 // `--compare FILE`: every measured point beside the built-in model's prediction.
 int compare(const po::variables_map& vm, std::ostream& out) {
   if (vm.count("scenario")) throw InputError("a scenario file: not with --compare, which takes its shapes from the calibration file");
-  for (const char* opt : {"preset", "hf-config", "calibration", "seq", "dtype", "attention", "list"}) {
+  for (const char* opt : {"preset", "hf-config", "calibration", "seq", "dtype", "gemm-dtype", "attention", "list"}) {
     if (vm.count(opt)) throw InputError(std::string("--") + opt + ": not with --compare, which takes its shapes from the file");
   }
   if (!vm["batch"].defaulted()) throw InputError("--batch: not with --compare, which takes its shapes from the file");
@@ -362,7 +362,10 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
             mw.options.spelled = "--";  // the model's checks of the length name the option
           }
           if (name == "dtype") mw.options.dtype = o.dtype;
-          if (name == "gemm-dtype") mw.options.gemm_dtype = o.gemm_dtype;
+          if (name == "gemm-dtype") {
+            mw.options.gemm_dtype = o.gemm_dtype;
+            mw.options.spelled = "--";  // the model's checks of it name the option
+          }
           if (name == "attention") mw.options.flash_attention = o.flash_attention;
         }
         o = mw.options;
@@ -373,6 +376,13 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
     } else {
       source = vm["hf-config"].as<std::string>();
       g = build_model_workload(ModelWorkload{std::nullopt, source, o, std::nullopt, std::nullopt, std::nullopt});
+    }
+    if (o.gemm_dtype == DataType::kFp8) {  // the device must have an fp8 peak
+      try {
+        (void)model.peak(DataType::kFp8);
+      } catch (const InputError& e) {
+        throw InputError(std::string(o.spelled == "--" ? "--gemm-dtype" : source + ": workload.gemm_dtype") + ": " + e.what());
+      }
     }
 
     std::vector<Row> rows;

@@ -121,13 +121,20 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   // and output (the QKV's and the first MLP linear's input, kept once) are all. A
   // mixture of experts' router keeps the MLP norm's output in the model's dtype (its
   // shared expert an fp8 copy beside it).
-  double first_output = F, second_output = moe ? B + (fp8 && m.shared_ffn > 0 ? F : 0.0) : F;
-  if (m.parallel_layers) second_output = fp8 && moe ? B : 0.0;
-  // Selective recomputation's modules (RecomputeModule) drop what they remake: the
-  // norms' outputs (layernorm), the normed latents (mla_up_proj).
   const unsigned rm = rc == Recompute::kSelective ? modules : 0u;
+  const bool shared_copy = fp8 && m.shared_ffn > 0 && !(rm & kRecomputeSharedExperts);
+  double first_output = F, second_output = moe ? B + (shared_copy ? F : 0.0) : F;
+  if (m.parallel_layers) second_output = fp8 && moe ? B : 0.0;
+  // Selective recomputation's modules (RecomputeModule) change what stays: a recomputed
+  // MLP (mlp) or shared expert (shared_experts) keeps its input as it is, in the model's
+  // dtype, and no fp8 copy of it; recomputed norms (layernorm) keep no output at all; the
+  // up projections (mla_up_proj) keep their inputs, the normed latents, as they are.
+  if (rm & kRecomputeMlp && !moe) {
+    if (m.parallel_layers) second_output = fp8 ? B : 0.0;
+    else second_output = B;
+  }
   if (rm & kRecomputeLayernorm) first_output = second_output = 0.0;
-  if (rm & kRecomputeMlaUpProj) normed = 0.0;
+  if (rm & kRecomputeMlaUpProj) normed = B * (normed / F);
   const double replicated = (m.parallel_layers ? 1 : 2) * B + first_output + second_output + 2 * mask + latents + normed;
   // The output projection's input: flash attention keeps it too (its output), in the
   // model's dtype.

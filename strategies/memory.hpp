@@ -29,11 +29,16 @@
 // the residual dropout masks are replicated on every tp rank and the rest is divided by
 // t; with it everything is divided by t. For GPT this gives s b h (34 + 5as/h) at t = 1,
 // s b h (10 + 24/t + 5as/(ht)) with tp, s b h (34/t + 5as/(ht)) with sequence parallelism.
+// Under FP8 training (TransformerConfig::fp8_gemms) a linear layer's input is kept as
+// a 1-byte copy (F), beside any copy another operator keeps in B: the norms' outputs
+// F (a mixture of experts' MLP norm output B, kept by the router, + F for a shared
+// expert), the output projection's input B + F under flash attention, the dispatched
+// rows and the down projections' inputs F.
 // Selective recomputation drops what its modules remake (plan.hpp, RecomputeModule):
-// core_attn the a s/h terms (the scores), layernorm the two norm outputs (B each,
-// replicated), mla_up_proj the normed latents and Q, K and V, moe_act the experts'
-// activation output (B f/h x r), mlp a dense layer's inner terms, shared_experts the
-// shared expert's; full
+// core_attn the a s/h terms (the scores), layernorm the two norm outputs (replicated),
+// mla_up_proj Q, K and V, moe_act the experts' activation output (F f/h x r), mlp a
+// dense layer's inner terms (its input then kept in B), shared_experts the shared
+// expert's (and its input's fp8 copy); full
 // recomputation keeps only each layer's input (B, divided by t with sequence
 // parallelism). A pipeline stage keeps the activations of the micro-batches in flight:
 // GPipe all m; 1F1B min(m, pp - i) on stage i; interleaved 1F1B min(m v, w_i + 1) chunk

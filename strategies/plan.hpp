@@ -44,9 +44,9 @@ enum class Recompute { kNone, kSelective, kFull };
 ///    V and its output stay (Korthikanti et al.'s selective recomputation);
 ///  - layernorm: the two input norms (their outputs, the QKV's and the MLP's input, are
 ///    not kept: remade from the norms' inputs, the residual stream);
-///  - mla_up_proj: multi-head latent attention's latent norms, up projections and key
-///    concatenation (the normed latents and the heads' Q, K and V are not kept: remade
-///    from the latents);
+///  - mla_up_proj: multi-head latent attention's up projections and key concatenation
+///    (the heads' Q, K and V are not kept: remade from the normed latents, which stay,
+///    as Megatron-Core's checkpoint keeps them);
 ///  - moe_act: the experts' activation function (its output, the down projection's
 ///    input, is not kept; its inputs are);
 ///  - mlp: a dense layer's whole MLP (its inner activations are not kept; its input is);

@@ -233,12 +233,15 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const int m = static_cast<int>(p.micro_batches()), chunks = m * p.virtual_stages;
     paired = static_cast<double>(chunks - interleaved_warmup(p.pp, p.virtual_stages, m, 0, true, p.group_size())) / chunks;
   }
-  const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts) {
+  // (Selective recomputation of a dense MLP runs its tensor-parallel collective again.)
+  const bool mlp_again = p.recompute == Recompute::kSelective && (p.recompute_modules & kRecomputeMlp) != 0 && p.tp > 1;
+  const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts, bool dense) {
     const double fc = (c.attention.forward + mlp.forward).value() + ars * ar;
     const double bc = (c.attention.backward + mlp.backward).value() + ars * ar;
+    const double recomputed = (c.attention.recompute + mlp.recompute).value();
     const double hides = experts ? paired : 0.0;
     const double backward_a2a = a2a - hides * std::min(a2a, fc);  // what the backward shows of its all-to-alls
-    const double f = fc + a2a - hides * std::min(a2a, bc);
+    const double f = fc + a2a - hides * std::min(a2a, bc + recomputed);
     double plain = bc + backward_a2a;
     // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
     // none runs beside its collective.)
@@ -249,11 +252,12 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                                     : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
                                           backward_half(mlp.backward.value(), mlp_weight) + backward_a2a;
     }
-    const double b = plain + (c.attention.recompute + mlp.recompute).value() + (full ? ars * ar + a2a : 0.0);
+    const double b = plain + recomputed + (full ? ars * ar + a2a : 0.0) + (mlp_again && dense ? ar : 0.0);
     return LayerTimes{f, b, full ? plain : b};
   };
   // The model's own layers (a mixture of experts' expert layers) and its dense ones.
-  LayerTimes primary_layer = layer_times(c.mlp, a2a, p.ep > 1), dense_layer = layer_times(c.dense_mlp, 0.0, false);
+  LayerTimes primary_layer = layer_times(c.mlp, a2a, p.ep > 1, model.experts == 0),
+             dense_layer = layer_times(c.dense_mlp, 0.0, false, true);
   const std::vector<DeviceMemory> mem = stage_memory(p, model);
   const auto fullest = std::max_element(mem.begin(), mem.end(),
                                          [](const DeviceMemory& a, const DeviceMemory& b) { return a.parameters < b.parameters; });

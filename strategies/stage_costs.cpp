@@ -103,7 +103,7 @@ unsigned recompute_module(const Operator& op) {
   for (const char* norm : {"ln1", "norm1", "ln2", "norm2"}) {
     if (local == norm) return kRecomputeLayernorm;
   }
-  for (const char* up : {"q_latent_norm", "q_up", "q_proj", "kv_latent_norm", "kv_up", "k_concat"}) {
+  for (const char* up : {"q_up", "q_proj", "kv_up", "k_concat"}) {
     if (local == up) return kRecomputeMlaUpProj;
   }
   if (local == "experts.swiglu" || local == "experts.gelu") return kRecomputeMoeAct;

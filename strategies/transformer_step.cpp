@@ -523,10 +523,17 @@ class StepLowering {
       }
       ready = TaskId();
     }
-    // Selective recomputation: each half's recomputed modules before its backward.
+    // Selective recomputation: each half's recomputed modules before its backward; a
+    // recomputed dense MLP (mlp) runs its tensor-parallel collective again, as its
+    // forward did.
     const bool selective = p_.recompute == Recompute::kSelective;
     const Seconds extra = selective ? costs_.attention.recompute : Seconds(0.0);
-    const Seconds mlp_extra = selective ? half.recompute : Seconds(0.0);
+    Seconds mlp_extra = selective ? half.recompute : Seconds(0.0);
+    if (selective && (p_.recompute_modules & kRecomputeMlp) != 0 && (u.dense || m_.experts == 0)) {
+      t = tp_all_reduce(grp, compute(grp, kRecompute, mlp_extra, t, "recompute mlp", ready));
+      ready = TaskId();
+      mlp_extra = Seconds(0.0);
+    }
     if (m_.parallel_layers) {  // the two branches' input gradients, summed by one all-reduce
       return backward_half(grp, mlp + attn, extra + mlp_extra, attn_wg + mlp_wg, t, ready, "layer backward",
                            "layer weight gradients");
@@ -562,23 +569,23 @@ class StepLowering {
       ready = TaskId();
     }
     // Selective recomputation: each part's recomputed modules before its backward (the
-    // shared expert's with the combine's, the experts' activation with the experts', the
-    // norm with the router's).
+    // MLP's norm and the shared expert with the combine's, which needs them first, the
+    // experts' activation with the experts').
     const bool selective = p_.recompute == Recompute::kSelective;
     const auto extra_of = [selective](const HalfLayer& h) { return selective ? h.recompute : Seconds(0.0); };
     const Seconds post = costs_.mlp.backward - costs_.moe_pre.backward - costs_.experts.backward;
-    const Seconds post_extra = extra_of(costs_.mlp) - extra_of(costs_.moe_pre) - extra_of(costs_.experts);
+    const Seconds post_extra = extra_of(costs_.mlp) - extra_of(costs_.experts);
     t = backward_with_recompute(grp, post, post_extra, t, "combine backward", ready);
     t = expert_all_to_all(grp, 2, 0, t);
     t = backward_with_recompute(grp, costs_.experts.backward, extra_of(costs_.experts), t, "experts backward");
     t = expert_all_to_all(grp, 2, 1, t);
     const Seconds extra = extra_of(costs_.attention);
     if (p_.tp == 1) {
-      t = backward_with_recompute(grp, costs_.moe_pre.backward, extra_of(costs_.moe_pre), t, "router and dispatch backward");
+      t = compute(grp, kBackward, costs_.moe_pre.backward, t, "router and dispatch backward");
       return backward_with_recompute(grp, costs_.attention.backward, extra, t, "attention backward");
     }
-    t = backward_half(grp, costs_.moe_pre.backward, extra_of(costs_.moe_pre), Seconds(0.0), t, TaskId(),
-                      "router and dispatch backward", "mlp weight gradient");
+    t = backward_half(grp, costs_.moe_pre.backward, Seconds(0.0), Seconds(0.0), t, TaskId(), "router and dispatch backward",
+                      "mlp weight gradient");
     return backward_half(grp, costs_.attention.backward, extra, costs_.attention.weight_gradient, t, TaskId(),
                          "attention backward", "attention weight gradient");
   }

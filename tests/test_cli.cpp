@@ -3289,7 +3289,8 @@ TEST_CASE("recompute_modules: hardware FLOPs, the plan's name and errors") {
       {with("\"layernorm\""), "ddlsim run: strategies.0.recompute_modules: expected an array, got \"layernorm\"\n"},
       {with(R"(["moe_act"])"), "ddlsim run: strategies.0: recompute_modules: moe_act needs a mixture of experts\n"},
       {{"run", "--set", "strategies.0.recompute_modules=[\"layernorm\"]"},
-       "ddlsim run: strategies.0.recompute_modules: applies to selective recomputation only (set \"recompute\": \"selective\")\n"},
+       "ddlsim run: strategies.0.recompute_modules: applies to selective recomputation only (set \"recompute\": \"selective\", "
+       "or leave recompute_modules out)\n"},
   };
   expect_exact_errors(bad);
 }
@@ -3345,8 +3346,11 @@ TEST_CASE("workload gemm_dtype fp8: runs on H100s, refused where it cannot be pr
        "ddlsim run: workload.gemm_dtype: expected \"fp8\" (fp8 linear layers in a bf16 or fp16 model) or the dtype (bf16), "
        "got \"fp16\"\n"},
       {{"run", h100, "--set", "workload.gemm_dtype=fp8", "--set", "workload.dtype=fp32"},
-       "ddlsim run: workload.gemm_dtype: expected \"fp8\" (fp8 linear layers in a bf16 or fp16 model) or the dtype (fp32), "
-       "got \"fp8\"\n"},
+       "ddlsim run: workload.gemm_dtype: fp8 GEMMs need a bf16 or fp16 model; the dtype is fp32\n"},
+      {{"workload", "--preset", "llama3-8b", "--gemm-dtype", "fp8", "--device", "a100-80gb"},
+       "ddlsim workload: --gemm-dtype: accelerator 'a100-80gb' has no fp8 peak in the catalog; it runs fp32, bf16, fp16\n"},
+      {{"workload", "--preset", "resnet50", "--gemm-dtype", "fp8"},
+       "ddlsim workload: --gemm-dtype: resnet50 is not a transformer (its dtype sets its GEMMs')\n"},
       {{"run", h100, "--set", "workload.gemm_dtype=fp8", "--set", "strategies.1.zero=3"},
        "ddlsim run: strategies.1: fp8 GEMMs (workload gemm_dtype) under ZeRO-3 are not modelled (zero 0, 1 or 2)\n"},
       {{"run", std::string(DDLSIM_SOURCE_DIR) + "/scenarios/autoddl-vgg16-dgx1.json", "--set", "workload.gemm_dtype=fp8"},

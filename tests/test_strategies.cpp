@@ -2668,12 +2668,12 @@ TEST_CASE("selective recomputation's modules: what each keeps, recomputes and co
   REQUIRE(transformer_problem(m).empty());
   const TransformerConfig dense = m.dense_layer_model();
   // Expected drops per layer and sequence at t = 1 (B = 2 bytes, s = 512): layernorm the
-  // two norms' outputs, 2 B s h; mla_up_proj the normed latents B s (384 + 128) and Q, K,
-  // V, B s 16 (96 + 96 + 64); moe_act the experts' SwiGLU output, B x 8 experts x 128
+  // two norms' outputs, 2 B s h; mla_up_proj the heads' Q, K and V, B s 16 (96 + 96 +
+  // 64) (the normed latents, its inputs, stay, as Megatron-Core keeps them); moe_act the experts' SwiGLU output, B x 8 experts x 128
   // rows x 2816; shared_experts the shared SwiGLU's three terms, 3 B s 1024; mlp the dense
   // layer's, 3 B s 4096; core_attn nothing (flash attention keeps no scores).
   const double B = 2, s = 512, h = 1024;
-  const double norms = 2 * B * s * h, up = B * s * (384 + 128) + B * s * 16 * (96 + 96 + 64);
+  const double norms = 2 * B * s * h, up = B * s * 16 * (96 + 96 + 64);
   const double act = B * 8 * 128 * 2816, shared = 3 * B * s * 1024, mlp = 3 * B * s * 4096;
   const auto drop = [](const TransformerConfig& c, unsigned modules, int tp = 1, bool sp = false) {
     return layer_activation_bytes(c, 1, tp, sp, Recompute::kNone) -
@@ -2691,12 +2691,11 @@ TEST_CASE("selective recomputation's modules: what each keeps, recomputes and co
                        kRecomputeSharedExperts;
   CHECK(drop(m, all) == Approx(norms + up + act + shared).epsilon(1e-12));
   CHECK(drop(dense, all) == Approx(norms + up + mlp).epsilon(1e-12));
-  // With tp 4: the norms' outputs and the normed latents are on every rank (divided by t
-  // with sequence parallelism), Q, K, V and the experts' terms divided by t.
-  const double latents = B * s * (384 + 128), heads = up - latents;
+  // With tp 4: the norms' outputs are on every rank (divided by t with sequence
+  // parallelism), Q, K, V and the experts' terms divided by t.
   CHECK(drop(m, kRecomputeLayernorm, 4) == Approx(norms).epsilon(1e-12));
   CHECK(drop(m, kRecomputeLayernorm, 4, true) == Approx(norms / 4).epsilon(1e-12));
-  CHECK(drop(m, kRecomputeMlaUpProj, 4) == Approx(latents + heads / 4).epsilon(1e-12));
+  CHECK(drop(m, kRecomputeMlaUpProj, 4) == Approx(up / 4).epsilon(1e-12));
   CHECK(drop(m, kRecomputeMlaUpProj, 4, true) == Approx(up / 4).epsilon(1e-12));
   CHECK(drop(m, kRecomputeMoeAct, 4, true) == Approx(act / 4).epsilon(1e-12));
   // A plan's layers: layer 0 dense, the rest expert layers.
@@ -2724,8 +2723,8 @@ TEST_CASE("selective recomputation's modules: what each keeps, recomputes and co
   CHECK(flops(kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeCoreAttn) == 0.0);
   ParallelPlan none = p;
   none.recompute = Recompute::kNone;
-  CHECK(recomputed_linear_flops_per_token(m, none) == 0.0);
   none.recompute_modules = kDefaultRecomputeModules;
+  CHECK(recomputed_linear_flops_per_token(m, none) == 0.0);
 
   // Time, on one H100 (no communication), 2 micro-batches: each layer's recomputed
   // modules run once more per micro-batch before its backward, so the step is the
@@ -2747,8 +2746,26 @@ TEST_CASE("selective recomputation's modules: what each keeps, recomputes and co
     CHECK(b.compute_parts.front().forward == Approx(a.compute_parts.front().forward).epsilon(1e-12));
     CHECK(rig.run(b) == Approx(rig.run(a) + 2 * per_micro_batch).epsilon(1e-9));
   }
-  // The router's norm is recomputed with the router (its part of an expert layer), the
-  // experts' activation with the experts.
+  // Under tp 8 (one DGX H100, a dense GPT of 4 layers, 2 micro-batches): a recomputed
+  // MLP runs its forward's all-reduce again, so the step grows by 2 x 4 x (the MLP's
+  // recompute + one all-reduce of the layer's activations); the estimate grows too.
+  {
+    const TransformerConfig g = gpt_config("g", 4, 1024, 16, 1024, 32000);
+    ParallelPlan plain;
+    plain.tp = 8, plain.global_batch = 2;
+    ParallelPlan mlp8 = plain;
+    mlp8.recompute = Recompute::kSelective, mlp8.recompute_modules = kRecomputeMlp;
+    const StageCosts cg = stage_costs(g, mlp8, *rig.compute);
+    const CollectiveGroup grp = CollectiveGroup::of(*rig.fabric);
+    const double ar =
+        analytical_collective_time(*rig.fabric, grp, chosen_spec(*rig.fabric, grp, CollectiveOp::kAllReduce, cg.tp_bytes));
+    LoweredTrainingStep a = rig.lower(g, plain), b = rig.lower(g, mlp8);
+    CHECK(rig.run(b) == Approx(rig.run(a) + 2 * 4 * (cg.mlp.recompute.value() + ar)).epsilon(1e-9));
+    CHECK(estimate_step(g, mlp8, *rig.fabric, *rig.compute) > estimate_step(g, plain, *rig.fabric, *rig.compute) + 8 * ar);
+  }
+  // The MLP's norm counts in the router's part of an expert layer (the replay runs its
+  // recompute before the combine's backward, which needs it first), the experts'
+  // activation in the experts'.
   ParallelPlan q = p;
   q.recompute_modules = kRecomputeMoeAct;
   const StageCosts c = stage_costs(m, q, *rig.compute);
@@ -2831,6 +2848,19 @@ TEST_CASE("fp8 GEMMs: activations, weight copies and GEMM time against closed fo
   CHECK(layer_activation_bytes(llama, 1, 1, false, Recompute::kNone) -
             layer_activation_bytes(llama, 1, 1, false, Recompute::kSelective, kRecomputeLayernorm) ==
         Approx(2 * sbh).epsilon(1e-12));
+
+  // A recomputed MLP keeps its input in bf16 (the checkpoint's) and no fp8 copy of it:
+  // recomputing the dense MLP drops its SwiGLU terms (2 + 2 + 1) f per token but keeps 2
+  // bytes of its input where the fp8 copy took 1; recomputing a shared expert drops its
+  // terms (5 x 1024) and the fp8 copy of its input (1 x h; the router keeps the bf16
+  // one).
+  const double f = 2816;
+  CHECK(layer_activation_bytes(llama, 1, 1, false, Recompute::kNone) -
+            layer_activation_bytes(llama, 1, 1, false, Recompute::kSelective, kRecomputeMlp) ==
+        Approx(512.0 * (5 * f - 1024)).epsilon(1e-12));
+  CHECK(layer_activation_bytes(moe, 1, 1, false, Recompute::kNone) -
+            layer_activation_bytes(moe, 1, 1, false, Recompute::kSelective, kRecomputeSharedExperts) ==
+        Approx(512.0 * (5 * 1024 + 1024)).epsilon(1e-12));
 
   // Weights: Transformer Engine's fp8 copy and transpose of every fp8 linear layer's
   // weight, 2 bytes each, on top of the bf16 weights: per Llama layer 2 (Q and output

@@ -129,9 +129,13 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
   if (o.dtype) c.dtype = *o.dtype;
   if (o.gemm_dtype && *o.gemm_dtype != c.dtype) {
     // FP8 training: fp8 GEMMs in a 16-bit model (with dtype fp8 every GEMM is fp8 already).
-    if (*o.gemm_dtype != DataType::kFp8 || (c.dtype != DataType::kBf16 && c.dtype != DataType::kFp16)) {
-      throw InputError(o.spelled + (o.spelled == "--" ? "gemm-dtype" : "gemm_dtype") + ": expected \"fp8\" (fp8 linear layers in a bf16 or fp16 model) or the dtype (" +
+    const std::string field = o.spelled + (o.spelled == "--" ? "gemm-dtype" : "gemm_dtype");
+    if (*o.gemm_dtype != DataType::kFp8) {
+      throw InputError(field + ": expected \"fp8\" (fp8 linear layers in a bf16 or fp16 model) or the dtype (" +
                        std::string(data_type_name(c.dtype)) + "), got \"" + std::string(data_type_name(*o.gemm_dtype)) + "\"");
+    }
+    if (c.dtype != DataType::kBf16 && c.dtype != DataType::kFp16) {
+      throw InputError(field + ": fp8 GEMMs need a bf16 or fp16 model; the dtype is " + std::string(data_type_name(c.dtype)));
     }
     c.fp8_gemms = true;
   }
@@ -158,6 +162,10 @@ OperatorGraph build_workload_preset(std::string_view name, const WorkloadOptions
   if (o.flash_attention) throw InputError(o.spelled + "attention: " + std::string(name) + " is not a transformer");
   if (o.parallel_layers) throw InputError(o.spelled + "parallel_layers: " + std::string(name) + " is not a transformer");
   if (o.dropout) throw InputError(o.spelled + "dropout: " + std::string(name) + " is not a transformer");
+  if (o.gemm_dtype) {
+    throw InputError(o.spelled + (o.spelled == "--" ? "gemm-dtype" : "gemm_dtype") + ": " + std::string(name) +
+                     " is not a transformer (its dtype sets its GEMMs')");
+  }
   const DataType dt = o.dtype.value_or(DataType::kFp32);
   if (name == "vgg16") return build_vgg(16, o.batch, dt);
   if (name == "vgg19") return build_vgg(19, o.batch, dt);
