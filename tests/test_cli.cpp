@@ -3362,3 +3362,30 @@ TEST_CASE("workload gemm_dtype fp8: runs on H100s, refused where it cannot be pr
   };
   expect_exact_errors(bad);
 }
+
+TEST_CASE("search writes a baseline's recompute_modules, and the written plan replays alike") {
+  // Expected: a scenario strategy with selective recomputation of the norms and the MLPs
+  // is replayed by 'search' as a baseline; its ranked entry names the same modules, and
+  // that entry, run as a strategy, gives the same step time as the baseline's row.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const std::vector<std::string> sets{"--set", "strategies=[{\"name\": \"dp\", \"global_batch\": 64, \"micro_batch\": 2, "
+                                      "\"recompute\": \"selective\", \"recompute_modules\": [\"layernorm\", \"mlp\"]}]"};
+  std::vector<std::string> args{"search", f, "--json", "--replay", "1"};
+  args.insert(args.end(), sets.begin(), sets.end());
+  const auto r = ddlsim_cmd(args);
+  REQUIRE(r.status == 0);
+  nlohmann::json baseline;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  for (const auto& e : doc.at("ranked")) {
+    if (e.at("baseline").get<bool>()) baseline = e;
+  }
+  REQUIRE(baseline.is_object());
+  CHECK(baseline.at("recompute_modules") == nlohmann::json::array({"layernorm", "mlp"}));
+  nlohmann::json strategy = baseline;
+  for (const char* k : {"baseline", "estimate_s", "step_time_s", "mfu", "peak_memory_bytes", "fits_in_memory"}) strategy.erase(k);
+  const auto run = ddlsim_cmd({"run", f, "--json", "--set", "strategies=[" + strategy.dump() + "]"});
+  REQUIRE(run.status == 0);
+  CHECK(nlohmann::json::parse(run.out).at("strategies").at(0).at("step_time_s").get<double>() ==
+        baseline.at("step_time_s").get<double>());
+}
