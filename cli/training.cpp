@@ -252,11 +252,10 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     p.recompute_modules = 0;
     for (std::size_t j = 0; j < a.size(); ++j) {
       const std::string name = a.choice(j, names);
-      for (const auto& [known, bit] : kRecomputeModuleNames) {
-        if (name != known) continue;
-        if (p.recompute_modules & bit) throw InputError(a.path() + "." + std::to_string(j) + ": '" + name + "' given twice");
-        p.recompute_modules |= bit;
-      }
+      const auto at = static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+      const unsigned bit = kRecomputeModuleNames[at].second;
+      if (p.recompute_modules & bit) throw InputError(a.path() + "." + std::to_string(j) + ": '" + name + "' given twice");
+      p.recompute_modules |= bit;
     }
   }
   if (o.has("stage_layers")) {
@@ -584,9 +583,8 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     const double recomputed = plan_recomputed_layers(p, s.model);  // all, or recompute_layers per chunk
     extra = recomputed * (2 * layer_matmul + 4 * w * seq);
   }
-  if (p.recompute == Recompute::kSelective) {
-    extra = (p.recompute_modules & kRecomputeCoreAttn ? l * 4 * w * seq : 0.0) + recomputed_linear_flops_per_token(s.model, p);
-  }
+  if (selective_modules(p) & kRecomputeCoreAttn) extra = l * 4 * w * seq;
+  extra += recomputed_linear_flops_per_token(s.model, p);  // (0 without selective recomputation)
   const double tokens = static_cast<double>(p.global_batch) * seq;
   const double peak = compute.peak(s.model.dtype);
   r.model_tflops_per_device = per_token * tokens / r.step_time_s / r.devices / 1e12;

@@ -106,12 +106,10 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   // one, normed: the norms' and up projections' inputs) are replicated like the down
   // projections' input; heads keep queries and keys of qk_head_dim (a key joined from
   // its own part and the shared rotary one) and values of head_dim.
-  double latents = 0, normed = 0;  // the latents' bytes per element of hidden, before and after their norms
-  double rq = r, rk = r * kv;      // Q's and K's width over hidden
+  double width = 0;            // the latents' (query's and key-value's) over hidden
+  double rq = r, rk = r * kv;  // Q's and K's width over hidden
   if (m.mla()) {
-    const double width = static_cast<double>(m.q_lora_rank + m.kv_lora_rank) / h;
-    latents = B * width;
-    normed = F * width;
+    width = static_cast<double>(m.q_lora_rank + m.kv_lora_rank) / h;
     rq = rk = a * static_cast<double>(m.qk_head_dim()) / h;
   }
   const double mask = m.residual_dropout ? 1.0 : 0.0;          // 1 byte per element
@@ -134,8 +132,9 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
     else second_output = B;
   }
   if (rm & kRecomputeLayernorm) first_output = second_output = 0.0;
-  if (rm & kRecomputeMlaUpProj) normed = B * (normed / F);
-  const double replicated = (m.parallel_layers ? 1 : 2) * B + first_output + second_output + 2 * mask + latents + normed;
+  // The latents (the norms' inputs) and the normed latents (the up projections').
+  const double latents = (B + (rm & kRecomputeMlaUpProj ? B : F)) * width;
+  const double replicated = (m.parallel_layers ? 1 : 2) * B + first_output + second_output + 2 * mask + latents;
   // The output projection's input: flash attention keeps it too (its output), in the
   // model's dtype.
   double sharded = (m.flash_attention ? B + (fp8 ? F : 0.0) : F) * r;

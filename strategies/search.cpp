@@ -234,7 +234,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     paired = static_cast<double>(chunks - interleaved_warmup(p.pp, p.virtual_stages, m, 0, true, p.group_size())) / chunks;
   }
   // (Selective recomputation of a dense MLP runs its tensor-parallel collective again.)
-  const bool mlp_again = p.recompute == Recompute::kSelective && (p.recompute_modules & kRecomputeMlp) != 0 && p.tp > 1;
+  const bool mlp_again = (selective_modules(p) & kRecomputeMlp) != 0 && p.tp > 1;
   const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts, bool dense) {
     const double fc = (c.attention.forward + mlp.forward).value() + ars * ar;
     const double bc = (c.attention.backward + mlp.backward).value() + ars * ar;

@@ -150,6 +150,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     int forward = 0, backward = 0, recompute = 0;
   } attention, mlp;
   bool dispatched = false;  // past a mixture of experts' dispatch
+  const unsigned modules = selective_modules(plan);
   for (const Operator& raw : g.ops()) {
     const Operator op = sharded(raw, model, plan.tp, plan.sequence_parallel, plan.ep);
     Seconds f = compute.time(op, Pass::kForward), b = compute.time(op, Pass::kBackward);
@@ -176,7 +177,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     half.backward += b;
     n.forward += fwd;
     n.backward += b.value() > 0.0 ? kernels : 0;
-    const bool recomputed = plan.recompute == Recompute::kFull || (selective_modules(plan) & recompute_module(op)) != 0;
+    const bool recomputed = plan.recompute == Recompute::kFull || (modules != 0 && (modules & recompute_module(op)) != 0);
     if (recomputed) {
       half.recompute += f;
       n.recompute += fwd;

@@ -529,7 +529,7 @@ class StepLowering {
     const bool selective = p_.recompute == Recompute::kSelective;
     const Seconds extra = selective ? costs_.attention.recompute : Seconds(0.0);
     Seconds mlp_extra = selective ? half.recompute : Seconds(0.0);
-    if (selective && (p_.recompute_modules & kRecomputeMlp) != 0 && (u.dense || m_.experts == 0)) {
+    if ((selective_modules(p_) & kRecomputeMlp) != 0 && (u.dense || m_.experts == 0)) {
       t = tp_all_reduce(grp, compute(grp, kRecompute, mlp_extra, t, "recompute mlp", ready));
       ready = TaskId();
       mlp_extra = Seconds(0.0);
