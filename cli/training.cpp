@@ -390,12 +390,15 @@ double model_matmul_params(const TransformerConfig& m) {
   }
   const double idle =
       m.experts > 0 ? experts * static_cast<double>(m.experts - m.experts_per_token) / static_cast<double>(m.experts) : 0.0;
-  return one.totals().params - idle - static_cast<double>(m.position_rows()) * h - (m.tied_embedding ? 0.0 : V * h);
+  // (Each multi-token prediction depth multiplies by the output layer's weights again.)
+  const double mtp_outputs = static_cast<double>(m.mtp_layers) * V * h;
+  return one.totals().params - idle - static_cast<double>(m.position_rows()) * h - (m.tied_embedding ? 0.0 : V * h) +
+         mtp_outputs;
 }
 
 double model_flops_per_token(const TransformerConfig& m) {
   return 6 * model_matmul_params(m) +
-         12 * static_cast<double>(m.layers) * m.attention_flop_width() * static_cast<double>(m.seq);
+         12 * static_cast<double>(m.layers + m.mtp_layers) * m.attention_flop_width() * static_cast<double>(m.seq);
 }
 
 const AcceleratorSpec& accelerator_of(const TrainingScenario& s) {
@@ -577,13 +580,16 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double N = model_matmul_params(s.model);
   const double per_token = model_flops_per_token(s.model);
   double extra = 0;  // recomputed FLOPs per token
-  const double layer_matmul = (N - V * h) / l;
+  // (An average layer's, multi-token prediction's layers among them: without the output
+  // layers and its projections.)
+  const double mtp = static_cast<double>(s.model.mtp_layers);
+  const double layer_matmul = (N - (1 + mtp) * V * h - mtp * 2 * h * h) / (l + mtp);
   const double w = s.model.attention_flop_width();  // = h unless heads are sized otherwise
   if (p.recompute == Recompute::kFull) {
     const double recomputed = plan_recomputed_layers(p, s.model);  // all, or recompute_layers per chunk
-    extra = recomputed * (2 * layer_matmul + 4 * w * seq);
+    extra = (recomputed + mtp) * (2 * layer_matmul + 4 * w * seq);
   }
-  if (selective_modules(p) & kRecomputeCoreAttn) extra = l * 4 * w * seq;
+  if (selective_modules(p) & kRecomputeCoreAttn) extra = (l + mtp) * 4 * w * seq;
   extra += recomputed_linear_flops_per_token(s.model, p);  // (0 without selective recomputation)
   const double tokens = static_cast<double>(p.global_batch) * seq;
   const double peak = compute.peak(s.model.dtype);
@@ -726,8 +732,11 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
       << network_model_name(s.network) << "\n";
   print_collective_policy(out, s.collectives);
   if (s.transformer) {
-    out << "workload: " << s.model.name << ", " << s.model.layers << " layers, hidden " << s.model.hidden << ", seq "
-        << s.model.seq << "\n\n";
+    out << "workload: " << s.model.name << ", " << s.model.layers << " layers";
+    if (s.model.mtp_layers > 0) {
+      out << " and " << s.model.mtp_layers << " multi-token prediction " << (s.model.mtp_layers == 1 ? "depth" : "depths");
+    }
+    out << ", hidden " << s.model.hidden << ", seq " << s.model.seq << "\n\n";
   } else {
     out << "workload: " << s.model.name << " (" << data_type_name(s.model.dtype) << "; SBP strategies only)\n\n";
   }

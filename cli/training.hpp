@@ -163,7 +163,9 @@ const AcceleratorSpec& accelerator_of(const TrainingScenario& s);
 /// the output layer; no position table; of a mixture of experts' layers, the router and
 /// experts_per_token experts), and the model FLOPs per token 6N + 12 l h s (h: the
 /// attention's width, heads x head size, which is the hidden size unless the model's heads
-/// are sized otherwise; TransformerConfig::attention_flop_width).
+/// are sized otherwise; TransformerConfig::attention_flop_width). Multi-token prediction
+/// adds its layers (l counts them), projections and output layers' uses (Megatron-LM's
+/// FLOPs count has the last two alike).
 double model_matmul_params(const TransformerConfig& m);
 double model_flops_per_token(const TransformerConfig& m);
 

@@ -50,6 +50,10 @@ SbpChain scenario_chain(const TrainingScenario& s, std::int64_t global_batch, bo
     throw InputError("sbp: SBP plans price every GEMM in the model's dtype; plan fp8 GEMMs (workload.gemm_dtype) with "
                      "tp/pp/dp strategies");
   }
+  if (m.mtp_layers > 0) {
+    throw InputError("sbp: " + m.name + " has multi-token prediction, whose depths branch off the model's last hidden state, "
+                     "not one chain of GEMMs; plan it with tp/pp/dp strategies, or set workload.mtp_layers to 0");
+  }
   const std::int64_t layers = m.layers;
   if (cut) m.layers = std::min<std::int64_t>(layers, 3);
   SbpChain c = chain_of(build_transformer(m, global_batch), global_batch);

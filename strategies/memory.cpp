@@ -264,6 +264,26 @@ double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& p
   return !m.tied_embedding || p.pp > 1 ? static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / p.tp : 0.0;
 }
 
+double mtp_input_parameters(const TransformerConfig& m, const ParallelPlan& p) {
+  if (m.mtp_layers == 0) return 0.0;
+  const double h = static_cast<double>(m.hidden);
+  return 2 * h * h / p.tp + 3 * final_norm_parameters(m);
+}
+
+double mtp_embedding_copy(const TransformerConfig& m, const ParallelPlan& p) {
+  return m.mtp_layers > 0 && p.pp > 1 && !m.tied_embedding ? static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / p.tp
+                                                           : 0.0;
+}
+
+double mtp_activation_bytes(const ParallelPlan& p, const TransformerConfig& m) {
+  if (m.mtp_layers == 0) return 0.0;
+  const TransformerConfig kind = m.mtp_dense() ? m.dense_layer_model() : m;
+  const double layer = layer_activation_bytes(kind, p.micro_batch, p.tp, p.sequence_parallel, p.recompute, p.recompute_modules);
+  const double inputs = 3.0 * static_cast<double>(p.micro_batch) * static_cast<double>(m.seq) * static_cast<double>(m.hidden) *
+                        data_type_bytes(m.dtype) / (p.sequence_parallel ? p.tp : 1);
+  return static_cast<double>(m.mtp_layers) * (layer + inputs);
+}
+
 std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerConfig& m) {
   const LayerParams lp = layer_params(m);
   const bool mixed = m.mixed_layers();
@@ -277,13 +297,19 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     d.parameters = k.primary * lp.per_device(p.tp, m, p.ep);
     if (k.dense > 0) d.parameters += k.dense * dlp.per_device(p.tp, dense);
     if (i == 0) d.parameters += embedding_parameters(m, p);
-    if (i == p.pp - 1) {
+    // Multi-token prediction's layers (of the last layer's kind) on the last stage.
+    const bool last = i == p.pp - 1;
+    const double mtp = last ? static_cast<double>(m.mtp_layers) : 0.0;
+    const double mtp_primary = m.mtp_dense() ? 0.0 : mtp, mtp_dense = mtp - mtp_primary;
+    if (last) {
       d.parameters += final_norm_parameters(m);
       d.parameters += output_layer_parameters(m, p);
+      d.parameters += mtp * mtp_input_parameters(m, p) + mtp_embedding_copy(m, p);
+      d.parameters += mtp_primary * lp.per_device(p.tp, m, p.ep) + mtp_dense * dlp.per_device(p.tp, dense);
     }
     // Under expert parallelism the experts' states are sharded (ZeRO-1) over the dp / ep
     // ranks holding each expert, the rest over all dp.
-    const double experts = p.ep > 1 ? k.primary * lp.experts_per_device(p.tp, p.ep) : 0.0;
+    const double experts = p.ep > 1 ? (k.primary + mtp_primary) * lp.experts_per_device(p.tp, p.ep) : 0.0;
     ModelStates s = model_states(d.parameters - experts, shard_size(p), p.dp_mode, m.dtype);
     if (experts > 0.0) {
       const ModelStates e = model_states(experts, shard_size(p) / p.ep, p.dp_mode, m.dtype);
@@ -307,7 +333,8 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       // fp8 GEMMs take one operand layout; the backward multiplies by the transpose),
       // cast once per step and kept across its micro-batches: 2 bytes per weight.
       d.weights += 2 * data_type_bytes(DataType::kFp8) *
-                   (k.primary * lp.fp8_per_device(p.tp, m, p.ep) + k.dense * dlp.fp8_per_device(p.tp, dense, 1));
+                   ((k.primary + mtp_primary) * lp.fp8_per_device(p.tp, m, p.ep) +
+                    (k.dense + mtp_dense) * dlp.fp8_per_device(p.tp, dense, 1));
     }
     if (p.dp_mode == DataParallelMode::kZero3 && shard_size(p) > 1) {
       // ZeRO-3's working buffers: a pass holds the unit it computes gathered whole and
@@ -321,7 +348,12 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
           units.push_back(m.dense_layer(l) ? dlp.per_device(p.tp, dense) : lp.per_device(p.tp, m));
         }
       }
-      if (i == p.pp - 1) units.push_back(final_norm_parameters(m) + output_layer_parameters(m, p));
+      if (last) units.push_back(final_norm_parameters(m) + output_layer_parameters(m, p));
+      for (std::int64_t k = 0; last && k < m.mtp_layers; ++k) {  // as transformer_step's units
+        units.push_back(mtp_input_parameters(m, p) + (k == 0 ? mtp_embedding_copy(m, p) : 0.0));
+        units.push_back(m.mtp_dense() ? dlp.per_device(p.tp, dense) : lp.per_device(p.tp, m));
+        units.push_back(0.0);
+      }
       double pair = 0, largest = 0;
       for (std::size_t u = 0; u < units.size(); ++u) {
         largest = std::max(largest, units[u]);
@@ -330,7 +362,9 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       d.weights += pair * weight_bytes(m.dtype);
       d.gradients += largest * reduced_gradient_bytes(p, m.dtype);
     }
-    const double loss = i == p.pp - 1 ? loss_activation_bytes(m, p.micro_batch, p.tp) : 0.0;
+    // (Each multi-token prediction depth has a loss of its own.)
+    const double loss = last ? (1.0 + mtp) * loss_activation_bytes(m, p.micro_batch, p.tp) : 0.0;
+    const double mtp_activations = last ? mtp_activation_bytes(p, m) : 0.0;
     std::vector<double> held;  // per chunk forward of this stage (the last chunk's with its loss)
     bool uneven = false;
     if (p.schedule == PipelineSchedule::kInterleaved1F1B) {
@@ -338,8 +372,8 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
         held.push_back(layers_activation_bytes(p, m, {c}));
         uneven = uneven || held.back() != held.front();
       }
-      held.back() += loss;
-      uneven = uneven || p.micro_batches() % p.group_size() != 0;
+      held.back() += loss + mtp_activations;
+      uneven = uneven || mtp_activations > 0.0 || p.micro_batches() % p.group_size() != 0;
     }
     if (uneven) {
       // Chunks of unequal sizes, or a last micro-batch group shorter than the others:
@@ -347,7 +381,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       // activations until its backward).
       d.activations = interleaved_peak(held, p.pp, static_cast<int>(p.micro_batches()), i, p.combined_1f1b(), p.group_size());
     } else {
-      d.activations = layers_activation_bytes(p, m, chunks) * in_flight_micro_batches(p, i);
+      d.activations = (layers_activation_bytes(p, m, chunks) + mtp_activations) * in_flight_micro_batches(p, i);
       // The loss keeps each in-flight micro-batch's softmax: one under 1F1B, where the
       // last stage runs each backward right after its forward.
       d.activations += loss * in_flight_losses(p);

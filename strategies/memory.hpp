@@ -81,6 +81,19 @@ ModelStates model_states(double params, int dp, DataParallelMode mode, DataType 
 double embedding_parameters(const TransformerConfig& m, const ParallelPlan& plan);
 double final_norm_parameters(const TransformerConfig& m);
 double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& plan);
+/// Multi-token prediction: one depth's parameters on one device of the last stage apart
+/// from its layer (the projection from twice the hidden size, split by columns over tp,
+/// and three norms: the embedding's, the hidden state's and its final one).
+double mtp_input_parameters(const TransformerConfig& m, const ParallelPlan& plan);
+/// The embedding table's copy multi-token prediction keeps on the last stage (vocab x
+/// hidden / tp, its gradient summed with the first stage's): where a pipeline splits the
+/// model and the output layer is not a tied copy already; else 0.
+double mtp_embedding_copy(const TransformerConfig& m, const ParallelPlan& plan);
+/// Activation bytes multi-token prediction keeps for one micro-batch on the last stage,
+/// all depths: each layer's (as the model's layers of its kind; recomputed under full
+/// recomputation), the embedding norm's input and the projection's input (twice the
+/// hidden size), split by the sequence with sequence parallelism; not its losses.
+double mtp_activation_bytes(const ParallelPlan& plan, const TransformerConfig& m);
 
 /// Activation bytes one layer keeps for one micro-batch of `micro_batch` sequences;
 /// `modules` (RecomputeModule bits) are those selective recomputation remakes.

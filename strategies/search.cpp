@@ -266,7 +266,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // over the dp / ep ranks holding each expert (dp ranks 0, ep, 2 ep, ...).
   const int fullest_stage = static_cast<int>(fullest - mem.begin());
   const double stage_experts =
-      p.ep > 1 ? c.expert_params * layer_kinds(p, model, stage_chunks(p, model, fullest_stage)).primary : 0.0;
+      p.ep > 1 ? c.expert_params * static_cast<double>(layer_kinds(p, model, stage_chunks(p, model, fullest_stage)).primary +
+                                                       (fullest_stage == p.pp - 1 && !model.mtp_dense() ? model.mtp_layers : 0))
+               : 0.0;
   std::vector<std::uint32_t> expert_dp_ranks;
   for (int d = 0; p.ep > 1 && d < p.dp; d += p.ep) expert_dp_ranks.push_back(mesh_rank(p, d, 0, 0));
   const auto expert_collective = [&](CollectiveOp op, double bytes) {
@@ -304,6 +306,14 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   }
   const double ag_first = gather(c.first_params), rs_first = scatter(c.first_params), ar_first = across(c.first_params);
   const double ag_last = gather(c.last_params), rs_last = scatter(c.last_params), ar_last = across(c.last_params);
+  // Multi-token prediction depths (after the output layer, on the last stage): the
+  // input (with its tensor-parallel collectives, as transformer_step runs them: 1.5
+  // all-reduces forward and 2 backward, 2 and 1.5 with sequence parallelism), a layer of
+  // the last layer's kind (recomputed under full recomputation), the output layer and
+  // loss again (its weights the model's).
+  const double mtp_params0 = c.mtp_params + mtp_embedding_copy(model, p);
+  const double mtp_f = c.mtp_forward.value() + (p.sequence_parallel ? 2.0 : 1.5) * ar;
+  const double mtp_b = c.mtp_backward.value() + (p.sequence_parallel ? 1.5 : 2.0) * ar;
   struct Unit {
     double compute, gather, scatter, across;
   };
@@ -358,14 +368,31 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       if (embedding) fwd.push_back({c.first_forward.value() + ends_ar, ag_first, 0.0, 0.0});
       for (int l = 0; l < per_chunk; ++l) fwd.push_back({of(l).f, of(l).ag, 0.0, 0.0});
       if (output) fwd.push_back({c.last_forward.value() + (ar - ends_ar), ag_last, 0.0, 0.0});
+      const LayerTimes& mtp_layer = model.mtp_dense() ? dense_layer : primary_layer;
+      for (std::int64_t d = 0; output && d < model.mtp_layers; ++d) {
+        const double params = d == 0 ? mtp_params0 : c.mtp_params;
+        fwd.push_back({mtp_f, gather(params), 0.0, 0.0});
+        fwd.push_back({mtp_layer.f, mtp_layer.ag, 0.0, 0.0});
+        fwd.push_back({c.last_forward.value() + (ar - ends_ar), 0.0, 0.0, 0.0});
+      }
+      for (std::int64_t d = model.mtp_layers - 1; output && d >= 0; --d) {
+        const double params = d == 0 ? mtp_params0 : c.mtp_params;
+        bwd.push_back({c.last_backward.value() + ends_ar, 0.0, 0.0, 0.0});
+        bwd.push_back({mtp_layer.b, mtp_layer.ag, mtp_layer.rs, mtp_layer.ar});
+        bwd.push_back({mtp_b, gather(params), scatter(params), across(params)});
+      }
       if (output) bwd.push_back({c.last_backward.value() + ends_ar, ag_last, rs_last, ar_last});
       for (int l = per_chunk - 1; l >= 0; --l) bwd.push_back({l < recomputing ? of(l).b : of(l).kept, of(l).ag, of(l).rs, of(l).ar});
       // (With sequence parallelism the embedding's backward starts with the all-gather
       // that pairs its forward's reduce-scatter.)
       if (embedding) bwd.push_back({c.first_backward.value() + (ar - ends_ar), ag_first, rs_first, ar_first});
       // The model's last chunk sends no activations on, its first no gradients back.
+      const double mtp_params = output ? static_cast<double>(model.mtp_layers) *
+                                             (c.mtp_params + c.params_of(!model.mtp_dense())) +
+                                             mtp_embedding_copy(model, p)
+                                       : 0.0;
       const double chunk_params = kinds.primary * c.layer_params + kinds.dense * c.dense_layer_params +
-                                  (embedding ? c.first_params : 0.0) + (output ? c.last_params : 0.0);
+                                  (embedding ? c.first_params : 0.0) + (output ? c.last_params : 0.0) + mtp_params;
       if (zero2) {
         for (const Unit& u : bwd) queued += u.scatter;
       }
@@ -373,6 +400,11 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
         Wi += kinds.primary * (c.attention.weight_gradients + c.mlp.weight_gradients).value() +
               kinds.dense * (c.attention.weight_gradients + c.dense_mlp.weight_gradients).value() +
               (output ? c.last_weight_gradient.value() : 0.0) + (embedding ? c.first_backward.value() : 0.0);
+        if (output) {
+          const HalfLayer& mtp_mlp = c.mlp_of(!model.mtp_dense());
+          Wi += static_cast<double>(model.mtp_layers) *
+                (c.attention.weight_gradients + mtp_mlp.weight_gradients + c.mtp_weight_gradient + c.last_weight_gradient).value();
+        }
       }
       Fi += pass(fwd) + (output ? 0.0 : send);
       Bi += pass(bwd) + (embedding ? 0.0 : send) +
@@ -428,8 +460,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     }
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
   }
-  if (p.pp > 1 && model.tied_embedding) {
-    // The tied embedding's two copies (first and last stage): their gradients summed.
+  if (p.pp > 1 && (model.tied_embedding || model.mtp_layers > 0)) {
+    // The tied embedding's two copies (first and last stage), or the embedding and multi-
+    // token prediction's copy of it: their gradients summed.
     double bytes = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) / p.tp * reduced_gradient_bytes(p, model.dtype);
     if (p.dp_mode == DataParallelMode::kZero3 && p.dp > 1) bytes /= shard_size(p);
     step += collective(fabric, {mesh_rank(p, 0, 0, 0), mesh_rank(p, 0, p.pp - 1, 0)}, CollectiveOp::kAllReduce, bytes);

@@ -24,7 +24,7 @@ Split split_of(const Operator& op) {
   // the down projections to them and the latents' norms are replicated, or split by the
   // sequence with sequence parallelism, as Megatron-Core runs them.)
   if (ends_with(n, ".qkv") || ends_with(n, ".fc1") || ends_with(n, ".gate_up") || ends_with(n, ".q_up") ||
-      ends_with(n, ".q_proj") || ends_with(n, ".kv_up") || n == "output") {
+      ends_with(n, ".q_proj") || ends_with(n, ".kv_up") || ends_with(n, ".eh_proj") || n == "output") {
     return Split::kColumns;
   }
   if (ends_with(n, ".proj") || ends_with(n, ".fc2") || ends_with(n, ".down")) return Split::kRows;
@@ -142,6 +142,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   TransformerConfig one = model;
   one.layers = 1;
   one.dense_layers.clear();  // its layer a mixture of experts where the model has experts
+  one.mtp_layers = std::min<std::int64_t>(model.mtp_layers, 1);  // one depth's operators before its layer
   const OperatorGraph g = build_transformer(one, plan.micro_batch);
   StageCosts c;
   bool in_mlp = false;
@@ -162,6 +163,16 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       f = unfused_softmax(op, scores, kUnfusedForward, Pass::kForward, compute);
       b = unfused_softmax(op, scores, kUnfusedBackward, Pass::kBackward, compute);
       kernels = 5;
+    }
+    if (op.layer > 0) continue;  // the multi-token prediction layer: priced as the model's layers
+    if (op.layer < 0 && op.name.rfind("mtp", 0) == 0) {
+      // A multi-token prediction depth's embedding, norms, join and projection (its
+      // norm, output layer and loss after its layer cost as the model's).
+      if (ends_with(op.name, ".final_norm") || ends_with(op.name, ".output") || ends_with(op.name, ".loss")) continue;
+      c.mtp_forward += f;
+      c.mtp_backward += b;
+      if (op.kind == OpKind::kLinear) c.mtp_weight_gradient += b * 0.5;
+      continue;
     }
     if (op.layer < 0) {
       const bool first = op.kind == OpKind::kEmbedding || op.name.rfind("embed", 0) == 0;
@@ -224,6 +235,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   }
   c.first_params = embedding_parameters(model, plan);
   c.last_params = final_norm_parameters(model) + output_layer_parameters(model, plan);
+  c.mtp_params = mtp_input_parameters(model, plan);
   if (model.mixed_layers()) {
     ParallelPlan dense_plan = plan;
     dense_plan.ep = 1;
@@ -241,6 +253,7 @@ double recomputed_linear_flops_per_token(const TransformerConfig& model, const P
   const auto per_layer = [&](TransformerConfig one) {
     one.layers = 1;
     one.dense_layers.clear();
+    one.mtp_layers = 0;
     double flops = 0.0;
     const OperatorGraph g = build_transformer(one, 1);
     for (const Operator& op : g.ops()) {
@@ -251,9 +264,13 @@ double recomputed_linear_flops_per_token(const TransformerConfig& model, const P
     }
     return flops / static_cast<double>(model.seq);
   };
-  const double primary = static_cast<double>(model.experts > 0 ? model.moe_layers_in(0, model.layers) : model.layers);
+  // (Multi-token prediction layers recompute as the model's layers do.)
+  const double mtp = static_cast<double>(model.mtp_layers);
+  const double all = static_cast<double>(model.layers) + mtp;
+  const double primary = model.experts > 0 ? static_cast<double>(model.moe_layers_in(0, model.layers)) + (model.mtp_dense() ? 0.0 : mtp)
+                                           : all;
   double flops = primary * per_layer(model);
-  if (model.mixed_layers()) flops += (static_cast<double>(model.layers) - primary) * per_layer(model.dense_layer_model());
+  if (primary < all) flops += (all - primary) * per_layer(model.dense_layer_model());
   return flops;
 }
 

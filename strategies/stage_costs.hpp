@@ -57,6 +57,12 @@ struct StageCosts {
   // Zero unless the model has both kinds.
   HalfLayer dense_mlp;
   double dense_layer_params = 0.0;
+  // Multi-token prediction (TransformerConfig::mtp_layers), one depth on the last stage:
+  // its embedding lookup, two norms, join and projection before its layer (after the
+  // layer, its norm, output layer and loss cost as the model's last_*), and their
+  // parameters on one device (with the depth's final norm).
+  Seconds mtp_forward{0.0}, mtp_backward{0.0}, mtp_weight_gradient{0.0};
+  double mtp_params = 0.0;
 
   /// The MLP half of a layer that is a mixture of experts (`moe`), or of a dense one.
   [[nodiscard]] const HalfLayer& mlp_of(bool moe) const { return moe ? mlp : dense_mlp; }

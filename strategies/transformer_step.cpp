@@ -72,8 +72,10 @@ class StepLowering {
   using Key = std::tuple<int, int, int, bool>;  // (dp, virtual stage, micro-batch, forward)
   // What a stage chunk computes in order: the embedding (first chunk), `count` layers
   // (one unit per layer, except merged when nothing happens between them), the output
-  // layer and loss (last chunk); the parameters of one device.
-  enum class UnitKind { kEmbedding, kLayers, kOutput };
+  // layer and loss (last chunk), then per multi-token prediction depth its input
+  // (embedding, norms, projection), its layer and its output layer and loss; the
+  // parameters of one device.
+  enum class UnitKind { kEmbedding, kLayers, kOutput, kMtpInput };
   struct Unit {
     UnitKind kind;
     int count;
@@ -133,7 +135,18 @@ class StepLowering {
         u.push_back({UnitKind::kLayers, 1, costs_.params_of(!dense), l < recomputed, experts, dense});
       }
     }
-    if (s == stages_ - 1) u.push_back({UnitKind::kOutput, 1, costs_.last_params});
+    if (s == stages_ - 1) {
+      u.push_back({UnitKind::kOutput, 1, costs_.last_params});
+      // (A depth's layer recomputes under full recomputation whatever recompute_layers
+      // says; its output layer's weights are the model's.)
+      const bool dense = m_.mtp_dense();
+      for (std::int64_t k = 0; k < m_.mtp_layers; ++k) {
+        u.push_back({UnitKind::kMtpInput, 1, costs_.mtp_params + (k == 0 ? mtp_embedding_copy(m_, p_) : 0.0)});
+        u.push_back({UnitKind::kLayers, 1, costs_.params_of(!dense), p_.recompute == Recompute::kFull,
+                     ep_ && !dense ? costs_.expert_params : 0.0, dense});
+        u.push_back({UnitKind::kOutput, 1, 0.0});
+      }
+    }
     return u;
   }
 
@@ -440,6 +453,19 @@ class StepLowering {
     return it->second;
   }
 
+  // A multi-token prediction depth's input's tensor-parallel collectives in a pass, in
+  // all-reduces of the micro-batch's hidden-size activations (tp_collective's share), as
+  // Megatron-Core runs them. Forward: the vocabulary-parallel embedding's all-reduce and
+  // the column-parallel projection's output gathered (half an all-reduce); with sequence
+  // parallelism the embedding's reduce-scatter, the joined input (twice the hidden size)
+  // gathered for the projection and its output gathered: 2. Backward: the projection's
+  // input gradient, twice the hidden size, all-reduced (2), or reduce-scattered with the
+  // embedding's gradient gathered (1.5).
+  double mtp_tp_share(bool forward) const {
+    if (p_.sequence_parallel) return forward ? 2.0 : 1.5;
+    return forward ? 1.5 : 2.0;
+  }
+
   // One unit's forward after `t` (and `ready`); returns its last task.
   TaskId forward_unit(std::size_t grp, const Unit& u, TaskId t, TaskId ready) {
     switch (u.kind) {
@@ -458,6 +484,9 @@ class StepLowering {
           ready = TaskId();
         }
         return compute(grp, kForward, costs_.last_forward, t, "output and loss forward", ready);
+      case UnitKind::kMtpInput:
+        t = compute(grp, kForward, costs_.mtp_forward, t, "mtp input forward", ready);
+        return p_.tp == 1 ? t : tp_collective(grp, mtp_tp_share(true), t, TaskId(), "tp collectives (mtp input)", true);
       case UnitKind::kLayers: break;
     }
     if (ep_ && !u.dense) return moe_layer_forward(grp, kForward, t, ready);  // one layer per unit
@@ -500,6 +529,10 @@ class StepLowering {
                     "output and loss backward", ready);
         if (p_.tp == 1) return t;
         return p_.sequence_parallel ? tp_collective(grp, 0.5, t, TaskId(), "tp reduce-scatter", true) : tp_all_reduce(grp, t);
+      case UnitKind::kMtpInput:
+        t = compute(grp, kBackward, costs_.mtp_backward - (split_ ? costs_.mtp_weight_gradient : Seconds(0.0)), t,
+                    "mtp input backward", ready);
+        return p_.tp == 1 ? t : tp_collective(grp, mtp_tp_share(false), t, TaskId(), "tp collectives (mtp input)", true);
       case UnitKind::kLayers: break;
     }
     if (ep_ && !u.dense) return moe_layer_backward(grp, u, t, ready);
@@ -631,6 +664,7 @@ class StepLowering {
         w = costs_.first_backward;
         break;
       case UnitKind::kOutput: w = costs_.last_weight_gradient; break;
+      case UnitKind::kMtpInput: w = costs_.mtp_weight_gradient; break;
       case UnitKind::kLayers: w = (costs_.attention.weight_gradients + mlp(u).weight_gradients) * u.count; break;
     }
     out_.weight_pass_s[grp] += w.value();
@@ -644,7 +678,9 @@ class StepLowering {
   // is the schedule's real peak (min(m, pp - i) micro-batches on stage i under 1F1B).
   void memory_plan() {
     for (const LayerRange& r : ranges_) chunk_act_.push_back(layers_activation_bytes(p_, m_, {r}));
-    loss_act_ = loss_activation_bytes(m_, p_.micro_batch, p_.tp);
+    // (The last chunk's with its loss, and multi-token prediction's with its losses.)
+    loss_act_ = static_cast<double>(1 + m_.mtp_layers) * loss_activation_bytes(m_, p_.micro_batch, p_.tp) +
+                mtp_activation_bytes(p_, m_);
     for (const DeviceMemory& dm : stage_memory(p_, m_)) states_.push_back(dm.weights + dm.gradients + dm.optimizer);
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
@@ -923,12 +959,14 @@ class StepLowering {
     // embedding) and one on the last (the output layer), between each tp rank's two
     // (Megatron-LM's _allreduce_embedding_grads in finalize_model_grads; DeepSpeed's
     // pipeline engine reduces its tied modules' too).
-    if (p_.pp > 1 && m_.tied_embedding) {
+    // Multi-token prediction's copy of an untied embedding on the last stage, likewise.
+    if (p_.pp > 1 && (m_.tied_embedding || m_.mtp_layers > 0)) {
       const double bytes = static_cast<double>(m_.vocab) * static_cast<double>(m_.hidden) / p_.tp;
       for (int d = 0; d < p_.dp; ++d) {
         for (int k = 0; k < p_.tp; ++k) {
           sum_copy(d, {node(rank(d, 0, k)), node(rank(d, p_.pp - 1, k))}, bytes,
-                   {out_.gradients_reduced.front(), out_.gradients_reduced.back()}, "tied embedding all-reduce",
+                   {out_.gradients_reduced.front(), out_.gradients_reduced.back()},
+                   m_.tied_embedding ? "tied embedding all-reduce" : "embedding copy all-reduce",
                    d == 0 && k == 0, every_stage);
         }
       }
@@ -1089,7 +1127,7 @@ class StepLowering {
   // micro-batch (the device keeps only its shard of them).
   bool scatters_ = false;
   std::vector<double> chunk_act_;  // bytes per micro-batch: each chunk's layers' activations (as ranges_)
-  double loss_act_ = 0;            // bytes per micro-batch: the loss's softmax
+  double loss_act_ = 0;            // bytes per micro-batch on the last chunk: the losses' softmax, multi-token prediction
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
@@ -1127,7 +1165,7 @@ std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m,
   // Per layer about 8 (expert parallelism: 16, its MLP in three parts with all-to-alls between).
   const double per_layer = p.ep > 1 ? 16.0 : 8.0;
   const double tasks = static_cast<double>(p.dp) * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
-                       (2.0 + per_layer * static_cast<double>(m.layers) / p.pp);
+                       (2.0 + per_layer * static_cast<double>(m.layers + m.mtp_layers) / p.pp);
   if (tasks <= max_compute_tasks) return "";
   return "this plan would replay about " + std::to_string(static_cast<long long>(tasks)) +
          " compute tasks, more than the limit of " + std::to_string(static_cast<long long>(max_compute_tasks)) +

@@ -3389,3 +3389,42 @@ TEST_CASE("search writes a baseline's recompute_modules, and the written plan re
   CHECK(nlohmann::json::parse(run.out).at("strategies").at(0).at("step_time_s").get<double>() ==
         baseline.at("step_time_s").get<double>());
 }
+
+TEST_CASE("workload mtp_layers: a multi-token prediction depth's model FLOPs, and bad values refused") {
+  // Expected: one depth on megatron-1.7b (GPT: h 2304, V 51200, seq 1024) adds to the
+  // model FLOPs per token 6 x (a layer's 12 h^2 + 13 h parameters, the projection's
+  // 2 h^2, three layer norms' 6 h, the output layer's V h again) + 12 h s for its
+  // attention: 1,182,269,952 (the report's TFLOP/s x devices / tokens per second). The
+  // report's header names the depth. Bad values, a CNN and an SBP plan are refused with
+  // one line.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const auto per_token = [&](int depths) {
+    const auto r = ddlsim_cmd({"run", f, "--json", "--strategy", "tp-pp", "--set", "workload.mtp_layers=" + std::to_string(depths)});
+    REQUIRE(r.status == 0);
+    const auto st = nlohmann::json::parse(r.out).at("strategies").at(0);
+    return st.at("model_tflops_per_device").get<double>() * 1e12 * st.at("devices").get<double>() /
+           st.at("tokens_per_s").get<double>();
+  };
+  const double h = 2304, V = 51200, seq = 1024;
+  CHECK(per_token(1) - per_token(0) ==
+        Approx(6 * (12 * h * h + 13 * h + 2 * h * h + 6 * h + V * h) + 12 * h * seq).epsilon(1e-9));
+  const auto text = ddlsim_cmd({"run", f, "--strategy", "dp", "--set", "workload.mtp_layers=2"});
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("workload: megatron-1.7b, 24 layers and 2 multi-token prediction depths, hidden 2304, seq 1024\n") !=
+        std::string::npos);
+  const std::string depths = "ddlsim run: workload.mtp_layers: expected a whole number of multi-token prediction depths from 0 to 16, got ";
+  const BadInputs bad{
+      {{"run", f, "--set", "workload.mtp_layers=-1"}, depths + "-1\n"},
+      {{"run", f, "--set", "workload.mtp_layers=1.5"}, depths + "1.5\n"},
+      {{"run", f, "--set", "workload.mtp_layers=17"}, depths + "17\n"},
+      {{"run", f, "--set", "workload.mtp_layers=\"one\""}, depths + "\"one\"\n"},
+      {{"run", std::string(DDLSIM_SOURCE_DIR) + "/scenarios/autoddl-vgg16-dgx1.json", "--set", "workload.mtp_layers=1"},
+       "ddlsim run: workload.mtp_layers: vgg16 is not a transformer\n"},
+      {{"run", f, "--set", "workload.mtp_layers=1", "--set",
+        R"J(strategies=[{"name": "sbp", "global_batch": 16, "sbp": {"mesh": [16], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"},
+       "ddlsim run: sbp: megatron-1.7b has multi-token prediction, whose depths branch off the model's last hidden state, not "
+       "one chain of GEMMs; plan it with tp/pp/dp strategies, or set workload.mtp_layers to 0\n"},
+  };
+  expect_exact_errors(bad);
+}

@@ -2934,3 +2934,70 @@ TEST_CASE("fp8 GEMMs: activations, weight copies and GEMM time against closed fo
   z3.dp = 2, z3.global_batch = 2, z3.dp_mode = DataParallelMode::kZero3;
   CHECK(plan_problem(z3, llama, 2) == "fp8 GEMMs (workload gemm_dtype) under ZeRO-3 are not modelled (zero 0, 1 or 2)");
 }
+
+TEST_CASE("multi-token prediction: parameters, compute, memory and the estimate of its depths on the last stage") {
+  // Expected, a depth of multi-token prediction (hidden h = 1024, RMS norms, tp 1): the
+  // projection 2 h x h and three norms (2,100,224 parameters), a layer as the model's
+  // (its parameters, its forward time), the output layer and loss again (the model's
+  // time, no new weights), all on the last stage; with a pipeline the last stage keeps a
+  // copy of the untied embedding (32000 x 1024), summed with the first's ("copies").
+  // Each micro-batch's forward on the last stage takes exactly the depth's input, layer
+  // and output forwards more; the replay's memory peaks at the memory model's figure
+  // (1F1B, and interleaved where the last chunk carries the depth); the estimate's
+  // difference follows the replay's.
+  StepRig rig("dgx-a100", 1);
+  const TransformerConfig m0 = llama_config("l", 4, 1024, 16, 4, 2816, 1024, 32000);
+  TransformerConfig m1 = m0;
+  m1.mtp_layers = 1;
+  const double h = 1024, V = 32000, depth_inputs = 2 * h * h + 3 * h;
+  ParallelPlan p;
+  p.global_batch = 4;
+  const StageCosts c = stage_costs(m1, p, *rig.compute);
+  CHECK(c.mtp_params == depth_inputs);
+  CHECK(c.mtp_forward.value() > 0.0);
+  CHECK(stage_costs(m0, p, *rig.compute).mtp_params == 0.0);
+  CHECK(stage_costs(m0, p, *rig.compute).attention.forward.value() == c.attention.forward.value());  // the layers' costs unchanged
+  CHECK(stage_memory(p, m1)[0].parameters - stage_memory(p, m0)[0].parameters == depth_inputs + c.layer_params);
+  LoweredTrainingStep s0 = rig.lower(m0, p), s1 = rig.lower(m1, p);
+  const double per_mb = (c.mtp_forward + c.attention.forward + c.mlp.forward + c.last_forward).value();
+  CHECK(s1.compute_parts[0].forward - s0.compute_parts[0].forward == Approx(4 * per_mb).epsilon(1e-12));
+  CHECK(s1.compute_parts[0].backward > s0.compute_parts[0].backward);
+  const double r0 = rig.run(s0), r1 = rig.run(s1);
+  const double e0 = estimate_step(m0, p, *rig.fabric, *rig.compute), e1 = estimate_step(m1, p, *rig.fabric, *rig.compute);
+  CHECK(r1 - r0 > 4 * per_mb);
+  CHECK(e1 - e0 == Approx(r1 - r0).epsilon(0.05));
+  // Two stages (1F1B, two chunks per stage, zero-bubble, ZeRO-3 over two replicas): the
+  // depth and the embedding's copy on the last; the pools peak as the memory model says.
+  for (const int variant : {0, 1, 2, 3}) {
+    ParallelPlan q;
+    q.pp = 2, q.global_batch = 8;
+    if (variant == 1) q.schedule = PipelineSchedule::kInterleaved1F1B, q.virtual_stages = 2;
+    if (variant == 2) q.schedule = PipelineSchedule::kZeroBubbleH1;
+    if (variant == 3) q.dp = 2, q.dp_mode = DataParallelMode::kZero3;
+    INFO("variant ", variant);
+    const std::vector<DeviceMemory> a = stage_memory(q, m0), b = stage_memory(q, m1);
+    CHECK(b[0].parameters == a[0].parameters);
+    CHECK(b[1].parameters - a[1].parameters == Approx(depth_inputs + c.layer_params + V * h).epsilon(1e-12));
+    CHECK(b[1].activations > a[1].activations);
+    LoweredTrainingStep s = rig.lower(m1, q), plain = rig.lower(m0, q);
+    MemoryTracker mem;
+    Observer* obs[] = {&mem};
+    rig.run(s, obs);
+    REQUIRE(mem.pools().size() == static_cast<std::size_t>(2 * q.dp));
+    for (std::size_t i = 0; i < 2; ++i) CHECK(mem.pools()[i].peak.value() == Approx(b[i].total()).epsilon(1e-12));
+    const auto copies = [](const LoweredTrainingStep& x) {
+      return std::count_if(x.collective_uses.begin(), x.collective_uses.end(), [](const CollectiveUse& u) { return u.dim == "copies"; });
+    };
+    CHECK(copies(s) == 1);
+    CHECK(copies(plain) == 0);
+  }
+  // Tensor parallelism with sequence parallelism: the depth's input projection splits by
+  // columns, and the estimate still follows the replay.
+  ParallelPlan t;
+  t.tp = 2, t.sequence_parallel = true, t.global_batch = 4;
+  CHECK(stage_costs(m1, t, *rig.compute).mtp_params == 2 * h * h / 2 + 3 * h);
+  LoweredTrainingStep t0 = rig.lower(m0, t), t1 = rig.lower(m1, t);
+  const double d_run = rig.run(t1) - rig.run(t0);
+  const double d_est = estimate_step(m1, t, *rig.fabric, *rig.compute) - estimate_step(m0, t, *rig.fabric, *rig.compute);
+  CHECK(d_est == Approx(d_run).epsilon(0.05));
+}

@@ -400,7 +400,9 @@ TEST_CASE("HuggingFace GLM-4.5: dense first layers, a shared expert, biases on Q
   // 2 x 4096: 109,074,432; an expert layer adds 128 x 3 x 4096 x 1408 + 4096 x 128
   // (router) + 3 x 4096 x 1408 (shared): 2,341,492,736 in all; the dense one 3 x 4096 x
   // 10944: 243,554,304. With both embeddings and the final norm: 106,852,245,504, the
-  // published 106B.
+  // published 106B. Its multi-token prediction depth (num_nextn_predict_layers 1) adds
+  // a projection 2 x 4096 x 4096, three norms 3 x 4096 and an expert layer (the last
+  // layer's kind): 109,227,304,960 with it.
   const auto doc = nlohmann::json::parse(R"({"architectures": ["Glm4MoeForCausalLM"], "attention_bias": true,
     "attention_dropout": 0.0, "eos_token_id": [151329, 151336, 151338], "first_k_dense_replace": 1, "head_dim": 128,
     "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 10944,
@@ -423,8 +425,12 @@ TEST_CASE("HuggingFace GLM-4.5: dense first layers, a shared expert, biases on Q
   CHECK_FALSE(g.qk_norm);
   CHECK(!g.moe_layer(0));
   CHECK(g.moe_layers_in(0, 46) == 45);
+  CHECK(g.mtp_layers == 1);
   const OperatorGraph graph = build_transformer(g, 1);
-  CHECK(graph.totals().params == 106852245504.0);
+  CHECK(graph.totals().params == 109227304960.0);
+  TransformerConfig main_model = g;
+  main_model.mtp_layers = 0;
+  CHECK(build_transformer(main_model, 1).totals().params == 106852245504.0);
   double layer0 = 0, layer1 = 0;
   for (const Operator& op : graph.ops()) {
     if (op.layer == 0) layer0 += op.cost.params;
@@ -479,7 +485,7 @@ constexpr const char* kDeepSeekV3 = R"({"architectures": ["DeepseekV3ForCausalLM
 std::vector<double> layer_params(const OperatorGraph& g, std::int64_t layers) {
   std::vector<double> out(static_cast<std::size_t>(layers), 0.0);
   for (const Operator& op : g.ops()) {
-    if (op.layer >= 0) out[static_cast<std::size_t>(op.layer)] += op.cost.params;
+    if (op.layer >= 0 && op.layer < layers) out[static_cast<std::size_t>(op.layer)] += op.cost.params;  // (not MTP layers)
   }
   return out;
 }
@@ -494,6 +500,9 @@ TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, den
   // experts and one shared expert of 3 x 7168 x 2048 each (11,507,286,016 in all);
   // embedding and output 129280 x 7168 each, final norm 7168: 671,026,404,352, the
   // published 671B (the router's per-expert score bias, 256 a layer, is not counted).
+  // Its multi-token prediction depth adds 2 x 7168 x 7168 + 3 x 7168 and an expert
+  // layer: 682,636,472,320 (the published 685B counts the module's own copies of the
+  // embedding and output layer too, 2 x 129280 x 7168 more; here they are shared).
   const auto doc = nlohmann::json::parse(kDeepSeekV3);
   const TransformerConfig d = read_hf_config(doc, "deepseek-v3.json", 4096);
   CHECK(d.mla());
@@ -512,8 +521,12 @@ TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, den
   CHECK(d.moe_layers_in(0, 61) == 58);
   CHECK_FALSE(d.moe_layer(2));
   CHECK(d.moe_layer(3));
+  CHECK(d.mtp_layers == 1);
   const OperatorGraph graph = build_transformer(d, 1);
-  CHECK(graph.totals().params == 671026404352.0);
+  CHECK(graph.totals().params == 682636472320.0);
+  TransformerConfig main_model = d;
+  main_model.mtp_layers = 0;
+  CHECK(build_transformer(main_model, 1).totals().params == 671026404352.0);
   const std::vector<double> per_layer = layer_params(graph, 61);
   CHECK(per_layer[0] == 583483392.0);
   CHECK(per_layer[60] == 11507286016.0);
@@ -552,6 +565,7 @@ TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, den
   kimi["topk_group"] = 1;
   kimi["vocab_size"] = 163840;
   kimi["routed_scaling_factor"] = 2.827;
+  kimi["num_nextn_predict_layers"] = 0;
   const TransformerConfig k = read_hf_config(kimi, "kimi-k2.json", 4096);
   const OperatorGraph kg = build_transformer(k, 1);
   CHECK(kg.totals().params == 1026408209408.0);

@@ -173,9 +173,11 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                              std::to_string(c.experts / c.expert_groups));
           }
           for (const char* k : {"routed_scaling_factor", "topk_method", "scoring_func",
-                                "partial_rotary_factor", "num_nextn_predict_layers", "aux_loss_alpha", "seq_aux", "ep_size"}) {
+                                "partial_rotary_factor", "aux_loss_alpha", "seq_aux", "ep_size"}) {
             o.known(k);
           }
+          // Multi-token prediction modules (DeepSeek-V3's and GLM-4.5's one), trained with the model.
+          c.mtp_layers = count_or(o, doc, "num_nextn_predict_layers", 16, 0);
         }
         if (std::find(c.dense_layers.begin(), c.dense_layers.end(), false) == c.dense_layers.end() && type != "mixtral") {
           const std::string field = type == "glm4_moe" || deepseek                       ? "first_k_dense_replace"

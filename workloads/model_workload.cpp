@@ -1,3 +1,4 @@
+#include <cmath>
 #include "workloads/model_workload.hpp"
 
 #include <algorithm>
@@ -89,6 +90,15 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
   if (w.has("attention")) out.options.flash_attention = w.choice("attention", {"plain", "flash"}) == "flash";
   if (w.has("parallel_layers")) out.options.parallel_layers = w.boolean("parallel_layers");
   if (w.has("dropout")) out.options.dropout = w.boolean("dropout");
+  if (w.has("mtp_layers")) {
+    const nlohmann::json& v = w.value("mtp_layers");
+    const double depths = v.is_number() ? v.get<double>() : -1.0;
+    if (!(depths >= 0.0 && depths <= 16.0) || depths != std::floor(depths)) {
+      throw InputError(w.field_path("mtp_layers") + ": expected a whole number of multi-token prediction depths from 0 to 16, got " +
+                       v.dump());
+    }
+    out.options.mtp_layers = static_cast<std::int64_t>(depths);
+  }
   if (family) {
     const std::string name = w.string("model");
     out.shape = read_shape(w, name, out.options.seq);

@@ -373,14 +373,14 @@ std::uint32_t OperatorGraph::swiglu(std::string name, std::uint32_t gate, std::u
 }
 
 std::uint32_t OperatorGraph::embedding(std::string name, std::uint32_t ids, std::int64_t vocab, std::int64_t hidden,
-                                       DataType dtype) {
+                                       DataType dtype, bool shared_weight) {
   const Tensor t = tensor(ids);
   const double rows = static_cast<double>(elements(t.shape));
   const double Bt = data_type_bytes(dtype);
   OpCost c;
   c.fwd_bytes = rows * 8.0 + rows * static_cast<double>(hidden) * Bt;  // read ids, gather rows
   c.bwd_bytes = 2.0 * rows * static_cast<double>(hidden) * Bt;         // scatter-add the gradients
-  c.params = static_cast<double>(vocab) * static_cast<double>(hidden);
+  c.params = shared_weight ? 0.0 : static_cast<double>(vocab) * static_cast<double>(hidden);
   c.saved_bytes = rows * 8.0;  // the ids
   Shape out = t.shape;
   out.push_back(hidden);

@@ -163,8 +163,10 @@ class OperatorGraph {
   std::uint32_t relu(std::string name, std::uint32_t x);
   /// silu(gate) * up, elementwise.
   std::uint32_t swiglu(std::string name, std::uint32_t gate, std::uint32_t up);
-  /// ids [...] (int64) -> [..., hidden] rows of a vocab x hidden table in `dtype`.
-  std::uint32_t embedding(std::string name, std::uint32_t ids, std::int64_t vocab, std::int64_t hidden, DataType dtype);
+  /// ids [...] (int64) -> [..., hidden] rows of a vocab x hidden table in `dtype`; with
+  /// `shared_weight` the table is another operator's (not counted again).
+  std::uint32_t embedding(std::string name, std::uint32_t ids, std::int64_t vocab, std::int64_t hidden, DataType dtype,
+                          bool shared_weight = false);
   std::uint32_t dropout(std::string name, std::uint32_t x);
   std::uint32_t add(std::string name, std::uint32_t a, std::uint32_t b);
   /// Softmax cross-entropy of logits [..., V] against integer labels: a loss per row.

@@ -142,6 +142,12 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
   if (o.flash_attention) c.flash_attention = *o.flash_attention;
   if (o.parallel_layers) c.parallel_layers = *o.parallel_layers;
   if (o.dropout) c.embedding_dropout = c.attention_dropout = c.residual_dropout = *o.dropout;
+  if (o.mtp_layers) {
+    if (*o.mtp_layers < 0 || *o.mtp_layers > 16) {
+      throw InputError(o.spelled + "mtp_layers: expected 0 (no multi-token prediction) to 16, got " + std::to_string(*o.mtp_layers));
+    }
+    c.mtp_layers = *o.mtp_layers;
+  }
   if (std::string why = transformer_problem(c); !why.empty()) throw InputError(c.name + ": " + why);
   return c;
 }
@@ -162,6 +168,7 @@ OperatorGraph build_workload_preset(std::string_view name, const WorkloadOptions
   if (o.flash_attention) throw InputError(o.spelled + "attention: " + std::string(name) + " is not a transformer");
   if (o.parallel_layers) throw InputError(o.spelled + "parallel_layers: " + std::string(name) + " is not a transformer");
   if (o.dropout) throw InputError(o.spelled + "dropout: " + std::string(name) + " is not a transformer");
+  if (o.mtp_layers) throw InputError(o.spelled + "mtp_layers: " + std::string(name) + " is not a transformer");
   if (o.gemm_dtype) {
     throw InputError(o.spelled + (o.spelled == "--" ? "gemm-dtype" : "gemm_dtype") + ": " + std::string(name) +
                      " is not a transformer (its dtype sets its GEMMs')");

@@ -40,6 +40,8 @@ struct WorkloadOptions {
   std::optional<bool> flash_attention;    // transformers: fused (true) or plain attention
   std::optional<bool> parallel_layers;    // transformers: attention and MLP side by side (true) or in series
   std::optional<bool> dropout;            // transformers: every dropout (embedding, attention, residual) on or off
+  std::optional<std::int64_t> mtp_layers; // transformers: multi-token prediction depths; default: the model's (0, or
+                                          // a HuggingFace config's num_nextn_predict_layers)
   std::string spelled;                    // how errors spell the options: "--" (command line), "workload." (a scenario)
 };
 

@@ -203,6 +203,9 @@ std::string transformer_problem(const TransformerConfig& c) {
   if (c.experts > 0 && c.moe_layers_in(0, c.layers) == 0) {
     return "every layer's MLP is dense (dense_layers): a dense model has no experts";
   }
+  if (c.mtp_layers < 0 || c.mtp_layers > 16) {
+    return "mtp_layers must be 0 (no multi-token prediction) to 16, got " + std::to_string(c.mtp_layers);
+  }
   if (c.heads % c.kv_heads != 0) {
     return "kv_heads (" + std::to_string(c.kv_heads) + ") must divide heads (" + std::to_string(c.heads) + ")";
   }
@@ -273,9 +276,9 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
   if (c.embedding_norm) x = G.layer_norm("embed.norm", x);
   if (c.embedding_dropout) x = G.dropout("embed.dropout", x);
 
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    G.set_layer(static_cast<int>(l));
-    const std::string L = "layer" + std::to_string(l) + ".";
+  // One transformer layer on x (its operators' names prefixed by L), its MLP a mixture
+  // of experts when `moe`.
+  const auto layer = [&](const std::string& L, std::uint32_t x, bool moe) {
     // Attention block.
     const std::uint32_t n1 = gpt ? G.layer_norm(L + "ln1", x) : G.rms_norm(L + "norm1", x);
     // The layer's linear layers, in fp8 under Transformer Engine's recipe.
@@ -334,7 +337,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       return lin(p + "down", G.swiglu(p + "swiglu", gu[0], gu[1]), h);
     };
     std::uint32_t m;
-    if (c.moe_layer(l)) {
+    if (moe) {
       const std::int64_t E = c.experts, rows = c.expert_rows(b);
       G.softmax(L + "router.softmax", G.linear(L + "router", n2, E, false));
       const std::uint32_t in = G.permute(L + "experts.dispatch", n2, {E, rows, h}, false);
@@ -350,12 +353,30 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       m = mlp(L, n2, c.dense_mlp_ffn(), false);
     }
     if (c.residual_dropout) m = G.dropout(L + "mlp.dropout", m);
-    x = G.add(L + "residual2", x, m);
+    return G.add(L + "residual2", x, m);
+  };
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    G.set_layer(static_cast<int>(l));
+    x = layer("layer" + std::to_string(l) + ".", x, c.moe_layer(l));
+  }
+  const auto norm = [&](const std::string& name, std::uint32_t in) { return gpt ? G.layer_norm(name, in) : G.rms_norm(name, in); };
+  G.set_layer(-1);
+  const std::uint32_t logits = G.linear("output", norm("final_norm", x), c.vocab, false, c.tied_embedding);
+  G.cross_entropy("loss", logits);
+  // Multi-token prediction: each depth on the one before (the model's hidden state
+  // before its final norm first), with the model's embedding and output weights.
+  for (std::int64_t k = 0; k < c.mtp_layers; ++k) {
+    const std::string P = "mtp" + std::to_string(k) + ".";
+    G.set_layer(-1);
+    const std::uint32_t e = norm(P + "enorm", G.embedding(P + "embed", tokens, c.vocab, h, c.dtype, true));
+    const std::uint32_t joined = G.concat(P + "concat", {e, norm(P + "hnorm", x)});
+    const std::uint32_t in = G.linear(P + "eh_proj", joined, h, false);
+    G.set_layer(static_cast<int>(c.layers + k));
+    x = layer(P + "layer.", in, c.moe_layer(c.layers - 1));
+    G.set_layer(-1);
+    G.cross_entropy(P + "loss", G.linear(P + "output", norm(P + "final_norm", x), c.vocab, false, true));
   }
   G.set_layer(-1);
-  x = gpt ? G.layer_norm("final_norm", x) : G.rms_norm("final_norm", x);
-  const std::uint32_t logits = G.linear("output", x, c.vocab, false, c.tied_embedding);
-  G.cross_entropy("loss", logits);
   return G;
 }
 

@@ -111,6 +111,13 @@ struct TransformerConfig {
   std::int64_t q_lora_rank = 0;  // 0: the query projected from the norm's output directly
   std::int64_t kv_lora_rank = 0;
   std::int64_t qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+  // Multi-token prediction (DeepSeek-V3's MTP; Megatron-Core's --mtp-num-layers): after
+  // the model, mtp_layers modules in a chain, depth k predicting the token k + 2 ahead:
+  // the shared embedding of the tokens shifted by k + 1 and the previous depth's hidden
+  // state (the model's before its final norm), each normed, joined and projected back to
+  // hidden size, one transformer layer of the kind of the model's last, a norm, the
+  // shared output layer and a loss of its own. All on the last pipeline stage.
+  std::int64_t mtp_layers = 0;
 
   /// Whether the attention is multi-head latent attention.
   [[nodiscard]] bool mla() const { return kv_lora_rank > 0; }
@@ -129,6 +136,9 @@ struct TransformerConfig {
   }
   /// Whether layer l is a mixture of experts' dense layer (never in a dense model).
   [[nodiscard]] bool dense_layer(std::int64_t l) const { return experts > 0 && !moe_layer(l); }
+  /// Whether the multi-token prediction layers are dense layers among experts (they
+  /// take the model's last layer's kind, as Megatron-Core builds them).
+  [[nodiscard]] bool mtp_dense() const { return dense_layer(layers - 1); }
   /// The FFN size of a dense layer's MLP: dense_ffn in a mixture of experts that sets
   /// it, else ffn.
   [[nodiscard]] std::int64_t dense_mlp_ffn() const { return experts > 0 && dense_ffn > 0 ? dense_ffn : ffn; }
