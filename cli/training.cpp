@@ -267,7 +267,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
                             : std::to_string(p.pp) + " stages") +
                        ", got []");
     }
-    p.stage_layers = a.ints(1, 1'000'000, "a positive number of layers");
+    p.stage_layers = a.ints(0, 1'000'000, "a count of layers (0 or more)");
   }
   if (o.has("order")) {
     JsonArray a = o.array("order");

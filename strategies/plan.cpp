@@ -109,9 +109,18 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
              (interleaved ? " entries, pp x virtual_stages is " + n(chunks) + " (one per model chunk, in model order)"
                           : " stages, pp is " + n(p.pp));
     }
+    // The first and last chunks may hold none: only the embedding, or only the output
+    // layer and loss (and multi-token prediction), as Megatron-Core's pipeline layouts
+    // allow ("E|t...", "...|mL").
     std::int64_t sum = 0;
-    for (int l : p.stage_layers) {
-      if (l < 1) return interleaved ? "every model chunk needs at least one layer" : "every pipeline stage needs at least one layer";
+    for (std::size_t c = 0; c < p.stage_layers.size(); ++c) {
+      const int l = p.stage_layers[c];
+      const bool edge = chunks > 1 && (c == 0 || c + 1 == p.stage_layers.size());
+      if (l < 0 || (l == 0 && !edge)) {
+        return std::string(interleaved ? "every model chunk" : "every pipeline stage") +
+               " needs at least one layer, except the first and the last (none: only the embedding, or only the output "
+               "layer and loss)";
+      }
       sum += l;
     }
     if (sum != m.layers) return "the layer partition adds up to " + n(sum) + " layers, the model has " + n(m.layers);

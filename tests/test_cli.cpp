@@ -1877,7 +1877,8 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"workload.model=resnet50", "workload.seq: resnet50 is not a transformer; it has no sequence"},
       {"strategies.1.pp=32", "strategies.1: dp x tp x pp = 128 devices, but the cluster has 16"},
       {"strategies.1.stage_layers=[]", "strategies.1.stage_layers: expected the layers of each of the 2 stages, got []"},
-      {"strategies.1.stage_layers=[12.5,11.5]", "strategies.1.stage_layers.0: expected a positive number of layers, got 12.5"},
+      {"strategies.1.stage_layers=[12.5,11.5]", "strategies.1.stage_layers.0: expected a count of layers (0 or more), got 12.5"},
+      {"strategies.1.stage_layers=[25,-1]", "strategies.1.stage_layers.1: expected a count of layers (0 or more), got -1"},
       {"strategies.1.microbatch_group=0", "strategies.1.microbatch_group: expected a positive integer, got 0"},
       {"strategies.1.microbatch_group=4", "strategies.1: microbatch_group applies to the interleaved schedule only"},
       // Names are printed in tables, CSV and terminals: an escape or a newline broke them.

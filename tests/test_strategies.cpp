@@ -229,8 +229,14 @@ TEST_CASE("impossible plans are refused with the reason") {
   CHECK(why(interleaved(5, 5)) == "pp x virtual_stages (25) exceeds the layers (24)");
   CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {12, 12}; }) ==
         "the layer partition has 2 entries, pp x virtual_stages is 4 (one per model chunk, in model order)");
-  CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {1, 11, 12, 0}; }) ==
-        "every model chunk needs at least one layer");
+  CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {1, 0, 12, 11}; }) ==
+        "every model chunk needs at least one layer, except the first and the last (none: only the embedding, or only the "
+        "output layer and loss)");
+  CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {0, 12, 12, 0}; }).empty());
+  CHECK(why([](ParallelPlan& p) { p.pp = 2, p.stage_layers = {24, 0}; }).empty());
+  CHECK(why([](ParallelPlan& p) { p.pp = 2, p.stage_layers = {25, -1}; }) ==
+        "every pipeline stage needs at least one layer, except the first and the last (none: only the embedding, or only "
+        "the output layer and loss)");
   CHECK(why([&](ParallelPlan& p) { interleaved(2, 2)(p), p.stage_layers = {1, 11, 11, 1}; }).empty());
   CHECK(why(interleaved(5, 2)) ==
         "the 64 micro-batches per step in groups of 5 (pp, microbatch_group's default) leave a last group of 4, fewer than "
@@ -2990,6 +2996,24 @@ TEST_CASE("multi-token prediction: parameters, compute, memory and the estimate 
     };
     CHECK(copies(s) == 1);
     CHECK(copies(plain) == 0);
+  }
+  // Megatron-Core's layouts with a last chunk of no layers (only the output layer, loss
+  // and the depth: "...|mL") and a first of none (only the embedding): the replay runs
+  // them, its memory peaks as the model says, the estimate follows it within 5%.
+  for (const int variant : {0, 1}) {
+    ParallelPlan q;
+    q.pp = 2, q.global_batch = 8;
+    if (variant == 0) q.stage_layers = {4, 0};
+    if (variant == 1) q.schedule = PipelineSchedule::kInterleaved1F1B, q.virtual_stages = 2, q.stage_layers = {0, 2, 2, 0};
+    INFO("layout ", variant);
+    REQUIRE(plan_problem(q, m1, 8).empty());
+    LoweredTrainingStep s = rig.lower(m1, q);
+    MemoryTracker mem;
+    Observer* obs[] = {&mem};
+    const double run = rig.run(s, obs);
+    const std::vector<DeviceMemory> b = stage_memory(q, m1);
+    for (std::size_t i = 0; i < 2; ++i) CHECK(mem.pools()[i].peak.value() == Approx(b[i].total()).epsilon(1e-12));
+    CHECK(estimate_step(m1, q, *rig.fabric, *rig.compute) == Approx(run).epsilon(0.05));
   }
   // Tensor parallelism with sequence parallelism: the depth's input projection splits by
   // columns, and the estimate still follows the replay.
