@@ -267,7 +267,7 @@ double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& p
 double mtp_input_parameters(const TransformerConfig& m, const ParallelPlan& p) {
   if (m.mtp_layers == 0) return 0.0;
   const double h = static_cast<double>(m.hidden);
-  return 2 * h * h / p.tp + 3 * final_norm_parameters(m);
+  return 2 * h * h / p.tp + 2 * final_norm_parameters(m);
 }
 
 double mtp_embedding_copy(const TransformerConfig& m, const ParallelPlan& p) {
@@ -304,7 +304,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     if (last) {
       d.parameters += final_norm_parameters(m);
       d.parameters += output_layer_parameters(m, p);
-      d.parameters += mtp * mtp_input_parameters(m, p) + mtp_embedding_copy(m, p);
+      d.parameters += mtp * (mtp_input_parameters(m, p) + final_norm_parameters(m)) + mtp_embedding_copy(m, p);
       d.parameters += mtp_primary * lp.per_device(p.tp, m, p.ep) + mtp_dense * dlp.per_device(p.tp, dense);
     }
     // Under expert parallelism the experts' states are sharded (ZeRO-1) over the dp / ep
@@ -352,7 +352,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       for (std::int64_t k = 0; last && k < m.mtp_layers; ++k) {  // as transformer_step's units
         units.push_back(mtp_input_parameters(m, p) + (k == 0 ? mtp_embedding_copy(m, p) : 0.0));
         units.push_back(m.mtp_dense() ? dlp.per_device(p.tp, dense) : lp.per_device(p.tp, m));
-        units.push_back(0.0);
+        units.push_back(final_norm_parameters(m));
       }
       double pair = 0, largest = 0;
       for (std::size_t u = 0; u < units.size(); ++u) {

@@ -81,9 +81,9 @@ ModelStates model_states(double params, int dp, DataParallelMode mode, DataType 
 double embedding_parameters(const TransformerConfig& m, const ParallelPlan& plan);
 double final_norm_parameters(const TransformerConfig& m);
 double output_layer_parameters(const TransformerConfig& m, const ParallelPlan& plan);
-/// Multi-token prediction: one depth's parameters on one device of the last stage apart
-/// from its layer (the projection from twice the hidden size, split by columns over tp,
-/// and three norms: the embedding's, the hidden state's and its final one).
+/// Multi-token prediction: one depth's input parameters on one device of the last stage
+/// (the projection from twice the hidden size, split by columns over tp, and the
+/// embedding's and hidden state's norms; its layer's and final norm's apart).
 double mtp_input_parameters(const TransformerConfig& m, const ParallelPlan& plan);
 /// The embedding table's copy multi-token prediction keeps on the last stage (vocab x
 /// hidden / tp, its gradient summed with the first stage's): where a pipeline splits the

@@ -314,6 +314,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double mtp_params0 = c.mtp_params + mtp_embedding_copy(model, p);
   const double mtp_f = c.mtp_forward.value() + (p.sequence_parallel ? 2.0 : 1.5) * ar;
   const double mtp_b = c.mtp_backward.value() + (p.sequence_parallel ? 1.5 : 2.0) * ar;
+  const double mtp_norm = final_norm_parameters(model);  // a depth's output unit's (the output layer is the model's)
   struct Unit {
     double compute, gather, scatter, across;
   };
@@ -373,11 +374,11 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
         const double params = d == 0 ? mtp_params0 : c.mtp_params;
         fwd.push_back({mtp_f, gather(params), 0.0, 0.0});
         fwd.push_back({mtp_layer.f, mtp_layer.ag, 0.0, 0.0});
-        fwd.push_back({c.last_forward.value() + (ar - ends_ar), 0.0, 0.0, 0.0});
+        fwd.push_back({c.last_forward.value() + (ar - ends_ar), gather(mtp_norm), 0.0, 0.0});
       }
       for (std::int64_t d = model.mtp_layers - 1; output && d >= 0; --d) {
         const double params = d == 0 ? mtp_params0 : c.mtp_params;
-        bwd.push_back({c.last_backward.value() + ends_ar, 0.0, 0.0, 0.0});
+        bwd.push_back({c.last_backward.value() + ends_ar, gather(mtp_norm), scatter(mtp_norm), across(mtp_norm)});
         bwd.push_back({mtp_layer.b, mtp_layer.ag, mtp_layer.rs, mtp_layer.ar});
         bwd.push_back({mtp_b, gather(params), scatter(params), across(params)});
       }
@@ -388,7 +389,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       if (embedding) bwd.push_back({c.first_backward.value() + (ar - ends_ar), ag_first, rs_first, ar_first});
       // The model's last chunk sends no activations on, its first no gradients back.
       const double mtp_params = output ? static_cast<double>(model.mtp_layers) *
-                                             (c.mtp_params + c.params_of(!model.mtp_dense())) +
+                                             (c.mtp_params + mtp_norm + c.params_of(!model.mtp_dense())) +
                                              mtp_embedding_copy(model, p)
                                        : 0.0;
       const double chunk_params = kinds.primary * c.layer_params + kinds.dense * c.dense_layer_params +
@@ -470,7 +471,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   if (const double kv = model.replicated_kv_params(p.tp); kv > 0.0) {
     // More tp ranks than key-value groups: each group's copies' gradients summed among
     // the ranks sharing it, the busiest stage's layers at once.
-    double bytes = kv * *std::max_element(layers.begin(), layers.end()) * reduced_gradient_bytes(p, model.dtype);
+    std::vector<int> with_mtp = layers;  // (multi-token prediction's layers on the last stage)
+    with_mtp.back() += static_cast<int>(model.mtp_layers);
+    double bytes = kv * *std::max_element(with_mtp.begin(), with_mtp.end()) * reduced_gradient_bytes(p, model.dtype);
     if (zero3) bytes /= shard_size(p);
     std::vector<std::uint32_t> sharing;
     for (int k = 0; k < model.kv_copies(p.tp); ++k) sharing.push_back(mesh_rank(p, 0, 0, k));

@@ -60,7 +60,7 @@ struct StageCosts {
   // Multi-token prediction (TransformerConfig::mtp_layers), one depth on the last stage:
   // its embedding lookup, two norms, join and projection before its layer (after the
   // layer, its norm, output layer and loss cost as the model's last_*), and their
-  // parameters on one device (with the depth's final norm).
+  // parameters on one device (mtp_input_parameters).
   Seconds mtp_forward{0.0}, mtp_backward{0.0}, mtp_weight_gradient{0.0};
   double mtp_params = 0.0;
 

@@ -144,7 +144,7 @@ class StepLowering {
         u.push_back({UnitKind::kMtpInput, 1, costs_.mtp_params + (k == 0 ? mtp_embedding_copy(m_, p_) : 0.0)});
         u.push_back({UnitKind::kLayers, 1, costs_.params_of(!dense), p_.recompute == Recompute::kFull,
                      ep_ && !dense ? costs_.expert_params : 0.0, dense});
-        u.push_back({UnitKind::kOutput, 1, 0.0});
+        u.push_back({UnitKind::kOutput, 1, final_norm_parameters(m_)});  // (the output layer's weights are the model's)
       }
     }
     return u;
@@ -318,7 +318,10 @@ class StepLowering {
     for (int s = 0; s < stages_ && ep_; ++s) {  // per layer 2 all-to-alls a pass, and a recomputed forward
       const int i = s % p_.pp;
       const LayerKinds k = layer_kinds(p_, m_, {range(s)});  // the expert layers: primary
-      const std::uint64_t events = 4 * static_cast<std::uint64_t>(k.primary) + 2 * static_cast<std::uint64_t>(k.primary_recomputed);
+      std::uint64_t events = 4 * static_cast<std::uint64_t>(k.primary) + 2 * static_cast<std::uint64_t>(k.primary_recomputed);
+      if (s == stages_ - 1 && !m_.mtp_dense()) {  // multi-token prediction's expert layers (recomputed under full)
+        events += static_cast<std::uint64_t>(m_.mtp_layers) * (p_.recompute == Recompute::kFull ? 6 : 4);
+      }
       for (int g = 0; g < p_.dp / p_.ep; ++g) {
         for (int k = 0; k < p_.tp; ++k) per += events * choice_transfers(choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g));
       }
@@ -978,7 +981,7 @@ class StepLowering {
     if (kv == 0.0) return;
     const int sharing = m_.kv_copies(p_.tp);
     for (int i = 0; i < p_.pp; ++i) {
-      int layers = 0;
+      int layers = i == p_.pp - 1 ? static_cast<int>(m_.mtp_layers) : 0;  // (multi-token prediction's on the last)
       for (int s = i; s < stages_; s += p_.pp) layers += range(s).count;
       for (int d = 0; d < p_.dp; ++d) {
         for (int k0 = 0; k0 < p_.tp; k0 += sharing) {

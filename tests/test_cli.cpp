@@ -3410,6 +3410,17 @@ TEST_CASE("workload mtp_layers: a multi-token prediction depth's model FLOPs, an
   const double h = 2304, V = 51200, seq = 1024;
   CHECK(per_token(1) - per_token(0) ==
         Approx(6 * (12 * h * h + 13 * h + 2 * h * h + 6 * h + V * h) + 12 * h * seq).epsilon(1e-9));
+  // Under full recomputation ('dp') the depth's layer recomputes too: the hardware FLOPs
+  // per token beyond the model's grow by one layer's forward, 2 x (12 h^2 + 13 h) + 4 h s
+  // (within 0.1%: the report prices recomputation at the average layer's parameters).
+  const auto recomputed = [&](int depths) {
+    const auto r = ddlsim_cmd({"run", f, "--json", "--strategy", "dp", "--set", "workload.mtp_layers=" + std::to_string(depths)});
+    REQUIRE(r.status == 0);
+    const auto st = nlohmann::json::parse(r.out).at("strategies").at(0);
+    return (st.at("hardware_tflops_per_device").get<double>() - st.at("model_tflops_per_device").get<double>()) * 1e12 *
+           st.at("devices").get<double>() / st.at("tokens_per_s").get<double>();
+  };
+  CHECK(recomputed(1) - recomputed(0) == Approx(2 * (12 * h * h + 13 * h) + 4 * h * seq).epsilon(1e-3));
   const auto text = ddlsim_cmd({"run", f, "--strategy", "dp", "--set", "workload.mtp_layers=2"});
   REQUIRE(text.status == 0);
   CHECK(text.out.find("workload: megatron-1.7b, 24 layers and 2 multi-token prediction depths, hidden 2304, seq 1024\n") !=

@@ -2943,7 +2943,8 @@ TEST_CASE("fp8 GEMMs: activations, weight copies and GEMM time against closed fo
 
 TEST_CASE("multi-token prediction: parameters, compute, memory and the estimate of its depths on the last stage") {
   // Expected, a depth of multi-token prediction (hidden h = 1024, RMS norms, tp 1): the
-  // projection 2 h x h and three norms (2,100,224 parameters), a layer as the model's
+  // projection 2 h x h and two norms before its layer (2,099,200 parameters; its final
+  // norm h after it, 2,100,224 in all), a layer as the model's
   // (its parameters, its forward time), the output layer and loss again (the model's
   // time, no new weights), all on the last stage; with a pipeline the last stage keeps a
   // copy of the untied embedding (32000 x 1024), summed with the first's ("copies").
@@ -2955,11 +2956,11 @@ TEST_CASE("multi-token prediction: parameters, compute, memory and the estimate 
   const TransformerConfig m0 = llama_config("l", 4, 1024, 16, 4, 2816, 1024, 32000);
   TransformerConfig m1 = m0;
   m1.mtp_layers = 1;
-  const double h = 1024, V = 32000, depth_inputs = 2 * h * h + 3 * h;
+  const double h = 1024, V = 32000, depth_inputs = 2 * h * h + 3 * h;  // with the final norm
   ParallelPlan p;
   p.global_batch = 4;
   const StageCosts c = stage_costs(m1, p, *rig.compute);
-  CHECK(c.mtp_params == depth_inputs);
+  CHECK(c.mtp_params == depth_inputs - h);
   CHECK(c.mtp_forward.value() > 0.0);
   CHECK(stage_costs(m0, p, *rig.compute).mtp_params == 0.0);
   CHECK(stage_costs(m0, p, *rig.compute).attention.forward.value() == c.attention.forward.value());  // the layers' costs unchanged
@@ -3019,9 +3020,32 @@ TEST_CASE("multi-token prediction: parameters, compute, memory and the estimate 
   // columns, and the estimate still follows the replay.
   ParallelPlan t;
   t.tp = 2, t.sequence_parallel = true, t.global_batch = 4;
-  CHECK(stage_costs(m1, t, *rig.compute).mtp_params == 2 * h * h / 2 + 3 * h);
+  CHECK(stage_costs(m1, t, *rig.compute).mtp_params == 2 * h * h / 2 + 2 * h);
   LoweredTrainingStep t0 = rig.lower(m0, t), t1 = rig.lower(m1, t);
   const double d_run = rig.run(t1) - rig.run(t0);
   const double d_est = estimate_step(m1, t, *rig.fabric, *rig.compute) - estimate_step(m0, t, *rig.fabric, *rig.compute);
   CHECK(d_est == Approx(d_run).epsilon(0.05));
+  // Data parallelism (the depth's gradients in the all-reduce, ZeRO-3's gathers and
+  // scatters of its units) and expert parallelism (its expert layer's all-to-alls, its
+  // experts' gradients over the replicas holding them), on a mixture of experts: the
+  // estimate's difference follows the replay's within 10%.
+  TransformerConfig moe0 = llama_config("moe", 4, 1024, 16, 4, 2816, 1024, 32000);
+  moe0.experts = 8, moe0.experts_per_token = 2;
+  TransformerConfig moe1 = moe0;
+  moe1.mtp_layers = 1;
+  for (const int variant : {0, 1, 2}) {
+    const TransformerConfig& a = variant == 2 ? moe0 : m0;
+    const TransformerConfig& b = variant == 2 ? moe1 : m1;
+    ParallelPlan q;
+    q.dp = 2, q.global_batch = 8;
+    if (variant == 1) q.dp_mode = DataParallelMode::kZero3;
+    if (variant == 2) q.dp = 4, q.ep = 2, q.pp = 2;
+    INFO("dp variant ", variant);
+    REQUIRE(plan_problem(q, b, 8).empty());
+    LoweredTrainingStep x0 = rig.lower(a, q), x1 = rig.lower(b, q);
+    const double run_gap = rig.run(x1) - rig.run(x0);
+    const double est_gap = estimate_step(b, q, *rig.fabric, *rig.compute) - estimate_step(a, q, *rig.fabric, *rig.compute);
+    CHECK(run_gap > 0.0);
+    CHECK(est_gap == Approx(run_gap).epsilon(0.10));
+  }
 }

@@ -594,6 +594,9 @@ TEST_CASE("HuggingFace DeepSeek-V3 and Kimi K2: multi-head latent attention, den
   bad["kv_lora_rank"] = 0;
   CHECK(what(bad) == "config.json: kv_lora_rank: expected a positive integer, got 0");
   bad = doc;
+  bad["num_nextn_predict_layers"] = 17;
+  CHECK(what(bad) == "config.json: num_nextn_predict_layers: expected a whole number from 0 to 16, got 17");
+  bad = doc;
   bad["moe_layer_freq"] = 100;
   CHECK(what(bad) == "config.json: moe_layer_freq: leaves no mixture-of-experts layer among layers 3 to 60 (a layer past "
                      "first_k_dense_replace is one when its index is a multiple of it)");

@@ -1,7 +1,7 @@
-#include <cmath>
 #include "workloads/model_workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -95,7 +95,7 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
     const double depths = v.is_number() ? v.get<double>() : -1.0;
     if (!(depths >= 0.0 && depths <= 16.0) || depths != std::floor(depths)) {
       throw InputError(w.field_path("mtp_layers") + ": expected a whole number of multi-token prediction depths from 0 to 16, got " +
-                       v.dump());
+                       shown(v));
     }
     out.options.mtp_layers = static_cast<std::int64_t>(depths);
   }
