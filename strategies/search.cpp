@@ -82,6 +82,18 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   return p;
 }
 
+// Multi-token prediction's layout for `chunks` model chunks (Megatron-Core's "...|mL"):
+// the layers balanced over all chunks but the last (the first ones a layer more), the
+// last holding only the output layer, the losses and the prediction depths; empty when
+// the other chunks cannot each take a layer.
+std::vector<int> mtp_layout(std::int64_t layers, int chunks) {
+  if (chunks < 2 || layers < chunks - 1) return {};
+  const int rest = chunks - 1;
+  std::vector<int> out(static_cast<std::size_t>(chunks), 0);
+  for (int c = 0; c < rest; ++c) out[static_cast<std::size_t>(c)] = static_cast<int>(layers / rest + (c < layers % rest ? 1 : 0));
+  return out;
+}
+
 // Calls f(tp, pp, dp) for every shape of the grid, in its order.
 template <class F>
 void grid_shapes(const TransformerConfig& model, std::size_t devices, const SearchSpace& space, F&& f) {
@@ -126,7 +138,15 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
             if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
             for (Recompute rc : space.recomputes) {
               ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v, ep, &order);
-              if (plan_problem(p, model, devices).empty()) out.push_back(std::move(p));
+              if (!plan_problem(p, model, devices).empty()) continue;
+              // With multi-token prediction, also the layout that gives the last chunk
+              // no layers (its output layer, losses and depths weigh more than a layer).
+              ParallelPlan last_free = p;
+              last_free.stage_layers = model.mtp_layers > 0 ? mtp_layout(model.layers, pp * p.virtual_stages) : std::vector<int>{};
+              out.push_back(std::move(p));
+              if (!last_free.stage_layers.empty() && plan_problem(last_free, model, devices).empty()) {
+                out.push_back(std::move(last_free));
+              }
             }
           }
         }
@@ -523,6 +543,15 @@ std::string describe_plan(const ParallelPlan& p) {
     s += std::string(", grad accumulation ") + grad_accumulation_name(p.grad_accumulation);
   }
   if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
+  if (!p.stage_layers.empty()) {  // runs of equal counts shortened: "layers 1, 30 x 2, 0"
+    s += ", layers ";
+    for (std::size_t c = 0; c < p.stage_layers.size();) {
+      std::size_t n = 1;
+      while (c + n < p.stage_layers.size() && p.stage_layers[c + n] == p.stage_layers[c]) ++n;
+      s += (c > 0 ? ", " : "") + (n > 1 ? std::to_string(n) + " x " : std::string()) + std::to_string(p.stage_layers[c]);
+      c += n;
+    }
+  }
   if (p.dispatcher != TokenDispatcher::kAllToAll) s += std::string(", ") + dispatcher_name(p.dispatcher) + " dispatch";
   // The order where it places the ranks otherwise than the default.
   if (placed_axes(p.order, p.tp, p.pp, p.dp) != placed_axes(ParallelPlan{}.order, p.tp, p.pp, p.dp)) {

@@ -3049,3 +3049,47 @@ TEST_CASE("multi-token prediction: parameters, compute, memory and the estimate 
     CHECK(est_gap == Approx(run_gap).epsilon(0.10));
   }
 }
+
+TEST_CASE("with multi-token prediction the grid also tries each pipelined plan with its last chunk free of layers") {
+  // Expected: for an 8-layer Llama on 16 GPUs with one prediction depth, every grid plan
+  // with a pipeline has a twin whose stage_layers balance the 8 layers over all chunks
+  // but the last, which holds none (pp 2: 8, 0; pp 4: 3, 3, 2, 0; pp 2 x v 2: 3, 3, 2,
+  // 0), named so in the search's plan text; the same model without the depth gets no
+  // layouts, and the twins make the rest of the grid the same.
+  const TransformerConfig m0 = llama_config("l", 8, 1024, 16, 4, 2816, 1024, 32000);
+  TransformerConfig m1 = m0;
+  m1.mtp_layers = 1;
+  SearchSpace space;
+  space.global_batch = 32;
+  const std::vector<ParallelPlan> with = grid_plans(m1, 16, space), without = grid_plans(m0, 16, space);
+  std::size_t piped = 0, twins = 0;
+  for (const ParallelPlan& p : without) {
+    CHECK(p.stage_layers.empty());
+    if (p.pp > 1) ++piped;
+  }
+  std::vector<ParallelPlan> plain;
+  for (const ParallelPlan& p : with) {
+    if (p.stage_layers.empty()) {
+      plain.push_back(p);
+      continue;
+    }
+    ++twins;
+    INFO(describe_plan(p));
+    const int chunks = p.pp * p.virtual_stages;
+    REQUIRE(static_cast<int>(p.stage_layers.size()) == chunks);
+    CHECK(p.stage_layers.back() == 0);
+    int sum = 0;
+    for (int c = 0; c + 1 < chunks; ++c) {
+      CHECK(p.stage_layers[static_cast<std::size_t>(c)] == 8 / (chunks - 1) + (c < 8 % (chunks - 1) ? 1 : 0));
+      sum += p.stage_layers[static_cast<std::size_t>(c)];
+    }
+    CHECK(sum == 8);
+  }
+  CHECK(piped > 0);
+  CHECK(twins == piped);
+  REQUIRE(plain.size() == without.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(same_plan(plain[i], without[i]));
+  ParallelPlan q;
+  q.pp = 4, q.global_batch = 32, q.stage_layers = {3, 3, 2, 0};
+  CHECK(describe_plan(q) == "dp 1 x tp 1 x pp 4, mb 1, 1f1b, layers 2 x 3, 2, 0");
+}
