@@ -82,15 +82,25 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   return p;
 }
 
-// Multi-token prediction's layout for `chunks` model chunks (Megatron-Core's "...|mL"):
-// the layers balanced over all chunks but the last (the first ones a layer more), the
-// last holding only the output layer, the losses and the prediction depths; empty when
-// the other chunks cannot each take a layer.
-std::vector<int> mtp_layout(std::int64_t layers, int chunks) {
+// Multi-token prediction's layouts for `chunks` model chunks (Megatron-Core's "...|mL"):
+// the layers balanced over all chunks but the last, which holds only the output layer,
+// the losses and the prediction depths. Where the layers do not divide evenly, two: the
+// first chunks a layer more, and the later ones (which is lighter depends on the model:
+// the first stage holds the embedding and the most micro-batches in flight, but
+// DeepSeek-V3's first layers are dense). None when the other chunks cannot each take a
+// layer.
+std::vector<std::vector<int>> mtp_layouts(std::int64_t layers, int chunks) {
   if (chunks < 2 || layers < chunks - 1) return {};
-  const int rest = chunks - 1;
-  std::vector<int> out(static_cast<std::size_t>(chunks), 0);
-  for (int c = 0; c < rest; ++c) out[static_cast<std::size_t>(c)] = static_cast<int>(layers / rest + (c < layers % rest ? 1 : 0));
+  const int rest = chunks - 1, extra = static_cast<int>(layers % rest);
+  std::vector<std::vector<int>> out;
+  for (const bool front : {true, false}) {
+    if (!front && extra == 0) break;
+    std::vector<int> counts(static_cast<std::size_t>(chunks), 0);
+    for (int c = 0; c < rest; ++c) {
+      counts[static_cast<std::size_t>(c)] = static_cast<int>(layers / rest) + ((front ? c < extra : c >= rest - extra) ? 1 : 0);
+    }
+    out.push_back(std::move(counts));
+  }
   return out;
 }
 
@@ -141,11 +151,17 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
               if (!plan_problem(p, model, devices).empty()) continue;
               // With multi-token prediction, also the layout that gives the last chunk
               // no layers (its output layer, losses and depths weigh more than a layer).
-              ParallelPlan last_free = p;
-              last_free.stage_layers = model.mtp_layers > 0 ? mtp_layout(model.layers, pp * p.virtual_stages) : std::vector<int>{};
-              out.push_back(std::move(p));
-              if (!last_free.stage_layers.empty() && plan_problem(last_free, model, devices).empty()) {
-                out.push_back(std::move(last_free));
+              std::vector<std::vector<int>> layouts =
+                  model.mtp_layers > 0 ? mtp_layouts(model.layers, pp * p.virtual_stages) : std::vector<std::vector<int>>{};
+              if (layouts.empty()) {
+                out.push_back(std::move(p));
+                continue;
+              }
+              out.push_back(p);
+              for (std::vector<int>& layout : layouts) {
+                ParallelPlan last_free = p;
+                last_free.stage_layers = std::move(layout);
+                if (plan_problem(last_free, model, devices).empty()) out.push_back(std::move(last_free));
               }
             }
           }

@@ -56,6 +56,10 @@ struct SearchSpace {
 /// entry, in its order, its micro-batches in groups of pp or, where pp does not divide
 /// them, of fitting_microbatch_group; plans with pp 1 once, as 1F1B), ZeRO stage,
 /// recomputation, all ascending; sequence parallelism whenever tp > 1 (it only saves memory).
+/// Layers are balanced over the model chunks; for a model with multi-token prediction
+/// each plan with a pipeline is followed by its twin whose last chunk holds no layers
+/// (Megatron-Core's "...|mL"; the others balanced, the first ones a layer more, and
+/// where that is uneven a second twin with the later ones a layer more).
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space);
 
 /// Why grid_plans has no plan (call it when it has none): how many (tp, pp, dp) shapes

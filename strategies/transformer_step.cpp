@@ -983,6 +983,7 @@ class StepLowering {
     for (int i = 0; i < p_.pp; ++i) {
       int layers = i == p_.pp - 1 ? static_cast<int>(m_.mtp_layers) : 0;  // (multi-token prediction's on the last)
       for (int s = i; s < stages_; s += p_.pp) layers += range(s).count;
+      if (layers == 0) continue;  // (a stage of only the embedding holds none)
       for (int d = 0; d < p_.dp; ++d) {
         for (int k0 = 0; k0 < p_.tp; k0 += sharing) {
           std::vector<NodeId> ranks;
