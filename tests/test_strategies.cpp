@@ -3033,6 +3033,28 @@ TEST_CASE("multi-token prediction: parameters, compute, memory and the estimate 
   moe0.experts = 8, moe0.experts_per_token = 2;
   TransformerConfig moe1 = moe0;
   moe1.mtp_layers = 1;
+  // More tp ranks than key-value groups (tp 8 over 4): the groups' copies' gradient sums
+  // take the depth's layer too, 5 layers' worth instead of 4. The transfers counted up
+  // front grow by the depth's as many as the replay adds (its expert layer's
+  // all-to-alls among them).
+  {
+    ParallelPlan k8;
+    k8.tp = 8, k8.global_batch = 4;
+    const auto copies_bytes = [](const LoweredTrainingStep& x) {
+      double b = 0;
+      for (const CollectiveUse& u : x.collective_uses) b += u.dim == "copies" ? u.bytes : 0.0;
+      return b;
+    };
+    const LoweredTrainingStep y0 = rig.lower(m0, k8), y1 = rig.lower(m1, k8);
+    REQUIRE(copies_bytes(y0) > 0.0);
+    CHECK(copies_bytes(y1) == Approx(copies_bytes(y0) * 5 / 4).epsilon(1e-12));
+    ParallelPlan e2;
+    e2.dp = 4, e2.ep = 2, e2.global_batch = 8, e2.overlap_grad_reduce = false;
+    const LoweredTrainingStep z0 = rig.lower(moe0, e2), z1 = rig.lower(moe1, e2);
+    REQUIRE(z0.counted_transfers > 0.0);
+    CHECK(static_cast<double>(z1.transfers) - static_cast<double>(z0.transfers) == z1.counted_transfers - z0.counted_transfers);
+    CHECK(z1.counted_transfers > z0.counted_transfers);
+  }
   for (const int variant : {0, 1, 2}) {
     const TransformerConfig& a = variant == 2 ? moe0 : m0;
     const TransformerConfig& b = variant == 2 ? moe1 : m1;
