@@ -507,9 +507,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   if (const double kv = model.replicated_kv_params(p.tp); kv > 0.0) {
     // More tp ranks than key-value groups: each group's copies' gradients summed among
     // the ranks sharing it, the busiest stage's layers at once.
-    std::vector<int> with_mtp = layers;  // (multi-token prediction's layers on the last stage)
-    with_mtp.back() += static_cast<int>(model.mtp_layers);
-    double bytes = kv * *std::max_element(with_mtp.begin(), with_mtp.end()) * reduced_gradient_bytes(p, model.dtype);
+    // (Multi-token prediction's layers on the last stage.)
+    const double busiest = std::max(*std::max_element(layers.begin(), layers.end()), layers.back() + static_cast<int>(model.mtp_layers));
+    double bytes = kv * busiest * reduced_gradient_bytes(p, model.dtype);
     if (zero3) bytes /= shard_size(p);
     std::vector<std::uint32_t> sharing;
     for (int k = 0; k < model.kv_copies(p.tp); ++k) sharing.push_back(mesh_rank(p, 0, 0, k));

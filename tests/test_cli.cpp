@@ -1507,6 +1507,15 @@ TEST_CASE("ddlsim workload reads a scenario whose workload names a model; ddlsim
 }
 
 namespace {
+// A --set replacing the strategies by one data-parallel SBP plan over `devices` (batch devices).
+std::string sbp_data_parallel(int devices) {
+  const std::string n = std::to_string(devices);
+  return R"J(strategies=[{"name": "sbp", "global_batch": )J" + n + R"J(, "sbp": {"mesh": [)J" + n +
+         R"J(], "signatures": {"*": "S(0) x B -> S(0)"}}}])J";
+}
+// The bundled CNN scenario (VGG-16 on DGX-1s, SBP strategies only).
+std::string vgg16_scenario() { return std::string(DDLSIM_SOURCE_DIR) + "/scenarios/autoddl-vgg16-dgx1.json"; }
+
 const char* kTraining = R"({"name": "t", "cluster": {"preset": "dgx-a100", "nodes": 2},
   "workload": {"model": "megatron-1.7b", "seq": 1024},
   "strategies": [{"name": "dp", "global_batch": 64, "micro_batch": 2, "recompute": "full"},
@@ -3212,7 +3221,7 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
             tx.at("ep").get<double>() + tx.at("other").get<double>() + tb.at("bubble_s").get<double>() ==
         Approx(tp_runs[1].at("step_time_s").get<double>()).epsilon(1e-12));
   const auto sbp = ddlsim_cmd({"run", f, "--set",
-                               R"J(strategies=[{"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"});
+                               sbp_data_parallel(8)});
   CHECK(sbp.status == 2);
   CHECK(sbp.err == "ddlsim run: sbp: mixtral is a mixture of experts, whose experts' grouped GEMMs SBP does not "
                    "shard; plan it with tp/pp/dp strategies\n");
@@ -3251,7 +3260,7 @@ TEST_CASE("run: multi-head latent attention trains under tp with sequence parall
           Approx(per_token * st.at("tokens_per_s").get<double>() / 8 / 1e12).epsilon(1e-9));
   }
   const auto sbp = ddlsim_cmd({"run", f, "--set",
-                               R"J(strategies=[{"name": "sbp", "global_batch": 8, "sbp": {"mesh": [8], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"});
+                               sbp_data_parallel(8)});
   CHECK(sbp.status == 2);
   CHECK(sbp.err == "ddlsim run: sbp: deepseek_v3 is a mixture of experts, whose experts' grouped GEMMs SBP does not "
                    "shard; plan it with tp/pp/dp strategies\n");
@@ -3354,10 +3363,10 @@ TEST_CASE("workload gemm_dtype fp8: runs on H100s, refused where it cannot be pr
        "ddlsim workload: --gemm-dtype: resnet50 is not a transformer (its dtype sets its GEMMs')\n"},
       {{"run", h100, "--set", "workload.gemm_dtype=fp8", "--set", "strategies.1.zero=3"},
        "ddlsim run: strategies.1: fp8 GEMMs (workload gemm_dtype) under ZeRO-3 are not modelled (zero 0, 1 or 2)\n"},
-      {{"run", std::string(DDLSIM_SOURCE_DIR) + "/scenarios/autoddl-vgg16-dgx1.json", "--set", "workload.gemm_dtype=fp8"},
+      {{"run", vgg16_scenario(), "--set", "workload.gemm_dtype=fp8"},
        "ddlsim run: workload.gemm_dtype: vgg16 is not a transformer (its dtype sets its GEMMs')\n"},
       {{"run", h100, "--set", "workload.gemm_dtype=fp8", "--set",
-        R"J(strategies=[{"name": "sbp", "global_batch": 16, "sbp": {"mesh": [16], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"},
+        sbp_data_parallel(16)},
        "ddlsim run: sbp: SBP plans price every GEMM in the model's dtype; plan fp8 GEMMs (workload.gemm_dtype) with tp/pp/dp "
        "strategies\n"},
   };
@@ -3431,10 +3440,10 @@ TEST_CASE("workload mtp_layers: a multi-token prediction depth's model FLOPs, an
       {{"run", f, "--set", "workload.mtp_layers=1.5"}, depths + "1.5\n"},
       {{"run", f, "--set", "workload.mtp_layers=17"}, depths + "17\n"},
       {{"run", f, "--set", "workload.mtp_layers=\"one\""}, depths + "\"one\"\n"},
-      {{"run", std::string(DDLSIM_SOURCE_DIR) + "/scenarios/autoddl-vgg16-dgx1.json", "--set", "workload.mtp_layers=1"},
+      {{"run", vgg16_scenario(), "--set", "workload.mtp_layers=1"},
        "ddlsim run: workload.mtp_layers: vgg16 is not a transformer\n"},
       {{"run", f, "--set", "workload.mtp_layers=1", "--set",
-        R"J(strategies=[{"name": "sbp", "global_batch": 16, "sbp": {"mesh": [16], "signatures": {"*": "S(0) x B -> S(0)"}}}])J"},
+        sbp_data_parallel(16)},
        "ddlsim run: sbp: megatron-1.7b has multi-token prediction, whose depths branch off the model's last hidden state, not "
        "one chain of GEMMs; plan it with tp/pp/dp strategies, or set workload.mtp_layers to 0\n"},
   };

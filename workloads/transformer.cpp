@@ -276,17 +276,18 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
   if (c.embedding_norm) x = G.layer_norm("embed.norm", x);
   if (c.embedding_dropout) x = G.dropout("embed.dropout", x);
 
+  // A norm of the model's kind (GPT: layer norm; else RMS norm).
+  const auto norm = [&](const std::string& name, std::uint32_t in) { return gpt ? G.layer_norm(name, in) : G.rms_norm(name, in); };
   // One transformer layer on x (its operators' names prefixed by L), its MLP a mixture
   // of experts when `moe`.
   const auto layer = [&](const std::string& L, std::uint32_t x, bool moe) {
     // Attention block.
-    const std::uint32_t n1 = gpt ? G.layer_norm(L + "ln1", x) : G.rms_norm(L + "norm1", x);
+    const std::uint32_t n1 = norm(L + (gpt ? "ln1" : "norm1"), x);
     // The layer's linear layers, in fp8 under Transformer Engine's recipe.
     const bool fp8 = c.fp8_gemms;
     const auto linear = [&](const std::string& name, std::uint32_t in, std::int64_t n, bool bias) {
       return G.linear(name, in, n, bias, false, fp8);
     };
-    const auto norm = [&](const std::string& name, std::uint32_t in) { return gpt ? G.layer_norm(name, in) : G.rms_norm(name, in); };
     std::uint32_t q, k, v;
     if (c.mla()) {
       const std::int64_t dq = c.qk_head_dim(), dn = c.qk_nope_dim, dr = c.qk_rope_dim;
@@ -325,7 +326,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     x = G.add(L + "residual1", x, o);
     // MLP block: on a norm of the sum, or with parallel layers on the attention's norm
     // of the layer input (its output then joins the sum, residual2).
-    const std::uint32_t n2 = c.parallel_layers ? n1 : gpt ? G.layer_norm(L + "ln2", x) : G.rms_norm(L + "norm2", x);
+    const std::uint32_t n2 = c.parallel_layers ? n1 : norm(L + (gpt ? "ln2" : "norm2"), x);
     // An MLP of the model's form on `in` (names prefixed by `p`), its linear layers
     // grouped (one weight per expert) or plain.
     const auto mlp = [&](const std::string& p, std::uint32_t in, std::int64_t f, bool grouped) {
@@ -359,7 +360,6 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     G.set_layer(static_cast<int>(l));
     x = layer("layer" + std::to_string(l) + ".", x, c.moe_layer(l));
   }
-  const auto norm = [&](const std::string& name, std::uint32_t in) { return gpt ? G.layer_norm(name, in) : G.rms_norm(name, in); };
   G.set_layer(-1);
   const std::uint32_t logits = G.linear("output", norm("final_norm", x), c.vocab, false, c.tied_embedding);
   G.cross_entropy("loss", logits);
