@@ -72,7 +72,7 @@ SearchResult grid_search(const TrainingScenario& s, const SearchOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult out;
   const std::size_t devices = s.cluster.accelerators().size();
-  const std::vector<ParallelPlan> grid = grid_plans(s.model, devices, o.space);
+  const std::vector<ParallelPlan> grid = grid_plans(s.model, devices, o.space, &*s.compute);  // balanced layouts too
   out.enumerated = grid.size();
   if (grid.empty()) out.empty_reason = empty_grid_reason(s.model, devices, o.space);
   const AcceleratorSpec& acc = s.catalog.accelerator(s.cluster.node(s.cluster.accelerators()[0]).model);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <tuple>
 
@@ -104,6 +105,42 @@ std::vector<std::vector<int>> mtp_layouts(std::int64_t layers, int chunks) {
   return out;
 }
 
+// The chunk costs (per micro-batch: forward, backward and recomputation, from the
+// compute model) that balanced_layout weighs: each layer's, and what the first chunk
+// (the embedding) and the last (final norm, output layer, loss, multi-token prediction
+// depths) add.
+struct ChunkWeights {
+  std::vector<double> layers;
+  double first = 0.0, last = 0.0;
+};
+
+ChunkWeights chunk_weights(const TransformerConfig& model, const ParallelPlan& p, const ComputeModel& compute) {
+  const StageCosts c = stage_costs(model, p, compute);
+  const auto whole = [](const HalfLayer& h) { return (h.forward + h.backward + h.recompute).value(); };
+  const auto layer = [&](bool moe) { return whole(c.attention) + whole(c.mlp_of(moe)); };
+  ChunkWeights w;
+  for (std::int64_t l = 0; l < model.layers; ++l) w.layers.push_back(layer(!model.dense_layer(l)));
+  w.first = (c.first_forward + c.first_backward).value();
+  const double head = (c.last_forward + c.last_backward).value();
+  w.last = head + static_cast<double>(model.mtp_layers) *
+                      ((c.mtp_forward + c.mtp_backward).value() + layer(!model.mtp_dense()) + head);
+  return w;
+}
+
+// The busiest pipeline stage's cost under `w` of a layout's chunks (chunk k on stage
+// k mod pp).
+double busiest_stage(const ChunkWeights& w, const std::vector<int>& counts, int pp) {
+  std::vector<double> stage(static_cast<std::size_t>(pp), 0.0);
+  std::size_t l = 0;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    double& s = stage[k % static_cast<std::size_t>(pp)];
+    if (k == 0) s += w.first;
+    if (k + 1 == counts.size()) s += w.last;
+    for (int i = 0; i < counts[k]; ++i) s += w.layers[l++];
+  }
+  return *std::max_element(stage.begin(), stage.end());
+}
+
 // Calls f(tp, pp, dp) for every shape of the grid, in its order.
 template <class F>
 void grid_shapes(const TransformerConfig& model, std::size_t devices, const SearchSpace& space, F&& f) {
@@ -133,8 +170,60 @@ void grid_shapes(const TransformerConfig& model, std::size_t devices, const Sear
 
 }  // namespace
 
-std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
+std::vector<int> balanced_layout(const std::vector<double>& layer_cost, double first_extra, double last_extra, int chunks) {
+  const auto layers = static_cast<std::int64_t>(layer_cost.size());
+  if (chunks < 2 || layers < chunks - 2) return {};
+  // Chunks from the last to the first, each taking as many of the remaining layers (from
+  // the end) as fit within `limit`, but leaving one for each middle chunk before it; the
+  // first takes the rest. Empty when a chunk would exceed the limit.
+  const auto fill = [&](double limit) {
+    std::vector<int> counts(static_cast<std::size_t>(chunks), 0);
+    std::int64_t left = layers;
+    for (int k = chunks - 1; k >= 0; --k) {
+      double cost = (k == chunks - 1 ? last_extra : 0.0) + (k == 0 ? first_extra : 0.0);
+      const std::int64_t reserved = std::max(0, k - 1);
+      int taken = 0;
+      if (k == 0) {
+        for (; left > 0; --left, ++taken) cost += layer_cost[static_cast<std::size_t>(left - 1)];
+      } else {
+        while (left > reserved && cost + layer_cost[static_cast<std::size_t>(left - 1)] <= limit) {
+          cost += layer_cost[static_cast<std::size_t>(--left)];
+          ++taken;
+        }
+      }
+      if (cost > limit || (taken == 0 && k > 0 && k < chunks - 1)) return std::vector<int>{};
+      counts[static_cast<std::size_t>(k)] = taken;
+    }
+    return counts;
+  };
+  // Bisection between no cost and everything on one chunk (which always fits); then the
+  // layout at the smallest feasible limit found.
+  double lo = 0.0, hi = first_extra + last_extra;
+  for (double c : layer_cost) hi += c;
+  for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (fill(mid).empty() ? lo : hi) = mid;
+  }
+  return fill(hi);
+}
+
+std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space,
+                                     const ComputeModel* compute) {
   std::vector<ParallelPlan> out;
+  // Layouts balanced by compute time, per (tp, micro-batch, recomputation, ep, chunks):
+  // empty where it is not at least 1% lighter than the plan's own.
+  std::map<std::tuple<int, std::int64_t, Recompute, int, int>, std::vector<int>> balanced;
+  const auto balanced_for = [&](const ParallelPlan& p) -> const std::vector<int>& {
+    const int chunks = p.pp * p.virtual_stages;
+    const auto key = std::tuple{p.tp, p.micro_batch, p.recompute, p.ep, chunks};
+    if (auto it = balanced.find(key); it != balanced.end()) return it->second;
+    const ChunkWeights w = chunk_weights(model, p, *compute);
+    std::vector<int> layout = balanced_layout(w.layers, w.first, w.last, chunks);
+    std::vector<int> plain;
+    for (const LayerRange& r : chunk_layer_ranges(p, model)) plain.push_back(r.count);
+    if (!layout.empty() && busiest_stage(w, layout, p.pp) > 0.99 * busiest_stage(w, plain, p.pp)) layout.clear();
+    return balanced.emplace(key, std::move(layout)).first->second;
+  };
   // The plans of one shape and expert-parallel degree, in the grid's order.
   const auto add_plans = [&](int tp, int pp, int dp, int ep, const std::vector<MeshAxis>& order) {
     for (std::int64_t mb : space.micro_batches) {
@@ -153,6 +242,11 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
               // no layers (its output layer, losses and depths weigh more than a layer).
               std::vector<std::vector<int>> layouts =
                   model.mtp_layers > 0 ? mtp_layouts(model.layers, pp * p.virtual_stages) : std::vector<std::vector<int>>{};
+              // And the layout balanced by compute time, where it is lighter.
+              if (compute != nullptr && pp > 1 && p.stage_layers.empty()) {
+                const std::vector<int>& layout = balanced_for(p);
+                if (!layout.empty() && std::find(layouts.begin(), layouts.end(), layout) == layouts.end()) layouts.push_back(layout);
+              }
               if (layouts.empty()) {
                 out.push_back(std::move(p));
                 continue;

@@ -59,8 +59,23 @@ struct SearchSpace {
 /// Layers are balanced over the model chunks; for a model with multi-token prediction
 /// each plan with a pipeline is followed by its twin whose last chunk holds no layers
 /// (Megatron-Core's "...|mL"; the others balanced, the first ones a layer more, and
-/// where that is uneven a second twin with the later ones a layer more).
-std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space);
+/// where that is uneven a second twin with the later ones a layer more). With a compute
+/// model, each plan with a pipeline is also followed by a twin whose layers are
+/// balanced by compute time (balanced_layout of the layers' forward, backward and
+/// recomputation per micro-batch, the embedding on the first chunk, the output layer,
+/// loss and prediction depths on the last), where that makes the busiest stage at least
+/// 1% lighter by the same weights: a large vocabulary's output layer weighs several
+/// layers.
+std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space,
+                                     const ComputeModel* compute = nullptr);
+
+/// Layers per chunk for `chunks` pipeline chunks of layers of the given costs in order,
+/// the first chunk also costing `first_extra` and the last `last_extra`: the smallest
+/// busiest chunk (to a relative 1e-12), every chunk but the first and the last holding
+/// a layer. Of the layouts that reach it, the one whose later chunks hold the most
+/// (filled from the last; the first stage keeps the most micro-batches in flight, so
+/// it is the one to spare). Empty for fewer than 2 chunks or fewer layers than middle chunks.
+std::vector<int> balanced_layout(const std::vector<double>& layer_cost, double first_extra, double last_extra, int chunks);
 
 /// Why grid_plans has no plan (call it when it has none): how many (tp, pp, dp) shapes
 /// it tried (tp 1 x pp 1 is always one), the first one's plan and what plan_problem says of it.

@@ -5,8 +5,10 @@
 #include "approx.hpp"
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <tuple>
 
@@ -3122,4 +3124,129 @@ TEST_CASE("with multi-token prediction the grid also tries each pipelined plan w
   ParallelPlan q;
   q.pp = 4, q.global_batch = 32, q.stage_layers = {3, 3, 2, 0};
   CHECK(describe_plan(q) == "dp 1 x tp 1 x pp 4, mb 1, 1f1b, layers 2 x 3, 2, 0");
+}
+
+TEST_CASE("balanced_layout gives the smallest busiest chunk, filling the later chunks first") {
+  // Expected, by hand: 32 like layers (cost 1) on 4 chunks, the last also costing 2.4
+  // (a large vocabulary's output layer): the last chunk holds at most 6 within 9, so the
+  // other three hold 26 and one of them 9: the busiest is 9, reached as 8, 9, 9, 6
+  // (filled from the last). 30 like layers on 4 chunks: ceil(30 / 4) = 8, as 6, 8, 8, 8.
+  // 12 layers on 3 chunks, the first also costing 3: 15 over 3 = 5 each, as 2, 5, 5.
+  // Light layers first (8 layers, 0.5 x 4 then 1 x 4) on 3 chunks: 6 over 3 = 2 each,
+  // as 4, 2, 2. A last chunk costing 10 with 8 layers on 4 chunks: it holds none and
+  // the middle chunks at least one each: 0, 1, 7, 0. Fewer layers than middle chunks,
+  // or one chunk: none.
+  const auto like = [](int n, double c) { return std::vector<double>(static_cast<std::size_t>(n), c); };
+  CHECK(balanced_layout(like(32, 1.0), 0.0, 2.4, 4) == std::vector<int>{8, 9, 9, 6});
+  CHECK(balanced_layout(like(30, 1.0), 0.0, 0.0, 4) == std::vector<int>{6, 8, 8, 8});
+  CHECK(balanced_layout(like(12, 1.0), 3.0, 0.0, 3) == std::vector<int>{2, 5, 5});
+  CHECK(balanced_layout({0.5, 0.5, 0.5, 0.5, 1, 1, 1, 1}, 0.0, 0.0, 3) == std::vector<int>{4, 2, 2});
+  CHECK(balanced_layout(like(8, 1.0), 0.0, 10.0, 4) == std::vector<int>{0, 1, 7, 0});
+  CHECK(balanced_layout(like(1, 1.0), 0.0, 0.0, 4).empty());
+  CHECK(balanced_layout(like(4, 1.0), 0.0, 0.0, 1).empty());
+
+  // Against every layout (middle chunks holding a layer) of small random instances: the
+  // same busiest chunk as the best of them.
+  std::uint64_t seed = 12345;
+  const auto next = [&seed] {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(seed >> 11) / 9007199254740992.0;
+  };
+  const auto busiest = [](const std::vector<double>& c, double first, double last, const std::vector<int>& counts) {
+    double worst = 0.0;
+    std::size_t l = 0;
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+      double s = (k == 0 ? first : 0.0) + (k + 1 == counts.size() ? last : 0.0);
+      for (int i = 0; i < counts[k]; ++i) s += c[l++];
+      worst = std::max(worst, s);
+    }
+    return worst;
+  };
+  for (int trial = 0; trial < 300; ++trial) {
+    const int layers = 2 + static_cast<int>(next() * 9), chunks = 2 + static_cast<int>(next() * 4);
+    std::vector<double> c;
+    for (int l = 0; l < layers; ++l) c.push_back(0.2 + next());
+    const double first = next() < 0.5 ? 0.0 : 3 * next(), last = 4 * next();
+    const std::vector<int> got = balanced_layout(c, first, last, chunks);
+    INFO("trial " << trial << ": " << layers << " layers, " << chunks << " chunks");
+    if (layers < chunks - 2) {
+      CHECK(got.empty());
+      continue;
+    }
+    REQUIRE(got.size() == static_cast<std::size_t>(chunks));
+    CHECK(std::accumulate(got.begin(), got.end(), 0) == layers);
+    for (int k = 1; k + 1 < chunks; ++k) CHECK(got[static_cast<std::size_t>(k)] >= 1);
+    // Every composition of the layers into the chunks, middle ones non-empty.
+    double best = 1e300;
+    std::vector<int> counts(static_cast<std::size_t>(chunks), 0);
+    const std::function<void(int, int)> walk = [&](int k, int left) {
+      if (k == chunks - 1) {
+        counts[static_cast<std::size_t>(k)] = left;
+        best = std::min(best, busiest(c, first, last, counts));
+        return;
+      }
+      for (int n = (k == 0 ? 0 : 1); n <= left; ++n) {
+        counts[static_cast<std::size_t>(k)] = n;
+        walk(k + 1, left - n);
+      }
+    };
+    walk(0, layers);
+    CHECK(busiest(c, first, last, got) == Approx(best).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("with a compute model the grid also tries each pipelined plan with its layers balanced by compute time") {
+  // Expected: Llama 3 8B (vocabulary 128,256: the output layer and loss weigh about two
+  // and a half layers) on 8 H100s: some pipelined plans get a twin, the same plan but
+  // for stage_layers, following it; its busiest stage lighter, so that the twin of
+  // tp 2 x pp 4, micro-batch 1, selective recomputation replays at least 5% faster than
+  // its plan (8 layers per stage: the last stage's 8 layers and head against 32 / 4
+  // plus the head spread over four). The plans without a layout are the grid without a
+  // compute model, plan for plan. A model whose output layer is light (a 1,000-word
+  // vocabulary) gets no twin.
+  StepRig rig("dgx-h100", 1);
+  TransformerConfig m = *transformer_preset("llama3-8b");
+  m.seq = 8192;
+  SearchSpace space;
+  space.global_batch = 64;
+  const std::vector<ParallelPlan> with = grid_plans(m, 8, space, rig.compute.get()), without = grid_plans(m, 8, space);
+  std::vector<ParallelPlan> plain;
+  std::size_t twins = 0;
+  const ParallelPlan* probe = nullptr;
+  for (const ParallelPlan& p : with) {
+    if (p.stage_layers.empty()) {
+      plain.push_back(p);
+      continue;
+    }
+    ++twins;
+    INFO(describe_plan(p));
+    REQUIRE(!plain.empty());
+    ParallelPlan base = p;
+    base.stage_layers.clear();
+    CHECK(same_plan(base, plain.back()));
+    CHECK(static_cast<int>(p.stage_layers.size()) == p.pp * p.virtual_stages);
+    CHECK(plan_problem(p, m, 8).empty());
+    if (p.tp == 2 && p.pp == 4 && p.micro_batch == 1 && p.schedule == PipelineSchedule::k1F1B &&
+        p.recompute == Recompute::kSelective && p.dp_mode == DataParallelMode::kAllReduce) {
+      probe = &p;
+    }
+  }
+  CHECK(twins > 0);
+  REQUIRE(plain.size() == without.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(same_plan(plain[i], without[i]));
+  REQUIRE(probe != nullptr);
+  MESSAGE("balanced tp 2 x pp 4 layout: " << describe_plan(*probe));
+  ParallelPlan uniform = *probe;
+  uniform.stage_layers.clear();
+  auto a = rig.lower(m, uniform), b = rig.lower(m, *probe);
+  const double t_uniform = rig.run(a), t_balanced = rig.run(b);
+  MESSAGE("replayed: uniform " << t_uniform << " s, balanced " << t_balanced << " s");
+  CHECK(t_balanced < 0.95 * t_uniform);
+  CHECK(estimate_step(m, *probe, *rig.fabric, *rig.compute) < estimate_step(m, uniform, *rig.fabric, *rig.compute));
+
+  TransformerConfig small_vocab = m;
+  small_vocab.vocab = 1000;
+  const std::vector<ParallelPlan> light = grid_plans(small_vocab, 8, space, rig.compute.get());
+  CHECK(light.size() == grid_plans(small_vocab, 8, space).size());
+  for (const ParallelPlan& p : light) CHECK(p.stage_layers.empty());
 }
