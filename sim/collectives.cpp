@@ -63,8 +63,11 @@ class Shares {
 
   /// Replaces the set of transfers running at once (from, to), one entry per transfer.
   /// Every transfer priced until the next call must be one of them.
-  /// `members`: the collective's ranks, sorted.
-  void set(const std::vector<std::pair<NodeId, NodeId>>& hops, bool spread, const std::vector<NodeId>& members) {
+  /// `members`: the collective's ranks, sorted, then each sibling's (CollectiveGroup::
+  /// siblings). `others`: the transfers the siblings run at the same time, hops.size()
+  /// per sibling in turn, which load the links too but are not priced here.
+  void set(const std::vector<std::pair<NodeId, NodeId>>& hops, bool spread, const std::vector<std::vector<NodeId>>& members,
+           const std::vector<std::pair<NodeId, NodeId>>& others = {}) {
     if (f_ == nullptr) return;
     clear();
     active_ = true;
@@ -72,19 +75,34 @@ class Shares {
     if (!spread) {
       load_ = &f_->link_counts();
       f_->prefetch_first_routes(hops);
+      f_->prefetch_first_routes(others);
       for (const auto& [from, to] : hops) count(f_->first_route(from, to));
+      for (const auto& [from, to] : others) count(f_->first_route(from, to));
       return;
     }
-    // A spread set's shares depend on the set and the collective's ranks alone: the
-    // fabric keeps them, keyed by both (a marker between them).
+    // A spread set's shares depend on the set, its siblings' transfers and the ranks
+    // alone: the fabric keeps them, keyed by all three (a marker before each part).
     std::vector<std::uint64_t> keys(hops.size());
     for (std::size_t h = 0; h < hops.size(); ++h) keys[h] = key(hops[h].first, hops[h].second);
-    keys.push_back(~std::uint64_t{0});
-    for (NodeId m : members) keys.push_back(m.value);
+    if (!others.empty()) {
+      keys.push_back(~std::uint64_t{1});
+      for (const auto& [from, to] : others) keys.push_back(key(from, to));
+    }
+    for (const std::vector<NodeId>& set : members) {
+      keys.push_back(~std::uint64_t{0});
+      for (NodeId m : set) keys.push_back(m.value);
+    }
     const std::vector<float>* shares = f_->cached_shares(keys);
     std::vector<float> found;
     if (shares == nullptr) {
-      found = spread_shares(hops, members);
+      if (others.empty()) {
+        found = spread_shares(hops, members, std::max<std::size_t>(hops.size(), 1));
+      } else {
+        std::vector<std::pair<NodeId, NodeId>> all = hops;
+        all.insert(all.end(), others.begin(), others.end());
+        found = spread_shares(all, members, hops.size());
+        found.resize(hops.size());
+      }
       shares = &found;
     }
     // A transfer listed more than once (a ring used by two channels) takes the largest
@@ -126,28 +144,35 @@ class Shares {
     load_ = nullptr;
   }
 
-  // The spread shares of a set (see the class comment), one per transfer.
-  std::vector<float> spread_shares(const std::vector<std::pair<NodeId, NodeId>>& hops, const std::vector<NodeId>& members) {
+  // The spread shares of a set (see the class comment), one per transfer. `members`:
+  // the ranks (sorted) of the collective whose transfers these are, and of each
+  // sibling's; transfer h is the collective's (h / block)-th's.
+  std::vector<float> spread_shares(const std::vector<std::pair<NodeId, NodeId>>& hops,
+                                   const std::vector<std::vector<NodeId>>& members, std::size_t block) {
     load_ = &f_->link_counts();
-    // Ranks per scale-up domain: a route may pass through another rank of the
-    // collective (a library forwards through its own ranks), so candidates matter only
-    // where an end's domain holds another rank.
+    // Ranks per scale-up domain, per collective: a route may pass through another rank
+    // of the collective (a library forwards through its own ranks), so candidates
+    // matter only where an end's domain holds another rank.
     const auto& domain = f_->domain_of_node();
-    std::vector<int> ranks_in;  // per scale-up domain
-    for (NodeId m : members) {
-      const std::uint32_t d = domain[m.value];
-      if (d >= ranks_in.size()) ranks_in.resize(std::size_t{d} + 1, 0);
-      ++ranks_in[d];
+    std::vector<std::vector<int>> ranks_in(members.size());  // per collective, per scale-up domain
+    for (std::size_t g = 0; g < members.size(); ++g) {
+      for (NodeId m : members[g]) {
+        const std::uint32_t d = domain[m.value];
+        if (d >= ranks_in[g].size()) ranks_in[g].resize(std::size_t{d} + 1, 0);
+        ++ranks_in[g][d];
+      }
     }
-    const auto crowded = [&](NodeId n) { return domain[n.value] < ranks_in.size() && ranks_in[domain[n.value]] > 1; };
-    const auto member = [&](NodeId n) { return std::binary_search(members.begin(), members.end(), n); };
+    const auto crowded = [&](std::size_t g, NodeId n) {
+      return domain[n.value] < ranks_in[g].size() && ranks_in[g][domain[n.value]] > 1;
+    };
+    const auto member = [&](std::size_t g, NodeId n) { return std::binary_search(members[g].begin(), members[g].end(), n); };
     // How many accelerators a route passes through on its way, or -1 if one of them is
-    // not a rank of the collective.
-    const auto member_transits = [&](std::span<const LinkId> route) {
+    // not a rank of collective g.
+    const auto member_transits = [&](std::size_t g, std::span<const LinkId> route) {
       int n = 0;
       for (std::size_t k = 0; k + 1 < route.size(); ++k) {
         if (!f_->into_accelerator(route[k])) continue;
-        if (!member(f_->cluster().link(route[k]).to)) return -1;
+        if (!member(g, f_->cluster().link(route[k]).to)) return -1;
         ++n;
       }
       return n;
@@ -160,7 +185,8 @@ class Shares {
       firsts[h] = f_->first_route(from, to);
       // Inside one scale-up domain a ring's or tree's hop has its one route (NVSwitch,
       // or one NVLink); between domains, candidates where an end's domain is crowded.
-      if (domain[from.value] != domain[to.value] && (crowded(from) || crowded(to))) candidates[h] = f_->routes(from, to);
+      const std::size_t g = h / block;
+      if (domain[from.value] != domain[to.value] && (crowded(g, from) || crowded(g, to))) candidates[h] = f_->routes(from, to);
       order[h] = h;
     }
     const auto size = [&](std::size_t h) { return candidates[h].empty() ? std::size_t{1} : candidates[h].size(); };
@@ -173,7 +199,7 @@ class Shares {
       int best_transits = 0;
       if (!candidates[h].empty()) {
         for (const std::span<const LinkId> c : candidates[h]) {
-          const int t = member_transits(c);
+          const int t = member_transits(h / block, c);
           if (t < 0) continue;
           const double r = rate(c, 1);
           if (!chosen || r > best_rate || (r == best_rate && t < best_transits)) {
@@ -374,14 +400,20 @@ class Lowering {
   /// once from here on, until the next call.
   void at_once(const std::vector<std::pair<std::size_t, std::size_t>>& hops, bool spread = true) {
     if (!shares_.enabled()) return;
-    std::vector<std::pair<NodeId, NodeId>> nodes;
+    std::vector<std::pair<NodeId, NodeId>> nodes, others;
     nodes.reserve(hops.size());
     for (const auto& [a, b] : hops) nodes.emplace_back(group_.ranks[a], group_.ranks[b]);
-    if (members_.empty()) {
-      members_ = group_.ranks;
-      std::sort(members_.begin(), members_.end());
+    // The siblings' transfers: the same positions in each of them.
+    others.reserve(hops.size() * group_.siblings.size());
+    for (const std::vector<NodeId>& sibling : group_.siblings) {
+      for (const auto& [a, b] : hops) others.emplace_back(sibling[a], sibling[b]);
     }
-    shares_.set(nodes, spread, members_);
+    if (members_.empty()) {
+      members_.push_back(group_.ranks);
+      members_.insert(members_.end(), group_.siblings.begin(), group_.siblings.end());
+      for (std::vector<NodeId>& m : members_) std::sort(m.begin(), m.end());
+    }
+    shares_.set(nodes, spread, members_, others);
   }
   /// Every hop of these rings (each closing back to its start) at once.
   void rings_at_once(const std::vector<std::vector<std::size_t>>& rings) {
@@ -780,7 +812,7 @@ class Lowering {
   int chunks_;
   bool streamed_;
   Shares shares_;
-  std::vector<NodeId> members_;  // the group's ranks, sorted (for shares)
+  std::vector<std::vector<NodeId>> members_;  // the group's ranks, sorted, then each sibling's (for shares)
   std::uint64_t transfers_ = 0;
 };
 
@@ -1509,6 +1541,9 @@ void check_request(const CollectiveGroup& group, const CollectiveSpec& spec) {
   const std::size_t p = group.ranks.size();
   if (p == 0) throw InputError("collective: the group has no ranks");
   if (group.domain.size() != p) throw InputError("collective: one scale-up domain per rank expected");
+  for (const std::vector<NodeId>& sibling : group.siblings) {
+    if (sibling.size() != p) throw InputError("collective: a sibling group needs as many ranks as the group");
+  }
   if (spec.chunks < 0) throw InputError("collective: chunks must be at least 1 (or 0 for automatic)");
   if (spec.channels < 0) throw InputError("collective: channels must be at least 1 (or 0 for automatic)");
   if (!(spec.bytes >= 0.0)) throw InputError("collective: bytes must be >= 0");

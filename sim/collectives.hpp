@@ -111,6 +111,13 @@ struct CollectiveGroup {
   // bandwidth per chain beside the entries before it (ties: the first), one entry per
   // rank of the domain, as NCCL's search lays its channels by the bandwidth left.
   std::vector<std::vector<std::vector<std::size_t>>> domain_chains;
+  // Groups of as many ranks that run the same collective at the same time, each listed
+  // position for position with `ranks` (the other tensor-parallel ranks' data-parallel
+  // groups, which Megatron-LM runs in lockstep): with bandwidth shares (the analytical
+  // model), their transfers load the links next to servers beside the group's own, so
+  // that groups whose ranks share a NIC share its bandwidth. The flow model ignores it
+  // (its flows share the links anyway). Empty: the group runs alone. Set by the caller.
+  std::vector<std::vector<NodeId>> siblings;
 
   /// Positions in the group per scale-up domain, domains in order of their first rank,
   /// positions in group order.

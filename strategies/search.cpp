@@ -314,9 +314,31 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                      const ComputeModel& compute) {
   const StageCosts c = stage_costs(model, p, compute);
   const std::vector<int> layers = stage_layer_counts(p, model);
-  std::vector<std::uint32_t> tp_ranks, dp_ranks;
+  std::vector<std::uint32_t> tp_ranks;
   for (int k = 0; k < p.tp; ++k) tp_ranks.push_back(mesh_rank(p, 0, 0, k));
-  for (int d = 0; d < p.dp; ++d) dp_ranks.push_back(mesh_rank(p, d, 0, 0));
+  // Data-parallel collectives: over dp ranks of the first stage's tp rank 0, the other
+  // tp ranks running the same at the same time (their share of the links next to
+  // servers: CollectiveGroup::siblings), as the replay prices them. `ds`: dp ranks.
+  std::vector<int> all_dp(static_cast<std::size_t>(p.dp));
+  std::iota(all_dp.begin(), all_dp.end(), 0);
+  const auto dp_group = [&](const std::vector<int>& ds) {
+    std::vector<std::uint32_t> ranks;
+    for (int d : ds) ranks.push_back(mesh_rank(p, d, 0, 0));
+    return group_of(fabric, ranks);
+  };
+  const auto with_siblings = [&](CollectiveGroup& g, const std::vector<int>& ds) {
+    for (int k = 1; k < p.tp; ++k) {
+      std::vector<NodeId>& sibling = g.siblings.emplace_back();
+      for (int d : ds) sibling.push_back(fabric.cluster().accelerators()[mesh_rank(p, d, 0, k)]);
+    }
+  };
+  const auto dp_collective = [&](const std::vector<int>& ds, CollectiveOp op, double bytes) {
+    if (ds.size() < 2 || bytes <= 0) return 0.0;
+    CollectiveGroup g = dp_group(ds);
+    const CollectiveSpec spec = chosen_spec(fabric, g, op, bytes);
+    with_siblings(g, ds);
+    return analytical_collective_time(fabric, g, spec);
+  };
   const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
   const double ends_ar = p.sequence_parallel ? 0.5 * ar : ar;  // the embedding's, the output layer's
   // All-reduces per layer and pass: two (after attention, after the MLP), one with
@@ -332,8 +354,11 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // the dispatched tokens within the ep group, in line with the compute.
   double a2a = 0;
   if (p.ep > 1) {
-    const CollectiveGroup g = group_of(fabric, {dp_ranks.begin(), dp_ranks.begin() + p.ep});
-    a2a = 2 * analytical_collective_time(fabric, g, dispatch_spec(fabric, g, model, p, c.a2a_bytes));
+    const std::vector<int> ds(all_dp.begin(), all_dp.begin() + p.ep);
+    CollectiveGroup g = dp_group(ds);
+    const CollectiveSpec spec = dispatch_spec(fabric, g, model, p, c.a2a_bytes);
+    with_siblings(g, ds);
+    a2a = 2 * analytical_collective_time(fabric, g, spec);
   }
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
   // b for a layer that recomputes (fully, with its all-reduces again, or selectively),
@@ -399,11 +424,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       p.ep > 1 ? c.expert_params * static_cast<double>(layer_kinds(p, model, stage_chunks(p, model, fullest_stage)).primary +
                                                        (fullest_stage == p.pp - 1 && !model.mtp_dense() ? model.mtp_layers : 0))
                : 0.0;
-  std::vector<std::uint32_t> expert_dp_ranks;
-  for (int d = 0; p.ep > 1 && d < p.dp; d += p.ep) expert_dp_ranks.push_back(mesh_rank(p, d, 0, 0));
-  const auto expert_collective = [&](CollectiveOp op, double bytes) {
-    return expert_dp_ranks.size() > 1 && bytes > 0.0 ? collective(fabric, expert_dp_ranks, op, bytes) : 0.0;
-  };
+  std::vector<int> expert_dp;
+  for (int d = 0; p.ep > 1 && d < p.dp; d += p.ep) expert_dp.push_back(d);
+  const auto expert_collective = [&](CollectiveOp op, double bytes) { return dp_collective(expert_dp, op, bytes); };
   // ZeRO-3: each unit's weights (the embedding, a layer, the output layer) gathered for
   // its forward and its backward, its gradients scattered after its backward, within a
   // shard group; with hybrid sharding each gradient shard is then all-reduced across the
@@ -418,17 +441,17 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // (DeepSpeed's partitioned gradients), and gathers nothing before a pass.
   const bool zero2 = p.dp_mode == DataParallelMode::kZero2 && p.dp > 1;
   const int s = shard_size(p);
-  const std::vector<std::uint32_t> group(dp_ranks.begin(), dp_ranks.begin() + s);
-  std::vector<std::uint32_t> replicas;
-  for (int d = 0; zero3 && s < p.dp && d < p.dp; d += s) replicas.push_back(dp_ranks[static_cast<std::size_t>(d)]);
+  const std::vector<int> group(all_dp.begin(), all_dp.begin() + s);
+  std::vector<int> replicas;
+  for (int d = 0; zero3 && s < p.dp && d < p.dp; d += s) replicas.push_back(d);
   auto gather = [&](double params) {
-    return zero3 && s > 1 ? collective(fabric, group, CollectiveOp::kAllGather, params * weight_bytes(model.dtype)) : 0.0;
+    return zero3 && s > 1 ? dp_collective(group, CollectiveOp::kAllGather, params * weight_bytes(model.dtype)) : 0.0;
   };
   auto scatter = [&](double params) {
-    return (zero2 || zero3) && s > 1 ? collective(fabric, group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p, model.dtype)) : 0.0;
+    return (zero2 || zero3) && s > 1 ? dp_collective(group, CollectiveOp::kReduceScatter, params * reduced_gradient_bytes(p, model.dtype)) : 0.0;
   };
   auto across = [&](double params) {
-    return zero3 && !replicas.empty() ? collective(fabric, replicas, CollectiveOp::kAllReduce, params * reduced_gradient_bytes(p, model.dtype) / s)
+    return zero3 && !replicas.empty() ? dp_collective(replicas, CollectiveOp::kAllReduce, params * reduced_gradient_bytes(p, model.dtype) / s)
                                       : 0.0;
   };
   for (auto [t, params] : {std::pair{&primary_layer, c.layer_params}, std::pair{&dense_layer, c.dense_layer_params}}) {
@@ -579,14 +602,14 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // (ZeRO-2's reduce-scatters ran in the passes.)
     double reduce = 0, gather = 0;
     if (p.dp_mode == DataParallelMode::kAllReduce) {
-      reduce = collective(fabric, dp_ranks, CollectiveOp::kAllReduce, grads) +
+      reduce = dp_collective(all_dp, CollectiveOp::kAllReduce, grads) +
                expert_collective(CollectiveOp::kAllReduce, expert_grads);
     } else {
       if (p.dp_mode == DataParallelMode::kZero1) {
-        reduce = collective(fabric, dp_ranks, CollectiveOp::kReduceScatter, grads) +
+        reduce = dp_collective(all_dp, CollectiveOp::kReduceScatter, grads) +
                  expert_collective(CollectiveOp::kReduceScatter, expert_grads);
       }
-      gather = collective(fabric, dp_ranks, CollectiveOp::kAllGather, weights) +
+      gather = dp_collective(all_dp, CollectiveOp::kAllGather, weights) +
                expert_collective(CollectiveOp::kAllGather, stage_experts * weight_bytes(model.dtype));
     }
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;

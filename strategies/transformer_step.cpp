@@ -1065,8 +1065,17 @@ class StepLowering {
     auto it = dp_choice_.find(key);
     if (it == dp_choice_.end()) {
       std::vector<NodeId> ranks;
-      for (int d : dp_members(comm)) ranks.push_back(node(rank(d, i, k)));
-      it = dp_choice_.emplace(key, choose(ranks, op, bytes)).first;
+      const std::vector<int> members = dp_members(comm);
+      for (int d : members) ranks.push_back(node(rank(d, i, k)));
+      // The stage's other tp ranks run the same collective at the same time: on the
+      // analytical model their transfers take their shares of the links.
+      std::vector<std::vector<NodeId>> siblings;
+      for (int k2 = 0; k2 < p_.tp && in_.network == NetworkModelKind::kAnalytical; ++k2) {
+        if (k2 == k) continue;
+        std::vector<NodeId>& sibling = siblings.emplace_back();
+        for (int d : members) sibling.push_back(node(rank(d, i, k2)));
+      }
+      it = dp_choice_.emplace(key, choose(ranks, op, bytes, std::move(siblings))).first;
     }
     return it->second;
   }
@@ -1074,12 +1083,16 @@ class StepLowering {
   // The algorithm for `op` on `bytes` over these ranks; priced, the analytical model's
   // time for the whole collective, which is what its transfers take on
   // AnalyticalNetwork (they never contend).
-  Choice choose(const std::vector<NodeId>& ranks, CollectiveOp op, double bytes) const {
+  // `siblings`: groups running the same collective at the same time (CollectiveGroup::
+  // siblings), not weighed in the choice (NCCL's tuner sees one communicator).
+  Choice choose(const std::vector<NodeId>& ranks, CollectiveOp op, double bytes,
+                std::vector<std::vector<NodeId>> siblings = {}) const {
     Choice ch{CollectiveGroup::of(*in_.fabric, ranks), {}, {}};
     // (The only all-to-alls are the expert-parallel ones.)
     ch.spec = op == CollectiveOp::kAllToAll ? dispatch_spec(*in_.fabric, ch.group, m_, p_, bytes)
                                             : chosen_spec(*in_.fabric, ch.group, op, bytes);
     ch.spec.streamed = in_.stream_rings;
+    ch.group.siblings = std::move(siblings);
     if (priced_) ch.cost = analytical_collective_cost(*in_.fabric, ch.group, ch.spec);
     return ch;
   }
