@@ -87,7 +87,8 @@ po::options_description run_options() {
       ("json", "print the report as JSON instead of a table")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"),
        "override a scenario field before validation; repeatable. PATH is dot-separated, array elements "
-       "by index (strategies.0.tp=4); VALUE is JSON, or else a string")
+       "by index (strategies.0.tp=4); VALUE is JSON, or else a string; null removes the field or element "
+       "(its default then applies)")
       ("strategy", po::value<std::string>()->value_name("NAME"), "replay only this strategy of the scenario")
       ("trace", po::value<std::string>()->value_name("FILE"),
        "write a Perfetto/Chrome trace of the replay (one strategy: use --strategy when the scenario has several)")

@@ -179,7 +179,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
        "scenario's)")
       ("budget", po::value<double>()->value_name("SECONDS"), "grid: stop estimating and replaying plans (the scenario's strategies still replay), mcmc: stop proposing, after this long")
       ("network", po::value<std::string>()->value_name("MODEL"), "flow or analytical for the replays (default: the scenario's)")
-      ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"), "override a scenario field")
+      ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"), "override a scenario field (VALUE null removes it)")
       ("out", po::value<std::string>()->value_name("FILE"), "write the scenario with the best plan as its first strategy")
       ("json", "print the result as JSON")
       ("scenario", po::value<std::string>()->value_name("FILE"), "the scenario (or give it first)");

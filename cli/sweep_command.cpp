@@ -569,7 +569,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
       ("vary", po::value<std::vector<std::string>>()->composing()->value_name("PATH=V1,V2,..."),
        "a field and its values; repeatable (the product of all is swept)")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"),
-       "override a field at every point; repeatable")
+       "override a field at every point; repeatable (VALUE null removes it)")
       ("strategy", po::value<std::string>()->value_name("NAME"), "replay only this strategy of the scenario")
       ("jobs,j", po::value<int>()->value_name("N"), "threads (default: the machine's cores)")
       ("shard", po::value<std::string>()->value_name("K/N"), "run only part K of N (for a cluster; see above)")

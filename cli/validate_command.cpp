@@ -241,7 +241,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
        "check estimates against replays for a training scenario's strategies (default: the embedded one)")
       ("estimates", po::value<std::string>()->value_name("FILE"), "with --cost-model: your estimates, CSV")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"),
-       "with --cost-model: override a scenario field");
+       "with --cost-model: override a scenario field (VALUE null removes it)");
   po::variables_map vm;
   if (const auto done = parse_command_options(args, d, nullptr, "validate", vm, out, err)) return *done;
   try {

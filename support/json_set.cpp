@@ -42,9 +42,14 @@ void apply_set(nlohmann::json& doc, const std::string& expression) {
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
+  // PATH=null removes the field (or array element), as a JSON merge patch (RFC 7386)
+  // removes a member: the path must exist up to it, and creates nothing.
+  const bool remove = text == "null";
   nlohmann::json* node = &doc;
   std::string walked;
-  for (const auto& part : parts) {
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    const bool last = i + 1 == parts.size();
     if (part.empty()) throw InputError("--set " + path + ": empty path element");
     const std::string here = walked.empty() ? part : walked + "." + part;
     if (node->is_array()) {
@@ -58,8 +63,20 @@ void apply_set(nlohmann::json& doc, const std::string& expression) {
         throw InputError("--set " + path + ": " + walked + " has " + std::to_string(node->size()) +
                          " elements, so index " + part + " does not exist");
       }
+      if (remove && last) {
+        node->erase(index);
+        return;
+      }
       node = &(*node)[index];
     } else if (node->is_object() || node->is_null()) {
+      if (remove && !node->contains(part)) {
+        throw InputError("--set " + path + "=null: " + (walked.empty() ? "the scenario" : walked) + " has no '" + part +
+                         "' to remove");
+      }
+      if (remove && last) {
+        node->erase(part);
+        return;
+      }
       node = &(*node)[part];
     } else {
       throw InputError("--set " + path + ": " + walked + " is a " + node->type_name() +

@@ -5,6 +5,8 @@
 // so `--set name=my-run` needs no quotes; a whole number written as a float (1e2, 4.0)
 // is that integer (100, 4), as a file's would be read. Missing objects on the way are created; the
 // result is then validated like any scenario, so a wrong key or type is still caught.
+// VALUE null removes the field or array element instead (as a JSON merge patch removes a
+// member), so that the reader's default applies; it must exist.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

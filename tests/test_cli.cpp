@@ -282,6 +282,40 @@ TEST_CASE("bad input: malformed --set expressions") {
   expect_bad_set("strategies.7.overlap=true",
                  "--set strategies.7.overlap: strategies has 2 elements, so index 7 does not exist");
   expect_bad_set("name.x=1", "--set name.x: name is a string, not an object or array");
+  // Removing a field that is not there, or below one that is not, is refused.
+  expect_bad_set("strategies.0.bucket_mib=null", "--set strategies.0.bucket_mib=null: strategies.0 has no 'bucket_mib' to remove");
+  expect_bad_set("simulation.rings.x=null", "--set simulation.rings.x=null: simulation has no 'rings' to remove");
+  expect_bad_set("strategies.2=null", "--set strategies.2: strategies has 2 elements, so index 2 does not exist");
+}
+
+TEST_CASE("--set PATH=null removes a field or an array element, so that its default applies") {
+  // Expected: removing the first strategy leaves the second, 'overlap'; removing the
+  // scenario's collective_algorithm leaves simulation empty (the default, auto); a
+  // training strategy's recompute_modules removed, a selective plan can become a full
+  // one (with the modules in place that is refused); a field removed and then set again
+  // takes the later value (they apply in order).
+  Scratch s;
+  const auto p = ddlsim_cmd({"run", s.write("s.json", kSmall), "--print-scenario", "--set", "strategies.0=null", "--set",
+                             "simulation.collective_algorithm=null"});
+  REQUIRE(p.status == 0);
+  const auto doc = nlohmann::json::parse(p.out);
+  REQUIRE(doc.at("strategies").size() == 1);
+  CHECK(doc.at("strategies").at(0).at("name") == "overlap");
+  CHECK(doc.at("simulation") == nlohmann::json::object());
+  const std::vector<std::string> selective{"run", "--json", "--set", "workload.model=llama3-8b", "--set",
+                                           "strategies.0.recompute=selective", "--set",
+                                           R"(strategies.0.recompute_modules=["mlp"])", "--strategy", "dp"};
+  std::vector<std::string> full = selective;
+  full.insert(full.end(), {"--set", "strategies.0.recompute=full"});
+  const auto refused = ddlsim_cmd(full);
+  CHECK(refused.status == 2);
+  full.insert(full.end(), {"--set", "strategies.0.recompute_modules=null"});
+  const auto ran = ddlsim_cmd(full);
+  REQUIRE(ran.status == 0);
+  const auto put_back = ddlsim_cmd({"run", "--print-scenario", "--set", "strategies.0.micro_batch=null", "--set",
+                                    "strategies.0.micro_batch=4"});
+  REQUIRE(put_back.status == 0);
+  CHECK(nlohmann::json::parse(put_back.out).at("strategies").at(0).at("micro_batch") == 4);
 }
 
 TEST_CASE("bad input: the command line") {
