@@ -11,7 +11,9 @@
 // collective's own transfers running at once leave it (two rings through one NIC: half
 // each; NCCL's trees, chunk by chunk, the transfers of the same step of their
 // pipelines; see lower_collective), and its siblings' (CollectiveGroup::siblings: the
-// same collective of the other tensor-parallel ranks, in a training step). It is not a bound on the flow model's time either way:
+// same collective of the other tensor-parallel ranks, in a training step); a training
+// step's pipeline sends carry the shares that a stage boundary's sends, all at once,
+// leave each (concurrent_transfer_shares). It is not a bound on the flow model's time either way:
 // other traffic does not slow a transfer here, but a share holds for the whole
 // transfer, where on the flow model a link one transfer leaves idle (a ring step
 // waiting on its neighbour) goes to the others. At the default channel counts the two

@@ -1480,6 +1480,22 @@ bool trees_streamed(const CollectiveSpec& spec, bool shared) {
 }
 }  // namespace
 
+std::vector<double> concurrent_transfer_shares(NetworkFabric& fabric, const std::vector<std::pair<NodeId, NodeId>>& transfers) {
+  std::vector<NodeId> members;
+  for (const auto& [from, to] : transfers) {
+    members.push_back(from);
+    members.push_back(to);
+  }
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
+  Shares shares(&fabric);
+  shares.set(transfers, true, {members});
+  std::vector<double> out;
+  out.reserve(transfers.size());
+  for (const auto& [from, to] : transfers) out.push_back(shares.of(from, to));
+  return out;
+}
+
 std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared) {
   using Op = CollectiveOp;
   const std::uint64_t p = group.ranks.size();

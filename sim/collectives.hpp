@@ -210,6 +210,13 @@ struct CollectiveCost {
 };
 CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec);
 
+/// The bandwidth shares (TaskGraph::share: at least 1) of point-to-point transfers (from,
+/// to) that run at once, as the analytical model gives a collective's own transfers
+/// theirs (the links next to servers they cross in common; each placed on its best
+/// candidate route beside those before it, passing only through their own endpoints),
+/// one per transfer: a stage's pipeline sends from every tp rank and replica at once.
+std::vector<double> concurrent_transfer_shares(NetworkFabric& fabric, const std::vector<std::pair<NodeId, NodeId>>& transfers);
+
 /// The number of transfers lower_collective would add (to refuse absurd sizes up front);
 /// `shared`: lowered with bandwidth shares (for the analytical model), where trees go
 /// chunk by chunk even when streamed.

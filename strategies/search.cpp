@@ -346,9 +346,16 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double ars = model.parallel_layers ? 1 : 2;
   double send = 0;  // each pass waits for its send (none counted when sends overlap: optimistic where receivers wait)
   if (p.pp > 1 && !p.overlap_p2p) {
-    const auto& route = fabric.first_route(fabric.cluster().accelerators()[mesh_rank(p, 0, 0, 0)],
-                                           fabric.cluster().accelerators()[mesh_rank(p, 0, 1, 0)]);
-    send = fabric.route_latency(route) + c.p2p_bytes / fabric.route_capacity(route);
+    // (Every tp rank of every replica sends at once: its share of the links, as the
+    // replay prices it.)
+    const auto& acc = fabric.cluster().accelerators();
+    std::vector<std::pair<NodeId, NodeId>> sends;
+    for (int d = 0; d < p.dp; ++d) {
+      for (int k = 0; k < p.tp; ++k) sends.emplace_back(acc[mesh_rank(p, d, 0, k)], acc[mesh_rank(p, d, 1, k)]);
+    }
+    const double share = concurrent_transfer_shares(fabric, sends).front();
+    const auto& route = fabric.first_route(sends.front().first, sends.front().second);
+    send = fabric.route_latency(route) + c.p2p_bytes * share / fabric.route_capacity(route);
   }
   // Expert parallelism: per layer and pass (and recomputed forward) two all-to-alls of
   // the dispatched tokens within the ep group, in line with the compute.

@@ -200,11 +200,29 @@ class StepLowering {
     tp_uses_.assign(tp_cost_.size(), 0);
   }
 
-  // A pipeline send's time on the analytical model (its route's latency plus bytes over
-  // its bottleneck), as AnalyticalNetwork will replay it.
-  double p2p_time(std::uint32_t from, std::uint32_t to) const {
-    const auto& route = in_.fabric->first_route(node(from), node(to));
-    return in_.fabric->route_latency(route) + (route.empty() ? 0.0 : costs_.p2p_bytes / in_.fabric->route_capacity(route));
+  // The bandwidth share of replica d's tp rank k's pipeline send from stage i to stage j
+  // on the analytical model: every tp rank of every replica sends at once (the replicas
+  // in lockstep), so sends whose GPUs share a NIC share it (1 on the flow model, whose
+  // flows share the links anyway).
+  double p2p_share(int d, int i, int j, int k) {
+    if (in_.network != NetworkModelKind::kAnalytical) return 1.0;
+    auto it = p2p_shares_.find({i, j});
+    if (it == p2p_shares_.end()) {
+      std::vector<std::pair<NodeId, NodeId>> sends;
+      for (int d2 = 0; d2 < p_.dp; ++d2) {
+        for (int k2 = 0; k2 < p_.tp; ++k2) sends.emplace_back(node(rank(d2, i, k2)), node(rank(d2, j, k2)));
+      }
+      it = p2p_shares_.emplace(std::pair{i, j}, concurrent_transfer_shares(*in_.fabric, sends)).first;
+    }
+    return it->second[static_cast<std::size_t>(d) * static_cast<std::size_t>(p_.tp) + static_cast<std::size_t>(k)];
+  }
+
+  // A pipeline send's time on the analytical model (its route's latency plus bytes, times
+  // its share, over its bottleneck), as AnalyticalNetwork will replay it.
+  double p2p_time(int d, int i, int j, int k) {
+    const auto& route = in_.fabric->first_route(node(rank(d, i, k)), node(rank(d, j, k)));
+    return in_.fabric->route_latency(route) +
+           (route.empty() ? 0.0 : costs_.p2p_bytes * p2p_share(d, i, j, k) / in_.fabric->route_capacity(route));
   }
 
   // Whether every data-parallel replica is provably the same as the first under the
@@ -231,8 +249,7 @@ class StepLowering {
         if (p_.pp == 1) continue;
         const int j = (i + 1) % p_.pp;
         for (int k = 0; k < p_.tp; ++k) {
-          if (p2p_time(rank(d, i, k), rank(d, j, k)) != p2p_time(rank(0, i, k), rank(0, j, k)) ||
-              p2p_time(rank(d, j, k), rank(d, i, k)) != p2p_time(rank(0, j, k), rank(0, i, k))) {
+          if (p2p_time(d, i, j, k) != p2p_time(0, i, j, k) || p2p_time(d, j, i, k) != p2p_time(0, j, i, k)) {
             return false;
           }
         }
@@ -857,6 +874,7 @@ class StepLowering {
       const TaskId t = g_.add(Transfer{out_.network, EndpointId(node(rank(d, i, k)).value),
                                        EndpointId(node(rank(d, j, k)).value), Bytes(costs_.p2p_bytes)},
                               forward ? "send activations" : "send gradients").id();
+      if (const double share = p2p_share(d, i, j, k); share > 1.0) g_.set_share(t, share);
       ++out_.transfers;
       g_.add_edge(src, t);
       g_.add_edge(t, dst);
@@ -1156,6 +1174,7 @@ class StepLowering {
   std::map<std::tuple<int, int, CollectiveOp, double, int>, Choice> dp_choice_;  // (pp, tp rank, op, bytes, communicator)
   std::map<std::tuple<int, int, int>, TaskId> dp_tail_;  // (pp, tp rank, communicator): the last collective's end
   std::vector<std::tuple<int, int, int>> sends_;  // replica 0's sends (pp from, pp to, tp rank), when folded
+  std::map<std::pair<int, int>, std::vector<double>> p2p_shares_;  // per (stage from, to): per replica and tp rank
   std::map<Key, TaskId> entries_, exits_;
   std::map<Key, TaskId> next_entry_;  // the entry of the pass after this one in its stage's program
   std::map<CollKey, Markers> zero3_colls_;

@@ -1409,3 +1409,22 @@ TEST_CASE("the analytical model shares a NIC between a collective and its siblin
   CHECK_THROWS_WITH_AS(analytical_collective_time(f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, kGiB)),
                        "collective: a sibling group needs as many ranks as the group", InputError);
 }
+
+TEST_CASE("concurrent point-to-point transfers share the NICs they cross") {
+  // Expected: the 8 GPUs of one DGX A100 each send to the same GPU of another at once
+  // (a pipeline boundary under tp 8): through one NIC per server each gets 1/8 of it
+  // (share 8); with a NIC per GPU each its own (share 1); with 4, two to a NIC (share 2).
+  const Catalog cat = Catalog::builtin();
+  for (const int nics : {1, 4, 8}) {
+    PresetOptions o;
+    o.nodes = 2;
+    o.nic = "ib-hdr";
+    o.nics_per_node = nics;
+    const Cluster c = build_preset(cat, "dgx-a100", o);
+    NetworkFabric f(c, cat);
+    std::vector<std::pair<NodeId, NodeId>> sends;
+    for (std::size_t k = 0; k < 8; ++k) sends.emplace_back(c.accelerators()[k], c.accelerators()[8 + k]);
+    INFO(nics << " NIC(s) per server");
+    for (const double share : concurrent_transfer_shares(f, sends)) CHECK(share == Approx(8.0 / nics).epsilon(1e-6));
+  }
+}
