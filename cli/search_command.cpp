@@ -45,7 +45,7 @@ and ranks them by replayed step time.
            over the stages, each pipelined plan also with its layers balanced by
            compute time where that lightens its busiest stage by 1% or more (a large
            vocabulary's output layer and loss weigh several layers: Llama 3 8B on
-           pp 4 takes layers 8, 9, 9, 6), and with multi-token prediction (workload
+           pp 4, selective recomputation, takes layers 8, 9, 9, 6), and with multi-token prediction (workload
            mtp_layers) also with its last chunk free of layers. Each plan
            keeps the framework settings of the scenario's first Megatron-style
            strategy (bucket_mib, overlap_grad_reduce, overlap_p2p,

@@ -310,6 +310,22 @@ void NetworkFabric::cache_shares(std::vector<std::uint64_t> set, std::vector<flo
   shares_[h].emplace_back(std::move(set), std::move(values));
 }
 
+const std::vector<double>* NetworkFabric::cached_values(const std::vector<std::uint64_t>& key) const {
+  const auto it = values_.find(set_hash(key));
+  if (it == values_.end()) return nullptr;
+  for (const auto& [k, v] : it->second) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+void NetworkFabric::cache_values(std::vector<std::uint64_t> key, std::vector<double> values) {
+  if (cached_words_ + key.size() > kMaxCachedTransfers) return;
+  cached_words_ += key.size();
+  const std::uint64_t h = set_hash(key);
+  values_[h].emplace_back(std::move(key), std::move(values));
+}
+
 double NetworkFabric::route_latency(std::span<const LinkId> route) const {
   double sum = 0.0;
   for (LinkId l : route) sum += latency_[l.value];

@@ -149,6 +149,11 @@ class NetworkFabric {
   [[nodiscard]] const std::vector<float>* cached_shares(const std::vector<std::uint64_t>& set) const;
   void cache_shares(std::vector<std::uint64_t> set, std::vector<float> values);
   static constexpr std::size_t kMaxCachedTransfers = std::size_t{1} << 22;
+  /// A caller's own numbers for a key of its own, that depend on the key and the fabric
+  /// alone (the search's estimate keeps the times of a mesh's collectives and sends
+  /// there), or null. Up to kMaxCachedTransfers key words are kept.
+  [[nodiscard]] const std::vector<double>* cached_values(const std::vector<std::uint64_t>& key) const;
+  void cache_values(std::vector<std::uint64_t> key, std::vector<double> values);
 
   /// Candidate routes from src to dst (at least one; one empty route when src == dst).
   /// Two accelerators of one scale-up domain are joined over its scale-up links only
@@ -202,6 +207,9 @@ class NetworkFabric {
   // cached_shares(): per hash of a set, its sets and their numbers.
   std::unordered_map<std::uint64_t, std::vector<std::pair<std::vector<std::uint64_t>, std::vector<float>>>> shares_;
   std::size_t cached_transfers_ = 0;
+  // cached_values(): per hash of a key, its keys and their numbers.
+  std::unordered_map<std::uint64_t, std::vector<std::pair<std::vector<std::uint64_t>, std::vector<double>>>> values_;
+  std::size_t cached_words_ = 0;
   std::vector<std::uint32_t> domain_;  // per node; max() for nodes that are not accelerators
   std::vector<bool> scale_up_;          // per directed link
   // The walks between src and dst, appended to `out` one after another: inside their

@@ -1,9 +1,11 @@
 #include "strategies/search.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 #include "sim/collectives.hpp"
@@ -210,19 +212,23 @@ std::vector<int> balanced_layout(const std::vector<double>& layer_cost, double f
 std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t devices, const SearchSpace& space,
                                      const ComputeModel* compute) {
   std::vector<ParallelPlan> out;
-  // Layouts balanced by compute time, per (tp, micro-batch, recomputation, ep, chunks):
-  // empty where it is not at least 1% lighter than the plan's own.
-  std::map<std::tuple<int, std::int64_t, Recompute, int, int>, std::vector<int>> balanced;
-  const auto balanced_for = [&](const ParallelPlan& p) -> const std::vector<int>& {
+  // Layouts balanced by compute time, with their weights, per (tp, micro-batch,
+  // recomputation, ep, chunks); each plan then keeps its own only where its busiest stage
+  // (which depends on pp) is at least 1% lighter than with the plan's own layout.
+  std::map<std::tuple<int, std::int64_t, Recompute, int, int>, std::pair<ChunkWeights, std::vector<int>>> balanced;
+  const auto balanced_for = [&](const ParallelPlan& p) {
     const int chunks = p.pp * p.virtual_stages;
     const auto key = std::tuple{p.tp, p.micro_batch, p.recompute, p.ep, chunks};
-    if (auto it = balanced.find(key); it != balanced.end()) return it->second;
-    const ChunkWeights w = chunk_weights(model, p, *compute);
-    std::vector<int> layout = balanced_layout(w.layers, w.first, w.last, chunks);
+    auto it = balanced.find(key);
+    if (it == balanced.end()) {
+      ChunkWeights w = chunk_weights(model, p, *compute);
+      std::vector<int> layout = balanced_layout(w.layers, w.first, w.last, chunks);
+      it = balanced.emplace(key, std::pair{std::move(w), std::move(layout)}).first;
+    }
+    const auto& [w, layout] = it->second;
     std::vector<int> plain;
     for (const LayerRange& r : chunk_layer_ranges(p, model)) plain.push_back(r.count);
-    if (!layout.empty() && busiest_stage(w, layout, p.pp) > 0.99 * busiest_stage(w, plain, p.pp)) layout.clear();
-    return balanced.emplace(key, std::move(layout)).first->second;
+    return !layout.empty() && busiest_stage(w, layout, p.pp) <= 0.99 * busiest_stage(w, plain, p.pp) ? layout : std::vector<int>{};
   };
   // The plans of one shape and expert-parallel degree, in the grid's order.
   const auto add_plans = [&](int tp, int pp, int dp, int ep, const std::vector<MeshAxis>& order) {
@@ -244,7 +250,7 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
                   model.mtp_layers > 0 ? mtp_layouts(model.layers, pp * p.virtual_stages) : std::vector<std::vector<int>>{};
               // And the layout balanced by compute time, where it is lighter.
               if (compute != nullptr && pp > 1 && p.stage_layers.empty()) {
-                const std::vector<int>& layout = balanced_for(p);
+                const std::vector<int> layout = balanced_for(p);
                 if (!layout.empty() && std::find(layouts.begin(), layouts.end(), layout) == layouts.end()) layouts.push_back(layout);
               }
               if (layouts.empty()) {
@@ -332,30 +338,67 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       for (int d : ds) sibling.push_back(fabric.cluster().accelerators()[mesh_rank(p, d, 0, k)]);
     }
   };
+  // (The time depends on the mesh, the ranks, the operation and the bytes alone: the
+  // fabric keeps it, so that the many plans of one shape do not price it again. The
+  // ranks are always a progression: first, step, count.)
   const auto dp_collective = [&](const std::vector<int>& ds, CollectiveOp op, double bytes) {
     if (ds.size() < 2 || bytes <= 0) return 0.0;
+    std::vector<std::uint64_t> key{~std::uint64_t{3}, static_cast<std::uint64_t>(op), std::bit_cast<std::uint64_t>(bytes),
+                                   static_cast<std::uint64_t>(p.tp), static_cast<std::uint64_t>(p.pp),
+                                   static_cast<std::uint64_t>(p.dp), static_cast<std::uint64_t>(ds.front()),
+                                   static_cast<std::uint64_t>(ds[1] - ds[0]), ds.size()};
+    for (MeshAxis a : p.order) key.push_back(static_cast<std::uint64_t>(a));
+    if (const std::vector<double>* known = fabric.cached_values(key)) return known->front();
     CollectiveGroup g = dp_group(ds);
     const CollectiveSpec spec = chosen_spec(fabric, g, op, bytes);
     with_siblings(g, ds);
-    return analytical_collective_time(fabric, g, spec);
+    const double t = analytical_collective_time(fabric, g, spec);
+    fabric.cache_values(std::move(key), {t});
+    return t;
   };
   const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
   const double ends_ar = p.sequence_parallel ? 0.5 * ar : ar;  // the embedding's, the output layer's
   // All-reduces per layer and pass: two (after attention, after the MLP), one with
   // parallel layers; recomputed forwards all-reduce again.
   const double ars = model.parallel_layers ? 1 : 2;
-  double send = 0;  // each pass waits for its send (none counted when sends overlap: optimistic where receivers wait)
-  if (p.pp > 1 && !p.overlap_p2p) {
-    // (Every tp rank of every replica sends at once: its share of the links, as the
-    // replay prices it.)
-    const auto& acc = fabric.cluster().accelerators();
-    std::vector<std::pair<NodeId, NodeId>> sends;
-    for (int d = 0; d < p.dp; ++d) {
-      for (int k = 0; k < p.tp; ++k) sends.emplace_back(acc[mesh_rank(p, d, 0, k)], acc[mesh_rank(p, d, 1, k)]);
+  // Each pass waits for its send (none counted when sends overlap: optimistic where
+  // receivers wait): stage i's forwards send to stage i + 1, its backwards to stage i - 1
+  // (mod pp: with interleaving the next chunk is on the next stage), each the slowest
+  // send of its tp ranks and replicas, which all send at once, each with its share of the
+  // links as the replay prices it.
+  std::vector<double> send_on(static_cast<std::size_t>(p.pp), 0.0), send_back(static_cast<std::size_t>(p.pp), 0.0);
+  // (A boundary's sends depend on the mesh alone: the fabric keeps, per mesh and
+  // boundary, each distinct latency and seconds per byte among them, so that the many
+  // plans of one shape do not place its sends again.)
+  const auto sends_between = [&](int i, int j) {
+    std::vector<std::uint64_t> key{~std::uint64_t{2}, static_cast<std::uint64_t>(p.tp), static_cast<std::uint64_t>(p.pp),
+                                   static_cast<std::uint64_t>(p.dp), static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(j)};
+    for (MeshAxis a : p.order) key.push_back(static_cast<std::uint64_t>(a));
+    const std::vector<double>* profile = fabric.cached_values(key);
+    std::vector<double> found;
+    if (profile == nullptr) {
+      const auto& acc = fabric.cluster().accelerators();
+      std::vector<std::pair<NodeId, NodeId>> sends;
+      for (int d = 0; d < p.dp; ++d) {
+        for (int k = 0; k < p.tp; ++k) sends.emplace_back(acc[mesh_rank(p, d, i, k)], acc[mesh_rank(p, d, j, k)]);
+      }
+      const std::vector<double> shares = concurrent_transfer_shares(fabric, sends);
+      std::set<std::pair<double, double>> distinct;
+      for (std::size_t t = 0; t < sends.size(); ++t) {
+        const auto& route = fabric.first_route(sends[t].first, sends[t].second);
+        if (!route.empty()) distinct.emplace(fabric.route_latency(route), shares[t] / fabric.route_capacity(route));
+      }
+      for (const auto& [latency, per_byte] : distinct) found.insert(found.end(), {latency, per_byte});
+      profile = &found;
     }
-    const double share = concurrent_transfer_shares(fabric, sends).front();
-    const auto& route = fabric.first_route(sends.front().first, sends.front().second);
-    send = fabric.route_latency(route) + c.p2p_bytes * share / fabric.route_capacity(route);
+    double slowest = 0.0;
+    for (std::size_t t = 0; t + 1 < profile->size(); t += 2) slowest = std::max(slowest, (*profile)[t] + c.p2p_bytes * (*profile)[t + 1]);
+    if (profile == &found) fabric.cache_values(std::move(key), std::move(found));
+    return slowest;
+  };
+  for (int i = 0; p.pp > 1 && !p.overlap_p2p && i < p.pp; ++i) {
+    send_on[static_cast<std::size_t>(i)] = sends_between(i, (i + 1) % p.pp);
+    send_back[static_cast<std::size_t>(i)] = sends_between(i, (i + p.pp - 1) % p.pp);
   }
   // Expert parallelism: per layer and pass (and recomputed forward) two all-to-alls of
   // the dispatched tokens within the ep group, in line with the compute.
@@ -567,8 +610,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                 (c.attention.weight_gradients + mtp_mlp.weight_gradients + c.mtp_weight_gradient + c.last_weight_gradient).value();
         }
       }
-      Fi += pass(fwd) + (output ? 0.0 : send);
-      Bi += pass(bwd) + (embedding ? 0.0 : send) +
+      Fi += pass(fwd) + (output ? 0.0 : send_on[i]);
+      Bi += pass(bwd) + (embedding ? 0.0 : send_back[i]) +
             accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, model.dtype, compute).value();
     }
     // ZeRO-2: a micro-batch's scatters drain while the stage runs its next forward and

@@ -43,8 +43,10 @@ void apply_set(nlohmann::json& doc, const std::string& expression) {
     start = dot + 1;
   }
   // PATH=null removes the field (or array element), as a JSON merge patch (RFC 7386)
-  // removes a member: the path must exist up to it, and creates nothing.
-  const bool remove = text == "null";
+  // removes a member: the path must exist up to it, and creates nothing. Inside a
+  // HuggingFace config, whose format gives null meanings of its own (q_lora_rank null:
+  // no query latent), null is written as a value.
+  const bool remove = text == "null" && path.rfind("workload.hf_config.", 0) != 0;
   nlohmann::json* node = &doc;
   std::string walked;
   for (std::size_t i = 0; i < parts.size(); ++i) {

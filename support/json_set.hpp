@@ -6,7 +6,9 @@
 // is that integer (100, 4), as a file's would be read. Missing objects on the way are created; the
 // result is then validated like any scenario, so a wrong key or type is still caught.
 // VALUE null removes the field or array element instead (as a JSON merge patch removes a
-// member), so that the reader's default applies; it must exist.
+// member), so that the reader's default applies; it must exist. Below workload.hf_config
+// (a HuggingFace config, where null is a value with meanings of its own) null is set as
+// a value.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

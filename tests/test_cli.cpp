@@ -316,6 +316,14 @@ TEST_CASE("--set PATH=null removes a field or an array element, so that its defa
                                     "strategies.0.micro_batch=4"});
   REQUIRE(put_back.status == 0);
   CHECK(nlohmann::json::parse(put_back.out).at("strategies").at(0).at("micro_batch") == 4);
+  // Inside an inline HuggingFace config null stays a value (its format's own meaning).
+  const auto hf = ddlsim_cmd({"run", "--print-scenario", "--set",
+                              R"(workload={"hf_config": {"model_type": "gpt2", "n_layer": 24, "n_embd": 512, "n_head": 32, "vocab_size": 1000, "n_positions": 1024}})",
+                              "--set", "workload.hf_config.n_inner=null"});
+  REQUIRE(hf.status == 0);
+  const auto hf_doc = nlohmann::json::parse(hf.out);
+  REQUIRE(hf_doc.at("workload").at("hf_config").contains("n_inner"));
+  CHECK(hf_doc.at("workload").at("hf_config").at("n_inner").is_null());
 }
 
 TEST_CASE("bad input: the command line") {

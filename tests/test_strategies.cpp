@@ -3250,6 +3250,20 @@ TEST_CASE("with a compute model the grid also tries each pipelined plan with its
   CHECK(t_balanced < 0.95 * t_uniform);
   CHECK(estimate_step(m, *probe, *rig.fabric, *rig.compute) < estimate_step(m, uniform, *rig.fabric, *rig.compute));
 
+  // Whether a plan gets its twin depends on the plan alone, not on which plans the grid
+  // tried before it: the 1F1B-only grid's twins are all in the default grid (whose
+  // interleaved plans have as many chunks as some 1F1B ones, pp 2 x v 2 and pp 4).
+  SearchSpace one_schedule = space;
+  one_schedule.schedules = {PipelineSchedule::k1F1B};
+  std::size_t only_twins = 0;
+  for (const ParallelPlan& p : grid_plans(m, 8, one_schedule, rig.compute.get())) {
+    if (p.stage_layers.empty()) continue;
+    ++only_twins;
+    INFO(describe_plan(p));
+    CHECK(std::any_of(with.begin(), with.end(), [&](const ParallelPlan& q) { return same_plan(p, q); }));
+  }
+  CHECK(only_twins > 0);
+
   TransformerConfig small_vocab = m;
   small_vocab.vocab = 1000;
   const std::vector<ParallelPlan> light = grid_plans(small_vocab, 8, space, rig.compute.get());
