@@ -128,7 +128,12 @@ class NetworkFabric {
   /// The run's collective policy: chosen_spec (sim/collectives.hpp) follows it for every
   /// collective priced or replayed on this fabric.
   [[nodiscard]] const CollectivePolicy& collective_policy() const { return collective_policy_; }
-  void set_collective_policy(const CollectivePolicy& p) { collective_policy_ = p; }
+  /// (Forgets cached_values, which may depend on the policy's choices.)
+  void set_collective_policy(const CollectivePolicy& p) {
+    collective_policy_ = p;
+    values_.clear();
+    cached_words_ = 0;
+  }
   [[nodiscard]] double capacity(LinkId l) const { return capacity_[l.value]; }  // B/s
   [[nodiscard]] double latency(LinkId l) const { return latency_[l.value]; }    // s
   /// Whether both ends of l are switches (a fabric's leaf, spine or core, or a switch
@@ -150,8 +155,9 @@ class NetworkFabric {
   void cache_shares(std::vector<std::uint64_t> set, std::vector<float> values);
   static constexpr std::size_t kMaxCachedTransfers = std::size_t{1} << 22;
   /// A caller's own numbers for a key of its own, that depend on the key and the fabric
-  /// alone (the search's estimate keeps the times of a mesh's collectives and sends
-  /// there), or null. Up to kMaxCachedTransfers key words are kept.
+  /// alone, its collective policy included (the search's estimate keeps the times of a
+  /// mesh's collectives and sends there), or null. Up to kMaxCachedTransfers key words
+  /// are kept; set_collective_policy forgets them.
   [[nodiscard]] const std::vector<double>* cached_values(const std::vector<std::uint64_t>& key) const;
   void cache_values(std::vector<std::uint64_t> key, std::vector<double> values);
 

@@ -1945,6 +1945,13 @@ TEST_CASE("the grid holds only valid plans, each once, and the estimate follows 
     ++checked;
   }
   CHECK(checked == grid.size());
+  // The fabric keeps collective and send times between estimates: a fresh fabric gives
+  // every estimate exactly as the one that priced the whole grid before it.
+  for (std::size_t a = 0; a < grid.size(); a += 7) {
+    NetworkFabric fresh(rig.cluster, rig.catalog);
+    INFO(describe_plan(grid[a]));
+    CHECK(estimate_step(m, grid[a], fresh, *rig.compute) == estimate_step(m, grid[a], *rig.fabric, *rig.compute));
+  }
 }
 
 TEST_CASE("a mixture of experts: its graph, parameters and activations against closed forms") {
