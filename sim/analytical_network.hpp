@@ -1,5 +1,6 @@
 // The analytical network model: every transfer is priced alone, on its own route,
-// with no contention from other collectives or sends.
+// with no contention from other collectives or sends but what its bandwidth share
+// foresees (below).
 //
 // A transfer of b bytes from s to d takes the first minimum-hop route r that
 // NetworkFabric offers (dimension order inside a torus) and lasts
