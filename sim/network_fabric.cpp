@@ -286,44 +286,16 @@ void NetworkFabric::prefetch(std::vector<std::pair<NodeId, NodeId>> pairs, std::
   }
 }
 
-namespace {
-std::uint64_t set_hash(const std::vector<std::uint64_t>& set) {
-  std::uint64_t h = 1469598103934665603ull ^ set.size();
-  for (std::uint64_t k : set) h = (h ^ k) * 1099511628211ull;
-  return h;
-}
-}  // namespace
-
-const std::vector<float>* NetworkFabric::cached_shares(const std::vector<std::uint64_t>& set) const {
-  const auto it = shares_.find(set_hash(set));
-  if (it == shares_.end()) return nullptr;
-  for (const auto& [s, v] : it->second) {
-    if (s == set) return &v;
-  }
-  return nullptr;
-}
+const std::vector<float>* NetworkFabric::cached_shares(const std::vector<std::uint64_t>& set) const { return shares_.find(set); }
 
 void NetworkFabric::cache_shares(std::vector<std::uint64_t> set, std::vector<float> values) {
-  if (cached_transfers_ + set.size() > kMaxCachedTransfers) return;
-  cached_transfers_ += set.size();
-  const std::uint64_t h = set_hash(set);
-  shares_[h].emplace_back(std::move(set), std::move(values));
+  shares_.add(std::move(set), std::move(values));
 }
 
-const std::vector<double>* NetworkFabric::cached_values(const std::vector<std::uint64_t>& key) const {
-  const auto it = values_.find(set_hash(key));
-  if (it == values_.end()) return nullptr;
-  for (const auto& [k, v] : it->second) {
-    if (k == key) return &v;
-  }
-  return nullptr;
-}
+const std::vector<double>* NetworkFabric::cached_values(const std::vector<std::uint64_t>& key) const { return values_.find(key); }
 
 void NetworkFabric::cache_values(std::vector<std::uint64_t> key, std::vector<double> values) {
-  if (cached_words_ + key.size() > kMaxCachedTransfers) return;
-  cached_words_ += key.size();
-  const std::uint64_t h = set_hash(key);
-  values_[h].emplace_back(std::move(key), std::move(values));
+  values_.add(std::move(key), std::move(values));
 }
 
 double NetworkFabric::route_latency(std::span<const LinkId> route) const {

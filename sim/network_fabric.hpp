@@ -132,7 +132,6 @@ class NetworkFabric {
   void set_collective_policy(const CollectivePolicy& p) {
     collective_policy_ = p;
     values_.clear();
-    cached_words_ = 0;
   }
   [[nodiscard]] double capacity(LinkId l) const { return capacity_[l.value]; }  // B/s
   [[nodiscard]] double latency(LinkId l) const { return latency_[l.value]; }    // s
@@ -211,11 +210,41 @@ class NetworkFabric {
   std::vector<int> link_counts_;    // link_counts()
   CollectivePolicy collective_policy_;
   // cached_shares(): per hash of a set, its sets and their numbers.
-  std::unordered_map<std::uint64_t, std::vector<std::pair<std::vector<std::uint64_t>, std::vector<float>>>> shares_;
-  std::size_t cached_transfers_ = 0;
-  // cached_values(): per hash of a key, its keys and their numbers.
-  std::unordered_map<std::uint64_t, std::vector<std::pair<std::vector<std::uint64_t>, std::vector<double>>>> values_;
-  std::size_t cached_words_ = 0;
+  // Numbers of type V per key (a list of words), found by the key's hash; at most
+  // kMaxCachedTransfers key words kept (later keys are dropped, not evicted).
+  template <class V>
+  class KeyedNumbers {
+   public:
+    [[nodiscard]] const std::vector<V>* find(const std::vector<std::uint64_t>& key) const {
+      const auto it = by_hash_.find(hash(key));
+      if (it == by_hash_.end()) return nullptr;
+      for (const auto& [k, v] : it->second) {
+        if (k == key) return &v;
+      }
+      return nullptr;
+    }
+    void add(std::vector<std::uint64_t> key, std::vector<V> values) {
+      if (words_ + key.size() > kMaxCachedTransfers) return;
+      words_ += key.size();
+      const std::uint64_t h = hash(key);
+      by_hash_[h].emplace_back(std::move(key), std::move(values));
+    }
+    void clear() {
+      by_hash_.clear();
+      words_ = 0;
+    }
+
+   private:
+    static std::uint64_t hash(const std::vector<std::uint64_t>& key) {  // FNV-1a over the words
+      std::uint64_t h = 1469598103934665603ull ^ key.size();
+      for (std::uint64_t k : key) h = (h ^ k) * 1099511628211ull;
+      return h;
+    }
+    std::unordered_map<std::uint64_t, std::vector<std::pair<std::vector<std::uint64_t>, std::vector<V>>>> by_hash_;
+    std::size_t words_ = 0;
+  };
+  KeyedNumbers<float> shares_;  // cached_shares()
+  KeyedNumbers<double> values_;  // cached_values()
   std::vector<std::uint32_t> domain_;  // per node; max() for nodes that are not accelerators
   std::vector<bool> scale_up_;          // per directed link
   // The walks between src and dst, appended to `out` one after another: inside their

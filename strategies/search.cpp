@@ -338,23 +338,31 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       for (int d : ds) sibling.push_back(fabric.cluster().accelerators()[mesh_rank(p, d, 0, k)]);
     }
   };
-  // (The time depends on the mesh, the ranks, the operation and the bytes alone: the
-  // fabric keeps it, so that the many plans of one shape do not price it again. The
-  // ranks are always a progression: first, step, count.)
+  // Times that depend on the mesh (its shape and rank order) and a few more words alone
+  // (`what` tells the kinds apart: 2 sends, 3 data-parallel collectives, 4 all-to-alls):
+  // the fabric keeps them, so that the many plans of one shape do not price them again.
+  const auto kept = [&](std::uint64_t what, std::initializer_list<std::uint64_t> words, const auto& derive) {
+    std::vector<std::uint64_t> key{~what, static_cast<std::uint64_t>(p.tp), static_cast<std::uint64_t>(p.pp),
+                                   static_cast<std::uint64_t>(p.dp)};
+    for (MeshAxis a : p.order) key.push_back(static_cast<std::uint64_t>(a));
+    key.insert(key.end(), words);
+    if (const std::vector<double>* known = fabric.cached_values(key)) return *known;
+    std::vector<double> found = derive();
+    fabric.cache_values(std::move(key), found);
+    return found;
+  };
+  // (Its ranks are always a progression: first, step, count.)
   const auto dp_collective = [&](const std::vector<int>& ds, CollectiveOp op, double bytes) {
     if (ds.size() < 2 || bytes <= 0) return 0.0;
-    std::vector<std::uint64_t> key{~std::uint64_t{3}, static_cast<std::uint64_t>(op), std::bit_cast<std::uint64_t>(bytes),
-                                   static_cast<std::uint64_t>(p.tp), static_cast<std::uint64_t>(p.pp),
-                                   static_cast<std::uint64_t>(p.dp), static_cast<std::uint64_t>(ds.front()),
-                                   static_cast<std::uint64_t>(ds[1] - ds[0]), ds.size()};
-    for (MeshAxis a : p.order) key.push_back(static_cast<std::uint64_t>(a));
-    if (const std::vector<double>* known = fabric.cached_values(key)) return known->front();
-    CollectiveGroup g = dp_group(ds);
-    const CollectiveSpec spec = chosen_spec(fabric, g, op, bytes);
-    with_siblings(g, ds);
-    const double t = analytical_collective_time(fabric, g, spec);
-    fabric.cache_values(std::move(key), {t});
-    return t;
+    const std::initializer_list<std::uint64_t> words{static_cast<std::uint64_t>(op), std::bit_cast<std::uint64_t>(bytes),
+                                                     static_cast<std::uint64_t>(ds.front()),
+                                                     static_cast<std::uint64_t>(ds[1] - ds[0]), ds.size()};
+    return kept(3, words, [&] {
+             CollectiveGroup g = dp_group(ds);
+             const CollectiveSpec spec = chosen_spec(fabric, g, op, bytes);
+             with_siblings(g, ds);
+             return std::vector<double>{analytical_collective_time(fabric, g, spec)};
+           }).front();
   };
   const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
   const double ends_ar = p.sequence_parallel ? 0.5 * ar : ar;  // the embedding's, the output layer's
@@ -367,16 +375,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // send of its tp ranks and replicas, which all send at once, each with its share of the
   // links as the replay prices it.
   std::vector<double> send_on(static_cast<std::size_t>(p.pp), 0.0), send_back(static_cast<std::size_t>(p.pp), 0.0);
-  // (A boundary's sends depend on the mesh alone: the fabric keeps, per mesh and
-  // boundary, each distinct latency and seconds per byte among them, so that the many
-  // plans of one shape do not place its sends again.)
+  // (A boundary's sends depend on the mesh alone: kept are each distinct latency and
+  // seconds per byte among them.)
   const auto sends_between = [&](int i, int j) {
-    std::vector<std::uint64_t> key{~std::uint64_t{2}, static_cast<std::uint64_t>(p.tp), static_cast<std::uint64_t>(p.pp),
-                                   static_cast<std::uint64_t>(p.dp), static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(j)};
-    for (MeshAxis a : p.order) key.push_back(static_cast<std::uint64_t>(a));
-    const std::vector<double>* profile = fabric.cached_values(key);
-    std::vector<double> found;
-    if (profile == nullptr) {
+    const std::vector<double> profile = kept(2, {static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(j)}, [&] {
       const auto& acc = fabric.cluster().accelerators();
       std::vector<std::pair<NodeId, NodeId>> sends;
       for (int d = 0; d < p.dp; ++d) {
@@ -388,12 +390,12 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
         const auto& route = fabric.first_route(sends[t].first, sends[t].second);
         if (!route.empty()) distinct.emplace(fabric.route_latency(route), shares[t] / fabric.route_capacity(route));
       }
+      std::vector<double> found;
       for (const auto& [latency, per_byte] : distinct) found.insert(found.end(), {latency, per_byte});
-      profile = &found;
-    }
+      return found;
+    });
     double slowest = 0.0;
-    for (std::size_t t = 0; t + 1 < profile->size(); t += 2) slowest = std::max(slowest, (*profile)[t] + c.p2p_bytes * (*profile)[t + 1]);
-    if (profile == &found) fabric.cache_values(std::move(key), std::move(found));
+    for (std::size_t t = 0; t + 1 < profile.size(); t += 2) slowest = std::max(slowest, profile[t] + c.p2p_bytes * profile[t + 1]);
     return slowest;
   };
   for (int i = 0; p.pp > 1 && !p.overlap_p2p && i < p.pp; ++i) {
@@ -407,32 +409,18 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const std::vector<int> ds(all_dp.begin(), all_dp.begin() + p.ep);
     CollectiveGroup g = dp_group(ds);
     const CollectiveSpec spec = dispatch_spec(fabric, g, model, p, c.a2a_bytes);
-    // (Its time depends on the mesh and the spec alone: kept in the fabric as the other
-    // collectives' are, every field of the spec in the key.)
-    std::vector<std::uint64_t> key{~std::uint64_t{4},
-                                   static_cast<std::uint64_t>(p.tp),
-                                   static_cast<std::uint64_t>(p.pp),
-                                   static_cast<std::uint64_t>(p.dp),
-                                   static_cast<std::uint64_t>(p.ep),
-                                   static_cast<std::uint64_t>(spec.op),
-                                   static_cast<std::uint64_t>(spec.algorithm),
-                                   std::bit_cast<std::uint64_t>(spec.bytes),
-                                   static_cast<std::uint64_t>(spec.chunks),
-                                   static_cast<std::uint64_t>(spec.channels),
-                                   spec.root,
-                                   spec.peer,
-                                   static_cast<std::uint64_t>(spec.streamed),
-                                   std::bit_cast<std::uint64_t>(spec.across),
-                                   std::bit_cast<std::uint64_t>(spec.within)};
-    for (MeshAxis a : p.order) key.push_back(static_cast<std::uint64_t>(a));
-    if (const std::vector<double>* known = fabric.cached_values(key)) {
-      a2a = 2 * known->front();
-    } else {
-      with_siblings(g, ds);
-      const double t = analytical_collective_time(fabric, g, spec);
-      fabric.cache_values(std::move(key), {t});
-      a2a = 2 * t;
-    }
+    // (Its time depends on the mesh and the spec alone: every field of the spec in the key.)
+    const std::initializer_list<std::uint64_t> words{
+        static_cast<std::uint64_t>(p.ep),       static_cast<std::uint64_t>(spec.op),
+        static_cast<std::uint64_t>(spec.algorithm), std::bit_cast<std::uint64_t>(spec.bytes),
+        static_cast<std::uint64_t>(spec.chunks), static_cast<std::uint64_t>(spec.channels),
+        spec.root,                              spec.peer,
+        static_cast<std::uint64_t>(spec.streamed), std::bit_cast<std::uint64_t>(spec.across),
+        std::bit_cast<std::uint64_t>(spec.within)};
+    a2a = 2 * kept(4, words, [&] {
+                with_siblings(g, ds);
+                return std::vector<double>{analytical_collective_time(fabric, g, spec)};
+              }).front();
   }
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
   // b for a layer that recomputes (fully, with its all-reduces again, or selectively),

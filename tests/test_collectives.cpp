@@ -1372,6 +1372,17 @@ TEST_CASE("the flow model routes an all-to-all's pairs up front, and a ring's on
   }
 }
 
+namespace {
+// Two DGX A100s with `nics` HDR NICs each (8 / nics GPUs to a NIC).
+Cluster two_servers_with_nics(const Catalog& cat, int nics) {
+  PresetOptions o;
+  o.nodes = 2;
+  o.nic = "ib-hdr";
+  o.nics_per_node = nics;
+  return build_preset(cat, "dgx-a100", o);
+}
+}  // namespace
+
 TEST_CASE("the analytical model shares a NIC between a collective and its siblings") {
   // Expected: two DGX A100 servers with one HDR NIC each; a 1 GiB ring all-reduce
   // between their GPU 0s crosses each NIC once per direction. With its seven siblings
@@ -1381,11 +1392,7 @@ TEST_CASE("the analytical model shares a NIC between a collective and its siblin
   // With a NIC per GPU (rails) each ring keeps its own: the same time as alone.
   const Catalog cat = Catalog::builtin();
   for (const int nics : {1, 8}) {
-    PresetOptions o;
-    o.nodes = 2;
-    o.nic = "ib-hdr";
-    o.nics_per_node = nics;
-    const Cluster c = build_preset(cat, "dgx-a100", o);
+    const Cluster c = two_servers_with_nics(cat, nics);
     NetworkFabric f(c, cat);
     const auto& acc = c.accelerators();
     CollectiveGroup g = CollectiveGroup::of(f, {acc[0], acc[8]});
@@ -1398,11 +1405,7 @@ TEST_CASE("the analytical model shares a NIC between a collective and its siblin
     CHECK(analytical_collective_cost(f, g, s).time == shared);
   }
   // A sibling of another size is refused.
-  const Cluster c = build_preset(cat, "dgx-a100", [] {
-    PresetOptions o;
-    o.nodes = 2;
-    return o;
-  }());
+  const Cluster c = two_servers_with_nics(cat, 8);
   NetworkFabric f(c, cat);
   CollectiveGroup g = CollectiveGroup::of(f, {c.accelerators()[0], c.accelerators()[8]});
   g.siblings.push_back({c.accelerators()[1]});
@@ -1416,11 +1419,7 @@ TEST_CASE("concurrent point-to-point transfers share the NICs they cross") {
   // (share 8); with a NIC per GPU each its own (share 1); with 4, two to a NIC (share 2).
   const Catalog cat = Catalog::builtin();
   for (const int nics : {1, 4, 8}) {
-    PresetOptions o;
-    o.nodes = 2;
-    o.nic = "ib-hdr";
-    o.nics_per_node = nics;
-    const Cluster c = build_preset(cat, "dgx-a100", o);
+    const Cluster c = two_servers_with_nics(cat, nics);
     NetworkFabric f(c, cat);
     std::vector<std::pair<NodeId, NodeId>> sends;
     for (std::size_t k = 0; k < 8; ++k) sends.emplace_back(c.accelerators()[k], c.accelerators()[8 + k]);

@@ -3278,6 +3278,25 @@ TEST_CASE("with a compute model the grid also tries each pipelined plan with its
   for (const ParallelPlan& p : light) CHECK(p.stage_layers.empty());
 }
 
+namespace {
+// Two DGX A100s with `nics` HDR NICs each (8 / nics GPUs to a NIC).
+PresetOptions two_servers_with_nics(int nics) {
+  PresetOptions o;
+  o.nodes = 2;
+  o.nic = "ib-hdr";
+  o.nics_per_node = nics;
+  return o;
+}
+// A plan's step replayed on the flow and the analytical model, and its estimate.
+struct FlowAnalyticalEstimate {
+  double flow, analytical, estimate;
+};
+FlowAnalyticalEstimate flow_analytical_estimate(StepRig& rig, const TransformerConfig& m, const ParallelPlan& p) {
+  auto flow = rig.lower(m, p, NetworkModelKind::kFlow), analytical = rig.lower(m, p, NetworkModelKind::kAnalytical);
+  return {rig.run(flow), rig.run(analytical), estimate_step(m, p, *rig.fabric, *rig.compute)};
+}
+}  // namespace
+
 TEST_CASE("on the analytical model the tensor-parallel ranks' data-parallel collectives share their servers' NICs") {
   // Expected: GPT 1.7B on 2 DGX A100s with 2 HDR NICs each (4 GPUs to a NIC), tp 4 x
   // dp 4 in Megatron's order (tp innermost, then dp: each server holds two dp ranks of
@@ -3286,21 +3305,16 @@ TEST_CASE("on the analytical model the tensor-parallel ranks' data-parallel coll
   // analytical replay and the search's estimate within 2% of the flow replay (before the
   // siblings were counted, ZeRO-3 replayed 0.909 s analytical against 1.331 s flow).
   // Replaying every transfer of every replica gives the priced, folded replay's step.
-  PresetOptions o;
-  o.nodes = 2;
-  o.nic = "ib-hdr";
-  o.nics_per_node = 2;
-  StepRig rig("dgx-a100", o);
+  StepRig rig("dgx-a100", two_servers_with_nics(2));
   TransformerConfig m = *transformer_preset("megatron-1.7b");
   for (const DataParallelMode mode : {DataParallelMode::kZero3, DataParallelMode::kZero2}) {
     ParallelPlan p;
     p.tp = 4, p.dp = 4, p.global_batch = 64, p.micro_batch = 2, p.dp_mode = mode;
     p.recompute = Recompute::kSelective, p.sequence_parallel = true;
     p.order = {MeshAxis::kTp, MeshAxis::kDp, MeshAxis::kPp};
-    auto flow = rig.lower(m, p, NetworkModelKind::kFlow), analytical = rig.lower(m, p, NetworkModelKind::kAnalytical),
-         every = rig.lower(m, p, NetworkModelKind::kAnalytical, false);
-    const double t_flow = rig.run(flow), t_analytical = rig.run(analytical), t_every = rig.run(every);
-    const double estimate = estimate_step(m, p, *rig.fabric, *rig.compute);
+    const auto [t_flow, t_analytical, estimate] = flow_analytical_estimate(rig, m, p);
+    auto every = rig.lower(m, p, NetworkModelKind::kAnalytical, false);
+    const double t_every = rig.run(every);
     INFO(describe_plan(p) << ": flow " << t_flow << " s, analytical " << t_analytical << " s (every transfer " << t_every
                           << " s), estimate " << estimate << " s");
     CHECK(t_analytical == Approx(t_flow).epsilon(0.02));
@@ -3314,17 +3328,11 @@ TEST_CASE("on the analytical model a stage's pipeline sends share their servers'
   // server): every tp rank sends its activations at once through the one NIC, as the flow
   // model's flows do, so the analytical replay and the estimate come within 1% of the
   // flow replay (before the shares: 1.259 s analytical against 1.292 s flow).
-  PresetOptions o;
-  o.nodes = 2;
-  o.nic = "ib-hdr";
-  o.nics_per_node = 1;
-  StepRig rig("dgx-a100", o);
+  StepRig rig("dgx-a100", two_servers_with_nics(1));
   const TransformerConfig m = *transformer_preset("megatron-1.7b");
   ParallelPlan p;
   p.tp = 8, p.pp = 2, p.global_batch = 64, p.micro_batch = 4, p.recompute = Recompute::kSelective;
-  auto flow = rig.lower(m, p, NetworkModelKind::kFlow), analytical = rig.lower(m, p, NetworkModelKind::kAnalytical);
-  const double t_flow = rig.run(flow), t_analytical = rig.run(analytical);
-  const double estimate = estimate_step(m, p, *rig.fabric, *rig.compute);
+  const auto [t_flow, t_analytical, estimate] = flow_analytical_estimate(rig, m, p);
   INFO("flow " << t_flow << " s, analytical " << t_analytical << " s, estimate " << estimate << " s");
   CHECK(t_analytical == Approx(t_flow).epsilon(0.01));
   CHECK(estimate == Approx(t_flow).epsilon(0.01));
