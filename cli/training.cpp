@@ -303,6 +303,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   for (TokenDispatcher d : {TokenDispatcher::kAllToAll, TokenDispatcher::kDeepEp}) {
     if (dispatcher == dispatcher_name(d)) p.dispatcher = d;
   }
+  p.fp8_dispatch = o.boolean_or("fp8_dispatch", false);
   const std::string acc = o.choice_or("grad_accumulation", {"fused", "add", "fp32"}, "fused");
   for (GradAccumulation g : {GradAccumulation::kFused, GradAccumulation::kAdd, GradAccumulation::kFp32}) {
     if (acc == grad_accumulation_name(g)) p.grad_accumulation = g;

@@ -173,6 +173,13 @@ struct ParallelPlan {
   /// or spread unevenly over servers: one copy per GPU, straight (a direct all-to-all).
   /// With ep 1 it changes nothing.
   TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
+  /// DeepEP only (dispatcher kDeepEp), with FP8 GEMMs (TransformerConfig::fp8_gemms):
+  /// the all-to-alls that carry tokens towards their experts (the forward's dispatch and,
+  /// in the backward, the combine's gradient) move FP8 values with one fp32 scale per 128
+  /// of them, 1 + 4/128 bytes an element, as DeepSeek-V3 trained (its report, section
+  /// 3.3: dispatch in FP8, both combines in BF16; DeepEP's kernels quantize in
+  /// 128-element blocks); the two that carry them back keep the model's 16 bits.
+  bool fp8_dispatch = false;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   /// true: the data-parallel gradient reductions (all-reduce, ZeRO's reduce-scatters)

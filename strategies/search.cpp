@@ -63,6 +63,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.overlap_tp_backward = space.framework.overlap_tp_backward;
   p.overlap_ep_comm = space.framework.overlap_ep_comm && sched != PipelineSchedule::kGPipe;  // gpipe has no pairs
   p.dispatcher = ep > 1 ? space.framework.dispatcher : TokenDispatcher::kAllToAll;
+  p.fp8_dispatch = ep > 1 && space.framework.fp8_dispatch;
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.order = order != nullptr ? *order : space.framework.order;
@@ -403,24 +404,28 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     send_back[static_cast<std::size_t>(i)] = sends_between(i, (i + p.pp - 1) % p.pp);
   }
   // Expert parallelism: per layer and pass (and recomputed forward) two all-to-alls of
-  // the dispatched tokens within the ep group, in line with the compute.
+  // the dispatched tokens within the ep group, in line with the compute: one towards the
+  // experts and one back (the same bytes, unless the first is an FP8 dispatch).
   double a2a = 0;
   if (p.ep > 1) {
     const std::vector<int> ds(all_dp.begin(), all_dp.begin() + p.ep);
-    CollectiveGroup g = dp_group(ds);
-    const CollectiveSpec spec = dispatch_spec(fabric, g, model, p, c.a2a_bytes);
-    // (Its time depends on the mesh and the spec alone: every field of the spec in the key.)
-    const std::initializer_list<std::uint64_t> words{
-        static_cast<std::uint64_t>(p.ep),       static_cast<std::uint64_t>(spec.op),
-        static_cast<std::uint64_t>(spec.algorithm), std::bit_cast<std::uint64_t>(spec.bytes),
-        static_cast<std::uint64_t>(spec.chunks), static_cast<std::uint64_t>(spec.channels),
-        spec.root,                              spec.peer,
-        static_cast<std::uint64_t>(spec.streamed), std::bit_cast<std::uint64_t>(spec.across),
-        std::bit_cast<std::uint64_t>(spec.within)};
-    a2a = 2 * kept(4, words, [&] {
-                with_siblings(g, ds);
-                return std::vector<double>{analytical_collective_time(fabric, g, spec)};
-              }).front();
+    const CollectiveGroup g = dp_group(ds);
+    for (int which : {0, 1}) {
+      const CollectiveSpec spec = dispatch_spec(fabric, g, model, p, c.a2a_bytes_of(which));
+      // (Its time depends on the mesh and the spec alone: every field of the spec in the key.)
+      const std::initializer_list<std::uint64_t> words{
+          static_cast<std::uint64_t>(p.ep),       static_cast<std::uint64_t>(spec.op),
+          static_cast<std::uint64_t>(spec.algorithm), std::bit_cast<std::uint64_t>(spec.bytes),
+          static_cast<std::uint64_t>(spec.chunks), static_cast<std::uint64_t>(spec.channels),
+          spec.root,                              spec.peer,
+          static_cast<std::uint64_t>(spec.streamed), std::bit_cast<std::uint64_t>(spec.across),
+          std::bit_cast<std::uint64_t>(spec.within)};
+      a2a += kept(4, words, [&] {
+               CollectiveGroup beside = g;
+               with_siblings(beside, ds);
+               return std::vector<double>{analytical_collective_time(fabric, beside, spec)};
+             }).front();
+    }
   }
   // One layer's forward and backward (with recomputation and all-reduces), per micro-batch:
   // b for a layer that recomputes (fully, with its all-reduces again, or selectively),
@@ -705,7 +710,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.grad_accumulation, p.grad_reduce_fp32, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
@@ -747,7 +752,9 @@ std::string describe_plan(const ParallelPlan& p) {
       c += n;
     }
   }
-  if (p.dispatcher != TokenDispatcher::kAllToAll) s += std::string(", ") + dispatcher_name(p.dispatcher) + " dispatch";
+  if (p.dispatcher != TokenDispatcher::kAllToAll) {
+    s += std::string(", ") + dispatcher_name(p.dispatcher) + (p.fp8_dispatch ? " fp8" : "") + " dispatch";
+  }
   // The order where it places the ranks otherwise than the default.
   if (placed_axes(p.order, p.tp, p.pp, p.dp) != placed_axes(ParallelPlan{}.order, p.tp, p.pp, p.dp)) {
     s += ", order ";

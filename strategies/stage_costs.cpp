@@ -230,8 +230,10 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   c.tp_bytes = act;
   c.p2p_bytes = act / plan.tp;  // Megatron's scatter-gather: each tp rank sends its 1/t
   if (model.experts > 0) {
-    c.a2a_bytes = static_cast<double>(model.experts * model.expert_rows(plan.micro_batch)) *
-                  static_cast<double>(model.hidden) * data_type_bytes(model.dtype);
+    const double elements = static_cast<double>(model.experts * model.expert_rows(plan.micro_batch)) *
+                            static_cast<double>(model.hidden);
+    c.a2a_bytes = elements * data_type_bytes(model.dtype);
+    c.a2a_dispatch_bytes = plan.fp8_dispatch ? elements * kFp8DispatchBytes : c.a2a_bytes;
   }
   c.first_params = embedding_parameters(model, plan);
   c.last_params = final_norm_parameters(model) + output_layer_parameters(model, plan);

@@ -46,6 +46,12 @@ struct StageCosts {
   // `mlp` less the other two). Zero for a dense model.
   HalfLayer moe_pre, experts;
   double a2a_bytes = 0.0;      // one tp rank's dispatched tokens: an expert-parallel all-to-all's buffer
+  // The same tokens as the all-to-alls towards the experts carry them (the forward's
+  // dispatch, the backward's combine gradient): a2a_bytes, or under fp8_dispatch 1 + 4/128
+  // bytes an element. The two back (combine, dispatch gradient) carry a2a_bytes.
+  double a2a_dispatch_bytes = 0.0;
+  /// The all-to-all `which` of a layer's pass: 0 towards the experts, 1 back.
+  [[nodiscard]] double a2a_bytes_of(int which) const { return which == 0 ? a2a_dispatch_bytes : a2a_bytes; }
   double expert_params = 0.0;  // of layer_params: the routed experts' (1/ep of them under expert parallelism)
   double tp_bytes = 0.0;     // one tensor-parallel all-reduce: micro_batch x seq x hidden activations
   double p2p_bytes = 0.0;    // activations sent between stages per micro-batch and tp rank
@@ -90,6 +96,10 @@ double recomputed_linear_flops_per_token(const TransformerConfig& model, const P
 /// all-to-all of bytes x experts_spread(model, ep) / experts_per_token (once per GPU).
 CollectiveSpec dispatch_spec(NetworkFabric& fabric, const CollectiveGroup& group, const TransformerConfig& model,
                              const ParallelPlan& plan, double bytes);
+
+/// Bytes an element of an FP8 dispatch moves (ParallelPlan::fp8_dispatch): the value, and
+/// a 4-byte scale per 128 of them.
+inline constexpr double kFp8DispatchBytes = 1.0 + 4.0 / 128.0;
 
 /// Bytes of a 16-bit gradient or weight, per parameter.
 inline constexpr double kGradientBytes = 2.0;

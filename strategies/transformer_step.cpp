@@ -90,7 +90,8 @@ class StepLowering {
     int d = 0, i = 0, s = 0, mb = 0, j = 0;
   };
   // An expert-parallel all-to-all: (chunk, micro-batch, pass (0 forward, 1 recomputed
-  // forward, 2 backward), unit, which of the layer's two, ep group).
+  // forward, 2 backward), unit, which of the layer's two (0 towards the experts, 1 back),
+  // ep group).
   using A2aKey = std::tuple<int, int, int, int, int, int>;
   // A ZeRO-3 collective (or a ZeRO-2 reduce-scatter) of one unit, micro-batch and pass,
   // shared by all replicas of a stage: (virtual stage, micro-batch, forward, unit,
@@ -236,9 +237,12 @@ class StepLowering {
     for (int g = 1; ep_ && g < p_.dp / p_.ep; ++g) {  // every expert-parallel group's all-to-alls alike
       for (int i = 0; i < p_.pp; ++i) {
         for (int k = 0; k < p_.tp; ++k) {
-          if (choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g).cost.time !=
-              choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 0).cost.time) {
-            return false;
+          for (int which : {0, 1}) {
+            const double bytes = costs_.a2a_bytes_of(which);
+            if (choice(i, k, CollectiveOp::kAllToAll, bytes, 2 * g).cost.time !=
+                choice(i, k, CollectiveOp::kAllToAll, bytes, 0).cost.time) {
+              return false;
+            }
           }
         }
       }
@@ -332,7 +336,7 @@ class StepLowering {
         }
       }
     }
-    for (int s = 0; s < stages_ && ep_; ++s) {  // per layer 2 all-to-alls a pass, and a recomputed forward
+    for (int s = 0; s < stages_ && ep_; ++s) {  // per layer 2 all-to-alls a pass (one each way), and a recomputed forward
       const int i = s % p_.pp;
       const LayerKinds k = layer_kinds(p_, m_, {range(s)});  // the expert layers: primary
       std::uint64_t events = 4 * static_cast<std::uint64_t>(k.primary) + 2 * static_cast<std::uint64_t>(k.primary_recomputed);
@@ -340,7 +344,11 @@ class StepLowering {
         events += static_cast<std::uint64_t>(m_.mtp_layers) * (p_.recompute == Recompute::kFull ? 6 : 4);
       }
       for (int g = 0; g < p_.dp / p_.ep; ++g) {
-        for (int k = 0; k < p_.tp; ++k) per += events * choice_transfers(choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g));
+        for (int k = 0; k < p_.tp; ++k) {
+          for (int which : {0, 1}) {
+            per += events / 2 * choice_transfers(choice(i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes_of(which), 2 * g));
+          }
+        }
       }
     }
     return static_cast<double>(per) * mb_;
@@ -659,9 +667,9 @@ class StepLowering {
           // sharing), not in the order they are lowered.
           const LoweredCollective c =
               p_.combined_1f1b()
-                  ? dp_collective_alone(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g, kEpDim,
+                  ? dp_collective_alone(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes_of(which), 2 * g, kEpDim,
                                         a2a_queue(here_.i, g, k))
-                  : dp_collective(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes, 2 * g, kEpDim);
+                  : dp_collective(here_.i, k, CollectiveOp::kAllToAll, costs_.a2a_bytes_of(which), 2 * g, kEpDim);
           g_.add_edge(mk.start, c.start);
           g_.add_edge(c.end, mk.end);
         }

@@ -3207,6 +3207,16 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
        "schedule, not gpipe\n"},
       {{"run", f, "--set", "strategies.2.moe_dispatcher=\"flex\""},
        "ddlsim run: strategies.2.moe_dispatcher: expected one of \"alltoall\", \"deepep\", got \"flex\"\n"},
+      {{"run", f, "--set", "strategies.2.fp8_dispatch=1"}, "ddlsim run: strategies.2.fp8_dispatch: expected true or false, got 1\n"},
+      {{"run", f, "--set", "strategies.2.fp8_dispatch=true"},
+       "ddlsim run: strategies.2: fp8_dispatch needs moe_dispatcher \"deepep\" (DeepEP's kernels dispatch FP8)\n"},
+      {{"run", f, "--set", "strategies.2.fp8_dispatch=true", "--set", "strategies.2.moe_dispatcher=\"deepep\""},
+       "ddlsim run: strategies.2: fp8_dispatch needs FP8 GEMMs (workload gemm_dtype \"fp8\"): the experts take the FP8 "
+       "tokens as they come\n"},
+      {{"run", "--set", "strategies.0.moe_dispatcher=\"deepep\""},
+       "ddlsim run: strategies.0: moe_dispatcher \"deepep\" needs a mixture-of-experts model (experts), this one is dense\n"},
+      {{"run", "--set", "strategies.0.overlap_ep_comm=true"},
+       "ddlsim run: strategies.0: overlap_ep_comm needs a mixture-of-experts model (experts), this one is dense\n"},
       {{"run", f, "--set", "simulation.collective_algorithm={\"all-to-all\": \"hierarchical\"}"},
        "ddlsim run: simulation.collective_algorithm.all-to-all: hierarchical all-to-alls are what a strategy's "
        "moe_dispatcher \"deepep\" runs; the policy's all-to-alls take direct (or auto)\n"},
