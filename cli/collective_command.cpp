@@ -37,9 +37,9 @@ and replayed on a network model. For each size it prints the time, the algorithm
 bandwidth algbw = size / time and the bus bandwidth busbw = algbw x factor, with
 nccl-tests' factors: 2(n-1)/n for all-reduce; (n-1)/n for reduce-scatter, all-gather
 and all-to-all; 1 for broadcast, reduce and send-recv (n ranks); and the selector's
-closed-form estimate for that algorithm and channel count (what 'auto' compares, with
-automatic chunks; given --channels, rings and trees compete with that many), beside the
-replayed time.
+closed-form estimate for that algorithm, channel count and --chunks (what 'auto'
+compares, with automatic chunks; given --channels, rings and trees compete with that
+many), beside the replayed time.
 
 Size is nccl-tests' size: the all-reduce, broadcast or reduce buffer; the reduce-scatter
 input and all-gather output (n pieces); an all-to-all rank's send buffer; the message.
@@ -276,7 +276,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         const int used = effective_channels(group, spec);
         rows.push_back(Row{bytes, std::string(algorithm_name(a)), used, effective_chunks(spec), seconds, algbw,
                            algbw * busbw_factor(*op, members.size()),
-                           estimate ? *estimate : collective_estimate(fabric, group, *op, a, bytes, used, base.root, base.peer)});
+                           estimate && base.chunks == 0 ? *estimate : collective_estimate(fabric, group, *op, a, bytes, used, base.root, base.peer, base.chunks)});
       }
     }
 

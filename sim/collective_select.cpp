@@ -68,8 +68,9 @@ double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, 
   return most;
 }
 
+// `chunks`: the pieces a pipelined algorithm forwards (0: automatic, effective_chunks).
 double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
-                int channels, std::size_t root = 0, std::size_t peer = 1) {
+                int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0) {
   using Op = CollectiveOp;
   const std::size_t p = g.ranks.size();
   const double P = static_cast<double>(p);
@@ -136,17 +137,17 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       }
       const double bw = std::min(in.capacity, out.seen ? out.capacity * channels / shared : in.capacity);
       const double lat = std::max(in.latency, out.latency);
+      CollectiveSpec spec;
+      spec.op = op;
+      spec.bytes = S;
+      spec.chunks = chunks;
+      const double c = effective_chunks(spec);
       switch (op) {
-        case Op::kAllReduce: return 2.0 * (P - 1.0) * (lat + S / P / bw);
+        // (A step in c pieces pays its latency c times; automatic chunks keep it whole.)
+        case Op::kAllReduce: return 2.0 * (P - 1.0) * (c * lat + S / P / bw);
         case Op::kReduceScatter:
-        case Op::kAllGather: return (P - 1.0) * (lat + S / P / bw);
-        default: {
-          CollectiveSpec spec;
-          spec.op = op;
-          spec.bytes = S;
-          const double c = effective_chunks(spec);
-          return (P - 2.0 + c) * (lat + S / c / bw);
-        }
+        case Op::kAllGather: return (P - 1.0) * (c * lat + S / P / bw);
+        default: return (P - 2.0 + c) * (lat + S / c / bw);
       }
     }
     case CollectiveAlgorithm::kTree: {
@@ -163,6 +164,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       CollectiveSpec spec;
       spec.algorithm = a;
       spec.bytes = S;
+      spec.chunks = chunks;
       const double c = effective_chunks(spec);
       const double share = S / trees, piece = share / c;
       const auto parents = tree_parents(g, trees);
@@ -291,7 +293,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         spec.op = op;
         spec.algorithm = a;
         spec.bytes = S;
-        const double c = effective_chunks(spec);  // (automatic chunks; each piece pays its latency)
+        spec.chunks = chunks;
+        const double c = effective_chunks(spec);  // (each piece pays its latency)
         const double t1 = c * out.latency + busiest_link(f, first), t2 = c * in.latency + busiest_link(f, second);
         return std::max(t1, t2) + std::min(t1, t2) / c;
       }
@@ -345,10 +348,10 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
 }  // namespace
 
 double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
-                           double bytes, int channels, std::size_t root, std::size_t peer) {
+                           double bytes, int channels, std::size_t root, std::size_t peer, int chunks) {
   if (group.ranks.size() < 2) return 0.0;
   if (std::string why = unsupported_reason(group, op, a); !why.empty()) throw InputError(why);
-  return estimate(fabric, group, op, a, bytes, channels, root, peer);
+  return estimate(fabric, group, op, a, bytes, channels, root, peer, chunks);
 }
 
 namespace {

@@ -238,10 +238,11 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
 
 /// The selector's closed-form estimate (s) of one algorithm with `channels` channels (as
 /// choose_algorithm prices it; a direct broadcast, reduce or send-recv from `root`, to
-/// `peer`, positions in the group). Throws InputError when the algorithm cannot run `op`
-/// here.
+/// `peer`, positions in the group), its pipelined pieces (a chain's or tree's, a
+/// hierarchical all-to-all's phases) in `chunks` (0: automatic, as the selector prices
+/// them). Throws InputError when the algorithm cannot run `op` here.
 double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
-                           double bytes, int channels, std::size_t root = 0, std::size_t peer = 1);
+                           double bytes, int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0);
 
 /// A specification of `op` on `bytes` under the fabric's collective policy: the
 /// algorithm it names for `op` when that algorithm can serve the group, else the one

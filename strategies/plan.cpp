@@ -15,15 +15,6 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.dp < 1 || p.tp < 1 || p.pp < 1) return "dp, tp and pp must be at least 1";
   if (p.virtual_stages < 1) return "virtual_stages must be at least 1";
   if (p.ep < 1) return "ep must be at least 1";
-  if (m.experts == 0) {
-    if (p.dispatcher != TokenDispatcher::kAllToAll) return "moe_dispatcher \"deepep\" needs a mixture-of-experts model (experts), this one is dense";
-    if (p.overlap_ep_comm) return "overlap_ep_comm needs a mixture-of-experts model (experts), this one is dense";
-  }
-  if (p.fp8_dispatch) {
-    if (m.experts == 0) return "fp8_dispatch needs a mixture-of-experts model (experts), this one is dense";
-    if (p.dispatcher != TokenDispatcher::kDeepEp) return "fp8_dispatch needs moe_dispatcher \"deepep\" (DeepEP's kernels dispatch FP8)";
-    if (!m.fp8_gemms) return "fp8_dispatch needs FP8 GEMMs (workload gemm_dtype \"fp8\"): the experts take the FP8 tokens as they come";
-  }
   if (p.ep > 1) {
     if (m.experts == 0) return "ep (" + n(p.ep) + ") needs a mixture-of-experts model (experts), this one is dense";
     if (m.experts % p.ep != 0) return "ep (" + n(p.ep) + ") must divide the experts (" + n(m.experts) + ")";
@@ -36,6 +27,15 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     if (p.overlap_ep_comm && p.schedule == PipelineSchedule::kGPipe) {
       return "overlap_ep_comm pairs each forward with a backward: it needs the 1f1b or interleaved schedule, not gpipe";
     }
+  }
+  if (m.experts == 0) {
+    if (p.dispatcher != TokenDispatcher::kAllToAll) return "moe_dispatcher \"deepep\" needs a mixture-of-experts model (experts), this one is dense";
+    if (p.overlap_ep_comm) return "overlap_ep_comm needs a mixture-of-experts model (experts), this one is dense";
+  }
+  if (p.fp8_dispatch) {
+    if (m.experts == 0) return "fp8_dispatch needs a mixture-of-experts model (experts), this one is dense";
+    if (p.dispatcher != TokenDispatcher::kDeepEp) return "fp8_dispatch needs moe_dispatcher \"deepep\" (DeepEP's kernels dispatch FP8)";
+    if (!m.fp8_gemms) return "fp8_dispatch needs FP8 GEMMs (workload gemm_dtype \"fp8\"): the experts take the FP8 tokens as they come";
   }
   if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";
   if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||

@@ -61,9 +61,12 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
   p.overlap_p2p = space.framework.overlap_p2p;
   p.overlap_tp_backward = space.framework.overlap_tp_backward;
-  p.overlap_ep_comm = space.framework.overlap_ep_comm && sched != PipelineSchedule::kGPipe;  // gpipe has no pairs
+  // (Settings that cannot apply to the plan are left out: gpipe has no pairs; a dense
+  // model nothing to dispatch; FP8 dispatch needs DeepEP and FP8 GEMMs. A kept unfit
+  // scenario strategy may carry them.)
+  p.overlap_ep_comm = space.framework.overlap_ep_comm && sched != PipelineSchedule::kGPipe && model.experts > 0;
   p.dispatcher = ep > 1 ? space.framework.dispatcher : TokenDispatcher::kAllToAll;
-  p.fp8_dispatch = ep > 1 && space.framework.fp8_dispatch;
+  p.fp8_dispatch = ep > 1 && space.framework.fp8_dispatch && p.dispatcher == TokenDispatcher::kDeepEp && model.fp8_gemms;
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.order = order != nullptr ? *order : space.framework.order;

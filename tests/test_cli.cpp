@@ -1082,6 +1082,38 @@ TEST_CASE("ddlsim collective: auto with --channels prices rings and trees with t
   CHECK(plain.at("channels") == 8);
 }
 
+TEST_CASE("ddlsim collective: --chunks reaches the estimate as it reaches the replay") {
+  // Expected on 2 DGX H100 servers (16 ranks), a 64 MiB collective:
+  // - the hierarchical all-to-all in 1 chunk waits for its first phase before its
+  //   second, in 8 (automatic) the second forwards pieces as they come: both the replay
+  //   and the estimate are slower with 1 than automatic, and the estimate stays within
+  //   10% of the replay either way (before, --chunks 1 kept the automatic estimate);
+  // - auto on an all-reduce picks the ring; with --chunks 2 each of its 30 steps pays
+  //   its latency twice: replay and estimate both longer than with --chunks 1, the
+  //   estimate within 10% of the replay.
+  const std::vector<std::string> common{"collective", "--preset", "dgx-h100", "--nodes", "2", "-b", "64M", "-e", "64M", "--json"};
+  const auto row = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("results").at(0);
+  };
+  const auto one = row({"--op", "all-to-all", "--algorithm", "hierarchical", "--chunks", "1"});
+  const auto eight = row({"--op", "all-to-all", "--algorithm", "hierarchical"});
+  CHECK(eight.at("chunks") == 8);
+  CHECK(one.at("time_us").get<double>() > eight.at("time_us").get<double>());
+  CHECK(one.at("estimate_us").get<double>() > eight.at("estimate_us").get<double>());
+  for (const auto* r : {&one, &eight}) {
+    CHECK(r->at("estimate_us").get<double>() == Approx(r->at("time_us").get<double>()).epsilon(0.10));
+  }
+  const auto whole = row({"--op", "all-reduce", "--chunks", "1"}), halves = row({"--op", "all-reduce", "--chunks", "2"});
+  CHECK(halves.at("algorithm") == "ring");
+  CHECK(halves.at("time_us").get<double>() > whole.at("time_us").get<double>());
+  CHECK(halves.at("estimate_us").get<double>() > whole.at("estimate_us").get<double>());
+  CHECK(halves.at("estimate_us").get<double>() == Approx(halves.at("time_us").get<double>()).epsilon(0.10));
+}
+
 TEST_CASE("ddlsim collective: on a TPU slice without wraparound auto prices the ring and the torus as they replay") {
   // Expected on a 2x2x4 TPU v4 slice (a mesh: no dimension a multiple of 4 in all three,
   // so no wraparound; ICI hops of about 1 us), a 1 KiB all-reduce: the ring runs along

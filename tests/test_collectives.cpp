@@ -272,6 +272,12 @@ TEST_CASE("hierarchical all-to-all: one message per server pair on a rail, then 
   // The selector's estimate (shares of 1, automatic chunks: 8 here) is the closed form.
   CHECK(collective_estimate(net.f, net.group, CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, S, 1) ==
         Approx(8 * 4 * aout + S / 2 / Bout + 2 * ain + 3 * S / 4 / 8 / Bin).epsilon(1e-9));
+  // Given chunks (the collective command's --chunks), it prices that many pieces.
+  for (int c : {1, 4}) {
+    INFO(c, " chunks");
+    CHECK(collective_estimate(net.f, net.group, CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, S, 1, 0, 1, c) ==
+          Approx(c * 4 * aout + S / 2 / Bout + 2 * ain + 3 * S / 4 / c / Bin).epsilon(1e-9));
+  }
   // Automatic chunks: one per MiB of the send buffer, at most 8.
   CHECK(effective_chunks(spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, 3.0 * (1 << 20), 0)) == 3);
   CHECK(effective_chunks(spec(CollectiveOp::kAllToAll, CollectiveAlgorithm::kHierarchical, 256e6, 0)) == 8);

@@ -2369,6 +2369,43 @@ TEST_CASE("FP8 dispatch: the all-to-alls towards the experts carry 1 + 4/128 byt
   };
   const FoldedPair r = replay_folded_and_full(rig, m, fp8);
   CHECK(r.fast.lowered_replicas == 1);
+  // Two ep groups (ep 8 of dp 16): each group's all-to-alls of both directions alike,
+  // so the replicas still fold exactly.
+  ParallelPlan two_groups = fp8;
+  two_groups.ep = 8;
+  CHECK(replay_folded_and_full(rig, m, two_groups).fast.lowered_replicas == 1);
+  // Which all-to-alls are the FP8 ones: priced, each is one task after its marker,
+  // which follows the compute before it; those after the router and dispatch and after
+  // the combine's backward are shorter than those after the experts (forward and
+  // backward), all of which take the same time without fp8_dispatch.
+  const auto a2a_times = [](const LoweredTrainingStep& s) {
+    const TaskGraph& g = s.graph;
+    std::vector<std::vector<TaskId>> before(g.size());
+    for (std::uint32_t t = 0; t < g.size(); ++t) {
+      g.for_each_successor(TaskId(t), [&](TaskId n) { before[n.value].push_back(TaskId(t)); });
+    }
+    std::map<std::string, std::set<double>> after;  // compute before the all-to-all -> its times
+    for (std::uint32_t t = 0; t < g.size(); ++t) {
+      const auto* c = std::get_if<Compute>(&g.kind(TaskId(t)));
+      if (c == nullptr || g.name(TaskId(t)) != "all-to-all") continue;
+      for (TaskId marker : before[t]) {
+        for (TaskId p : before[marker.value]) {
+          if (std::holds_alternative<Compute>(g.kind(p))) after[std::string(g.name(p))].insert(c->duration.value());
+        }
+      }
+    }
+    return after;
+  };
+  const auto fp8_times = a2a_times(r.fast), bf16_times = a2a_times(rig.lower(m, bf16, NetworkModelKind::kAnalytical));
+  for (const char* towards : {"router and dispatch", "combine backward"}) {
+    for (const char* back : {"experts forward", "experts backward"}) {
+      INFO(towards, " / ", back);
+      REQUIRE(fp8_times.count(towards) == 1);
+      REQUIRE(fp8_times.count(back) == 1);
+      CHECK(*fp8_times.at(towards).rbegin() < *fp8_times.at(back).begin());
+      CHECK(bf16_times.at(towards) == bf16_times.at(back));
+    }
+  }
   LoweredTrainingStep plain = rig.lower(m, bf16, NetworkModelKind::kAnalytical);
   const auto [count, bytes] = ep_traffic(r.full);
   CHECK(count == ep_traffic(plain).first);
@@ -2377,6 +2414,8 @@ TEST_CASE("FP8 dispatch: the all-to-alls towards the experts carry 1 + 4/128 byt
   const double replayed = r.step, before = rig.run(plain);
   CHECK(replayed < before);
   const double estimate = estimate_step(m, fp8, *rig.fabric, *rig.compute);
+  // (Within 6%, as the deepep estimates above: the estimate's all-to-alls are the
+  // replay's, its schedule a closed form.)
   CHECK(estimate == Approx(replayed).epsilon(0.06));
   CHECK(estimate < estimate_step(m, bf16, *rig.fabric, *rig.compute));
   ParallelPlan q = fp8;
@@ -2395,6 +2434,34 @@ TEST_CASE("FP8 dispatch: the all-to-alls towards the experts carry 1 + 4/128 byt
   CHECK(plan_problem(one, dense, 16) == "fp8_dispatch needs a mixture-of-experts model (experts), this one is dense");
   one.fp8_dispatch = false, one.overlap_ep_comm = true;
   CHECK(plan_problem(one, dense, 16) == "overlap_ep_comm needs a mixture-of-experts model (experts), this one is dense");
+  // With ep > 1 on a dense model, the plainer problem first.
+  one.ep = 4;
+  CHECK(plan_problem(one, dense, 16) == "ep (4) needs a mixture-of-experts model (experts), this one is dense");
+  // The grid takes the scenario's settings only where they apply (a kept unfit strategy
+  // may carry them): none of them for a dense model, FP8 dispatch only with FP8 GEMMs,
+  // and then for its deepep plans with ep > 1: as many plans as without the settings.
+  SearchSpace space;
+  space.global_batch = 32;
+  space.framework.dispatcher = TokenDispatcher::kDeepEp;
+  space.framework.fp8_dispatch = true;
+  space.framework.overlap_ep_comm = true;
+  SearchSpace bare = space;
+  bare.framework = ParallelPlan{};
+  const std::vector<ParallelPlan> dense_plans = grid_plans(dense, 16, space);
+  CHECK(dense_plans.size() == grid_plans(dense, 16, bare).size());
+  CHECK(!dense_plans.empty());
+  for (const ParallelPlan& p : dense_plans) CHECK(plan_problem(p, dense, 16).empty());
+  std::size_t fp8_plans = 0;
+  for (const TransformerConfig& model : {m, bf16_gemms}) {
+    const std::vector<ParallelPlan> plans = grid_plans(model, 16, space);
+    CHECK(plans.size() == grid_plans(model, 16, bare).size());
+    for (const ParallelPlan& p : plans) {
+      CHECK(plan_problem(p, model, 16).empty());
+      CHECK(p.fp8_dispatch == (p.ep > 1 && model.fp8_gemms));
+      fp8_plans += p.fp8_dispatch ? 1 : 0;
+    }
+  }
+  CHECK(fp8_plans > 0);
 }
 
 TEST_CASE("combined 1F1B hides all-to-alls behind the paired pass's compute") {
