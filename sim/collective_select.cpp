@@ -75,6 +75,15 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
   const std::size_t p = g.ranks.size();
   const double P = static_cast<double>(p);
   const auto node = [&](std::size_t i) { return g.ranks[i]; };
+  // The pieces a step, chain, tree or exchange phase goes in: `chunks`, or automatic.
+  const auto pieces = [&] {
+    CollectiveSpec spec;
+    spec.op = op;
+    spec.algorithm = a;
+    spec.bytes = S;
+    spec.chunks = chunks;
+    return static_cast<double>(effective_chunks(spec));
+  };
   switch (a) {
     case CollectiveAlgorithm::kRing: {
       // Ring edges inside a domain and between domains; channels multiply the latter.
@@ -137,11 +146,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       }
       const double bw = std::min(in.capacity, out.seen ? out.capacity * channels / shared : in.capacity);
       const double lat = std::max(in.latency, out.latency);
-      CollectiveSpec spec;
-      spec.op = op;
-      spec.bytes = S;
-      spec.chunks = chunks;
-      const double c = effective_chunks(spec);
+      const double c = pieces();
       switch (op) {
         // (A step in c pieces pays its latency c times; automatic chunks keep it whole.)
         case Op::kAllReduce: return 2.0 * (P - 1.0) * (c * lat + S / P / bw);
@@ -161,11 +166,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // route crosses it: a NIC shared by several trees' heads carries all of theirs; an
       // NVLink of a DGX-1's ring the trees that walk it that way).
       const int trees = std::max(channels, 1);
-      CollectiveSpec spec;
-      spec.algorithm = a;
-      spec.bytes = S;
-      spec.chunks = chunks;
-      const double c = effective_chunks(spec);
+      const double c = pieces();
       const double share = S / trees, piece = share / c;
       const auto parents = tree_parents(g, trees);
       // Per link (those between switches left out: adaptive routing spreads what crosses
@@ -289,12 +290,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
             carry(second, a, node(local[0][j]), S / G);
           }
         }
-        CollectiveSpec spec;
-        spec.op = op;
-        spec.algorithm = a;
-        spec.bytes = S;
-        spec.chunks = chunks;
-        const double c = effective_chunks(spec);  // (each piece pays its latency)
+        const double c = pieces();  // (each piece pays its latency)
         const double t1 = c * out.latency + busiest_link(f, first), t2 = c * in.latency + busiest_link(f, second);
         return std::max(t1, t2) + std::min(t1, t2) / c;
       }

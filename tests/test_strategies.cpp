@@ -3218,6 +3218,35 @@ TEST_CASE("multi-token prediction: parameters, compute, memory and the estimate 
   }
 }
 
+namespace {
+// A grid with layout twins (`with`) against the same grid without them (`without`):
+// every plan with stage_layers (a twin) follows the plan it varies, the last one
+// without, and has one entry per chunk; each goes to `twin`. The plans without layouts
+// are exactly `without`'s. Returns how many twins there were.
+template <class F>
+std::size_t check_twins(const std::vector<ParallelPlan>& with, const std::vector<ParallelPlan>& without, F&& twin) {
+  std::vector<ParallelPlan> plain;
+  std::size_t twins = 0;
+  for (const ParallelPlan& p : with) {
+    if (p.stage_layers.empty()) {
+      plain.push_back(p);
+      continue;
+    }
+    ++twins;
+    INFO(describe_plan(p));
+    REQUIRE(!plain.empty());
+    ParallelPlan base = p;
+    base.stage_layers.clear();
+    CHECK(same_plan(base, plain.back()));  // its plan, the last one without a layout
+    REQUIRE(static_cast<int>(p.stage_layers.size()) == p.pp * p.virtual_stages);
+    twin(p);
+  }
+  REQUIRE(plain.size() == without.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(same_plan(plain[i], without[i]));
+  return twins;
+}
+}  // namespace
+
 TEST_CASE("with multi-token prediction the grid also tries each pipelined plan with its last chunk free of layers") {
   // Expected: for an 8-layer Llama on 16 GPUs with one prediction depth, every grid plan
   // with a pipeline is followed by its twins, the same plan but for stage_layers, which
@@ -3232,36 +3261,20 @@ TEST_CASE("with multi-token prediction the grid also tries each pipelined plan w
   SearchSpace space;
   space.global_batch = 32;
   const std::vector<ParallelPlan> with = grid_plans(m1, 16, space), without = grid_plans(m0, 16, space);
-  std::size_t piped = 0, twins = 0, uneven = 0;
+  std::size_t piped = 0, uneven = 0;
   for (const ParallelPlan& p : without) {
     CHECK(p.stage_layers.empty());
     if (p.pp > 1) ++piped;
     if (p.pp > 1 && 8 % (p.pp * p.virtual_stages - 1) != 0) ++uneven;
   }
-  std::vector<ParallelPlan> plain;
   std::map<int, std::set<std::vector<int>>> seen;  // chunks -> layouts
-  for (const ParallelPlan& p : with) {
-    if (p.stage_layers.empty()) {
-      plain.push_back(p);
-      continue;
-    }
-    ++twins;
-    INFO(describe_plan(p));
-    REQUIRE(!plain.empty());
-    ParallelPlan base = p;
-    base.stage_layers.clear();
-    CHECK(same_plan(base, plain.back()));  // its plan, the last one without a layout
-    const int chunks = p.pp * p.virtual_stages;
-    REQUIRE(static_cast<int>(p.stage_layers.size()) == chunks);
-    seen[chunks].insert(p.stage_layers);
-  }
+  const std::size_t twins =
+      check_twins(with, without, [&](const ParallelPlan& p) { seen[p.pp * p.virtual_stages].insert(p.stage_layers); });
   CHECK(seen.at(2) == std::set<std::vector<int>>{{8, 0}});
   CHECK(seen.at(4) == std::set<std::vector<int>>{{3, 3, 2, 0}, {2, 3, 3, 0}});
   CHECK(seen.at(8) == std::set<std::vector<int>>{{2, 1, 1, 1, 1, 1, 1, 0}, {1, 1, 1, 1, 1, 1, 2, 0}});
   CHECK(piped > 0);
   CHECK(twins == piped + uneven);
-  REQUIRE(plain.size() == without.size());
-  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(same_plan(plain[i], without[i]));
   ParallelPlan q;
   q.pp = 4, q.global_batch = 32, q.stage_layers = {3, 3, 2, 0};
   CHECK(describe_plan(q) == "dp 1 x tp 1 x pp 4, mb 1, 1f1b, layers 2 x 3, 2, 0");
@@ -3351,30 +3364,15 @@ TEST_CASE("with a compute model the grid also tries each pipelined plan with its
   SearchSpace space;
   space.global_batch = 64;
   const std::vector<ParallelPlan> with = grid_plans(m, 8, space, rig.compute.get()), without = grid_plans(m, 8, space);
-  std::vector<ParallelPlan> plain;
-  std::size_t twins = 0;
   const ParallelPlan* probe = nullptr;
-  for (const ParallelPlan& p : with) {
-    if (p.stage_layers.empty()) {
-      plain.push_back(p);
-      continue;
-    }
-    ++twins;
-    INFO(describe_plan(p));
-    REQUIRE(!plain.empty());
-    ParallelPlan base = p;
-    base.stage_layers.clear();
-    CHECK(same_plan(base, plain.back()));
-    CHECK(static_cast<int>(p.stage_layers.size()) == p.pp * p.virtual_stages);
+  const std::size_t twins = check_twins(with, without, [&](const ParallelPlan& p) {
     CHECK(plan_problem(p, m, 8).empty());
     if (p.tp == 2 && p.pp == 4 && p.micro_batch == 1 && p.schedule == PipelineSchedule::k1F1B &&
         p.recompute == Recompute::kSelective && p.dp_mode == DataParallelMode::kAllReduce) {
       probe = &p;
     }
-  }
+  });
   CHECK(twins > 0);
-  REQUIRE(plain.size() == without.size());
-  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(same_plan(plain[i], without[i]));
   REQUIRE(probe != nullptr);
   MESSAGE("balanced tp 2 x pp 4 layout: " << describe_plan(*probe));
   ParallelPlan uniform = *probe;
