@@ -49,7 +49,8 @@ and ranks them by replayed step time.
            mtp_layers) also with its last chunk free of layers. Each plan
            keeps the framework settings of the scenario's first Megatron-style
            strategy (bucket_mib, overlap_grad_reduce, overlap_p2p,
-           overlap_tp_backward, overlap_ep_comm, moe_dispatcher, fp8_dispatch, grad_accumulation,
+           overlap_tp_backward, overlap_ep_comm, moe_dispatcher, fp8_dispatch,
+           moe_capacity_factor, moe_pad_to_capacity, grad_accumulation,
            grad_reduce_fp32, order), so a DeepSpeed-like scenario is searched as
            DeepSpeed runs; --orders tries other rank orders (tp-dp-pp, Megatron's,
            keeps an expert-parallel group inside a server where tp-pp-dp spreads

@@ -304,6 +304,15 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     if (dispatcher == dispatcher_name(d)) p.dispatcher = d;
   }
   p.fp8_dispatch = o.boolean_or("fp8_dispatch", false);
+  if (o.has("moe_capacity_factor")) {
+    const nlohmann::json& v = o.value("moe_capacity_factor");
+    p.capacity_factor = v.is_number() ? v.get<double>() : 0.0;
+    if (!(p.capacity_factor > 0.0 && p.capacity_factor < 1e9)) {
+      throw InputError(o.field_path("moe_capacity_factor") + ": expected a number above 0 (leave it out for no capacity), got " +
+                       shown(v));
+    }
+  }
+  p.pad_to_capacity = o.boolean_or("moe_pad_to_capacity", false);
   const std::string acc = o.choice_or("grad_accumulation", {"fused", "add", "fp32"}, "fused");
   for (GradAccumulation g : {GradAccumulation::kFused, GradAccumulation::kAdd, GradAccumulation::kFp32}) {
     if (acc == grad_accumulation_name(g)) p.grad_accumulation = g;
@@ -327,6 +336,12 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
                  " accelerators are not a multiple of tp x pp = " + std::to_string(model_parallel) + "; give dp");
   }
   if (std::string why = plan_problem(p, m, devices); !why.empty()) return unfit(o.path() + ": " + why);
+  // The experts' rows as the plan routes them, within what ddlsim models.
+  if (routed_load(m, p) > 1.0) {
+    if (std::string why = transformer_batch_problem(routed_model(m, p), p.micro_batch); !why.empty()) {
+      throw InputError(o.field_path("micro_batch") + why.substr(std::string("batch").size()));
+    }
+  }
   // Refuse plans whose graph would exhaust memory before building them.
   if (std::string why = plan_size_problem(p, m, TrainingStepInputs{}.max_compute_tasks); !why.empty()) {
     throw TooLargeError(o.path() + ": " + why);
@@ -737,7 +752,9 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
     if (s.model.mtp_layers > 0) {
       out << " and " << s.model.mtp_layers << " multi-token prediction " << (s.model.mtp_layers == 1 ? "depth" : "depths");
     }
-    out << ", hidden " << s.model.hidden << ", seq " << s.model.seq << "\n\n";
+    out << ", hidden " << s.model.hidden << ", seq " << s.model.seq;
+    if (s.model.moe_imbalance != 1.0) out << ", routing imbalance " << s.model.moe_imbalance;
+    out << "\n\n";
   } else {
     out << "workload: " << s.model.name << " (" << data_type_name(s.model.dtype) << "; SBP strategies only)\n\n";
   }

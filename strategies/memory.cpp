@@ -1,6 +1,7 @@
 #include "strategies/memory.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include "strategies/pipeline.hpp"
 #include "strategies/stage_costs.hpp"
@@ -71,6 +72,22 @@ LayerParams layer_params(const TransformerConfig& m) {
   p.replicated += m.qk_norm ? 2 * d : 0;  // the query and key heads' norms
   return p;
 }
+
+// The model as the plan routes its tokens (routed_model), copied only where the plan's
+// expert rows differ from the model's own.
+struct Routed {
+  Routed(const TransformerConfig& m, const ParallelPlan& p) : model(m) {
+    if (const double load = routed_load(m, p); load != m.expert_load) {
+      copy = m;
+      copy.expert_load = load;
+      model = std::cref(copy);
+    }
+  }
+  Routed(const Routed&) = delete;
+  Routed& operator=(const Routed&) = delete;
+  TransformerConfig copy;
+  std::reference_wrapper<const TransformerConfig> model;
+};
 
 }  // namespace
 
@@ -181,7 +198,9 @@ double layer_activation_bytes(const TransformerConfig& m, std::int64_t micro_bat
   return sbh * (whole + (sp ? (replicated + router) / t : replicated + router) + (sharded + scores) / t);
 }
 
-double layers_activation_bytes(const ParallelPlan& p, const TransformerConfig& m, const std::vector<LayerRange>& chunks) {
+double layers_activation_bytes(const ParallelPlan& p, const TransformerConfig& model, const std::vector<LayerRange>& chunks) {
+  const Routed routed(model, p);
+  const TransformerConfig& m = routed.model.get();
   const LayerKinds k = layer_kinds(p, m, chunks);
   const auto of = [&](const TransformerConfig& c, int layers, int recomputed) {
     if (layers == 0) return 0.0;
@@ -275,8 +294,10 @@ double mtp_embedding_copy(const TransformerConfig& m, const ParallelPlan& p) {
                                                            : 0.0;
 }
 
-double mtp_activation_bytes(const ParallelPlan& p, const TransformerConfig& m) {
-  if (m.mtp_layers == 0) return 0.0;
+double mtp_activation_bytes(const ParallelPlan& p, const TransformerConfig& model) {
+  if (model.mtp_layers == 0) return 0.0;
+  const Routed routed(model, p);
+  const TransformerConfig& m = routed.model.get();
   const TransformerConfig kind = m.mtp_dense() ? m.dense_layer_model() : m;
   const double layer = layer_activation_bytes(kind, p.micro_batch, p.tp, p.sequence_parallel, p.recompute, p.recompute_modules);
   const double inputs = 3.0 * static_cast<double>(p.micro_batch) * static_cast<double>(m.seq) * static_cast<double>(m.hidden) *

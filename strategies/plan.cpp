@@ -2,12 +2,32 @@
 
 #include <algorithm>
 
+#include "support/strings.hpp"
+
 namespace ddlsim {
 
 std::int64_t fitting_microbatch_group(int pp, std::int64_t micro_batches) {
   std::int64_t g = pp;
   while (g < micro_batches && micro_batches % g != 0 && micro_batches % g < pp) ++g;
   return g;
+}
+
+double routed_load(const TransformerConfig& m, const ParallelPlan& p) {
+  if (m.experts <= 0) return 1.0;
+  if (p.pad_to_capacity && p.capacity_factor > 0.0) return p.capacity_factor;
+  double load = 1.0;
+  if (p.ep > 1) {
+    const double k = static_cast<double>(m.experts_per_token);
+    const double most = p.ep * std::min(k, static_cast<double>(m.experts / p.ep)) / k;
+    load = std::min(m.moe_imbalance, most);
+  }
+  return p.capacity_factor > 0.0 ? std::min(load, p.capacity_factor) : load;
+}
+
+TransformerConfig routed_model(const TransformerConfig& model, const ParallelPlan& plan) {
+  TransformerConfig m = model;
+  m.expert_load = routed_load(model, plan);
+  return m;
 }
 
 std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std::size_t devices) {
@@ -36,6 +56,17 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     if (m.experts == 0) return "fp8_dispatch needs a mixture-of-experts model (experts), this one is dense";
     if (p.dispatcher != TokenDispatcher::kDeepEp) return "fp8_dispatch needs moe_dispatcher \"deepep\" (DeepEP's kernels dispatch FP8)";
     if (!m.fp8_gemms) return "fp8_dispatch needs FP8 GEMMs (workload gemm_dtype \"fp8\"): the experts take the FP8 tokens as they come";
+  }
+  if (p.capacity_factor != 0.0 || p.pad_to_capacity) {
+    if (m.experts == 0) return "moe_capacity_factor needs a mixture-of-experts model (experts), this one is dense";
+    const double most = static_cast<double>(m.experts) / static_cast<double>(m.experts_per_token);
+    if (!(p.capacity_factor > 0.0 && p.capacity_factor <= most)) {
+      return p.pad_to_capacity && p.capacity_factor == 0.0
+                 ? "moe_pad_to_capacity needs moe_capacity_factor (the capacity to pad to)"
+                 : printf_string("moe_capacity_factor must be above 0 and at most experts / experts_per_token (%g: an "
+                                 "expert taking every token), got %g",
+                                 most, p.capacity_factor);
+    }
   }
   if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";
   if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||

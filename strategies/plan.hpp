@@ -180,6 +180,15 @@ struct ParallelPlan {
   /// 3.3: dispatch in FP8, both combines in BF16; DeepEP's kernels quantize in
   /// 128-element blocks); the two that carry them back keep the model's 16 bits.
   bool fp8_dispatch = false;
+  /// Mixtures of experts: each expert takes at most this many times its balanced rows,
+  /// ceil(tokens x experts_per_token / experts x capacity_factor) (Megatron-Core's
+  /// --moe-expert-capacity-factor), the tokens beyond it dropped; 0: no capacity, every
+  /// token kept.
+  double capacity_factor = 0.0;
+  /// With capacity_factor: every expert takes exactly its capacity, short ones padded
+  /// (Megatron-Core's --moe-pad-expert-input-to-capacity), so compute and all-to-alls
+  /// move capacity rows whatever the routing.
+  bool pad_to_capacity = false;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   /// true: the data-parallel gradient reductions (all-reduce, ZeRO's reduce-scatters)
@@ -206,6 +215,17 @@ std::int64_t fitting_microbatch_group(int pp, std::int64_t micro_batches);
 /// interleaved schedule with fewer micro-batches than pp or micro-batch groups that
 /// Megatron-Core refuses, more devices than the cluster has, ...
 std::string plan_problem(const ParallelPlan& plan, const TransformerConfig& model, std::size_t devices);
+
+/// The rows each expert of a mixture of experts takes under the plan, over the balanced
+/// count (TransformerConfig::expert_load): with pad_to_capacity the capacity factor;
+/// else the busiest expert-parallel rank's load, the model's moe_imbalance with ep > 1
+/// (at most what the rank's experts can take: each token's copies for them,
+/// ep x min(experts_per_token, experts / ep) / experts_per_token) and 1 with ep 1 (a
+/// rank holding every expert takes its tokens' copies whatever the routing), capped by
+/// the capacity factor where there is one. 1 for a dense model.
+double routed_load(const TransformerConfig& model, const ParallelPlan& plan);
+/// The model with its expert rows as the plan routes them (expert_load = routed_load).
+TransformerConfig routed_model(const TransformerConfig& model, const ParallelPlan& plan);
 
 /// The rank (position among the cluster's accelerators) of mesh coordinate (dp d, pp i,
 /// tp k) in the plan's axis order, innermost first.

@@ -12,6 +12,7 @@
 #include "strategies/memory.hpp"
 #include "strategies/pipeline.hpp"
 #include "strategies/stage_costs.hpp"
+#include "support/strings.hpp"
 
 namespace ddlsim {
 namespace {
@@ -67,6 +68,8 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.overlap_ep_comm = space.framework.overlap_ep_comm && sched != PipelineSchedule::kGPipe && model.experts > 0;
   p.dispatcher = ep > 1 ? space.framework.dispatcher : TokenDispatcher::kAllToAll;
   p.fp8_dispatch = ep > 1 && space.framework.fp8_dispatch && p.dispatcher == TokenDispatcher::kDeepEp && model.fp8_gemms;
+  p.capacity_factor = model.experts > 0 ? space.framework.capacity_factor : 0.0;
+  p.pad_to_capacity = p.capacity_factor > 0.0 && space.framework.pad_to_capacity;
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.order = order != nullptr ? *order : space.framework.order;
@@ -713,7 +716,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.grad_accumulation, p.grad_reduce_fp32, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
@@ -757,6 +760,9 @@ std::string describe_plan(const ParallelPlan& p) {
   }
   if (p.dispatcher != TokenDispatcher::kAllToAll) {
     s += std::string(", ") + dispatcher_name(p.dispatcher) + (p.fp8_dispatch ? " fp8" : "") + " dispatch";
+  }
+  if (p.capacity_factor > 0.0) {
+    s += printf_string(", capacity %g", p.capacity_factor) + (p.pad_to_capacity ? " padded" : "");
   }
   // The order where it places the ranks otherwise than the default.
   if (placed_axes(p.order, p.tp, p.pp, p.dp) != placed_axes(ParallelPlan{}.order, p.tp, p.pp, p.dp)) {

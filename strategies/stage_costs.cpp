@@ -143,6 +143,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   one.layers = 1;
   one.dense_layers.clear();  // its layer a mixture of experts where the model has experts
   one.mtp_layers = std::min<std::int64_t>(model.mtp_layers, 1);  // one depth's operators before its layer
+  one.expert_load = routed_load(model, plan);  // the busiest rank's expert rows, or its capacity
   const OperatorGraph g = build_transformer(one, plan.micro_batch);
   StageCosts c;
   bool in_mlp = false;
@@ -230,7 +231,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   c.tp_bytes = act;
   c.p2p_bytes = act / plan.tp;  // Megatron's scatter-gather: each tp rank sends its 1/t
   if (model.experts > 0) {
-    const double elements = static_cast<double>(model.experts * model.expert_rows(plan.micro_batch)) *
+    const double elements = static_cast<double>(one.experts * one.expert_rows(plan.micro_batch)) *
                             static_cast<double>(model.hidden);
     c.a2a_bytes = elements * data_type_bytes(model.dtype);
     c.a2a_dispatch_bytes = plan.fp8_dispatch ? elements * kFp8DispatchBytes : c.a2a_bytes;

@@ -3220,6 +3220,22 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
   }
   CHECK(a2a == 32);
   CHECK(a2a_bytes == 32 * 8 * 256 * 512 * 2.0);
+  // Routing imbalance 1.5 (workload moe_imbalance): the busiest rank's experts take
+  // ceil(2 x 512 x 2 x 1.5 / 8) = 384 rows each, the all-to-alls carry 1.5 times the
+  // bytes, the step is longer, and the model FLOPs a token counts are the same.
+  const auto skewed = ddlsim_cmd({"run", f, "--json", "--set", "workload.moe_imbalance=1.5"});
+  REQUIRE(skewed.status == 0);
+  const nlohmann::json sk = nlohmann::json::parse(skewed.out).at("strategies").at(2);
+  double skewed_bytes = 0;
+  for (const auto& c : sk.at("collectives")) {
+    if (c.at("dim") == "ep") skewed_bytes += c.at("bytes").get<double>();
+  }
+  CHECK(skewed_bytes == 32 * 8 * 384 * 512 * 2.0);
+  const auto skewed_text = ddlsim_cmd({"run", f, "--set", "workload.moe_imbalance=1.5"});
+  CHECK(skewed_text.out.find("workload: mixtral, 4 layers, hidden 512, seq 512, routing imbalance 1.5\n") != std::string::npos);
+  CHECK(sk.at("step_time_s").get<double>() > ep.at("step_time_s").get<double>());
+  CHECK(sk.at("model_tflops_per_device").get<double>() ==
+        Approx(per_token * sk.at("tokens_per_s").get<double>() / 8 / 1e12).epsilon(1e-9));
   // Their waits are reported apart (ep), and the breakdown still adds up to the step.
   const auto& b = ep.at("breakdown");
   const auto& x = b.at("exposed_comm_s");
@@ -3245,6 +3261,22 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
       {{"run", f, "--set", "strategies.2.fp8_dispatch=true", "--set", "strategies.2.moe_dispatcher=\"deepep\""},
        "ddlsim run: strategies.2: fp8_dispatch needs FP8 GEMMs (workload gemm_dtype \"fp8\"): the experts take the FP8 "
        "tokens as they come\n"},
+      {{"run", f, "--set", "workload.moe_imbalance=0.5"}, "ddlsim run: workload.moe_imbalance: expected a number of at least 1, got 0.5\n"},
+      {{"run", f, "--set", "workload.moe_imbalance=5"},
+       "ddlsim run: workload.moe_imbalance: expected 1 (balanced) to experts / experts_per_token (4: one expert taking every "
+       "token), got 5\n"},
+      {{"run", "--set", "workload.moe_imbalance=1.2"}, "ddlsim run: workload.moe_imbalance: needs a mixture-of-experts model (experts); megatron-1.7b is dense\n"},
+      {{"run", f, "--set", "strategies.2.moe_capacity_factor=0"},
+       "ddlsim run: strategies.2.moe_capacity_factor: expected a number above 0 (leave it out for no capacity), got 0\n"},
+      {{"run", f, "--set", "strategies.2.moe_capacity_factor=\"1.25\""},
+       "ddlsim run: strategies.2.moe_capacity_factor: expected a number above 0 (leave it out for no capacity), got \"1.25\"\n"},
+      {{"run", f, "--set", "strategies.2.moe_capacity_factor=4.5"},
+       "ddlsim run: strategies.2: moe_capacity_factor must be above 0 and at most experts / experts_per_token (4: an expert "
+       "taking every token), got 4.5\n"},
+      {{"run", f, "--set", "strategies.2.moe_pad_to_capacity=true"},
+       "ddlsim run: strategies.2: moe_pad_to_capacity needs moe_capacity_factor (the capacity to pad to)\n"},
+      {{"run", "--set", "strategies.0.moe_capacity_factor=1.25"},
+       "ddlsim run: strategies.0: moe_capacity_factor needs a mixture-of-experts model (experts), this one is dense\n"},
       {{"run", "--set", "strategies.0.moe_dispatcher=\"deepep\""},
        "ddlsim run: strategies.0: moe_dispatcher \"deepep\" needs a mixture-of-experts model (experts), this one is dense\n"},
       {{"run", "--set", "strategies.0.overlap_ep_comm=true"},

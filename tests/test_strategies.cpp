@@ -2464,6 +2464,150 @@ TEST_CASE("FP8 dispatch: the all-to-alls towards the experts carry 1 + 4/128 byt
   CHECK(fp8_plans > 0);
 }
 
+TEST_CASE("routing imbalance and expert capacity: the busiest rank's rows against closed forms") {
+  // Expected, for the small MoE (8 experts, k = 2, 512 tokens a sequence) and a plan's
+  // load L (rows each expert takes over ceil(512 x 2 / 8) = 128 per sequence):
+  // - L is the model's moe_imbalance with ep > 1 (at most ep x min(k, 8 / ep) / k: with
+  //   ep 2, 2), 1 with ep 1; a capacity factor caps it; padding to capacity makes it the
+  //   capacity factor whatever the routing, with ep 1 too; a dense model's is 1;
+  // - an expert takes ceil(512 x 2 x L / 8) rows: with L 2 the rows, the experts' GEMMs
+  //   and the all-to-alls' bytes of a micro-batch of 2 balanced sequences (8 x 256 rows x
+  //   1024 x 2 bytes); the attention costs what it did;
+  // - a layer keeps E x (rows_L - rows_1) x (4 h + 6 x 2816) bytes more activations (per
+  //   row, bf16: the dispatched row and the expert's output, h wide, and its SwiGLU's
+  //   input, 2 x 2816, and output, 2816);
+  // - the replay of dp 8 x ep 8 on a DGX H100 is longer under imbalance, the same with ep
+  //   1; a capacity factor of 1.2 under imbalance 1.5 replays as imbalance 1.2 and padding
+  //   to 1.25 as imbalance 1.25 (the same load); folded replicas give the full replay and
+  //   the estimate lies within 5% of it;
+  // - the grid keeps the scenario's capacity for a mixture of experts, none for a dense model.
+  TransformerConfig m = small_moe();
+  ParallelPlan p;
+  p.dp = 8, p.ep = 8, p.global_batch = 16;
+  CHECK(routed_load(m, p) == 1.0);
+  m.moe_imbalance = 1.5;
+  CHECK(routed_load(m, p) == 1.5);
+  ParallelPlan q = p;
+  q.ep = 2;
+  m.moe_imbalance = 3.0;
+  CHECK(routed_load(m, q) == 2.0);
+  q.ep = 1;
+  CHECK(routed_load(m, q) == 1.0);
+  q.capacity_factor = 0.75;
+  CHECK(routed_load(m, q) == 0.75);
+  q.pad_to_capacity = true, q.capacity_factor = 1.25;
+  CHECK(routed_load(m, q) == 1.25);
+  m.moe_imbalance = 1.5;
+  q = p, q.capacity_factor = 1.2;
+  CHECK(routed_load(m, q) == 1.2);
+  q.capacity_factor = 1.8;
+  CHECK(routed_load(m, q) == 1.5);
+  q.pad_to_capacity = true;
+  CHECK(routed_load(m, q) == 1.8);
+  TransformerConfig dense = m;
+  dense.experts = dense.experts_per_token = 0;
+  CHECK(routed_load(dense, p) == 1.0);
+
+  m.moe_imbalance = 2.0;
+  TransformerConfig routed = routed_model(m, p);
+  CHECK(routed.expert_rows(1) == 256);
+  CHECK(small_moe().expert_rows(1) == 128);
+  routed.expert_load = 1.3;
+  CHECK(routed.expert_rows(1) == 167);  // ceil(1024 x 1.3 / 8) = ceil(166.4)
+  StepRig rig("dgx-h100", 1);
+  ParallelPlan two = p;
+  two.micro_batch = 2, two.global_batch = 32;
+  const StageCosts balanced = stage_costs(small_moe(), p, *rig.compute), heavy = stage_costs(m, p, *rig.compute),
+                   doubled = stage_costs(small_moe(), two, *rig.compute);
+  CHECK(heavy.a2a_bytes == 8 * 256 * 1024 * 2.0);
+  CHECK(heavy.a2a_bytes == doubled.a2a_bytes);
+  CHECK(heavy.attention.forward == balanced.attention.forward);
+  CHECK(heavy.experts.forward > balanced.experts.forward);
+  CHECK(heavy.experts.backward > balanced.experts.backward);
+  {
+    const OperatorGraph loaded = build_transformer(routed_model(m, p), 1), twice = build_transformer(small_moe(), 2);
+    std::size_t experts = 0;
+    for (std::size_t i = 0; i < loaded.ops().size(); ++i) {
+      const Operator& a = loaded.ops()[i];
+      if (a.name.find(".experts.") == std::string::npos || a.name.find("combine") != std::string::npos) continue;
+      const Operator& b = twice.ops()[i];
+      INFO(a.name);
+      REQUIRE(a.name == b.name);
+      CHECK(a.gemm.m == b.gemm.m);
+      CHECK(a.cost.fwd_flops == b.cost.fwd_flops);
+      CHECK(a.cost.bwd_flops == b.cost.bwd_flops);
+      ++experts;
+    }
+    CHECK(experts >= 3);  // the grouped linears and the activation
+  }
+  CHECK(layer_activation_bytes(routed_model(m, p), 1, 1, false, Recompute::kNone) -
+            layer_activation_bytes(small_moe(), 1, 1, false, Recompute::kNone) ==
+        Approx(8.0 * (256 - 128) * (4 * 1024 + 6 * 2816)).epsilon(1e-12));
+  const std::vector<LayerRange> all{LayerRange{0, 4}};
+  CHECK(layers_activation_bytes(p, m, all) - layers_activation_bytes(p, small_moe(), all) ==
+        Approx(4 * 8.0 * (256 - 128) * (4 * 1024 + 6 * 2816)).epsilon(1e-12));
+  ParallelPlan ep1 = p;
+  ep1.ep = 1;
+  CHECK(layers_activation_bytes(ep1, m, all) == layers_activation_bytes(ep1, small_moe(), all));
+
+  const auto step = [&](const TransformerConfig& model, const ParallelPlan& plan) {
+    LoweredTrainingStep lowered = rig.lower(model, plan, NetworkModelKind::kAnalytical);
+    return rig.run(lowered);
+  };
+  TransformerConfig skewed = small_moe();
+  skewed.moe_imbalance = 1.5;
+  const double even = step(small_moe(), p), uneven = step(skewed, p);
+  CHECK(uneven > even);
+  CHECK(step(skewed, ep1) == step(small_moe(), ep1));
+  TransformerConfig at = small_moe();
+  at.moe_imbalance = 1.2;
+  ParallelPlan capped = p;
+  capped.capacity_factor = 1.2;
+  CHECK(step(skewed, capped) == step(at, p));
+  at.moe_imbalance = 1.25;
+  ParallelPlan padded = p;
+  padded.capacity_factor = 1.25, padded.pad_to_capacity = true;
+  CHECK(step(small_moe(), padded) == step(at, p));
+  // (Padded, ep 1 too: with micro-batches of 32 sequences, where the GPU, not the host's
+  // launches, sets the MLP's pace.)
+  ParallelPlan ep1_mb32 = ep1;
+  ep1_mb32.micro_batch = 32, ep1_mb32.global_batch = 256;
+  ParallelPlan padded1 = ep1_mb32;
+  padded1.capacity_factor = 1.25, padded1.pad_to_capacity = true;
+  CHECK(step(small_moe(), padded1) > step(small_moe(), ep1_mb32));
+  const FoldedPair r = replay_folded_and_full(rig, skewed, p);
+  CHECK(r.fast.lowered_replicas == 1);
+  CHECK(r.step == Approx(uneven).epsilon(1e-12));
+  CHECK(estimate_step(skewed, p, *rig.fabric, *rig.compute) == Approx(uneven).epsilon(0.05));
+
+  CHECK(plan_problem(capped, m, 8).empty());
+  ParallelPlan bad = p;
+  bad.capacity_factor = 4.5;
+  CHECK(plan_problem(bad, m, 8) ==
+        "moe_capacity_factor must be above 0 and at most experts / experts_per_token (4: an expert taking every token), got 4.5");
+  bad.capacity_factor = 0.0, bad.pad_to_capacity = true;
+  CHECK(plan_problem(bad, m, 8) == "moe_pad_to_capacity needs moe_capacity_factor (the capacity to pad to)");
+  ParallelPlan dense_plan = ep1;
+  dense_plan.capacity_factor = 1.0;
+  CHECK(plan_problem(dense_plan, dense, 8) == "moe_capacity_factor needs a mixture-of-experts model (experts), this one is dense");
+
+  SearchSpace space;
+  space.global_batch = 32;
+  space.framework.capacity_factor = 1.25;
+  space.framework.pad_to_capacity = true;
+  const std::vector<ParallelPlan> plans = grid_plans(small_moe(), 8, space);
+  REQUIRE(!plans.empty());
+  for (const ParallelPlan& plan : plans) {
+    CHECK(plan.capacity_factor == 1.25);
+    CHECK(plan.pad_to_capacity);
+  }
+  CHECK(describe_plan(plans.front()).find(", capacity 1.25 padded") != std::string::npos);
+  for (const ParallelPlan& plan : grid_plans(dense, 8, space)) {
+    CHECK(plan.capacity_factor == 0.0);
+    CHECK(!plan.pad_to_capacity);
+  }
+}
+
 TEST_CASE("combined 1F1B hides all-to-alls behind the paired pass's compute") {
   // Expected, for the small MoE on 2 DGX H100s without a pipeline (dp 16, ep 8 inside
   // each server; dp 8 x tp 2 with sequence parallelism and ZeRO-1, ep 8 over both

@@ -99,6 +99,7 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
     }
     out.options.mtp_layers = static_cast<std::int64_t>(depths);
   }
+  if (w.has("moe_imbalance")) out.options.moe_imbalance = w.number("moe_imbalance", 1.0, std::numeric_limits<double>::infinity());
   if (family) {
     const std::string name = w.string("model");
     out.shape = read_shape(w, name, out.options.seq);

@@ -148,6 +148,17 @@ TransformerConfig with_options(TransformerConfig c, const WorkloadOptions& o) {
     }
     c.mtp_layers = *o.mtp_layers;
   }
+  if (o.moe_imbalance) {
+    const std::string field = o.spelled + "moe_imbalance";
+    if (c.experts == 0) throw InputError(field + ": needs a mixture-of-experts model (experts); " + c.name + " is dense");
+    const double most = static_cast<double>(c.experts) / static_cast<double>(c.experts_per_token);
+    if (!(*o.moe_imbalance >= 1.0 && *o.moe_imbalance <= most)) {
+      throw InputError(field + printf_string(": expected 1 (balanced) to experts / experts_per_token (%g: one expert "
+                                             "taking every token), got %g",
+                                             most, *o.moe_imbalance));
+    }
+    c.moe_imbalance = *o.moe_imbalance;
+  }
   if (std::string why = transformer_problem(c); !why.empty()) throw InputError(c.name + ": " + why);
   return c;
 }
@@ -169,6 +180,7 @@ OperatorGraph build_workload_preset(std::string_view name, const WorkloadOptions
   if (o.parallel_layers) throw InputError(o.spelled + "parallel_layers: " + std::string(name) + " is not a transformer");
   if (o.dropout) throw InputError(o.spelled + "dropout: " + std::string(name) + " is not a transformer");
   if (o.mtp_layers) throw InputError(o.spelled + "mtp_layers: " + std::string(name) + " is not a transformer");
+  if (o.moe_imbalance) throw InputError(o.spelled + "moe_imbalance: " + std::string(name) + " is not a transformer");
   if (o.gemm_dtype) {
     throw InputError(o.spelled + (o.spelled == "--" ? "gemm-dtype" : "gemm_dtype") + ": " + std::string(name) +
                      " is not a transformer (its dtype sets its GEMMs')");

@@ -42,6 +42,8 @@ struct WorkloadOptions {
   std::optional<bool> dropout;            // transformers: every dropout (embedding, attention, residual) on or off
   std::optional<std::int64_t> mtp_layers; // transformers: multi-token prediction depths; default: the model's (0, or
                                           // a HuggingFace config's num_nextn_predict_layers)
+  std::optional<double> moe_imbalance;   // mixtures of experts: the busiest expert-parallel rank's rows over the
+                                          // balanced count (TransformerConfig::moe_imbalance); default 1
   std::string spelled;                    // how errors spell the options: "--" (command line), "workload." (a scenario)
 };
 

@@ -227,7 +227,7 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
   }
   // The experts' rows: each token once per expert it goes to, hidden wide (dispatched)
   // and 2 ffn wide (inside the experts).
-  const double expert_widest = b * seq * static_cast<double>(c.experts_per_token) *
+  const double expert_widest = b * seq * static_cast<double>(c.experts_per_token) * std::max(1.0, c.expert_load) *
                                std::max(static_cast<double>(c.hidden), 2.0 * static_cast<double>(c.ffn));
   // The attention's projections: Q, K and V's columns (multi-head latent attention: the
   // query's or the keys' and values' up projection, or a latent, the widest).
@@ -241,7 +241,10 @@ std::string transformer_batch_problem(const TransformerConfig& c, std::int64_t b
                          b * seq * projected);
   }
   if (expert_widest > 1e18) {
-    return printf_string("batch: batch x seq x experts_per_token x max(hidden, 2 ffn) = %.3g, beyond the 1e18 ddlsim models",
+    return printf_string(c.expert_load > 1.0 ? "batch: batch x seq x experts_per_token x the plan's expert load x max(hidden, "
+                                               "2 ffn) = %.3g, beyond the 1e18 ddlsim models"
+                                             : "batch: batch x seq x experts_per_token x max(hidden, 2 ffn) = %.3g, beyond the "
+                                               "1e18 ddlsim models",
                          expert_widest);
   }
   return {};
@@ -258,6 +261,13 @@ bool megatron_fused_softmax(const TransformerConfig& c, std::int64_t micro_batch
   while (pow2 < sk) pow2 *= 2;
   const std::int64_t warp = std::min<std::int64_t>(pow2, 32), per_warp = pow2 <= 128 ? 2 : 1;
   return batches % (128 / warp * per_warp) == 0;
+}
+
+std::int64_t TransformerConfig::expert_rows(std::int64_t batch) const {
+  if (experts <= 0) return 0;
+  if (expert_load == 1.0) return (batch * seq * experts_per_token + experts - 1) / experts;
+  return static_cast<std::int64_t>(
+      std::ceil(static_cast<double>(batch * seq * experts_per_token) * expert_load / static_cast<double>(experts)));
 }
 
 OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) {

@@ -94,6 +94,16 @@ struct TransformerConfig {
   // sends a token once per server it goes to sends fewer copies (experts_spread).
   std::int64_t expert_groups = 0;
   std::int64_t groups_per_token = 0;
+  // Routing imbalance (a scenario's workload moe_imbalance): the rows the busiest
+  // expert-parallel rank's experts take over the balanced count, 1 balanced. It holds
+  // under expert parallelism only: a rank that holds every expert takes each of its
+  // tokens' copies whatever the routing. What a plan makes of it, with its capacity
+  // factor, is expert_load (strategies/plan.hpp: routed_load).
+  double moe_imbalance = 1.0;
+  // The rows each expert takes over the balanced count, which expert_rows scales by: 1
+  // in a model as read; a plan's routed_load in the copy its costs and memory are
+  // priced with.
+  double expert_load = 1.0;
   // Beside the experts, a shared expert every token goes through: an MLP of the model's
   // form with this FFN size (0: none), its output scaled by a sigmoid gate (a linear
   // layer from the hidden size to one logit, Qwen2-MoE's shared_expert_gate) when
@@ -161,12 +171,11 @@ struct TransformerConfig {
     return d;
   }
 
-  /// Rows each expert takes from a batch of `batch` sequences under balanced routing:
-  /// ceil(batch x seq x experts_per_token / experts); 0 for a dense model.
-  [[nodiscard]] std::int64_t expert_rows(std::int64_t batch) const {
-    if (experts <= 0) return 0;
-    return (batch * seq * experts_per_token + experts - 1) / experts;
-  }
+  /// Rows each expert takes from a batch of `batch` sequences:
+  /// ceil(batch x seq x experts_per_token x expert_load / experts), under balanced
+  /// routing (expert_load 1) ceil(batch x seq x experts_per_token / experts); 0 for a
+  /// dense model.
+  [[nodiscard]] std::int64_t expert_rows(std::int64_t batch) const;
   /// The size of a value head (and with it of the attention output's heads; of every
   /// head unless the attention is multi-head latent attention).
   [[nodiscard]] std::int64_t head_dim() const { return mla() ? v_head_dim : head_size > 0 ? head_size : hidden / heads; }
