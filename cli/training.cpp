@@ -1,6 +1,7 @@
 #include "cli/training.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -307,7 +308,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   if (o.has("moe_capacity_factor")) {
     const nlohmann::json& v = o.value("moe_capacity_factor");
     p.capacity_factor = v.is_number() ? v.get<double>() : 0.0;
-    if (!(p.capacity_factor > 0.0 && p.capacity_factor < 1e9)) {
+    if (!(p.capacity_factor > 0.0 && std::isfinite(p.capacity_factor))) {
       throw InputError(o.field_path("moe_capacity_factor") + ": expected a number above 0 (leave it out for no capacity), got " +
                        shown(v));
     }
@@ -583,6 +584,8 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   TrainingReport r;
   r.name = p.name;
   r.plan = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) + (p.ep > 1 ? " x ep " + std::to_string(p.ep) : "");
+  // Expert rows other than balanced (routing imbalance, capacity): the plan's load.
+  if (const double load = routed_load(s.model, p); load != 1.0) r.plan += printf_string(", expert rows x%g", load);
   r.devices = p.devices();
   r.step_time_s = result.makespan.value();
   r.samples_per_s = static_cast<double>(p.global_batch) / r.step_time_s;

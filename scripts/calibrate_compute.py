@@ -207,7 +207,7 @@ def measure_layer(torch, args, shape=None):
 
 def measure_moe_layer(torch, args, shape=None):
     """A Mixtral-like layer: the same attention half, then a mixture-of-experts MLP with
-    balanced routing, the case ddlsim prices (every expert gets b s k / E rows).
+    balanced routing, ddlsim's default (every expert gets b s k / E rows).
 
     The router's logits, softmax and top-k run as in Mixtral, but a fixed bias added
     before the top-k makes token t pick experts (k t) mod E .. (k t + k - 1) mod E; the

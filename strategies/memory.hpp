@@ -22,7 +22,7 @@
 //   MLP: norm input B, first linear input B, GeLU input and second linear input
 //     B f/h each (SwiGLU: its two inputs 2B f/h and the down projection's input B f/h),
 //     dropout mask 1; a mixture of experts (r = experts x rows per expert / s b, about
-//     experts_per_token): the router's probabilities B E/h (replicated), the dispatched
+//     experts_per_token times the plan's expert load, routed_load): the router's probabilities B E/h (replicated), the dispatched
 //     rows and the experts' outputs B r each (whole on every tp rank, sequence
 //     parallelism or not), the experts' inner terms r times the MLP's (divided by t).
 // Without sequence parallelism the norm inputs, the QKV and first-MLP-linear inputs and

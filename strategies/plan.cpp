@@ -58,7 +58,10 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     if (!m.fp8_gemms) return "fp8_dispatch needs FP8 GEMMs (workload gemm_dtype \"fp8\"): the experts take the FP8 tokens as they come";
   }
   if (p.capacity_factor != 0.0 || p.pad_to_capacity) {
-    if (m.experts == 0) return "moe_capacity_factor needs a mixture-of-experts model (experts), this one is dense";
+    if (m.experts == 0) {
+      return std::string(p.capacity_factor != 0.0 ? "moe_capacity_factor" : "moe_pad_to_capacity") +
+             " needs a mixture-of-experts model (experts), this one is dense";
+    }
     const double most = static_cast<double>(m.experts) / static_cast<double>(m.experts_per_token);
     if (!(p.capacity_factor > 0.0 && p.capacity_factor <= most)) {
       return p.pad_to_capacity && p.capacity_factor == 0.0
@@ -66,6 +69,10 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
                  : printf_string("moe_capacity_factor must be above 0 and at most experts / experts_per_token (%g: an "
                                  "expert taking every token), got %g",
                                  most, p.capacity_factor);
+    }
+    if (p.pad_to_capacity && p.ep > 1 && p.dispatcher == TokenDispatcher::kDeepEp) {
+      return "moe_pad_to_capacity is not modelled with moe_dispatcher \"deepep\" (Megatron-Core's flex dispatcher does not pad "
+             "to capacity)";
     }
   }
   if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";

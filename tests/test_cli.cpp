@@ -3231,6 +3231,7 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
     if (c.at("dim") == "ep") skewed_bytes += c.at("bytes").get<double>();
   }
   CHECK(skewed_bytes == 32 * 8 * 384 * 512 * 2.0);
+  CHECK(sk.at("plan") == "dp 8 x tp 1 x pp 1 x ep 4, expert rows x1.5");
   const auto skewed_text = ddlsim_cmd({"run", f, "--set", "workload.moe_imbalance=1.5"});
   CHECK(skewed_text.out.find("workload: mixtral, 4 layers, hidden 512, seq 512, routing imbalance 1.5\n") != std::string::npos);
   CHECK(sk.at("step_time_s").get<double>() > ep.at("step_time_s").get<double>());
@@ -3275,6 +3276,12 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
        "taking every token), got 4.5\n"},
       {{"run", f, "--set", "strategies.2.moe_pad_to_capacity=true"},
        "ddlsim run: strategies.2: moe_pad_to_capacity needs moe_capacity_factor (the capacity to pad to)\n"},
+      {{"run", f, "--set", "strategies.2.moe_pad_to_capacity=true", "--set", "strategies.2.moe_capacity_factor=1.25", "--set",
+        "strategies.2.moe_dispatcher=\"deepep\""},
+       "ddlsim run: strategies.2: moe_pad_to_capacity is not modelled with moe_dispatcher \"deepep\" (Megatron-Core's flex "
+       "dispatcher does not pad to capacity)\n"},
+      {{"run", "--set", "strategies.0.moe_pad_to_capacity=true"},
+       "ddlsim run: strategies.0: moe_pad_to_capacity needs a mixture-of-experts model (experts), this one is dense\n"},
       {{"run", "--set", "strategies.0.moe_capacity_factor=1.25"},
        "ddlsim run: strategies.0: moe_capacity_factor needs a mixture-of-experts model (experts), this one is dense\n"},
       {{"run", "--set", "strategies.0.moe_dispatcher=\"deepep\""},

@@ -2480,6 +2480,8 @@ TEST_CASE("routing imbalance and expert capacity: the busiest rank's rows agains
   //   1; a capacity factor of 1.2 under imbalance 1.5 replays as imbalance 1.2 and padding
   //   to 1.25 as imbalance 1.25 (the same load); folded replicas give the full replay and
   //   the estimate lies within 5% of it;
+  // - the capacity's problems are named: above experts / k (4), padding without a
+  //   capacity, either on a dense model, padding with DeepEP;
   // - the grid keeps the scenario's capacity for a mixture of experts, none for a dense model.
   TransformerConfig m = small_moe();
   ParallelPlan p;
@@ -2590,6 +2592,19 @@ TEST_CASE("routing imbalance and expert capacity: the busiest rank's rows agains
   ParallelPlan dense_plan = ep1;
   dense_plan.capacity_factor = 1.0;
   CHECK(plan_problem(dense_plan, dense, 8) == "moe_capacity_factor needs a mixture-of-experts model (experts), this one is dense");
+  dense_plan.capacity_factor = 0.0, dense_plan.pad_to_capacity = true;
+  CHECK(plan_problem(dense_plan, dense, 8) == "moe_pad_to_capacity needs a mixture-of-experts model (experts), this one is dense");
+  // DeepEP (Megatron-Core's flex dispatcher) does not pad: refused with ep > 1; with ep 1
+  // neither applies to anything.
+  ParallelPlan deep = padded;
+  deep.dispatcher = TokenDispatcher::kDeepEp;
+  CHECK(plan_problem(deep, m, 8) ==
+        "moe_pad_to_capacity is not modelled with moe_dispatcher \"deepep\" (Megatron-Core's flex dispatcher does not pad to "
+        "capacity)");
+  deep.pad_to_capacity = false;
+  CHECK(plan_problem(deep, m, 8).empty());
+  deep.pad_to_capacity = true, deep.ep = 1;
+  CHECK(plan_problem(deep, m, 8).empty());
 
   SearchSpace space;
   space.global_batch = 32;
