@@ -2475,7 +2475,8 @@ TEST_CASE("routing imbalance and expert capacity: the busiest rank's rows agains
   //   1024 x 2 bytes); the attention costs what it did;
   // - a layer keeps E x (rows_L - rows_1) x (4 h + 6 x 2816) bytes more activations (per
   //   row, bf16: the dispatched row and the expert's output, h wide, and its SwiGLU's
-  //   input, 2 x 2816, and output, 2816);
+  //   input, 2 x 2816, and output, 2816), a multi-token prediction depth's layer too;
+  // - DeepEP's FP8 and 16-bit all-to-alls both take the loaded rows;
   // - the replay of dp 8 x ep 8 on a DGX H100 is longer under imbalance, the same with ep
   //   1; a capacity factor of 1.2 under imbalance 1.5 replays as imbalance 1.2 and padding
   //   to 1.25 as imbalance 1.25 (the same load); folded replicas give the full replay and
@@ -2551,6 +2552,21 @@ TEST_CASE("routing imbalance and expert capacity: the busiest rank's rows agains
   ParallelPlan ep1 = p;
   ep1.ep = 1;
   CHECK(layers_activation_bytes(ep1, m, all) == layers_activation_bytes(ep1, small_moe(), all));
+  // A multi-token prediction depth's layer (an expert layer here) keeps the same more.
+  TransformerConfig with_mtp = m, balanced_mtp = small_moe();
+  with_mtp.mtp_layers = balanced_mtp.mtp_layers = 1;
+  CHECK(mtp_activation_bytes(p, with_mtp) - mtp_activation_bytes(p, balanced_mtp) ==
+        Approx(8.0 * (256 - 128) * (4 * 1024 + 6 * 2816)).epsilon(1e-12));
+  // DeepEP with an FP8 dispatch (16 experts, ep 16, imbalance 1.5): ceil(1024 x 1.5 / 16)
+  // = 96 rows an expert, both directions' bytes scaled alike.
+  TransformerConfig m16 = small_moe();
+  m16.experts = 16, m16.fp8_gemms = true, m16.moe_imbalance = 1.5;
+  ParallelPlan deep16;
+  deep16.dp = 16, deep16.ep = 16, deep16.global_batch = 32, deep16.dispatcher = TokenDispatcher::kDeepEp;
+  deep16.fp8_dispatch = true;
+  const StageCosts d16 = stage_costs(m16, deep16, *rig.compute);
+  CHECK(d16.a2a_bytes == 16 * 96 * 1024 * 2.0);
+  CHECK(d16.a2a_dispatch_bytes == 16 * 96 * 1024 * 1.03125);
 
   const auto step = [&](const TransformerConfig& model, const ParallelPlan& plan) {
     LoweredTrainingStep lowered = rig.lower(model, plan, NetworkModelKind::kAnalytical);
