@@ -77,9 +77,8 @@ LayerParams layer_params(const TransformerConfig& m) {
 // expert rows differ from the model's own.
 struct Routed {
   Routed(const TransformerConfig& m, const ParallelPlan& p) : model(m) {
-    if (const double load = routed_load(m, p); load != m.expert_load) {
-      copy = m;
-      copy.expert_load = load;
+    if (routed_load(m, p) != m.expert_load) {
+      copy = routed_model(m, p);
       model = std::cref(copy);
     }
   }

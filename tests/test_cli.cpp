@@ -3211,13 +3211,17 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
   // rank's 8 experts x ceil(2 x 512 x 2 / 8) = 256 rows x 512 x 2 bytes.
   const auto& ep = j.at("strategies").at(2);
   CHECK(ep.at("plan") == "dp 8 x tp 1 x pp 1 x ep 4");
-  double a2a = 0, a2a_bytes = 0;
-  for (const auto& c : ep.at("collectives")) {
-    if (c.at("dim") == "ep" && c.at("op") == "all-to-all" && c.at("ranks") == 4) {
-      a2a += c.at("count").get<double>();
-      a2a_bytes += c.at("bytes").get<double>();
+  // A strategy's all-to-alls over its ep groups of 4: how many, and their bytes.
+  const auto ep_a2a = [](const nlohmann::json& strategy) {
+    std::pair<double, double> n{0, 0};
+    for (const auto& c : strategy.at("collectives")) {
+      if (c.at("dim") == "ep" && c.at("op") == "all-to-all" && c.at("ranks") == 4) {
+        n = {n.first + c.at("count").get<double>(), n.second + c.at("bytes").get<double>()};
+      }
     }
-  }
+    return n;
+  };
+  const auto [a2a, a2a_bytes] = ep_a2a(ep);
   CHECK(a2a == 32);
   CHECK(a2a_bytes == 32 * 8 * 256 * 512 * 2.0);
   // Routing imbalance 1.5 (workload moe_imbalance): the busiest rank's experts take
@@ -3226,10 +3230,8 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
   const auto skewed = ddlsim_cmd({"run", f, "--json", "--set", "workload.moe_imbalance=1.5"});
   REQUIRE(skewed.status == 0);
   const nlohmann::json sk = nlohmann::json::parse(skewed.out).at("strategies").at(2);
-  double skewed_bytes = 0;
-  for (const auto& c : sk.at("collectives")) {
-    if (c.at("dim") == "ep") skewed_bytes += c.at("bytes").get<double>();
-  }
+  const auto [skewed_count, skewed_bytes] = ep_a2a(sk);
+  CHECK(skewed_count == 32);
   CHECK(skewed_bytes == 32 * 8 * 384 * 512 * 2.0);
   CHECK(sk.at("plan") == "dp 8 x tp 1 x pp 1 x ep 4, expert rows x1.5");
   const auto skewed_text = ddlsim_cmd({"run", f, "--set", "workload.moe_imbalance=1.5"});
