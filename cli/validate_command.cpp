@@ -35,19 +35,21 @@ Suites (data in validation/, embedded in the binary, each with its source and li
                  InfiniBand nodes and (RCCL) an MI300X platform, and a small-message
                  time (us), from nccl-tests and benchmark figures published in GitHub
                  issues and ml-engineering; each collective timed alone
-  public-runs    36 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table 1
+  public-runs    46 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table 1
                  of Narayanan et al. 2021) and its ZeRO-3 against PTD-P (Table 2),
                  sequence parallelism and selective recomputation against full
                  recomputation (Korthikanti et al. 2022), MT-NLG 530B, BLOOM 176B,
-                 PaLM 540B
+                 PaLM 540B, and NeMo's GPT-3 175B on 128-2,048 H100s in BF16 and FP8
+                 (NVIDIA's DGX Cloud Benchmarking)
 Cases are built from what the source states of the setup (cli/validation.hpp says
 how); nothing in a case is fitted. Two figures of the compute model are: the host's
 dispatch time per operator and the A100's GEMM half sizes, both fitted to vtrain-single
 (sim/data/compute_efficiency.json gives each with its fit), so that suite's error is
 in-sample. The catalog's NVLink and InfiniBand efficiencies were set from two NCCL
 figures that are not cases (8 x H100 ring ~370 GB/s, one NDR NIC 46-48 GB/s); the nccl
-row 'NVLink 4 busbw (in sample)' restates the first and is kept apart. Nothing else
-was fitted to any suite.
+row 'NVLink 4 busbw (in sample)' restates the first and is kept apart. The H100's
+sustained fraction of its burst GEMM rate was measured on our H200, not on a case.
+Nothing else was fitted to any suite.
 
 Printed: every case of the suites with at most 100 cases (--cases: all), numbered
 within its suite, measured, predicted and the error; then per suite and model (or run,

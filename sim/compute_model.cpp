@@ -29,6 +29,7 @@ void read_device(const nlohmann::json& entry, DeviceEfficiency& e) {
   e.memory = entry.value("memory", e.memory);
   if (entry.contains("launch_us")) e.launch = Seconds(entry["launch_us"].get<double>() * 1e-6);
   if (entry.contains("host_dispatch_us")) e.host_dispatch = Seconds(entry["host_dispatch_us"].get<double>() * 1e-6);
+  e.sustained = entry.value("sustained", e.sustained);
 }
 
 double saturation(double x, double half) { return x / (x + half); }
@@ -88,12 +89,11 @@ double ComputeModel::gemm_efficiency(const GemmShape& g, DataType dtype) const {
   return eff_.gemm.max * shape_factor(g);
 }
 
-Seconds ComputeModel::gemm_latency(DataType dtype) const {
-  for (const GemmMeasurement& x : measured_) {
-    if (x.dtype == dtype) return Seconds(0.0);
-  }
-  return eff_.gemm.latency;
+bool ComputeModel::measured(DataType dtype) const {
+  return std::any_of(measured_.begin(), measured_.end(), [dtype](const GemmMeasurement& x) { return x.dtype == dtype; });
 }
+
+Seconds ComputeModel::gemm_latency(DataType dtype) const { return measured(dtype) ? Seconds(0.0) : eff_.gemm.latency; }
 
 double ComputeModel::shape_factor(const GemmShape& g) const {
   return saturation(static_cast<double>(g.m), eff_.gemm.half_m) * saturation(static_cast<double>(g.n), eff_.gemm.half_n) *
@@ -113,17 +113,18 @@ Seconds ComputeModel::time(const Operator& op, Pass pass) const {
     switch (op.kind) {
       case OpKind::kLinear:
       case OpKind::kMatmul:
-        e = gemm_efficiency(op.gemm, op.dtype);
+        // A measured GEMM's throughput is taken as the calibration file gives it; the model's, sustained.
+        e = gemm_efficiency(op.gemm, op.dtype) * (measured(op.dtype) ? 1.0 : eff_.sustained);
         fixed += gemm_latency(op.dtype) * (fwd ? 1.0 : 2.0);  // backward: input and weight gradients
         break;
       case OpKind::kConv2d:
-        e = eff_.convolution * shape_factor(op.gemm);
+        e = eff_.convolution * eff_.sustained * shape_factor(op.gemm);
         // cuDNN runs fp32 convolutions on TF32 tensor cores where there are any
         // (torch.backends.cudnn.allow_tf32 is on by default; matmuls' is off).
         if (op.dtype == DataType::kFp32) tensor_peak = device_.peak_for(Dtype::kTf32);
         break;
       case OpKind::kFlashAttention:  // per head: (s x d)(d x s) and back
-        e = (fwd ? eff_.attention_forward : eff_.attention_backward) * shape_factor(op.gemm);
+        e = (fwd ? eff_.attention_forward : eff_.attention_backward) * eff_.sustained * shape_factor(op.gemm);
         break;
       default: e = 0.0;  // elementwise, norms, softmax, losses: a few FLOPs per byte, memory-bound
     }

@@ -47,6 +47,12 @@ struct DeviceEfficiency {
   double memory = 0.85;
   Seconds launch{3e-6};
   Seconds host_dispatch{0.0};  // host time to issue one operator's forward (backward: twice)
+  // The fraction of its matrix units' throughput in short bursts (what the GEMM max and
+  // the attention efficiencies describe) that the device keeps through a training
+  // step's sustained load, when its clocks settle at the power limit: it scales the
+  // model's GEMM, convolution and attention rates, not measured GEMMs (a calibration
+  // file's) nor memory-bound kernels. 1 where the figures already describe training.
+  double sustained = 1.0;
 };
 
 /// A measured GEMM: shape, dtype and achieved FLOP/s.
@@ -83,6 +89,13 @@ class ComputeModel {
 
   [[nodiscard]] const AcceleratorSpec& device() const { return device_; }
   [[nodiscard]] const DeviceEfficiency& efficiency() const { return eff_; }
+  /// The same model pricing kernels as short bursts do (sustained 1): how a profiler's or
+  /// a benchmark's few calls of one kernel measure it, not a training step.
+  [[nodiscard]] ComputeModel bursts() const {
+    ComputeModel m = *this;
+    m.eff_.sustained = 1.0;
+    return m;
+  }
   /// The time of a run of operators issued back to back from the host: the larger of
   /// their kernels' time and `forwards` + 2 x `backwards` dispatches.
   [[nodiscard]] Seconds dispatch_bound(Seconds kernels, int forwards, int backwards) const {
@@ -97,6 +110,8 @@ class ComputeModel {
   /// The fixed time added to a GEMM of this dtype: the device's GEMM latency, or none
   /// where a calibration file measured GEMMs of the dtype (their time includes it).
   [[nodiscard]] Seconds gemm_latency(DataType dtype) const;
+  /// Whether a calibration file measured GEMMs of this dtype.
+  [[nodiscard]] bool measured(DataType dtype) const;
   /// The dtype's peak on this device (FLOP/s); fp32's for int64. InputError when the
   /// device has no peak for it (fp8 on an A100, ...).
   [[nodiscard]] double peak(DataType dtype) const;
