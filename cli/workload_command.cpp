@@ -42,13 +42,15 @@ backward time on one accelerator; then the totals. On a scenario, --batch, --seq
 Predicted time per operator = max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x
 efficiency)) + a launch overhead (+ a GEMM kernel latency per kernel on the H100, H200 and
 B200), with efficiencies by operator class and GEMM shape
-(sim/data/compute_efficiency.json) and peaks from the hardware catalog. A calibration
+(sim/data/compute_efficiency.json) and peaks from the hardware catalog. On the H100 and
+H200 the GEMMs, convolutions and attention run at 0.88 of their short-burst rate (the
+sustained rate of a training step at the power limit, measured on our H200). A calibration
 file of measured GEMM throughputs (scripts/calibrate_compute.py writes one) replaces the
 GEMM efficiencies with measurements (and a measured memory kernel the HBM efficiency).
 
 --compare FILE checks the model against such a file instead: every measured GEMM's
-TFLOP/s beside the built-in model's kernel-time prediction (no launch gap; error =
-predicted / measured - 1), the
+TFLOP/s beside the built-in model's kernel-time prediction (no launch gap, priced as a
+short burst; error = predicted / measured - 1), the
 mean and worst error; the memory kernel's GB/s; the measured transformer layers' (dense,
 and mixture-of-experts where the file has one) forward and backward against the model
 and against the model with the file's measurements.
