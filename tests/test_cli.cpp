@@ -2218,6 +2218,21 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   for (const char* run : {"NeMo GPT-3 175B BF16, DGX H100", "NeMo GPT-3 175B FP8, DGX H100"}) {
     CHECK(std::count_if(runs.begin(), runs.end(), [&](const auto& c) { return c.model == run; }) == 5);
   }
+  // Each NeMo row: tp 4 x pp 8 x dp GPUs / 32, micro-batch 1, 2 sequences per GPU of 2048
+  // tokens, the 175B shape (96 layers, hidden 12288, 96 heads).
+  for (const auto& c : runs) {
+    if (c.model.rfind("NeMo GPT-3 175B", 0) != 0) continue;
+    INFO(c.label);
+    CHECK(c.tp * c.pp * c.dp == c.gpus);
+    CHECK(c.tp == 4);
+    CHECK(c.pp == 8);
+    CHECK(c.micro_batch == 1);
+    CHECK(c.global_batch == 2 * c.gpus);
+    CHECK(c.layers == 96);
+    CHECK(c.hidden == 12288);
+    CHECK(c.heads == 96);
+    CHECK(c.seq == 2048);
+  }
   const auto nemo = find("NeMo GPT-3 175B BF16, DGX H100", "tp 4 x pp 8 (12 chunks) x dp 4, 128 GPUs");
   CHECK(nemo.gpus == 128);
   CHECK(nemo.measured == 8.309);

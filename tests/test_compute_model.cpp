@@ -39,6 +39,25 @@ TEST_CASE("a large bf16 GEMM on an H200: ~788 TFLOP/s as a burst, 0.88 of that i
   CHECK((m.time(only_op(g), Pass::kForward) - launch).value() - latency == Approx((burst - latency) / 0.88));
   // An A100's figures were fitted to training steps: nothing more to scale.
   CHECK(ComputeModel(cat.accelerator("a100-80gb")).efficiency().sustained == 1.0);
+  // Flash attention and convolutions (tensor-core work too) take 1 / 0.88 of their burst
+  // time (launch aside: both are compute-bound at these sizes); a memory-bound operator
+  // takes the same time either way.
+  OperatorGraph a;
+  const auto bf = DataType::kBf16;
+  a.flash_attention("attn", a.input("q", {1, 32, 4096, 128}, bf), a.input("k", {1, 8, 4096, 128}, bf),
+                    a.input("v", {1, 8, 4096, 128}, bf), true);
+  OperatorGraph c;
+  c.conv2d("conv", c.input("x", {64, 256, 56, 56}, bf), 256, 3, 1, 1, false);
+  for (const OperatorGraph* graph : {&a, &c}) {
+    const Operator& op = only_op(*graph);
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const double sustained = (m.time(op, pass) - launch).value(), b = (m.bursts().time(op, pass) - launch).value();
+      CHECK(sustained == Approx(b / 0.88));
+    }
+  }
+  OperatorGraph e;
+  e.gelu("gelu", e.input("x", {8192, 8192}, bf));
+  CHECK(m.time(only_op(e), Pass::kForward).value() == m.bursts().time(only_op(e), Pass::kForward).value());
 }
 
 TEST_CASE("a memory-bound operator takes its bytes over the usable HBM bandwidth, plus the launch") {
@@ -130,6 +149,9 @@ TEST_CASE("an H100 GEMM kernel pays a fixed latency, unless a calibration file m
   CHECK(h100.gemm_latency(DataType::kBf16).value() == 0.0);
   CHECK(h100.gemm_latency(DataType::kFp16).value() == Approx(6e-6));
   CHECK(h100.time(only_op(g), Pass::kForward).value() == Approx(flops / 236.3e12 + 3e-6));
+  // An fp16 GEMM, which the file does not measure, keeps the model's sustained price.
+  const OperatorGraph g16 = gemm(1024, 1024, 1024, DataType::kFp16);
+  CHECK(h100.time(only_op(g16), Pass::kForward).value() == Approx(compute + 6e-6 + 3e-6));
 }
 
 TEST_CASE("a measured copy sets the HBM efficiency of memory-bound kernels") {
