@@ -112,28 +112,31 @@ Seconds ComputeModel::time(const Operator& op, Pass pass) const {
   Seconds fixed = eff_.launch;
   if (flops > 0.0 && op.dtype != DataType::kInt64) {
     double e = 0.0;
+    // The model's rates are bursts' and run at the sustained fraction of them; a GEMM
+    // rate a calibration file measured is taken as it stands.
+    double sustained = eff_.sustained;
     std::optional<FlopsPerSecond> tensor_peak;  // a peak other than the dtype's
     switch (op.kind) {
       case OpKind::kLinear:
       case OpKind::kMatmul:
-        // A measured GEMM's throughput is taken as the calibration file gives it; the model's, sustained.
-        e = gemm_efficiency(op.gemm, op.dtype) * (measured(op.dtype) ? 1.0 : eff_.sustained);
+        e = gemm_efficiency(op.gemm, op.dtype);
+        if (measured(op.dtype)) sustained = 1.0;
         fixed += gemm_latency(op.dtype) * (fwd ? 1.0 : 2.0);  // backward: input and weight gradients
         break;
       case OpKind::kConv2d:
-        e = eff_.convolution * eff_.sustained * shape_factor(op.gemm);
+        e = eff_.convolution * shape_factor(op.gemm);
         // cuDNN runs fp32 convolutions on TF32 tensor cores where there are any
         // (torch.backends.cudnn.allow_tf32 is on by default; matmuls' is off).
         if (op.dtype == DataType::kFp32) tensor_peak = device_.peak_for(Dtype::kTf32);
         break;
       case OpKind::kFlashAttention:  // per head: (s x d)(d x s) and back
-        e = (fwd ? eff_.attention_forward : eff_.attention_backward) * eff_.sustained * shape_factor(op.gemm);
+        e = (fwd ? eff_.attention_forward : eff_.attention_backward) * shape_factor(op.gemm);
         break;
       default: e = 0.0;  // elementwise, norms, softmax, losses: a few FLOPs per byte, memory-bound
     }
     // (The catalog's peaks are the matrix units'; elementwise work runs on vector units
     // at far fewer FLOPs per byte than any device's ridge point, so only bytes count.)
-    if (e > 0.0) compute = flops / ((tensor_peak ? tensor_peak->value() : peak(op.dtype)) * e);
+    if (e > 0.0) compute = flops / ((tensor_peak ? tensor_peak->value() : peak(op.dtype)) * e * sustained);
   }
   return Seconds(std::max(compute, memory_time(bytes).value())) + fixed;
 }
