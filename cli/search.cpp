@@ -16,6 +16,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   j["pp"] = p.pp;
   j["dp"] = p.dp;
   if (p.ep > 1) j["ep"] = p.ep;
+  if (p.cp > 1) j["cp"] = p.cp;
   j["global_batch"] = p.global_batch;
   j["micro_batch"] = p.micro_batch;
   j["schedule"] = schedule_name(p.schedule);

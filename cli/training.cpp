@@ -200,7 +200,8 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   };
   p.tp = small("tp", 1);
   p.pp = small("pp", 1);
-  const std::int64_t model_parallel = static_cast<std::int64_t>(p.tp) * p.pp;
+  p.cp = small("cp", 1);
+  const std::int64_t model_parallel = static_cast<std::int64_t>(p.tp) * p.pp * p.cp;
   const std::int64_t fill = static_cast<std::int64_t>(devices) / model_parallel;
   const bool dp_fills = !o.has("dp");
   p.dp = small("dp", std::max<std::int64_t>(fill, 1));
@@ -274,14 +275,15 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     JsonArray a = o.array("order");
     p.order.clear();
     for (std::size_t j = 0; j < a.size(); ++j) {
-      const std::string axis = a.choice(j, {"tp", "pp", "dp"});
-      for (MeshAxis m : {MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp}) {
+      const std::string axis = a.choice(j, {"tp", "pp", "dp", "cp"});
+      for (MeshAxis m : {MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp, MeshAxis::kCp}) {
         if (axis == axis_name(m)) p.order.push_back(m);
       }
     }
-    if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||
-        std::count(p.order.begin(), p.order.end(), MeshAxis::kPp) != 1) {
-      throw InputError(a.path() + ": expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]");
+    const auto count = [&](MeshAxis m) { return std::count(p.order.begin(), p.order.end(), m); };
+    if (count(MeshAxis::kTp) != 1 || count(MeshAxis::kPp) != 1 || count(MeshAxis::kDp) != 1 || count(MeshAxis::kCp) > 1) {
+      throw InputError(a.path() + ": expected tp, pp and dp once each (and cp at most once; left out, it sits just inside dp), "
+                       "innermost first, e.g. [\"tp\", \"pp\", \"dp\"] or [\"tp\", \"cp\", \"dp\", \"pp\"]");
     }
   }
   // ZeRO-2 and 3 reduce-scatter each unit's gradients in every micro-batch's backward,
@@ -334,7 +336,8 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     one.dp = 1;
     if (std::string why = plan_problem(one, m, devices); !why.empty()) return unfit(o.path() + ": " + why);
     return unfit(o.field_path("dp") + ": left out, it fills the cluster, but its " + std::to_string(devices) +
-                 " accelerators are not a multiple of tp x pp = " + std::to_string(model_parallel) + "; give dp");
+                 " accelerators are not a multiple of " + (p.cp > 1 ? "tp x pp x cp = " : "tp x pp = ") +
+                 std::to_string(model_parallel) + "; give dp");
   }
   if (std::string why = plan_problem(p, m, devices); !why.empty()) return unfit(o.path() + ": " + why);
   // The experts' rows as the plan routes them, within what ddlsim models.
@@ -583,7 +586,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
 
   TrainingReport r;
   r.name = p.name;
-  r.plan = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) + (p.ep > 1 ? " x ep " + std::to_string(p.ep) : "");
+  r.plan = "dp " + std::to_string(p.dp) + (p.cp > 1 ? " x cp " + std::to_string(p.cp) : "") + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) + (p.ep > 1 ? " x ep " + std::to_string(p.ep) : "");
   // Expert rows other than balanced (routing imbalance, capacity): the plan's load.
   if (const double load = routed_load(s.model, p); load != 1.0) r.plan += printf_string(", expert rows x%g", load);
   r.devices = p.devices();

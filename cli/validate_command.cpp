@@ -35,12 +35,13 @@ Suites (data in validation/, embedded in the binary, each with its source and li
                  InfiniBand nodes and (RCCL) an MI300X platform, and a small-message
                  time (us), from nccl-tests and benchmark figures published in GitHub
                  issues and ml-engineering; each collective timed alone
-  public-runs    46 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table 1
+  public-runs    68 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table 1
                  of Narayanan et al. 2021) and its ZeRO-3 against PTD-P (Table 2),
                  sequence parallelism and selective recomputation against full
                  recomputation (Korthikanti et al. 2022), MT-NLG 530B, BLOOM 176B,
-                 PaLM 540B, and NeMo's GPT-3 175B on 128-2,048 H100s in BF16 and FP8
-                 (NVIDIA's DGX Cloud Benchmarking)
+                 PaLM 540B, and NeMo's GPT-3 175B (128-2,048 H100s), Llama 3.1 8B
+                 (8-128) and 70B (64-2,048, both with context parallelism) in BF16
+                 and FP8 (NVIDIA's DGX Cloud Benchmarking)
 Cases are built from what the source states of the setup (cli/validation.hpp says
 how); nothing in a case is fitted. Two figures of the compute model are: the host's
 dispatch time per operator and the A100's GEMM half sizes, both fitted to vtrain-single
@@ -100,13 +101,15 @@ Options)";
 
 void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
   char nums[128];
+  std::size_t w = 30;  // the model column: its longest name
+  for (const Accuracy& a : table) w = std::max(w, display_width(a.model));
   std::snprintf(nums, sizeof nums, "%6s %13s %9s %12s\n", "cases", "mean |err| %", "worst %", "Kendall tau");
-  out << padded("suite", 14) << " " << padded("model", 30) << " " << nums;
+  out << padded("suite", 14) << " " << padded("model", w) << " " << nums;
   for (const Accuracy& a : table) {
     char tau[32] = "-";
     if (a.tau_defined) std::snprintf(tau, sizeof tau, "%.3f", a.kendall_tau);
     std::snprintf(nums, sizeof nums, "%6d %13.2f %9.2f %12s\n", a.cases, a.mean_abs_error * 100, a.worst_abs_error * 100, tau);
-    out << padded(a.suite, 14) << " " << padded(a.model, 30) << " " << nums;
+    out << padded(a.suite, 14) << " " << padded(a.model, w) << " " << nums;
     if (a.refused > 0) out << "  (" << a.refused << " cases refused by ddlsim; see --csv)\n";
   }
 }
@@ -127,13 +130,13 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
 void write_csv(const std::string& path, const std::vector<ValidationCase>& cases) {
   AtomicFile f(path);
   std::ostream& o = f.stream();
-  o << "suite,index,model,case,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,unit,measured,predicted,error,"
+  o << "suite,index,model,case,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,cp,unit,measured,predicted,error,"
        "refused,compute_s,exposed_tp_s,exposed_pp_s,exposed_dp_s,exposed_other_s,bubble_s,peak_memory_gib\n";
   for (const ValidationCase& c : cases) {
     o << c.suite << "," << c.index << "," << csv_quoted(c.model) << "," << csv_quoted(c.label) << "," << c.gpus;
     // The training setup's columns stay empty for a case without one (a collective).
     for (std::int64_t v : {c.global_batch, c.micro_batch, c.hidden, c.heads, c.layers, c.seq, std::int64_t{c.tp},
-                           std::int64_t{c.dp}, std::int64_t{c.pp}}) {
+                           std::int64_t{c.dp}, std::int64_t{c.pp}, std::int64_t{c.cp}}) {
       o << ",";
       if (v != 0) o << v;
     }

@@ -80,13 +80,14 @@ double step_of(ValidationCase& c, const TrainingReport& r) {
 // plan has no micro-batch size or tp x dp x pp, a CNN no transformer shape.
 void set_setup(ValidationCase& c, const TrainingScenario& s, const TrainingStrategy& t) {
   const ParallelPlan& p = t.plan;
-  c.gpus = t.sbp ? static_cast<int>(s.cluster.accelerators().size()) : p.tp * p.pp * p.dp;
+  c.gpus = t.sbp ? static_cast<int>(s.cluster.accelerators().size()) : p.devices();
   c.global_batch = p.global_batch;
   if (!t.sbp) {
     c.micro_batch = p.micro_batch;
     c.tp = p.tp;
     c.dp = p.dp;
     c.pp = p.pp;
+    c.cp = p.cp;
   }
   if (s.transformer) {
     c.hidden = s.model.hidden;
@@ -255,7 +256,7 @@ double published_step_s(const nlohmann::json& measured, const TrainingScenario& 
     const double l = static_cast<double>(s.model.layers), h = static_cast<double>(s.model.hidden);
     const double V = static_cast<double>(s.model.vocab);
     const double flops = 96 * B * seq * l * h * h * (1 + seq / (6 * h) + V / (16 * l * h));
-    return flops / (v * 1e12 * static_cast<double>(p.tp * p.pp * p.dp));
+    return flops / (v * 1e12 * static_cast<double>(p.devices()));
   }
   throw InputError(where + ".measured: unknown figure '" + kind + "'");
 }

@@ -54,7 +54,7 @@ struct ValidationCase {
   int gpus = 0;
   std::int64_t global_batch = 0, micro_batch = 0;
   std::int64_t hidden = 0, heads = 0, layers = 0, seq = 0;
-  int tp = 0, dp = 0, pp = 0;
+  int tp = 0, dp = 0, pp = 0, cp = 0;  // (cp: context parallelism, 1 without it)
   double measured = 0;
   int index = 0;  // 1-based, among the cases of its suite (validate --case, the CSV's index)
   // What reproduces the prediction outside `validate`: a training case's scenario as JSON

@@ -305,6 +305,7 @@ double mtp_activation_bytes(const ParallelPlan& p, const TransformerConfig& mode
 }
 
 std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerConfig& m) {
+  if (p.cp > 1) return stage_memory(context_folded(p), context_share(m, p));  // each cp rank: seq / cp tokens
   const LayerParams lp = layer_params(m);
   const bool mixed = m.mixed_layers();
   const TransformerConfig dense = mixed ? m.dense_layer_model() : m;
@@ -412,7 +413,8 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
 }
 
 int plan_communicators(const ParallelPlan& p) {
-  int n = (p.tp > 1) + (p.pp > 1) + (p.dp > 1);
+  // (With context parallelism: the cp group and the data-parallel group over dp x cp.)
+  int n = (p.tp > 1) + (p.pp > 1) + (p.dp * p.cp > 1) + (p.cp > 1);
   if (p.dp_mode == DataParallelMode::kZero3 && p.shard > 1 && p.shard < p.dp) ++n;  // shard group and replicas
   if (p.ep > 1) n += 1 + (p.ep < p.dp);  // the expert-parallel group, and the experts' data-parallel group
   return n;

@@ -33,6 +33,20 @@ TransformerConfig routed_model(const TransformerConfig& model, const ParallelPla
 std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std::size_t devices) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   if (p.dp < 1 || p.tp < 1 || p.pp < 1) return "dp, tp and pp must be at least 1";
+  if (p.cp < 1) return "cp must be at least 1";
+  if (p.cp > 1) {
+    // Megatron-Core splits each sequence into 2 cp chunks (load balancing for causal
+    // attention) and runs context parallelism through Transformer Engine's fused
+    // attention.
+    if (m.seq % (2 * static_cast<std::int64_t>(p.cp)) != 0) {
+      return "cp (" + n(p.cp) + ") needs the sequence (" + n(m.seq) + ") to split into 2 x cp = " + n(2 * p.cp) +
+             " equal chunks";
+    }
+    if (!m.flash_attention) return "cp > 1 needs flash attention (workload attention \"flash\"): context parallelism runs in its kernels";
+    if (p.ep > 1) return "cp > 1 is not modelled with ep > 1";
+    if (m.mla()) return "cp > 1 is not modelled with multi-head latent attention";
+    if (m.mtp_layers > 0) return "cp > 1 is not modelled with multi-token prediction";
+  }
   if (p.virtual_stages < 1) return "virtual_stages must be at least 1";
   if (p.ep < 1) return "ep must be at least 1";
   if (p.ep > 1) {
@@ -76,14 +90,15 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     }
   }
   if (p.micro_batch < 1 || p.global_batch < 1) return "global_batch and micro_batch must be at least 1";
-  if (p.order.size() != 3 || std::count(p.order.begin(), p.order.end(), MeshAxis::kTp) != 1 ||
-      std::count(p.order.begin(), p.order.end(), MeshAxis::kPp) != 1) {
-    return "order must name each of tp, pp and dp once";
+  const auto count = [&](MeshAxis a) { return std::count(p.order.begin(), p.order.end(), a); };
+  if (count(MeshAxis::kTp) != 1 || count(MeshAxis::kPp) != 1 || count(MeshAxis::kDp) != 1 || count(MeshAxis::kCp) > 1 ||
+      p.order.size() != 3 + static_cast<std::size_t>(count(MeshAxis::kCp))) {
+    return "order must name each of tp, pp and dp once (and cp at most once)";
   }
-  const std::uint64_t total = static_cast<std::uint64_t>(p.dp) * p.tp * p.pp;
+  const std::uint64_t total = static_cast<std::uint64_t>(p.dp) * p.cp * p.tp * p.pp;
   if (total > devices) {
-    return "dp x tp x pp = " + n(static_cast<std::int64_t>(total)) + " devices, but the cluster has " +
-           n(static_cast<std::int64_t>(devices));
+    return std::string(p.cp > 1 ? "dp x cp x tp x pp = " : "dp x tp x pp = ") + n(static_cast<std::int64_t>(total)) +
+           " devices, but the cluster has " + n(static_cast<std::int64_t>(devices));
   }
   if (m.heads % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the attention heads (" + n(m.heads) + ")";
   if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
@@ -245,15 +260,43 @@ LayerKinds layer_kinds(const ParallelPlan& p, const TransformerConfig& m, const 
 }
 
 std::uint32_t mesh_rank(const ParallelPlan& p, int d, int i, int k) {
+  const auto cp = static_cast<std::uint32_t>(p.cp_folded);
+  const auto c = static_cast<std::uint32_t>(d) % cp, dp = static_cast<std::uint32_t>(p.dp) / cp;
+  const std::uint32_t replica = static_cast<std::uint32_t>(d) / cp;
+  const bool placed = std::find(p.order.begin(), p.order.end(), MeshAxis::kCp) != p.order.end();
   std::uint32_t r = 0;
   for (auto a = p.order.rbegin(); a != p.order.rend(); ++a) {
     switch (*a) {
       case MeshAxis::kTp: r = r * static_cast<std::uint32_t>(p.tp) + static_cast<std::uint32_t>(k); break;
       case MeshAxis::kPp: r = r * static_cast<std::uint32_t>(p.pp) + static_cast<std::uint32_t>(i); break;
-      case MeshAxis::kDp: r = r * static_cast<std::uint32_t>(p.dp) + static_cast<std::uint32_t>(d); break;
+      case MeshAxis::kDp:
+        r = r * dp + replica;
+        if (!placed) r = r * cp + c;  // cp just inside dp
+        break;
+      case MeshAxis::kCp: r = r * cp + c; break;
     }
   }
   return r;
+}
+
+ParallelPlan context_folded(const ParallelPlan& plan) {
+  if (plan.cp == 1) return plan;
+  ParallelPlan p = plan;
+  p.cp_folded = plan.cp;
+  p.dp = plan.dp * plan.cp;
+  p.global_batch = plan.global_batch * plan.cp;
+  if (plan.shard > 0) p.shard = plan.shard * plan.cp;
+  p.cp = 1;
+  return p;
+}
+
+TransformerConfig context_share(const TransformerConfig& model, const ParallelPlan& plan) {
+  if (plan.cp == 1) return model;
+  TransformerConfig m = model;
+  m.positions = model.position_rows();  // (0 without a learned table)
+  m.seq = model.seq / plan.cp;
+  m.context_parallel = plan.cp;
+  return m;
 }
 
 std::string recompute_module_names(unsigned modules) {

@@ -90,9 +90,11 @@ struct ComputeParts {
   [[nodiscard]] double total() const { return forward + backward + recompute + optimizer; }
 };
 
-enum class MeshAxis { kTp, kPp, kDp };
-/// An axis as scenario files spell it: "tp", "pp" or "dp".
-inline const char* axis_name(MeshAxis a) { return a == MeshAxis::kTp ? "tp" : a == MeshAxis::kPp ? "pp" : "dp"; }
+enum class MeshAxis { kTp, kPp, kDp, kCp };
+/// An axis as scenario files spell it: "tp", "pp", "dp" or "cp".
+inline const char* axis_name(MeshAxis a) {
+  return a == MeshAxis::kTp ? "tp" : a == MeshAxis::kPp ? "pp" : a == MeshAxis::kDp ? "dp" : "cp";
+}
 
 struct ParallelPlan {
   std::string name;
@@ -105,6 +107,23 @@ struct ParallelPlan {
   /// expert's gradients are reduced over the dp / ep ranks that hold it (ranks j, j + ep,
   /// ...), the rest of the model's over all dp. ep divides dp; 1: no expert parallelism.
   int ep = 1;
+  /// Context parallelism (Megatron-Core's --context-parallel-size): each sample's
+  /// sequence split over cp ranks, each holding the tokens of 2 cp-th chunks of it (the
+  /// i-th and the (2 cp - 1 - i)-th, so that causal attention costs every rank alike);
+  /// every operator but attention works on the rank's seq / cp tokens, and attention's
+  /// queries meet every key of the sequence, the other ranks' keys and values passed
+  /// round the cp ranks in a ring (Transformer Engine's p2p context parallelism: cp - 1
+  /// steps, each rank sending its current chunk on while it computes with it; the
+  /// backward sends the keys' and values' gradients round too). The weights are
+  /// replicated over the cp ranks and their gradients reduced over dp x cp ranks, as
+  /// Megatron's data-parallel group with context parallelism; a distributed optimizer
+  /// shards over those dp x cp ranks. Needs flash attention; not modelled with ep > 1.
+  /// 1: no context parallelism.
+  int cp = 1;
+  /// Set by context_folded alone (1 otherwise): the plan is a context-parallel plan's
+  /// lowering, its dp ranks in groups of cp_folded consecutive ones that are one
+  /// replica's context-parallel ranks (mesh_rank lays them out on the cp axis).
+  int cp_folded = 1;
   int virtual_stages = 1;  // model chunks per device (interleaved 1F1B only)
   /// Interleaved 1F1B only: how many consecutive micro-batches run through one model
   /// chunk before the device moves to its next chunk (Megatron-Core's
@@ -112,7 +131,8 @@ struct ParallelPlan {
   /// left. Between pp and the micro-batches per step, leaving a last group of none or of
   /// at least pp. 0: pp.
   int microbatch_group = 0;
-  /// How the mesh's axes map onto consecutive ranks, innermost first (a permutation).
+  /// How the mesh's axes map onto consecutive ranks, innermost first (a permutation of
+  /// tp, pp and dp, with cp among them or left out: then cp sits just inside dp).
   std::vector<MeshAxis> order{MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp};
   std::int64_t global_batch = 1;
   std::int64_t micro_batch = 1;
@@ -197,7 +217,7 @@ struct ParallelPlan {
   /// DeepSpeed's bf16 optimizer); false: the model's 16-bit gradients, 2 bytes.
   bool grad_reduce_fp32 = false;
 
-  [[nodiscard]] int devices() const { return dp * tp * pp; }
+  [[nodiscard]] int devices() const { return dp * cp * tp * pp; }
   /// Whether the schedule pairs forwards with backwards (overlap_ep_comm in effect).
   [[nodiscard]] bool combined_1f1b() const { return overlap_ep_comm && ep > 1; }
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
@@ -228,8 +248,22 @@ double routed_load(const TransformerConfig& model, const ParallelPlan& plan);
 TransformerConfig routed_model(const TransformerConfig& model, const ParallelPlan& plan);
 
 /// The rank (position among the cluster's accelerators) of mesh coordinate (dp d, pp i,
-/// tp k) in the plan's axis order, innermost first.
+/// tp k) in the plan's axis order, innermost first. In a context_folded plan d counts
+/// dp x cp_folded ranks: cp rank d mod cp_folded of replica d / cp_folded.
 std::uint32_t mesh_rank(const ParallelPlan& plan, int d, int i, int k);
+
+/// A context-parallel plan (cp > 1) as the step's lowering, its estimate and its memory
+/// take it: each cp rank a data-parallel replica of its own (dp x cp of them, cp_folded
+/// = cp, global_batch x cp so that each still runs global_batch / (dp x micro_batch)
+/// micro-batches; a ZeRO-3 shard x cp), on the model's context_share. Its gradient
+/// reductions and optimizer shards then span dp x cp ranks, as Megatron's. A plan
+/// without context parallelism comes back as it is.
+ParallelPlan context_folded(const ParallelPlan& plan);
+/// The model as one context-parallel rank of the plan computes it: seq / cp tokens per
+/// sample, its attention's keys spanning cp times them (TransformerConfig::
+/// context_parallel); the learned position table keeps its rows. The model itself
+/// without context parallelism.
+TransformerConfig context_share(const TransformerConfig& model, const ParallelPlan& plan);
 
 /// The data-parallel ranks one copy of the model states is sharded over: the plan's
 /// shard under ZeRO-3 when set, else dp (ZeRO-1/2/3 shard over every replica).

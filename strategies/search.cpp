@@ -41,10 +41,13 @@ double collective(NetworkFabric& f, const std::vector<std::uint32_t>& ranks, Col
 
 // The order's axes of more than one rank, in order: two orders place a plan's ranks
 // alike when these are equal.
-std::vector<MeshAxis> placed_axes(const std::vector<MeshAxis>& order, int tp, int pp, int dp) {
-  std::vector<MeshAxis> used;
-  for (MeshAxis a : order) {
-    if ((a == MeshAxis::kTp ? tp : a == MeshAxis::kPp ? pp : dp) > 1) used.push_back(a);
+std::vector<MeshAxis> placed_axes(const std::vector<MeshAxis>& order, int tp, int pp, int dp, int cp = 1) {
+  std::vector<MeshAxis> used, full = order;
+  if (std::find(full.begin(), full.end(), MeshAxis::kCp) == full.end()) {  // cp just inside dp
+    full.insert(std::find(full.begin(), full.end(), MeshAxis::kDp), MeshAxis::kCp);
+  }
+  for (MeshAxis a : full) {
+    if ((a == MeshAxis::kTp ? tp : a == MeshAxis::kPp ? pp : a == MeshAxis::kDp ? dp : cp) > 1) used.push_back(a);
   }
   return used;
 }
@@ -325,7 +328,10 @@ double plan_peak_memory(const ParallelPlan& plan, const TransformerConfig& model
 
 double estimate_step(const TransformerConfig& model, const ParallelPlan& p, NetworkFabric& fabric,
                      const ComputeModel& compute) {
-  const StageCosts c = stage_costs(model, p, compute);
+  // Context parallelism: each cp rank a replica of its own on its share of each sequence.
+  if (p.cp > 1) return estimate_step(context_share(model, p), context_folded(p), fabric, compute);
+  StageCosts c = stage_costs(model, p, compute);
+  add_context_ring(c, model, p, fabric);
   const std::vector<int> layers = stage_layer_counts(p, model);
   std::vector<std::uint32_t> tp_ranks;
   for (int k = 0; k < p.tp; ++k) tp_ranks.push_back(mesh_rank(p, 0, 0, k));
@@ -352,6 +358,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     std::vector<std::uint64_t> key{~what, static_cast<std::uint64_t>(p.tp), static_cast<std::uint64_t>(p.pp),
                                    static_cast<std::uint64_t>(p.dp)};
     for (MeshAxis a : p.order) key.push_back(static_cast<std::uint64_t>(a));
+    key.push_back(static_cast<std::uint64_t>(p.cp_folded));  // (the mesh's cp groups)
     key.insert(key.end(), words);
     if (const std::vector<double>* known = fabric.cached_values(key)) return *known;
     std::vector<double> found = derive();
@@ -715,7 +722,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
-    return std::tie(p.dp, p.tp, p.pp, p.ep, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
+    return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
                     p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
@@ -724,7 +731,7 @@ bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
 }
 
 std::string describe_plan(const ParallelPlan& p) {
-  std::string s = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+  std::string s = "dp " + std::to_string(p.dp) + (p.cp > 1 ? " x cp " + std::to_string(p.cp) : "") + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
                   (p.ep > 1 ? ", ep " + std::to_string(p.ep) : "") + ", mb " + std::to_string(p.micro_batch);
   if (p.pp > 1) {
     s += std::string(", ") + schedule_name(p.schedule);
@@ -765,7 +772,7 @@ std::string describe_plan(const ParallelPlan& p) {
     s += printf_string(", capacity %g", p.capacity_factor) + (p.pad_to_capacity ? " padded" : "");
   }
   // The order where it places the ranks otherwise than the default.
-  if (placed_axes(p.order, p.tp, p.pp, p.dp) != placed_axes(ParallelPlan{}.order, p.tp, p.pp, p.dp)) {
+  if (placed_axes(p.order, p.tp, p.pp, p.dp, p.cp) != placed_axes(ParallelPlan{}.order, p.tp, p.pp, p.dp, p.cp)) {
     s += ", order ";
     for (MeshAxis a : p.order) s += std::string(a == p.order.front() ? "" : "-") + axis_name(a);
   }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "sim/collectives.hpp"
+#include "sim/network_fabric.hpp"
 #include "strategies/memory.hpp"
 #include "workloads/transformer.hpp"
 
@@ -182,6 +183,10 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       if (!first && op.kind == OpKind::kLinear) c.last_weight_gradient += b * 0.5;
       continue;
     }
+    if (attention_core(op)) {
+      c.core_forward += f;
+      c.core_backward += b;
+    }
     HalfLayer& half = in_mlp ? c.mlp : c.attention;
     Issued& n = in_mlp ? mlp : attention;
     const int fwd = f.value() > 0.0 ? kernels : 0;
@@ -236,6 +241,13 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     c.a2a_bytes = elements * data_type_bytes(model.dtype);
     c.a2a_dispatch_bytes = plan.fp8_dispatch ? elements * kFp8DispatchBytes : c.a2a_bytes;
   }
+  if (model.context_parallel > 1) {
+    // Each rank's keys and values: its kv_heads / kv_ways(tp) groups of keys (qk head
+    // size) and values (head size) for each of its tokens.
+    const double groups = static_cast<double>(model.kv_heads / model.kv_ways(plan.tp));
+    c.cp_kv_bytes = static_cast<double>(plan.micro_batch) * static_cast<double>(model.seq) * groups *
+                    static_cast<double>(model.qk_head_dim() + model.head_dim()) * data_type_bytes(model.dtype);
+  }
   c.first_params = embedding_parameters(model, plan);
   c.last_params = final_norm_parameters(model) + output_layer_parameters(model, plan);
   c.mtp_params = mtp_input_parameters(model, plan);
@@ -247,6 +259,34 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     c.dense_layer_params = d.layer_params;
   }
   return c;
+}
+
+void add_context_ring(StageCosts& c, const TransformerConfig& model, const ParallelPlan& plan, NetworkFabric& fabric) {
+  const int cp = static_cast<int>(model.context_parallel);
+  if (cp <= 1 || plan.cp_folded != cp) return;
+  const auto& acc = fabric.cluster().accelerators();
+  double forward = 0.0, backward = 0.0;
+  for (int i = 0; i < plan.pp; ++i) {
+    std::vector<NodeId> ranks;
+    for (int r = 0; r < cp; ++r) ranks.push_back(acc[mesh_rank(plan, r, i, 0)]);
+    CollectiveGroup g = CollectiveGroup::of(fabric, ranks);
+    for (int k = 1; k < plan.tp; ++k) {
+      std::vector<NodeId>& sibling = g.siblings.emplace_back();
+      for (int r = 0; r < cp; ++r) sibling.push_back(acc[mesh_rank(plan, r, i, k)]);
+    }
+    for (const auto& [bytes, slowest] : {std::pair{cp * c.cp_kv_bytes, &forward}, std::pair{2.0 * cp * c.cp_kv_bytes, &backward}}) {
+      const CollectiveSpec spec = chosen_spec(fabric, g, CollectiveOp::kAllGather, bytes);
+      *slowest = std::max(*slowest, analytical_collective_time(fabric, g, spec));
+    }
+  }
+  const double covered = static_cast<double>(cp - 1) / cp;
+  c.ring_forward = Seconds(std::max(0.0, forward - covered * c.core_forward.value()));
+  c.ring_backward = Seconds(std::max(0.0, backward - covered * c.core_backward.value()));
+  c.attention.forward += c.ring_forward;
+  c.attention.backward += c.ring_backward;
+  if (plan.recompute == Recompute::kFull || (selective_modules(plan) & kRecomputeCoreAttn) != 0) {
+    c.attention.recompute += c.ring_forward;
+  }
 }
 
 double recomputed_linear_flops_per_token(const TransformerConfig& model, const ParallelPlan& plan) {

@@ -69,12 +69,32 @@ struct StageCosts {
   // parameters on one device (mtp_input_parameters).
   Seconds mtp_forward{0.0}, mtp_backward{0.0}, mtp_weight_gradient{0.0};
   double mtp_params = 0.0;
+  // Context parallelism (a model's context_share): the attention core's time per
+  // micro-batch in each pass (part of attention's), the keys' and values' bytes one rank
+  // sends on at each ring step, and what the ring's steps add to the attention's forward
+  // and backward beyond the core they overlap (add_context_ring: included in
+  // attention's forward, backward and, where the core is recomputed, recompute).
+  Seconds core_forward{0.0}, core_backward{0.0};
+  double cp_kv_bytes = 0.0;
+  Seconds ring_forward{0.0}, ring_backward{0.0};
 
   /// The MLP half of a layer that is a mixture of experts (`moe`), or of a dense one.
   [[nodiscard]] const HalfLayer& mlp_of(bool moe) const { return moe ? mlp : dense_mlp; }
   /// A layer's parameters on one device.
   [[nodiscard]] double params_of(bool moe) const { return moe ? layer_params : dense_layer_params; }
 };
+
+/// Context parallelism (plan: context_folded, model: its context_share, with
+/// context_parallel > 1): the ring that passes keys and values round each replica's cp
+/// ranks, priced once per stage as the analytical model times an all-gather of cp x
+/// cp_kv_bytes over the cp ranks of tp rank 0 (cp - 1 ring steps, each rank sending one
+/// chunk on; the other tp ranks sending theirs at once), twice the bytes in backward
+/// (the keys' and values' gradients go round with them). Each step overlaps the
+/// attention kernel of the chunk it received before, so a pass's attention waits
+/// max(0, ring - (cp - 1) / cp x core) beyond its core (the slowest stage's): added to
+/// attention.forward, backward and, when the attention core is recomputed, recompute.
+/// Nothing without context parallelism.
+void add_context_ring(StageCosts& c, const TransformerConfig& model, const ParallelPlan& plan, NetworkFabric& fabric);
 
 /// (The mlp, moe_pre, experts, a2a_bytes, expert_params and layer_params fields describe
 /// a mixture-of-experts layer when the model has experts; dense_mlp and

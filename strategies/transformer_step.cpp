@@ -28,6 +28,7 @@ class StepLowering {
     }
     if (std::string why = plan_size_problem(p_, m_, in_.max_compute_tasks); !why.empty()) throw TooLargeError(why);
     costs_ = stage_costs(m_, p_, *in_.compute);
+    add_context_ring(costs_, m_, p_, *in_.fabric);
     v_ = p_.schedule == PipelineSchedule::kInterleaved1F1B ? p_.virtual_stages : 1;
     split_ = p_.schedule == PipelineSchedule::kZeroBubbleH1;
     stages_ = p_.pp * v_;
@@ -1208,7 +1209,7 @@ class StepLowering {
 std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks) {
   // Per layer about 8 (expert parallelism: 16, its MLP in three parts with all-to-alls between).
   const double per_layer = p.ep > 1 ? 16.0 : 8.0;
-  const double tasks = static_cast<double>(p.dp) * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
+  const double tasks = static_cast<double>(p.dp) * p.cp * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
                        (2.0 + per_layer * static_cast<double>(m.layers + m.mtp_layers) / p.pp);
   if (tasks <= max_compute_tasks) return "";
   return "this plan would replay about " + std::to_string(static_cast<long long>(tasks)) +
@@ -1218,6 +1219,20 @@ std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m,
 
 LoweredTrainingStep lower_transformer_step(const TrainingStepInputs& in) {
   LoweredTrainingStep out;
+  if (in.plan->cp > 1) {
+    // The plan as given answers for its context parallelism; its lowering (every cp rank
+    // a replica of its own, on its share of each sequence) for the rest.
+    if (std::string why = plan_problem(*in.plan, *in.model, in.fabric->cluster().accelerators().size()); !why.empty()) {
+      throw InputError(why);
+    }
+    const ParallelPlan folded = context_folded(*in.plan);
+    const TransformerConfig share = context_share(*in.model, *in.plan);
+    TrainingStepInputs lowered = in;
+    lowered.plan = &folded;
+    lowered.model = &share;
+    StepLowering(lowered, out).run();
+    return out;
+  }
   StepLowering(in, out).run();
   return out;
 }

@@ -1966,11 +1966,14 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.1.stage_layers=[12.5,11.5]", "strategies.1.stage_layers.0: expected a count of layers (0 or more), got 12.5"},
       {"strategies.1.stage_layers=[25,-1]", "strategies.1.stage_layers.1: expected a count of layers (0 or more), got -1"},
       {"strategies.1.microbatch_group=0", "strategies.1.microbatch_group: expected a positive integer, got 0"},
+      {"strategies.1.cp=0", "strategies.1.cp: expected a positive integer, got 0"},
+      {"strategies.1.cp=2", "strategies.1: cp > 1 needs flash attention (workload attention \"flash\"): context parallelism runs in its kernels"},
+      {"strategies.1.cp=3", "strategies.1: cp (3) needs the sequence (1024) to split into 2 x cp = 6 equal chunks"},
       {"strategies.1.microbatch_group=4", "strategies.1: microbatch_group applies to the interleaved schedule only"},
       // Names are printed in tables, CSV and terminals: an escape or a newline broke them.
       {"strategies.0.name=\"a\\u001bb\"", "strategies.0.name: a control character (U+001B) in the name; use printable characters"},
       {"name=\"x\\ny\"", "name: a control character (U+000A) in the name; use printable characters"},
-      {"strategies.1.order=[\"tp\",\"dp\"]", "strategies.1.order: expected tp, pp and dp once each, innermost first, e.g. [\"tp\", \"pp\", \"dp\"]"},
+      {"strategies.1.order=[\"tp\",\"dp\"]", "strategies.1.order: expected tp, pp and dp once each (and cp at most once; left out, it sits just inside dp), innermost first, e.g. [\"tp\", \"pp\", \"dp\"] or [\"tp\", \"cp\", \"dp\", \"pp\"]"},
       {"strategies.1.overlap_p2p=1", "strategies.1.overlap_p2p: expected true or false, got 1"},
       {"strategies.1.overlap_tp_backward=1", "strategies.1.overlap_tp_backward: expected true or false, got 1"},
       {"workload.parallel_layers=1", "workload.parallel_layers: expected true or false, got 1"},
@@ -1978,7 +1981,7 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.0.recompute_layers=30", "strategies.0: recompute_layers (30) exceeds the layers (24)"},
       {"strategies.1.shard=2", "strategies.1.shard: applies to ZeRO-3 only (set \"zero\": 3)"},
       {"strategies.0.recompute_layers=0", "strategies.0.recompute_layers: expected a positive integer, got 0"},
-      {"strategies.1.order=[\"tp\",\"pp\",\"xp\"]", "strategies.1.order.2: expected one of \"tp\", \"pp\", \"dp\", got \"xp\" (did you mean 'tp'?)"},
+      {"strategies.1.order=[\"tp\",\"pp\",\"xp\"]", "strategies.1.order.2: expected one of \"tp\", \"pp\", \"dp\", \"cp\", got \"xp\" (did you mean 'tp'?)"},
       {"strategies.0.grad_accumulation=fp16", "strategies.0.grad_accumulation: expected one of \"fused\", \"add\", \"fp32\", got \"fp16\""},
       {"strategies.0.grad_reduce_fp32=2", "strategies.0.grad_reduce_fp32: expected true or false, got 2"},
       // dp left out fills the cluster, which 16 GPUs cannot do by tp 4 x pp 3 (it left 4 idle).
@@ -2182,7 +2185,7 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
   // Expected, from the sources (validation/nccl/cases.csv, validation/public_runs/cases.json):
-  // 13 NCCL points, 12 bus bandwidths in GB/s and one time in us; 46 runs. A run published
+  // 13 NCCL points, 12 bus bandwidths in GB/s and one time in us; 68 runs. A run published
   // as TFLOP/s per GPU becomes a step time by Narayanan et al.'s count, F = 96 B s l h^2
   // (1 + s/(6h) + V/(16 l h)) / (TFLOP/s x GPUs): the 174.6B GPT (96 layers, hidden
   // 12288, vocabulary 51200, sequence 2048) at batch 1536 on 384 GPUs and 153 TFLOP/s is
@@ -2190,13 +2193,14 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   // 163 TFLOP/s is 102.6 s. BLOOM's 104.7 s stays; PaLM's 238.3K tokens/s at 2048 x 2048
   // tokens per step is 17.60 s. NVIDIA's NeMo GPT-3 175B rows are step times as published,
   // 5 in BF16 and 5 in FP8 on 128 to 2,048 H100s: 8.309 s on 128 GPUs in BF16, 5.96 s on
-  // 2,048 in FP8.
+  // 2,048 in FP8. Its Llama 3.1 rows too, 5 per precision for 8B (8-128 GPUs: 12.91 s on 8
+  // in BF16), 6 for 70B (64-2,048: 11.39 s on 2,048 in FP8).
   const auto nccl = ddlsim::validation_cases("nccl");
   REQUIRE(nccl.size() == 13);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 12);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 1);
   const auto runs = ddlsim::validation_cases("public-runs");
-  REQUIRE(runs.size() == 46);
+  REQUIRE(runs.size() == 68);
   const auto find = [&](const std::string& model, const std::string& label) {
     for (const auto& c : runs) {
       if (c.model == model && c.label.rfind(label, 0) == 0) return c;
@@ -2233,6 +2237,27 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
     CHECK(c.heads == 96);
     CHECK(c.seq == 2048);
   }
+  // Each Llama 3.1 row: context parallelism 2, micro-batch 1, sequence 8192; 8B: tp 1,
+  // pp 1, dp GPUs / 2, 16 sequences per GPU; 70B: tp 4, pp 4, dp GPUs / 32, 2 per GPU.
+  for (const auto& [run, rows, tp, pp, per_gpu] : {std::tuple{"NeMo Llama 3.1 8B BF16, DGX H100", 5, 1, 1, 16},
+                                                   std::tuple{"NeMo Llama 3.1 8B FP8, DGX H100", 5, 1, 1, 16},
+                                                   std::tuple{"NeMo Llama 3.1 70B BF16, DGX H100", 6, 4, 4, 2},
+                                                   std::tuple{"NeMo Llama 3.1 70B FP8, DGX H100", 6, 4, 4, 2}}) {
+    CHECK(std::count_if(runs.begin(), runs.end(), [&](const auto& c) { return c.model == run; }) == rows);
+    for (const auto& c : runs) {
+      if (c.model != run) continue;
+      INFO(c.label);
+      CHECK(c.cp == 2);
+      CHECK(c.tp == tp);
+      CHECK(c.pp == pp);
+      CHECK(c.tp * c.pp * c.dp * c.cp == c.gpus);
+      CHECK(c.micro_batch == 1);
+      CHECK(c.global_batch == per_gpu * c.gpus);
+      CHECK(c.seq == 8192);
+    }
+  }
+  CHECK(find("NeMo Llama 3.1 8B BF16, DGX H100", "cp 2 x dp 4, 8 GPUs").measured == 12.91);
+  CHECK(find("NeMo Llama 3.1 70B FP8, DGX H100", "tp 4 x cp 2 x pp 4 (5 chunks) x dp 64, 2048 GPUs").measured == 11.39);
   const auto nemo = find("NeMo GPT-3 175B BF16, DGX H100", "tp 4 x pp 8 (12 chunks) x dp 4, 128 GPUs");
   CHECK(nemo.gpus == 128);
   CHECK(nemo.measured == 8.309);
@@ -3600,4 +3625,40 @@ TEST_CASE("workload mtp_layers: a multi-token prediction depth's model FLOPs, an
        "one chain of GEMMs; plan it with tp/pp/dp strategies, or set workload.mtp_layers to 0\n"},
   };
   expect_exact_errors(bad);
+}
+
+TEST_CASE("run: a context-parallel plan from a scenario, its plan named, its breakdown adding up") {
+  // Expected: Llama 3 8B at sequence 4096 on one DGX H100, cp 2 x dp 4 against dp 8: the
+  // plan column names cp, 8 devices; samples/s x step = the global batch; the breakdown
+  // adds up; the cp plan holds half the activations, so its peak is lower; on one server
+  // (NVSwitch: every pair alike) Megatron's order (tp, cp, dp, pp) and the default (cp
+  // just inside dp) give the same step.
+  const char* scenario = R"({"name": "cp", "cluster": {"preset": "dgx-h100", "nodes": 1},
+    "workload": {"model": "llama3-8b", "seq": 4096},
+    "strategies": [{"name": "cp", "cp": 2, "dp": 4, "global_batch": 16, "zero": 1, "order": ["tp", "cp", "dp", "pp"]},
+                   {"name": "cp-default-order", "cp": 2, "global_batch": 16, "zero": 1},
+                   {"name": "dp", "global_batch": 16, "zero": 1}],
+    "simulation": {"network": "analytical"}})";
+  Scratch s;
+  const std::string f = s.write("cp.json", scenario);
+  const auto r = ddlsim_cmd({"run", f, "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& st = j.at("strategies");
+  CHECK(st.at(0).at("plan") == "dp 4 x cp 2 x tp 1 x pp 1");
+  CHECK(st.at(1).at("plan") == "dp 4 x cp 2 x tp 1 x pp 1");
+  CHECK(st.at(2).at("plan") == "dp 8 x tp 1 x pp 1");
+  for (const auto& x : st) {
+    CHECK(x.at("devices") == 8);
+    const double step = x.at("step_time_s").get<double>();
+    CHECK(x.at("samples_per_s").get<double>() * step == Approx(16));
+    const auto& b = x.at("breakdown");
+    const auto& e = b.at("exposed_comm_s");
+    CHECK(step == Approx(b.at("compute_s").get<double>() + e.at("tp").get<double>() + e.at("pp").get<double>() +
+                         e.at("dp").get<double>() + b.at("bubble_s").get<double>()));
+  }
+  CHECK(st.at(0).at("step_time_s").get<double>() == st.at(1).at("step_time_s").get<double>());
+  const auto activations = [&](int i) { return st.at(i).at("memory_breakdown_bytes").at("activations").get<double>(); };
+  CHECK(activations(0) == Approx(activations(2) / 2));
+  CHECK(st.at(0).at("peak_memory_bytes").get<double>() < st.at(2).at("peak_memory_bytes").get<double>());
 }

@@ -1776,7 +1776,7 @@ TEST_CASE("the mesh's axis order decides which ranks share a server") {
   const double t_outer = rig.run(outer);
   CHECK(t_outer > t_inner * 1.1);
   p.order = {MeshAxis::kDp, MeshAxis::kDp, MeshAxis::kPp};
-  CHECK_THROWS_WITH_AS(rig.lower(m, p), "order must name each of tp, pp and dp once", InputError);
+  CHECK_THROWS_WITH_AS(rig.lower(m, p), "order must name each of tp, pp and dp once (and cp at most once)", InputError);
 }
 
 TEST_CASE("the estimate takes the busiest stage, which need not be the one with the output layer") {
@@ -3637,4 +3637,200 @@ TEST_CASE("on the analytical model a stage's pipeline sends share their servers'
   INFO("flow " << t_flow << " s, analytical " << t_analytical << " s, estimate " << estimate << " s");
   CHECK(t_analytical == Approx(t_flow).epsilon(0.01));
   CHECK(estimate == Approx(t_flow).epsilon(0.01));
+}
+
+namespace {
+// Llama-style model, flash attention, small enough to replay quickly: 4 layers, hidden
+// 1024, 16 heads (4 key-value groups), FFN 2816, sequence 4096.
+TransformerConfig small_llama() { return llama_config("l", 4, 1024, 16, 4, 2816, 4096, 32000); }
+}  // namespace
+
+TEST_CASE("context parallelism: the mesh places cp where the order says, just inside dp when it does not") {
+  // Expected: dp 2 x cp 2 x tp 2 x pp 2 (16 ranks). Folded, dp counts replica x cp:
+  // d = c + 2 r. Order [tp, cp, dp, pp] (Megatron's): rank = k + 2 (c + 2 (r + 2 i));
+  // order [tp, pp, dp] without cp: cp just inside dp, rank = k + 2 (i + 2 (c + 2 r)).
+  ParallelPlan p;
+  p.dp = 2, p.cp = 2, p.tp = 2, p.pp = 2, p.global_batch = 8;
+  CHECK(p.devices() == 16);
+  const ParallelPlan megatron = [&] {
+    ParallelPlan q = p;
+    q.order = {MeshAxis::kTp, MeshAxis::kCp, MeshAxis::kDp, MeshAxis::kPp};
+    return context_folded(q);
+  }();
+  const ParallelPlan plain = context_folded(p);
+  CHECK(plain.dp == 4);
+  CHECK(plain.cp == 1);
+  CHECK(plain.cp_folded == 2);
+  CHECK(plain.devices() == 16);
+  CHECK(plain.global_batch == 16);
+  CHECK(plain.micro_batches() == p.micro_batches());
+  std::set<std::uint32_t> seen;
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 2; ++c) {
+      for (int i = 0; i < 2; ++i) {
+        for (int k = 0; k < 2; ++k) {
+          const int d = c + 2 * r;
+          CHECK(mesh_rank(megatron, d, i, k) == static_cast<std::uint32_t>(k + 2 * (c + 2 * (r + 2 * i))));
+          CHECK(mesh_rank(plain, d, i, k) == static_cast<std::uint32_t>(k + 2 * (i + 2 * (c + 2 * r))));
+          seen.insert(mesh_rank(megatron, d, i, k));
+        }
+      }
+    }
+  }
+  CHECK(seen.size() == 16);
+  // A ZeRO-3 shard counts replicas: folded, it spans their cp ranks too.
+  ParallelPlan z = p;
+  z.dp_mode = DataParallelMode::kZero3;
+  z.shard = 1;
+  CHECK(context_folded(z).shard == 2);
+  // Without context parallelism the plan and the model come back as they are.
+  ParallelPlan none;
+  CHECK(context_folded(none).cp_folded == 1);
+  CHECK(context_share(small_llama(), none).seq == 4096);
+}
+
+TEST_CASE("context parallelism: each rank's operators do 1/cp of the sequence's work and keep 1/cp of its activations") {
+  // Expected: with causal attention split in 2 cp chunks per rank, every operator of a cp
+  // rank's share -- linear layers, norms, and attention, whose queries (seq / cp) meet
+  // all seq keys -- has 1/cp of the whole sequence's FLOPs and saved bytes and the same
+  // parameters. A GPT model's learned position table keeps its rows.
+  for (const int cp : {2, 4}) {
+    ParallelPlan p;
+    p.cp = cp;
+    const TransformerConfig m = small_llama(), share = context_share(m, p);
+    CHECK(share.seq == 4096 / cp);
+    CHECK(share.context_parallel == cp);
+    const OperatorGraph whole = build_transformer(m, 2), part = build_transformer(share, 2);
+    REQUIRE(whole.ops().size() == part.ops().size());
+    for (std::size_t i = 0; i < whole.ops().size(); ++i) {
+      const Operator &a = whole.ops()[i], &b = part.ops()[i];
+      INFO(a.name << " cp " << cp);
+      CHECK(b.cost.fwd_flops == Approx(a.cost.fwd_flops / cp).epsilon(1e-12));
+      CHECK(b.cost.bwd_flops == Approx(a.cost.bwd_flops / cp).epsilon(1e-12));
+      CHECK(b.cost.saved_bytes == Approx(a.cost.saved_bytes / cp).epsilon(1e-12));
+      CHECK(b.cost.params == a.cost.params);
+    }
+    TransformerConfig gpt = gpt_config("g", 2, 1024, 16, 2048, 32000);
+    gpt.flash_attention = true;
+    CHECK(build_transformer(context_share(gpt, p), 1).totals().params == build_transformer(gpt, 1).totals().params);
+  }
+}
+
+TEST_CASE("context parallelism: memory per device against the plan without it") {
+  // Expected: cp 2 x dp 2 against dp 2 alone, ZeRO-1, tp 2, pp 2: the same weights and
+  // gradients (replicated over cp), the optimizer states sharded over dp x cp = 4 ranks
+  // (as dp 4's), and half the activations (every activation of a flash-attention model
+  // is per token); the cp and dp x cp groups add one communicator.
+  const TransformerConfig m = small_llama();
+  ParallelPlan p;
+  p.tp = 2, p.pp = 2, p.dp = 2, p.global_batch = 16, p.dp_mode = DataParallelMode::kZero1;
+  ParallelPlan with = p, four = p;
+  with.cp = 2;
+  four.dp = 4;
+  four.global_batch = 32;
+  const std::vector<DeviceMemory> a = stage_memory(p, m), b = stage_memory(with, m), c = stage_memory(four, m);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(b[i].weights == Approx(a[i].weights));
+    CHECK(b[i].gradients == Approx(a[i].gradients));
+    CHECK(b[i].optimizer == Approx(c[i].optimizer));
+    CHECK(b[i].optimizer < a[i].optimizer);
+    CHECK(b[i].activations == Approx(a[i].activations / 2).epsilon(1e-12));
+  }
+  CHECK(plan_communicators(with) == plan_communicators(p) + 1);
+}
+
+TEST_CASE("context parallelism: the key-value ring, and what of it the attention does not hide") {
+  // Expected: one rank's keys and values per ring step are micro_batch x seq / cp x its
+  // kv_heads / tp groups x (key + value head) x 2 bytes: 2 x 2048 x 2 x 128 x 2 =
+  // 2 MiB for tp 2, cp 2, micro-batch 2. Its forward exposure is what an all-gather of
+  // cp x those bytes over the cp ranks (the ring's cp - 1 steps) takes beyond (cp - 1)/cp
+  // of the attention core's forward, the backward's with twice the bytes against the
+  // core's backward. With cp inside a server (order tp, cp, dp, pp) the NVLink ring hides
+  // behind the attention; across servers (cp just inside dp, dp outside pp: ranks 8
+  // apart on 2 DGX A100s with one NIC each) it does not, and the step is longer.
+  const TransformerConfig m = small_llama();
+  ParallelPlan p;
+  p.tp = 2, p.pp = 4, p.cp = 2, p.global_batch = 4, p.micro_batch = 2;
+  const ParallelPlan folded = context_folded(p);
+  const TransformerConfig share = context_share(m, p);
+  StepRig rig("dgx-a100", two_servers_with_nics(1));
+  StageCosts c = stage_costs(share, folded, *rig.compute);
+  CHECK(c.cp_kv_bytes == 2.0 * 2048 * 2 * 128 * 2);
+  CHECK(c.core_forward.value() > 0);
+  const StageCosts before = c;
+  add_context_ring(c, share, folded, *rig.fabric);
+  double ring_f = 0, ring_b = 0;
+  for (int i = 0; i < p.pp; ++i) {
+    std::vector<std::uint32_t> ranks{mesh_rank(folded, 0, i, 0), mesh_rank(folded, 1, i, 0)};
+    CHECK(ranks[1] - ranks[0] == 8);  // (tp x pp apart: the other server)
+    std::vector<NodeId> nodes, sibling;
+    for (std::uint32_t r : ranks) nodes.push_back(rig.cluster.accelerators()[r]), sibling.push_back(rig.cluster.accelerators()[r + 1]);
+    CollectiveGroup g = CollectiveGroup::of(*rig.fabric, nodes);
+    g.siblings.push_back(sibling);
+    ring_f = std::max(ring_f, analytical_collective_time(*rig.fabric, g, chosen_spec(*rig.fabric, g, CollectiveOp::kAllGather, 2 * c.cp_kv_bytes)));
+    ring_b = std::max(ring_b, analytical_collective_time(*rig.fabric, g, chosen_spec(*rig.fabric, g, CollectiveOp::kAllGather, 4 * c.cp_kv_bytes)));
+  }
+  CHECK(c.ring_forward.value() == Approx(std::max(0.0, ring_f - 0.5 * c.core_forward.value())));
+  CHECK(c.ring_backward.value() == Approx(std::max(0.0, ring_b - 0.5 * c.core_backward.value())));
+  CHECK(c.ring_forward.value() > 0);
+  CHECK((c.attention.forward - before.attention.forward).value() == Approx(c.ring_forward.value()));
+  CHECK((c.attention.backward - before.attention.backward).value() == Approx(c.ring_backward.value()));
+  CHECK(c.attention.recompute.value() == before.attention.recompute.value());  // (nothing recomputed)
+  ParallelPlan inside = p;
+  inside.order = {MeshAxis::kTp, MeshAxis::kCp, MeshAxis::kDp, MeshAxis::kPp};
+  StageCosts d = stage_costs(share, context_folded(inside), *rig.compute);
+  add_context_ring(d, share, context_folded(inside), *rig.fabric);
+  CHECK(d.ring_forward.value() < c.ring_forward.value());
+  auto across = rig.lower(m, p, NetworkModelKind::kAnalytical), within = rig.lower(m, inside, NetworkModelKind::kAnalytical);
+  CHECK(rig.run(across) > rig.run(within));
+}
+
+TEST_CASE("context parallelism: folded replicas give the full replay, and the estimate follows it") {
+  // Expected: as for the other plans, one replica with priced collectives gives the
+  // full analytical replay's step; the estimate lies within 5% of the replay and the
+  // flow replay within 2% of the analytical one, for cp plans with tp, sequence
+  // parallelism, interleaved pipelines, ZeRO-1 and selective recomputation on 2 DGX H100s.
+  StepRig rig("dgx-h100", 2);
+  const TransformerConfig m = small_llama();
+  std::vector<ParallelPlan> plans;
+  {
+    ParallelPlan p;
+    p.cp = 2, p.dp = 8, p.global_batch = 16;
+    plans.push_back(p);
+    p.cp = 4, p.dp = 2, p.tp = 2, p.sequence_parallel = true, p.dp_mode = DataParallelMode::kZero1;
+    p.order = {MeshAxis::kTp, MeshAxis::kCp, MeshAxis::kDp, MeshAxis::kPp};
+    plans.push_back(p);
+    p.cp = 2, p.pp = 2, p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = 2, p.overlap_p2p = true;
+    p.recompute = Recompute::kSelective;
+    plans.push_back(p);
+  }
+  for (const ParallelPlan& p : plans) {
+    INFO(describe_plan(p));
+    REQUIRE(plan_problem(p, m, 16).empty());
+    REQUIRE(p.devices() == 16);
+    FoldedPair r = replay_folded_and_full(rig, m, p);
+    CHECK(r.fast.lowered_replicas == 1);
+    CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(r.step).epsilon(0.05));
+    auto flow = rig.lower(m, p, NetworkModelKind::kFlow);
+    CHECK(rig.run(flow) == Approx(r.step).epsilon(0.02));
+  }
+}
+
+TEST_CASE("context parallelism's plan checks name the problem") {
+  const TransformerConfig m = small_llama();
+  ParallelPlan p;
+  p.cp = 3, p.global_batch = 4;
+  CHECK(plan_problem(p, m, 16) == "cp (3) needs the sequence (4096) to split into 2 x cp = 6 equal chunks");
+  p.cp = 2;
+  CHECK(plan_problem(p, m, 16).empty());
+  p.cp = 0;
+  CHECK(plan_problem(p, m, 16) == "cp must be at least 1");
+  p.cp = 2, p.dp = 16;
+  CHECK(plan_problem(p, m, 16) == "dp x cp x tp x pp = 32 devices, but the cluster has 16");
+  p.dp = 1;
+  TransformerConfig plain = m;
+  plain.flash_attention = false;
+  CHECK(plan_problem(p, plain, 16) == "cp > 1 needs flash attention (workload attention \"flash\"): context parallelism runs in its kernels");
+  p.order = {MeshAxis::kTp, MeshAxis::kCp, MeshAxis::kPp, MeshAxis::kDp, MeshAxis::kCp};
+  CHECK(plan_problem(p, m, 16) == "order must name each of tp, pp and dp once (and cp at most once)");
 }

@@ -247,7 +247,7 @@ std::uint32_t OperatorGraph::pool(std::string name, std::uint32_t x, std::int64_
 }
 
 std::uint32_t OperatorGraph::flash_attention(std::string name, std::uint32_t q, std::uint32_t k, std::uint32_t v,
-                                             bool causal) {
+                                             bool causal, std::int64_t key_chunks) {
   const Tensor tq = tensor(q), tk = tensor(k), tv = tensor(v);
   if (tq.shape.size() != 4 || tk.shape.size() != 4 || tv.shape.size() != 4) {
     bad(name, "expects q, k [B, h, s, d] and v [B, g, s, dv]");
@@ -264,12 +264,12 @@ std::uint32_t OperatorGraph::flash_attention(std::string name, std::uint32_t q, 
   // Per head, the scores (s x d)(d x s) and the context (s x s)(s x dv); causal masking
   // skips half.
   c.fwd_flops = 2.0 * static_cast<double>(B * heads) * static_cast<double>(s) * static_cast<double>(s) *
-                static_cast<double>(d + dv) * (causal ? 0.5 : 1.0);
+                static_cast<double>(d + dv) * (causal ? 0.5 : 1.0) * static_cast<double>(key_chunks);
   // FlashAttention-2's backward: the scores recomputed and the gradients of the
   // probabilities and of Q and K (s x s x d each), of V (s x s x dv) and of the
   // probabilities through V (s x s x dv): 2.5 x the forward when dv = d.
   c.bwd_flops = c.fwd_flops * static_cast<double>(3 * d + 2 * dv) / static_cast<double>(d + dv);
-  c.fwd_bytes = (qe + ke + ve + oe) * Bt;  // read q, k, v; write the output
+  c.fwd_bytes = (qe + (ke + ve) * static_cast<double>(key_chunks) + oe) * Bt;  // read q, k, v; write the output
   c.bwd_bytes = 2.0 * c.fwd_bytes;
   // q, k, v and the output, plus one fp32 log-sum-exp per row.
   c.saved_bytes = keep(q) + keep(k) + keep(v) + oe * Bt + static_cast<double>(B * heads * s) * 4.0;

@@ -150,7 +150,11 @@ class OperatorGraph {
   /// Fused attention over q [B, heads, s, d], k [B, kv_heads, s, d] and v [B, kv_heads,
   /// s, dv] (grouped-query when kv_heads < heads; dv = d but for multi-head latent
   /// attention) -> [B, heads, s, dv]; causal halves the score work.
-  std::uint32_t flash_attention(std::string name, std::uint32_t q, std::uint32_t k, std::uint32_t v, bool causal);
+  /// `key_chunks` > 1: the queries meet key_chunks times the keys, k and v being one
+  /// chunk of them and the others' alike (context parallelism: each of a ring's steps
+  /// runs a kernel over one chunk; key_chunks times the work, shapes of one chunk).
+  std::uint32_t flash_attention(std::string name, std::uint32_t q, std::uint32_t k, std::uint32_t v, bool causal,
+                                std::int64_t key_chunks = 1);
   /// The parts joined along their last dimension, a part of size 1 in another dimension
   /// repeated along it (multi-head latent attention's rotary key, shared by the heads,
   /// joined to each head's key): memory-bound, keeping nothing for backward.

@@ -325,7 +325,7 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
     }
     std::uint32_t ctx;
     if (c.flash_attention) {
-      ctx = G.flash_attention(L + "attention", q, k, v, true);
+      ctx = G.flash_attention(L + "attention", q, k, v, true, c.context_parallel);
     } else {
       std::uint32_t p = G.softmax(L + "attention.softmax", G.matmul(L + "attention.scores", q, k, true));
       if (c.attention_dropout) p = G.dropout(L + "attention.dropout", p);

@@ -128,6 +128,11 @@ struct TransformerConfig {
   // hidden size, one transformer layer of the kind of the model's last, a norm, the
   // shared output layer and a loss of its own. All on the last pipeline stage.
   std::int64_t mtp_layers = 0;
+  // Context parallelism's share (strategies/plan.hpp: context_share): seq is one of
+  // context_parallel ranks' tokens of each sample, and the attention's queries meet the
+  // keys of all of them, context_parallel x seq (flash attention only). 1 in a model
+  // as read.
+  std::int64_t context_parallel = 1;
 
   /// Whether the attention is multi-head latent attention.
   [[nodiscard]] bool mla() const { return kv_lora_rank > 0; }
