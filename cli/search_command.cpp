@@ -41,7 +41,9 @@ and ranks them by replayed step time.
            lists (zero-bubble and gpipe too),
            ZeRO 0-3 (zero-bubble without ZeRO-3), recomputation none/selective/full,
            sequence parallelism with tp > 1, and for a mixture of experts every
-           expert-parallel ep dividing dp and the experts (ZeRO 0-1); layers balanced
+           expert-parallel ep dividing dp and the experts (ZeRO 0-1), context
+           parallelism at each degree --cp lists (default 1: none; it needs flash
+           attention and 2 cp dividing the sequence); layers balanced
            over the stages, each pipelined plan also with its layers balanced by
            compute time where that lightens its busiest stage by 1% or more (a large
            vocabulary's output layer and loss weigh several layers: Llama 3 8B on
@@ -120,6 +122,22 @@ std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
   return out;
 }
 
+// --cp: a comma-separated list of distinct context-parallel degrees, 1 to 64, sorted.
+std::vector<int> parse_context_parallel(const std::string& list) {
+  std::vector<int> out;
+  for (const std::string& item : list_items(list)) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 1 || v > 64) {
+      throw InputError("--cp: expected a comma-separated list of context-parallel degrees, 1 to 64, got '" + item + "'");
+    }
+    if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError("--cp: " + item + " given twice");
+    out.push_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // --virtual-stages: a comma-separated list of distinct chunk counts, 2 to 64.
 std::vector<int> parse_virtual_stages(const std::string& list) {
   std::vector<int> out;
@@ -145,13 +163,14 @@ std::vector<std::vector<MeshAxis>> parse_orders(const std::string& list) {
     for (; from <= item.size(); ++parts) {
       const std::size_t dash = std::min(item.find('-', from), item.size());
       const std::string name = item.substr(from, dash - from);
-      for (MeshAxis a : {MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp}) {
+      for (MeshAxis a : {MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kDp, MeshAxis::kCp}) {
         if (name == axis_name(a) && std::find(order.begin(), order.end(), a) == order.end()) order.push_back(a);
       }
       from = dash + 1;
     }
-    if (parts != 3 || order.size() != 3) {
-      throw InputError("--orders: expected a comma-separated list of rank orders, each tp, pp and dp once joined by '-', "
+    const bool three = std::find(order.begin(), order.end(), MeshAxis::kCp) == order.end();
+    if (parts != order.size() || order.size() != (three ? 3u : 4u)) {
+      throw InputError("--orders: expected a comma-separated list of rank orders, each tp, pp and dp (and cp, if named) once joined by '-', "
                        "innermost first (tp-pp-dp, tp-dp-pp, ...), got '" + item + "'");
     }
     if (std::find(out.begin(), out.end(), order) != out.end()) throw InputError("--orders: '" + item + "' given twice");
@@ -175,6 +194,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
        "grid: the pipeline schedules to try, comma-separated: 1f1b, interleaved (v = 2), zero-bubble, gpipe")
       ("virtual-stages", po::value<std::string>()->value_name("LIST")->default_value("2"),
        "grid: the model chunks per device the interleaved schedule tries, comma-separated (2 to 64)")
+      ("cp", po::value<std::string>()->value_name("LIST")->default_value("1"),
+       "grid: the context-parallel degrees to try, comma-separated (1 to 64; > 1 needs flash attention)")
       ("orders", po::value<std::string>()->value_name("LIST"),
        "grid: the rank orders to try, comma-separated, each innermost first: tp-pp-dp, tp-dp-pp, ... (default: the "
        "scenario's)")
@@ -211,6 +232,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     only_for("schedules", method == "grid", "grid");
     only_for("virtual-stages", method == "grid", "grid");
     only_for("orders", method == "grid", "grid");
+    only_for("cp", method == "grid", "grid");
     only_for("budget", method != "autoddl", "grid and mcmc");
     const int replays = vm["replay"].as<int>(), top = vm["top"].as<int>();
     if (replays < 0 || replays > 10000) throw InputError("--replay: expected 0 to 10000, got " + std::to_string(replays));
@@ -244,6 +266,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     space.schedules = parse_schedules(vm["schedules"].as<std::string>());
     space.virtual_stages = parse_virtual_stages(vm["virtual-stages"].as<std::string>());
     if (vm.count("orders")) space.orders = parse_orders(vm["orders"].as<std::string>());
+    space.context_parallel = parse_context_parallel(vm["cp"].as<std::string>());
     if (!vm["virtual-stages"].defaulted() &&
         std::find(space.schedules.begin(), space.schedules.end(), PipelineSchedule::kInterleaved1F1B) == space.schedules.end()) {
       throw InputError("--virtual-stages: applies to the interleaved schedule, which --schedules leaves out");

@@ -59,7 +59,7 @@ namespace {
 // A plan of the grid: the framework's settings, the shape and the varied choices.
 ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space, int tp, int pp, int dp, std::int64_t mb,
                        PipelineSchedule sched, DataParallelMode mode, Recompute rc, int v = 1, int ep = 1,
-                       const std::vector<MeshAxis>* order = nullptr) {
+                       const std::vector<MeshAxis>* order = nullptr, int cp = 1) {
   ParallelPlan p;
   p.bucket_bytes = space.framework.bucket_bytes;
   p.overlap_grad_reduce = space.framework.overlap_grad_reduce;
@@ -80,6 +80,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.pp = pp;
   p.dp = dp;
   p.ep = ep;
+  p.cp = cp;
   p.global_batch = space.global_batch;
   p.micro_batch = mb;
   p.schedule = sched;
@@ -127,7 +128,7 @@ struct ChunkWeights {
 };
 
 ChunkWeights chunk_weights(const TransformerConfig& model, const ParallelPlan& p, const ComputeModel& compute) {
-  const StageCosts c = stage_costs(model, p, compute);
+  const StageCosts c = stage_costs(context_share(model, p), context_folded(p), compute);  // (a cp rank's share)
   const auto whole = [](const HalfLayer& h) { return (h.forward + h.backward + h.recompute).value(); };
   const auto layer = [&](bool moe) { return whole(c.attention) + whole(c.mlp_of(moe)); };
   ChunkWeights w;
@@ -170,11 +171,15 @@ void grid_shapes(const TransformerConfig& model, std::size_t devices, const Sear
     if (tp > n) break;
     for (int pp : depths) {
       if (static_cast<std::int64_t>(tp) * pp > n) break;
-      const std::int64_t rest = n / (static_cast<std::int64_t>(tp) * pp);
-      if (space.all_devices) {
-        if (rest * tp * pp == n) f(tp, pp, static_cast<int>(rest));
-      } else {
-        for (int d = 1; d <= rest; ++d) f(tp, pp, d);
+      for (int cp : space.context_parallel) {
+        const std::int64_t used = static_cast<std::int64_t>(tp) * pp * cp;
+        if (used > n) break;
+        const std::int64_t rest = n / used;
+        if (space.all_devices) {
+          if (rest * used == n) f(tp, pp, static_cast<int>(rest), cp);
+        } else {
+          for (int d = 1; d <= rest; ++d) f(tp, pp, d, cp);
+        }
       }
     }
   }
@@ -225,10 +230,10 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
   // Layouts balanced by compute time, with their weights, per (tp, micro-batch,
   // recomputation, ep, chunks); each plan then keeps its own only where its busiest stage
   // (which depends on pp) is at least 1% lighter than with the plan's own layout.
-  std::map<std::tuple<int, std::int64_t, Recompute, int, int>, std::pair<ChunkWeights, std::vector<int>>> balanced;
+  std::map<std::tuple<int, std::int64_t, Recompute, int, int, int>, std::pair<ChunkWeights, std::vector<int>>> balanced;
   const auto balanced_for = [&](const ParallelPlan& p) {
     const int chunks = p.pp * p.virtual_stages;
-    const auto key = std::tuple{p.tp, p.micro_batch, p.recompute, p.ep, chunks};
+    const auto key = std::tuple{p.tp, p.micro_batch, p.recompute, p.ep, chunks, p.cp};
     auto it = balanced.find(key);
     if (it == balanced.end()) {
       ChunkWeights w = chunk_weights(model, p, *compute);
@@ -241,7 +246,7 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
     return !layout.empty() && busiest_stage(w, layout, p.pp) <= 0.99 * busiest_stage(w, plain, p.pp) ? layout : std::vector<int>{};
   };
   // The plans of one shape and expert-parallel degree, in the grid's order.
-  const auto add_plans = [&](int tp, int pp, int dp, int ep, const std::vector<MeshAxis>& order) {
+  const auto add_plans = [&](int tp, int pp, int dp, int ep, const std::vector<MeshAxis>& order, int cp) {
     for (std::int64_t mb : space.micro_batches) {
       for (PipelineSchedule sched : space.schedules) {
         // No pipeline: one plan, named 1F1B whichever schedules the space lists.
@@ -250,9 +255,9 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
         const std::vector<int> one{1};
         for (int v : used == PipelineSchedule::kInterleaved1F1B ? space.virtual_stages : one) {
           for (DataParallelMode mode : space.dp_modes) {
-            if (mode != DataParallelMode::kAllReduce && dp == 1) continue;  // nothing to shard
+            if (mode != DataParallelMode::kAllReduce && dp * cp == 1) continue;  // nothing to shard
             for (Recompute rc : space.recomputes) {
-              ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v, ep, &order);
+              ParallelPlan p = grid_plan(model, space, tp, pp, dp, mb, used, mode, rc, v, ep, &order, cp);
               if (!plan_problem(p, model, devices).empty()) continue;
               // With multi-token prediction, also the layout that gives the last chunk
               // no layers (its output layer, losses and depths weigh more than a layer).
@@ -280,13 +285,13 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
     }
   };
   const std::vector<std::vector<MeshAxis>> orders = space.orders.empty() ? std::vector<std::vector<MeshAxis>>{space.framework.order} : space.orders;
-  grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
+  grid_shapes(model, devices, space, [&](int tp, int pp, int dp, int cp) {
     // The orders that place this shape's ranks apart: the axes of more than one rank,
     // in order, differ from every earlier order's.
     std::vector<std::vector<MeshAxis>> placed;
-    const std::vector<MeshAxis> framework = placed_axes(space.framework.order, tp, pp, dp);
+    const std::vector<MeshAxis> framework = placed_axes(space.framework.order, tp, pp, dp, cp);
     for (const auto& order : orders) {
-      const std::vector<MeshAxis> used = placed_axes(order, tp, pp, dp);
+      const std::vector<MeshAxis> used = placed_axes(order, tp, pp, dp, cp);
       if (std::find(placed.begin(), placed.end(), used) != placed.end()) continue;
       placed.push_back(used);
       // Where the framework's order places the ranks alike, its plans take that order
@@ -295,7 +300,7 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
       // Expert parallelism, for a mixture of experts: every degree dividing both dp and
       // the experts, ascending (only 1 for a dense model).
       for (int ep : model.experts > 0 ? divisors(std::gcd<std::int64_t>(dp, model.experts)) : std::vector<int>{1}) {
-        add_plans(tp, pp, dp, ep, taken);
+        add_plans(tp, pp, dp, ep, taken, cp);
       }
     }
   });
@@ -305,17 +310,18 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
 std::string empty_grid_reason(const TransformerConfig& model, std::size_t devices, const SearchSpace& space) {
   std::size_t shapes = 0;
   std::string first;
-  grid_shapes(model, devices, space, [&](int tp, int pp, int dp) {
+  grid_shapes(model, devices, space, [&](int tp, int pp, int dp, int cp) {
     ++shapes;
     if (!first.empty() || space.micro_batches.empty()) return;
     const ParallelPlan p = grid_plan(model, space, tp, pp, dp, space.micro_batches.front(), PipelineSchedule::k1F1B,
-                                     DataParallelMode::kAllReduce, Recompute::kNone);
-    first = "dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " + std::to_string(pp) + ", mb " +
-            std::to_string(p.micro_batch) + ": " + plan_problem(p, model, devices);
+                                     DataParallelMode::kAllReduce, Recompute::kNone, 1, 1, nullptr, cp);
+    first = "dp " + std::to_string(dp) + (cp > 1 ? " x cp " + std::to_string(cp) : "") + " x tp " + std::to_string(tp) +
+            " x pp " + std::to_string(pp) + ", mb " + std::to_string(p.micro_batch) + ": " + plan_problem(p, model, devices);
   });
+  const bool cp = space.context_parallel != std::vector<int>{1};
   const std::string axes = "tp dividing the " + std::to_string(model.heads) + " heads, pp the " +
-                           std::to_string(model.layers) + " layers or the devices";
-  const std::string fill = space.all_devices ? ", tp x pp x dp = " + std::to_string(devices) : "";
+                           std::to_string(model.layers) + " layers or the devices" + (cp ? ", cp as listed" : "");
+  const std::string fill = space.all_devices ? (cp ? ", tp x pp x cp x dp = " : ", tp x pp x dp = ") + std::to_string(devices) : "";
   return "none of its " + std::to_string(shapes) + (shapes == 1 ? " shape" : " shapes") + " (" + axes + fill +
          ") makes a valid plan; the first, " + first;
 }

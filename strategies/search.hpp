@@ -44,13 +44,17 @@ struct SearchSpace {
   /// axes of more than one rank in the same order) is left out, and one that places them
   /// as the framework's order does is replaced by it.
   std::vector<std::vector<MeshAxis>> orders;
+  /// Context-parallel degrees (ParallelPlan::cp) the grid tries, ascending; dp fills
+  /// what tp x pp x cp leave. {1}: none.
+  std::vector<int> context_parallel{1};
   /// What every plan of the grid takes as it is, the framework's settings the grid does
   /// not vary: bucket_bytes, overlap_grad_reduce, overlap_p2p, overlap_tp_backward, overlap_ep_comm, dispatcher (plans with ep > 1), grad_accumulation,
   /// grad_reduce_fp32 and, unless `orders` lists some, the rank order (the CLI copies them from the scenario's first Megatron-style strategy).
   ParallelPlan framework;
 };
 
-/// Every plan of the grid that plan_problem accepts, in a fixed order: tp, pp, dp,
+/// Every plan of the grid that plan_problem accepts, in a fixed order: tp, pp, cp (the
+/// space's context_parallel), dp,
 /// expert parallelism (for a mixture of experts every ep dividing dp and the experts,
 /// else 1), micro-batch, schedule (in the space's order, interleaved once per virtual_stages
 /// entry, in its order, its micro-batches in groups of pp or, where pp does not divide

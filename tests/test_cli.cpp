@@ -1836,11 +1836,20 @@ TEST_CASE("ddlsim search --schedules sets the grid's pipeline schedules") {
       {{"search", f, "--method", "autoddl", "--virtual-stages", "3"},
        "ddlsim search: --virtual-stages: applies to --method grid, not autoddl\n"},
       {{"search", f, "--orders", "tp-dp"},
-       "ddlsim search: --orders: expected a comma-separated list of rank orders, each tp, pp and dp once joined by '-', "
-       "innermost first (tp-pp-dp, tp-dp-pp, ...), got 'tp-dp'\n"},
+       "ddlsim search: --orders: expected a comma-separated list of rank orders, each tp, pp and dp (and cp, if named) once "
+       "joined by '-', innermost first (tp-pp-dp, tp-dp-pp, ...), got 'tp-dp'\n"},
       {{"search", f, "--orders", "tp-pp-dp,tp-pp-tp"},
-       "ddlsim search: --orders: expected a comma-separated list of rank orders, each tp, pp and dp once joined by '-', "
-       "innermost first (tp-pp-dp, tp-dp-pp, ...), got 'tp-pp-tp'\n"},
+       "ddlsim search: --orders: expected a comma-separated list of rank orders, each tp, pp and dp (and cp, if named) once "
+       "joined by '-', innermost first (tp-pp-dp, tp-dp-pp, ...), got 'tp-pp-tp'\n"},
+      {{"search", f, "--orders", "tp-cp-dp"},
+       "ddlsim search: --orders: expected a comma-separated list of rank orders, each tp, pp and dp (and cp, if named) once "
+       "joined by '-', innermost first (tp-pp-dp, tp-dp-pp, ...), got 'tp-cp-dp'\n"},
+      {{"search", f, "--cp", "1,0"},
+       "ddlsim search: --cp: expected a comma-separated list of context-parallel degrees, 1 to 64, got '0'\n"},
+      {{"search", f, "--cp", "2x"},
+       "ddlsim search: --cp: expected a comma-separated list of context-parallel degrees, 1 to 64, got '2x'\n"},
+      {{"search", f, "--cp", "2,2"}, "ddlsim search: --cp: 2 given twice\n"},
+      {{"search", f, "--method", "autoddl", "--cp", "2"}, "ddlsim search: --cp: applies to --method grid, not autoddl\n"},
       {{"search", f, "--orders", "dp-pp-tp,dp-pp-tp"}, "ddlsim search: --orders: 'dp-pp-tp' given twice\n"},
       {{"search", f, "--method", "mcmc", "--orders", "tp-dp-pp"}, "ddlsim search: --orders: applies to --method grid, not mcmc\n"},
   });
@@ -3661,4 +3670,30 @@ TEST_CASE("run: a context-parallel plan from a scenario, its plan named, its bre
   const auto activations = [&](int i) { return st.at(i).at("memory_breakdown_bytes").at("activations").get<double>(); };
   CHECK(activations(0) == Approx(activations(2) / 2));
   CHECK(st.at(0).at("peak_memory_bytes").get<double>() < st.at(2).at("peak_memory_bytes").get<double>());
+}
+
+TEST_CASE("search --cp: the grid's context-parallel plans carry cp in their JSON and replay from --out as ranked") {
+  // Expected: Llama 3 8B at sequence 4096 on one DGX H100, --cp 2 alone: every grid plan
+  // has cp 2 (dp x tp x pp x 2 = 8 GPUs), its JSON says "cp": 2, and the best, written
+  // by --out, replays with 'ddlsim run' to the step time the search ranked it by.
+  const char* scenario = R"({"name": "cp", "cluster": {"preset": "dgx-h100", "nodes": 1},
+    "workload": {"model": "llama3-8b", "seq": 4096},
+    "strategies": [{"name": "cp", "cp": 2, "dp": 4, "global_batch": 16, "zero": 1, "order": ["tp", "cp", "dp", "pp"]}],
+    "simulation": {"network": "analytical"}})";
+  Scratch s;
+  const std::string f = s.write("cp.json", scenario), best = (s.dir / "best.json").string();
+  const auto r = ddlsim_cmd({"search", f, "--cp", "2", "--replay", "20", "--json", "--out", best});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  std::size_t grid = 0;
+  for (const auto& plan : j.at("ranked")) {
+    CHECK(plan.at("cp") == 2);
+    CHECK(plan.at("tp").get<int>() * plan.at("pp").get<int>() * plan.at("dp").get<int>() * 2 == 8);
+    grid += !plan.at("baseline").get<bool>();
+  }
+  CHECK(grid == 20);
+  const auto run = ddlsim_cmd({"run", best, "--json", "--strategy", "search-best"});
+  REQUIRE(run.status == 0);
+  CHECK(nlohmann::json::parse(run.out).at("strategies").at(0).at("step_time_s").get<double>() ==
+        j.at("ranked").at(0).at("step_time_s").get<double>());
 }

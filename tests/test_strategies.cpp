@@ -3834,3 +3834,44 @@ TEST_CASE("context parallelism's plan checks name the problem") {
   p.order = {MeshAxis::kTp, MeshAxis::kCp, MeshAxis::kPp, MeshAxis::kDp, MeshAxis::kCp};
   CHECK(plan_problem(p, m, 16) == "order must name each of tp, pp and dp once (and cp at most once)");
 }
+
+TEST_CASE("the grid tries the context-parallel degrees it is given, dp filling the rest") {
+  // Expected: on 2 DGX H100s (16 GPUs), small_llama's grid with cp {1, 2, 4} holds its
+  // grid without cp and, for cp 2 and 4, the plans whose tp x pp x cp divides 16, dp
+  // filling the rest (16 / (tp pp cp)), each shape once per ZeRO stage; with dp x cp = 1
+  // nothing to shard. A plain-attention model's grid has no cp plans (cp needs flash
+  // attention). The estimate of a cp plan follows its replay within 5%.
+  StepRig rig("dgx-h100", 2);
+  const TransformerConfig m = small_llama();
+  SearchSpace space = one_schedule_space(16);
+  const std::vector<ParallelPlan> plain = grid_plans(m, 16, space);
+  space.context_parallel = {1, 2, 4};
+  const std::vector<ParallelPlan> with = grid_plans(m, 16, space);
+  std::map<int, std::size_t> by_cp;
+  for (const ParallelPlan& p : with) {
+    ++by_cp[p.cp];
+    CHECK(p.devices() == 16);
+    CHECK(plan_problem(p, m, 16).empty());
+  }
+  CHECK(by_cp[1] == plain.size());
+  // Per cp: shapes (tp dividing 16 heads, pp dividing 4 layers or 16 devices), 4 ZeRO
+  // stages each where dp x cp > 1 (always, with cp > 1).
+  for (int cp : {2, 4}) {
+    std::size_t shapes = 0;
+    for (int tp : {1, 2, 4, 8, 16}) {
+      for (int pp : {1, 2, 4}) {
+        if (tp * pp * cp <= 16 && 16 % (tp * pp * cp) == 0) ++shapes;
+      }
+    }
+    CHECK(by_cp[cp] == 4 * shapes);
+  }
+  TransformerConfig no_flash = m;
+  no_flash.flash_attention = false;
+  for (const ParallelPlan& p : grid_plans(no_flash, 16, space)) CHECK(p.cp == 1);
+  for (const ParallelPlan& p : with) {
+    if (p.cp != 4 || p.tp != 2 || p.dp_mode != DataParallelMode::kZero1) continue;
+    INFO(describe_plan(p));
+    auto step = rig.lower(m, p, NetworkModelKind::kAnalytical);
+    CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(rig.run(step)).epsilon(0.05));
+  }
+}
