@@ -39,8 +39,10 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
     j["recompute_modules"] = modules;
   }
   if (!p.stage_layers.empty()) j["stage_layers"] = p.stage_layers;
-  if (p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / kMiB;
-  if (p.overlap_grad_reduce != defaults.overlap_grad_reduce) j["overlap_grad_reduce"] = p.overlap_grad_reduce;
+  // (Buckets apply to zero 0 and 1 only: a scenario refuses them with ZeRO-2/3.)
+  const bool buckets = p.dp_mode == DataParallelMode::kAllReduce || p.dp_mode == DataParallelMode::kZero1;
+  if (buckets && p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / kMiB;
+  if (buckets && p.overlap_grad_reduce != defaults.overlap_grad_reduce) j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   if (p.overlap_p2p != defaults.overlap_p2p) j["overlap_p2p"] = p.overlap_p2p;
   if (p.overlap_tp_backward != defaults.overlap_tp_backward) j["overlap_tp_backward"] = p.overlap_tp_backward;
   if (p.overlap_ep_comm != defaults.overlap_ep_comm) j["overlap_ep_comm"] = p.overlap_ep_comm;

@@ -413,8 +413,10 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
 }
 
 int plan_communicators(const ParallelPlan& p) {
-  // (With context parallelism: the cp group and the data-parallel group over dp x cp.)
-  int n = (p.tp > 1) + (p.pp > 1) + (p.dp * p.cp > 1) + (p.cp > 1);
+  // With context parallelism: those of its lowering (data-parallel groups over dp x cp,
+  // a ZeRO-3 shard over shard x cp) and the cp group.
+  if (p.cp > 1) return plan_communicators(context_folded(p)) + 1;
+  int n = (p.tp > 1) + (p.pp > 1) + (p.dp > 1);
   if (p.dp_mode == DataParallelMode::kZero3 && p.shard > 1 && p.shard < p.dp) ++n;  // shard group and replicas
   if (p.ep > 1) n += 1 + (p.ep < p.dp);  // the expert-parallel group, and the experts' data-parallel group
   return n;

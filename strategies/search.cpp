@@ -322,6 +322,7 @@ std::string empty_grid_reason(const TransformerConfig& model, std::size_t device
   const std::string axes = "tp dividing the " + std::to_string(model.heads) + " heads, pp the " +
                            std::to_string(model.layers) + " layers or the devices" + (cp ? ", cp as listed" : "");
   const std::string fill = space.all_devices ? (cp ? ", tp x pp x cp x dp = " : ", tp x pp x dp = ") + std::to_string(devices) : "";
+  if (shapes == 0) return "it has no shape (" + axes + fill + ")";
   return "none of its " + std::to_string(shapes) + (shapes == 1 ? " shape" : " shapes") + " (" + axes + fill +
          ") makes a valid plan; the first, " + first;
 }

@@ -270,9 +270,13 @@ void add_context_ring(StageCosts& c, const TransformerConfig& model, const Paral
     std::vector<NodeId> ranks;
     for (int r = 0; r < cp; ++r) ranks.push_back(acc[mesh_rank(plan, r, i, 0)]);
     CollectiveGroup g = CollectiveGroup::of(fabric, ranks);
-    for (int k = 1; k < plan.tp; ++k) {
-      std::vector<NodeId>& sibling = g.siblings.emplace_back();
-      for (int r = 0; r < cp; ++r) sibling.push_back(acc[mesh_rank(plan, r, i, k)]);
+    // Every replica's ring of every tp rank runs at the same time.
+    for (int rep = 0; rep < plan.dp / cp; ++rep) {
+      for (int k = 0; k < plan.tp; ++k) {
+        if (rep == 0 && k == 0) continue;
+        std::vector<NodeId>& sibling = g.siblings.emplace_back();
+        for (int r = 0; r < cp; ++r) sibling.push_back(acc[mesh_rank(plan, rep * cp + r, i, k)]);
+      }
     }
     for (const auto& [bytes, slowest] : {std::pair{cp * c.cp_kv_bytes, &forward}, std::pair{2.0 * cp * c.cp_kv_bytes, &backward}}) {
       const CollectiveSpec spec = chosen_spec(fabric, g, CollectiveOp::kAllGather, bytes);

@@ -87,8 +87,10 @@ struct StageCosts {
 /// Context parallelism (plan: context_folded, model: its context_share, with
 /// context_parallel > 1): the ring that passes keys and values round each replica's cp
 /// ranks, priced once per stage as the analytical model times an all-gather of cp x
-/// cp_kv_bytes over the cp ranks of tp rank 0 (cp - 1 ring steps, each rank sending one
-/// chunk on; the other tp ranks sending theirs at once), twice the bytes in backward
+/// cp_kv_bytes over the cp ranks of replica 0's tp rank 0 (cp - 1 ring steps, each rank
+/// sending one chunk on; every other replica's and tp rank's rings at once, sharing the
+/// links as CollectiveGroup::siblings do; other stages' rings not among them: their
+/// attention runs at other times), twice the bytes in backward
 /// (the keys' and values' gradients go round with them). Each step overlaps the
 /// attention kernel of the chunk it received before, so a pass's attention waits
 /// max(0, ring - (cp - 1) / cp x core) beyond its core (the slowest stage's): added to

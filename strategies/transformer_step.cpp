@@ -152,6 +152,13 @@ class StepLowering {
     return u;
   }
 
+  // Replica d's name in traces and memory pools: "dp3", or in a context-parallel plan's
+  // lowering its replica and cp rank ("dp1.cp0").
+  std::string replica_name(int d) const {
+    if (p_.cp_folded == 1) return "dp" + std::to_string(d);
+    return "dp" + std::to_string(d / p_.cp_folded) + ".cp" + std::to_string(d % p_.cp_folded);
+  }
+
   void make_resources() {
     auto add = [&](std::unique_ptr<ResourceModel> r) {
       out_.resources.push_back(std::move(r));
@@ -163,7 +170,7 @@ class StepLowering {
     if (priced_) out_.collectives = add(std::make_unique<DelayPool>("dp collectives"));
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
-        const std::string name = "dp" + std::to_string(d) + ".pp" + std::to_string(i);
+        const std::string name = replica_name(d) + ".pp" + std::to_string(i);
         out_.compute.push_back(add(std::make_unique<ComputeStream>(name + ".compute")));
         if (p_.tp > 1) out_.tp_comm.push_back(add(std::make_unique<ComputeStream>(name + ".tp")));
       }
@@ -713,7 +720,7 @@ class StepLowering {
     for (const DeviceMemory& dm : stage_memory(p_, m_)) states_.push_back(dm.weights + dm.gradients + dm.optimizer);
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
-        out_.pool_names.push_back("dp" + std::to_string(d) + ".pp" + std::to_string(i) + ".hbm");
+        out_.pool_names.push_back(replica_name(d) + ".pp" + std::to_string(i) + ".hbm");
       }
     }
   }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.hpp"
+#include "cli/search.hpp"
 #include "cli/validation.hpp"
 #include "support/strings.hpp"
 #include "tests/cli_fixtures.hpp"
@@ -2814,12 +2815,13 @@ TEST_CASE("search: a baseline's rank order and overlap settings survive in its r
 TEST_CASE("search: the grid's plans keep the framework settings of the scenario's first strategy") {
   // Expected: with the first strategy given gradient accumulation "add", Megatron's rank
   // order, no overlapped gradient reduction and fp32 reduction, every ranked plan that is
-  // not a baseline carries those four as given (so --out replays what was ranked);
-  // without them, no grid plan carries any of them.
+  // not a baseline carries those four as given (so --out replays what was ranked), but
+  // for overlap_grad_reduce under ZeRO-2/3, which reduce-scatter per layer (the
+  // scenario format refuses the field there); without them, no grid plan carries any.
   Scratch s;
   const std::string f = s.write("t.json", kTraining);
   for (const bool framework : {true, false}) {
-    std::vector<std::string> args{"search", f, "--json", "--replay", "4", "--network", "analytical"};
+    std::vector<std::string> args{"search", f, "--json", "--replay", "24", "--network", "analytical"};
     if (framework) {
       for (const char* set : {"strategies.0.grad_accumulation=add", "strategies.0.order=[\"tp\",\"dp\",\"pp\"]",
                               "strategies.0.overlap_grad_reduce=false", "strategies.0.grad_reduce_fp32=true"}) {
@@ -2830,23 +2832,26 @@ TEST_CASE("search: the grid's plans keep the framework settings of the scenario'
     const auto r = ddlsim_cmd(args);
     REQUIRE(r.status == 0);
     const auto j = nlohmann::json::parse(r.out);
-    int grid = 0;
+    int grid = 0, with_buckets = 0;
     for (const auto& e : j.at("ranked")) {
       if (e.at("baseline") == true) continue;
       ++grid;
       INFO(e.dump());
       CHECK(e.contains("grad_accumulation") == framework);
       CHECK(e.contains("order") == framework);
-      CHECK(e.contains("overlap_grad_reduce") == framework);
+      const bool buckets = e.at("zero").get<int>() <= 1;
+      with_buckets += buckets;
+      CHECK(e.contains("overlap_grad_reduce") == (framework && buckets));
       CHECK(e.contains("grad_reduce_fp32") == framework);
       if (framework) {
         CHECK(e.at("grad_reduce_fp32") == true);
         CHECK(e.at("grad_accumulation") == "add");
         CHECK(e.at("order") == nlohmann::json::array({"tp", "dp", "pp"}));
-        CHECK(e.at("overlap_grad_reduce") == false);
+        if (buckets) CHECK(e.at("overlap_grad_reduce") == false);
       }
     }
     CHECK(grid >= 2);
+    CHECK(with_buckets >= 1);
   }
 }
 
@@ -3696,4 +3701,30 @@ TEST_CASE("search --cp: the grid's context-parallel plans carry cp in their JSON
   REQUIRE(run.status == 0);
   CHECK(nlohmann::json::parse(run.out).at("strategies").at(0).at("step_time_s").get<double>() ==
         j.at("ranked").at(0).at("step_time_s").get<double>());
+}
+
+TEST_CASE("a plan written as JSON replays: ZeRO-2/3 plans leave out the bucket settings a scenario refuses for them") {
+  // Expected: plan_json of a ZeRO-1 plan with 125 MiB buckets and no overlap keeps both
+  // fields; of the same plan under ZeRO-2 or 3 neither (the scenario format refuses
+  // bucket_mib and overlap_grad_reduce there: those stages reduce-scatter per layer), so
+  // that 'ddlsim search --out' of such a plan runs.
+  ddlsim::ParallelPlan p;
+  p.dp = 8, p.global_batch = 16, p.bucket_bytes = 125.0 * 1024 * 1024, p.overlap_grad_reduce = false;
+  p.dp_mode = ddlsim::DataParallelMode::kZero1;
+  const auto one = ddlsim::plan_json(p, "x");
+  CHECK(one.at("bucket_mib") == 125.0);
+  CHECK(one.at("overlap_grad_reduce") == false);
+  for (auto mode : {ddlsim::DataParallelMode::kZero2, ddlsim::DataParallelMode::kZero3}) {
+    p.dp_mode = mode;
+    const auto j = ddlsim::plan_json(p, "x");
+    CHECK_FALSE(j.contains("bucket_mib"));
+    CHECK_FALSE(j.contains("overlap_grad_reduce"));
+    Scratch s;
+    nlohmann::json doc = nlohmann::json::parse(kTraining);
+    doc["strategies"] = nlohmann::json::array({nlohmann::json::parse(j.dump())});
+    const std::string f = s.write("z.json", doc.dump());
+    const auto r = ddlsim_cmd({"run", f});
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+  }
 }
