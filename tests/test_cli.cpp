@@ -2195,7 +2195,7 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
   // Expected, from the sources (validation/nccl/cases.csv, validation/public_runs/cases.json):
-  // 13 NCCL points, 12 bus bandwidths in GB/s and one time in us; 68 runs. A run published
+  // 13 NCCL points, 12 bus bandwidths in GB/s and one time in us; 80 runs. A run published
   // as TFLOP/s per GPU becomes a step time by Narayanan et al.'s count, F = 96 B s l h^2
   // (1 + s/(6h) + V/(16 l h)) / (TFLOP/s x GPUs): the 174.6B GPT (96 layers, hidden
   // 12288, vocabulary 51200, sequence 2048) at batch 1536 on 384 GPUs and 153 TFLOP/s is
@@ -2204,13 +2204,15 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   // tokens per step is 17.60 s. NVIDIA's NeMo GPT-3 175B rows are step times as published,
   // 5 in BF16 and 5 in FP8 on 128 to 2,048 H100s: 8.309 s on 128 GPUs in BF16, 5.96 s on
   // 2,048 in FP8. Its Llama 3.1 rows too, 5 per precision for 8B (8-128 GPUs: 12.91 s on 8
-  // in BF16), 6 for 70B (64-2,048: 11.39 s on 2,048 in FP8).
+  // in BF16), 6 for 70B (64-2,048: 11.39 s on 2,048 in FP8), 6 for 405B (32-2,304, with
+  // NVIDIA's proxies of 7, 21 and 42 layers below 576 GPUs: 8.75 s on 96 in BF16, printed
+  // '8.7  5' in the README's table; 12.35 s on 2,304 in FP8).
   const auto nccl = ddlsim::validation_cases("nccl");
   REQUIRE(nccl.size() == 13);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 12);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 1);
   const auto runs = ddlsim::validation_cases("public-runs");
-  REQUIRE(runs.size() == 68);
+  REQUIRE(runs.size() == 80);
   const auto find = [&](const std::string& model, const std::string& label) {
     for (const auto& c : runs) {
       if (c.model == model && c.label.rfind(label, 0) == 0) return c;
@@ -2267,6 +2269,31 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
     }
   }
   CHECK(find("NeMo Llama 3.1 8B BF16, DGX H100", "cp 2 x dp 4, 8 GPUs").measured == 12.91);
+  // 405B: tp 8, cp 2, micro-batch 1; layers 7 / 21 / 42 / 126 on pp 1 / 3 / 3 / 9 (v 7
+  // with a pipeline), global batch 126 / 126 / 252 / 252 x GPUs / 576.
+  for (const char* run : {"NeMo Llama 3.1 405B BF16, DGX H100", "NeMo Llama 3.1 405B FP8, DGX H100"}) {
+    CHECK(std::count_if(runs.begin(), runs.end(), [&](const auto& c) { return c.model == run; }) == 6);
+    for (const auto& c : runs) {
+      if (c.model != run) continue;
+      INFO(c.label);
+      CHECK(c.tp == 8);
+      CHECK(c.cp == 2);
+      CHECK(c.tp * c.pp * c.dp * c.cp == c.gpus);
+      CHECK(c.hidden == 16384);
+      const std::map<std::int64_t, std::pair<int, std::int64_t>> proxy{{7, {1, 126}}, {21, {3, 126}}, {42, {3, 252}}};
+      if (c.layers == 126) {
+        CHECK(c.pp == 9);
+        CHECK(c.global_batch * 576 == 252 * c.gpus);
+      } else {
+        REQUIRE(proxy.count(c.layers) == 1);
+        CHECK(c.pp == proxy.at(c.layers).first);
+        CHECK(c.global_batch == proxy.at(c.layers).second);
+      }
+    }
+  }
+  CHECK(find("NeMo Llama 3.1 405B BF16, DGX H100", "21 layers, tp 8 x cp 2 x pp 3 (7 chunks) x dp 2, 96 GPUs").measured == 8.75);
+  CHECK(find("NeMo Llama 3.1 405B FP8, DGX H100", "126 layers, tp 8 x cp 2 x pp 9 (7 chunks) x dp 16, 2304 GPUs").measured ==
+        12.35);
   CHECK(find("NeMo Llama 3.1 70B FP8, DGX H100", "tp 4 x cp 2 x pp 4 (5 chunks) x dp 64, 2048 GPUs").measured == 11.39);
   const auto nemo = find("NeMo GPT-3 175B BF16, DGX H100", "tp 4 x pp 8 (12 chunks) x dp 4, 128 GPUs");
   CHECK(nemo.gpus == 128);
