@@ -66,6 +66,7 @@ class StepLowering {
     const TaskId end = g_.add(Marker{}, "step end").id();
     data_parallel_and_optimizer(end);
     count_unlowered_traffic();
+    context_ring_traffic();
     list_uses();
   }
 
@@ -289,8 +290,42 @@ class StepLowering {
     }
   }
 
+  // Context parallelism: every key-value ring of the step (one per replica, stage and tp
+  // rank; per layer and micro-batch one forward, again where the attention core is
+  // recomputed, and one backward with twice the bytes), priced as the all-gathers
+  // add_context_ring times: their traffic on the links, and their count in the uses.
+  void context_ring_traffic() {
+    const int cp = static_cast<int>(m_.context_parallel);
+    if (cp <= 1 || p_.cp_folded != cp) return;
+    const std::vector<int> layers = stage_layer_counts(p_, m_);
+    const bool core_again = (selective_modules(p_) & kRecomputeCoreAttn) != 0;
+    for (int i = 0; i < p_.pp; ++i) {
+      double recomputed = core_again ? layers[static_cast<std::size_t>(i)] : 0.0;
+      if (p_.recompute == Recompute::kFull) {
+        for (const LayerRange& r : stage_chunks(p_, m_, i)) recomputed += recomputed_layers(p_, r.count);
+      }
+      const double forwards = (layers[static_cast<std::size_t>(i)] + recomputed) * mb_;
+      const double backwards = static_cast<double>(layers[static_cast<std::size_t>(i)]) * mb_;
+      for (int rep = 0; rep < p_.dp / cp; ++rep) {
+        for (int k = 0; k < p_.tp; ++k) {
+          std::vector<NodeId> ranks;
+          for (int r = 0; r < cp; ++r) ranks.push_back(node(rank(rep * cp + r, i, k)));
+          const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
+          for (const auto& [bytes, count] : {std::pair{cp * costs_.cp_kv_bytes, forwards}, std::pair{2.0 * cp * costs_.cp_kv_bytes, backwards}}) {
+            if (count <= 0) continue;
+            const CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllGather, bytes);
+            for (const auto& [l, b] : analytical_collective_cost(*in_.fabric, grp, spec).traffic.links) {
+              out_.priced_link_bytes[l.value] += b * count;
+            }
+            record_use(kCpDim, spec, static_cast<std::size_t>(cp), count);
+          }
+        }
+      }
+    }
+  }
+
   // Where a collective runs, in the order collective_uses lists them.
-  enum Dim { kTpDim, kPpDim, kDpDim, kCopiesDim, kEpDim };
+  enum Dim { kTpDim, kPpDim, kDpDim, kCopiesDim, kEpDim, kCpDim };
   // `count` collectives of `spec` over `ranks` ranks, in `dim`.
   void record_use(Dim dim, const CollectiveSpec& spec, std::size_t ranks, double count) {
     auto& [n, bytes] = uses_[{dim, static_cast<int>(spec.op), static_cast<int>(spec.algorithm), spec.channels, ranks}];
@@ -306,7 +341,7 @@ class StepLowering {
         if (uses > 0) record_use(kTpDim, tp_spec_[group(d, i)], static_cast<std::size_t>(p_.tp), uses);
       }
     }
-    static const char* const kDimNames[] = {"tp", "pp", "dp", "copies", "ep"};  // by Dim
+    static const char* const kDimNames[] = {"tp", "pp", "dp", "copies", "ep", "cp"};  // by Dim
     for (const auto& [key, value] : uses_) {
       const auto& [dim, op, algorithm, channels, ranks] = key;
       out_.collective_uses.push_back({kDimNames[dim], static_cast<CollectiveOp>(op), static_cast<CollectiveAlgorithm>(algorithm),

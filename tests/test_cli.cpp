@@ -3670,7 +3670,7 @@ TEST_CASE("workload mtp_layers: a multi-token prediction depth's model FLOPs, an
 
 TEST_CASE("run: a context-parallel plan from a scenario, its plan named, its breakdown adding up") {
   // Expected: Llama 3 8B at sequence 4096 on one DGX H100, cp 2 x dp 4 against dp 8: the
-  // plan column names cp, 8 devices; samples/s x step = the global batch; the breakdown
+  // plan column names cp, 8 devices; the rings listed as collectives of dim cp (below); samples/s x step = the global batch; the breakdown
   // adds up; the cp plan holds half the activations, so its peak is lower; on one server
   // (NVSwitch: every pair alike) Megatron's order (tp, cp, dp, pp) and the default (cp
   // just inside dp) give the same step.
@@ -3699,6 +3699,21 @@ TEST_CASE("run: a context-parallel plan from a scenario, its plan named, its bre
                          e.at("dp").get<double>() + b.at("bubble_s").get<double>()));
   }
   CHECK(st.at(0).at("step_time_s").get<double>() == st.at(1).at("step_time_s").get<double>());
+  // The key-value rings in the collectives: per replica (4), tp rank (1), layer (32) and
+  // micro-batch (16 / 4 = 4) one forward all-gather of cp x 1 x 2048 x 8 x 256 x 2 =
+  // 2 x 8 MiB and one backward of twice that: 1,024 all-gathers over 2 ranks,
+  // 512 x (16 + 32) MiB; none in the plan without cp.
+  double rings = 0, ring_bytes = 0;
+  for (const auto& c : st.at(0).at("collectives")) {
+    if (c.at("dim") != "cp") continue;
+    CHECK(c.at("op") == "all-gather");
+    CHECK(c.at("ranks") == 2);
+    rings += c.at("count").get<double>();
+    ring_bytes += c.at("bytes").get<double>();
+  }
+  CHECK(rings == 1024);
+  CHECK(ring_bytes == 512.0 * 48 * 1024 * 1024);
+  for (const auto& c : st.at(2).at("collectives")) CHECK(c.at("dim") != "cp");
   const auto activations = [&](int i) { return st.at(i).at("memory_breakdown_bytes").at("activations").get<double>(); };
   CHECK(activations(0) == Approx(activations(2) / 2));
   CHECK(st.at(0).at("peak_memory_bytes").get<double>() < st.at(2).at("peak_memory_bytes").get<double>());

@@ -3802,7 +3802,8 @@ TEST_CASE("context parallelism: the key-value ring, and what of it the attention
 
 TEST_CASE("context parallelism: folded replicas give the full replay, and the estimate follows it") {
   // Expected: as for the other plans, one replica with priced collectives gives the
-  // full analytical replay's step; the estimate lies within 5% of the replay and the
+  // full analytical replay's step and link bytes (the rings' included); the estimate
+  // lies within 5% of the replay and the
   // flow replay within 2% of the analytical one, for cp plans with tp, sequence
   // parallelism, interleaved pipelines, ZeRO-1 and selective recomputation on 2 DGX H100s.
   StepRig rig("dgx-h100", 2);
@@ -3825,6 +3826,10 @@ TEST_CASE("context parallelism: folded replicas give the full replay, and the es
     REQUIRE(p.devices() == 16);
     FoldedPair r = replay_folded_and_full(rig, m, p);
     CHECK(r.fast.lowered_replicas == 1);
+    for (std::size_t l = 0; l < r.full.priced_link_bytes.size(); ++l) {
+      CHECK(r.fast.priced_link_bytes[l] + r.fast.network_model->link_bytes()[l] ==
+            Approx(r.full.priced_link_bytes[l] + r.full.network_model->link_bytes()[l]).epsilon(1e-12));
+    }
     CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(r.step).epsilon(0.05));
     auto flow = rig.lower(m, p, NetworkModelKind::kFlow);
     CHECK(rig.run(flow) == Approx(r.step).epsilon(0.02));
