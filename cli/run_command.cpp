@@ -38,7 +38,7 @@ and HFU, the fullest device's memory against its capacity, and the busiest links
 (--json adds where the critical device's step goes: compute, exposed tensor-, pipeline-
 and data-parallel communication, bubble, idle). Without SCENARIO.json the embedded
 default scenario runs: a 1.7B GPT on 4 DGX A100 servers under data parallelism, ZeRO-3,
-TP+DP and PTD-P (scenarios/default.json). A strategy is Megatron-style (tp, pp, dp,
+TP+DP and PTD-P (scenarios/default.json). A strategy is Megatron-style (tp, pp, dp, cp,
 ZeRO, ...) or an SBP plan: a matmul signature per layer role on a device mesh, as
 'ddlsim search --method autoddl' writes them (CNNs take SBP strategies only; see
 scenarios/autoddl-vgg16-single-gpu-nodes.json). A scenario with "tasks" instead is a

@@ -137,6 +137,53 @@ Seconds unfused_softmax(const Operator& like, double elements, const double (&by
   return t;
 }
 
+// Transformer Engine's memory-bound FP8 kernels around one of a layer's FP8 linear
+// layers (`raw`, unsharded: m tokens, k inputs, n outputs), as Megatron-Core's TE modules
+// run them (TE 1.10-1.11, delayed scaling): added to its forward `f` and backward `b`,
+// with the kernels the host issues. A column-parallel layer (QKV, fc1 or gate/up, MLA's
+// up projections: TELayerNormColumnParallelLinear) takes its input from a norm that
+// writes FP8 itself; its backward casts and transposes its output gradient (read 16-bit,
+// write FP8 twice: fp8_cast_transpose(_bgrad)_fused) and transposes the norm output's
+// FP8 copy for the weight gradient (read and write 1 byte; the whole sequence under
+// sequence parallelism, gathered again). A row-parallel layer (attention projection,
+// fc2 or down: TERowParallelLinear) casts its input shard in forward (and transposes it
+// there without sequence parallelism); its backward casts the output gradient and
+// transposes it: without sequence parallelism the whole gradient at once, with it each
+// rank its shard, transposed again once gathered, and the input's FP8 copy transposed
+// for the weight gradient. Weights are taken as FP8 already (NeMo's fp8_params) and
+// their transposes as cached; routed experts and the linear layers outside the layers
+// (none is FP8) add nothing; nor does the per-pass amax bookkeeping.
+void fp8_casts(const Operator& raw, const ParallelPlan& plan, DataType act, const ComputeModel& compute, Seconds& f,
+               Seconds& b, int& kf, int& kb) {
+  const Split s = split_of(raw);
+  if (s != Split::kColumns && s != Split::kRows) return;
+  const double m = static_cast<double>(raw.gemm.batch * raw.gemm.m), k = static_cast<double>(raw.gemm.k),
+               n = static_cast<double>(raw.gemm.n), t = plan.tp, A = data_type_bytes(act), F = 1.0;
+  const bool sp = plan.sequence_parallel && plan.tp > 1;
+  const auto kernel = [&](double bytes, Pass pass, Seconds& into, int& count) {
+    Operator pass_op = raw;
+    pass_op.kind = OpKind::kAdd;
+    pass_op.dtype = act;
+    pass_op.cost = OpCost{};
+    (pass == Pass::kForward ? pass_op.cost.fwd_bytes : pass_op.cost.bwd_bytes) = bytes;
+    into += compute.time(pass_op, pass);
+    ++count;
+  };
+  if (s == Split::kRows) {
+    kernel(m * k / t * (A + F + (sp ? 0.0 : F)), Pass::kForward, f, kf);
+    if (sp) {
+      kernel(m * n / t * (A + F), Pass::kBackward, b, kb);
+      kernel(m * n * 2 * F, Pass::kBackward, b, kb);
+      kernel(m * k / t * 2 * F, Pass::kBackward, b, kb);
+    } else {
+      kernel(m * n * (A + 2 * F), Pass::kBackward, b, kb);
+    }
+  } else {
+    kernel(m * n / t * (A + 2 * F), Pass::kBackward, b, kb);
+    kernel(m * k * 2 * F, Pass::kBackward, b, kb);
+  }
+}
+
 }  // namespace
 
 StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan, const ComputeModel& compute) {
@@ -187,25 +234,33 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       c.core_forward += f;
       c.core_backward += b;
     }
+    // (FP8: Transformer Engine's casts and transposes around the layer's linear layers.)
+    Seconds cast_f(0.0), cast_b(0.0);
+    int cast_kf = 0, cast_kb = 0;
+    if (raw.kind == OpKind::kLinear && raw.dtype == DataType::kFp8 && !in_experts(raw)) {
+      fp8_casts(raw, plan, model.dtype, compute, cast_f, cast_b, cast_kf, cast_kb);
+      c.fp8_cast_forward += cast_f;
+      c.fp8_cast_backward += cast_b;
+    }
     HalfLayer& half = in_mlp ? c.mlp : c.attention;
     Issued& n = in_mlp ? mlp : attention;
-    const int fwd = f.value() > 0.0 ? kernels : 0;
-    half.forward += f;
-    half.backward += b;
+    const int fwd = (f.value() > 0.0 ? kernels : 0) + cast_kf;
+    half.forward += f + cast_f;
+    half.backward += b + cast_b;
     n.forward += fwd;
-    n.backward += b.value() > 0.0 ? kernels : 0;
+    n.backward += (b.value() > 0.0 ? kernels : 0) + cast_kb;
     const bool recomputed = plan.recompute == Recompute::kFull || (modules != 0 && (modules & recompute_module(op)) != 0);
     if (recomputed) {
-      half.recompute += f;
+      half.recompute += f + cast_f;
       n.recompute += fwd;
     }
     if (op.kind == OpKind::kLinear && split_of(op) == Split::kColumns) half.weight_gradient += b * 0.5;  // QKV, fc1, gate/up
     if (op.kind == OpKind::kLinear) half.weight_gradients += b * 0.5;
     if (in_mlp && model.experts > 0 && (!dispatched || in_experts(op))) {
       HalfLayer& part = dispatched ? c.experts : c.moe_pre;
-      part.forward += f;
-      part.backward += b;
-      if (recomputed) part.recompute += f;
+      part.forward += f + cast_f;
+      part.backward += b + cast_b;
+      if (recomputed) part.recompute += f + cast_f;
     }
     if (ends_with(op.name, ".dispatch")) dispatched = true;
     if (op.kind == OpKind::kLinear && in_experts(op)) c.expert_params += op.cost.params;

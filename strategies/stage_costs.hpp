@@ -75,6 +75,10 @@ struct StageCosts {
   // and backward beyond the core they overlap (add_context_ring: included in
   // attention's forward, backward and, where the core is recomputed, recompute).
   Seconds core_forward{0.0}, core_backward{0.0};
+  // FP8 GEMMs (TransformerConfig::fp8_gemms): Transformer Engine's casts and transposes
+  // around one layer's linear layers per micro-batch (part of the halves' times; see
+  // stage_costs.cpp, fp8_casts).
+  Seconds fp8_cast_forward{0.0}, fp8_cast_backward{0.0};
   double cp_kv_bytes = 0.0;
   Seconds ring_forward{0.0}, ring_backward{0.0};
 

@@ -3917,3 +3917,44 @@ TEST_CASE("the grid tries the context-parallel degrees it is given, dp filling t
     CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) == Approx(rig.run(step)).epsilon(0.05));
   }
 }
+
+TEST_CASE("fp8 GEMMs: Transformer Engine's casts and transposes around a layer's linear layers, against closed forms") {
+  // Expected, per micro-batch of m = 2 x 512 tokens of a Llama layer (hidden h 1024, 16
+  // heads of 64 in 4 groups: QKV 1536 columns; FFN f 2816, gate/up 2 f), 16-bit
+  // activations (A = 2 bytes), FP8 copies 1 byte, each kernel a memory-bound pass:
+  //  tp 1: forward, the output projection's and the down projection's inputs cast and
+  //  transposed (m h (A + 2), m f (A + 2)); backward, each output gradient cast and
+  //  transposed (m h, m h, m 1536, m 2 f, each x (A + 2)) and the two norm outputs' FP8
+  //  copies transposed (m h x 2 twice): 2 kernels forward, 6 backward.
+  //  tp 2 with sequence parallelism: forward, the row-parallel inputs' shards cast (m h/2,
+  //  m f/2, x (A + 1)); backward, each row-parallel output gradient's shard cast (m h/2 x
+  //  (A + 1)), transposed once gathered (m h x 2) and its input's shard transposed (m h/2,
+  //  m f/2 x 2); each column-parallel output gradient's shard cast and transposed (m
+  //  1536/2, m 2f/2 x (A + 2)) and the gathered norm output transposed (m h x 2).
+  // Without FP8 none of it.
+  StepRig rig("dgx-h100", 1);
+  TransformerConfig m = llama_config("l", 1, 1024, 16, 4, 2816, 512, 1000);
+  m.fp8_gemms = true;
+  const double tokens = 2 * 512, h = 1024, f = 2816, q = 1536, A = 2;
+  const auto pass = [&](double bytes) { return rig.memory_pass(bytes); };
+  ParallelPlan p;
+  p.micro_batch = 2;
+  const StageCosts one = stage_costs(m, p, *rig.compute);
+  CHECK(one.fp8_cast_forward.value() == Approx(pass(tokens * h * (A + 2)) + pass(tokens * f * (A + 2))));
+  CHECK(one.fp8_cast_backward.value() ==
+        Approx(2 * pass(tokens * h * (A + 2)) + pass(tokens * q * (A + 2)) + pass(tokens * 2 * f * (A + 2)) +
+               2 * pass(tokens * h * 2)));
+  ParallelPlan sp = p;
+  sp.tp = 2, sp.sequence_parallel = true;
+  const StageCosts two = stage_costs(m, sp, *rig.compute);
+  CHECK(two.fp8_cast_forward.value() == Approx(pass(tokens * h / 2 * (A + 1)) + pass(tokens * f / 2 * (A + 1))));
+  CHECK(two.fp8_cast_backward.value() ==
+        Approx(2 * pass(tokens * h / 2 * (A + 1)) + 2 * pass(tokens * h * 2) + pass(tokens * h / 2 * 2) +
+               pass(tokens * f / 2 * 2) + pass(tokens * q / 2 * (A + 2)) + pass(tokens * 2 * f / 2 * (A + 2)) +
+               2 * pass(tokens * h * 2)));
+  TransformerConfig bf16 = m;
+  bf16.fp8_gemms = false;
+  const StageCosts plain = stage_costs(bf16, p, *rig.compute);
+  CHECK(plain.fp8_cast_forward.value() == 0.0);
+  CHECK(plain.fp8_cast_backward.value() == 0.0);
+}
