@@ -138,25 +138,29 @@ Seconds unfused_softmax(const Operator& like, double elements, const double (&by
 }
 
 // Transformer Engine's memory-bound FP8 kernels around one of a layer's FP8 linear
-// layers (`raw`, unsharded: m tokens, k inputs, n outputs), as Megatron-Core's TE modules
-// run them (TE 1.10-1.11, delayed scaling): added to its forward `f` and backward `b`,
-// with the kernels the host issues. A column-parallel layer (QKV, fc1 or gate/up, MLA's
-// up projections: TELayerNormColumnParallelLinear) takes its input from a norm that
-// writes FP8 itself; its backward casts and transposes its output gradient (read 16-bit,
-// write FP8 twice: fp8_cast_transpose(_bgrad)_fused) and transposes the norm output's
-// FP8 copy for the weight gradient (read and write 1 byte; the whole sequence under
-// sequence parallelism, gathered again). A row-parallel layer (attention projection,
-// fc2 or down: TERowParallelLinear) casts its input shard in forward (and transposes it
-// there without sequence parallelism); its backward casts the output gradient and
-// transposes it: without sequence parallelism the whole gradient at once, with it each
-// rank its shard, transposed again once gathered, and the input's FP8 copy transposed
-// for the weight gradient. Weights are taken as FP8 already (NeMo's fp8_params) and
-// their transposes as cached; routed experts and the linear layers outside the layers
-// (none is FP8) add nothing; nor does the per-pass amax bookkeeping.
-void fp8_casts(const Operator& raw, const ParallelPlan& plan, DataType act, const ComputeModel& compute, Seconds& f,
-               Seconds& b, int& kf, int& kb) {
+// layers (`raw` unsharded: m tokens, k inputs, n outputs; `op` this rank's share), as
+// Megatron-Core's TE modules run them (TE 1.10-1.11, delayed scaling): added to its
+// forward `f` and backward `b`, with the kernels the host issues (one launch each). A
+// column-parallel layer whose input is a norm's output (QKV, fc1 or gate/up, MLA's up
+// projections: TELayerNormColumnParallelLinear) gets it in FP8 from the norm itself; a
+// mixture of experts' shared expert (TEColumnParallelLinear after the MLP's norm) casts
+// its input first (its shard under sequence parallelism). Its backward casts and
+// transposes its output gradient (read 16-bit, write FP8 twice:
+// fp8_cast_transpose(_bgrad)_fused) and transposes the input's FP8 copy for the weight
+// gradient (read and write 1 byte; the whole sequence under sequence parallelism,
+// gathered again). A row-parallel layer (attention projection, fc2 or down:
+// TERowParallelLinear) casts its input shard in forward (and transposes it there without
+// sequence parallelism); its backward casts the output gradient and transposes it:
+// without sequence parallelism the whole gradient at once, with it each rank its shard,
+// transposed again once gathered, and the input's FP8 copy transposed for the weight
+// gradient. A replicated layer (MLA's down projections: TELinear, on the rank's tokens)
+// casts and transposes its input in forward and its output gradient in backward.
+// Weights are taken as FP8 already (NeMo's fp8_params) and their transposes as cached;
+// routed experts add nothing (DeepSeek-style and grouped GEMMs quantize otherwise), nor
+// does the per-pass amax bookkeeping. All of it counts in the backward (B) pass.
+void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan, DataType act, const ComputeModel& compute,
+               Seconds& f, Seconds& b, int& kf, int& kb) {
   const Split s = split_of(raw);
-  if (s != Split::kColumns && s != Split::kRows) return;
   const double m = static_cast<double>(raw.gemm.batch * raw.gemm.m), k = static_cast<double>(raw.gemm.k),
                n = static_cast<double>(raw.gemm.n), t = plan.tp, A = data_type_bytes(act), F = 1.0;
   const bool sp = plan.sequence_parallel && plan.tp > 1;
@@ -170,17 +174,24 @@ void fp8_casts(const Operator& raw, const ParallelPlan& plan, DataType act, cons
     ++count;
   };
   if (s == Split::kRows) {
-    kernel(m * k / t * (A + F + (sp ? 0.0 : F)), Pass::kForward, f, kf);
+    const double shard = m * static_cast<double>(op.gemm.k);  // the input's elements on this rank
+    kernel(shard * (A + F + (sp ? 0.0 : F)), Pass::kForward, f, kf);
     if (sp) {
       kernel(m * n / t * (A + F), Pass::kBackward, b, kb);
       kernel(m * n * 2 * F, Pass::kBackward, b, kb);
-      kernel(m * k / t * 2 * F, Pass::kBackward, b, kb);
+      kernel(shard * 2 * F, Pass::kBackward, b, kb);
     } else {
       kernel(m * n * (A + 2 * F), Pass::kBackward, b, kb);
     }
-  } else {
-    kernel(m * n / t * (A + 2 * F), Pass::kBackward, b, kb);
+  } else if (s == Split::kColumns) {
+    // (The shared expert's first linear: its input cast, the shard under sequence parallelism.)
+    if (raw.name.find(".shared.") != std::string::npos) kernel(m * k / (sp ? t : 1.0) * (A + F), Pass::kForward, f, kf);
+    kernel(m * static_cast<double>(op.gemm.n) * (A + 2 * F), Pass::kBackward, b, kb);
     kernel(m * k * 2 * F, Pass::kBackward, b, kb);
+  } else if (s == Split::kReplicated) {
+    const double tokens = static_cast<double>(op.gemm.batch * op.gemm.m);  // (under sequence parallelism, its share)
+    kernel(tokens * k * (A + 2 * F), Pass::kForward, f, kf);
+    kernel(tokens * n * (A + 2 * F), Pass::kBackward, b, kb);
   }
 }
 
@@ -198,6 +209,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   // Operators with work in each pass, per half layer: the host issues each one.
   struct Issued {
     int forward = 0, backward = 0, recompute = 0;
+    int backward_single = 0;  // backward kernels of one launch each (FP8 casts), not two
   } attention, mlp;
   bool dispatched = false;  // past a mixture of experts' dispatch
   const unsigned modules = selective_modules(plan);
@@ -237,8 +249,8 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     // (FP8: Transformer Engine's casts and transposes around the layer's linear layers.)
     Seconds cast_f(0.0), cast_b(0.0);
     int cast_kf = 0, cast_kb = 0;
-    if (raw.kind == OpKind::kLinear && raw.dtype == DataType::kFp8 && !in_experts(raw)) {
-      fp8_casts(raw, plan, model.dtype, compute, cast_f, cast_b, cast_kf, cast_kb);
+    if (model.fp8_gemms && raw.kind == OpKind::kLinear && raw.dtype == DataType::kFp8 && !in_experts(raw)) {
+      fp8_casts(raw, op, plan, model.dtype, compute, cast_f, cast_b, cast_kf, cast_kb);
       c.fp8_cast_forward += cast_f;
       c.fp8_cast_backward += cast_b;
     }
@@ -248,7 +260,8 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     half.forward += f + cast_f;
     half.backward += b + cast_b;
     n.forward += fwd;
-    n.backward += (b.value() > 0.0 ? kernels : 0) + cast_kb;
+    n.backward += b.value() > 0.0 ? kernels : 0;
+    n.backward_single += cast_kb;
     const bool recomputed = plan.recompute == Recompute::kFull || (modules != 0 && (modules & recompute_module(op)) != 0);
     if (recomputed) {
       half.recompute += f + cast_f;
@@ -272,7 +285,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   const HalfLayer raw_mlp = c.mlp;
   for (auto [half, n] : {std::pair{&c.attention, attention}, std::pair{&c.mlp, mlp}}) {
     half->forward = compute.dispatch_bound(half->forward, n.forward, 0);
-    half->backward = compute.dispatch_bound(half->backward, 0, n.backward);
+    half->backward = compute.dispatch_bound(half->backward, n.backward_single, n.backward);
     half->recompute = compute.dispatch_bound(half->recompute, n.recompute, 0);
     half->weight_gradient = std::min(half->weight_gradient, half->backward);
     half->weight_gradients = std::min(half->weight_gradients, half->backward);

@@ -3957,4 +3957,33 @@ TEST_CASE("fp8 GEMMs: Transformer Engine's casts and transposes around a layer's
   const StageCosts plain = stage_costs(bf16, p, *rig.compute);
   CHECK(plain.fp8_cast_forward.value() == 0.0);
   CHECK(plain.fp8_cast_backward.value() == 0.0);
+  // A whole-graph fp8 model (dtype fp8: activations already 1 byte) has no casts either.
+  TransformerConfig all8 = bf16;
+  all8.dtype = DataType::kFp8;
+  CHECK(stage_costs(all8, p, *rig.compute).fp8_cast_backward.value() == 0.0);
+  // tp 8 over 4 key-value groups: each rank's QKV shard is its 2 heads' queries and one
+  // whole group's key and value, 2 x 64 + 2 x 64 = 256 columns (not 1536 / 8): its output
+  // gradient's cast-transpose moves m x 256 x (A + 2) bytes.
+  ParallelPlan eight = p;
+  eight.tp = 8;
+  const StageCosts e = stage_costs(m, eight, *rig.compute);
+  CHECK(e.fp8_cast_backward.value() ==
+        Approx(pass(tokens * h * (A + 2)) + pass(tokens * h * (A + 2)) + pass(tokens * 256 * (A + 2)) +
+               pass(tokens * 2 * f / 8 * (A + 2)) + 2 * pass(tokens * h * 2)));
+  // A mixture of experts' shared expert (FFN 1024) casts its input first (after the MLP's
+  // norm, outside its module): m h (A + 1) more forward than the same layer without it;
+  // its two linear layers add their backward casts (gate/up 2048 columns, down h), and
+  // routed experts none.
+  TransformerConfig moe = small_moe();
+  moe.fp8_gemms = true, moe.layers = 1;
+  ParallelPlan one_p;
+  one_p.micro_batch = 2;
+  const double mt = 2 * 512;
+  TransformerConfig shared = moe;
+  shared.shared_ffn = 1024;
+  const StageCosts without = stage_costs(moe, one_p, *rig.compute), with = stage_costs(shared, one_p, *rig.compute);
+  CHECK(with.fp8_cast_forward.value() - without.fp8_cast_forward.value() ==
+        Approx(pass(mt * h * (A + 1)) + pass(mt * 1024 * (A + 2))));
+  CHECK(with.fp8_cast_backward.value() - without.fp8_cast_backward.value() ==
+        Approx(pass(mt * 2048 * (A + 2)) + pass(mt * h * 2) + pass(mt * h * (A + 2))));
 }
