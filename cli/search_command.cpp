@@ -122,39 +122,37 @@ std::vector<PipelineSchedule> parse_schedules(const std::string& list) {
   return out;
 }
 
-// --cp: a comma-separated list of distinct context-parallel degrees, 1 to 64, sorted.
-std::vector<int> parse_context_parallel(const std::string& list) {
+// A comma-separated list of distinct integers from lo to hi, in the order given
+// (`option` and `what` name them in errors: "--cp", "context-parallel degrees").
+std::vector<int> parse_distinct_ints(const std::string& list, const char* option, const char* what, int lo, int hi) {
   std::vector<int> out;
   for (const std::string& item : list_items(list)) {
     int v = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 1 || v > 64) {
-      throw InputError("--cp: expected a comma-separated list of context-parallel degrees, 1 to 64, got '" + item + "'");
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < lo || v > hi) {
+      throw InputError(std::string(option) + ": expected a comma-separated list of " + what + ", " + std::to_string(lo) +
+                       " to " + std::to_string(hi) + ", got '" + item + "'");
     }
-    if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError("--cp: " + item + " given twice");
+    if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError(std::string(option) + ": " + item + " given twice");
     out.push_back(v);
   }
+  return out;
+}
+
+// --cp: distinct context-parallel degrees, 1 to 64, sorted.
+std::vector<int> parse_context_parallel(const std::string& list) {
+  std::vector<int> out = parse_distinct_ints(list, "--cp", "context-parallel degrees", 1, 64);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-// --virtual-stages: a comma-separated list of distinct chunk counts, 2 to 64.
+// --virtual-stages: distinct chunk counts, 2 to 64, in the order given.
 std::vector<int> parse_virtual_stages(const std::string& list) {
-  std::vector<int> out;
-  for (const std::string& item : list_items(list)) {
-    int v = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 2 || v > 64) {
-      throw InputError("--virtual-stages: expected a comma-separated list of model chunks per device, 2 to 64, got '" + item + "'");
-    }
-    if (std::find(out.begin(), out.end(), v) != out.end()) throw InputError("--virtual-stages: " + item + " given twice");
-    out.push_back(v);
-  }
-  return out;
+  return parse_distinct_ints(list, "--virtual-stages", "model chunks per device", 2, 64);
 }
 
-// --orders: a comma-separated list of distinct rank orders, each tp, pp and dp once
-// joined by '-', innermost first.
+// --orders: a comma-separated list of distinct rank orders, each tp, pp and dp (and cp,
+// if named) once joined by '-', innermost first.
 std::vector<std::vector<MeshAxis>> parse_orders(const std::string& list) {
   std::vector<std::vector<MeshAxis>> out;
   for (const std::string& item : list_items(list)) {

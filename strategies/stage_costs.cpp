@@ -123,17 +123,20 @@ unsigned recompute_module(const Operator& op) {
 constexpr double kUnfusedForward[] = {6, 8, 8, 8, 6};
 constexpr double kUnfusedBackward[] = {6, 12, 8, 8, 6};
 
-// The unfused kernels' time for `elements` scores on one device, each a memory-bound
-// operator priced by the compute model (with its launch overhead).
+// One memory-bound kernel of `like`'s moving `bytes` in `pass`, priced by the compute
+// model (with its launch overhead).
+Seconds memory_kernel(const Operator& like, double bytes, Pass pass, const ComputeModel& compute) {
+  Operator k = like;
+  k.cost = OpCost{};
+  (pass == Pass::kForward ? k.cost.fwd_bytes : k.cost.bwd_bytes) = bytes;
+  return compute.time(k, pass);
+}
+
+// The unfused kernels' time for `elements` scores on one device.
 Seconds unfused_softmax(const Operator& like, double elements, const double (&bytes)[5], Pass pass,
                         const ComputeModel& compute) {
   Seconds t(0.0);
-  for (double b : bytes) {
-    Operator k = like;
-    k.cost = OpCost{};
-    (pass == Pass::kForward ? k.cost.fwd_bytes : k.cost.bwd_bytes) = b * elements;
-    t += compute.time(k, pass);
-  }
+  for (double b : bytes) t += memory_kernel(like, b * elements, pass, compute);
   return t;
 }
 
@@ -165,12 +168,7 @@ void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan
                n = static_cast<double>(raw.gemm.n), t = plan.tp, A = data_type_bytes(act), F = 1.0;
   const bool sp = plan.sequence_parallel && plan.tp > 1;
   const auto kernel = [&](double bytes, Pass pass, Seconds& into, int& count) {
-    Operator pass_op = raw;
-    pass_op.kind = OpKind::kAdd;
-    pass_op.dtype = act;
-    pass_op.cost = OpCost{};
-    (pass == Pass::kForward ? pass_op.cost.fwd_bytes : pass_op.cost.bwd_bytes) = bytes;
-    into += compute.time(pass_op, pass);
+    into += memory_kernel(raw, bytes, pass, compute);
     ++count;
   };
   if (s == Split::kRows) {
@@ -329,21 +327,31 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   return c;
 }
 
+namespace {
+// The accelerators of a context ring (context_ring's ranks, without the group's domains).
+std::vector<NodeId> ring_nodes(const NetworkFabric& fabric, const ParallelPlan& plan, int replica, int stage, int tp_rank) {
+  std::vector<NodeId> ranks;
+  for (int r = 0; r < plan.cp_folded; ++r) {
+    ranks.push_back(fabric.cluster().accelerators()[mesh_rank(plan, replica * plan.cp_folded + r, stage, tp_rank)]);
+  }
+  return ranks;
+}
+}  // namespace
+
+CollectiveGroup context_ring(NetworkFabric& fabric, const ParallelPlan& plan, int replica, int stage, int tp_rank) {
+  return CollectiveGroup::of(fabric, ring_nodes(fabric, plan, replica, stage, tp_rank));
+}
+
 void add_context_ring(StageCosts& c, const TransformerConfig& model, const ParallelPlan& plan, NetworkFabric& fabric) {
   const int cp = static_cast<int>(model.context_parallel);
   if (cp <= 1 || plan.cp_folded != cp) return;
-  const auto& acc = fabric.cluster().accelerators();
   double forward = 0.0, backward = 0.0;
   for (int i = 0; i < plan.pp; ++i) {
-    std::vector<NodeId> ranks;
-    for (int r = 0; r < cp; ++r) ranks.push_back(acc[mesh_rank(plan, r, i, 0)]);
-    CollectiveGroup g = CollectiveGroup::of(fabric, ranks);
+    CollectiveGroup g = context_ring(fabric, plan, 0, i, 0);
     // Every replica's ring of every tp rank runs at the same time.
     for (int rep = 0; rep < plan.dp / cp; ++rep) {
       for (int k = 0; k < plan.tp; ++k) {
-        if (rep == 0 && k == 0) continue;
-        std::vector<NodeId>& sibling = g.siblings.emplace_back();
-        for (int r = 0; r < cp; ++r) sibling.push_back(acc[mesh_rank(plan, rep * cp + r, i, k)]);
+        if (rep > 0 || k > 0) g.siblings.push_back(ring_nodes(fabric, plan, rep, i, k));
       }
     }
     for (const auto& [bytes, slowest] : {std::pair{cp * c.cp_kv_bytes, &forward}, std::pair{2.0 * cp * c.cp_kv_bytes, &backward}}) {

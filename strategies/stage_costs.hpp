@@ -101,6 +101,9 @@ struct StageCosts {
 /// attention.forward, backward and, when the attention core is recomputed, recompute.
 /// Nothing without context parallelism.
 void add_context_ring(StageCosts& c, const TransformerConfig& model, const ParallelPlan& plan, NetworkFabric& fabric);
+/// A context_folded plan's cp ranks of one replica (`replica`, of dp / cp_folded), stage
+/// and tp rank, in ring order: the group its key-value ring runs over.
+CollectiveGroup context_ring(NetworkFabric& fabric, const ParallelPlan& plan, int replica, int stage, int tp_rank);
 
 /// (The mlp, moe_pre, experts, a2a_bytes, expert_params and layer_params fields describe
 /// a mixture-of-experts layer when the model has experts; dense_mlp and

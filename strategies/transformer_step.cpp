@@ -308,9 +308,7 @@ class StepLowering {
       const double backwards = static_cast<double>(layers[static_cast<std::size_t>(i)]) * mb_;
       for (int rep = 0; rep < p_.dp / cp; ++rep) {
         for (int k = 0; k < p_.tp; ++k) {
-          std::vector<NodeId> ranks;
-          for (int r = 0; r < cp; ++r) ranks.push_back(node(rank(rep * cp + r, i, k)));
-          const CollectiveGroup grp = CollectiveGroup::of(*in_.fabric, ranks);
+          const CollectiveGroup grp = context_ring(*in_.fabric, p_, rep, i, k);
           for (const auto& [bytes, count] : {std::pair{cp * costs_.cp_kv_bytes, forwards}, std::pair{2.0 * cp * costs_.cp_kv_bytes, backwards}}) {
             if (count <= 0) continue;
             const CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllGather, bytes);
