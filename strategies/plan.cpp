@@ -43,7 +43,6 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
              " equal chunks";
     }
     if (!m.flash_attention) return "cp > 1 needs flash attention (workload attention \"flash\"): context parallelism runs in its kernels";
-    if (p.ep > 1) return "cp > 1 is not modelled with ep > 1";
     if (m.mla()) return "cp > 1 is not modelled with multi-head latent attention";
     if (m.mtp_layers > 0) return "cp > 1 is not modelled with multi-token prediction";
   }
@@ -52,7 +51,14 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.ep > 1) {
     if (m.experts == 0) return "ep (" + n(p.ep) + ") needs a mixture-of-experts model (experts), this one is dense";
     if (m.experts % p.ep != 0) return "ep (" + n(p.ep) + ") must divide the experts (" + n(m.experts) + ")";
-    if (p.dp % p.ep != 0) return "ep (" + n(p.ep) + ") must divide dp (" + n(p.dp) + "): expert parallelism splits data-parallel ranks";
+    // Megatron-Core (0.7 to 0.9, NeMo 24.x) forms each expert-parallel group of ep
+    // consecutive ranks of the dp x cp ones (cp inside dp), so with context parallelism
+    // an expert's tokens come from both; its gradients go over the dp x cp / ep others.
+    if ((p.dp * p.cp) % p.ep != 0) {
+      return p.cp > 1 ? "ep (" + n(p.ep) + ") must divide dp x cp (" + n(p.dp) + " x " + n(p.cp) +
+                            "): expert parallelism splits the data- and context-parallel ranks"
+                      : "ep (" + n(p.ep) + ") must divide dp (" + n(p.dp) + "): expert parallelism splits data-parallel ranks";
+    }
     if (p.dp_mode == DataParallelMode::kZero2 || p.dp_mode == DataParallelMode::kZero3) {
       return "ep > 1 is modelled with zero 0 or 1 only (ZeRO-2/3 would shard expert states over dp / ep)";
     }

@@ -103,9 +103,11 @@ struct ParallelPlan {
   /// data-parallel ranks splits every MoE layer's experts, experts / ep on each, and
   /// exchanges the dispatched tokens by all-to-all before and after the experts
   /// (Megatron-Core's alltoall token dispatcher, expert tensor parallelism = tp: each tp
-  /// rank exchanges its whole token buffer and holds its 1/tp of each local expert). An
+  /// rank sends its 1/tp of the tokens, the tp ranks all-gather what arrives and each
+  /// holds its 1/tp of each local expert; StageCosts::moe_tp_share). An
   /// expert's gradients are reduced over the dp / ep ranks that hold it (ranks j, j + ep,
-  /// ...), the rest of the model's over all dp. ep divides dp; 1: no expert parallelism.
+  /// ...), the rest of the model's over all dp. ep divides dp (dp x cp
+  /// with context parallelism); 1: no expert parallelism.
   int ep = 1;
   /// Context parallelism (Megatron-Core's --context-parallel-size): each sample's
   /// sequence split over cp ranks, each holding the tokens of 2 cp-th chunks of it (the
@@ -117,8 +119,10 @@ struct ParallelPlan {
   /// backward sends the keys' and values' gradients round too). The weights are
   /// replicated over the cp ranks and their gradients reduced over dp x cp ranks, as
   /// Megatron's data-parallel group with context parallelism; a distributed optimizer
-  /// shards over those dp x cp ranks. Needs flash attention; not modelled with ep > 1.
-  /// 1: no context parallelism.
+  /// shards over those dp x cp ranks. With expert parallelism each ep group is ep
+  /// consecutive ranks of those dp x cp (cp inside dp: Megatron-Core 0.7-0.9's groups),
+  /// the experts' gradients going over the dp x cp / ep ranks holding the same experts.
+  /// Needs flash attention. 1: no context parallelism.
   int cp = 1;
   /// Set by context_folded alone (1 otherwise): the plan is a context-parallel plan's
   /// lowering, its dp ranks in groups of cp_folded consecutive ones that are one

@@ -297,9 +297,10 @@ std::vector<ParallelPlan> grid_plans(const TransformerConfig& model, std::size_t
       // Where the framework's order places the ranks alike, its plans take that order
       // (so that they match a baseline of the scenario's).
       const std::vector<MeshAxis>& taken = used == framework ? space.framework.order : order;
-      // Expert parallelism, for a mixture of experts: every degree dividing both dp and
-      // the experts, ascending (only 1 for a dense model).
-      for (int ep : model.experts > 0 ? divisors(std::gcd<std::int64_t>(dp, model.experts)) : std::vector<int>{1}) {
+      // Expert parallelism, for a mixture of experts: every degree dividing both dp x cp
+      // (Megatron-Core's expert groups take the cp ranks too) and the experts, ascending
+      // (only 1 for a dense model).
+      for (int ep : model.experts > 0 ? divisors(std::gcd<std::int64_t>(static_cast<std::int64_t>(dp) * cp, model.experts)) : std::vector<int>{1}) {
         add_plans(tp, pp, dp, ep, taken, cp);
       }
     }
@@ -478,8 +479,14 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // (Selective recomputation of a dense MLP runs its tensor-parallel collective again.)
   const bool mlp_again = (selective_modules(p) & kRecomputeMlp) != 0 && p.tp > 1;
   const auto layer_times = [&](const HalfLayer& mlp, double a2a, bool experts, bool dense) {
-    const double fc = (c.attention.forward + mlp.forward).value() + ars * ar;
-    const double bc = (c.attention.backward + mlp.backward).value() + ars * ar;
+    // (Under the alltoall dispatcher with tp the MLP half's tensor-parallel collectives
+    // are the dispatched buffer's all-gather and reduce-scatter, moe_tp_share of an
+    // all-reduce, in line with the experts.)
+    const bool split = experts && c.moe_tp_share > 0.0;
+    const double mlp_ar = split ? c.moe_tp_share * ar : ar;
+    const double layer_ars = model.parallel_layers ? ars * ar : ar + mlp_ar;
+    const double fc = (c.attention.forward + mlp.forward).value() + layer_ars;
+    const double bc = (c.attention.backward + mlp.backward).value() + layer_ars;
     const double recomputed = (c.attention.recompute + mlp.recompute).value();
     const double hides = experts ? paired : 0.0;
     const double backward_a2a = a2a - hides * std::min(a2a, fc);  // what the backward shows of its all-to-alls
@@ -492,9 +499,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       plain = model.parallel_layers ? backward_half((c.attention.backward + mlp.backward).value(),
                                                     (c.attention.weight_gradient + mlp.weight_gradient).value())
                                     : backward_half(c.attention.backward.value(), c.attention.weight_gradient.value()) +
-                                          backward_half(mlp.backward.value(), mlp_weight) + backward_a2a;
+                                          (split ? mlp.backward.value() + mlp_ar : backward_half(mlp.backward.value(), mlp_weight)) +
+                                          backward_a2a;
     }
-    const double b = plain + recomputed + (full ? ars * ar + a2a : 0.0) + (mlp_again && dense ? ar : 0.0);
+    const double b = plain + recomputed + (full ? layer_ars + a2a : 0.0) + (mlp_again && dense ? ar : 0.0);
     return LayerTimes{f, b, full ? plain : b};
   };
   // The model's own layers (a mixture of experts' expert layers) and its dense ones.

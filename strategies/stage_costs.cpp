@@ -304,8 +304,10 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   if (model.experts > 0) {
     const double elements = static_cast<double>(one.experts * one.expert_rows(plan.micro_batch)) *
                             static_cast<double>(model.hidden);
-    c.a2a_bytes = elements * data_type_bytes(model.dtype);
+    const bool split = plan.tp > 1 && plan.ep > 1 && plan.dispatcher == TokenDispatcher::kAllToAll;
+    c.a2a_bytes = elements * data_type_bytes(model.dtype) / (split ? plan.tp : 1);
     c.a2a_dispatch_bytes = plan.fp8_dispatch ? elements * kFp8DispatchBytes : c.a2a_bytes;
+    if (split) c.moe_tp_share = elements * data_type_bytes(model.dtype) / act;
   }
   if (model.context_parallel > 1) {
     // Each rank's keys and values: its kv_heads / kv_ways(tp) groups of keys (qk head

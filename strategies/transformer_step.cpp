@@ -648,17 +648,30 @@ class StepLowering {
   // kRecompute for its recomputation before the backward): the attention half and its
   // tensor-parallel all-reduce, then the MLP half in three parts with an all-to-all of
   // the dispatched tokens after the first (to the ranks holding their experts) and after
-  // the experts (back), then its all-reduce.
+  // the experts (back), then its all-reduce (under the alltoall dispatcher with tp, an
+  // all-gather of the dispatched tokens and a reduce-scatter around the experts instead).
   TaskId moe_layer_forward(std::size_t grp, Part part, TaskId t, TaskId ready) {
     const bool rc = part == kRecompute;
     const auto of = [rc](const HalfLayer& h) { return rc ? h.recompute : h.forward; };
     t = tp_all_reduce(grp, compute(grp, part, of(costs_.attention), t, rc ? "recompute attention" : "attention forward", ready));
     t = compute(grp, part, of(costs_.moe_pre), t, rc ? "recompute router and dispatch" : "router and dispatch");
     t = expert_all_to_all(grp, rc ? 1 : 0, 0, t);
+    t = dispatched_tp(grp, true, t);
     t = compute(grp, part, of(costs_.experts), t, rc ? "recompute experts" : "experts forward");
+    t = dispatched_tp(grp, false, t);
     t = expert_all_to_all(grp, rc ? 1 : 0, 1, t);
     const Seconds post = of(costs_.mlp) - of(costs_.moe_pre) - of(costs_.experts);
-    return tp_all_reduce(grp, compute(grp, part, post, t, rc ? "recompute combine" : "combine forward"));
+    t = compute(grp, part, post, t, rc ? "recompute combine" : "combine forward");
+    return costs_.moe_tp_share > 0.0 ? t : tp_all_reduce(grp, t);
+  }
+  // Under Megatron-Core's alltoall dispatcher with tp > 1 (StageCosts::moe_tp_share):
+  // the tp ranks' all-gather of the dispatched tokens after the all-to-all towards the
+  // experts (`gather`), or the reduce-scatter of the experts' outputs before the one back
+  // (in the backward, the same two of the gradients); else nothing.
+  TaskId dispatched_tp(std::size_t grp, bool gather, TaskId t) {
+    if (costs_.moe_tp_share <= 0.0) return t;
+    return tp_collective(grp, 0.5 * costs_.moe_tp_share, t, TaskId(), gather ? "tp all-gather (dispatched tokens)" : "tp reduce-scatter (experts' outputs)",
+                         !gather);
   }
   // Its backward, the recomputed forward first where the layer recomputes: the MLP
   // half's parts in reverse with the two all-to-alls of the tokens' gradients between
@@ -679,15 +692,20 @@ class StepLowering {
     const Seconds post_extra = extra_of(costs_.mlp) - extra_of(costs_.experts);
     t = backward_with_recompute(grp, post, post_extra, t, "combine backward", ready);
     t = expert_all_to_all(grp, 2, 0, t);
+    t = dispatched_tp(grp, true, t);
     t = backward_with_recompute(grp, costs_.experts.backward, extra_of(costs_.experts), t, "experts backward");
+    t = dispatched_tp(grp, false, t);
     t = expert_all_to_all(grp, 2, 1, t);
     const Seconds extra = extra_of(costs_.attention);
     if (p_.tp == 1) {
       t = compute(grp, kBackward, costs_.moe_pre.backward, t, "router and dispatch backward");
       return backward_with_recompute(grp, costs_.attention.backward, extra, t, "attention backward");
     }
-    t = backward_half(grp, costs_.moe_pre.backward, Seconds(0.0), Seconds(0.0), t, TaskId(), "router and dispatch backward",
-                      "mlp weight gradient");
+    // (The MLP half's collective after the router's and the dispatch's backward, unless
+    // the alltoall dispatcher's two ran around the experts.)
+    t = costs_.moe_tp_share > 0.0 ? compute(grp, kBackward, costs_.moe_pre.backward, t, "router and dispatch backward")
+                                  : backward_half(grp, costs_.moe_pre.backward, Seconds(0.0), Seconds(0.0), t, TaskId(),
+                                                  "router and dispatch backward", "mlp weight gradient");
     return backward_half(grp, costs_.attention.backward, extra, costs_.attention.weight_gradient, t, TaskId(),
                          "attention backward", "attention weight gradient");
   }

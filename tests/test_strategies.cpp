@@ -2228,6 +2228,81 @@ TEST_CASE("expert parallelism: parameters, all-to-alls and gradient reductions a
   CHECK(rig.run(flow) == Approx(rig.run(s)).epsilon(0.05));
 }
 
+TEST_CASE("expert parallelism with tp: each tp rank dispatches 1/tp, the tp ranks gather the dispatched tokens") {
+  // Expected, for the small MoE (8 experts, k = 2, sequence 512, hidden 1024) on one DGX
+  // H100 with ep 4 and micro-batch 1, Megatron-Core's alltoall dispatcher:
+  // - with tp 2 (sequence parallel) each tp rank's all-to-all carries half the buffer of
+  //   the tp 1 plan's (the same ep group tokens, 2 local experts of 4 x 512 x 2 / 8 = 512
+  //   rows each, in 2 shares);
+  // - the MLP half's tp collectives are the all-gather and reduce-scatter of that whole
+  //   buffer: 2 local experts x 512 rows x 1024 x 2 bytes over the 512 x 1024 x 2 bytes of
+  //   an all-reduce = 2 all-reduces' worth (k under balanced routing);
+  // - DeepEP's dispatcher keeps the whole buffer per tp rank and the dense collective;
+  // - the replay's tp collectives: per layer and micro-batch, the attention's two
+  //   (forward, backward) plus the MLP's pair twice (the reduce-scatters counted), the
+  //   same count as the dense MLP's; the estimate within 5% of the replay.
+  const TransformerConfig m = small_moe();
+  ParallelPlan one;
+  one.dp = 8, one.ep = 4, one.global_batch = 8;
+  ParallelPlan two = one;
+  two.dp = 4, two.tp = 2, two.global_batch = 4, two.sequence_parallel = true;
+  StepRig rig("dgx-h100", 1);
+  const StageCosts c1 = stage_costs(m, one, *rig.compute), c2 = stage_costs(m, two, *rig.compute);
+  CHECK(c1.a2a_bytes == 2 * 512 * 1024 * 2.0);
+  CHECK(c2.a2a_bytes == c1.a2a_bytes / 2);
+  CHECK(c1.moe_tp_share == 0.0);
+  CHECK(c2.moe_tp_share == 2.0);
+  ParallelPlan deep = two;
+  deep.dispatcher = TokenDispatcher::kDeepEp;
+  CHECK(stage_costs(m, deep, *rig.compute).a2a_bytes == c1.a2a_bytes);
+  CHECK(stage_costs(m, deep, *rig.compute).moe_tp_share == 0.0);
+  LoweredTrainingStep s = rig.lower(m, two, NetworkModelKind::kAnalytical);
+  LoweredTrainingStep d = rig.lower(m, deep, NetworkModelKind::kAnalytical);
+  CHECK(s.tp_collectives == d.tp_collectives);
+  CHECK(estimate_step(m, two, *rig.fabric, *rig.compute) == Approx(rig.run(s)).epsilon(0.05));
+}
+
+TEST_CASE("expert parallelism with context parallelism: groups over dp x cp ranks, seq / cp tokens dispatched") {
+  // Expected, for the small MoE (4 layers, sequence 512, 8 experts, k = 2) on one DGX
+  // H100: dp 4 x cp 2 with ep 4 (Megatron-Core's groups: 4 consecutive ranks of the
+  // dp x cp = 8) against dp 8 with ep 4 and no cp, both with 2 micro-batches of 1 per
+  // rank:
+  // - each rank dispatches its 256 tokens, not 512: every all-to-all carries half the
+  //   bytes, and there are as many (2 ep groups, 4 layers, 2 micro-batches alike);
+  // - the experts' gradients go over dp x cp / ep = 2 ranks, the rest over all 8, the
+  //   same bytes as without cp (the same weights per rank);
+  // - the cp ring's all-gathers appear among 2 ranks;
+  // - the estimate lies within 5% of the replay.
+  const TransformerConfig m = small_moe();
+  ParallelPlan r;
+  r.dp = 8, r.ep = 4, r.global_batch = 16;
+  ParallelPlan c;
+  c.dp = 4, c.cp = 2, c.ep = 4, c.global_batch = 8;
+  REQUIRE(plan_problem(c, m, 8).empty());
+  StepRig rig("dgx-h100", 1);
+  const double bytes_r = stage_costs(m, r, *rig.compute).a2a_bytes;
+  CHECK(stage_costs(context_share(m, c), context_folded(c), *rig.compute).a2a_bytes == bytes_r / 2);
+  auto uses = [](const LoweredTrainingStep& s, const std::string& dim, CollectiveOp op, std::size_t ranks) {
+    std::pair<double, double> n{0, 0};
+    for (const CollectiveUse& u : s.collective_uses) {
+      if (u.dim == dim && u.op == op && u.ranks == ranks) n = {n.first + u.count, n.second + u.bytes};
+    }
+    return n;
+  };
+  const LoweredTrainingStep sr = rig.lower(m, r, NetworkModelKind::kAnalytical);
+  LoweredTrainingStep sc = rig.lower(m, c, NetworkModelKind::kAnalytical);
+  const auto a2a_r = uses(sr, "ep", CollectiveOp::kAllToAll, 4), a2a_c = uses(sc, "ep", CollectiveOp::kAllToAll, 4);
+  CHECK(a2a_r.first > 0);
+  CHECK(a2a_c.first == a2a_r.first);
+  CHECK(a2a_c.second == a2a_r.second / 2);
+  const auto experts_r = uses(sr, "dp", CollectiveOp::kAllReduce, 2), experts_c = uses(sc, "dp", CollectiveOp::kAllReduce, 2);
+  CHECK(experts_r.second > 0);
+  CHECK(experts_c.second == Approx(experts_r.second).epsilon(1e-12));
+  CHECK(uses(sc, "dp", CollectiveOp::kAllReduce, 8).second == Approx(uses(sr, "dp", CollectiveOp::kAllReduce, 8).second).epsilon(1e-12));
+  CHECK(uses(sc, "cp", CollectiveOp::kAllGather, 2).first > 0);
+  CHECK(estimate_step(m, c, *rig.fabric, *rig.compute) == Approx(rig.run(sc)).epsilon(0.05));
+}
+
 TEST_CASE("expert parallelism: folded replicas give the full replay, and the estimate follows it") {
   // Expected: as for the other plans, replaying one replica with priced collectives gives
   // the full analytical replay's step and link bytes; the estimate lies within 5% of the
@@ -3854,12 +3929,16 @@ TEST_CASE("context parallelism's plan checks name the problem") {
   p.order = {MeshAxis::kTp, MeshAxis::kCp, MeshAxis::kPp, MeshAxis::kDp, MeshAxis::kCp};
   CHECK(plan_problem(p, m, 16) == "order must name each of tp, pp and dp once (and cp at most once)");
   p.order = ParallelPlan{}.order;
-  // What context parallelism is not modelled with: expert parallelism, multi-head latent
-  // attention, multi-token prediction.
+  // Expert parallelism takes its groups from the dp x cp ranks: ep must divide dp x cp
+  // (not dp alone).
   TransformerConfig moe = small_moe();  // (flash attention, sequence 512)
-  p.dp = 2, p.ep = 2;
-  CHECK(plan_problem(p, moe, 16) == "cp > 1 is not modelled with ep > 1");
+  p.dp = 1, p.ep = 2;
+  CHECK(plan_problem(p, moe, 16).empty());
+  p.ep = 4;
+  CHECK(plan_problem(p, moe, 16) == "ep (4) must divide dp x cp (1 x 2): expert parallelism splits the data- and context-parallel ranks");
   p.dp = 1, p.ep = 1;
+  // What context parallelism is not modelled with: multi-head latent attention,
+  // multi-token prediction.
   TransformerConfig mla = m;
   mla.kv_heads = mla.heads, mla.kv_lora_rank = 128, mla.qk_nope_dim = 64, mla.qk_rope_dim = 32, mla.v_head_dim = 64;
   REQUIRE(transformer_problem(mla).empty());

@@ -14,7 +14,7 @@
 namespace ddlsim {
 namespace {
 
-constexpr const char* kShapeKeys[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
+constexpr const char* kShapeKeys[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "experts_per_token"};
 
 // A family's shape from the workload's fields (the sequence from its "seq").
 TransformerConfig read_shape(JsonObject& w, const std::string& family, const std::optional<std::int64_t>& seq) {
@@ -35,6 +35,24 @@ TransformerConfig read_shape(JsonObject& w, const std::string& family, const std
   TransformerConfig c = family == "gpt" ? gpt_config("gpt", layers, hidden, heads, *seq, vocab)
                                         : llama_config("llama", layers, hidden, heads, kv_heads, ffn, *seq, vocab);
   c.ffn = ffn;
+  // A llama-shaped mixture of experts (Mixtral's and Grok-1's layout): every layer's MLP
+  // is `experts` gated MLPs of ffn each, experts_per_token of them for each token.
+  if (family == "gpt" && (w.has("experts") || w.has("experts_per_token"))) {
+    throw InputError(w.field_path(w.has("experts") ? "experts" : "experts_per_token") +
+                     ": only with model \"llama\" (its mixture-of-experts layers are gated MLPs)");
+  }
+  if (w.has("experts") != w.has("experts_per_token")) {
+    throw InputError(w.field_path(w.has("experts") ? "experts_per_token" : "experts") + ": missing (give both experts and experts_per_token)");
+  }
+  if (w.has("experts")) {
+    c.experts = w.positive_int("experts");
+    c.experts_per_token = w.positive_int("experts_per_token");
+    if (c.experts < 2) throw InputError(w.field_path("experts") + ": expected 2 or more, got " + std::to_string(c.experts));
+    if (c.experts_per_token > c.experts) {
+      throw InputError(w.field_path("experts_per_token") + ": expected 1 to experts (" + std::to_string(c.experts) + "), got " +
+                       std::to_string(c.experts_per_token));
+    }
+  }
   if (std::string why = transformer_problem(c); !why.empty()) throw InputError(w.path() + ": " + why);
   return c;
 }

@@ -64,6 +64,19 @@ const std::vector<Entry>& entries() {
          c.experts_per_token = 2;
          return c;
        }},
+      {"grok-1", "Grok-1 314B: 64 layers, hidden 6144, 48 heads (8 KV), 8 experts of gated FFN 32768, 2 per token, seq 8192, vocab 131072",
+       [] {
+         // xAI's released configuration (github xai-org/grok-1, run.py: emb_size 48 x 128,
+         // widening_factor 8 -> FFN 8 x 6144 x 2/3 = 32768, key_size 128, num_q_heads 48,
+         // num_kv_heads 8, num_layers 64, num_experts 8, num_selected_experts 2,
+         // vocab_size 128 x 1024, sequence_len 8192); NeMo's recipe (NVIDIA
+         // dgxc-benchmarking grok1_314b.yaml) has the same shape with a gated GELU, priced
+         // here as the SwiGLU's same-sized element-wise kernel. 316,489,340,928 parameters.
+         TransformerConfig c = llama_config("grok-1", 64, 6144, 48, 8, 32768, 8192, 131072);
+         c.experts = 8;
+         c.experts_per_token = 2;
+         return c;
+       }},
       {"bloom-176b", "BLOOM 176B: 70 layers, hidden 14336, 112 heads, seq 2048, vocab 250880, ALiBi (no position table), a norm after the embedding",
        [] {
          // The embedding's 250,880 rows (its config.json's vocab_size: the tokenizer's
