@@ -1521,12 +1521,43 @@ TEST_CASE("a scenario's workload gives a gpt or llama by its shape, and one glob
        "ddlsim run: strategies.0.global_batch: missing (sequences per step; or give workload.global_batch for every strategy)\n"},
       {{"run", scenario("9.json", R"({"model": "gpt", "seq": 128, "global_batch": 0, )" + shape + "}")},
        "ddlsim run: workload.global_batch: expected a positive integer, got 0\n"},
+      {{"run", scenario("10.json", R"({"model": "gpt", "seq": 128, "experts": 8, "experts_per_token": 2, )" + shape + "}")},
+       "ddlsim run: workload.experts: only with model \"llama\" (its mixture-of-experts layers are gated MLPs)\n"},
+      {{"run", scenario("11.json", R"({"model": "llama", "seq": 128, "ffn": 128, "experts": 8, )" + shape + "}")},
+       "ddlsim run: workload.experts_per_token: missing (give both experts and experts_per_token)\n"},
+      {{"run", scenario("12.json", R"({"model": "llama", "seq": 128, "ffn": 128, "experts": 1, "experts_per_token": 1, )" + shape + "}")},
+       "ddlsim run: workload.experts: expected 2 or more, got 1\n"},
+      {{"run", scenario("13.json", R"({"model": "llama", "seq": 128, "ffn": 128, "experts": 4, "experts_per_token": 5, )" + shape + "}")},
+       "ddlsim run: workload.experts_per_token: expected 1 to experts (4), got 5\n"},
+      {{"run", scenario("14.json", R"({"model": "llama", "seq": 128, "ffn": 128, "experts": 4, "experts_per_token": 0, )" + shape + "}")},
+       "ddlsim run: workload.experts_per_token: expected a positive integer, got 0\n"},
       {{"run", s.write("u.json", R"({"name": "x", "cluster": {"devices": 8, "device_tflops": 100, "device_memory_gib": 80,
          "link_gbytes_per_s": 25}, "workload": {"model": "gpt"}, "strategies": [{"name": "dp"}]})")},
        "ddlsim run: workload.model: a uniform cluster (cluster.devices, ...) runs the synthetic model only; to train a real "
        "model, name a cluster preset (\"cluster\": {\"preset\": \"dgx-a100\", \"nodes\": 4})\n"},
   };
   expect_exact_errors(bad);
+}
+
+TEST_CASE("an inline llama shape with experts is the grok-1 preset's model") {
+  // Expected: xAI's Grok-1 (64 layers, hidden 6144, 48 heads in 8 groups of 128, 8 gated
+  // experts of 32768, 2 per token, vocab 131072): per layer the attention's 6144 x (6144 +
+  // 2 x 1024) + 6144 x 6144, 8 experts of 3 x 6144 x 32768, a router of 6144 x 8 and two
+  // norms of 6144; the embedding and output layer 131072 x 6144 each and the final norm:
+  // 316,489,340,928 parameters; the inline shape gives the same count.
+  const double h = 6144, layer = h * (h + 2 * 1024) + h * h + 8 * 3 * h * 32768 + h * 8 + 2 * h;
+  const double expected = 64 * layer + 2 * 131072 * h + h;
+  CHECK(expected == 316489340928.0);
+  auto r = ddlsim_cmd({"workload", "--preset", "grok-1", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("total").at("parameters").get<double>() == expected);
+  Scratch s;
+  const std::string f = s.write("g.json", R"({"name": "x", "cluster": {"preset": "dgx-h100"}, "workload": {"model": "llama",
+    "layers": 64, "hidden": 6144, "heads": 48, "kv_heads": 8, "ffn": 32768, "vocab": 131072, "seq": 8192, "experts": 8,
+    "experts_per_token": 2}, "strategies": [{"name": "dp", "global_batch": 8}]})");
+  r = ddlsim_cmd({"workload", f, "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("total").at("parameters").get<double>() == expected);
 }
 
 TEST_CASE("ddlsim workload reads a scenario whose workload names a model; ddlsim run wants a preset cluster for it") {
