@@ -346,8 +346,10 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
       throw InputError(o.field_path("micro_batch") + why.substr(std::string("batch").size()));
     }
   }
-  // Refuse plans whose graph would exhaust memory before building them.
-  if (std::string why = plan_size_problem(p, m, TrainingStepInputs{}.max_compute_tasks); !why.empty()) {
+  // Refuse plans whose graph would exhaust memory before building them: here those of
+  // which even one replica would (the lowering checks the replicas it lowers: all on the
+  // flow network, one where the analytical network folds identical ones).
+  if (std::string why = plan_size_problem(p, m, TrainingStepInputs{}.max_compute_tasks, 1); !why.empty()) {
     throw TooLargeError(o.path() + ": " + why);
   }
   return t;
@@ -759,6 +761,7 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
       out << " and " << s.model.mtp_layers << " multi-token prediction " << (s.model.mtp_layers == 1 ? "depth" : "depths");
     }
     out << ", hidden " << s.model.hidden << ", seq " << s.model.seq;
+    if (s.model.experts > 0) out << ", " << s.model.experts << " experts (" << s.model.experts_per_token << " per token)";
     if (s.model.moe_imbalance != 1.0) out << ", routing imbalance " << s.model.moe_imbalance;
     out << "\n\n";
   } else {

@@ -26,7 +26,6 @@ class StepLowering {
     if (std::string why = plan_problem(p_, m_, in_.fabric->cluster().accelerators().size()); !why.empty()) {
       throw InputError(why);
     }
-    if (std::string why = plan_size_problem(p_, m_, in_.max_compute_tasks); !why.empty()) throw TooLargeError(why);
     costs_ = stage_costs(m_, p_, *in_.compute);
     add_context_ring(costs_, m_, p_, *in_.fabric);
     v_ = p_.schedule == PipelineSchedule::kInterleaved1F1B ? p_.virtual_stages : 1;
@@ -40,6 +39,8 @@ class StepLowering {
     priced_ = in_.network == NetworkModelKind::kAnalytical && in_.price_collectives;
     price_tp_groups();
     dpl_ = priced_ && in_.fold_replicas && replicas_identical() ? 1 : p_.dp;
+    // (The replicas it lowers: a plan the analytical network folds may have many.)
+    if (std::string why = plan_size_problem(p_, m_, in_.max_compute_tasks, dpl_); !why.empty()) throw TooLargeError(why);
     out_.lowered_replicas = dpl_;
     out_.priced_link_bytes.assign(in_.fabric->cluster().link_count(), 0.0);
     out_.counted_transfers = micro_batch_transfers();
@@ -1264,15 +1265,17 @@ class StepLowering {
 
 }  // namespace
 
-std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks) {
+std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks, int replicas) {
   // Per layer about 8 (expert parallelism: 16, its MLP in three parts with all-to-alls between).
   const double per_layer = p.ep > 1 ? 16.0 : 8.0;
-  const double tasks = static_cast<double>(p.dp) * p.cp * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
+  const double lowered = replicas > 0 ? replicas : static_cast<double>(p.dp) * p.cp;
+  const double tasks = lowered * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
                        (2.0 + per_layer * static_cast<double>(m.layers + m.mtp_layers) / p.pp);
   if (tasks <= max_compute_tasks) return "";
   return "this plan would replay about " + std::to_string(static_cast<long long>(tasks)) +
          " compute tasks, more than the limit of " + std::to_string(static_cast<long long>(max_compute_tasks)) +
-         "; use fewer micro-batches or data-parallel replicas";
+         "; use fewer micro-batches or data-parallel replicas" +
+         (lowered > 1 ? " (the analytical network replays one of identical replicas)" : "");
 }
 
 LoweredTrainingStep lower_transformer_step(const TrainingStepInputs& in) {

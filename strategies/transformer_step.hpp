@@ -134,9 +134,10 @@ struct LoweredTrainingStep {
 };
 
 /// Why replaying `p` would need more than `max_compute_tasks` compute tasks (an estimate
-/// made before building anything: every replica, stage and micro-batch, forward and
-/// backward of every layer's ops), or "" when it would not.
-std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks);
+/// made before building anything: `replicas` data-parallel replicas (0: all, dp x cp),
+/// every stage and micro-batch, forward and backward of every layer's ops), or "" when
+/// it would not.
+std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks, int replicas = 0);
 
 /// Throws InputError for a plan that cannot run (plan_problem), TooLargeError for one
 /// whose graph would outgrow the limits above.

@@ -2243,7 +2243,7 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 12);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 1);
   const auto runs = ddlsim::validation_cases("public-runs");
-  REQUIRE(runs.size() == 80);
+  REQUIRE(runs.size() == 98);
   const auto find = [&](const std::string& model, const std::string& label) {
     for (const auto& c : runs) {
       if (c.model == model && c.label.rfind(label, 0) == 0) return c;
@@ -2322,6 +2322,34 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
       }
     }
   }
+  // Grok-1 314B (README_314b's table): tp 4 everywhere; by GPUs the layers, sequence, pp,
+  // cp, ep and global batch (8: 2 layers, 4096, pp 1, cp 1, ep 2, 1024; 16: 4, ep 4; 32:
+  // 4, ep 8; 64: 8 layers, 8192, cp 2, ep 8; 128 / 256 / 512: 16 / 32 / 64 layers on pp 2 /
+  // 4 / 8; 1,024 and 2,048: 64 layers, pp 8, batch 2048 and 4096), 9 rows per precision.
+  const std::map<int, std::tuple<std::int64_t, std::int64_t, int, int, int, std::int64_t>> grok{
+      {8, {2, 4096, 1, 1, 2, 1024}},    {16, {4, 4096, 1, 1, 4, 1024}},   {32, {4, 4096, 1, 1, 8, 1024}},
+      {64, {8, 8192, 1, 2, 8, 1024}},   {128, {16, 8192, 2, 2, 8, 1024}}, {256, {32, 8192, 4, 2, 8, 1024}},
+      {512, {64, 8192, 8, 2, 8, 1024}}, {1024, {64, 8192, 8, 2, 8, 2048}}, {2048, {64, 8192, 8, 2, 8, 4096}}};
+  for (const char* run : {"NeMo Grok-1 314B BF16, DGX H100", "NeMo Grok-1 314B FP8, DGX H100"}) {
+    CHECK(std::count_if(runs.begin(), runs.end(), [&](const auto& c) { return c.model == run; }) == 9);
+    for (const auto& c : runs) {
+      if (c.model != run) continue;
+      INFO(c.label);
+      REQUIRE(grok.count(static_cast<int>(c.gpus)) == 1);
+      const auto& [layers, seq, pp, cp, ep, batch] = grok.at(static_cast<int>(c.gpus));
+      CHECK(c.tp == 4);
+      CHECK(c.tp * c.pp * c.dp * c.cp == c.gpus);
+      CHECK(c.hidden == 6144);
+      CHECK(c.layers == layers);
+      CHECK(c.seq == seq);
+      CHECK(c.pp == pp);
+      CHECK(c.cp == cp);
+      CHECK(c.label.find("x ep " + std::to_string(ep) + ",") != std::string::npos);
+      CHECK(c.global_batch == batch);
+    }
+  }
+  CHECK(find("NeMo Grok-1 314B BF16, DGX H100", "8 layers, tp 4 x cp 2 x pp 1 x dp 8 x ep 8, 64 GPUs").measured == 20.64);
+  CHECK(find("NeMo Grok-1 314B FP8, DGX H100", "tp 4 x cp 2 x pp 8 (8 chunks) x dp 32 x ep 8, 2048 GPUs").measured == 17.04);
   CHECK(find("NeMo Llama 3.1 405B BF16, DGX H100", "21 layers, tp 8 x cp 2 x pp 3 (7 chunks) x dp 2, 96 GPUs").measured == 8.75);
   CHECK(find("NeMo Llama 3.1 405B FP8, DGX H100", "126 layers, tp 8 x cp 2 x pp 9 (7 chunks) x dp 16, 2304 GPUs").measured ==
         12.35);
@@ -3103,22 +3131,25 @@ TEST_CASE("search: plans too large to replay are skipped and the next estimates 
   // of 60 million, so the best estimates are skipped (they used to be replayed past the
   // limit, into gigabytes) until one that fits the limit replays: its name is grid-(k+1)
   // after k skipped, and the report counts them. At 10,000,000 no plan is under the
-  // limit: one line naming the first plan and why, status 2.
-  auto r = ddlsim_cmd({"search", "--global-batch", "1300000", "--network", "analytical", "--replay", "1", "--json"});
+  // limit: one line naming the first plan and why, status 2. (On the flow network, which
+  // replays every replica; the analytical network replays one of identical replicas, and
+  // these plans' replicas are.)
+  auto r = ddlsim_cmd({"search", "--global-batch", "1300000", "--network", "flow", "--replay", "1", "--json"});
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);
   const auto skipped = j.at("too_large_to_replay").get<int>();
   CHECK(skipped > 0);
   REQUIRE(j.at("ranked").size() == 1);
   CHECK(j.at("ranked").at(0).at("name") == "grid-" + std::to_string(skipped + 1));
-  r = ddlsim_cmd({"search", "--global-batch", "1300000", "--network", "analytical", "--replay", "1"});
+  r = ddlsim_cmd({"search", "--global-batch", "1300000", "--network", "flow", "--replay", "1"});
   CHECK(r.out.find(std::to_string(skipped) + " skipped as too large to replay (the first, grid-1: this plan would replay "
                    "about") != std::string::npos);
-  r = ddlsim_cmd({"search", "--global-batch", "10000000"});
+  r = ddlsim_cmd({"search", "--global-batch", "10000000", "--network", "flow"});
   CHECK(r.status == 2);
   CHECK(r.err.rfind("ddlsim search: no plan to replay: all ", 0) == 0);
   CHECK(r.err.find(" plans tried are too large to replay (the first, grid-1: this plan would replay about ") != std::string::npos);
-  CHECK(r.err.find("compute tasks, more than the limit of 60000000; use fewer micro-batches or data-parallel replicas)\n") !=
+  CHECK(r.err.find("compute tasks, more than the limit of 60000000; use fewer micro-batches or data-parallel replicas (the analytical "
+                   "network replays one of identical replicas))\n") !=
         std::string::npos);
   CHECK(r.out.empty());
 }
@@ -3359,7 +3390,7 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
   CHECK(skewed_bytes == 32 * 8 * 384 * 512 * 2.0);
   CHECK(sk.at("plan") == "dp 8 x tp 1 x pp 1 x ep 4, expert rows x1.5");
   const auto skewed_text = ddlsim_cmd({"run", f, "--set", "workload.moe_imbalance=1.5"});
-  CHECK(skewed_text.out.find("workload: mixtral, 4 layers, hidden 512, seq 512, routing imbalance 1.5\n") != std::string::npos);
+  CHECK(skewed_text.out.find("workload: mixtral, 4 layers, hidden 512, seq 512, 8 experts (2 per token), routing imbalance 1.5\n") != std::string::npos);
   CHECK(sk.at("step_time_s").get<double>() > ep.at("step_time_s").get<double>());
   CHECK(sk.at("model_tflops_per_device").get<double>() ==
         Approx(per_token * sk.at("tokens_per_s").get<double>() / 8 / 1e12).epsilon(1e-9));
