@@ -161,8 +161,8 @@ Seconds unfused_softmax(const Operator& like, double elements, const double (&by
 // Weights are taken as FP8 already (NeMo's fp8_params) and their transposes as cached;
 // routed experts add nothing (DeepSeek-style and grouped GEMMs quantize otherwise), nor
 // does the per-pass amax bookkeeping. All of it counts in the backward (B) pass.
-void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan, DataType act, const ComputeModel& compute,
-               Seconds& f, Seconds& b, int& kf, int& kb) {
+void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan, DataType act, double tokens,
+               const ComputeModel& compute, Seconds& f, Seconds& b, int& kf, int& kb) {
   const Split s = split_of(raw);
   const double m = static_cast<double>(raw.gemm.batch * raw.gemm.m), k = static_cast<double>(raw.gemm.k),
                n = static_cast<double>(raw.gemm.n), t = plan.tp, A = data_type_bytes(act), F = 1.0;
@@ -171,6 +171,22 @@ void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan
     into += memory_kernel(raw, bytes, pass, compute);
     ++count;
   };
+  if (in_experts(raw)) {
+    // A routed expert's linear layer (a plain Linear, or one of TE's grouped ones, on the
+    // rank's dispatched rows, whole on each tp rank): its input cast and transposed in
+    // the forward, its output gradient in the backward, on the rank's shard of the
+    // weight (one kernel each, as a grouped GEMM's multi-tensor cast runs them).
+    // Under fp8_dispatch the tokens travel in FP8 already: the first linear's input was
+    // cast before the dispatch, once per token (`tokens`, the rank's own), not per copy.
+    const double rows = static_cast<double>(op.gemm.batch * op.gemm.m);
+    if (plan.fp8_dispatch && s == Split::kColumns) {
+      kernel(tokens * static_cast<double>(op.gemm.k) * (A + F), Pass::kForward, f, kf);
+    } else {
+      kernel(rows * static_cast<double>(op.gemm.k) * (A + 2 * F), Pass::kForward, f, kf);
+    }
+    kernel(rows * static_cast<double>(op.gemm.n) * (A + 2 * F), Pass::kBackward, b, kb);
+    return;
+  }
   if (s == Split::kRows) {
     const double shard = m * static_cast<double>(op.gemm.k);  // the input's elements on this rank
     kernel(shard * (A + F + (sp ? 0.0 : F)), Pass::kForward, f, kf);
@@ -247,8 +263,9 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     // (FP8: Transformer Engine's casts and transposes around the layer's linear layers.)
     Seconds cast_f(0.0), cast_b(0.0);
     int cast_kf = 0, cast_kb = 0;
-    if (model.fp8_gemms && raw.kind == OpKind::kLinear && raw.dtype == DataType::kFp8 && !in_experts(raw)) {
-      fp8_casts(raw, op, plan, model.dtype, compute, cast_f, cast_b, cast_kf, cast_kb);
+    if (model.fp8_gemms && raw.kind == OpKind::kLinear && raw.dtype == DataType::kFp8) {
+      fp8_casts(raw, op, plan, model.dtype, static_cast<double>(plan.micro_batch * model.seq), compute, cast_f, cast_b, cast_kf,
+                cast_kb);
       c.fp8_cast_forward += cast_f;
       c.fp8_cast_backward += cast_b;
     }

@@ -4051,8 +4051,7 @@ TEST_CASE("fp8 GEMMs: Transformer Engine's casts and transposes around a layer's
                pass(tokens * 2 * f / 8 * (A + 2)) + 2 * pass(tokens * h * 2)));
   // A mixture of experts' shared expert (FFN 1024) casts its input first (after the MLP's
   // norm, outside its module): m h (A + 1) more forward than the same layer without it;
-  // its two linear layers add their backward casts (gate/up 2048 columns, down h), and
-  // routed experts none.
+  // its two linear layers add their backward casts (gate/up 2048 columns, down h).
   TransformerConfig moe = small_moe();
   moe.fp8_gemms = true, moe.layers = 1;
   ParallelPlan one_p;
@@ -4065,4 +4064,40 @@ TEST_CASE("fp8 GEMMs: Transformer Engine's casts and transposes around a layer's
         Approx(pass(mt * h * (A + 1)) + pass(mt * 1024 * (A + 2))));
   CHECK(with.fp8_cast_backward.value() - without.fp8_cast_backward.value() ==
         Approx(pass(mt * 2048 * (A + 2)) + pass(mt * h * 2) + pass(mt * h * (A + 2))));
+  // The routed experts' linear layers on their R dispatched rows (8 experts of ceil(m k /
+  // 8)): forward each input cast and transposed (R h, R f, x (A + 2)), backward each
+  // output gradient (R 2f, R h, x (A + 2)); with one expert per token (R = 1024) in place
+  // of two (R = 2048) each of those kernels moves half the bytes, the rest of the layer
+  // alike. With tp 2 (sequence parallel) and ep 4 a rank's experts take the same 2048
+  // rows (2 experts of 4 x 256) on half the FFN columns: R h + R f/2 forward, R 2f/2 + R h
+  // backward.
+  TransformerConfig top1 = moe;
+  top1.experts_per_token = 1;
+  const StageCosts k1 = stage_costs(top1, one_p, *rig.compute);
+  const auto experts_casts = [&](double R, double ffn_shard) {
+    return std::pair{pass(R * h * (A + 2)) + pass(R * ffn_shard * (A + 2)), pass(R * 2 * ffn_shard * (A + 2)) + pass(R * h * (A + 2))};
+  };
+  CHECK(without.fp8_cast_forward.value() - k1.fp8_cast_forward.value() ==
+        Approx(experts_casts(2048, f).first - experts_casts(1024, f).first));
+  CHECK(without.fp8_cast_backward.value() - k1.fp8_cast_backward.value() ==
+        Approx(experts_casts(2048, f).second - experts_casts(1024, f).second));
+  ParallelPlan split = one_p;
+  split.tp = 2, split.sequence_parallel = true, split.ep = 4, split.dp = 4;
+  ParallelPlan split1 = split;
+  const StageCosts s2 = stage_costs(moe, split, *rig.compute), s1 = stage_costs(top1, split1, *rig.compute);
+  CHECK(s2.fp8_cast_forward.value() - s1.fp8_cast_forward.value() ==
+        Approx(experts_casts(2048, f / 2).first - experts_casts(1024, f / 2).first));
+  CHECK(s2.fp8_cast_backward.value() - s1.fp8_cast_backward.value() ==
+        Approx(experts_casts(2048, f / 2).second - experts_casts(1024, f / 2).second));
+  // DeepEP's FP8 dispatch carries the tokens in FP8: the first expert linear's input cast
+  // runs before it, once per token of the rank (m h (A + 1)) instead of per dispatched
+  // row with its transpose (R h (A + 2)); the backward's casts stay.
+  ParallelPlan deep = one_p;
+  deep.dp = 4, deep.ep = 4, deep.global_batch = 8, deep.dispatcher = TokenDispatcher::kDeepEp;
+  ParallelPlan deep8 = deep;
+  deep8.fp8_dispatch = true;
+  REQUIRE(plan_problem(deep8, moe, 4).empty());
+  const StageCosts d16 = stage_costs(moe, deep, *rig.compute), d8 = stage_costs(moe, deep8, *rig.compute);
+  CHECK(d16.fp8_cast_forward.value() - d8.fp8_cast_forward.value() == Approx(pass(2048 * h * (A + 2)) - pass(mt * h * (A + 1))));
+  CHECK(d16.fp8_cast_backward.value() == d8.fp8_cast_backward.value());
 }
