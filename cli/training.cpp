@@ -588,7 +588,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
 
   TrainingReport r;
   r.name = p.name;
-  r.plan = "dp " + std::to_string(p.dp) + (p.cp > 1 ? " x cp " + std::to_string(p.cp) : "") + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) + (p.ep > 1 ? " x ep " + std::to_string(p.ep) : "");
+  r.plan = mesh_text(p) + (p.ep > 1 ? " x ep " + std::to_string(p.ep) : "");
   // Expert rows other than balanced (routing imbalance, capacity): the plan's load.
   if (const double load = routed_load(s.model, p); load != 1.0) r.plan += printf_string(", expert rows x%g", load);
   r.devices = p.devices();

@@ -305,6 +305,11 @@ TransformerConfig context_share(const TransformerConfig& model, const ParallelPl
   return m;
 }
 
+std::string mesh_text(const ParallelPlan& p) {
+  return "dp " + std::to_string(p.dp) + (p.cp > 1 ? " x cp " + std::to_string(p.cp) : "") + " x tp " + std::to_string(p.tp) +
+         " x pp " + std::to_string(p.pp);
+}
+
 std::string recompute_module_names(unsigned modules) {
   std::string s;
   for (const auto& [name, bit] : kRecomputeModuleNames) {

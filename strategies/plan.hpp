@@ -289,6 +289,10 @@ inline unsigned selective_modules(const ParallelPlan& p) {
 /// The module names of a set of RecomputeModule bits, comma-separated ("core_attn, moe_act").
 std::string recompute_module_names(unsigned modules);
 
+/// The plan's mesh in words: "dp D x tp T x pp P", with " x cp C" after dp where cp > 1
+/// (the run table and describe_plan go on from it, each naming ep its own way).
+std::string mesh_text(const ParallelPlan& p);
+
 /// The layers of each pipeline stage: the sum of its model chunks' (chunk_layer_ranges).
 std::vector<int> stage_layer_counts(const ParallelPlan& plan, const TransformerConfig& model);
 

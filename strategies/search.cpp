@@ -746,8 +746,7 @@ bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
 }
 
 std::string describe_plan(const ParallelPlan& p) {
-  std::string s = "dp " + std::to_string(p.dp) + (p.cp > 1 ? " x cp " + std::to_string(p.cp) : "") + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
-                  (p.ep > 1 ? ", ep " + std::to_string(p.ep) : "") + ", mb " + std::to_string(p.micro_batch);
+  std::string s = mesh_text(p) + (p.ep > 1 ? ", ep " + std::to_string(p.ep) : "") + ", mb " + std::to_string(p.micro_batch);
   if (p.pp > 1) {
     s += std::string(", ") + schedule_name(p.schedule);
     if (p.schedule == PipelineSchedule::kInterleaved1F1B) s += " v" + std::to_string(p.virtual_stages);
