@@ -204,7 +204,16 @@ int run_training(const nlohmann::json& doc, const RunArgs& a, std::ostream& out)
   outputs.dot = a.dot;
   outputs.all_links = a.links.has_value();
   std::vector<TrainingReport> reports;
-  for (const auto& t : s.strategies) reports.push_back(run_training_strategy(s, t, outputs));
+  for (const auto& t : s.strategies) {
+    try {
+      reports.push_back(run_training_strategy(s, t, outputs));
+    } catch (const TooLargeError& e) {
+      // (Found as the step is lowered, where the replicas it replays are known: named as
+      // the scenario's strategy.)
+      const auto at = std::find(names.begin(), names.end(), t.plan.name) - names.begin();
+      throw TooLargeError("strategies." + std::to_string(at) + ": " + e.what());
+    }
+  }
   if (a.csv) {
     AtomicFile csv(*a.csv);
     print_training_csv(csv.stream(), reports);

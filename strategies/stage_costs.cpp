@@ -158,9 +158,10 @@ Seconds unfused_softmax(const Operator& like, double elements, const double (&by
 // transposed again once gathered, and the input's FP8 copy transposed for the weight
 // gradient. A replicated layer (MLA's down projections: TELinear, on the rank's tokens)
 // casts and transposes its input in forward and its output gradient in backward.
-// Weights are taken as FP8 already (NeMo's fp8_params) and their transposes as cached;
-// routed experts add nothing (DeepSeek-style and grouped GEMMs quantize otherwise), nor
-// does the per-pass amax bookkeeping. All of it counts in the backward (B) pass.
+// A routed expert's linear layer casts and transposes its input in forward and its
+// output gradient in backward, on the rank's dispatched rows (see below). Weights are
+// taken as FP8 already (NeMo's fp8_params) and their transposes as cached; the per-pass
+// amax bookkeeping is left out. All of it counts in the backward (B) pass.
 void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan, DataType act, double tokens,
                const ComputeModel& compute, Seconds& f, Seconds& b, int& kf, int& kb) {
   const Split s = split_of(raw);
@@ -177,7 +178,9 @@ void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan
     // the forward, its output gradient in the backward, on the rank's shard of the
     // weight (one kernel each, as a grouped GEMM's multi-tensor cast runs them).
     // Under fp8_dispatch the tokens travel in FP8 already: the first linear's input was
-    // cast before the dispatch, once per token (`tokens`, the rank's own), not per copy.
+    // cast before the dispatch, once per token (`tokens`, the rank's own), not per copy
+    // (the FP8 rows' transpose for its weight gradient, rows x k x 2 bytes, left out:
+    // DeepSeek-V3's recipe, which dispatches in FP8, quantizes in its own kernels).
     const double rows = static_cast<double>(op.gemm.batch * op.gemm.m);
     if (plan.fp8_dispatch && s == Split::kColumns) {
       kernel(tokens * static_cast<double>(op.gemm.k) * (A + F), Pass::kForward, f, kf);
@@ -321,7 +324,9 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   if (model.experts > 0) {
     const double elements = static_cast<double>(one.experts * one.expert_rows(plan.micro_batch)) *
                             static_cast<double>(model.hidden);
-    const bool split = plan.tp > 1 && plan.ep > 1 && plan.dispatcher == TokenDispatcher::kAllToAll;
+    // (Megatron-Core runs experts with tp only under sequence parallelism; without it
+    // ddlsim keeps every tp rank's whole buffer and the MLP's dense collective.)
+    const bool split = plan.tp > 1 && plan.sequence_parallel && plan.ep > 1 && plan.dispatcher == TokenDispatcher::kAllToAll;
     c.a2a_bytes = elements * data_type_bytes(model.dtype) / (split ? plan.tp : 1);
     c.a2a_dispatch_bytes = plan.fp8_dispatch ? elements * kFp8DispatchBytes : c.a2a_bytes;
     if (split) c.moe_tp_share = elements * data_type_bytes(model.dtype) / act;

@@ -46,14 +46,16 @@ struct StageCosts {
   // `mlp` less the other two). Zero for a dense model.
   HalfLayer moe_pre, experts;
   double a2a_bytes = 0.0;      // one tp rank's dispatched tokens: an expert-parallel all-to-all's buffer
-  // Megatron-Core's alltoall dispatcher with tp > 1 (and ep > 1): each tp rank sends its
+  // Megatron-Core's alltoall dispatcher with tp > 1, sequence parallelism and ep > 1:
+  // each tp rank sends its
   // 1/tp of the tokens (its sequence-parallel share) and the tp ranks all-gather what
   // arrives for their expert shards, reduce-scattering the experts' outputs before the
   // way back; the MLP half's tensor-parallel collectives are those two, on the whole
   // dispatched buffer, in place of the dense MLP's on its activations. moe_tp_share: that
   // buffer over tp_bytes (k x the routed load under balanced routing), the all-gather
   // and reduce-scatter together costing moe_tp_share of the group's all-reduce. 0 where
-  // the MLP half keeps the dense one's collective (tp 1, ep 1, deepep).
+  // the MLP half keeps the dense one's collective (tp 1, ep 1, no sequence parallelism,
+  // deepep).
   double moe_tp_share = 0.0;
   // The same tokens as the all-to-alls towards the experts carry them (the forward's
   // dispatch, the backward's combine gradient): a2a_bytes, or under fp8_dispatch 1 + 4/128

@@ -209,6 +209,7 @@ class StepLowering {
       }
     }
     tp_uses_.assign(tp_cost_.size(), 0);
+    dispatched_tp_uses_.assign(tp_cost_.size(), 0);
   }
 
   // The bandwidth share of replica d's tp rank k's pipeline send from stage i to stage j
@@ -336,8 +337,18 @@ class StepLowering {
   void list_uses() {
     for (int d = 0; d < p_.dp && p_.tp > 1; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
-        const double uses = tp_uses_[group(d < dpl_ ? d : 0, i)];
+        // (The dispatched buffer's all-gathers and reduce-scatters listed as themselves,
+        // half of them each, on the whole buffer; the rest as the all-reduces they are.)
+        const double pairs = dispatched_tp_uses_[group(d < dpl_ ? d : 0, i)] / 2.0;
+        const double uses = tp_uses_[group(d < dpl_ ? d : 0, i)] - pairs * costs_.moe_tp_share;
         if (uses > 0) record_use(kTpDim, tp_spec_[group(d, i)], static_cast<std::size_t>(p_.tp), uses);
+        for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+          if (pairs <= 0) break;
+          CollectiveSpec spec = tp_spec_[group(d, i)];
+          spec.op = op;
+          spec.bytes = costs_.moe_tp_share * costs_.tp_bytes;
+          record_use(kTpDim, spec, static_cast<std::size_t>(p_.tp), pairs);
+        }
       }
     }
     static const char* const kDimNames[] = {"tp", "pp", "dp", "copies", "ep", "cp"};  // by Dim
@@ -671,6 +682,7 @@ class StepLowering {
   // (in the backward, the same two of the gradients); else nothing.
   TaskId dispatched_tp(std::size_t grp, bool gather, TaskId t) {
     if (costs_.moe_tp_share <= 0.0) return t;
+    dispatched_tp_uses_[grp] += 1.0;
     return tp_collective(grp, 0.5 * costs_.moe_tp_share, t, TaskId(), gather ? "tp all-gather (dispatched tokens)" : "tp reduce-scatter (experts' outputs)",
                          !gather);
   }
@@ -1237,6 +1249,9 @@ class StepLowering {
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
   std::vector<CollectiveSpec> tp_spec_;  // per (dp, pp) group, all replicas
   std::vector<double> tp_uses_;          // per lowered group: its all-reduces' worth of traffic
+  // Of them, per lowered group: the dispatched buffer's all-gathers and reduce-scatters
+  // (dispatched_tp), each counted once.
+  std::vector<double> dispatched_tp_uses_;
   // collective_uses by (dim order, op, algorithm, channels, ranks): count, bytes.
   std::map<std::tuple<int, int, int, int, std::size_t>, std::pair<double, double>> uses_;
   std::map<std::tuple<int, int, CollectiveOp, double, int>, Choice> dp_choice_;  // (pp, tp rank, op, bytes, communicator)
@@ -1266,16 +1281,30 @@ class StepLowering {
 }  // namespace
 
 std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks, int replicas) {
-  // Per layer about 8 (expert parallelism: 16, its MLP in three parts with all-to-alls between).
-  const double per_layer = p.ep > 1 ? 16.0 : 8.0;
-  const double lowered = replicas > 0 ? replicas : static_cast<double>(p.dp) * p.cp;
-  const double tasks = lowered * p.pp * static_cast<double>(p.micro_batches()) * p.virtual_stages *
-                       (2.0 + per_layer * static_cast<double>(m.layers + m.mtp_layers) / p.pp);
+  // Per replica and layer about 8 compute tasks (expert parallelism: 10, its MLP in three
+  // parts). The priced collectives that every replica shares are lowered once per group,
+  // whether the replicas are folded or not: per layer the expert-parallel all-to-alls
+  // (up to 6: forward, backward, recomputed forward) of every ep group and tp rank, and
+  // per unit (a layer, the embedding, the output layer) ZeRO-3's gathers and scatter or
+  // ZeRO-2's scatter, for every shard group and tp rank (and the shard positions'
+  // all-reduces across groups).
+  const ParallelPlan f = context_folded(p);
+  const double per_layer = f.ep > 1 ? 10.0 : 8.0, dp = f.dp;
+  const double lowered = replicas > 0 ? replicas : dp;
+  double shared_per_layer = f.ep > 1 ? 6.0 * dp / f.ep * f.tp : 0.0;
+  const bool zero3 = f.dp_mode == DataParallelMode::kZero3, zero2 = f.dp_mode == DataParallelMode::kZero2;
+  if ((zero3 || zero2) && f.dp > 1) {
+    const double s = shard_size(f), groups = dp / s;
+    shared_per_layer += (zero3 ? 3.0 : 1.0) * f.tp * (groups + (groups > 1 ? s : 0.0));
+  }
+  const double layers_per_stage = static_cast<double>(m.layers + m.mtp_layers) / f.pp;
+  const double tasks = static_cast<double>(f.pp) * static_cast<double>(f.micro_batches()) * f.virtual_stages *
+                       (lowered * (2.0 + per_layer * layers_per_stage) + shared_per_layer * (layers_per_stage + 2.0));
   if (tasks <= max_compute_tasks) return "";
   return "this plan would replay about " + std::to_string(static_cast<long long>(tasks)) +
          " compute tasks, more than the limit of " + std::to_string(static_cast<long long>(max_compute_tasks)) +
-         "; use fewer micro-batches or data-parallel replicas" +
-         (lowered > 1 ? " (the analytical network replays one of identical replicas)" : "");
+         "; use fewer micro-batches" +
+         (lowered > 1 ? " or data-parallel replicas (the analytical network replays one of identical replicas)" : "");
 }
 
 LoweredTrainingStep lower_transformer_step(const TrainingStepInputs& in) {

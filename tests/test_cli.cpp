@@ -1531,6 +1531,8 @@ TEST_CASE("a scenario's workload gives a gpt or llama by its shape, and one glob
        "ddlsim run: workload.experts_per_token: expected 1 to experts (4), got 5\n"},
       {{"run", scenario("14.json", R"({"model": "llama", "seq": 128, "ffn": 128, "experts": 4, "experts_per_token": 0, )" + shape + "}")},
        "ddlsim run: workload.experts_per_token: expected a positive integer, got 0\n"},
+      {{"run", scenario("15.json", R"({"model": "mixtral-8x7b", "experts": 4})")},
+       "ddlsim run: workload.experts: only with model \"llama\" (a preset has its shape)\n"},
       {{"run", s.write("u.json", R"({"name": "x", "cluster": {"devices": 8, "device_tflops": 100, "device_memory_gib": 80,
          "link_gbytes_per_s": 25}, "workload": {"model": "gpt"}, "strategies": [{"name": "dp"}]})")},
        "ddlsim run: workload.model: a uniform cluster (cluster.devices, ...) runs the synthetic model only; to train a real "

@@ -2228,6 +2228,31 @@ TEST_CASE("expert parallelism: parameters, all-to-alls and gradient reductions a
   CHECK(rig.run(flow) == Approx(rig.run(s)).epsilon(0.05));
 }
 
+TEST_CASE("the replay-size estimate counts every group's shared collectives when the replicas are folded") {
+  // Expected: the analytical network replays one replica of a plan whose replicas are
+  // identical, but the collectives they share are lowered once per group: every ep
+  // group's all-to-alls, every ZeRO-3 shard group's gathers and scatters. The estimate
+  // for the one lowered replica must count them: it is at least half the tasks the
+  // lowering builds (it was 264 against 4,536 built for the ep plan below, and 208 against
+  // 1,997 for the hybrid ZeRO-3 one), and not under a tenth with all replicas counted.
+  StepRig rig("dgx-h100", 16);
+  const TransformerConfig moe = small_moe();
+  ParallelPlan ep;
+  ep.tp = 2, ep.dp = 64, ep.ep = 2, ep.global_batch = 256, ep.sequence_parallel = true, ep.dp_mode = DataParallelMode::kZero1;
+  const TransformerConfig gpt = gpt_config("g", 4, 512, 8, 512, 1000);
+  ParallelPlan z3;
+  z3.dp = 128, z3.shard = 8, z3.global_batch = 1024, z3.dp_mode = DataParallelMode::kZero3;
+  for (const auto& [m, p] : {std::pair{&moe, &ep}, std::pair{&gpt, static_cast<ParallelPlan*>(&z3)}}) {
+    INFO(describe_plan(*p));
+    REQUIRE(plan_problem(*p, *m, 128).empty());
+    const LoweredTrainingStep s = rig.lower(*m, *p, NetworkModelKind::kAnalytical);
+    REQUIRE(s.lowered_replicas == 1);
+    const double built = static_cast<double>(s.graph.size());
+    CHECK_FALSE(plan_size_problem(*p, *m, built / 2, 1).empty());
+    CHECK(plan_size_problem(*p, *m, built * 10, 1).empty());
+  }
+}
+
 TEST_CASE("expert parallelism with tp: each tp rank dispatches 1/tp, the tp ranks gather the dispatched tokens") {
   // Expected, for the small MoE (8 experts, k = 2, sequence 512, hidden 1024) on one DGX
   // H100 with ep 4 and micro-batch 1, Megatron-Core's alltoall dispatcher:

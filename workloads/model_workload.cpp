@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "support/input_error.hpp"
@@ -124,7 +125,8 @@ ModelWorkload read_model_workload(JsonObject& w, const std::string& base_dir) {
   } else {
     for (const char* key : kShapeKeys) {
       if (w.has(key)) {
-        throw InputError(w.field_path(key) + ": only with model \"gpt\" or \"llama\" (a " +
+        const bool moe_key = std::string_view(key).rfind("experts", 0) == 0;
+        throw InputError(w.field_path(key) + (moe_key ? ": only with model \"llama\" (a " : ": only with model \"gpt\" or \"llama\" (a ") +
                          (out.preset ? "preset" : "HuggingFace config") + " has its shape)");
       }
     }

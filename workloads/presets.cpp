@@ -70,8 +70,9 @@ const std::vector<Entry>& entries() {
          // widening_factor 8 -> FFN 8 x 6144 x 2/3 = 32768, key_size 128, num_q_heads 48,
          // num_kv_heads 8, num_layers 64, num_experts 8, num_selected_experts 2,
          // vocab_size 128 x 1024, sequence_len 8192); NeMo's recipe (NVIDIA
-         // dgxc-benchmarking grok1_314b.yaml) has the same shape with a gated GELU, priced
-         // here as the SwiGLU's same-sized element-wise kernel. 316,489,340,928 parameters.
+         // dgxc-benchmarking grok1_314b.yaml) has the same layers with a gated GELU, priced
+         // here as the SwiGLU's same-sized element-wise kernel, and Llama 3's tokenizer
+         // (128,256 entries). 316,489,340,928 parameters.
          TransformerConfig c = llama_config("grok-1", 64, 6144, 48, 8, 32768, 8192, 131072);
          c.experts = 8;
          c.experts_per_token = 2;
