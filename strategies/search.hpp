@@ -55,8 +55,8 @@ struct SearchSpace {
 
 /// Every plan of the grid that plan_problem accepts, in a fixed order: tp, pp, cp (the
 /// space's context_parallel), dp,
-/// expert parallelism (for a mixture of experts every ep dividing dp and the experts,
-/// else 1), micro-batch, schedule (in the space's order, interleaved once per virtual_stages
+/// expert parallelism (for a mixture of experts every ep dividing dp x cp and the
+/// experts, else 1), micro-batch, schedule (in the space's order, interleaved once per virtual_stages
 /// entry, in its order, its micro-batches in groups of pp or, where pp does not divide
 /// them, of fitting_microbatch_group; plans with pp 1 once, as 1F1B), ZeRO stage,
 /// recomputation, all ascending; sequence parallelism whenever tp > 1 (it only saves memory).

@@ -2326,6 +2326,18 @@ TEST_CASE("expert parallelism with context parallelism: groups over dp x cp rank
   CHECK(uses(sc, "dp", CollectiveOp::kAllReduce, 8).second == Approx(uses(sr, "dp", CollectiveOp::kAllReduce, 8).second).epsilon(1e-12));
   CHECK(uses(sc, "cp", CollectiveOp::kAllGather, 2).first > 0);
   CHECK(estimate_step(m, c, *rig.fabric, *rig.compute) == Approx(rig.run(sc)).epsilon(0.05));
+  // The grid with cp 2 on 8 GPUs tries every ep dividing dp x cp and the experts: with
+  // tp 1 and pp 1, dp 4, ep 1, 2, 4 and 8 (ep 8 above dp).
+  SearchSpace space;
+  space.global_batch = 8;
+  space.context_parallel = {2};
+  std::set<int> eps;
+  for (const ParallelPlan& p : grid_plans(m, 8, space)) {
+    CHECK(p.cp == 2);
+    CHECK((p.dp * p.cp) % p.ep == 0);
+    if (p.tp == 1 && p.pp == 1) eps.insert(p.ep);
+  }
+  CHECK(eps == std::set<int>{1, 2, 4, 8});
 }
 
 TEST_CASE("expert parallelism: folded replicas give the full replay, and the estimate follows it") {
