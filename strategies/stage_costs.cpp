@@ -378,7 +378,7 @@ void add_context_ring(StageCosts& c, const TransformerConfig& model, const Paral
         if (rep > 0 || k > 0) g.siblings.push_back(ring_nodes(fabric, plan, rep, i, k));
       }
     }
-    for (const auto& [bytes, slowest] : {std::pair{cp * c.cp_kv_bytes, &forward}, std::pair{2.0 * cp * c.cp_kv_bytes, &backward}}) {
+    for (const auto& [bytes, slowest] : {std::pair{c.cp_ring_bytes(cp, false), &forward}, std::pair{c.cp_ring_bytes(cp, true), &backward}}) {
       const CollectiveSpec spec = chosen_spec(fabric, g, CollectiveOp::kAllGather, bytes);
       *slowest = std::max(*slowest, analytical_collective_time(fabric, g, spec));
     }

@@ -11,6 +11,8 @@
 // parallelism split by the sequence (1/t). Costs and GEMM shapes are scaled accordingly.
 #pragma once
 
+#include <cstdint>
+
 #include "sim/compute_model.hpp"
 #include "strategies/plan.hpp"
 
@@ -92,6 +94,11 @@ struct StageCosts {
   Seconds fp8_cast_forward{0.0}, fp8_cast_backward{0.0};
   double cp_kv_bytes = 0.0;
   Seconds ring_forward{0.0}, ring_backward{0.0};
+  /// One pass's cp ring, as the all-gather it is priced as: cp x a rank's keys and values
+  /// forward, twice that backward (their gradients go round too).
+  [[nodiscard]] double cp_ring_bytes(std::int64_t cp, bool backward) const {
+    return (backward ? 2.0 : 1.0) * static_cast<double>(cp) * cp_kv_bytes;
+  }
 
   /// The MLP half of a layer that is a mixture of experts (`moe`), or of a dense one.
   [[nodiscard]] const HalfLayer& mlp_of(bool moe) const { return moe ? mlp : dense_mlp; }

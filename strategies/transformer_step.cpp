@@ -311,7 +311,7 @@ class StepLowering {
       for (int rep = 0; rep < p_.dp / cp; ++rep) {
         for (int k = 0; k < p_.tp; ++k) {
           const CollectiveGroup grp = context_ring(*in_.fabric, p_, rep, i, k);
-          for (const auto& [bytes, count] : {std::pair{cp * costs_.cp_kv_bytes, forwards}, std::pair{2.0 * cp * costs_.cp_kv_bytes, backwards}}) {
+          for (const auto& [bytes, count] : {std::pair{costs_.cp_ring_bytes(cp, false), forwards}, std::pair{costs_.cp_ring_bytes(cp, true), backwards}}) {
             if (count <= 0) continue;
             const CollectiveSpec spec = chosen_spec(*in_.fabric, grp, CollectiveOp::kAllGather, bytes);
             for (const auto& [l, b] : analytical_collective_cost(*in_.fabric, grp, spec).traffic.links) {
