@@ -41,7 +41,7 @@ and ranks them by replayed step time.
            lists (zero-bubble and gpipe too),
            ZeRO 0-3 (zero-bubble without ZeRO-3), recomputation none/selective/full,
            sequence parallelism with tp > 1, and for a mixture of experts every
-           expert-parallel ep dividing dp and the experts (ZeRO 0-1), context
+           expert-parallel ep dividing dp (dp x cp) and the experts (ZeRO 0-1), context
            parallelism at each degree --cp lists (default 1: none; it needs flash
            attention and 2 cp dividing the sequence); layers balanced
            over the stages, each pipelined plan also with its layers balanced by

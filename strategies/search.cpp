@@ -316,8 +316,7 @@ std::string empty_grid_reason(const TransformerConfig& model, std::size_t device
     if (!first.empty() || space.micro_batches.empty()) return;
     const ParallelPlan p = grid_plan(model, space, tp, pp, dp, space.micro_batches.front(), PipelineSchedule::k1F1B,
                                      DataParallelMode::kAllReduce, Recompute::kNone, 1, 1, nullptr, cp);
-    first = "dp " + std::to_string(dp) + (cp > 1 ? " x cp " + std::to_string(cp) : "") + " x tp " + std::to_string(tp) +
-            " x pp " + std::to_string(pp) + ", mb " + std::to_string(p.micro_batch) + ": " + plan_problem(p, model, devices);
+    first = mesh_text(p) + ", mb " + std::to_string(p.micro_batch) + ": " + plan_problem(p, model, devices);
   });
   const bool cp = space.context_parallel != std::vector<int>{1};
   const std::string axes = "tp dividing the " + std::to_string(model.heads) + " heads, pp the " +

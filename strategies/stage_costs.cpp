@@ -172,17 +172,18 @@ void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan
     into += memory_kernel(raw, bytes, pass, compute);
     ++count;
   };
-  if (in_experts(raw)) {
+  if (in_experts(raw) || s == Split::kReplicated) {
     // A routed expert's linear layer (a plain Linear, or one of TE's grouped ones, on the
-    // rank's dispatched rows, whole on each tp rank): its input cast and transposed in
+    // rank's dispatched rows, whole on each tp rank) or a replicated one (on the rank's
+    // tokens, its share under sequence parallelism): its input cast and transposed in
     // the forward, its output gradient in the backward, on the rank's shard of the
     // weight (one kernel each, as a grouped GEMM's multi-tensor cast runs them).
-    // Under fp8_dispatch the tokens travel in FP8 already: the first linear's input was
-    // cast before the dispatch, once per token (`tokens`, the rank's own), not per copy
-    // (the FP8 rows' transpose for its weight gradient, rows x k x 2 bytes, left out:
-    // DeepSeek-V3's recipe, which dispatches in FP8, quantizes in its own kernels).
+    // Under fp8_dispatch an expert's tokens travel in FP8 already: the first linear's
+    // input was cast before the dispatch, once per token (`tokens`, the rank's own), not
+    // per copy (the FP8 rows' transpose for its weight gradient, rows x k x 2 bytes, left
+    // out: DeepSeek-V3's recipe, which dispatches in FP8, quantizes in its own kernels).
     const double rows = static_cast<double>(op.gemm.batch * op.gemm.m);
-    if (plan.fp8_dispatch && s == Split::kColumns) {
+    if (in_experts(raw) && plan.fp8_dispatch && s == Split::kColumns) {
       kernel(tokens * static_cast<double>(op.gemm.k) * (A + F), Pass::kForward, f, kf);
     } else {
       kernel(rows * static_cast<double>(op.gemm.k) * (A + 2 * F), Pass::kForward, f, kf);
@@ -205,10 +206,6 @@ void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan
     if (raw.name.find(".shared.") != std::string::npos) kernel(m * k / (sp ? t : 1.0) * (A + F), Pass::kForward, f, kf);
     kernel(m * static_cast<double>(op.gemm.n) * (A + 2 * F), Pass::kBackward, b, kb);
     kernel(m * k * 2 * F, Pass::kBackward, b, kb);
-  } else if (s == Split::kReplicated) {
-    const double tokens = static_cast<double>(op.gemm.batch * op.gemm.m);  // (under sequence parallelism, its share)
-    kernel(tokens * k * (A + 2 * F), Pass::kForward, f, kf);
-    kernel(tokens * n * (A + 2 * F), Pass::kBackward, b, kb);
   }
 }
 
