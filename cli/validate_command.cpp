@@ -35,14 +35,15 @@ Suites (data in validation/, embedded in the binary, each with its source and li
                  InfiniBand nodes and (RCCL) an MI300X platform, and a small-message
                  time (us), from nccl-tests and benchmark figures published in GitHub
                  issues and ml-engineering; each collective timed alone
-  public-runs    80 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table 1
-                 of Narayanan et al. 2021) and its ZeRO-3 against PTD-P (Table 2),
+  public-runs    124 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table
+                 1 of Narayanan et al. 2021) and its ZeRO-3 against PTD-P (Table 2),
                  sequence parallelism and selective recomputation against full
                  recomputation (Korthikanti et al. 2022), MT-NLG 530B, BLOOM 176B,
                  PaLM 540B, and NeMo's GPT-3 175B (128-2,048 H100s), Llama 3.1 8B
                  (8-128), 70B (64-2,048) and 405B (32-2,304; the last three with
-                 context parallelism) in BF16 and FP8 (NVIDIA's DGX Cloud
-                 Benchmarking)
+                 context parallelism), Grok-1 314B (8-2,048; a mixture of experts)
+                 and Nemotron-4 15B (16-2,048) and 340B (128-2,048) in BF16 and FP8
+                 (NVIDIA's DGX Cloud Benchmarking)
 Cases are built from what the source states of the setup (cli/validation.hpp says
 how); nothing in a case is fitted. Two figures of the compute model are: the host's
 dispatch time per operator and the A100's GEMM half sizes, both fitted to vtrain-single

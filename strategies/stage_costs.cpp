@@ -109,7 +109,7 @@ unsigned recompute_module(const Operator& op) {
   }
   if (local == "experts.swiglu" || local == "experts.gelu") return kRecomputeMoeAct;
   if (local.rfind("shared.", 0) == 0 || local == "shared_gate") return kRecomputeSharedExperts;
-  for (const char* mlp : {"fc1", "gelu", "fc2", "gate_up", "swiglu", "down"}) {
+  for (const char* mlp : {"fc1", "gelu", "squared_relu", "fc2", "gate_up", "swiglu", "down"}) {
     if (local == mlp) return kRecomputeMlp;
   }
   return 0;

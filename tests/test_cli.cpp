@@ -2245,7 +2245,7 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 12);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 1);
   const auto runs = ddlsim::validation_cases("public-runs");
-  REQUIRE(runs.size() == 98);
+  REQUIRE(runs.size() == 124);
   const auto find = [&](const std::string& model, const std::string& label) {
     for (const auto& c : runs) {
       if (c.model == model && c.label.rfind(label, 0) == 0) return c;
@@ -2350,6 +2350,29 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
       CHECK(c.global_batch == batch);
     }
   }
+  // Nemotron-4 (README_15b's and README_340b's tables): 15B on 16 to 2,048 GPUs, tp 4,
+  // pp 1, micro-batch 4, 4 sequences per GPU, 8 rows per precision; 340B on 128 to 2,048,
+  // tp 8, pp 8 with 12 chunks, micro-batch 1, 2 sequences per node of 8, 5 rows each;
+  // sequence 4096 both. 2.812 s on 16 GPUs (15B BF16), 3.49 s on 2,048 (340B FP8).
+  for (const auto& [run, rows, tp, pp, hidden, per_8] : {std::tuple{"NeMo Nemotron-4 15B BF16, DGX H100", 8, 4, 1, 6144, 32},
+                                                         std::tuple{"NeMo Nemotron-4 15B FP8, DGX H100", 8, 4, 1, 6144, 32},
+                                                         std::tuple{"NeMo Nemotron-4 340B BF16, DGX H100", 5, 8, 8, 18432, 2},
+                                                         std::tuple{"NeMo Nemotron-4 340B FP8, DGX H100", 5, 8, 8, 18432, 2}}) {
+    CHECK(std::count_if(runs.begin(), runs.end(), [&](const auto& c) { return c.model == run; }) == rows);
+    for (const auto& c : runs) {
+      if (c.model != run) continue;
+      INFO(c.label);
+      CHECK(c.tp == tp);
+      CHECK(c.pp == pp);
+      CHECK(c.tp * c.pp * c.dp == c.gpus);
+      CHECK(c.hidden == hidden);
+      CHECK(c.seq == 4096);
+      CHECK(c.micro_batch == (tp == 4 ? 4 : 1));
+      CHECK(c.global_batch * 8 == per_8 * c.gpus);
+    }
+  }
+  CHECK(find("NeMo Nemotron-4 15B BF16, DGX H100", "tp 4 x pp 1 x dp 4, 16 GPUs").measured == 2.812);
+  CHECK(find("NeMo Nemotron-4 340B FP8, DGX H100", "tp 8 x pp 8 (12 chunks) x dp 32, 2048 GPUs").measured == 3.49);
   CHECK(find("NeMo Grok-1 314B BF16, DGX H100", "8 layers, tp 4 x cp 2 x pp 1 x dp 8 x ep 8, 64 GPUs").measured == 20.64);
   CHECK(find("NeMo Grok-1 314B FP8, DGX H100", "tp 4 x cp 2 x pp 8 (8 chunks) x dp 32 x ep 8, 2048 GPUs").measured == 17.04);
   CHECK(find("NeMo Llama 3.1 405B BF16, DGX H100", "21 layers, tp 8 x cp 2 x pp 3 (7 chunks) x dp 2, 96 GPUs").measured == 8.75);

@@ -752,6 +752,40 @@ TEST_CASE("workload presets: published sizes") {
   }
 }
 
+TEST_CASE("Nemotron-4: a GPT block with a squared-ReLU MLP, 8 key-value heads, no biases, untied embeddings") {
+  // Per layer: Q and the output projection h^2 each, K and V 2 x 8 x (h / heads) x h, the
+  // MLP 2 x h x 4h, two layer norms 2h each; the model adds untied input and output
+  // embeddings (2 V h, V = 256000) and a final norm (2h). The reports: 15B has 3.2B
+  // embedding and 12.5B other parameters, 340B 9.4B and 331.6B.
+  const auto expected = [](double l, double h, double heads) {
+    const double layer = 2 * h * h + 2 * 8 * (h / heads) * h + 8 * h * h + 4 * h;
+    return l * layer + 2 * 256000 * h + 2 * h;
+  };
+  const OperatorGraph small = build_workload_preset("nemotron4-15b", {});
+  CHECK(small.totals().params == expected(32, 6144, 48));
+  CHECK(small.totals().params == Approx(3.2e9 + 12.5e9).epsilon(0.01));
+  const OperatorGraph big = build_workload_preset("nemotron4-340b", {});
+  CHECK(big.totals().params == expected(96, 18432, 96));
+  CHECK(big.totals().params == Approx(9.4e9 + 331.6e9).epsilon(0.001));
+  // Each MLP's activation is one squared-ReLU kernel on the b s 4h first-layer output
+  // (2 FLOPs an element: the max and the product), keeping its input; no GeLU anywhere.
+  int squared = 0;
+  for (const Operator& op : small.ops()) {
+    CHECK(op.kind != OpKind::kGelu);
+    if (op.kind != OpKind::kSquaredRelu) continue;
+    ++squared;
+    CHECK(op.name.ends_with(".squared_relu"));
+    CHECK(op.cost.fwd_flops == 2.0 * 4096 * 4 * 6144);
+    CHECK(op.cost.saved_bytes == 2.0 * 4096 * 4 * 6144);  // bf16 input
+  }
+  CHECK(squared == 32);
+  CHECK(op_kind_name(OpKind::kSquaredRelu) == "squared_relu");
+  // The Llama family's MLP is gated: a squared ReLU there is refused by name.
+  TransformerConfig llama = llama_config("l", 2, 64, 4, 4, 128, 16, 100);
+  llama.squared_relu = true;
+  CHECK(transformer_problem(llama) == "squared_relu replaces the GPT family's GeLU; a Llama-family MLP is gated (SwiGLU)");
+}
+
 TEST_CASE("cross-entropy moves what Megatron-LM's vocab-parallel cross-entropy moves") {
   // Expected, per logit: forward, the fp32 upcast of 16-bit logits (read 2, write 4), the
   // max (read 4), subtracting it (read 4, write 4), exp (read 4, write 4), the sum (read

@@ -7,7 +7,7 @@ namespace ddlsim {
 namespace {
 
 constexpr std::string_view kOpNames[] = {"linear",  "matmul", "conv2d",    "pool",     "flash_attention", "softmax",
-                                         "layer_norm", "rms_norm", "batch_norm", "gelu", "relu", "swiglu",
+                                         "layer_norm", "rms_norm", "batch_norm", "gelu", "relu", "squared_relu", "swiglu",
                                          "embedding", "dropout", "add", "cross_entropy", "permute", "concat"};
 
 [[noreturn]] void bad(const std::string& op, const std::string& what) {
@@ -321,7 +321,8 @@ std::uint32_t OperatorGraph::elementwise(OpKind kind, std::string name, std::uin
 
 // FLOPs per element: softmax 5 (max, subtract, exp, sum, divide); layer norm 7 (mean,
 // variance, normalise, scale, shift); RMS norm 4; batch norm 7; GeLU 8 (tanh form);
-// ReLU 1; dropout 2 (compare, scale).
+// ReLU 1; squared ReLU 2 (max, product: Megatron-Core's squared_relu, compiled into one
+// kernel); dropout 2 (compare, scale).
 std::uint32_t OperatorGraph::softmax(std::string name, std::uint32_t x) {
   return elementwise(OpKind::kSoftmax, std::move(name), x, 5.0, Keeps::kOutput);
 }
@@ -352,6 +353,10 @@ std::uint32_t OperatorGraph::gelu(std::string name, std::uint32_t x) {
 
 std::uint32_t OperatorGraph::relu(std::string name, std::uint32_t x) {
   return elementwise(OpKind::kRelu, std::move(name), x, 1.0, Keeps::kInput);
+}
+
+std::uint32_t OperatorGraph::squared_relu(std::string name, std::uint32_t x) {
+  return elementwise(OpKind::kSquaredRelu, std::move(name), x, 2.0, Keeps::kInput);
 }
 
 std::uint32_t OperatorGraph::dropout(std::string name, std::uint32_t x) {

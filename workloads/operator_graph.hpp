@@ -48,6 +48,7 @@ enum class OpKind : std::uint8_t {
   kBatchNorm,
   kGelu,
   kRelu,
+  kSquaredRelu,     // relu(x)^2 (Nemotron-4's MLP)
   kSwiGlu,
   kEmbedding,
   kDropout,
@@ -165,6 +166,8 @@ class OperatorGraph {
   std::uint32_t batch_norm(std::string name, std::uint32_t x);  // over [N, C, H, W]
   std::uint32_t gelu(std::string name, std::uint32_t x);
   std::uint32_t relu(std::string name, std::uint32_t x);
+  /// relu(x)^2, one fused elementwise kernel that keeps its input for backward.
+  std::uint32_t squared_relu(std::string name, std::uint32_t x);
   /// silu(gate) * up, elementwise.
   std::uint32_t swiglu(std::string name, std::uint32_t gate, std::uint32_t up);
   /// ids [...] (int64) -> [..., hidden] rows of a vocab x hidden table in `dtype`; with

@@ -24,6 +24,24 @@ TransformerConfig gpt2(const char* name, std::int64_t layers, std::int64_t hidde
   return c;
 }
 
+// Nemotron-4 (NVIDIA's technical reports for the 15B and 340B models, and NeMo's
+// configurations of them): a GPT-style block (layer norm, a non-gated MLP of 4 x hidden)
+// with a squared-ReLU activation, 8 key-value heads, rotary positions, no biases, no
+// dropout, untied input and output embeddings of a 256,000-entry vocabulary. 15B:
+// 15,628,775,424 parameters (3.1B of them embeddings; the report: 3.2B + 12.5B); 340B:
+// 341,029,195,776 (9.4B; the report: 9.4B + 331.6B).
+TransformerConfig nemotron4(const char* name, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+  TransformerConfig c = gpt_config(name, layers, hidden, heads, 4096, 256000);
+  c.kv_heads = 8;
+  c.squared_relu = true;
+  c.tied_embedding = false;
+  c.qkv_bias = c.proj_bias = c.mlp_bias = false;
+  c.learned_positions = false;
+  c.embedding_dropout = c.attention_dropout = c.residual_dropout = false;
+  c.flash_attention = true;
+  return c;
+}
+
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
       {"gpt3-175b", "GPT-3 175B: 96 layers, hidden 12288, 96 heads, seq 2048, vocab 51200",
@@ -97,6 +115,10 @@ const std::vector<Entry>& entries() {
          c.parallel_layers = true;  // attention and MLP side by side (the paper's "parallel layers")
          return c;
        }},
+      {"nemotron4-15b", "Nemotron-4 15B: 32 layers, hidden 6144, 48 heads (8 KV), squared-ReLU FFN 24576, seq 4096, vocab 256000",
+       [] { return nemotron4("nemotron4-15b", 32, 6144, 48); }},
+      {"nemotron4-340b", "Nemotron-4 340B: 96 layers, hidden 18432, 96 heads (8 KV), squared-ReLU FFN 73728, seq 4096, vocab 256000",
+       [] { return nemotron4("nemotron4-340b", 96, 18432, 96); }},
       {"vgg16", "VGG-16 at 224x224, fp32", nullptr},
       {"vgg19", "VGG-19 at 224x224, fp32", nullptr},
       {"resnet50", "ResNet-50 (torchvision v1.5) at 224x224, fp32", nullptr},

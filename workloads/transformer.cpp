@@ -163,6 +163,9 @@ std::string transformer_problem(const TransformerConfig& c) {
   if (!c.mla() && c.head_size == 0 && c.hidden % c.heads != 0) {
     return "heads (" + std::to_string(c.heads) + ") must divide hidden (" + std::to_string(c.hidden) + ")";
   }
+  if (c.squared_relu && c.family != TransformerConfig::Family::kGpt) {
+    return "squared_relu replaces the GPT family's GeLU; a Llama-family MLP is gated (SwiGLU)";
+  }
   if (c.experts < 0 || c.experts == 1 || c.experts > 100'000) {
     return "experts must be 0 (a dense MLP) or 2 to 100000, got " + std::to_string(c.experts);
   }
@@ -343,7 +346,10 @@ OperatorGraph build_transformer(const TransformerConfig& c, std::int64_t batch) 
       const auto lin = [&](const std::string& name, std::uint32_t v, std::int64_t n) {
         return grouped ? G.grouped_linear(name, v, n, c.mlp_bias, fp8) : linear(name, v, n, c.mlp_bias);
       };
-      if (gpt) return lin(p + "fc2", G.gelu(p + "gelu", lin(p + "fc1", in, f)), h);
+      if (gpt) {
+        const std::uint32_t up = lin(p + "fc1", in, f);
+        return lin(p + "fc2", c.squared_relu ? G.squared_relu(p + "squared_relu", up) : G.gelu(p + "gelu", up), h);
+      }
       const auto gu = G.split(p + "gate_up", lin(p + "gate_up", in, 2 * f), {f, f});
       return lin(p + "down", G.swiglu(p + "swiglu", gu[0], gu[1]), h);
     };

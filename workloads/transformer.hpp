@@ -2,6 +2,7 @@
 //
 // One block per layer, pre-normalisation:
 //   GPT (Megatron):  x + Dropout(Proj(Attn(QKV(LN(x)))));  then  x + Dropout(FC2(GeLU(FC1(LN(x)))))
+//                    (ReLU squared in place of GeLU: Nemotron-4)
 //   Llama:           x + O(Attn(QKV(RMS(x))));              then  x + Down(SwiGLU(GateUp(RMS(x))))
 // or, with parallel_layers (PaLM, GPT-J, GPT-NeoX), both branches on one norm of the
 // same input:        x + Attention(N(x)) + MLP(N(x))
@@ -70,6 +71,9 @@ struct TransformerConfig {
   // layers"): one norm per layer, and under tensor parallelism one all-reduce per
   // layer and pass where the serial block has two.
   bool parallel_layers = false;
+  // The GPT family's MLP activation is ReLU squared (Nemotron-4, Primer) instead of GeLU:
+  // the same non-gated form, one elementwise kernel that keeps its input either way.
+  bool squared_relu = false;
   DataType dtype = DataType::kBf16;
   // FP8 training as Transformer Engine runs it (workload gemm_dtype "fp8"): the layers'
   // linear layers (attention projections, MLPs, experts; not the router, the embedding
