@@ -321,6 +321,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     if (acc == grad_accumulation_name(g)) p.grad_accumulation = g;
   }
   p.grad_reduce_fp32 = o.boolean_or("grad_reduce_fp32", false);
+  p.master_remainders = o.choice_or("master_weights", {"fp32", "remainders"}, "fp32") == "remainders";
   o.finish();
   // A dp that fills the cluster needs tp x pp to divide it. Said before the checks that
   // depend on dp (the global batch against dp x micro_batch would name the wrong fault),

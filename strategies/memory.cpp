@@ -90,11 +90,13 @@ struct Routed {
 
 }  // namespace
 
-ModelStates model_states(double params, int dp, DataParallelMode mode, DataType weights) {
+ModelStates model_states(double params, int dp, DataParallelMode mode, DataType weights, bool remainders) {
   const double n = dp;
   const double w = weight_bytes(weights);
-  // Adam's two fp32 moments, and an fp32 master copy unless the weights are fp32.
-  const double optimizer = weights == DataType::kFp32 ? 2 * kFp32Bytes : 3 * kFp32Bytes;
+  // Adam's two fp32 moments, and an fp32 master copy unless the weights are fp32 (or
+  // its low 16 bits, which complete the bf16 weight to it).
+  const double master = weights == DataType::kFp32 ? 0.0 : remainders ? 2.0 : kFp32Bytes;
+  const double optimizer = 2 * kFp32Bytes + master;
   ModelStates s{w * params, w * params, optimizer * params};
   if (mode != DataParallelMode::kAllReduce) s.optimizer /= n;
   if (mode == DataParallelMode::kZero2 || mode == DataParallelMode::kZero3) s.gradients /= n;
@@ -331,9 +333,9 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     // Under expert parallelism the experts' states are sharded (ZeRO-1) over the dp / ep
     // ranks holding each expert, the rest over all dp.
     const double experts = p.ep > 1 ? (k.primary + mtp_primary) * lp.experts_per_device(p.tp, p.ep) : 0.0;
-    ModelStates s = model_states(d.parameters - experts, shard_size(p), p.dp_mode, m.dtype);
+    ModelStates s = model_states(d.parameters - experts, shard_size(p), p.dp_mode, m.dtype, p.master_remainders);
     if (experts > 0.0) {
-      const ModelStates e = model_states(experts, shard_size(p) / p.ep, p.dp_mode, m.dtype);
+      const ModelStates e = model_states(experts, shard_size(p) / p.ep, p.dp_mode, m.dtype, p.master_remainders);
       s = {s.weights + e.weights, s.gradients + e.gradients, s.optimizer + e.optimizer};
     }
     d.weights = s.weights;

@@ -73,7 +73,8 @@ struct ModelStates {
   double weights, gradients, optimizer;
   [[nodiscard]] double total() const { return weights + gradients + optimizer; }
 };
-ModelStates model_states(double params, int dp, DataParallelMode mode, DataType weights = DataType::kBf16);
+/// `remainders`: the master copy kept as 16-bit remainders (ParallelPlan::master_remainders).
+ModelStates model_states(double params, int dp, DataParallelMode mode, DataType weights = DataType::kBf16, bool remainders = false);
 
 /// Parameters on one device of the first stage's embedding (and position table), the
 /// last stage's final norm, and its output layer (a copy of a tied embedding when the

@@ -72,6 +72,10 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     if (p.dispatcher != TokenDispatcher::kAllToAll) return "moe_dispatcher \"deepep\" needs a mixture-of-experts model (experts), this one is dense";
     if (p.overlap_ep_comm) return "overlap_ep_comm needs a mixture-of-experts model (experts), this one is dense";
   }
+  if (p.master_remainders && m.dtype != DataType::kBf16) {
+    return std::string("master_weights \"remainders\" needs a bf16 model (the remainders complete bf16 weights to fp32), this one is ") +
+           std::string(data_type_name(m.dtype));
+  }
   if (p.fp8_dispatch) {
     if (m.experts == 0) return "fp8_dispatch needs a mixture-of-experts model (experts), this one is dense";
     if (p.dispatcher != TokenDispatcher::kDeepEp) return "fp8_dispatch needs moe_dispatcher \"deepep\" (DeepEP's kernels dispatch FP8)";

@@ -220,6 +220,12 @@ struct ParallelPlan {
   /// buffers (Megatron's --accumulate-allreduce-grads-in-fp32, its default under bf16;
   /// DeepSpeed's bf16 optimizer); false: the model's 16-bit gradients, 2 bytes.
   bool grad_reduce_fp32 = false;
+  /// true: the optimizer keeps each fp32 master weight as the low 16 bits that the bf16
+  /// weight lacks, 2 bytes per parameter where a whole fp32 copy takes 4 (Apex's
+  /// DistributedFusedAdam with store_param_remainders, which NeMo's distributed Adam
+  /// turns on for bf16 weights; scenario field master_weights "remainders"). bf16 models
+  /// only. The optimizer step's traffic is priced as with the fp32 copy.
+  bool master_remainders = false;
 
   [[nodiscard]] int devices() const { return dp * cp * tp * pp; }
   /// Whether the schedule pairs forwards with backwards (overlap_ep_comm in effect).

@@ -75,6 +75,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.pad_to_capacity = p.capacity_factor > 0.0 && space.framework.pad_to_capacity;
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
+  p.master_remainders = space.framework.master_remainders;
   p.order = order != nullptr ? *order : space.framework.order;
   p.tp = tp;
   p.pp = pp;
@@ -737,7 +738,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
@@ -769,6 +770,7 @@ std::string describe_plan(const ParallelPlan& p) {
     s += std::string(", grad accumulation ") + grad_accumulation_name(p.grad_accumulation);
   }
   if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
+  if (p.master_remainders) s += ", master weights as remainders";
   if (!p.stage_layers.empty()) {  // runs of equal counts shortened: "layers 1, 30 x 2, 0"
     s += ", layers ";
     for (std::size_t c = 0; c < p.stage_layers.size();) {

@@ -2925,8 +2925,8 @@ TEST_CASE("search: a baseline's rank order and overlap settings survive in its r
 
 TEST_CASE("search: the grid's plans keep the framework settings of the scenario's first strategy") {
   // Expected: with the first strategy given gradient accumulation "add", Megatron's rank
-  // order, no overlapped gradient reduction and fp32 reduction, every ranked plan that is
-  // not a baseline carries those four as given (so --out replays what was ranked), but
+  // order, no overlapped gradient reduction, fp32 reduction and master weights kept as
+  // remainders, every ranked plan that is not a baseline carries those five as given (so --out replays what was ranked), but
   // for overlap_grad_reduce under ZeRO-2/3, which reduce-scatter per layer (the
   // scenario format refuses the field there); without them, no grid plan carries any.
   Scratch s;
@@ -2935,7 +2935,8 @@ TEST_CASE("search: the grid's plans keep the framework settings of the scenario'
     std::vector<std::string> args{"search", f, "--json", "--replay", "24", "--network", "analytical"};
     if (framework) {
       for (const char* set : {"strategies.0.grad_accumulation=add", "strategies.0.order=[\"tp\",\"dp\",\"pp\"]",
-                              "strategies.0.overlap_grad_reduce=false", "strategies.0.grad_reduce_fp32=true"}) {
+                              "strategies.0.overlap_grad_reduce=false", "strategies.0.grad_reduce_fp32=true",
+                              "strategies.0.master_weights=\"remainders\""}) {
         args.push_back("--set");
         args.push_back(set);
       }
@@ -2954,7 +2955,9 @@ TEST_CASE("search: the grid's plans keep the framework settings of the scenario'
       with_buckets += buckets;
       CHECK(e.contains("overlap_grad_reduce") == (framework && buckets));
       CHECK(e.contains("grad_reduce_fp32") == framework);
+      CHECK(e.contains("master_weights") == framework);
       if (framework) {
+        CHECK(e.at("master_weights") == "remainders");
         CHECK(e.at("grad_reduce_fp32") == true);
         CHECK(e.at("grad_accumulation") == "add");
         CHECK(e.at("order") == nlohmann::json::array({"tp", "dp", "pp"}));
@@ -3856,4 +3859,38 @@ TEST_CASE("a plan written as JSON replays: ZeRO-2/3 plans leave out the bucket s
     CHECK(r.status == 0);
     CHECK(r.err.empty());
   }
+}
+
+TEST_CASE("master_weights \"remainders\": 10 bytes of optimizer state per parameter, and Nemotron-4 340B fits as NVIDIA ran it") {
+  // Expected: NVIDIA's Nemotron-4 340B recipe on 128 H100 (public-runs case 115: tp 8 x
+  // pp 8 x dp 2, ZeRO-1) runs Apex's distributed Adam, which keeps each fp32 master weight
+  // as the 16 bits its bf16 weight lacks (the case says so): against a whole fp32 copy the
+  // optimizer states shrink from 12 to 10 bytes per parameter (to 10/12), the peak by that
+  // difference, the step time does not move, and the plan fits the H100 it ran on
+  // (ddlsim's 81.8 GiB with the fp32 copy is over the 79.6 GiB the part has).
+  const auto c = ddlsim_cmd({"validate", "--suite", "public-runs", "--case", "115"});
+  REQUIRE(c.status == 0);
+  REQUIRE(nlohmann::json::parse(c.out).at("name") == "nemo-nemotron4-340b-bf16-128-h100");
+  Scratch s;
+  const std::string f = s.write("nemotron.json", c.out);
+  REQUIRE(nlohmann::json::parse(c.out).at("strategies").at(0).at("master_weights") == "remainders");
+  const auto fp32 = ddlsim_cmd({"run", f, "--json", "--set", "strategies.0.master_weights=\"fp32\""});
+  const auto rem = ddlsim_cmd({"run", f, "--json"});
+  REQUIRE(fp32.status == 0);
+  REQUIRE(rem.status == 0);
+  const auto a = nlohmann::json::parse(fp32.out).at("strategies").at(0), b = nlohmann::json::parse(rem.out).at("strategies").at(0);
+  const double opt_a = a.at("memory_breakdown_bytes").at("optimizer").get<double>();
+  const double opt_b = b.at("memory_breakdown_bytes").at("optimizer").get<double>();
+  CHECK(opt_b == Approx(opt_a * 10 / 12).epsilon(1e-12));
+  CHECK(b.at("peak_memory_bytes").get<double>() == Approx(a.at("peak_memory_bytes").get<double>() - (opt_a - opt_b)).epsilon(1e-9));
+  CHECK(b.at("step_time_s").get<double>() == a.at("step_time_s").get<double>());
+  CHECK(a.at("fits_in_memory") == false);
+  CHECK(b.at("fits_in_memory") == true);
+  expect_exact_errors({
+      {{"run", f, "--set", "strategies.0.master_weights=\"bf16\""},
+       "ddlsim run: strategies.0.master_weights: expected one of \"fp32\", \"remainders\", got \"bf16\"\n"},
+      {{"run", f, "--set", "strategies.0.master_weights=\"remainders\"", "--set", "workload.dtype=\"fp16\""},
+       "ddlsim run: strategies.0: master_weights \"remainders\" needs a bf16 model (the remainders complete bf16 weights to "
+       "fp32), this one is fp16\n"},
+  });
 }

@@ -54,6 +54,10 @@ TEST_CASE("model states follow the ZeRO paper's 7.5B-parameter example on 64 GPU
   CHECK(model_states(psi, 64, DataParallelMode::kAllReduce, DataType::kFp32).weights == Approx(4 * psi));
   CHECK(model_states(psi, 64, DataParallelMode::kZero1, DataType::kFp32).total() == Approx(psi * (8 + 8.0 / 64)));
   CHECK(model_states(psi, 64, DataParallelMode::kZero3, DataType::kFp32).total() == Approx(psi * 16 / 64));
+  // A master copy kept as the 16-bit remainders of bf16 weights (Apex's distributed Adam):
+  // Adam's moments 8 bytes and the remainders 2, so K = 10; ZeRO-1 2 + 2 + 10/64.
+  CHECK(model_states(psi, 64, DataParallelMode::kAllReduce, DataType::kBf16, true).optimizer == Approx(10 * psi));
+  CHECK(model_states(psi, 64, DataParallelMode::kZero1, DataType::kBf16, true).total() == Approx(psi * (4 + 10.0 / 64)));
 }
 
 TEST_CASE("a device joins one communicator per parallel dimension, two for hybrid ZeRO-3 sharding") {
