@@ -222,7 +222,7 @@ int workload_command(const std::vector<std::string>& args, std::ostream& out, st
       ("list", "list the workload presets")
       ("preset", po::value<std::string>()->value_name("NAME"), "a named model (see --list)")
       ("hf-config", po::value<std::string>()->value_name("FILE"),
-       "a HuggingFace config.json (llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, glm4_moe, deepseek_v3, kimi_k2, gpt2)")
+       "a HuggingFace config.json (llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, glm4_moe, deepseek_v3, kimi_k2, nemotron, gpt2)")
       ("batch", po::value<std::int64_t>()->value_name("N")->default_value(1), "samples (sequences) per step")
       ("seq", po::value<std::int64_t>()->value_name("N"), "tokens per sequence (transformers; default the model's)")
       ("dtype", po::value<std::string>()->value_name("TYPE"),

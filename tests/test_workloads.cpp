@@ -706,6 +706,27 @@ TEST_CASE("group-limited routing: the expected parts a token's experts reach, ag
                        "v3.json: num_experts_per_tok: 33 experts do not fit in topk_group (1) groups of 32", InputError);
 }
 
+TEST_CASE("HuggingFace nemotron: Nemotron-4 15B's shape builds the preset's model") {
+  // Expected: a NemotronConfig with the 15B's sizes (transformers' field names; relu2,
+  // half-rotary heads, untied embeddings) gives the nemotron4-15b preset's operators and
+  // parameters exactly: the GPT block with a squared ReLU. Another activation is refused.
+  const auto doc = nlohmann::json::parse(R"({"architectures": ["NemotronForCausalLM"], "model_type": "nemotron",
+    "hidden_act": "relu2", "hidden_size": 6144, "intermediate_size": 24576, "num_hidden_layers": 32,
+    "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 4096,
+    "vocab_size": 256000, "norm_eps": 1e-05, "partial_rotary_factor": 0.5, "rope_theta": 10000,
+    "attention_bias": false, "mlp_bias": false, "attention_dropout": 0.0, "tie_word_embeddings": false,
+    "initializer_range": 0.0134, "torch_dtype": "bfloat16", "bos_token_id": 2, "eos_token_id": 3})");
+  const OperatorGraph hf = build_transformer(read_hf_config(doc, "config.json"), 1);
+  const OperatorGraph preset = build_workload_preset("nemotron4-15b", {});
+  CHECK(hf.totals().params == preset.totals().params);
+  CHECK(hf.totals().fwd_flops == preset.totals().fwd_flops);
+  REQUIRE(hf.ops().size() == preset.ops().size());
+  for (std::size_t i = 0; i < hf.ops().size(); ++i) CHECK(hf.ops()[i].kind == preset.ops()[i].kind);
+  auto silu = doc;
+  silu["hidden_act"] = "silu";
+  CHECK(what(silu) == "config.json: hidden_act: expected one of \"relu2\", got \"silu\"");
+}
+
 TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   auto doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_local_experts"] = 8;
@@ -721,7 +742,7 @@ TEST_CASE("HuggingFace fields ddlsim cannot model are refused by name") {
   CHECK(what(doc) == "config.json: hiden_size: unknown key (did you mean 'hidden_size'?)");
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["model_type"] = "falcon";
-  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"glm4_moe\", \"deepseek_v3\", \"kimi_k2\", \"gpt2\", got \"falcon\"", 0) == 0);
+  CHECK(what(doc).rfind("config.json: model_type: expected one of \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen2_moe\", \"qwen3\", \"qwen3_moe\", \"glm4_moe\", \"deepseek_v3\", \"kimi_k2\", \"nemotron\", \"gpt2\", got \"falcon\"", 0) == 0);
   doc = nlohmann::json::parse(kLlama3_8b);
   doc["num_key_value_heads"] = 5;
   CHECK(what(doc) == "config.json: kv_heads (5) must divide heads (32)");

@@ -54,7 +54,7 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
   try {
     JsonObject o(doc, "");
     for (const char* k : kIgnorable) o.known(k);
-    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "glm4_moe", "deepseek_v3", "kimi_k2", "gpt2"};
+    const std::vector<std::string> types{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "glm4_moe", "deepseek_v3", "kimi_k2", "nemotron", "gpt2"};
     const std::string type = o.choice("model_type", types);
     const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "glm4_moe" || type == "deepseek_v3" ||
                      type == "kimi_k2";
@@ -94,6 +94,15 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
                        o.positive_int("intermediate_size"), o.positive_int("max_position_embeddings"),
                        o.positive_int("vocab_size"));
       c.tied_embedding = o.boolean_or("tie_word_embeddings", false);
+      if (type == "nemotron") {
+        // NemotronForCausalLM (Nemotron-4, Minitron): a layer norm (NemotronLayerNorm1P,
+        // a scale and a shift) and a non-gated MLP, up_proj -> relu2 -> down_proj: the
+        // GPT family's block with a squared ReLU; rotary positions on
+        // partial_rotary_factor of each head (not priced, as rotary positions are not).
+        c.family = TransformerConfig::Family::kGpt;
+        c.squared_relu = true;
+        for (const char* k : {"norm_eps", "partial_rotary_factor"}) o.known(k);
+      }
       if (moe) {
         // Mixtral: every layer's MLP is experts of intermediate_size each. The Qwen MoEs
         // and GLM-4.5: experts of moe_intermediate_size, and dense MLPs of
@@ -198,7 +207,7 @@ TransformerConfig read_hf_config(const nlohmann::json& doc, const std::string& s
       }
       // The only dropout these models have, on the attention probabilities (default 0).
       c.attention_dropout = o.number_or("attention_dropout", 0.0, 1.0, 0.0) > 0;
-      if (o.has("hidden_act")) o.choice("hidden_act", {"silu"});
+      if (o.has("hidden_act")) o.choice("hidden_act", {type == "nemotron" ? "relu2" : "silu"});
       if (deepseek) {
         // Multi-head latent attention (DeepseekV3Attention): no query latent where
         // q_lora_rank is null (DeepSeek-V2-Lite's form). DeepseekV3Config's head_dim is

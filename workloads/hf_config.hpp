@@ -5,7 +5,9 @@
 // the mixtures of experts mixtral, qwen2_moe, qwen3_moe, glm4_moe and deepseek_v3 (or
 // kimi_k2; multi-head latent attention) (all but mixtral with dense MLPs in some layers
 // where the file says so: mlp_only_layers, decoder_sparse_step, first_k_dense_replace,
-// moe_layer_freq) and gpt2 (layer norm, GeLU, learned positions, tied embedding). Every field of the file is either used, known not to
+// moe_layer_freq), nemotron (Nemotron-4, Minitron: layer norm, a squared-ReLU MLP,
+// grouped-query attention, rotary positions) and gpt2 (layer norm, GeLU, learned
+// positions, tied embedding). Every field of the file is either used, known not to
 // change the cost of a training step (token ids, epsilons, rope settings, dtype, router
 // scoring, ...), or refused by name: features ddlsim cannot model (expert fields on a
 // dense model type, sliding-window attention shorter than the sequence, activations
