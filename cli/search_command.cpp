@@ -53,8 +53,8 @@ and ranks them by replayed step time.
            strategy (bucket_mib, overlap_grad_reduce, overlap_p2p,
            overlap_tp_backward, overlap_ep_comm, moe_dispatcher, fp8_dispatch,
            moe_capacity_factor, moe_pad_to_capacity, grad_accumulation,
-           grad_reduce_fp32, master_weights, order), so a DeepSpeed-like scenario is searched as
-           DeepSpeed runs; --orders tries other rank orders (tp-dp-pp, Megatron's,
+           grad_reduce_fp32, master_weights, fp8_params, order), so a
+           DeepSpeed-like scenario is searched as DeepSpeed runs; --orders tries other rank orders (tp-dp-pp, Megatron's,
            keeps an expert-parallel group inside a server where tp-pp-dp spreads
            it over pp x tp x ep accelerators). Plans the memory model says do not fit the accelerator
            are pruned; the rest are ranked by a closed-form estimate

@@ -322,6 +322,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   }
   p.grad_reduce_fp32 = o.boolean_or("grad_reduce_fp32", false);
   p.master_remainders = o.choice_or("master_weights", {"fp32", "remainders"}, "fp32") == "remainders";
+  p.fp8_params = o.boolean_or("fp8_params", false);
   o.finish();
   // A dp that fills the cluster needs tp x pp to divide it. Said before the checks that
   // depend on dp (the global batch against dp x micro_batch would name the wrong fault),

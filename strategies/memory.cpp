@@ -354,10 +354,14 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
     if (m.fp8_gemms) {
       // Transformer Engine's fp8 copy of each such weight and its transpose (Hopper's
       // fp8 GEMMs take one operand layout; the backward multiplies by the transpose),
-      // cast once per step and kept across its micro-batches: 2 bytes per weight.
-      d.weights += 2 * data_type_bytes(DataType::kFp8) *
-                   ((k.primary + mtp_primary) * lp.fp8_per_device(p.tp, m, p.ep) +
-                    (k.dense + mtp_dense) * dlp.fp8_per_device(p.tp, dense, 1));
+      // cast once per step and kept across its micro-batches: 2 bytes per weight. With
+      // fp8_params they are the weights, no 16-bit copy beside them.
+      const double fp8 = (k.primary + mtp_primary) * lp.fp8_per_device(p.tp, m, p.ep) +
+                         (k.dense + mtp_dense) * dlp.fp8_per_device(p.tp, dense, 1);
+      d.fp8_expert_weights = p.ep > 1 ? (k.primary + mtp_primary) * lp.fp8_experts / p.tp / p.ep : 0.0;
+      d.fp8_weights = fp8 - d.fp8_expert_weights;
+      d.weights += 2 * data_type_bytes(DataType::kFp8) * fp8;
+      if (p.fp8_params) d.weights -= weight_bytes(m.dtype) * fp8;
     }
     if (p.dp_mode == DataParallelMode::kZero3 && shard_size(p) > 1) {
       // ZeRO-3's working buffers: a pass holds the unit it computes gathered whole and

@@ -72,6 +72,13 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     if (p.dispatcher != TokenDispatcher::kAllToAll) return "moe_dispatcher \"deepep\" needs a mixture-of-experts model (experts), this one is dense";
     if (p.overlap_ep_comm) return "overlap_ep_comm needs a mixture-of-experts model (experts), this one is dense";
   }
+  if (p.fp8_params) {
+    if (!m.fp8_gemms) return "fp8_params needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it keeps their weights in FP8";
+    if (p.dp_mode == DataParallelMode::kZero3) return "fp8_params is modelled with zero 0 to 2, not 3";
+    if (p.master_remainders) {
+      return "master_weights \"remainders\" completes bf16 weights to fp32; with fp8_params the weights are FP8 (leave master_weights \"fp32\")";
+    }
+  }
   if (p.master_remainders && m.dtype != DataType::kBf16) {
     return std::string("master_weights \"remainders\" needs a bf16 model (the remainders complete bf16 weights to fp32), this one is ") +
            std::string(data_type_name(m.dtype));

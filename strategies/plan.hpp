@@ -226,6 +226,12 @@ struct ParallelPlan {
   /// turns on for bf16 weights; scenario field master_weights "remainders"). bf16 models
   /// only. The optimizer step's traffic is priced as with the fp32 copy.
   bool master_remainders = false;
+  /// FP8 training (workload gemm_dtype "fp8"): the weights of the layers that multiply in
+  /// FP8 are kept in FP8 alone, with their transposes, 2 bytes per weight where a bf16
+  /// copy beside them takes 4, and the data-parallel all-gather of the updated weights
+  /// moves them in 1 byte (NeMo's fp8_params, Megatron-Core's --fp8-param-gather); the
+  /// optimizer keeps its fp32 master copy. With zero 0 to 2.
+  bool fp8_params = false;
 
   [[nodiscard]] int devices() const { return dp * cp * tp * pp; }
   /// Whether the schedule pairs forwards with backwards (overlap_ep_comm in effect).

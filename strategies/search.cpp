@@ -76,6 +76,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.master_remainders = space.framework.master_remainders;
+  p.fp8_params = space.framework.fp8_params && model.fp8_gemms && mode != DataParallelMode::kZero3;
   p.order = order != nullptr ? *order : space.framework.order;
   p.tp = tp;
   p.pp = pp;
@@ -690,7 +691,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                                                        : m * (F + B) + (all - (F + B) - saved * (all_w - W)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double dense = stage_params - stage_experts;
-    const double grads = dense * reduced_gradient_bytes(p, model.dtype), weights = dense * weight_bytes(model.dtype);
+    // (Weights kept in FP8 gathered in 1 byte: fp8_params.)
+    const double wb = weight_bytes(model.dtype);
+    const double grads = dense * reduced_gradient_bytes(p, model.dtype),
+                 weights = dense * wb - (p.fp8_params ? fullest->fp8_weights * (wb - 1.0) : 0.0);
     const double expert_grads = stage_experts * reduced_gradient_bytes(p, model.dtype);
     // The gradients' reduction may run beside the backward; ZeRO-1/2's all-gather of the
     // updated weights follows the optimizer step, with nothing left to hide behind.
@@ -705,7 +709,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                  expert_collective(CollectiveOp::kReduceScatter, expert_grads);
       }
       gather = dp_collective(all_dp, CollectiveOp::kAllGather, weights) +
-               expert_collective(CollectiveOp::kAllGather, stage_experts * weight_bytes(model.dtype));
+               expert_collective(CollectiveOp::kAllGather,
+                                 stage_experts * wb - (p.fp8_params ? fullest->fp8_expert_weights * (wb - 1.0) : 0.0));
     }
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
   }
@@ -738,7 +743,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
@@ -771,6 +776,7 @@ std::string describe_plan(const ParallelPlan& p) {
   }
   if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
   if (p.master_remainders) s += ", master weights as remainders";
+  if (p.fp8_params) s += ", FP8 weights";
   if (!p.stage_layers.empty()) {  // runs of equal counts shortened: "layers 1, 30 x 2, 0"
     s += ", layers ";
     for (std::size_t c = 0; c < p.stage_layers.size();) {

@@ -975,6 +975,10 @@ class StepLowering {
     // Those all-reduces carry a few bytes; only the wait they impose is modelled.
     const TaskId every_stage = g_.add(Marker{}, "every stage's gradients reduced").id();
     sum_copies(every_stage);
+    // ZeRO-1/2's all-gather of the updated weights: 16 bits a weight, 8 for those kept in
+    // FP8 (fp8_params).
+    const std::vector<DeviceMemory> held = p_.fp8_params ? stage_memory(p_, m_) : std::vector<DeviceMemory>();
+    const double wb = weight_bytes(m_.dtype);
     for (int i = 0; i < p_.pp; ++i) {
       const TaskId stage_done = out_.gradients_reduced[static_cast<std::size_t>(i)];
       g_.add_edge(stage_done, every_stage);
@@ -1037,14 +1041,14 @@ class StepLowering {
           for (TaskId t : steps) g_.add_edge(t, stepped);
         }
         out_.weights_gathered.push_back(gathered);
+        const DeviceMemory* fp8 = held.empty() ? nullptr : &held[static_cast<std::size_t>(i)];
+        const double bytes = (stage_params - stage_experts) * wb - (fp8 ? fp8->fp8_weights * (wb - 1.0) : 0.0);
+        const double expert_bytes = stage_experts * wb - (fp8 ? fp8->fp8_expert_weights * (wb - 1.0) : 0.0);
         for (int k = 0; k < p_.tp; ++k) {
-          const LoweredCollective c =
-              dp_collective(i, k, CollectiveOp::kAllGather, (stage_params - stage_experts) * weight_bytes(m_.dtype));
+          const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, bytes);
           for (TaskId t : steps) g_.add_edge(t, c.start);
           g_.add_edge(c.end, gathered);
-          if (stepped.valid()) {
-            expert_collectives(k, CollectiveOp::kAllGather, stage_experts * weight_bytes(m_.dtype), stepped, gathered);
-          }
+          if (stepped.valid()) expert_collectives(k, CollectiveOp::kAllGather, expert_bytes, stepped, gathered);
         }
         g_.add_edge(gathered, end);
       }

@@ -3894,3 +3894,65 @@ TEST_CASE("master_weights \"remainders\": 10 bytes of optimizer state per parame
        "fp32), this one is fp16\n"},
   });
 }
+
+TEST_CASE("fp8_params: FP8 layers' weights in FP8 alone, gathered in 1 byte, and the grid keeps it") {
+  // Expected: NVIDIA's Nemotron-4 340B FP8 recipe on 128 H100 (public-runs case 120:
+  // tp 8 x pp 8 x dp 2, ZeRO-1, fp8_params as the recipe sets it). A device's FP8 layers
+  // hold 12 layers x (Q and O h^2, K and V 2 x 8 x 192 x h, MLP 8 h^2) / tp 8 =
+  // 5,181,014,016 weights (h 18432). Without fp8_params each keeps a bf16 copy beside its
+  // FP8 copy and transpose: the weights take 2 bytes more each, 10,362,028,032 bytes, and
+  // the dp all-gathers of the updated weights (8 stages x 8 tp ranks) carry 1 byte more
+  // each, 64 x 5,181,014,016 bytes; the step is slower for it, and the plan does not fit
+  // the H100 (87.0 GiB) where with fp8_params it does.
+  const auto c = ddlsim_cmd({"validate", "--suite", "public-runs", "--case", "120"});
+  REQUIRE(c.status == 0);
+  REQUIRE(nlohmann::json::parse(c.out).at("name") == "nemo-nemotron4-340b-fp8-128-h100");
+  REQUIRE(nlohmann::json::parse(c.out).at("strategies").at(0).at("fp8_params") == true);
+  Scratch s;
+  const std::string f = s.write("nemotron-fp8.json", c.out);
+  const auto on = ddlsim_cmd({"run", f, "--json"});
+  const auto off = ddlsim_cmd({"run", f, "--json", "--set", "strategies.0.fp8_params=false"});
+  REQUIRE(on.status == 0);
+  REQUIRE(off.status == 0);
+  const auto a = nlohmann::json::parse(on.out).at("strategies").at(0), b = nlohmann::json::parse(off.out).at("strategies").at(0);
+  const double w8 = 12.0 * (10.0 * 18432 * 18432 + 2.0 * 8 * 192 * 18432) / 8;
+  CHECK(w8 == 5181014016.0);
+  CHECK(b.at("memory_breakdown_bytes").at("weights").get<double>() - a.at("memory_breakdown_bytes").at("weights").get<double>() ==
+        Approx(2 * w8).epsilon(1e-12));
+  const auto gathered = [](const nlohmann::json& st) {
+    for (const auto& x : st.at("collectives")) {
+      if (x.at("dim") == "dp" && x.at("op") == "all-gather") return x.at("bytes").get<double>();
+    }
+    FAIL("no dp all-gather");
+    return 0.0;
+  };
+  CHECK(gathered(b) - gathered(a) == Approx(64 * w8).epsilon(1e-12));
+  CHECK(a.at("step_time_s").get<double>() < b.at("step_time_s").get<double>());
+  CHECK(a.at("fits_in_memory") == true);
+  CHECK(b.at("fits_in_memory") == false);
+  expect_exact_errors({
+      {{"run", f, "--set", "strategies.0.fp8_params=1"}, "ddlsim run: strategies.0.fp8_params: expected true or false, got 1\n"},
+      {{"run", f, "--set", "workload.gemm_dtype=null"},
+       "ddlsim run: strategies.0: fp8_params needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it keeps their weights in FP8\n"},
+      {{"run", f, "--set", "strategies.0.zero=3", "--set", "strategies.0.overlap_grad_reduce=null", "--set",
+        "strategies.0.bucket_mib=null"},
+       "ddlsim run: strategies.0: fp8_params is modelled with zero 0 to 2, not 3\n"},
+      {{"run", f, "--set", "strategies.0.master_weights=\"remainders\""},
+       "ddlsim run: strategies.0: master_weights \"remainders\" completes bf16 weights to fp32; with fp8_params the weights "
+       "are FP8 (leave master_weights \"fp32\")\n"},
+  });
+  // The grid (Nemotron-4 15B FP8 on 16 GPUs, case 107) gives every plan the scenario's
+  // fp8_params but its ZeRO-3 ones, which cannot take it.
+  const auto c15 = ddlsim_cmd({"validate", "--suite", "public-runs", "--case", "107"});
+  REQUIRE(c15.status == 0);
+  const auto r = ddlsim_cmd({"search", s.write("n15.json", c15.out), "--json", "--replay", "40", "--network", "analytical"});
+  REQUIRE(r.status == 0);
+  const auto searched = nlohmann::json::parse(r.out);
+  int grid = 0;
+  for (const auto& e : searched.at("ranked")) {
+    if (e.at("baseline") == true) continue;
+    ++grid;
+    CHECK(e.value("fp8_params", false) == (e.at("zero") != 3));
+  }
+  CHECK(grid == 40);
+}
