@@ -54,8 +54,9 @@ and ranks them by replayed step time.
            overlap_tp_backward, overlap_ep_comm, moe_dispatcher, fp8_dispatch,
            moe_capacity_factor, moe_pad_to_capacity, grad_accumulation,
            grad_reduce_fp32, master_weights, fp8_params, order), so a
-           DeepSpeed-like scenario is searched as DeepSpeed runs; --orders tries other rank orders (tp-dp-pp, Megatron's,
-           keeps an expert-parallel group inside a server where tp-pp-dp spreads
+           DeepSpeed-like scenario is searched as DeepSpeed runs; --orders
+           tries other rank orders (tp-dp-pp, Megatron's, keeps an
+           expert-parallel group inside a server where tp-pp-dp spreads
            it over pp x tp x ep accelerators). Plans the memory model says do not fit the accelerator
            are pruned; the rest are ranked by a closed-form estimate
            (strategies/search.hpp), and the best --replay of them, with the scenario's

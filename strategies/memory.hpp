@@ -64,7 +64,7 @@ struct DeviceMemory {
   double optimizer = 0;
   double activations = 0;
   // Of `parameters`, the weights of the layers that multiply in FP8 under FP8 training
-  // (their biases too), apart from the routed experts' under expert parallelism
+  // (not their biases, norms or the router), apart from the routed experts' under expert parallelism
   // (fp8_expert_weights): what ParallelPlan::fp8_params keeps in FP8 alone.
   double fp8_weights = 0, fp8_expert_weights = 0;
   [[nodiscard]] double total() const { return weights + gradients + optimizer + activations; }

@@ -74,7 +74,6 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   }
   if (p.fp8_params) {
     if (!m.fp8_gemms) return "fp8_params needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it keeps their weights in FP8";
-    if (p.dp_mode == DataParallelMode::kZero3) return "fp8_params is modelled with zero 0 to 2, not 3";
     if (p.master_remainders) {
       return "master_weights \"remainders\" completes bf16 weights to fp32; with fp8_params the weights are FP8 (leave master_weights \"fp32\")";
     }

@@ -76,7 +76,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.master_remainders = space.framework.master_remainders;
-  p.fp8_params = space.framework.fp8_params && model.fp8_gemms && mode != DataParallelMode::kZero3;
+  p.fp8_params = space.framework.fp8_params && model.fp8_gemms;  // (FP8 GEMMs take no ZeRO-3)
   p.order = order != nullptr ? *order : space.framework.order;
   p.tp = tp;
   p.pp = pp;
@@ -691,10 +691,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                                                        : m * (F + B) + (all - (F + B) - saved * (all_w - W)) / v;
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double dense = stage_params - stage_experts;
-    // (Weights kept in FP8 gathered in 1 byte: fp8_params.)
-    const double wb = weight_bytes(model.dtype);
     const double grads = dense * reduced_gradient_bytes(p, model.dtype),
-                 weights = dense * wb - (p.fp8_params ? fullest->fp8_weights * (wb - 1.0) : 0.0);
+                 weights = gathered_weight_bytes(dense, fullest->fp8_weights, p, model.dtype);
     const double expert_grads = stage_experts * reduced_gradient_bytes(p, model.dtype);
     // The gradients' reduction may run beside the backward; ZeRO-1/2's all-gather of the
     // updated weights follows the optimizer step, with nothing left to hide behind.
@@ -709,8 +707,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                  expert_collective(CollectiveOp::kReduceScatter, expert_grads);
       }
       gather = dp_collective(all_dp, CollectiveOp::kAllGather, weights) +
-               expert_collective(CollectiveOp::kAllGather,
-                                 stage_experts * wb - (p.fp8_params ? fullest->fp8_expert_weights * (wb - 1.0) : 0.0));
+               expert_collective(CollectiveOp::kAllGather, gathered_weight_bytes(stage_experts, fullest->fp8_expert_weights, p, model.dtype));
     }
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
   }

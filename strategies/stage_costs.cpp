@@ -30,7 +30,7 @@ Split split_of(const Operator& op) {
   }
   if (ends_with(n, ".proj") || ends_with(n, ".fc2") || ends_with(n, ".down")) return Split::kRows;
   if (n.find(".attention") != std::string_view::npos || ends_with(n, ".k_concat")) return Split::kHeads;
-  if (ends_with(n, ".gelu") || ends_with(n, ".swiglu") || n == "loss") return Split::kInner;
+  if (ends_with(n, ".gelu") || ends_with(n, ".squared_relu") || ends_with(n, ".swiglu") || n == "loss") return Split::kInner;
   if (is_per_head_norm(op)) return Split::kPerHead;  // heads split, scale shared
   // A mixture of experts' dispatch and combine move every token on every tp rank (with
   // sequence parallelism, after the tokens are gathered), as the dense MLP's first

@@ -160,6 +160,12 @@ inline double weight_bytes(DataType weights) { return weights == DataType::kFp32
 inline double reduced_gradient_bytes(const ParallelPlan& p, DataType weights) {
   return p.grad_reduce_fp32 ? kFp32Bytes : weight_bytes(weights);
 }
+/// Bytes of ZeRO-1/2's all-gather of `params` updated weights, `fp8` of which the plan
+/// keeps in FP8 alone (fp8_params: 1 byte each).
+inline double gathered_weight_bytes(double params, double fp8, const ParallelPlan& p, DataType weights) {
+  const double w = weight_bytes(weights);
+  return params * w - (p.fp8_params ? fp8 * (w - 1.0) : 0.0);
+}
 
 /// Bytes per parameter of the gradient the optimizer reads: 4 where the plan keeps fp32
 /// gradients (grad_reduce_fp32, or kFp32 accumulation, or an fp32 model), else 2.

@@ -978,7 +978,6 @@ class StepLowering {
     // ZeRO-1/2's all-gather of the updated weights: 16 bits a weight, 8 for those kept in
     // FP8 (fp8_params).
     const std::vector<DeviceMemory> held = p_.fp8_params ? stage_memory(p_, m_) : std::vector<DeviceMemory>();
-    const double wb = weight_bytes(m_.dtype);
     for (int i = 0; i < p_.pp; ++i) {
       const TaskId stage_done = out_.gradients_reduced[static_cast<std::size_t>(i)];
       g_.add_edge(stage_done, every_stage);
@@ -1041,9 +1040,9 @@ class StepLowering {
           for (TaskId t : steps) g_.add_edge(t, stepped);
         }
         out_.weights_gathered.push_back(gathered);
-        const DeviceMemory* fp8 = held.empty() ? nullptr : &held[static_cast<std::size_t>(i)];
-        const double bytes = (stage_params - stage_experts) * wb - (fp8 ? fp8->fp8_weights * (wb - 1.0) : 0.0);
-        const double expert_bytes = stage_experts * wb - (fp8 ? fp8->fp8_expert_weights * (wb - 1.0) : 0.0);
+        const DeviceMemory fp8 = held.empty() ? DeviceMemory{} : held[static_cast<std::size_t>(i)];
+        const double bytes = gathered_weight_bytes(stage_params - stage_experts, fp8.fp8_weights, p_, m_.dtype);
+        const double expert_bytes = gathered_weight_bytes(stage_experts, fp8.fp8_expert_weights, p_, m_.dtype);
         for (int k = 0; k < p_.tp; ++k) {
           const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, bytes);
           for (TaskId t : steps) g_.add_edge(t, c.start);
