@@ -61,7 +61,9 @@ between predicted and measured figures among the strategies of one model on one 
 count and batch (1 = same order, -1 = reversed; - where no two cases compare or all
 pairs tie). --csv writes every case, with, for a replayed training step, where it goes
 (compute, exposed tp/pp/dp/other communication, bubble; seconds) and the fullest
-device's peak memory (GiB).
+device's peak memory (GiB). A measured step ran, so its plan fit its accelerators: a
+training case whose peak ddlsim finds over their memory is counted per model as unfit
+(a line under the table, JSON unfit), and --check fails on any.
 
 --case N (with --suite or --measured) prints what reproduces one case outside
 validate and replays nothing: a training case's scenario as JSON (the cluster, the
@@ -113,6 +115,7 @@ void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
     std::snprintf(nums, sizeof nums, "%6d %13.2f %9.2f %12s\n", a.cases, a.mean_abs_error * 100, a.worst_abs_error * 100, tau);
     out << padded(a.suite, 14) << " " << padded(a.model, w) << " " << nums;
     if (a.refused > 0) out << "  (" << a.refused << " cases refused by ddlsim; see --csv)\n";
+    if (a.unfit > 0) out << "  (" << a.unfit << " cases that ran do not fit in memory by ddlsim's model; see --csv's peak_memory_gib)\n";
   }
 }
 
@@ -121,6 +124,7 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
   for (const Accuracy& a : table) {
     j[a.suite][a.model] = {{"cases", a.cases},
                            {"refused", a.refused},
+                           {"unfit", a.unfit},
                            {"mean_abs_error", a.mean_abs_error},
                            {"worst_abs_error", a.worst_abs_error},
                            {"kendall_tau", a.tau_defined ? nlohmann::ordered_json(a.kendall_tau) : nlohmann::ordered_json()},

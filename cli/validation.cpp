@@ -73,6 +73,7 @@ double step_of(ValidationCase& c, const TrainingReport& r) {
   b.exposed_other_s = r.other_comm_s() + r.exposed_ep_s;
   b.bubble_s = r.bubble_s;
   b.peak_memory_bytes = r.peak_memory_bytes;
+  b.fits = r.fits_in_memory;
   return r.step_time_s;
 }
 
@@ -447,6 +448,7 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
         ++a->refused;
         continue;
       }
+      if (c.breakdown.step && !c.breakdown.fits) ++a->unfit;
       const double e = std::abs(c.error());
       a->mean_abs_error += e;
       a->worst_abs_error = std::max(a->worst_abs_error, e);
@@ -518,7 +520,7 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
       JsonObject e(figures, path + ": " + suite + "." + model);
       (void)e.number("mean_abs_error", 0.0, kMaxRecordedError);
       (void)e.number("worst_abs_error", 0.0, kMaxRecordedError);
-      for (const char* key : {"cases", "refused", "pairs"}) {
+      for (const char* key : {"cases", "refused", "unfit", "pairs"}) {
         if (e.has(key)) (void)e.number(key, 0.0, 1e12);
       }
       if (e.has("kendall_tau") && !e.value("kendall_tau").is_null()) (void)e.number("kendall_tau", -1.0, 1.0);
@@ -564,6 +566,10 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
       out.push_back(a.suite + " / " + a.model + ": kendall_tau is undefined now (no pair ordered in both figures), recorded a value in " + path);
     }
     if (a.refused > 0) out.push_back(a.suite + " / " + a.model + ": " + std::to_string(a.refused) + " cases refused");
+    if (a.unfit > 0) {
+      out.push_back(a.suite + " / " + a.model + ": " + std::to_string(a.unfit) +
+                    " cases that ran do not fit in memory by ddlsim's model (see --csv's peak_memory_gib)");
+    }
   }
   return out;
 }

@@ -3957,3 +3957,41 @@ TEST_CASE("fp8_params: FP8 layers' weights in FP8 alone, gathered in 1 byte, and
   }
   CHECK(grid == 40);
 }
+
+TEST_CASE("validate: a measured step that ddlsim finds over its accelerators' memory counts as unfit, and --check fails on it") {
+  // Expected: NVIDIA ran Nemotron-4 340B on 128 H100 (public-runs case 115), so its plan
+  // fit; with a whole fp32 master copy (master_weights "fp32") ddlsim's peak is 81.8 GiB,
+  // over the H100's 79.6: as a measured step that is one unfit case, named under the
+  // table and in the JSON, and a record of it does not pass --check. As the recipe runs
+  // it (remainders) it fits: unfit 0, and the check passes.
+  const auto c = ddlsim_cmd({"validate", "--suite", "public-runs", "--case", "115"});
+  REQUIRE(c.status == 0);
+  Scratch s;
+  const std::string fits = s.write("fits.json", c.out);
+  auto doc = nlohmann::json::parse(c.out);
+  doc["strategies"][0]["master_weights"] = "fp32";
+  const std::string over = s.write("over.json", doc.dump());
+  const std::string m = s.write("m.csv", "scenario_file,strategy,measured_step_s\nover.json,tp8-pp8-v12,4.61\n");
+  auto r = ddlsim_cmd({"validate", "--measured", m});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("  (1 cases that ran do not fit in memory by ddlsim's model; see --csv's peak_memory_gib)\n") !=
+        std::string::npos);
+  r = ddlsim_cmd({"validate", "--measured", m, "--json"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("measured").at("all").at("unfit") == 1);
+  CHECK(j.at("measured").at("over.json").at("unfit") == 1);
+  const std::string rec = (s.dir / "rec.json").string();
+  REQUIRE(ddlsim_cmd({"validate", "--measured", m, "--record", rec}).status == 0);
+  r = ddlsim_cmd({"validate", "--measured", m, "--check", rec});
+  CHECK(r.status == 3);
+  CHECK(r.err.find("measured / over.json: 1 cases that ran do not fit in memory by ddlsim's model (see --csv's peak_memory_gib)") !=
+        std::string::npos);
+  const std::string ok = s.write("ok.csv", "scenario_file,strategy,measured_step_s\nfits.json,tp8-pp8-v12,4.61\n");
+  r = ddlsim_cmd({"validate", "--measured", ok, "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("measured").at("all").at("unfit") == 0);
+  const std::string rec_ok = (s.dir / "rec-ok.json").string();
+  REQUIRE(ddlsim_cmd({"validate", "--measured", ok, "--record", rec_ok}).status == 0);
+  CHECK(ddlsim_cmd({"validate", "--measured", ok, "--check", rec_ok}).status == 0);
+}
