@@ -24,8 +24,9 @@ struct LayerParams {
   // The weights of the layers that multiply in fp8 under FP8 training (not their biases,
   // norms or the router), split the same ways.
   double fp8_sharded = 0, fp8_replicated = 0, fp8_kv = 0, fp8_experts = 0;
+  [[nodiscard]] double fp8_experts_per_device(int tp, int ep) const { return fp8_experts / tp / ep; }
   [[nodiscard]] double fp8_per_device(int tp, const TransformerConfig& m, int ep) const {
-    return fp8_sharded / tp + fp8_replicated + fp8_kv / static_cast<double>(m.kv_ways(tp)) + fp8_experts / tp / ep;
+    return fp8_sharded / tp + fp8_replicated + fp8_kv / static_cast<double>(m.kv_ways(tp)) + fp8_experts_per_device(tp, ep);
   }
 };
 
@@ -358,7 +359,7 @@ std::vector<DeviceMemory> stage_memory(const ParallelPlan& p, const TransformerC
       // fp8_params they are the weights, no 16-bit copy beside them.
       const double fp8 = (k.primary + mtp_primary) * lp.fp8_per_device(p.tp, m, p.ep) +
                          (k.dense + mtp_dense) * dlp.fp8_per_device(p.tp, dense, 1);
-      d.fp8_expert_weights = p.ep > 1 ? (k.primary + mtp_primary) * lp.fp8_experts / p.tp / p.ep : 0.0;
+      d.fp8_expert_weights = p.ep > 1 ? (k.primary + mtp_primary) * lp.fp8_experts_per_device(p.tp, p.ep) : 0.0;
       d.fp8_weights = fp8 - d.fp8_expert_weights;
       d.weights += 2 * data_type_bytes(DataType::kFp8) * fp8;
       if (p.fp8_params) d.weights -= weight_bytes(m.dtype) * fp8;
