@@ -45,6 +45,25 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   if (buckets && p.overlap_grad_reduce != defaults.overlap_grad_reduce) j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   if (p.overlap_p2p != defaults.overlap_p2p) j["overlap_p2p"] = p.overlap_p2p;
   if (p.overlap_tp_backward != defaults.overlap_tp_backward) j["overlap_tp_backward"] = p.overlap_tp_backward;
+  if (p.tp_comm_overlap.on) {
+    // true for Transformer Engine's defaults, else the places set otherwise.
+    nlohmann::ordered_json ub = nlohmann::ordered_json::object();
+    for (int i = 0; i < kUbSites; ++i) {
+      const UbOverlap& u = p.tp_comm_overlap.site[i];
+      if (u == defaults.tp_comm_overlap.site[i]) continue;
+      nlohmann::ordered_json e;
+      e["method"] = u.method == UbMethod::kBulk ? "bulk" : u.method == UbMethod::kPipeline ? "pipeline" : "ring_exchange";
+      e["num_sm"] = u.num_sm;
+      if (u.method == UbMethod::kPipeline) e["num_splits"] = u.num_splits;
+      e["set_sm_margin"] = u.sm_margin;
+      ub[kUbSiteNames[i]] = e;
+    }
+    if (ub.empty()) {
+      j["tp_comm_overlap"] = true;
+    } else {
+      j["tp_comm_overlap"] = ub;
+    }
+  }
   if (p.overlap_ep_comm != defaults.overlap_ep_comm) j["overlap_ep_comm"] = p.overlap_ep_comm;
   if (p.dispatcher != defaults.dispatcher) j["moe_dispatcher"] = dispatcher_name(p.dispatcher);
   if (p.fp8_dispatch != defaults.fp8_dispatch) j["fp8_dispatch"] = p.fp8_dispatch;

@@ -182,6 +182,70 @@ TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, con
   return t;
 }
 
+// strategy.tp_comm_overlap: true (Transformer Engine's default settings), false, or an
+// object of settings per overlapped GEMM in TE's form (ub_tp_comm_overlap_cfg), those
+// left out at TE's defaults. cga_size and aggregate are read and not priced.
+void read_tp_comm_overlap(JsonObject& o, const AcceleratorSpec& acc, TpCommOverlap& out) {
+  const nlohmann::json& v = o.value("tp_comm_overlap");
+  if (v.is_boolean()) {
+    out.on = v.get<bool>();
+  } else if (!v.is_object()) {
+    throw InputError(o.field_path("tp_comm_overlap") + ": expected true, false or an object of Transformer Engine's settings per "
+                     "overlapped GEMM (qkv_fprop, proj_fprop, ...), got " + shown(v));
+  }
+  if (v.is_object() || out.on) {
+    out.on = true;
+    if (acc.sms == 0) {
+      throw InputError(o.field_path("tp_comm_overlap") + ": the accelerator '" + acc.id +
+                       "' has no SM count in the catalog (Transformer Engine's userbuffers run on NVIDIA GPUs)");
+    }
+  }
+  if (!v.is_object()) return;
+  JsonObject c = o.object("tp_comm_overlap");
+  // (TE's 0/1 or a boolean.)
+  const auto flag = [](JsonObject& e, const char* key) {
+    const nlohmann::json& f = e.value(key);
+    if (f.is_boolean()) return f.get<bool>();
+    if (f.is_number_integer() && (f.get<std::int64_t>() == 0 || f.get<std::int64_t>() == 1)) return f.get<std::int64_t>() == 1;
+    throw InputError(e.field_path(key) + ": expected true, false, 0 or 1, got " + shown(f));
+  };
+  for (int i = 0; i < kUbSites; ++i) {
+    c.known(kUbSiteNames[i]);
+    if (!c.has(kUbSiteNames[i])) continue;
+    JsonObject e = c.object(kUbSiteNames[i]);
+    UbOverlap& u = out.site[i];
+    const std::vector<std::string> methods = ub_bulk(i)             ? std::vector<std::string>{"bulk"}
+                                             : ub_reduce_scatter(i) ? std::vector<std::string>{"pipeline", "ring_exchange"}
+                                                                    : std::vector<std::string>{"ring_exchange"};
+    const std::string method = e.choice_or("method", methods, methods.front());
+    u.method = method == "bulk" ? UbMethod::kBulk : method == "pipeline" ? UbMethod::kPipeline : UbMethod::kRingExchange;
+    if (e.has("num_sm")) {
+      u.num_sm = static_cast<int>(e.positive_int("num_sm"));
+      if (u.num_sm >= acc.sms) {
+        throw InputError(e.field_path("num_sm") + ": expected fewer than the " + acc.id + "'s " + std::to_string(acc.sms) +
+                         " SMs, got " + std::to_string(u.num_sm));
+      }
+    }
+    if (e.has("num_splits")) {
+      if (u.method != UbMethod::kPipeline) throw InputError(e.field_path("num_splits") + ": applies to the pipeline method only");
+      u.num_splits = static_cast<int>(e.positive_int("num_splits"));
+      if (u.num_splits > 1024) throw InputError(e.field_path("num_splits") + ": at most 1024, got " + std::to_string(u.num_splits));
+    }
+    if (e.has("set_sm_margin")) u.sm_margin = flag(e, "set_sm_margin");
+    if (e.has("cga_size")) (void)e.positive_int("cga_size");
+    if (e.has("aggregate")) (void)flag(e, "aggregate");
+    e.finish();
+  }
+  c.finish();
+  // The defaults' SMs too (16) must leave the GEMM some.
+  for (int i = 0; i < kUbSites; ++i) {
+    if (out.site[i].method != UbMethod::kRingExchange && out.site[i].num_sm >= acc.sms) {
+      throw InputError(o.field_path("tp_comm_overlap") + "." + kUbSiteNames[i] + ".num_sm: expected fewer than the " + acc.id +
+                       "'s " + std::to_string(acc.sms) + " SMs, got " + std::to_string(out.site[i].num_sm));
+    }
+  }
+}
+
 TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices,
                                bool keep_unfit) {
   if (o.has("sbp")) return read_sbp_strategy(o, raw, s, devices, keep_unfit);
@@ -301,6 +365,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);
   p.overlap_tp_backward = o.boolean_or("overlap_tp_backward", false);
+  if (o.has("tp_comm_overlap")) read_tp_comm_overlap(o, accelerator_of(s), p.tp_comm_overlap);
   p.overlap_ep_comm = o.boolean_or("overlap_ep_comm", false);
   const std::string dispatcher = o.choice_or("moe_dispatcher", {"alltoall", "deepep"}, "alltoall");
   for (TokenDispatcher d : {TokenDispatcher::kAllToAll, TokenDispatcher::kDeepEp}) {

@@ -126,6 +126,14 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   }
   if (m.shared_ffn % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the shared expert's FFN size (" + n(m.shared_ffn) + ")";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
+  if (p.tp_comm_overlap.on) {
+    // (TE's userbuffers overlap all-gathers and reduce-scatters: sequence parallelism's.)
+    if (!p.sequence_parallel) return "tp_comm_overlap needs sequence parallelism (sequence_parallel, tp > 1)";
+    if (p.overlap_tp_backward) return "tp_comm_overlap already overlaps the backward's collectives: leave out overlap_tp_backward";
+    if (m.parallel_layers) return "tp_comm_overlap is not modelled for parallel attention and MLP branches (parallel_layers)";
+    if (m.kv_lora_rank > 0) return "tp_comm_overlap is not modelled for multi-head latent attention";
+    if (p.schedule == PipelineSchedule::kZeroBubbleH1) return "tp_comm_overlap is not modelled with the zero-bubble schedule";
+  }
   if (p.shard < 0) return "shard must be at least 1 (or 0: every data-parallel rank)";
   if (p.shard > 0 && p.dp_mode != DataParallelMode::kZero3) return "shard applies to ZeRO-3 (zero 3) only";
   if (p.shard > 0 && p.dp % p.shard != 0) {

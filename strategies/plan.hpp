@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "strategies/tp_overlap.hpp"
 #include "workloads/transformer.hpp"
 
 namespace ddlsim {
@@ -177,6 +178,11 @@ struct ParallelPlan {
   /// all-gather of the output gradient before the half stays in line). false: the
   /// half's collective follows its whole backward.
   bool overlap_tp_backward = false;
+  /// Transformer Engine's userbuffers overlap of the tensor-parallel collectives
+  /// (strategies/tp_overlap.hpp): with sequence parallelism, each half layer's
+  /// all-gather and reduce-scatter in pieces beside its linear layers' GEMMs, forward and
+  /// backward, the communication kernels taking SMs from the GEMMs. Off by default.
+  TpCommOverlap tp_comm_overlap;
   /// Expert parallelism only (ep > 1): Megatron-Core's combined 1F1B
   /// (--overlap-moe-expert-parallel-comm). In the 1F1B steady state each forward runs
   /// beside the backward that follows it, on one compute stream, so that either pass's

@@ -95,6 +95,12 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.dp_mode = mode;
   p.recompute = rc;
   p.sequence_parallel = tp > 1 && model.seq % tp == 0;
+  // (TE's userbuffers overlap where the plan can run it: sequence parallelism, no
+  // zero-bubble schedule, a model it is modelled for.)
+  if (space.framework.tp_comm_overlap.on && p.sequence_parallel && sched != PipelineSchedule::kZeroBubbleH1 &&
+      !model.parallel_layers && model.kv_lora_rank == 0) {
+    p.tp_comm_overlap = space.framework.tp_comm_overlap;
+  }
   return p;
 }
 
@@ -486,8 +492,15 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const bool split = experts && c.moe_tp_share > 0.0;
     const double mlp_ar = split ? c.moe_tp_share * ar : ar;
     const double layer_ars = model.parallel_layers ? ars * ar : ar + mlp_ar;
-    const double fc = (c.attention.forward + mlp.forward).value() + layer_ars;
-    const double bc = (c.attention.backward + mlp.backward).value() + layer_ars;
+    double fc = (c.attention.forward + mlp.forward).value() + layer_ars;
+    double bc = (c.attention.backward + mlp.backward).value() + layer_ars;
+    if (p.tp_comm_overlap.on && p.tp > 1) {  // the attention half's and a dense MLP's collectives beside their GEMMs
+      const int sms = compute.device().sms;
+      const UbHalf a = ub_half(c.attention, false, p, model.fp8_gemms, ar, sms);
+      const UbHalf m = ub_half(mlp, true, p, model.fp8_gemms, ar, sms);
+      fc = a.forward() + (dense ? m.forward() : mlp.forward.value() + mlp_ar);
+      bc = a.backward() + (dense ? m.backward() : mlp.backward.value() + mlp_ar);
+    }
     const double recomputed = (c.attention.recompute + mlp.recompute).value();
     const double hides = experts ? paired : 0.0;
     const double backward_a2a = a2a - hides * std::min(a2a, fc);  // what the backward shows of its all-to-alls
@@ -740,7 +753,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };

@@ -283,6 +283,10 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       n.recompute += fwd;
     }
     if (op.kind == OpKind::kLinear && split_of(op) == Split::kColumns) half.weight_gradient += b * 0.5;  // QKV, fc1, gate/up
+    if (op.kind == OpKind::kLinear && !in_experts(op)) {
+      if (split_of(op) == Split::kColumns) half.column_gemm += f;
+      if (split_of(op) == Split::kRows) half.row_gemm += f, half.row_dgrad += b * 0.5;
+    }
     if (op.kind == OpKind::kLinear) half.weight_gradients += b * 0.5;
     if (in_mlp && model.experts > 0 && (!dispatched || in_experts(op))) {
       HalfLayer& part = dispatched ? c.experts : c.moe_pre;
@@ -475,6 +479,29 @@ Seconds grad_accumulation_time(double params, const ParallelPlan& p, DataType we
   Operator acc{OpKind::kAdd, "gradient accumulation", -1, {}, 0, {}, DataType::kFp32, {}};
   acc.cost.fwd_bytes = params * grad_accumulation_bytes(p, weights);
   return compute.time(acc, Pass::kForward);
+}
+
+UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_gemms, double ar, int sms) {
+  const TpCommOverlap& o = plan.tp_comm_overlap;
+  const auto piece = [&](int site, double gemm) {
+    UbPiece u;
+    u.share = 0.5 * (fp8_gemms && ub_fp8_buffer(site) ? 0.5 : 1.0);  // an all-gather or reduce-scatter: half an all-reduce
+    const UbTimes t = ub_overlap_times(o.site[site], gemm, u.share * ar, plan.tp, sms);
+    u.gemm = t.gemm, u.comm = u.share * ar, u.tail = t.tail;
+    return u;
+  };
+  // (The column-parallel linear's input gradient and weight gradient have equal FLOPs:
+  // weight_gradient each.)
+  const double column = h.column_gemm.value(), row = h.row_gemm.value(), wgrad = h.weight_gradient.value();
+  UbHalf u;
+  u.gather = piece(mlp ? kFc1Fprop : kQkvFprop, column);
+  u.scatter = piece(mlp ? kFc2Fprop : kProjFprop, row);
+  u.forward_rest = std::max(0.0, h.forward.value() - column - row);
+  u.dgrad_gather = piece(mlp ? kFc2Dgrad : kProjDgrad, h.row_dgrad.value());
+  u.input_gather = piece(mlp ? kFc1Dgrad : kQkvDgrad, wgrad);
+  u.wgrad_scatter = piece(mlp ? kFc1Wgrad : kQkvWgrad, wgrad);
+  u.backward_rest = std::max(0.0, h.backward.value() - h.row_dgrad.value() - 2.0 * wgrad);
+  return u;
 }
 
 }  // namespace ddlsim

@@ -11,6 +11,7 @@
 // parallelism split by the sequence (1/t). Costs and GEMM shapes are scaled accordingly.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "sim/compute_model.hpp"
@@ -34,6 +35,13 @@ struct HalfLayer {
   // Every weight-gradient GEMM of the half (half of each linear layer's backward): what
   // the zero-bubble schedule's W pass runs apart from the rest of `backward`.
   Seconds weight_gradients{0.0};
+  // Transformer Engine's userbuffers overlap (tp_overlap.hpp) needs the GEMMs beside
+  // the collectives, as kernels (without the host's pace): the column-parallel linear's
+  // forward (QKV; the MLP's first linear or gate/up projection), the row-parallel
+  // linear's forward (output projection; the MLP's second linear) and its input
+  // gradient (half its backward). The column-parallel linear's input gradient and
+  // weight gradient are weight_gradient each.
+  Seconds column_gemm{0.0}, row_gemm{0.0}, row_dgrad{0.0};
 };
 
 struct StageCosts {
@@ -122,6 +130,35 @@ void add_context_ring(StageCosts& c, const TransformerConfig& model, const Paral
 /// A context_folded plan's cp ranks of one replica (`replica`, of dp / cp_folded), stage
 /// and tp rank, in ring order: the group its key-value ring runs over.
 CollectiveGroup context_ring(NetworkFabric& fabric, const ParallelPlan& plan, int replica, int stage, int tp_rank);
+
+/// Transformer Engine's userbuffers overlap (ParallelPlan::tp_comm_overlap) of one half
+/// layer: each overlapped GEMM with its collective (`share` of the half's all-reduce
+/// time and traffic; `gemm` as it runs, on fewer SMs where the communication takes
+/// some; `tail` past the longer of the two, tp_overlap.hpp's closed forms). Forward: the
+/// input's all-gather beside the column-parallel GEMM (QKV / fc1), the rest of the half,
+/// the row-parallel GEMM (proj / fc2) beside the reduce-scatter of its output. Backward:
+/// the output gradient's all-gather beside the row-parallel input gradient, the rest,
+/// the layer input's all-gather (for the weight gradient) beside the column-parallel
+/// input gradient, and that input gradient's reduce-scatter beside the column-parallel
+/// weight gradient. Under FP8 GEMMs the all-gathers of GEMM inputs move FP8 (half the
+/// bytes), as TE's buffers do.
+struct UbPiece {
+  double share = 0.0, gemm = 0.0, comm = 0.0, tail = 0.0;
+  [[nodiscard]] double time() const { return std::max(gemm, comm) + tail; }
+};
+struct UbHalf {
+  UbPiece gather, scatter;  // forward
+  double forward_rest = 0.0;
+  UbPiece dgrad_gather, input_gather, wgrad_scatter;  // backward
+  double backward_rest = 0.0;
+  [[nodiscard]] double forward() const { return gather.time() + forward_rest + scatter.time(); }
+  [[nodiscard]] double backward() const {
+    return dgrad_gather.time() + backward_rest + input_gather.time() + wgrad_scatter.time();
+  }
+};
+/// `mlp`: the MLP half (fc sites) or attention (qkv / proj sites); `ar`: the tp group's
+/// all-reduce of the half's activations; `sms`: the device's SMs.
+UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_gemms, double ar, int sms);
 
 /// (The mlp, moe_pre, experts, a2a_bytes, expert_params and layer_params fields describe
 /// a mixture-of-experts layer when the model has experts; dense_mlp and

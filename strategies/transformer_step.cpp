@@ -27,6 +27,7 @@ class StepLowering {
       throw InputError(why);
     }
     costs_ = stage_costs(m_, p_, *in_.compute);
+    ub_ = p_.tp_comm_overlap.on && p_.tp > 1;
     add_context_ring(costs_, m_, p_, *in_.fabric);
     v_ = p_.schedule == PipelineSchedule::kInterleaved1F1B ? p_.virtual_stages : 1;
     split_ = p_.schedule == PipelineSchedule::kZeroBubbleH1;
@@ -118,6 +119,9 @@ class StepLowering {
   const LayerRange& range(int s) const { return ranges_[static_cast<std::size_t>(v_ == 1 ? s % p_.pp : s)]; }
   // A layer's MLP half.
   const HalfLayer& mlp(const Unit& u) const { return costs_.mlp_of(!u.dense); }
+  // Transformer Engine's userbuffers overlap (tp_comm_overlap) of a unit's MLP half: a
+  // dense MLP's (a mixture of experts' runs its collectives as without it).
+  bool ub_mlp(const Unit& u) const { return ub_ && (m_.experts == 0 || u.dense); }
 
   std::vector<Unit> units(int s, bool forward) const {
     std::vector<Unit> u;
@@ -177,7 +181,7 @@ class StepLowering {
         if (p_.tp > 1) out_.tp_comm.push_back(add(std::make_unique<ComputeStream>(name + ".tp")));
       }
     }
-    if (p_.overlap_tp_backward) out_.tp_overlaps.resize(out_.tp_comm.size());
+    if (p_.overlap_tp_backward || ub_) out_.tp_overlaps.resize(out_.tp_comm.size());
     // Combined 1F1B: a forward's and a backward's all-to-alls may be ready at once; those
     // of one communicator (stage, ep group, tp rank) run one at a time, in the order
     // they become ready, on a queue of their own (priced; transfers share the network).
@@ -497,6 +501,51 @@ class StepLowering {
     return done;
   }
 
+  // tp_comm_overlap: one overlapped GEMM (as it runs, on the compute stream) beside its
+  // collective (on the tensor-parallel stream), both after `t` (and `ready`), then what
+  // of the pair outlasts the longer of the two (the tail, on the tensor-parallel stream:
+  // exposed communication). `counted`: as tp_collective's.
+  TaskId ub_piece(std::size_t grp, const UbPiece& u, TaskId t, TaskId ready, const char* gemm_name, const char* comm_name,
+                  bool counted) {
+    const TaskId comm = tp_collective(grp, u.share, t, ready, comm_name, counted);
+    const TaskId gemm = compute_task(grp, Seconds(u.gemm), t, gemm_name, ready);
+    out_.tp_overlaps[grp].emplace_back(comm, gemm);
+    const TaskId done = g_.add(Marker{}, "overlapped GEMM done").id();
+    g_.add_edge(comm, done);
+    g_.add_edge(gemm, done);
+    if (u.tail <= 0.0) return done;
+    const TaskId tail = g_.add(Compute{out_.tp_comm[grp], Seconds(u.tail), Flops(0.0)}, "tp overlap tail").id();
+    g_.add_edge(done, tail);
+    return tail;
+  }
+  UbHalf ub_of(std::size_t grp, const HalfLayer& h, bool mlp_half) const {
+    return ub_half(h, mlp_half, p_, m_.fp8_gemms, tp_cost_[grp].time, in_.compute->device().sms);
+  }
+  // A half layer's forward under tp_comm_overlap (stage_costs.hpp, UbHalf).
+  TaskId ub_forward(std::size_t grp, const HalfLayer& h, bool mlp_half, TaskId t, TaskId ready, const char* name) {
+    const UbHalf u = ub_of(grp, h, mlp_half);
+    out_.compute_parts[grp].forward += u.gather.gemm + u.forward_rest + u.scatter.gemm;
+    t = ub_piece(grp, u.gather, t, ready, mlp_half ? "fc1 forward" : "qkv forward", "tp all-gather", false);
+    t = compute_task(grp, Seconds(u.forward_rest), t, name, TaskId());
+    return ub_piece(grp, u.scatter, t, TaskId(), mlp_half ? "fc2 forward" : "proj forward", "tp reduce-scatter", true);
+  }
+  // Its backward, after what the half recomputes first (selective recomputation).
+  TaskId ub_backward(std::size_t grp, const HalfLayer& h, bool mlp_half, Seconds recomputed, TaskId t, TaskId ready,
+                     const char* name) {
+    const UbHalf u = ub_of(grp, h, mlp_half);
+    count_backward(grp, Seconds(u.dgrad_gather.gemm + u.backward_rest + u.input_gather.gemm + u.wgrad_scatter.gemm), recomputed);
+    if (recomputed.value() > 0.0) {
+      t = compute_task(grp, recomputed, t, mlp_half ? "recompute mlp" : "recompute attention", ready);
+      ready = TaskId();
+    }
+    t = ub_piece(grp, u.dgrad_gather, t, ready, mlp_half ? "fc2 input gradient" : "proj input gradient", "tp all-gather", false);
+    t = compute_task(grp, Seconds(u.backward_rest), t, name, TaskId());
+    t = ub_piece(grp, u.input_gather, t, TaskId(), mlp_half ? "fc1 input gradient" : "qkv input gradient",
+                 "tp all-gather (layer input)", false);
+    return ub_piece(grp, u.wgrad_scatter, t, TaskId(), mlp_half ? "fc1 weight gradient" : "qkv weight gradient",
+                    "tp reduce-scatter", true);
+  }
+
   // The ZeRO-3 collective (or ZeRO-2 reduce-scatter: DeepSpeed reduces partitioned
   // gradients in every micro-batch's backward) `key` of stage i (created with the first
   // replica that asks, one per tp rank between two shared markers); the calling replica
@@ -579,8 +628,10 @@ class StepLowering {
       if (m_.parallel_layers) {  // both branches' partial sums reduced at once
         t = tp_all_reduce(grp, compute(grp, kForward, costs_.attention.forward + mlp(u).forward, t, "layer forward", ready));
       } else {
-        t = tp_all_reduce(grp, compute(grp, kForward, costs_.attention.forward, t, "attention forward", ready));
-        t = tp_all_reduce(grp, compute(grp, kForward, mlp(u).forward, t, "mlp forward"));
+        t = ub_ ? ub_forward(grp, costs_.attention, false, t, ready, "attention forward")
+                : tp_all_reduce(grp, compute(grp, kForward, costs_.attention.forward, t, "attention forward", ready));
+        t = ub_mlp(u) ? ub_forward(grp, mlp(u), true, t, TaskId(), "mlp forward")
+                      : tp_all_reduce(grp, compute(grp, kForward, mlp(u).forward, t, "mlp forward"));
       }
       ready = TaskId();
     }
@@ -652,7 +703,9 @@ class StepLowering {
       return backward_half(grp, mlp + attn, extra + mlp_extra, attn_wg + mlp_wg, t, ready, "layer backward",
                            "layer weight gradients");
     }
-    t = backward_half(grp, mlp, mlp_extra, mlp_wg, t, ready, "mlp backward", "mlp weight gradient");
+    t = ub_mlp(u) ? ub_backward(grp, half, true, mlp_extra, t, ready, "mlp backward")
+                  : backward_half(grp, mlp, mlp_extra, mlp_wg, t, ready, "mlp backward", "mlp weight gradient");
+    if (ub_) return ub_backward(grp, costs_.attention, false, extra, t, TaskId(), "attention backward");
     return backward_half(grp, attn, extra, attn_wg, t, TaskId(), "attention backward", "attention weight gradient");
   }
 
@@ -665,7 +718,9 @@ class StepLowering {
   TaskId moe_layer_forward(std::size_t grp, Part part, TaskId t, TaskId ready) {
     const bool rc = part == kRecompute;
     const auto of = [rc](const HalfLayer& h) { return rc ? h.recompute : h.forward; };
-    t = tp_all_reduce(grp, compute(grp, part, of(costs_.attention), t, rc ? "recompute attention" : "attention forward", ready));
+    // (A recomputed forward runs its collectives in line, also under tp_comm_overlap.)
+    t = ub_ && !rc ? ub_forward(grp, costs_.attention, false, t, ready, "attention forward")
+                   : tp_all_reduce(grp, compute(grp, part, of(costs_.attention), t, rc ? "recompute attention" : "attention forward", ready));
     t = compute(grp, part, of(costs_.moe_pre), t, rc ? "recompute router and dispatch" : "router and dispatch");
     t = expert_all_to_all(grp, rc ? 1 : 0, 0, t);
     t = dispatched_tp(grp, true, t);
@@ -719,6 +774,7 @@ class StepLowering {
     t = costs_.moe_tp_share > 0.0 ? compute(grp, kBackward, costs_.moe_pre.backward, t, "router and dispatch backward")
                                   : backward_half(grp, costs_.moe_pre.backward, Seconds(0.0), Seconds(0.0), t, TaskId(),
                                                   "router and dispatch backward", "mlp weight gradient");
+    if (ub_) return ub_backward(grp, costs_.attention, false, extra, t, TaskId(), "attention backward");
     return backward_half(grp, costs_.attention.backward, extra, costs_.attention.weight_gradient, t, TaskId(),
                          "attention backward", "attention weight gradient");
   }
@@ -1248,6 +1304,7 @@ class StepLowering {
   double loss_act_ = 0;            // bytes per micro-batch on the last chunk: the losses' softmax, multi-token prediction
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
+  bool ub_ = false;      // tp_comm_overlap (tp > 1)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
   std::vector<CollectiveSpec> tp_spec_;  // per (dp, pp) group, all replicas

@@ -1994,6 +1994,78 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
   CHECK_FALSE(fs::exists(s.dir / "x.csv"));
 }
 
+TEST_CASE("tp_comm_overlap: Transformer Engine's settings, read and refused in one line") {
+  // Expected: the tp 4 strategy with sequence parallelism runs with TE's defaults (true)
+  // and with an object of settings per overlapped GEMM in TE's form, faster than without
+  // any overlap (the A100's NVLink all-reduces hide beside the GEMMs); search --out writes
+  // the settings back as given. Bad settings are one line naming the field, status 2.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const std::string sp = "strategies.1.sequence_parallel=true";
+  const auto step = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run", f, "--json", "--strategy", "tp-pp", "--set", sp};
+    for (const std::string& e : extra) args.insert(args.end(), {"--set", e});
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies").at(0);
+  };
+  const auto plain = step({}), te = step({"strategies.1.tp_comm_overlap=true"});
+  const auto cfg = step({R"J(strategies.1.tp_comm_overlap={"proj_fprop": {"method": "pipeline", "num_sm": 24, "cga_size": 2,
+                         "num_splits": 4, "set_sm_margin": 1}, "qkv_fprop": {"method": "ring_exchange", "aggregate": 0}})J"});
+  CHECK(te.at("step_time_s").get<double>() < plain.at("step_time_s").get<double>());
+  CHECK(te.at("breakdown").at("exposed_comm_s").at("tp").get<double>() <
+        plain.at("breakdown").at("exposed_comm_s").at("tp").get<double>());
+  CHECK(cfg.at("step_time_s").get<double>() != te.at("step_time_s").get<double>());
+  {
+    // The grid's plans with sequence parallelism take the first strategy's settings, and
+    // --out writes the places set otherwise than TE's defaults.
+    const std::string best = (s.dir / "best.json").string();
+    const auto r = ddlsim_cmd({"search", f, "--network", "analytical", "--out", best, "--set", "strategies.0.tp=2", "--set",
+                               "strategies.0.sequence_parallel=true", "--set",
+                               R"J(strategies.0.tp_comm_overlap={"qkv_wgrad": {"num_sm": 8}})J"});
+    REQUIRE(r.status == 0);
+    const auto out = nlohmann::json::parse(read_file(best));
+    const auto& written = out.at("strategies").at(0);
+    if (written.value("sequence_parallel", false)) {
+      CHECK(written.at("tp_comm_overlap") ==
+            nlohmann::json::parse(R"J({"qkv_wgrad": {"method": "bulk", "num_sm": 8, "set_sm_margin": false}})J"));
+    } else {
+      CHECK(!written.contains("tp_comm_overlap"));
+    }
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"strategies.1.tp_comm_overlap=1"},
+       "strategies.1.tp_comm_overlap: expected true, false or an object of Transformer Engine's settings per overlapped GEMM "
+       "(qkv_fprop, proj_fprop, ...), got 1"},
+      {{"strategies.1.sequence_parallel=false", "strategies.1.tp_comm_overlap=true"},
+       "strategies.1: tp_comm_overlap needs sequence parallelism (sequence_parallel, tp > 1)"},
+      {{"strategies.1.tp_comm_overlap=true", "strategies.1.overlap_tp_backward=true"},
+       "strategies.1: tp_comm_overlap already overlaps the backward's collectives: leave out overlap_tp_backward"},
+      {{R"J(strategies.1.tp_comm_overlap={"proj_fprop": {"method": "bulk"}})J"},
+       "strategies.1.tp_comm_overlap.proj_fprop.method: expected one of \"pipeline\", \"ring_exchange\", got \"bulk\""},
+      {{R"J(strategies.1.tp_comm_overlap={"qkv_wgrad": {"num_sm": 108}})J"},
+       "strategies.1.tp_comm_overlap.qkv_wgrad.num_sm: expected fewer than the a100-80gb's 108 SMs, got 108"},
+      {{R"J(strategies.1.tp_comm_overlap={"qkv_fprop": {"num_splits": 2}})J"},
+       "strategies.1.tp_comm_overlap.qkv_fprop.num_splits: applies to the pipeline method only"},
+      {{R"J(strategies.1.tp_comm_overlap={"fc2_fprop": {"set_sm_margin": 2}})J"},
+       "strategies.1.tp_comm_overlap.fc2_fprop.set_sm_margin: expected true, false, 0 or 1, got 2"},
+      {{R"J(strategies.1.tp_comm_overlap={"qkv_fprp": {}})J"},
+       "strategies.1.tp_comm_overlap.qkv_fprp: unknown key (did you mean 'qkv_fprop'?)"},
+      {{R"J(cluster={"preset": "tpu-v4-pod", "dims": [4, 4, 1]})J", "strategies.1.tp_comm_overlap=true"},
+       "strategies.1.tp_comm_overlap: the accelerator 'tpu-v4' has no SM count in the catalog (Transformer Engine's "
+       "userbuffers run on NVIDIA GPUs)"},
+  };
+  for (const auto& [sets, line] : cases) {
+    INFO(sets.back());
+    std::vector<std::string> args = {"run", f, "--set", sp};
+    for (const std::string& e : sets) args.insert(args.end(), {"--set", e});
+    const auto r = ddlsim_cmd(args);
+    CHECK(r.status == 2);
+    CHECK(r.err == "ddlsim run: " + line + "\n");
+    CHECK(r.out.empty());
+  }
+}
+
 TEST_CASE("training scenarios: bad input is one line naming the JSON path, status 2") {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"strategies.1.tp=5", "strategies.1: tp (5) must divide the attention heads (24)"},

@@ -933,6 +933,107 @@ TEST_CASE("overlap_tp_backward: a half layer's backward collective runs beside i
   }
 }
 
+TEST_CASE("tp_comm_overlap: Transformer Engine's closed forms per overlapped GEMM") {
+  // Expected, with GEMM G = 8, collective C, tp 4, 132 SMs:
+  //  ring exchange: max(G, C + G/4): C = 2 -> 8 (the GEMM hides it), C = 10 -> 12 (the
+  //    collective plus one GEMM piece);
+  //  pipeline, 4 pieces, 24 SMs with a margin: G' = 8 x 132/108; max(G' + C/4, C + G'/4);
+  //    without the margin G' = G;
+  //  bulk, 16 SMs, no margin: the GEMM loses 16 SMs while the collective runs:
+  //    C = 2 -> G + 2 x 16/132 (the collective ends first); C = 20 -> the GEMM ends first
+  //    at 8 x 132/116 and the pair takes 20.
+  const auto total = [](const UbOverlap& o, double g, double c) {
+    const UbTimes t = ub_overlap_times(o, g, c, 4, 132);
+    return std::max(t.gemm, c) + t.tail;
+  };
+  UbOverlap ring;
+  CHECK(total(ring, 8, 2) == Approx(8));
+  CHECK(total(ring, 8, 10) == Approx(12));
+  CHECK(ub_overlap_times(ring, 8, 10, 4, 132).gemm == Approx(8));
+  UbOverlap pipe{UbMethod::kPipeline, 24, 4, true};
+  const double slowed = 8.0 * 132 / 108;
+  CHECK(ub_overlap_times(pipe, 8, 2, 4, 132).gemm == Approx(slowed));
+  CHECK(total(pipe, 8, 2) == Approx(slowed + 0.5));
+  CHECK(total(pipe, 8, 40) == Approx(40 + slowed / 4));
+  pipe.sm_margin = false;
+  CHECK(total(pipe, 8, 2) == Approx(8.5));
+  UbOverlap bulk{UbMethod::kBulk, 16, 4, false};
+  CHECK(total(bulk, 8, 2) == Approx(8 + 2.0 * 16 / 132));
+  CHECK(ub_overlap_times(bulk, 8, 20, 4, 132).gemm == Approx(8.0 * 132 / 116));
+  CHECK(total(bulk, 8, 20) == Approx(20));
+  bulk.sm_margin = true;
+  CHECK(total(bulk, 8, 2) == Approx(8.0 * 132 / 116));
+}
+
+TEST_CASE("tp_comm_overlap: a half layer's pieces, and the replay and estimate agree with them") {
+  // Expected for a hand-made half (forward 10 with column GEMM 3 and row GEMM 2;
+  // backward 20 with row input gradient 2 and column weight gradient 3, the column input
+  // gradient 3 too), all-reduce time 4, tp 4, 132 SMs, Transformer Engine's defaults:
+  // forward = ring(3, 2) + (10 - 3 - 2) + pipeline(2, 2) = 3 + 5 + max(2.5, 2.5);
+  // backward = ring(2, 2) + (20 - 2 - 6) + bulk(3, 2) + bulk(3, 2)
+  //          = max(2, 2.5) + 12 + 2 x (3 + 2 x 16/132). Under FP8 GEMMs the all-gathers
+  // of GEMM inputs (not the reduce-scatters) carry half the bytes: share 1/4.
+  HalfLayer h;
+  h.forward = Seconds(10), h.column_gemm = Seconds(3), h.row_gemm = Seconds(2);
+  h.backward = Seconds(20), h.row_dgrad = Seconds(2), h.weight_gradient = Seconds(3);
+  ParallelPlan p;
+  p.tp = 4;
+  p.sequence_parallel = true;
+  p.tp_comm_overlap.on = true;
+  const UbHalf u = ub_half(h, true, p, false, 4.0, 132);
+  CHECK(u.forward() == Approx(3 + 5 + 2.5));
+  CHECK(u.backward() == Approx(2.5 + 12 + 2 * (3 + 2.0 * 16 / 132)));
+  CHECK(u.gather.share == 0.5);
+  const UbHalf f8 = ub_half(h, true, p, true, 4.0, 132);
+  CHECK(f8.gather.share == 0.25);
+  CHECK(f8.dgrad_gather.share == 0.25);
+  CHECK(f8.input_gather.share == 0.25);
+  CHECK(f8.scatter.share == 0.5);
+  CHECK(f8.wgrad_scatter.share == 0.5);
+
+  // The replay: one DGX H100, tp 8, 4 layers, 2 micro-batches, sequence parallelism.
+  // Against the same plan without any overlap (each half's forward then its all-reduce,
+  // its backward then its all-reduce), each half of each layer and micro-batch changes by
+  // UbHalf's forward() - (forward + ar) + backward() - (backward + ar); the estimate
+  // agrees with the replay.
+  StepRig rig("dgx-h100", 1);
+  const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  ParallelPlan q;
+  q.tp = 8;
+  q.global_batch = 2;
+  q.sequence_parallel = true;
+  const StageCosts c = stage_costs(m, q, *rig.compute);
+  REQUIRE(c.attention.column_gemm.value() > 0.0);
+  REQUIRE(c.mlp.row_gemm.value() > 0.0);
+  REQUIRE(c.mlp.row_dgrad.value() > 0.0);
+  const CollectiveGroup grp = CollectiveGroup::of(*rig.fabric);
+  const double ar =
+      analytical_collective_time(*rig.fabric, grp, chosen_spec(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes));
+  LoweredTrainingStep off = rig.lower(m, q);
+  const double t_off = rig.run(off);
+  q.tp_comm_overlap.on = true;
+  q.tp_comm_overlap.site[kProjFprop] = {UbMethod::kPipeline, 24, 4, true};
+  q.tp_comm_overlap.site[kQkvWgrad] = {UbMethod::kBulk, 8, 4, false};
+  double change = 0.0;
+  for (const bool mlp : {false, true}) {
+    const HalfLayer& half = mlp ? c.mlp : c.attention;
+    const UbHalf u = ub_half(half, mlp, q, false, ar, 132);
+    change += u.forward() - (half.forward.value() + ar) + u.backward() - (half.backward.value() + ar);
+  }
+  LoweredTrainingStep on = rig.lower(m, q);
+  const double t_on = rig.run(on), e_on = estimate_step(m, q, *rig.fabric, *rig.compute);
+  CHECK(t_on - t_off == Approx(2 * 4 * change).epsilon(1e-6));
+  CHECK(e_on == Approx(t_on).epsilon(1e-4));
+  CHECK(on.tp_collectives == off.tp_collectives);
+  // Refused where it is not modelled.
+  ParallelPlan r = q;
+  r.sequence_parallel = false;
+  CHECK(plan_problem(r, m, 8) == "tp_comm_overlap needs sequence parallelism (sequence_parallel, tp > 1)");
+  r = q;
+  r.overlap_tp_backward = true;
+  CHECK(plan_problem(r, m, 8) == "tp_comm_overlap already overlaps the backward's collectives: leave out overlap_tp_backward");
+}
+
 TEST_CASE("a stage's compute splits into forward, backward, recomputation and the optimizer") {
   // Expected from stage_costs' figures, on one DGX H100 with 4 layers and m = 3
   // micro-batches per replica: forward m (embedding + output + 4 (attention + mlp

@@ -37,6 +37,9 @@ struct AcceleratorSpec {
   BytesPerSecond memory_bandwidth{0.0};
   std::string scale_up;  // link id of its scale-up fabric (NVLink generation, ICI, ...)
   int scale_up_links = 1;  // how many such links the accelerator has
+  /// Streaming multiprocessors (0: not given): what communication kernels that run
+  /// beside a GEMM take SMs from (Transformer Engine's userbuffers overlap).
+  int sms = 0;
   /// The accelerator's total scale-up bandwidth per direction needs the link's figure:
   /// scale_up_links x that link's bandwidth.
   std::string source;
