@@ -184,7 +184,7 @@ TrainingStrategy read_sbp_strategy(JsonObject& o, const nlohmann::json& raw, con
 
 // strategy.tp_comm_overlap: true (Transformer Engine's default settings), false, or an
 // object of settings per overlapped GEMM in TE's form (ub_tp_comm_overlap_cfg), those
-// left out at TE's defaults. cga_size and aggregate are read and not priced.
+// left out at TE's defaults. cga_size, aggregate and atomic_gemm are read and not priced.
 void read_tp_comm_overlap(JsonObject& o, const AcceleratorSpec& acc, TpCommOverlap& out) {
   const nlohmann::json& v = o.value("tp_comm_overlap");
   if (v.is_boolean()) {
@@ -232,8 +232,10 @@ void read_tp_comm_overlap(JsonObject& o, const AcceleratorSpec& acc, TpCommOverl
       if (u.num_splits > 1024) throw InputError(e.field_path("num_splits") + ": at most 1024, got " + std::to_string(u.num_splits));
     }
     if (e.has("set_sm_margin")) u.sm_margin = flag(e, "set_sm_margin");
+    if (e.has("fp8_buf")) u.fp8_buf = flag(e, "fp8_buf");
     if (e.has("cga_size")) (void)e.positive_int("cga_size");
     if (e.has("aggregate")) (void)flag(e, "aggregate");
+    if (e.has("atomic_gemm")) (void)flag(e, "atomic_gemm");
     e.finish();
   }
   c.finish();

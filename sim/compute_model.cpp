@@ -31,6 +31,8 @@ void read_device(const nlohmann::json& entry, DeviceEfficiency& e) {
   if (entry.contains("launch_us")) e.launch = Seconds(entry["launch_us"].get<double>() * 1e-6);
   if (entry.contains("host_dispatch_us")) e.host_dispatch = Seconds(entry["host_dispatch_us"].get<double>() * 1e-6);
   e.sustained = entry.value("sustained", e.sustained);
+  e.overlap_slowdown = entry.value("overlap_slowdown", e.overlap_slowdown);
+  if (!(e.overlap_slowdown >= 0.0 && e.overlap_slowdown < 1.0)) throw std::logic_error("compute_efficiency.json: overlap_slowdown outside [0, 1)");
   // Built-in data: a fraction of the burst rate, never more, never zero (GEMMs would be free).
   if (!(e.sustained > 0.0 && e.sustained <= 1.0)) throw std::logic_error("compute_efficiency.json: sustained outside (0, 1]");
 }

@@ -53,6 +53,12 @@ struct DeviceEfficiency {
   // model's GEMM, convolution and attention rates, not measured GEMMs (a calibration
   // file's) nor memory-bound kernels. 1 where the figures already describe training.
   double sustained = 1.0;
+  // How much slower a GEMM runs while a collective runs beside it, beyond the SMs the
+  // collective's kernels take (contention for memory, caches and power): for the time
+  // they overlap, the GEMM takes 1 + overlap_slowdown times as long. Priced where
+  // Transformer Engine's userbuffers overlap runs collectives beside GEMMs
+  // (tp_comm_overlap); ddlsim's other overlaps do not price it.
+  double overlap_slowdown = 0.0;
 };
 
 /// A measured GEMM: shape, dtype and achieved FLOP/s.

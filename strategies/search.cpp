@@ -495,9 +495,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     double fc = (c.attention.forward + mlp.forward).value() + layer_ars;
     double bc = (c.attention.backward + mlp.backward).value() + layer_ars;
     if (p.tp_comm_overlap.on && p.tp > 1) {  // the attention half's and a dense MLP's collectives beside their GEMMs
-      const int sms = compute.device().sms;
-      const UbHalf a = ub_half(c.attention, false, p, model.fp8_gemms, ar, sms);
-      const UbHalf m = ub_half(mlp, true, p, model.fp8_gemms, ar, sms);
+      const UbHalf a = ub_half(c.attention, false, p, model.fp8_gemms, ar, compute);
+      const UbHalf m = ub_half(mlp, true, p, model.fp8_gemms, ar, compute);
       fc = a.forward() + (dense ? m.forward() : mlp.forward.value() + mlp_ar);
       bc = a.backward() + (dense ? m.backward() : mlp.backward.value() + mlp_ar);
     }

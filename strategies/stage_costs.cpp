@@ -41,6 +41,16 @@ Split split_of(const Operator& op) {
   return Split::kReplicated;  // norms, residual adds and dropouts, embeddings
 }
 
+// A linear layer's `pass` run as k GEMMs of 1/k of its rows each (its time `whole` when
+// k is 1).
+Seconds in_pieces(const Operator& op, Pass pass, int k, const ComputeModel& compute, Seconds whole) {
+  if (k <= 1) return whole;
+  Operator piece = op;
+  piece.gemm.m = std::max<std::int64_t>(1, op.gemm.m / k);
+  piece.cost.fwd_flops /= k, piece.cost.bwd_flops /= k, piece.cost.fwd_bytes /= k, piece.cost.bwd_bytes /= k;
+  return compute.time(piece, pass) * static_cast<double>(k);
+}
+
 // A routed expert's operator (the experts' grouped linear layers and activation).
 bool in_experts(const Operator& op) {
   const std::string_view n = op.name;
@@ -284,8 +294,22 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     }
     if (op.kind == OpKind::kLinear && split_of(op) == Split::kColumns) half.weight_gradient += b * 0.5;  // QKV, fc1, gate/up
     if (op.kind == OpKind::kLinear && !in_experts(op)) {
-      if (split_of(op) == Split::kColumns) half.column_gemm += f;
-      if (split_of(op) == Split::kRows) half.row_gemm += f, half.row_dgrad += b * 0.5;
+      // (tp_comm_overlap: the pieces its places run the GEMM in.)
+      const TpCommOverlap& ub = plan.tp_comm_overlap;
+      const auto pieces = [&](int site) {
+        if (!ub.on) return 1;
+        return ub.site[site].method == UbMethod::kPipeline ? ub.site[site].num_splits
+               : ub.site[site].method == UbMethod::kRingExchange ? plan.tp : 1;
+      };
+      if (split_of(op) == Split::kColumns) {
+        half.column_gemm += f;
+        half.column_pieces += in_pieces(op, Pass::kForward, pieces(in_mlp ? kFc1Fprop : kQkvFprop), compute, f);
+      }
+      if (split_of(op) == Split::kRows) {
+        half.row_gemm += f, half.row_dgrad += b * 0.5;
+        half.row_pieces += in_pieces(op, Pass::kForward, pieces(in_mlp ? kFc2Fprop : kProjFprop), compute, f);
+        half.row_dgrad_pieces += in_pieces(op, Pass::kBackward, pieces(in_mlp ? kFc2Dgrad : kProjDgrad), compute, b) * 0.5;
+      }
     }
     if (op.kind == OpKind::kLinear) half.weight_gradients += b * 0.5;
     if (in_mlp && model.experts > 0 && (!dispatched || in_experts(op))) {
@@ -481,23 +505,26 @@ Seconds grad_accumulation_time(double params, const ParallelPlan& p, DataType we
   return compute.time(acc, Pass::kForward);
 }
 
-UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_gemms, double ar, int sms) {
+UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_gemms, double ar, const ComputeModel& device) {
   const TpCommOverlap& o = plan.tp_comm_overlap;
+  const int sms = device.device().sms;
+  const double slowdown = device.efficiency().overlap_slowdown;
   const auto piece = [&](int site, double gemm) {
     UbPiece u;
-    u.share = 0.5 * (fp8_gemms && ub_fp8_buffer(site) ? 0.5 : 1.0);  // an all-gather or reduce-scatter: half an all-reduce
-    const UbTimes t = ub_overlap_times(o.site[site], gemm, u.share * ar, plan.tp, sms);
+    u.share = 0.5 * (fp8_gemms && o.site[site].fp8_buf ? 0.5 : 1.0);  // an all-gather or reduce-scatter: half an all-reduce
+    const UbTimes t = ub_overlap_times(o.site[site], gemm, u.share * ar, plan.tp, sms, slowdown);
     u.gemm = t.gemm, u.comm = u.share * ar, u.tail = t.tail;
     return u;
   };
   // (The column-parallel linear's input gradient and weight gradient have equal FLOPs:
   // weight_gradient each.)
+  // (Each GEMM as the overlap runs it, in pieces; the rest of the half without the whole.)
   const double column = h.column_gemm.value(), row = h.row_gemm.value(), wgrad = h.weight_gradient.value();
   UbHalf u;
-  u.gather = piece(mlp ? kFc1Fprop : kQkvFprop, column);
-  u.scatter = piece(mlp ? kFc2Fprop : kProjFprop, row);
+  u.gather = piece(mlp ? kFc1Fprop : kQkvFprop, h.column_pieces.value());
+  u.scatter = piece(mlp ? kFc2Fprop : kProjFprop, h.row_pieces.value());
   u.forward_rest = std::max(0.0, h.forward.value() - column - row);
-  u.dgrad_gather = piece(mlp ? kFc2Dgrad : kProjDgrad, h.row_dgrad.value());
+  u.dgrad_gather = piece(mlp ? kFc2Dgrad : kProjDgrad, h.row_dgrad_pieces.value());
   u.input_gather = piece(mlp ? kFc1Dgrad : kQkvDgrad, wgrad);
   u.wgrad_scatter = piece(mlp ? kFc1Wgrad : kQkvWgrad, wgrad);
   u.backward_rest = std::max(0.0, h.backward.value() - h.row_dgrad.value() - 2.0 * wgrad);

@@ -42,6 +42,10 @@ struct HalfLayer {
   // gradient (half its backward). The column-parallel linear's input gradient and
   // weight gradient are weight_gradient each.
   Seconds column_gemm{0.0}, row_gemm{0.0}, row_dgrad{0.0};
+  // The same GEMMs as the plan's tp_comm_overlap runs them, in pieces of the rows
+  // (tokens), each a kernel of its own: tp pieces beside a ring exchange, num_splits
+  // beside a pipelined reduce-scatter (equal to the whole GEMM's time otherwise).
+  Seconds column_pieces{0.0}, row_pieces{0.0}, row_dgrad_pieces{0.0};
 };
 
 struct StageCosts {
@@ -157,8 +161,9 @@ struct UbHalf {
   }
 };
 /// `mlp`: the MLP half (fc sites) or attention (qkv / proj sites); `ar`: the tp group's
-/// all-reduce of the half's activations; `sms`: the device's SMs.
-UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_gemms, double ar, int sms);
+/// all-reduce of the half's activations; `device`: its SMs and the slowdown of a GEMM
+/// beside a collective.
+UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_gemms, double ar, const ComputeModel& device);
 
 /// (The mlp, moe_pre, experts, a2a_bytes, expert_params and layer_params fields describe
 /// a mixture-of-experts layer when the model has experts; dense_mlp and

@@ -27,6 +27,9 @@ struct UbOverlap {
   int num_sm = 16;        // SMs the communication kernels take (pipeline, bulk)
   int num_splits = 4;     // pipeline: pieces of the GEMM and of the reduce-scatter
   bool sm_margin = false; // the GEMM leaves num_sm SMs free for the whole overlap
+  // Under FP8 GEMMs the collective moves FP8 (TE's fp8_buf; its default: the all-gathers
+  // of GEMM inputs, ub_fp8_buffer).
+  bool fp8_buf = false;
   auto operator<=>(const UbOverlap&) const = default;
 };
 
@@ -52,6 +55,7 @@ struct TpCommOverlap {
     std::array<UbOverlap, kUbSites> s{};
     for (int i = 0; i < kUbSites; ++i) {
       s[i].method = ub_bulk(i) ? UbMethod::kBulk : ub_reduce_scatter(i) ? UbMethod::kPipeline : UbMethod::kRingExchange;
+      s[i].fp8_buf = ub_fp8_buffer(i);
     }
     return s;
   }();
@@ -65,8 +69,11 @@ struct UbTimes {
   double gemm = 0.0, tail = 0.0;
 };
 
-// `gemm`: the GEMM's time on the whole device; `comm`: the collective's time alone;
-// tp ranks; sms: the device's SMs.
+// `gemm`: the GEMM's time on the whole device (in the pieces the method runs it in);
+// `comm`: the collective's time alone; tp ranks; sms: the device's SMs; slowdown: how
+// much slower a GEMM runs while a collective runs beside it (contention beyond the SMs
+// it takes, DeviceEfficiency::overlap_slowdown): G becomes G + slowdown x min(G, C)
+// before the method's form.
 //  ring exchange: tp steps, each a GEMM piece beside the send of the next input piece:
 //    max(G, C + G/tp) (the last piece, or the first, outside the exchange);
 //  pipeline: k pieces, the reduce-scatter of piece i beside the GEMM of piece i + 1:
@@ -74,7 +81,8 @@ struct UbTimes {
 //  bulk: the collective beside the whole GEMM, which runs on S - n SMs while the
 //    collective does (on S - n throughout with a margin): max(C, G + C n/S), or
 //    max(C, G S/(S - n)).
-inline UbTimes ub_overlap_times(const UbOverlap& o, double gemm, double comm, int tp, int sms) {
+inline UbTimes ub_overlap_times(const UbOverlap& o, double gemm, double comm, int tp, int sms, double slowdown) {
+  gemm += slowdown * std::min(gemm, comm);
   const double slowed = gemm * sms / static_cast<double>(sms - o.num_sm);
   switch (o.method) {
     case UbMethod::kRingExchange: {

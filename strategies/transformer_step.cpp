@@ -519,7 +519,7 @@ class StepLowering {
     return tail;
   }
   UbHalf ub_of(std::size_t grp, const HalfLayer& h, bool mlp_half) const {
-    return ub_half(h, mlp_half, p_, m_.fp8_gemms, tp_cost_[grp].time, in_.compute->device().sms);
+    return ub_half(h, mlp_half, p_, m_.fp8_gemms, tp_cost_[grp].time, *in_.compute);
   }
   // A half layer's forward under tp_comm_overlap (stage_costs.hpp, UbHalf).
   TaskId ub_forward(std::size_t grp, const HalfLayer& h, bool mlp_half, TaskId t, TaskId ready, const char* name) {

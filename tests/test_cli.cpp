@@ -1996,9 +1996,12 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
 
 TEST_CASE("tp_comm_overlap: Transformer Engine's settings, read and refused in one line") {
   // Expected: the tp 4 strategy with sequence parallelism runs with TE's defaults (true)
-  // and with an object of settings per overlapped GEMM in TE's form, faster than without
-  // any overlap (the A100's NVLink all-reduces hide beside the GEMMs); search --out writes
-  // the settings back as given. Bad settings are one line naming the field, status 2.
+  // and with an object of settings per overlapped GEMM in TE's form; the collectives
+  // hide beside the GEMMs (less exposed tensor-parallel time), which for this small model
+  // (GEMMs of 2,048 rows, run in pieces of 512, each a kernel of its own, slowed beside
+  // the collectives) costs more than it hides: the step is longer than without overlap.
+  // search --out writes the settings back as given. Bad settings are one line naming the
+  // field, status 2.
   Scratch s;
   const std::string f = s.write("t.json", kTraining);
   const std::string sp = "strategies.1.sequence_parallel=true";
@@ -2012,7 +2015,7 @@ TEST_CASE("tp_comm_overlap: Transformer Engine's settings, read and refused in o
   const auto plain = step({}), te = step({"strategies.1.tp_comm_overlap=true"});
   const auto cfg = step({R"J(strategies.1.tp_comm_overlap={"proj_fprop": {"method": "pipeline", "num_sm": 24, "cga_size": 2,
                          "num_splits": 4, "set_sm_margin": 1}, "qkv_fprop": {"method": "ring_exchange", "aggregate": 0}})J"});
-  CHECK(te.at("step_time_s").get<double>() < plain.at("step_time_s").get<double>());
+  CHECK(te.at("step_time_s").get<double>() > plain.at("step_time_s").get<double>());
   CHECK(te.at("breakdown").at("exposed_comm_s").at("tp").get<double>() <
         plain.at("breakdown").at("exposed_comm_s").at("tp").get<double>());
   CHECK(cfg.at("step_time_s").get<double>() != te.at("step_time_s").get<double>());
@@ -2028,7 +2031,7 @@ TEST_CASE("tp_comm_overlap: Transformer Engine's settings, read and refused in o
     const auto& written = out.at("strategies").at(0);
     if (written.value("sequence_parallel", false)) {
       CHECK(written.at("tp_comm_overlap") ==
-            nlohmann::json::parse(R"J({"qkv_wgrad": {"method": "bulk", "num_sm": 8, "set_sm_margin": false}})J"));
+            nlohmann::json::parse(R"J({"qkv_wgrad": {"method": "bulk", "num_sm": 8, "set_sm_margin": false, "fp8_buf": false}})J"));
     } else {
       CHECK(!written.contains("tp_comm_overlap"));
     }

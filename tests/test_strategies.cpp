@@ -943,60 +943,78 @@ TEST_CASE("tp_comm_overlap: Transformer Engine's closed forms per overlapped GEM
   //    C = 2 -> G + 2 x 16/132 (the collective ends first); C = 20 -> the GEMM ends first
   //    at 8 x 132/116 and the pair takes 20.
   const auto total = [](const UbOverlap& o, double g, double c) {
-    const UbTimes t = ub_overlap_times(o, g, c, 4, 132);
+    const UbTimes t = ub_overlap_times(o, g, c, 4, 132, 0.0);
     return std::max(t.gemm, c) + t.tail;
   };
   UbOverlap ring;
   CHECK(total(ring, 8, 2) == Approx(8));
   CHECK(total(ring, 8, 10) == Approx(12));
-  CHECK(ub_overlap_times(ring, 8, 10, 4, 132).gemm == Approx(8));
-  UbOverlap pipe{UbMethod::kPipeline, 24, 4, true};
+  CHECK(ub_overlap_times(ring, 8, 10, 4, 132, 0.0).gemm == Approx(8));
+  UbOverlap pipe{UbMethod::kPipeline, 24, 4, true, false};
   const double slowed = 8.0 * 132 / 108;
-  CHECK(ub_overlap_times(pipe, 8, 2, 4, 132).gemm == Approx(slowed));
+  CHECK(ub_overlap_times(pipe, 8, 2, 4, 132, 0.0).gemm == Approx(slowed));
   CHECK(total(pipe, 8, 2) == Approx(slowed + 0.5));
   CHECK(total(pipe, 8, 40) == Approx(40 + slowed / 4));
   pipe.sm_margin = false;
   CHECK(total(pipe, 8, 2) == Approx(8.5));
-  UbOverlap bulk{UbMethod::kBulk, 16, 4, false};
+  UbOverlap bulk{UbMethod::kBulk, 16, 4, false, false};
   CHECK(total(bulk, 8, 2) == Approx(8 + 2.0 * 16 / 132));
-  CHECK(ub_overlap_times(bulk, 8, 20, 4, 132).gemm == Approx(8.0 * 132 / 116));
+  CHECK(ub_overlap_times(bulk, 8, 20, 4, 132, 0.0).gemm == Approx(8.0 * 132 / 116));
   CHECK(total(bulk, 8, 20) == Approx(20));
   bulk.sm_margin = true;
   CHECK(total(bulk, 8, 2) == Approx(8.0 * 132 / 116));
+  // With contention (a GEMM 1 + s times as long while a collective runs beside it, s =
+  // 0.25): the ring's GEMM 8 beside C = 2 takes 8 + 0.25 x 2 = 8.5; beside C = 10, 8 x
+  // 1.25 = 10 and the pair max(10, 10 + 10/4) = 12.5.
+  CHECK(ub_overlap_times(ring, 8, 2, 4, 132, 0.25).gemm == Approx(8.5));
+  const UbTimes r = ub_overlap_times(ring, 8, 10, 4, 132, 0.25);
+  CHECK(std::max(r.gemm, 10.0) + r.tail == Approx(12.5));
 }
 
 TEST_CASE("tp_comm_overlap: a half layer's pieces, and the replay and estimate agree with them") {
   // Expected for a hand-made half (forward 10 with column GEMM 3 and row GEMM 2;
   // backward 20 with row input gradient 2 and column weight gradient 3, the column input
-  // gradient 3 too), all-reduce time 4, tp 4, 132 SMs, Transformer Engine's defaults:
-  // forward = ring(3, 2) + (10 - 3 - 2) + pipeline(2, 2) = 3 + 5 + max(2.5, 2.5);
-  // backward = ring(2, 2) + (20 - 2 - 6) + bulk(3, 2) + bulk(3, 2)
-  //          = max(2, 2.5) + 12 + 2 x (3 + 2 x 16/132). Under FP8 GEMMs the all-gathers
+  // gradient 3 too), all-reduce time 4, tp 4, an H100 (132 SMs; a GEMM beside a
+  // collective s = 0.189 slower, the built-in figure), Transformer Engine's defaults,
+  // each collective C = 2 (half the all-reduce) and each GEMM G' = G + 2s beside it:
+  // forward = ring max(3 + 2s, 2 + (3 + 2s)/4) + (10 - 3 - 2)
+  //           + pipeline max((2 + 2s) + 2/4, 2 + (2 + 2s)/4);
+  // backward = ring max(2 + 2s, 2 + (2 + 2s)/4) + (20 - 2 - 6)
+  //            + 2 bulk: max(2, (3 + 2s) + 2 x 16/132). Under FP8 GEMMs the all-gathers
   // of GEMM inputs (not the reduce-scatters) carry half the bytes: share 1/4.
+  StepRig rig("dgx-h100", 1);
+  const double sd = rig.compute->efficiency().overlap_slowdown;
+  REQUIRE(sd == 0.189);
   HalfLayer h;
   h.forward = Seconds(10), h.column_gemm = Seconds(3), h.row_gemm = Seconds(2);
   h.backward = Seconds(20), h.row_dgrad = Seconds(2), h.weight_gradient = Seconds(3);
+  h.column_pieces = h.column_gemm, h.row_pieces = h.row_gemm, h.row_dgrad_pieces = h.row_dgrad;
   ParallelPlan p;
   p.tp = 4;
   p.sequence_parallel = true;
   p.tp_comm_overlap.on = true;
-  const UbHalf u = ub_half(h, true, p, false, 4.0, 132);
-  CHECK(u.forward() == Approx(3 + 5 + 2.5));
-  CHECK(u.backward() == Approx(2.5 + 12 + 2 * (3 + 2.0 * 16 / 132)));
+  const UbHalf u = ub_half(h, true, p, false, 4.0, *rig.compute);
+  const double g3 = 3 + 2 * sd, g2 = 2 + 2 * sd;
+  CHECK(u.forward() == Approx(std::max(g3, 2 + g3 / 4) + 5 + std::max(g2 + 0.5, 2 + g2 / 4)));
+  CHECK(u.backward() == Approx(std::max(g2, 2 + g2 / 4) + 12 + 2 * std::max(2.0, g3 + 2.0 * 16 / 132)));
   CHECK(u.gather.share == 0.5);
-  const UbHalf f8 = ub_half(h, true, p, true, 4.0, 132);
+  const UbHalf f8 = ub_half(h, true, p, true, 4.0, *rig.compute);
   CHECK(f8.gather.share == 0.25);
   CHECK(f8.dgrad_gather.share == 0.25);
   CHECK(f8.input_gather.share == 0.25);
   CHECK(f8.scatter.share == 0.5);
   CHECK(f8.wgrad_scatter.share == 0.5);
+  p.tp_comm_overlap.site[kFc2Fprop].fp8_buf = true;  // (TE's fp8_buf: the reduce-scatter in FP8 too)
+  CHECK(ub_half(h, true, p, true, 4.0, *rig.compute).scatter.share == 0.25);
+  CHECK(ub_half(h, true, p, false, 4.0, *rig.compute).scatter.share == 0.5);
 
   // The replay: one DGX H100, tp 8, 4 layers, 2 micro-batches, sequence parallelism.
   // Against the same plan without any overlap (each half's forward then its all-reduce,
   // its backward then its all-reduce), each half of each layer and micro-batch changes by
   // UbHalf's forward() - (forward + ar) + backward() - (backward + ar); the estimate
-  // agrees with the replay.
-  StepRig rig("dgx-h100", 1);
+  // agrees with the replay. A GEMM beside a ring exchange runs in tp = 8 pieces, each a
+  // kernel paying its launch (3 us) and the H100's GEMM latency (6 us): at least 7 x 9 us
+  // more than the whole GEMM; beside the pipelined reduce-scatter in 4 pieces, 3 x 9 us.
   const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
   ParallelPlan q;
   q.tp = 8;
@@ -1012,12 +1030,19 @@ TEST_CASE("tp_comm_overlap: a half layer's pieces, and the replay and estimate a
   LoweredTrainingStep off = rig.lower(m, q);
   const double t_off = rig.run(off);
   q.tp_comm_overlap.on = true;
-  q.tp_comm_overlap.site[kProjFprop] = {UbMethod::kPipeline, 24, 4, true};
-  q.tp_comm_overlap.site[kQkvWgrad] = {UbMethod::kBulk, 8, 4, false};
+  q.tp_comm_overlap.site[kProjFprop] = {UbMethod::kPipeline, 24, 4, true, false};
+  q.tp_comm_overlap.site[kQkvWgrad] = {UbMethod::kBulk, 8, 4, false, false};
+  const StageCosts cu = stage_costs(m, q, *rig.compute);
+  CHECK(c.attention.column_pieces == c.attention.column_gemm);
+  CHECK(cu.attention.column_gemm == c.attention.column_gemm);
+  CHECK((cu.attention.column_pieces - cu.attention.column_gemm).value() >= 7 * 9e-6 - 1e-12);
+  CHECK((cu.attention.row_dgrad_pieces - cu.attention.row_dgrad).value() >= 7 * 9e-6 / 2 - 1e-12);  // (half the backward's)
+  CHECK((cu.attention.row_pieces - cu.attention.row_gemm).value() >= 3 * 9e-6 - 1e-12);
+  CHECK((cu.attention.row_pieces - cu.attention.row_gemm).value() < (cu.attention.column_pieces - cu.attention.column_gemm).value());
   double change = 0.0;
   for (const bool mlp : {false, true}) {
-    const HalfLayer& half = mlp ? c.mlp : c.attention;
-    const UbHalf u = ub_half(half, mlp, q, false, ar, 132);
+    const HalfLayer& half = mlp ? cu.mlp : cu.attention;
+    const UbHalf u = ub_half(half, mlp, q, false, ar, *rig.compute);
     change += u.forward() - (half.forward.value() + ar) + u.backward() - (half.backward.value() + ar);
   }
   LoweredTrainingStep on = rig.lower(m, q);
