@@ -56,7 +56,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
       e["num_sm"] = u.num_sm;
       if (u.method == UbMethod::kPipeline) e["num_splits"] = u.num_splits;
       e["set_sm_margin"] = u.sm_margin;
-      e["fp8_buf"] = u.fp8_buf;
+      if (u.method == UbMethod::kPipeline) e["fp8_buf"] = u.fp8_buf;
       ub[kUbSiteNames[i]] = e;
     }
     if (ub.empty()) {

@@ -200,7 +200,16 @@ void read_tp_comm_overlap(JsonObject& o, const AcceleratorSpec& acc, TpCommOverl
                        "' has no SM count in the catalog (Transformer Engine's userbuffers run on NVIDIA GPUs)");
     }
   }
-  if (!v.is_object()) return;
+  // The SMs a place's kernels take (TE's default 16 too) must leave the GEMM some.
+  const auto check_sms = [&] {
+    for (int i = 0; out.on && i < kUbSites; ++i) {
+      if (out.site[i].method != UbMethod::kRingExchange && out.site[i].num_sm >= acc.sms) {
+        throw InputError(o.field_path("tp_comm_overlap") + "." + kUbSiteNames[i] + ".num_sm: expected fewer than the " + acc.id +
+                         "'s " + std::to_string(acc.sms) + " SMs, got " + std::to_string(out.site[i].num_sm));
+      }
+    }
+  };
+  if (!v.is_object()) return check_sms();
   JsonObject c = o.object("tp_comm_overlap");
   // (TE's 0/1 or a boolean.)
   const auto flag = [](JsonObject& e, const char* key) {
@@ -220,32 +229,36 @@ void read_tp_comm_overlap(JsonObject& o, const AcceleratorSpec& acc, TpCommOverl
     const std::string method = e.choice_or("method", methods, methods.front());
     u.method = method == "bulk" ? UbMethod::kBulk : method == "pipeline" ? UbMethod::kPipeline : UbMethod::kRingExchange;
     if (e.has("num_sm")) {
-      u.num_sm = static_cast<int>(e.positive_int("num_sm"));
-      if (u.num_sm >= acc.sms) {
+      const std::int64_t n = e.positive_int("num_sm");
+      if (n >= acc.sms) {
         throw InputError(e.field_path("num_sm") + ": expected fewer than the " + acc.id + "'s " + std::to_string(acc.sms) +
-                         " SMs, got " + std::to_string(u.num_sm));
+                         " SMs, got " + std::to_string(n));
       }
+      u.num_sm = static_cast<int>(n);
     }
     if (e.has("num_splits")) {
       if (u.method != UbMethod::kPipeline) throw InputError(e.field_path("num_splits") + ": applies to the pipeline method only");
-      u.num_splits = static_cast<int>(e.positive_int("num_splits"));
-      if (u.num_splits > 1024) throw InputError(e.field_path("num_splits") + ": at most 1024, got " + std::to_string(u.num_splits));
+      const std::int64_t n = e.positive_int("num_splits");
+      if (n > 1024) throw InputError(e.field_path("num_splits") + ": at most 1024, got " + std::to_string(n));
+      u.num_splits = static_cast<int>(n);
     }
     if (e.has("set_sm_margin")) u.sm_margin = flag(e, "set_sm_margin");
-    if (e.has("fp8_buf")) u.fp8_buf = flag(e, "fp8_buf");
+    // (TE keeps the all-gathers of GEMM inputs in FP8 under FP8 GEMMs whatever the
+    // setting says, and reads it for a pipelined reduce-scatter only.)
+    if (e.has("fp8_buf")) {
+      if (u.method != UbMethod::kPipeline) {
+        throw InputError(e.field_path("fp8_buf") + ": applies to the pipeline method's reduce-scatters only (Transformer "
+                         "Engine's all-gathers move FP8 under FP8 GEMMs whatever it says)");
+      }
+      u.fp8_buf = flag(e, "fp8_buf");
+    }
     if (e.has("cga_size")) (void)e.positive_int("cga_size");
     if (e.has("aggregate")) (void)flag(e, "aggregate");
     if (e.has("atomic_gemm")) (void)flag(e, "atomic_gemm");
     e.finish();
   }
   c.finish();
-  // The defaults' SMs too (16) must leave the GEMM some.
-  for (int i = 0; i < kUbSites; ++i) {
-    if (out.site[i].method != UbMethod::kRingExchange && out.site[i].num_sm >= acc.sms) {
-      throw InputError(o.field_path("tp_comm_overlap") + "." + kUbSiteNames[i] + ".num_sm: expected fewer than the " + acc.id +
-                       "'s " + std::to_string(acc.sms) + " SMs, got " + std::to_string(out.site[i].num_sm));
-    }
-  }
+  check_sms();
 }
 
 TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const TrainingScenario& s, std::size_t devices,

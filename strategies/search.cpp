@@ -100,6 +100,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   if (space.framework.tp_comm_overlap.on && p.sequence_parallel && sched != PipelineSchedule::kZeroBubbleH1 &&
       !model.parallel_layers && model.kv_lora_rank == 0) {
     p.tp_comm_overlap = space.framework.tp_comm_overlap;
+    p.overlap_tp_backward = false;  // (it takes the backward's collectives; a kept unfit framework may carry both)
   }
   return p;
 }

@@ -45,6 +45,7 @@ Split split_of(const Operator& op) {
 // k is 1).
 Seconds in_pieces(const Operator& op, Pass pass, int k, const ComputeModel& compute, Seconds whole) {
   if (k <= 1) return whole;
+  k = static_cast<int>(std::min<std::int64_t>(k, std::max<std::int64_t>(1, op.gemm.m)));  // (at most a row each)
   Operator piece = op;
   piece.gemm.m = std::max<std::int64_t>(1, op.gemm.m / k);
   piece.cost.fwd_flops /= k, piece.cost.bwd_flops /= k, piece.cost.fwd_bytes /= k, piece.cost.bwd_bytes /= k;
@@ -511,7 +512,7 @@ UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_
   const double slowdown = device.efficiency().overlap_slowdown;
   const auto piece = [&](int site, double gemm) {
     UbPiece u;
-    u.share = 0.5 * (fp8_gemms && o.site[site].fp8_buf ? 0.5 : 1.0);  // an all-gather or reduce-scatter: half an all-reduce
+    u.share = 0.5 * (fp8_gemms && ub_fp8_moves(o.site[site], site) ? 0.5 : 1.0);  // an all-gather or reduce-scatter: half an all-reduce
     const UbTimes t = ub_overlap_times(o.site[site], gemm, u.share * ar, plan.tp, sms, slowdown);
     u.gemm = t.gemm, u.comm = u.share * ar, u.tail = t.tail;
     return u;

@@ -27,8 +27,9 @@ struct UbOverlap {
   int num_sm = 16;        // SMs the communication kernels take (pipeline, bulk)
   int num_splits = 4;     // pipeline: pieces of the GEMM and of the reduce-scatter
   bool sm_margin = false; // the GEMM leaves num_sm SMs free for the whole overlap
-  // Under FP8 GEMMs the collective moves FP8 (TE's fp8_buf; its default: the all-gathers
-  // of GEMM inputs, ub_fp8_buffer).
+  // TE's fp8_buf: under FP8 GEMMs a pipelined reduce-scatter moves FP8 (read for the
+  // pipeline method only; the all-gathers of GEMM inputs move FP8 whatever it says:
+  // ub_fp8_moves).
   bool fp8_buf = false;
   auto operator<=>(const UbOverlap&) const = default;
 };
@@ -55,7 +56,6 @@ struct TpCommOverlap {
     std::array<UbOverlap, kUbSites> s{};
     for (int i = 0; i < kUbSites; ++i) {
       s[i].method = ub_bulk(i) ? UbMethod::kBulk : ub_reduce_scatter(i) ? UbMethod::kPipeline : UbMethod::kRingExchange;
-      s[i].fp8_buf = ub_fp8_buffer(i);
     }
     return s;
   }();
@@ -81,6 +81,11 @@ struct UbTimes {
 //  bulk: the collective beside the whole GEMM, which runs on S - n SMs while the
 //    collective does (on S - n throughout with a margin): max(C, G + C n/S), or
 //    max(C, G S/(S - n)).
+// Whether a place's collective moves FP8 under FP8 GEMMs (TE's initialize_ub rule).
+inline bool ub_fp8_moves(const UbOverlap& o, int site) {
+  return ub_fp8_buffer(site) || (o.fp8_buf && o.method == UbMethod::kPipeline);
+}
+
 inline UbTimes ub_overlap_times(const UbOverlap& o, double gemm, double comm, int tp, int sms, double slowdown) {
   gemm += slowdown * std::min(gemm, comm);
   const double slowed = gemm * sms / static_cast<double>(sms - o.num_sm);

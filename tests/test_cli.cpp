@@ -2020,21 +2020,37 @@ TEST_CASE("tp_comm_overlap: Transformer Engine's settings, read and refused in o
         plain.at("breakdown").at("exposed_comm_s").at("tp").get<double>());
   CHECK(cfg.at("step_time_s").get<double>() != te.at("step_time_s").get<double>());
   {
-    // The grid's plans with sequence parallelism take the first strategy's settings, and
-    // --out writes the places set otherwise than TE's defaults.
-    const std::string best = (s.dir / "best.json").string();
-    const auto r = ddlsim_cmd({"search", f, "--network", "analytical", "--out", best, "--set", "strategies.0.tp=2", "--set",
-                               "strategies.0.sequence_parallel=true", "--set",
-                               R"J(strategies.0.tp_comm_overlap={"qkv_wgrad": {"num_sm": 8}})J"});
+    // plan_json writes the places set otherwise than TE's defaults (fp8_buf for a
+    // pipelined reduce-scatter only), and the scenario it writes replays the same step.
+    ParallelPlan p;
+    p.dp = 2, p.tp = 4, p.pp = 2, p.global_batch = 64, p.micro_batch = 2, p.dp_mode = DataParallelMode::kZero1;
+    p.sequence_parallel = true;
+    p.tp_comm_overlap.on = true;
+    p.tp_comm_overlap.site[kQkvWgrad].num_sm = 8;
+    p.tp_comm_overlap.site[kProjFprop] = {UbMethod::kPipeline, 24, 4, true, true};
+    const auto j = plan_json(p, "tp-pp");
+    CHECK(nlohmann::json::parse(j.at("tp_comm_overlap").dump()) == nlohmann::json::parse(R"J({"qkv_wgrad": {"method": "bulk", "num_sm": 8, "set_sm_margin": false},
+        "proj_fprop": {"method": "pipeline", "num_sm": 24, "num_splits": 4, "set_sm_margin": true, "fp8_buf": true}})J"));
+    const auto given = step({R"J(strategies.1.tp_comm_overlap={"qkv_wgrad": {"num_sm": 8}, "proj_fprop": {"num_sm": 24,
+                            "set_sm_margin": 1, "fp8_buf": 1}})J"});
+    nlohmann::json doc = nlohmann::json::parse(kTraining);
+    doc["strategies"] = nlohmann::json::array({doc["strategies"][0], nlohmann::json::parse(j.dump())});
+    const std::string g = s.write("written.json", doc.dump());
+    const auto r = ddlsim_cmd({"run", g, "--json", "--strategy", "tp-pp"});
     REQUIRE(r.status == 0);
-    const auto out = nlohmann::json::parse(read_file(best));
-    const auto& written = out.at("strategies").at(0);
-    if (written.value("sequence_parallel", false)) {
-      CHECK(written.at("tp_comm_overlap") ==
-            nlohmann::json::parse(R"J({"qkv_wgrad": {"method": "bulk", "num_sm": 8, "set_sm_margin": false, "fp8_buf": false}})J"));
-    } else {
-      CHECK(!written.contains("tp_comm_overlap"));
-    }
+    CHECK(nlohmann::json::parse(r.out).at("strategies").at(0).at("step_time_s").get<double>() ==
+          given.at("step_time_s").get<double>());
+    // A search whose first strategy (kept, though unfit) carries both tp_comm_overlap and
+    // overlap_tp_backward still grids the sequence-parallel plans: they take the first.
+    const auto count = [&](bool both) {
+      std::vector<std::string> args = {"search", f, "--json", "--network", "analytical", "--replay", "1", "--set", "strategies.0.tp=2",
+                                       "--set", "strategies.0.sequence_parallel=true", "--set", "strategies.0.tp_comm_overlap=true"};
+      if (both) args.insert(args.end(), {"--set", "strategies.0.overlap_tp_backward=true"});
+      const auto q = ddlsim_cmd(args);
+      REQUIRE(q.status == 0);
+      return nlohmann::json::parse(q.out).at("enumerated").get<int>();
+    };
+    CHECK(count(true) == count(false));
   }
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"strategies.1.tp_comm_overlap=1"},
@@ -2054,6 +2070,15 @@ TEST_CASE("tp_comm_overlap: Transformer Engine's settings, read and refused in o
        "strategies.1.tp_comm_overlap.fc2_fprop.set_sm_margin: expected true, false, 0 or 1, got 2"},
       {{R"J(strategies.1.tp_comm_overlap={"qkv_fprp": {}})J"},
        "strategies.1.tp_comm_overlap.qkv_fprp: unknown key (did you mean 'qkv_fprop'?)"},
+      {{R"J(catalog={"accelerators": {"a100-80gb": {"sms": 8}}})J", "strategies.1.tp_comm_overlap=true"},
+       "strategies.1.tp_comm_overlap.proj_fprop.num_sm: expected fewer than the a100-80gb's 8 SMs, got 16"},
+      {{R"J(strategies.1.tp_comm_overlap={"proj_fprop": {"num_splits": 4294967297}})J"},
+       "strategies.1.tp_comm_overlap.proj_fprop.num_splits: at most 1024, got 4294967297"},
+      {{R"J(strategies.1.tp_comm_overlap={"qkv_wgrad": {"num_sm": 4294967304}})J"},
+       "strategies.1.tp_comm_overlap.qkv_wgrad.num_sm: expected fewer than the a100-80gb's 108 SMs, got 4294967304"},
+      {{R"J(strategies.1.tp_comm_overlap={"qkv_fprop": {"fp8_buf": 0}})J"},
+       "strategies.1.tp_comm_overlap.qkv_fprop.fp8_buf: applies to the pipeline method's reduce-scatters only (Transformer "
+       "Engine's all-gathers move FP8 under FP8 GEMMs whatever it says)"},
       {{R"J(cluster={"preset": "tpu-v4-pod", "dims": [4, 4, 1]})J", "strategies.1.tp_comm_overlap=true"},
        "strategies.1.tp_comm_overlap: the accelerator 'tpu-v4' has no SM count in the catalog (Transformer Engine's "
        "userbuffers run on NVIDIA GPUs)"},

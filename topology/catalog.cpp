@@ -47,8 +47,9 @@ AcceleratorSpec read_accelerator(const std::string& id, JsonObject& o) {
   a.scale_up = o.string("scale_up");
   a.scale_up_links = static_cast<int>(o.positive_int("scale_up_links"));
   if (a.scale_up_links > 1024) throw InputError(o.field_path("scale_up_links") + ": at most 1024, got " + std::to_string(a.scale_up_links));
-  a.sms = static_cast<int>(o.positive_int_or("sms", 0));
-  if (a.sms > 100000) throw InputError(o.field_path("sms") + ": at most 100000, got " + std::to_string(a.sms));
+  const std::int64_t sms = o.positive_int_or("sms", 0);
+  if (sms > 100000) throw InputError(o.field_path("sms") + ": at most 100000, got " + std::to_string(sms));
+  a.sms = static_cast<int>(sms);
   o.known("sms_source");
   a.source = o.string("source");
   if (a.source.empty()) throw InputError(o.field_path("source") + ": expected a non-empty string naming the source");
