@@ -1342,14 +1342,16 @@ class StepLowering {
 
 std::string plan_size_problem(const ParallelPlan& p, const TransformerConfig& m, double max_compute_tasks, int replicas) {
   // Per replica and layer about 8 compute tasks (expert parallelism: 10, its MLP in three
-  // parts). The priced collectives that every replica shares are lowered once per group,
+  // parts); under tp_comm_overlap each overlapped GEMM, its collective, its tail and a
+  // marker, about 30 (with experts 24: the attention half's). The priced collectives that every replica shares are lowered once per group,
   // whether the replicas are folded or not: per layer the expert-parallel all-to-alls
   // (up to 6: forward, backward, recomputed forward) of every ep group and tp rank, and
   // per unit (a layer, the embedding, the output layer) ZeRO-3's gathers and scatter or
   // ZeRO-2's scatter, for every shard group and tp rank (and the shard positions'
   // all-reduces across groups).
   const ParallelPlan f = context_folded(p);
-  const double per_layer = f.ep > 1 ? 10.0 : 8.0, dp = f.dp;
+  const bool ub = f.tp_comm_overlap.on && f.tp > 1;
+  const double per_layer = f.ep > 1 ? (ub ? 24.0 : 10.0) : (ub ? 30.0 : 8.0), dp = f.dp;
   const double lowered = replicas > 0 ? replicas : dp;
   double shared_per_layer = f.ep > 1 ? 6.0 * dp / f.ep * f.tp : 0.0;
   const bool zero3 = f.dp_mode == DataParallelMode::kZero3, zero2 = f.dp_mode == DataParallelMode::kZero2;

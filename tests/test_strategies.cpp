@@ -2384,6 +2384,8 @@ TEST_CASE("the replay-size estimate counts every group's shared collectives when
   // for the one lowered replica must count them: it is at least half the tasks the
   // lowering builds (it was 264 against 4,536 built for the ep plan below, and 208 against
   // 1,997 for the hybrid ZeRO-3 one), and not under a tenth with all replicas counted.
+  // Likewise under tp_comm_overlap (at 8 tasks a layer the dense plan's estimate was
+  // under half of what it builds).
   StepRig rig("dgx-h100", 16);
   const TransformerConfig moe = small_moe();
   ParallelPlan ep;
@@ -2391,7 +2393,15 @@ TEST_CASE("the replay-size estimate counts every group's shared collectives when
   const TransformerConfig gpt = gpt_config("g", 4, 512, 8, 512, 1000);
   ParallelPlan z3;
   z3.dp = 128, z3.shard = 8, z3.global_batch = 1024, z3.dp_mode = DataParallelMode::kZero3;
-  for (const auto& [m, p] : {std::pair{&moe, &ep}, std::pair{&gpt, static_cast<ParallelPlan*>(&z3)}}) {
+  // Transformer Engine's userbuffers overlap (tp_comm_overlap) lowers each half layer's
+  // GEMMs beside their collectives, several tasks each: counted too.
+  ParallelPlan ub = ep;
+  ub.tp_comm_overlap.on = true;
+  ParallelPlan ub_dense;
+  ub_dense.tp = 4, ub_dense.dp = 32, ub_dense.global_batch = 256, ub_dense.sequence_parallel = true;
+  ub_dense.tp_comm_overlap.on = true;
+  for (const auto& [m, p] : {std::pair{&moe, &ep}, std::pair{&gpt, static_cast<ParallelPlan*>(&z3)}, std::pair{&moe, &ub},
+                             std::pair{&gpt, &ub_dense}}) {
     INFO(describe_plan(*p));
     REQUIRE(plan_problem(*p, *m, 128).empty());
     const LoweredTrainingStep s = rig.lower(*m, *p, NetworkModelKind::kAnalytical);
