@@ -17,6 +17,8 @@ void read_device(const nlohmann::json& entry, DeviceEfficiency& e) {
   if (entry.contains("gemm")) {
     const auto& g = entry["gemm"];
     e.gemm.max = g.value("max", e.gemm.max);
+    e.gemm.max_fp8 = g.value("max_fp8", e.gemm.max_fp8);
+    if (!(e.gemm.max_fp8 >= 0.0 && e.gemm.max_fp8 <= 1.0)) throw std::logic_error("compute_efficiency.json: max_fp8 outside [0, 1]");
     e.gemm.half_m = g.value("half_m", e.gemm.half_m);
     e.gemm.half_n = g.value("half_n", e.gemm.half_n);
     e.gemm.half_k = g.value("half_k", e.gemm.half_k);
@@ -91,7 +93,8 @@ double ComputeModel::gemm_efficiency(const GemmShape& g, DataType dtype) const {
     }
     return sum / weight;
   }
-  return eff_.gemm.max * shape_factor(g);
+  const double max = dtype == DataType::kFp8 && eff_.gemm.max_fp8 > 0.0 ? eff_.gemm.max_fp8 : eff_.gemm.max;
+  return max * shape_factor(g);
 }
 
 bool ComputeModel::measured(DataType dtype) const {

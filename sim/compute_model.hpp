@@ -33,6 +33,9 @@ namespace ddlsim {
 
 struct GemmEfficiency {
   double max = 0.8;
+  // FP8 GEMMs' max where it differs from the 16-bit one's (0: the same): a fraction of
+  // the FP8 peak.
+  double max_fp8 = 0.0;
   double half_m = 64, half_n = 64, half_k = 32;
   // A GEMM kernel's fixed time on the device (its prologue and epilogue, the waves of
   // one tile), added to FLOPs / (peak x efficiency) where no measurement prices it.

@@ -1397,12 +1397,14 @@ TEST_CASE("the compute model against published GEMM measurements (validation/com
   // B200 (11.3%; 938% without). These are regression guards of the data entries: the
   // MAMF points and the XLA tables are what the figures were set from. Out of sample, a
   // later measurement of the same H100 grid (h100-sxm-xla-2.json, 125 points, fitted to
-  // nothing) is within 9% (8.5%).
+  // nothing) is within 9% (8.5%). The H100's FP8 max was fitted to six published FP8
+  // GEMMs (h100-sxm-fp8.json): within 5% (4.3%; 10.5% at the 16-bit max).
   const std::pair<const char*, double> files[] = {{"mi300x-mamf.json", 0.01},
                                                   {"b200-mamf.json", 0.01},
                                                   {"h100-sxm-xla.json", 0.08},
                                                   {"h100-sxm-xla-2.json", 0.09},
-                                                  {"b200-xla.json", 0.12}};
+                                                  {"b200-xla.json", 0.12},
+                                                  {"h100-sxm-fp8.json", 0.05}};
   for (const auto& [file, tolerance] : files) {
     INFO(file);
     const auto r = ddlsim_cmd({"workload", "--compare", std::string(DDLSIM_SOURCE_DIR) + "/validation/compute/" + file, "--json"});

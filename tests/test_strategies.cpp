@@ -3477,9 +3477,10 @@ TEST_CASE("fp8 GEMMs: activations, weight copies and GEMM time against closed fo
   const double moe_layer = 2 * h * h + 2 * 4 * 64 * h + 3 * h * 1024 + 2 * 3 * h * 2816;
   CHECK(stage_memory(ep4, moe)[0].weights - stage_memory(ep4, moe16)[0].weights == Approx(4 * 2 * moe_layer).epsilon(1e-12));
 
-  // GEMM time: an fp8 linear layer takes its FLOPs at the fp8 peak with the same
-  // efficiency model, so past the fixed GEMM latency its time is the bf16 one scaled by
-  // the ratio of the peaks (H100: 989 and 1979 TFLOP/s).
+  // GEMM time: an fp8 linear layer takes its FLOPs at the fp8 peak with the same shape
+  // model and the H100's FP8 max (0.735 of the FP8 peak, fitted to published FP8 GEMMs,
+  // against 0.816 of the 16-bit peak), so past the fixed GEMM latency its time is the
+  // bf16 one scaled by the ratio of the peaks (H100: 989 and 1979 TFLOP/s) and of the maxes.
   StepRig rig("dgx-h100", 1);
   const OperatorGraph g8 = build_transformer(llama, 8), g16 = build_transformer(bf16, 8);
   const auto find = [](const OperatorGraph& g, const std::string& name) {
@@ -3492,8 +3493,9 @@ TEST_CASE("fp8 GEMMs: activations, weight copies and GEMM time against closed fo
   const Operator fc8 = find(g8, "layer0.gate_up"), fc16 = find(g16, "layer0.gate_up");
   CHECK(fc8.dtype == DataType::kFp8);
   CHECK(find(g8, "output").dtype == DataType::kBf16);
-  const double ratio = rig.compute->peak(DataType::kBf16) / rig.compute->peak(DataType::kFp8);
-  CHECK(ratio == Approx(989.4 / 1979).epsilon(1e-3));
+  const double peaks = rig.compute->peak(DataType::kBf16) / rig.compute->peak(DataType::kFp8);
+  CHECK(peaks == Approx(989.4 / 1979).epsilon(1e-3));
+  const double ratio = peaks * 0.816 / 0.735;
   Operator latency_only = fc8;
   latency_only.cost.fwd_flops = latency_only.cost.bwd_flops = 1e-9;
   latency_only.cost.fwd_bytes = latency_only.cost.bwd_bytes = 0;
@@ -3503,15 +3505,16 @@ TEST_CASE("fp8 GEMMs: activations, weight copies and GEMM time against closed fo
           Approx((rig.compute->time(fc16, pass).value() - fixed) * ratio).epsilon(1e-9));
   }
   // A 7B-sized layer's MLP half (GEMMs of 8192 rows, far past the host's dispatch time)
-  // takes little more than half the time; the output layer stays in bf16.
+  // takes more than its GEMMs' ratio (0.555: the norm, activation, residual and the FP8
+  // casts do not speed up) and well under the 16-bit time; the output layer stays in bf16.
   TransformerConfig big = llama_config("L", 2, 4096, 32, 8, 11008, 2048, 32000);
   TransformerConfig big8 = big;
   big8.fp8_gemms = true;
   ParallelPlan p;
   p.global_batch = 4, p.micro_batch = 4;
   const StageCosts c8 = stage_costs(big8, p, *rig.compute), c16 = stage_costs(big, p, *rig.compute);
-  CHECK(c8.mlp.forward.value() < 0.6 * c16.mlp.forward.value());
-  CHECK(c8.mlp.forward.value() > 0.5 * c16.mlp.forward.value());
+  CHECK(c8.mlp.forward.value() < 0.7 * c16.mlp.forward.value());
+  CHECK(c8.mlp.forward.value() > 0.555 * c16.mlp.forward.value());
   CHECK(c8.last_forward.value() == c16.last_forward.value());
   // The replay's memory pools peak at the memory model's figure (pp 2, 1F1B, 4
   // micro-batches, selective recomputation of the norms).
