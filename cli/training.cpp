@@ -378,6 +378,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   }
   p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * kMiB;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
+  p.overlap_param_gather = o.boolean_or("overlap_param_gather", false);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);
   p.overlap_tp_backward = o.boolean_or("overlap_tp_backward", false);
   if (o.has("tp_comm_overlap")) read_tp_comm_overlap(o, accelerator_of(s), p.tp_comm_overlap);
@@ -750,6 +751,12 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double own = times.of(step.gradients_reduced[stage]).end;
   r.exposed_dp_s = std::max(0.0, own - last.end) + std::max(0.0, barrier - std::max(own, drained));
   if (!step.weights_gathered.empty()) r.exposed_dp_s += std::max(0.0, r.step_time_s - opt.end);
+  // overlap_param_gather: what the first forwards waited for their weights' buckets.
+  if (g < step.param_waits.size()) {
+    for (const auto& [before, gathered] : step.param_waits[g]) {
+      r.exposed_dp_s += std::max(0.0, times.of(gathered).end - times.of(before).end);
+    }
+  }
   const double opt_s = opt.end - opt.start;
   const double per_micro_batch = (r.compute_busy_s - opt_s + r.exposed_tp_s) / static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;

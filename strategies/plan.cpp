@@ -126,6 +126,9 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   }
   if (m.shared_ffn % p.tp != 0) return "tp (" + n(p.tp) + ") must divide the shared expert's FFN size (" + n(m.shared_ffn) + ")";
   if (p.sequence_parallel && p.tp == 1) return "sequence parallelism needs tp > 1";
+  if (p.overlap_param_gather && p.dp_mode != DataParallelMode::kZero1) {
+    return "overlap_param_gather applies to zero 1 (Megatron-Core's distributed optimizer: the all-gather of the updated weights)";
+  }
   if (p.tp_comm_overlap.on) {
     // (TE's userbuffers overlap all-gathers and reduce-scatters: sequence parallelism's.)
     if (!p.sequence_parallel) return "tp_comm_overlap needs sequence parallelism (sequence_parallel, tp > 1)";

@@ -166,6 +166,12 @@ struct ParallelPlan {
   /// overlap_grad_reduce, else all after the whole backward.
   double bucket_bytes = 25.0 * 1024 * 1024;
   bool overlap_grad_reduce = true;
+  /// ZeRO-1: the all-gather of the updated weights runs bucket by bucket (the gradient
+  /// buckets, in forward order) beside the next step's forward passes, each unit's first
+  /// forward waiting for its bucket (Megatron-Core's --overlap-param-gather, NeMo's
+  /// overlap_param_sync), instead of after the optimizer step. The replay, one step in
+  /// steady state, starts with those gathers and ends with the optimizer step.
+  bool overlap_param_gather = false;
   /// Pipeline sends run beside the sender's next pass (Megatron's
   /// --overlap-p2p-communication); false: the next pass waits for them, as Megatron's
   /// default batch_isend_irecv + wait and DeepSpeed's pipeline engine do.

@@ -93,6 +93,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
     p.microbatch_group = static_cast<int>(fitting_microbatch_group(pp, p.micro_batches()));
   }
   p.dp_mode = mode;
+  p.overlap_param_gather = space.framework.overlap_param_gather && mode == DataParallelMode::kZero1;
   p.recompute = rc;
   p.sequence_parallel = tp > 1 && model.seq % tp == 0;
   // (TE's userbuffers overlap where the plan can run it: sequence parallelism, no
@@ -722,6 +723,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       gather = dp_collective(all_dp, CollectiveOp::kAllGather, weights) +
                expert_collective(CollectiveOp::kAllGather, gathered_weight_bytes(stage_experts, fullest->fp8_expert_weights, p, model.dtype));
     }
+    // overlap_param_gather: the gathers run bucket by bucket beside the next step's
+    // forwards; the first bucket's shows (at most a bucket's share of the stage's).
+    if (p.overlap_param_gather) gather *= std::min(1.0, p.bucket_bytes / std::max(1.0, grads + expert_grads));
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
   }
   if (p.pp > 1 && (model.tied_embedding || model.mtp_layers > 0)) {
@@ -753,7 +757,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };

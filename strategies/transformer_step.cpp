@@ -55,6 +55,8 @@ class StepLowering {
     out_.last_backward.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (ep_) out_.a2a_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
+    gather_ahead_ = p_.overlap_param_gather && p_.dp > 1 && p_.dp_mode == DataParallelMode::kZero1;
+    if (gather_ahead_) out_.param_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.compute_parts.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (split_) out_.weight_pass_s.resize(static_cast<std::size_t>(dpl_ * p_.pp));
@@ -128,7 +130,9 @@ class StepLowering {
     if (s == 0) u.push_back({UnitKind::kEmbedding, 1, costs_.first_params});
     const LayerRange r = range(s);
     const int recomputed = recomputed_layers(p_, r.count);  // the chunk's first ones
-    if (forward && p_.tp == 1 && !zero3_ && !ep_) {
+    // (Forward runs of layers of one kind in one task; a unit per layer where each
+    // layer's weights are gathered on their own, overlap_param_gather too.)
+    if (forward && p_.tp == 1 && !zero3_ && !ep_ && !gather_ahead_) {
       for (int l = 0; l < r.count;) {  // runs of layers of one kind
         const bool dense = m_.dense_layer(r.first + l);
         int n = 1;
@@ -883,7 +887,9 @@ class StepLowering {
       const bool gradients = !op.forward && (!split_ || op.weights);
       const bool last_mb_backward = gradients && op.micro_batch == mb_ - 1;
       const bool accumulating = gradients && accumulates(p_, op.micro_batch);
-      std::vector<const Unit*> produced_units;  // the last backward's, produced after its accumulation
+      // The last backward's units (and their places in the forward's order), produced
+      // after its accumulation.
+      std::vector<std::pair<const Unit*, int>> produced_units;
       std::vector<Unit> us = units(s, op.forward);
       if (!op.forward) std::reverse(us.begin(), us.end());
       const int n = static_cast<int>(us.size());
@@ -906,6 +912,13 @@ class StepLowering {
           out_.zero3_waits[grp].emplace_back(t, ready);
         }
         if (op.forward) {
+          // overlap_param_gather: the unit's first forward waits for its weights' bucket
+          // (data_parallel_and_optimizer adds the gather before it).
+          if (gather_ahead_ && op.micro_batch == 0 && u.params > 0.0) {
+            ready = g_.add(Marker{}, "weights gathered").id();
+            param_waits_[{d, s, j}] = ready;
+            out_.param_waits[grp].emplace_back(t, ready);
+          }
           t = forward_unit(grp, u, t, ready);
           continue;
         }
@@ -918,8 +931,8 @@ class StepLowering {
           if (d == 0) g_.add_edge(rs.end, out_.gradients_reduced[static_cast<std::size_t>(i)]);
         }
         if (last_mb_backward) {
-          if (accumulating) produced_units.push_back(&u);
-          else produced(d, i, t, u);
+          if (accumulating) produced_units.push_back({&u, n - 1 - j});
+          else produced(d, i, s, n - 1 - j, t, u);
         }
       }
       // The micro-batch's gradients join the step's before the backward returns (autograd's
@@ -930,7 +943,7 @@ class StepLowering {
         for (const Unit& u : us) params += u.params;
         t = compute(grp, kBackward, grad_accumulation_time(accumulated_params(p_, params), p_, m_.dtype, *in_.compute), t,
                     "gradient accumulation");
-        for (const Unit* up : produced_units) produced(d, i, t, *up);
+        for (const auto& [up, fj] : produced_units) produced(d, i, s, fj, t, *up);
       }
       last_exit = prev = t;
       if (!op.weights) {
@@ -957,8 +970,9 @@ class StepLowering {
 
   // Gradients become final in the last micro-batch's backward, in program order; every
   // replica produces the same sequence.
-  void produced(int d, int i, TaskId t, const Unit& u) {
-    if (u.params > 0.0) contributions_[group(d, i)].push_back({t, u.params, u.experts});
+  // (`s`, `fj`: the unit's chunk and place in its forward.)
+  void produced(int d, int i, int s, int fj, TaskId t, const Unit& u) {
+    if (u.params > 0.0) contributions_[group(d, i)].push_back({t, u.params, u.experts, s, fj});
   }
 
   // Buckets of about bucket_bytes over stage i's contributions, in production order:
@@ -1053,6 +1067,43 @@ class StepLowering {
           g_.add_edge(c.end, done);
         }
       };
+      if (gather_ahead_) {
+        // overlap_param_gather: the previous step's updated weights gathered bucket by
+        // bucket in forward order (the last produced first), one after another from the
+        // step's start, each unit's first forward waiting for its bucket. (FP8-held weights'
+        // bytes shared over the buckets by their parameters. Lowered before the gradients'
+        // reductions: a communicator runs its collectives in the order they are lowered.)
+        const DeviceMemory fp8 = held.empty() ? DeviceMemory{} : held[static_cast<std::size_t>(i)];
+        const double dense_bytes = gathered_weight_bytes(stage_params - stage_experts, fp8.fp8_weights, p_, m_.dtype);
+        const double expert_bytes = gathered_weight_bytes(stage_experts, fp8.fp8_expert_weights, p_, m_.dtype);
+        const auto bs = buckets(i);
+        TaskId previous;
+        for (auto b = bs.rbegin(); b != bs.rend(); ++b) {
+          double params = 0.0, experts = 0.0;
+          for (std::size_t j = b->first; j < b->second; ++j) params += produced_by_0[j].params, experts += produced_by_0[j].experts;
+          const double bytes = stage_params > stage_experts ? dense_bytes * (params - experts) / (stage_params - stage_experts) : 0.0;
+          const double ebytes = stage_experts > 0.0 ? expert_bytes * experts / stage_experts : 0.0;
+          const TaskId start = g_.add(Marker{}, "gather updated weights").id();
+          if (previous.valid()) g_.add_edge(previous, start);
+          const TaskId gathered = g_.add(Marker{}, "bucket's weights gathered").id();
+          g_.add_edge(start, gathered);
+          for (int k = 0; k < p_.tp; ++k) {
+            if (bytes > 0.0) {
+              const LoweredCollective c = dp_collective(i, k, CollectiveOp::kAllGather, bytes);
+              g_.add_edge(start, c.start);
+              g_.add_edge(c.end, gathered);
+            }
+            expert_collectives(k, CollectiveOp::kAllGather, ebytes, start, gathered);
+          }
+          for (int d = 0; d < dpl_; ++d) {
+            for (std::size_t j = b->first; j < b->second; ++j) {
+              const auto w = param_waits_.find({d, produced_by_0[j].s, produced_by_0[j].fj});
+              if (w != param_waits_.end()) g_.add_edge(gathered, w->second);
+            }
+          }
+          previous = gathered;
+        }
+      }
       if (p_.dp > 1 && !scatters_) {
         const CollectiveOp op = zero12 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
         for (const auto& [first, last] : buckets(i)) {
@@ -1085,9 +1136,9 @@ class StepLowering {
             compute(grp, kOptimizer, plan_optimizer_step_time(params, p_, m_.dtype, *in_.compute), every_stage, "optimizer step");
         out_.optimizer[grp] = step;
         steps.push_back(step);
-        if (!(zero12 && p_.dp > 1)) g_.add_edge(step, end);
+        if (!(zero12 && p_.dp > 1) || gather_ahead_) g_.add_edge(step, end);
       }
-      if (zero12 && p_.dp > 1) {
+      if (zero12 && p_.dp > 1 && !gather_ahead_) {
         const TaskId gathered = g_.add(Marker{}, "updated weights gathered").id();
         // Every replica's step done: when the experts' weights are gathered apart.
         TaskId stepped;
@@ -1325,7 +1376,10 @@ class StepLowering {
   struct Contribution {
     TaskId t;
     double params, experts;  // experts: of params, the routed experts' under expert parallelism
+    int s, fj;               // the unit's chunk and its place in the chunk's forward
   };
+  bool gather_ahead_ = false;  // overlap_param_gather (ZeRO-1, dp > 1)
+  std::map<std::tuple<int, int, int>, TaskId> param_waits_;  // (replica, chunk, unit): its first forward's wait
   std::map<std::size_t, std::vector<Contribution>> contributions_;
   bool ep_ = false;  // expert parallelism (ep > 1)
   Here here_;

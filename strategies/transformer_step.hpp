@@ -104,6 +104,9 @@ struct LoweredTrainingStep {
   // Per (dp, pp) under expert parallelism: for each all-to-all, the task before it and
   // its end: what follows waits max(0, its end - that task's end).
   std::vector<std::vector<std::pair<TaskId, TaskId>>> a2a_waits;
+  // Per (dp, pp) with overlap_param_gather: for each unit's first forward, the task before
+  // it and the point its weights are gathered: it waits max(0, that - the task's end).
+  std::vector<std::vector<std::pair<TaskId, TaskId>>> param_waits;
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   std::vector<ComputeParts> compute_parts;  // per (dp, pp): its compute stream's tasks by purpose
