@@ -129,6 +129,8 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.overlap_param_gather && p.dp_mode != DataParallelMode::kZero1) {
     return "overlap_param_gather applies to zero 1 (Megatron-Core's distributed optimizer: the all-gather of the updated weights)";
   }
+  // (Megatron-Core asserts it too: the gathers go by the gradient buckets.)
+  if (p.overlap_param_gather && !p.overlap_grad_reduce) return "overlap_param_gather needs overlap_grad_reduce (its buckets)";
   if (p.tp_comm_overlap.on) {
     // (TE's userbuffers overlap all-gathers and reduce-scatters: sequence parallelism's.)
     if (!p.sequence_parallel) return "tp_comm_overlap needs sequence parallelism (sequence_parallel, tp > 1)";

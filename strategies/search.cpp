@@ -93,7 +93,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
     p.microbatch_group = static_cast<int>(fitting_microbatch_group(pp, p.micro_batches()));
   }
   p.dp_mode = mode;
-  p.overlap_param_gather = space.framework.overlap_param_gather && mode == DataParallelMode::kZero1;
+  p.overlap_param_gather = space.framework.overlap_param_gather && mode == DataParallelMode::kZero1 && p.overlap_grad_reduce;
   p.recompute = rc;
   p.sequence_parallel = tp > 1 && model.seq % tp == 0;
   // (TE's userbuffers overlap where the plan can run it: sequence parallelism, no
@@ -725,7 +725,11 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     }
     // overlap_param_gather: the gathers run bucket by bucket beside the next step's
     // forwards; the first bucket's shows (at most a bucket's share of the stage's).
-    if (p.overlap_param_gather) gather *= std::min(1.0, p.bucket_bytes / std::max(1.0, grads + expert_grads));
+    // (A bucket holds whole units: the embedding's alone on the first stage.)
+    if (p.overlap_param_gather) {
+      const double first = (fullest_stage == 0 ? c.first_params : c.layer_params) * reduced_gradient_bytes(p, model.dtype);
+      gather *= std::min(1.0, std::max(p.bucket_bytes, first) / std::max(1.0, grads + expert_grads));
+    }
     step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
   }
   if (p.pp > 1 && (model.tied_embedding || model.mtp_layers > 0)) {

@@ -916,7 +916,7 @@ class StepLowering {
           // (data_parallel_and_optimizer adds the gather before it).
           if (gather_ahead_ && op.micro_batch == 0 && u.params > 0.0) {
             ready = g_.add(Marker{}, "weights gathered").id();
-            param_waits_[{d, s, j}] = ready;
+            param_waits_[{d, s, j}] = {ready, t};
             out_.param_waits[grp].emplace_back(t, ready);
           }
           t = forward_unit(grp, u, t, ready);
@@ -972,7 +972,7 @@ class StepLowering {
   // replica produces the same sequence.
   // (`s`, `fj`: the unit's chunk and place in its forward.)
   void produced(int d, int i, int s, int fj, TaskId t, const Unit& u) {
-    if (u.params > 0.0) contributions_[group(d, i)].push_back({t, u.params, u.experts, s, fj});
+    if (u.params > 0.0) contributions_[group(d, i)].push_back({t, u.params, u.experts, s, fj, u.kind == UnitKind::kLayers});
   }
 
   // Buckets of about bucket_bytes over stage i's contributions, in production order:
@@ -1070,21 +1070,33 @@ class StepLowering {
       if (gather_ahead_) {
         // overlap_param_gather: the previous step's updated weights gathered bucket by
         // bucket in forward order (the last produced first), one after another from the
-        // step's start, each unit's first forward waiting for its bucket. (FP8-held weights'
-        // bytes shared over the buckets by their parameters. Lowered before the gradients'
-        // reductions: a communicator runs its collectives in the order they are lowered.)
+        // step's start, each unit's first forward waiting for its bucket, the next bucket's
+        // gather dispatched when the forwards reach this one (Megatron-Core's forward
+        // pre-hook fetches one bucket ahead). (fp8_params' FP8 weights, the layers' linear
+        // ones, shared over the layers' buckets by their parameters. Lowered before the
+        // gradients' reductions: a communicator runs its collectives in the order they are
+        // lowered.)
         const DeviceMemory fp8 = held.empty() ? DeviceMemory{} : held[static_cast<std::size_t>(i)];
-        const double dense_bytes = gathered_weight_bytes(stage_params - stage_experts, fp8.fp8_weights, p_, m_.dtype);
-        const double expert_bytes = gathered_weight_bytes(stage_experts, fp8.fp8_expert_weights, p_, m_.dtype);
+        double layer_dense = 0.0;
+        for (const Contribution& c : produced_by_0) layer_dense += c.layer ? c.params - c.experts : 0.0;
         const auto bs = buckets(i);
-        TaskId previous;
+        TaskId previous, reached;
         for (auto b = bs.rbegin(); b != bs.rend(); ++b) {
-          double params = 0.0, experts = 0.0;
-          for (std::size_t j = b->first; j < b->second; ++j) params += produced_by_0[j].params, experts += produced_by_0[j].experts;
-          const double bytes = stage_params > stage_experts ? dense_bytes * (params - experts) / (stage_params - stage_experts) : 0.0;
-          const double ebytes = stage_experts > 0.0 ? expert_bytes * experts / stage_experts : 0.0;
+          double params = 0.0, experts = 0.0, layers = 0.0;
+          for (std::size_t j = b->first; j < b->second; ++j) {
+            params += produced_by_0[j].params, experts += produced_by_0[j].experts;
+            if (produced_by_0[j].layer) layers += produced_by_0[j].params - produced_by_0[j].experts;
+          }
+          const double bytes =
+              gathered_weight_bytes(params - experts, layer_dense > 0.0 ? fp8.fp8_weights * layers / layer_dense : 0.0, p_, m_.dtype);
+          const double ebytes =
+              stage_experts > 0.0 ? gathered_weight_bytes(experts, fp8.fp8_expert_weights * experts / stage_experts, p_, m_.dtype) : 0.0;
           const TaskId start = g_.add(Marker{}, "gather updated weights").id();
           if (previous.valid()) g_.add_edge(previous, start);
+          if (reached.valid()) g_.add_edge(reached, start);
+          // (The bucket's first unit in forward order is its last produced.)
+          const auto first = param_waits_.find({0, produced_by_0[b->second - 1].s, produced_by_0[b->second - 1].fj});
+          reached = first != param_waits_.end() ? first->second.second : TaskId();
           const TaskId gathered = g_.add(Marker{}, "bucket's weights gathered").id();
           g_.add_edge(start, gathered);
           for (int k = 0; k < p_.tp; ++k) {
@@ -1098,7 +1110,7 @@ class StepLowering {
           for (int d = 0; d < dpl_; ++d) {
             for (std::size_t j = b->first; j < b->second; ++j) {
               const auto w = param_waits_.find({d, produced_by_0[j].s, produced_by_0[j].fj});
-              if (w != param_waits_.end()) g_.add_edge(gathered, w->second);
+              if (w != param_waits_.end()) g_.add_edge(gathered, w->second.first);
             }
           }
           previous = gathered;
@@ -1377,9 +1389,11 @@ class StepLowering {
     TaskId t;
     double params, experts;  // experts: of params, the routed experts' under expert parallelism
     int s, fj;               // the unit's chunk and its place in the chunk's forward
+    bool layer;              // a layer (whose linear weights fp8_params keeps in FP8), not the embedding or output
   };
   bool gather_ahead_ = false;  // overlap_param_gather (ZeRO-1, dp > 1)
-  std::map<std::tuple<int, int, int>, TaskId> param_waits_;  // (replica, chunk, unit): its first forward's wait
+  // (replica, chunk, unit): its first forward's wait, and the task before it.
+  std::map<std::tuple<int, int, int>, std::pair<TaskId, TaskId>> param_waits_;
   std::map<std::size_t, std::vector<Contribution>> contributions_;
   bool ep_ = false;  // expert parallelism (ep > 1)
   Here here_;

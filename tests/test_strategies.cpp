@@ -4378,7 +4378,33 @@ TEST_CASE("overlap_param_gather: the updated weights' all-gather runs beside the
   CHECK(on.param_waits[0].size() == 8 + 2);  // every layer, the embedding and the output layer (one stage)
   CHECK(t_on < t_off);
   CHECK(std::abs((e_on - e_off) - (t_on - t_off)) <= 0.3 * std::abs(t_on - t_off));
+  // Interleaved over pp 2 (the tied embedding's copies on both stages), and a mixture of
+  // experts with ep 4 (its experts' gathers over the dp / ep ranks): every unit's first
+  // forward's wait has its bucket's gather before it (its one predecessor; the forward
+  // also follows the task before it), and the gathers lower no cycle.
+  ParallelPlan il = p;
+  il.dp = 2, il.pp = 2, il.tp = 8, il.schedule = PipelineSchedule::kInterleaved1F1B, il.virtual_stages = 2;
+  ParallelPlan ep;
+  ep.dp = 16, ep.ep = 4, ep.tp = 2, ep.global_batch = 32, ep.sequence_parallel = true, ep.dp_mode = DataParallelMode::kZero1;
+  ep.overlap_param_gather = true;
+  const TransformerConfig moe = small_moe();
+  for (const auto& [model, plan] : {std::pair{&m, &il}, std::pair{&moe, &ep}}) {
+    REQUIRE(plan_problem(*plan, *model, 32).empty());
+    LoweredTrainingStep step = rig.lower(*model, *plan);
+    std::size_t waits = 0;
+    for (const auto& w : step.param_waits) {
+      for (const auto& [before, gathered] : w) {
+        CHECK(step.graph.in_degree(gathered) == 1);
+        ++waits;
+      }
+    }
+    CHECK(waits > 0);
+    CHECK(rig.run(step) > 0.0);
+  }
   ParallelPlan z = p;
+  z.overlap_grad_reduce = false;
+  CHECK(plan_problem(z, m, 32) == "overlap_param_gather needs overlap_grad_reduce (its buckets)");
+  z = p;
   z.dp_mode = DataParallelMode::kAllReduce;
   CHECK(plan_problem(z, m, 32) == "overlap_param_gather applies to zero 1 (Megatron-Core's distributed optimizer: the all-gather of the updated weights)");
   z.dp_mode = DataParallelMode::kZero2;
