@@ -53,7 +53,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
       const UbOverlap& u = p.tp_comm_overlap.site[i];
       if (u == defaults.tp_comm_overlap.site[i]) continue;
       nlohmann::ordered_json e;
-      e["method"] = u.method == UbMethod::kBulk ? "bulk" : u.method == UbMethod::kPipeline ? "pipeline" : "ring_exchange";
+      e["method"] = kUbMethodNames[static_cast<std::size_t>(u.method)];
       e["num_sm"] = u.num_sm;
       if (u.method == UbMethod::kPipeline) e["num_splits"] = u.num_splits;
       e["set_sm_margin"] = u.sm_margin;

@@ -201,11 +201,16 @@ void read_tp_comm_overlap(JsonObject& o, const AcceleratorSpec& acc, TpCommOverl
     }
   }
   // The SMs a place's kernels take (TE's default 16 too) must leave the GEMM some.
+  const auto too_many_sms = [&](const std::string& path, std::int64_t n) {
+    if (n >= acc.sms) {
+      throw InputError(path + ": expected fewer than the " + acc.id + "'s " + std::to_string(acc.sms) + " SMs, got " +
+                       std::to_string(n));
+    }
+  };
   const auto check_sms = [&] {
     for (int i = 0; out.on && i < kUbSites; ++i) {
-      if (out.site[i].method != UbMethod::kRingExchange && out.site[i].num_sm >= acc.sms) {
-        throw InputError(o.field_path("tp_comm_overlap") + "." + kUbSiteNames[i] + ".num_sm: expected fewer than the " + acc.id +
-                         "'s " + std::to_string(acc.sms) + " SMs, got " + std::to_string(out.site[i].num_sm));
+      if (out.site[i].method != UbMethod::kRingExchange) {
+        too_many_sms(o.field_path("tp_comm_overlap") + "." + kUbSiteNames[i] + ".num_sm", out.site[i].num_sm);
       }
     }
   };
@@ -227,13 +232,10 @@ void read_tp_comm_overlap(JsonObject& o, const AcceleratorSpec& acc, TpCommOverl
                                              : ub_reduce_scatter(i) ? std::vector<std::string>{"pipeline", "ring_exchange"}
                                                                     : std::vector<std::string>{"ring_exchange"};
     const std::string method = e.choice_or("method", methods, methods.front());
-    u.method = method == "bulk" ? UbMethod::kBulk : method == "pipeline" ? UbMethod::kPipeline : UbMethod::kRingExchange;
+    u.method = static_cast<UbMethod>(std::find(kUbMethodNames.begin(), kUbMethodNames.end(), method) - kUbMethodNames.begin());
     if (e.has("num_sm")) {
       const std::int64_t n = e.positive_int("num_sm");
-      if (n >= acc.sms) {
-        throw InputError(e.field_path("num_sm") + ": expected fewer than the " + acc.id + "'s " + std::to_string(acc.sms) +
-                         " SMs, got " + std::to_string(n));
-      }
+      too_many_sms(e.field_path("num_sm"), n);  // (before narrowing)
       u.num_sm = static_cast<int>(n);
     }
     if (e.has("num_splits")) {

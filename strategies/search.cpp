@@ -498,9 +498,13 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     double bc = (c.attention.backward + mlp.backward).value() + layer_ars;
     if (p.tp_comm_overlap.on && p.tp > 1) {  // the attention half's and a dense MLP's collectives beside their GEMMs
       const UbHalf a = ub_half(c.attention, false, p, model.fp8_gemms, ar, compute);
-      const UbHalf m = ub_half(mlp, true, p, model.fp8_gemms, ar, compute);
-      fc = a.forward() + (dense ? m.forward() : mlp.forward.value() + mlp_ar);
-      bc = a.backward() + (dense ? m.backward() : mlp.backward.value() + mlp_ar);
+      fc = a.forward() + mlp.forward.value() + mlp_ar;
+      bc = a.backward() + mlp.backward.value() + mlp_ar;
+      if (dense) {
+        const UbHalf m = ub_half(mlp, true, p, model.fp8_gemms, ar, compute);
+        fc = a.forward() + m.forward();
+        bc = a.backward() + m.backward();
+      }
     }
     const double recomputed = (c.attention.recompute + mlp.recompute).value();
     const double hides = experts ? paired : 0.0;

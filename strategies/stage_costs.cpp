@@ -517,9 +517,9 @@ UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_
     u.gemm = t.gemm, u.comm = u.share * ar, u.tail = t.tail;
     return u;
   };
-  // (The column-parallel linear's input gradient and weight gradient have equal FLOPs:
+  // (Each GEMM as the overlap runs it, in pieces; the rest of the half without the whole.
+  // The column-parallel linear's input gradient and weight gradient have equal FLOPs:
   // weight_gradient each.)
-  // (Each GEMM as the overlap runs it, in pieces; the rest of the half without the whole.)
   const double column = h.column_gemm.value(), row = h.row_gemm.value(), wgrad = h.weight_gradient.value();
   UbHalf u;
   u.gather = piece(mlp ? kFc1Fprop : kQkvFprop, h.column_pieces.value());

@@ -21,6 +21,8 @@
 namespace ddlsim {
 
 enum class UbMethod { kRingExchange, kPipeline, kBulk };
+/// TE's names of the methods, by UbMethod.
+inline constexpr std::array<const char*, 3> kUbMethodNames = {"ring_exchange", "pipeline", "bulk"};
 
 struct UbOverlap {
   UbMethod method = UbMethod::kRingExchange;

@@ -610,6 +610,12 @@ struct StepRig {
   }
   // bf16 weights, 16-bit gradients: to fp32 (6), norm (4), Adam (28), to bf16 (6).
   double optimizer(double params) const { return memory_pass(params * 44.0); }
+  // The analytical all-reduce of `bytes` over every accelerator of the cluster (one
+  // server's: a tensor-parallel group), with the algorithm the fabric chooses.
+  double all_reduce(double bytes) const {
+    const CollectiveGroup grp = CollectiveGroup::of(*fabric);
+    return analytical_collective_time(*fabric, grp, chosen_spec(*fabric, grp, CollectiveOp::kAllReduce, bytes));
+  }
 };
 
 double params_of(const TransformerConfig& m) { return build_transformer(m, 1).totals().params; }
@@ -915,9 +921,7 @@ TEST_CASE("overlap_tp_backward: a half layer's backward collective runs beside i
     REQUIRE(c.attention.weight_gradient.value() > 0.0);
     REQUIRE(c.mlp.weight_gradient.value() > 0.0);
     CHECK(c.attention.weight_gradient < c.attention.backward);
-    const CollectiveGroup grp = CollectiveGroup::of(*rig.fabric);
-    const double ar =
-        analytical_collective_time(*rig.fabric, grp, chosen_spec(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes));
+    const double ar = rig.all_reduce(c.tp_bytes);
     const double beside = sp ? ar / 2 : ar;
     const double saved = 2 * 4 *
                          (std::min(beside, c.attention.weight_gradient.value()) + std::min(beside, c.mlp.weight_gradient.value()));
@@ -1024,9 +1028,7 @@ TEST_CASE("tp_comm_overlap: a half layer's pieces, and the replay and estimate a
   REQUIRE(c.attention.column_gemm.value() > 0.0);
   REQUIRE(c.mlp.row_gemm.value() > 0.0);
   REQUIRE(c.mlp.row_dgrad.value() > 0.0);
-  const CollectiveGroup grp = CollectiveGroup::of(*rig.fabric);
-  const double ar =
-      analytical_collective_time(*rig.fabric, grp, chosen_spec(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes));
+  const double ar = rig.all_reduce(c.tp_bytes);
   LoweredTrainingStep off = rig.lower(m, q);
   const double t_off = rig.run(off);
   q.tp_comm_overlap.on = true;
