@@ -75,6 +75,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   if (p.grad_reduce_fp32 != defaults.grad_reduce_fp32) j["grad_reduce_fp32"] = p.grad_reduce_fp32;
   if (p.master_remainders) j["master_weights"] = "remainders";
   if (p.fp8_params) j["fp8_params"] = true;
+  if (p.tp_only_amax) j["tp_only_amax_red"] = true;
   if (p.order != defaults.order) {
     nlohmann::ordered_json order = nlohmann::ordered_json::array();
     for (MeshAxis a : p.order) order.push_back(axis_name(a));

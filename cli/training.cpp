@@ -406,6 +406,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.grad_reduce_fp32 = o.boolean_or("grad_reduce_fp32", false);
   p.master_remainders = o.choice_or("master_weights", {"fp32", "remainders"}, "fp32") == "remainders";
   p.fp8_params = o.boolean_or("fp8_params", false);
+  p.tp_only_amax = o.boolean_or("tp_only_amax_red", false);
   o.finish();
   // A dp that fills the cluster needs tp x pp to divide it. Said before the checks that
   // depend on dp (the global batch against dp x micro_batch would name the wrong fault),
@@ -762,7 +763,9 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
   const double opt_s = opt.end - opt.start;
   const double per_micro_batch = (r.compute_busy_s - opt_s + r.exposed_tp_s) / static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
-  const double pipeline_idle = std::max(0.0, r.step_time_s - r.compute_busy_s - r.exposed_tp_s - r.exposed_dp_s);
+  // FP8: the passes' amax reductions, in line (exposed; the breakdown's "other").
+  const double amax = g < step.amax_s.size() ? step.amax_s[g] : 0.0;
+  const double pipeline_idle = std::max(0.0, r.step_time_s - r.compute_busy_s - r.exposed_tp_s - r.exposed_dp_s - amax);
   // Zero-bubble (ZB-H1): (pp - 1)(F + B + W) less (pp - 2 + min(m, pp)) W, with F + B + W
   // the stage's work of one micro-batch and W its weight gradients: (pp - 1)(F + B - W)
   // when m >= pp (pipeline_schedule).
@@ -800,7 +803,7 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     r.exposed_dp_s += moved;
     r.exposed_pp_s -= moved;
   }
-  r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s + r.exposed_ep_s;
+  r.exposed_comm_s = r.exposed_tp_s + r.exposed_pp_s + r.exposed_dp_s + r.exposed_ep_s + amax;
   r.idle_s = r.step_time_s - r.compute_busy_s - r.exposed_tp_s;
   // The fullest device: the highest high-water mark of the replay's memory pools (one
   // per stage replica), its model states from the memory model, the software stack's

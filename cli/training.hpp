@@ -118,7 +118,8 @@ struct TrainingReport {
   double exposed_dp_s = 0;     // waiting for gradient reductions before, and ZeRO-1/2 weight all-gathers after, the optimizer
   double bubble_s = 0;         // the schedule's bubble: (pp - 1) / v x its per-micro-batch work
   double idle_s = 0;           // step_time_s - compute_busy_s - exposed_tp_s
-  // Waiting not split into tp, pp and dp (an SBP plan's boxing and gradient collectives).
+  // Waiting not split into tp, pp, dp and ep (other_comm_s): an SBP plan's boxing and
+  // gradient collectives; FP8 GEMMs' amax reductions.
   double exposed_ep_s = 0;     // expert parallelism's all-to-alls (in line with the compute)
   [[nodiscard]] double other_comm_s() const {
     return std::max(0.0, exposed_comm_s - exposed_tp_s - exposed_pp_s - exposed_dp_s - exposed_ep_s);

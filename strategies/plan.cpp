@@ -72,6 +72,9 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     if (p.dispatcher != TokenDispatcher::kAllToAll) return "moe_dispatcher \"deepep\" needs a mixture-of-experts model (experts), this one is dense";
     if (p.overlap_ep_comm) return "overlap_ep_comm needs a mixture-of-experts model (experts), this one is dense";
   }
+  if (p.tp_only_amax && !m.fp8_gemms) {
+    return "tp_only_amax_red needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it chooses the ranks that reduce their amaxes";
+  }
   if (p.fp8_params) {
     if (!m.fp8_gemms) return "fp8_params needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it keeps their weights in FP8";
     if (p.master_remainders) {

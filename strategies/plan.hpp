@@ -244,6 +244,12 @@ struct ParallelPlan {
   /// moves them in 1 byte (NeMo's fp8_params, Megatron-Core's --fp8-param-gather); the
   /// optimizer keeps its fp32 master copy. With zero 0 to 2.
   bool fp8_params = false;
+  /// FP8 GEMMs (Transformer Engine's delayed scaling): the ranks among which each pass of
+  /// a model chunk reduces its FP8 tensors' amaxes (amax_reduction_time): false, every
+  /// rank of the stage (tp x dp x cp, Megatron-Core's default amax reduction group);
+  /// true, its tensor- and context-parallel ranks alone (Megatron-Core's
+  /// tp_only_amax_red; scenario field tp_only_amax_red).
+  bool tp_only_amax = false;
 
   [[nodiscard]] int devices() const { return dp * cp * tp * pp; }
   /// Whether the schedule pairs forwards with backwards (overlap_ep_comm in effect).

@@ -77,6 +77,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.master_remainders = space.framework.master_remainders;
   p.fp8_params = space.framework.fp8_params && model.fp8_gemms;  // (FP8 GEMMs take no ZeRO-3)
+  p.tp_only_amax = space.framework.tp_only_amax && model.fp8_gemms;
   p.order = order != nullptr ? *order : space.framework.order;
   p.tp = tp;
   p.pp = pp;
@@ -369,7 +370,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     }
   };
   // Times that depend on the mesh (its shape and rank order) and a few more words alone
-  // (`what` tells the kinds apart: 2 sends, 3 data-parallel collectives, 4 all-to-alls):
+  // (`what` tells the kinds apart: 2 sends, 3 data-parallel collectives, 4 all-to-alls,
+  // 5 amax reductions):
   // the fabric keeps them, so that the many plans of one shape do not price them again.
   const auto kept = [&](std::uint64_t what, std::initializer_list<std::uint64_t> words, const auto& derive) {
     std::vector<std::uint64_t> key{~what, static_cast<std::uint64_t>(p.tp), static_cast<std::uint64_t>(p.pp),
@@ -433,6 +435,17 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     send_on[static_cast<std::size_t>(i)] = sends_between(i, (i + 1) % p.pp);
     send_back[static_cast<std::size_t>(i)] = sends_between(i, (i + p.pp - 1) % p.pp);
   }
+  // FP8 GEMMs: each pass of a chunk ends with its amax reduction among the stage's ranks
+  // (amax_reduction_time, in line), kept by stage and bytes.
+  const auto amax = [&](int i, double layers, bool forward) {
+    if (!model.fp8_gemms) return 0.0;
+    const double bytes = amax_reduction_bytes(c, layers, forward);
+    const std::initializer_list<std::uint64_t> words{static_cast<std::uint64_t>(i), std::bit_cast<std::uint64_t>(bytes),
+                                                     static_cast<std::uint64_t>(p.tp_only_amax)};
+    return kept(5, words, [&] {
+             return std::vector<double>{amax_reduction_time(c, model, p, fabric, i, layers, forward, compute)};
+           }).front();
+  };
   // Expert parallelism: per layer and pass (and recomputed forward) two all-to-alls of
   // the dispatched tokens within the ep group, in line with the compute: one towards the
   // experts and one back (the same bytes, unless the first is an FP8 dispatch).
@@ -674,8 +687,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                 (c.attention.weight_gradients + mtp_mlp.weight_gradients + c.mtp_weight_gradient + c.last_weight_gradient).value();
         }
       }
-      Fi += pass(fwd) + (output ? 0.0 : send_on[i]);
-      Bi += pass(bwd) + (embedding ? 0.0 : send_back[i]) +
+      const double chunk_layers = per_chunk + (output ? static_cast<double>(model.mtp_layers) : 0.0);
+      Fi += pass(fwd) + (output ? 0.0 : send_on[i]) + amax(static_cast<int>(i), chunk_layers, true);
+      Bi += pass(bwd) + (embedding ? 0.0 : send_back[i]) + amax(static_cast<int>(i), chunk_layers, false) +
             accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, model.dtype, compute).value();
     }
     // ZeRO-2: a micro-batch's scatters drain while the stage runs its next forward and

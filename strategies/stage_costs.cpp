@@ -171,8 +171,8 @@ Seconds unfused_softmax(const Operator& like, double elements, const double (&by
 // casts and transposes its input in forward and its output gradient in backward.
 // A routed expert's linear layer casts and transposes its input in forward and its
 // output gradient in backward, on the rank's dispatched rows (see below). Weights are
-// taken as FP8 already (NeMo's fp8_params) and their transposes as cached; the per-pass
-// amax bookkeeping is left out. All of it counts in the backward (B) pass.
+// taken as FP8 already (NeMo's fp8_params) and their transposes as cached; the pass's
+// amax reduction is amax_reduction_time's. All of it counts in the backward (B) pass.
 void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan, DataType act, double tokens,
                const ComputeModel& compute, Seconds& f, Seconds& b, int& kf, int& kb) {
   const Split s = split_of(raw);
@@ -279,6 +279,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
                 cast_kb);
       c.fp8_cast_forward += cast_f;
       c.fp8_cast_backward += cast_b;
+      c.fp8_linears += 1;
     }
     HalfLayer& half = in_mlp ? c.mlp : c.attention;
     Issued& n = in_mlp ? mlp : attention;
@@ -504,6 +505,21 @@ Seconds grad_accumulation_time(double params, const ParallelPlan& p, DataType we
   Operator acc{OpKind::kAdd, "gradient accumulation", -1, {}, 0, {}, DataType::kFp32, {}};
   acc.cost.fwd_bytes = params * grad_accumulation_bytes(p, weights);
   return compute.time(acc, Pass::kForward);
+}
+
+double amax_reduction_time(const StageCosts& c, const TransformerConfig& model, const ParallelPlan& plan,
+                           NetworkFabric& fabric, int stage, double layers, bool forward, const ComputeModel& compute) {
+  // (A context_folded plan's dp counts its cp ranks, replica 0's the first cp_folded.)
+  const int replicas = plan.tp_only_amax ? plan.cp_folded : plan.dp;
+  const double bytes = amax_reduction_bytes(c, layers, forward);
+  if (!model.fp8_gemms || replicas * plan.tp < 2 || bytes <= 0.0) return 0.0;
+  std::vector<NodeId> nodes;
+  for (int d = 0; d < replicas; ++d) {
+    for (int k = 0; k < plan.tp; ++k) nodes.push_back(fabric.cluster().accelerators()[mesh_rank(plan, d, stage, k)]);
+  }
+  const CollectiveGroup g = CollectiveGroup::of(fabric, nodes);
+  const CollectiveSpec spec = chosen_spec(fabric, g, CollectiveOp::kAllReduce, bytes);
+  return analytical_collective_time(fabric, g, spec) + 2.0 * compute.efficiency().launch.value();
 }
 
 UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_gemms, double ar, const ComputeModel& device) {

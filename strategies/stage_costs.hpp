@@ -104,6 +104,10 @@ struct StageCosts {
   // around one layer's linear layers per micro-batch (part of the halves' times; see
   // stage_costs.cpp, fp8_casts).
   Seconds fp8_cast_forward{0.0}, fp8_cast_backward{0.0};
+  // Of them, the FP8 linear operators of one layer (each a TE module's GEMM, a grouped
+  // GEMM of routed experts counted once): the tensors whose amaxes a pass reduces
+  // (amax_reduction_bytes).
+  double fp8_linears = 0.0;
   double cp_kv_bytes = 0.0;
   Seconds ring_forward{0.0}, ring_backward{0.0};
   /// One pass's cp ring, as the all-gather it is priced as: cp x a rank's keys and values
@@ -134,6 +138,26 @@ void add_context_ring(StageCosts& c, const TransformerConfig& model, const Paral
 /// A context_folded plan's cp ranks of one replica (`replica`, of dp / cp_folded), stage
 /// and tp rank, in ring order: the group its key-value ring runs over.
 CollectiveGroup context_ring(NetworkFabric& fabric, const ParallelPlan& plan, int replica, int stage, int tp_rank);
+
+/// FP8 GEMMs (TransformerConfig::fp8_gemms) under Transformer Engine's delayed scaling
+/// (its default recipe, reduce_amax on; NeMo's and Megatron-Core's): the amax reduction
+/// that ends each pass of a model chunk, when the chunk's fp8_autocast exits (forward)
+/// and when its first FP8 module's backward, the last to run, returns (TE 1.6 and
+/// later): one all-reduce (MAX) of the current amaxes of the chunk's FP8 tensors, 3 per
+/// FP8 linear layer forward (input, weight, output) and 2 backward (output and input
+/// gradients), in fp32, among every rank of the stage (Megatron-Core's amax reduction
+/// group: tp x dp x cp; with ParallelPlan::tp_only_amax its tp x cp ranks), with async_op=False, so on the compute stream, in line; then
+/// TE's fused amax-and-scale update, one kernel (and the amaxes' concatenation before
+/// it, another). `layers`: the chunk's layers; `stage`: its stage. Latency-bound (a few
+/// hundred bytes): the analytical model's time of the all-reduce, on either network
+/// model, plus the two kernels' launches. 0 without FP8 GEMMs or with one rank.
+[[nodiscard]] double amax_reduction_time(const StageCosts& c, const TransformerConfig& model, const ParallelPlan& plan,
+                                         NetworkFabric& fabric, int stage, double layers, bool forward,
+                                         const ComputeModel& compute);
+/// Its all-reduce's bytes.
+[[nodiscard]] inline double amax_reduction_bytes(const StageCosts& c, double layers, bool forward) {
+  return 4.0 * (forward ? 3.0 : 2.0) * c.fp8_linears * layers;
+}
 
 /// Transformer Engine's userbuffers overlap (ParallelPlan::tp_comm_overlap) of one half
 /// layer: each overlapped GEMM with its collective (`share` of the half's all-reduce

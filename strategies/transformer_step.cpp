@@ -37,6 +37,7 @@ class StepLowering {
     ep_ = p_.ep > 1;
     scatters_ = (zero3_ || p_.dp_mode == DataParallelMode::kZero2) && p_.dp > 1;
     ranges_ = chunk_layer_ranges(p_, m_);
+    amax_ = m_.fp8_gemms && p_.dp * p_.tp > 1;
     priced_ = in_.network == NetworkModelKind::kAnalytical && in_.price_collectives;
     price_tp_groups();
     dpl_ = priced_ && in_.fold_replicas && replicas_identical() ? 1 : p_.dp;
@@ -56,6 +57,7 @@ class StepLowering {
     if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (ep_) out_.a2a_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     gather_ahead_ = p_.overlap_param_gather && p_.dp > 1 && p_.dp_mode == DataParallelMode::kZero1;
+    if (amax_) out_.amax_s.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (gather_ahead_) out_.param_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.compute_parts.resize(static_cast<std::size_t>(dpl_ * p_.pp));
@@ -178,6 +180,7 @@ class StepLowering {
     out_.network_model = net.get();
     out_.network = add(std::move(net));
     if (priced_) out_.collectives = add(std::make_unique<DelayPool>("dp collectives"));
+    if (amax_) out_.amax = add(std::make_unique<DelayPool>("amax reductions"));
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
         const std::string name = replica_name(d) + ".pp" + std::to_string(i);
@@ -935,6 +938,9 @@ class StepLowering {
           else produced(d, i, s, n - 1 - j, t, u);
         }
       }
+      // FP8: the pass ends with its amax reduction (the zero-bubble schedule's W passes
+      // run no FP8 module's backward end).
+      if (amax_ && !op.weights) t = amax_reduction(grp, i, s, op.forward, t);
       // The micro-batch's gradients join the step's before the backward returns (autograd's
       // accumulation, DeepSpeed's update_hp_grads), so before its gradient is sent back,
       // and the step's gradients are final, ready to reduce, only after it.
@@ -966,6 +972,19 @@ class StepLowering {
       }
     }
     out_.last_backward[grp] = last_exit;
+  }
+
+  // Chunk s's amax reduction at the end of a pass (amax_reduction_time) after `t`, in line.
+  TaskId amax_reduction(std::size_t grp, int i, int s, bool forward, TaskId t) {
+    double layers = range(s).count;
+    if (s == stages_ - 1) layers += static_cast<double>(m_.mtp_layers);  // (multi-token prediction's, on the last chunk)
+    auto [it, fresh] = amax_time_.try_emplace({i, layers, forward}, 0.0);
+    if (fresh) it->second = amax_reduction_time(costs_, m_, p_, *in_.fabric, i, layers, forward, *in_.compute);
+    if (it->second <= 0.0) return t;
+    const TaskId a = g_.add(Compute{out_.amax, Seconds(it->second), Flops(0.0)}, "amax all-reduce").id();
+    g_.add_edge(t, a);
+    out_.amax_s[grp] += it->second;
+    return a;
   }
 
   // Gradients become final in the last micro-batch's backward, in program order; every
@@ -1368,6 +1387,8 @@ class StepLowering {
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   bool ub_ = false;      // tp_comm_overlap (tp > 1)
+  bool amax_ = false;    // FP8 GEMMs' amax reductions (more than one rank per stage)
+  std::map<std::tuple<int, double, bool>, double> amax_time_;  // by (stage, layers, forward)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
   std::vector<CollectiveSpec> tp_spec_;  // per (dp, pp) group, all replicas

@@ -107,6 +107,10 @@ struct LoweredTrainingStep {
   // Per (dp, pp) with overlap_param_gather: for each unit's first forward, the task before
   // it and the point its weights are gathered: it waits max(0, that - the task's end).
   std::vector<std::vector<std::pair<TaskId, TaskId>>> param_waits;
+  // Per (dp, pp) with FP8 GEMMs: seconds of its passes' amax reductions (in line with
+  // its compute, each pass's last task: amax_reduction_time).
+  std::vector<double> amax_s;
+  ResourceId amax;  // where they run (a DelayPool: each in its pass's chain), when they do
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step
   std::vector<ComputeParts> compute_parts;  // per (dp, pp): its compute stream's tasks by purpose

@@ -4099,3 +4099,52 @@ TEST_CASE("validate: a measured step that ddlsim finds over its accelerators' me
   REQUIRE(ddlsim_cmd({"validate", "--measured", ok, "--record", rec_ok}).status == 0);
   CHECK(ddlsim_cmd({"validate", "--measured", ok, "--check", rec_ok}).status == 0);
 }
+
+TEST_CASE("tp_only_amax_red: FP8 passes' amax reductions as the breakdown's other communication, among the stage or its tp ranks") {
+  // Expected: NVIDIA's Nemotron-4 15B FP8 recipe on 16 H100 (public-runs case 107: tp 4 x
+  // dp 4, one stage of 32 layers, 4 micro-batches). Each micro-batch's forward ends with
+  // an all-reduce of 32 layers x 4 FP8 linear layers x 3 fp32 amaxes = 1,536 bytes and
+  // its backward with one of 1,024 bytes, each with two kernels' launches (3 us each on
+  // the H100), all in line: the breakdown's exposed "other" communication is 4 x (t(1536)
+  // + t(1024) + 12 us), t the all-reduce's analytical time among the stage's ranks, all
+  // 16 GPUs of the two servers ('ddlsim collective', auto); with tp_only_amax_red among
+  // the tp group's 4 GPUs of one server. The step is shorter with the smaller group.
+  Scratch s;
+  const auto c = ddlsim_cmd({"validate", "--suite", "public-runs", "--case", "107"});
+  REQUIRE(c.status == 0);
+  const std::string f = s.write("n15.json", c.out);
+  const auto ar_us = [](std::vector<std::string> where, const char* bytes) {
+    where.insert(where.end(), {"--network", "analytical", "-b", bytes, "-e", bytes, "--json"});
+    const auto r = ddlsim_cmd(where);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("results").at(0).at("time_us").get<double>();
+  };
+  const std::vector<std::string> stage{"collective", "--preset", "dgx-h100", "--nodes", "2"};
+  const std::vector<std::string> tp{"collective", "--preset", "dgx-h100", "--ranks", "0-3"};
+  const double whole = 4 * (ar_us(stage, "1536") + ar_us(stage, "1024") + 12) * 1e-6;
+  const double tp_only = 4 * (ar_us(tp, "1536") + ar_us(tp, "1024") + 12) * 1e-6;
+  REQUIRE(whole > tp_only);
+  const auto run = [&](std::vector<std::string> more) {
+    std::vector<std::string> args{"run", f, "--json"};
+    args.insert(args.end(), more.begin(), more.end());
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies").at(0);
+  };
+  const auto a = run({}), b = run({"--set", "strategies.0.tp_only_amax_red=true"});
+  CHECK(a.at("breakdown").at("exposed_comm_s").at("other").get<double>() == Approx(whole).epsilon(1e-9));
+  CHECK(b.at("breakdown").at("exposed_comm_s").at("other").get<double>() == Approx(tp_only).epsilon(1e-9));
+  CHECK(a.at("step_time_s").get<double>() > b.at("step_time_s").get<double>());
+  // A search keeps it (the framework's setting), and writes it back with --out.
+  const auto out = (s.dir / "best.json").string();
+  REQUIRE(ddlsim_cmd({"search", f, "--set", "strategies.0.tp_only_amax_red=true", "--replay", "1", "--network", "analytical",
+                      "--out", out})
+              .status == 0);
+  CHECK(read_file(out).find("\"tp_only_amax_red\": true") != std::string::npos);
+  expect_exact_errors({
+      {{"run", f, "--set", "strategies.0.tp_only_amax_red=1"}, "ddlsim run: strategies.0.tp_only_amax_red: expected true or false, got 1\n"},
+      {{"run", f, "--set", "strategies.0.tp_only_amax_red=true", "--set", "workload.gemm_dtype=null", "--set", "strategies.0.fp8_params=null"},
+       "ddlsim run: strategies.0: tp_only_amax_red needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it chooses the ranks that "
+       "reduce their amaxes\n"},
+  });
+}

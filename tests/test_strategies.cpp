@@ -4415,3 +4415,70 @@ TEST_CASE("overlap_param_gather: the updated weights' all-gather runs beside the
   z.dp_mode = DataParallelMode::kZero3;
   CHECK(plan_problem(z, m, 32) == "overlap_param_gather applies to zero 1 (Megatron-Core's distributed optimizer: the all-gather of the updated weights)");
 }
+
+TEST_CASE("fp8 GEMMs: each pass of a model chunk ends with its amax reduction among the stage's ranks, against closed forms") {
+  // Expected (Transformer Engine's delayed scaling as Megatron-Core runs it): every
+  // forward and every backward of a model chunk ends with one all-reduce of the current
+  // amaxes of its FP8 tensors, fp32, 3 per FP8 linear layer forward and 2 backward (a
+  // GPT layer has 4: QKV, projection, fc1, fc2), among every rank of the stage (tp x dp),
+  // then two kernels (the concatenation and the fused update: a launch each). On 2 DGX
+  // H100 (16 GPUs), a 4-layer GPT:
+  //  tp 2 x dp 8, 2 micro-batches: 2 x (AR(192 B) + AR(128 B) + 4 launches) per stage
+  //  replica, AR over all 16 GPUs (4 x 3 x 4 x 4 = 192 bytes forward); with
+  //  tp_only_amax_red over the tp pair (two GPUs of a server) instead. The reductions run
+  //  in line, so the replay's step changes by the difference, but for the last
+  //  backward's, which runs beside the gradients' all-reduce (longer) that ends the
+  //  step; the grid's estimate changes by the difference too.
+  //  tp 2 x dp 4 x pp 2 interleaved (2 chunks of 1 layer), 4 micro-batches: per stage 4
+  //  x 2 chunks x (AR(48 B) + AR(32 B) + 4 launches), AR over the stage's 8 GPUs (ddlsim's
+  //  default order puts pp inside dp: stage 0 is GPUs 0, 1, 4, 5, 8, 9, 12, 13).
+  // Without FP8 GEMMs, or with one rank per stage, none.
+  StepRig rig("dgx-h100", 2);
+  TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
+  m.fp8_gemms = true;
+  m.flash_attention = true;
+  const auto ar = [&](const ParallelPlan& p, int stage, int dps, double bytes) {
+    std::vector<NodeId> nodes;
+    for (int d = 0; d < dps; ++d) {
+      for (int k = 0; k < p.tp; ++k) nodes.push_back(rig.cluster.accelerators()[mesh_rank(p, d, stage, k)]);
+    }
+    const CollectiveGroup g = CollectiveGroup::of(*rig.fabric, nodes);
+    return analytical_collective_time(*rig.fabric, g, chosen_spec(*rig.fabric, g, CollectiveOp::kAllReduce, bytes));
+  };
+  const double launch = rig.compute->efficiency().launch.value();
+  ParallelPlan p;
+  p.tp = 2, p.dp = 8, p.sequence_parallel = true, p.global_batch = 16;
+  REQUIRE(p.micro_batches() == 2);
+  REQUIRE(stage_costs(m, p, *rig.compute).fp8_linears == 4.0);
+  const double forward = ar(p, 0, 8, 192) - ar(p, 0, 1, 192), backward = ar(p, 0, 8, 128) - ar(p, 0, 1, 128);
+  const double whole = 2 * (ar(p, 0, 8, 192) + ar(p, 0, 8, 128) + 4 * launch);
+  const double pair = 2 * (ar(p, 0, 1, 192) + ar(p, 0, 1, 128) + 4 * launch);
+  REQUIRE(forward > 0.0);
+  REQUIRE(backward > 0.0);
+  LoweredTrainingStep a = rig.lower(m, p, NetworkModelKind::kAnalytical);
+  REQUIRE(a.amax_s.size() == 1);  // (the replicas folded)
+  CHECK(a.amax_s[0] == Approx(whole).epsilon(1e-9));
+  ParallelPlan tp_only = p;
+  tp_only.tp_only_amax = true;
+  LoweredTrainingStep b = rig.lower(m, tp_only, NetworkModelKind::kAnalytical);
+  CHECK(b.amax_s[0] == Approx(pair).epsilon(1e-9));
+  CHECK(rig.run(a) - rig.run(b) == Approx(2 * forward + backward).epsilon(1e-6));
+  CHECK(estimate_step(m, p, *rig.fabric, *rig.compute) - estimate_step(m, tp_only, *rig.fabric, *rig.compute) ==
+        Approx(whole - pair).epsilon(1e-6));
+  ParallelPlan v = p;
+  v.dp = 4, v.pp = 2, v.schedule = PipelineSchedule::kInterleaved1F1B, v.virtual_stages = 2;
+  REQUIRE(v.micro_batches() == 4);
+  LoweredTrainingStep c = rig.lower(m, v, NetworkModelKind::kAnalytical);
+  REQUIRE(c.amax_s.size() == 2);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(c.amax_s[static_cast<std::size_t>(i)] == Approx(4 * 2 * (ar(v, i, 4, 48) + ar(v, i, 4, 32) + 4 * launch)).epsilon(1e-9));
+  }
+  TransformerConfig bf16 = m;
+  bf16.fp8_gemms = false;
+  CHECK(rig.lower(bf16, p, NetworkModelKind::kAnalytical).amax_s.empty());
+  ParallelPlan alone = tp_only;
+  alone.tp = 1, alone.sequence_parallel = false;
+  CHECK(rig.lower(m, alone, NetworkModelKind::kAnalytical).amax_s[0] == 0.0);
+  // tp_only_amax_red chooses among FP8 GEMMs' ranks: refused without them.
+  CHECK(plan_problem(tp_only, bf16, 16).find("tp_only_amax_red needs FP8 GEMMs") != std::string::npos);
+}
