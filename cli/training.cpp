@@ -760,11 +760,19 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
       r.exposed_dp_s += std::max(0.0, times.of(gathered).end - times.of(before).end);
     }
   }
+  // FP8: the passes' amax reductions, in line (exposed: the breakdown's "other"; under
+  // combined 1F1B only what falls outside the paired pass's compute).
+  double amax = g < step.amax_s.size() ? step.amax_s[g] : 0.0;
+  if (g < step.amax_tasks.size()) {
+    Spans a;
+    for (TaskId t : step.amax_tasks[g]) a.emplace_back(times.of(t).start, times.of(t).end);
+    amax = outside(merged(std::move(a)), explained);
+  }
+  amax = std::min(amax, std::max(0.0, r.step_time_s - r.compute_busy_s - r.exposed_tp_s - r.exposed_dp_s));
+  // (A micro-batch's work includes its passes' amax reductions.)
   const double opt_s = opt.end - opt.start;
-  const double per_micro_batch = (r.compute_busy_s - opt_s + r.exposed_tp_s) / static_cast<double>(p.micro_batches());
+  const double per_micro_batch = (r.compute_busy_s - opt_s + r.exposed_tp_s + amax) / static_cast<double>(p.micro_batches());
   const double v = p.schedule == PipelineSchedule::kInterleaved1F1B ? p.virtual_stages : 1;
-  // FP8: the passes' amax reductions, in line (exposed; the breakdown's "other").
-  const double amax = g < step.amax_s.size() ? step.amax_s[g] : 0.0;
   const double pipeline_idle = std::max(0.0, r.step_time_s - r.compute_busy_s - r.exposed_tp_s - r.exposed_dp_s - amax);
   // Zero-bubble (ZB-H1): (pp - 1)(F + B + W) less (pp - 2 + min(m, pp)) W, with F + B + W
   // the stage's work of one micro-batch and W its weight gradients: (pp - 1)(F + B - W)

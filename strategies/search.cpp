@@ -435,16 +435,16 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     send_on[static_cast<std::size_t>(i)] = sends_between(i, (i + 1) % p.pp);
     send_back[static_cast<std::size_t>(i)] = sends_between(i, (i + p.pp - 1) % p.pp);
   }
-  // FP8 GEMMs: each pass of a chunk ends with its amax reduction among the stage's ranks
-  // (amax_reduction_time, in line), kept by stage and bytes.
+  // FP8 GEMMs: each pass of a chunk ends with the amax reduction of all the stage's
+  // layers (stage_costs.hpp, amax_reduction_bytes) among its ranks, in line: its
+  // all-reduce kept by stage, bytes and group, then the update's kernels.
   const auto amax = [&](int i, double layers, bool forward) {
-    if (!model.fp8_gemms) return 0.0;
     const double bytes = amax_reduction_bytes(c, layers, forward);
+    if (bytes <= 0.0) return 0.0;
     const std::initializer_list<std::uint64_t> words{static_cast<std::uint64_t>(i), std::bit_cast<std::uint64_t>(bytes),
                                                      static_cast<std::uint64_t>(p.tp_only_amax)};
-    return kept(5, words, [&] {
-             return std::vector<double>{amax_reduction_time(c, model, p, fabric, i, layers, forward, compute)};
-           }).front();
+    const double all_reduce = kept(5, words, [&] { return std::vector<double>{amax_all_reduce_time(p, fabric, i, bytes)}; }).front();
+    return all_reduce > 0.0 ? all_reduce + amax_update_time(compute) : 0.0;
   };
   // Expert parallelism: per layer and pass (and recomputed forward) two all-to-alls of
   // the dispatched tokens within the ep group, in line with the compute: one towards the
@@ -636,6 +636,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const std::vector<LayerRange> stage = stage_chunks(p, model, static_cast<int>(i));
     const int chunks = static_cast<int>(stage.size());
     double Fi = 0, Bi = 0, Wi = 0, queued = 0;
+    // (The amaxes every pass of the stage reduces: all its chunks' layers'.)
+    double stage_fp8_layers = last ? static_cast<double>(model.mtp_layers) : 0.0;
+    for (const LayerRange& r : stage) stage_fp8_layers += r.count;
     for (int k = 0; k < chunks; ++k) {
       const LayerRange& r = stage[static_cast<std::size_t>(k)];
       const int per_chunk = r.count, recomputing = recomputed_layers(p, per_chunk);
@@ -687,9 +690,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                 (c.attention.weight_gradients + mtp_mlp.weight_gradients + c.mtp_weight_gradient + c.last_weight_gradient).value();
         }
       }
-      const double chunk_layers = per_chunk + (output ? static_cast<double>(model.mtp_layers) : 0.0);
-      Fi += pass(fwd) + (output ? 0.0 : send_on[i]) + amax(static_cast<int>(i), chunk_layers, true);
-      Bi += pass(bwd) + (embedding ? 0.0 : send_back[i]) + amax(static_cast<int>(i), chunk_layers, false) +
+      Fi += pass(fwd) + (output ? 0.0 : send_on[i]) + amax(static_cast<int>(i), stage_fp8_layers, true);
+      Bi += pass(bwd) + (embedding ? 0.0 : send_back[i]) + amax(static_cast<int>(i), stage_fp8_layers, false) +
             accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, model.dtype, compute).value();
     }
     // ZeRO-2: a micro-batch's scatters drain while the stage runs its next forward and
@@ -779,7 +781,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.tp_only_amax, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
@@ -813,6 +815,7 @@ std::string describe_plan(const ParallelPlan& p) {
   if (p.grad_reduce_fp32) s += ", fp32 grad reduction";
   if (p.master_remainders) s += ", master weights as remainders";
   if (p.fp8_params) s += ", FP8 weights";
+  if (p.tp_only_amax) s += ", tp-only amax reduction";
   if (!p.stage_layers.empty()) {  // runs of equal counts shortened: "layers 1, 30 x 2, 0"
     s += ", layers ";
     for (std::size_t c = 0; c < p.stage_layers.size();) {

@@ -172,7 +172,7 @@ Seconds unfused_softmax(const Operator& like, double elements, const double (&by
 // A routed expert's linear layer casts and transposes its input in forward and its
 // output gradient in backward, on the rank's dispatched rows (see below). Weights are
 // taken as FP8 already (NeMo's fp8_params) and their transposes as cached; the pass's
-// amax reduction is amax_reduction_time's. All of it counts in the backward (B) pass.
+// amax reduction is stage_costs.hpp's (amax_reduction_bytes). All of it counts in the backward (B) pass.
 void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan, DataType act, double tokens,
                const ComputeModel& compute, Seconds& f, Seconds& b, int& kf, int& kb) {
   const Split s = split_of(raw);
@@ -507,19 +507,16 @@ Seconds grad_accumulation_time(double params, const ParallelPlan& p, DataType we
   return compute.time(acc, Pass::kForward);
 }
 
-double amax_reduction_time(const StageCosts& c, const TransformerConfig& model, const ParallelPlan& plan,
-                           NetworkFabric& fabric, int stage, double layers, bool forward, const ComputeModel& compute) {
+double amax_all_reduce_time(const ParallelPlan& plan, NetworkFabric& fabric, int stage, double bytes) {
   // (A context_folded plan's dp counts its cp ranks, replica 0's the first cp_folded.)
   const int replicas = plan.tp_only_amax ? plan.cp_folded : plan.dp;
-  const double bytes = amax_reduction_bytes(c, layers, forward);
-  if (!model.fp8_gemms || replicas * plan.tp < 2 || bytes <= 0.0) return 0.0;
+  if (replicas * plan.tp < 2 || bytes <= 0.0) return 0.0;
   std::vector<NodeId> nodes;
   for (int d = 0; d < replicas; ++d) {
     for (int k = 0; k < plan.tp; ++k) nodes.push_back(fabric.cluster().accelerators()[mesh_rank(plan, d, stage, k)]);
   }
   const CollectiveGroup g = CollectiveGroup::of(fabric, nodes);
-  const CollectiveSpec spec = chosen_spec(fabric, g, CollectiveOp::kAllReduce, bytes);
-  return analytical_collective_time(fabric, g, spec) + 2.0 * compute.efficiency().launch.value();
+  return analytical_collective_time(fabric, g, chosen_spec(fabric, g, CollectiveOp::kAllReduce, bytes));
 }
 
 UbHalf ub_half(const HalfLayer& h, bool mlp, const ParallelPlan& plan, bool fp8_gemms, double ar, const ComputeModel& device) {

@@ -104,9 +104,9 @@ struct StageCosts {
   // around one layer's linear layers per micro-batch (part of the halves' times; see
   // stage_costs.cpp, fp8_casts).
   Seconds fp8_cast_forward{0.0}, fp8_cast_backward{0.0};
-  // Of them, the FP8 linear operators of one layer (each a TE module's GEMM, a grouped
-  // GEMM of routed experts counted once): the tensors whose amaxes a pass reduces
-  // (amax_reduction_bytes).
+  // Of them, the FP8 linear operators of one layer (each a TE module's GEMM; a grouped
+  // GEMM of routed experts counted once, and a mixture of experts' dense layers counted
+  // as its expert layers): what sizes the amaxes a pass reduces (amax_reduction_bytes).
   double fp8_linears = 0.0;
   double cp_kv_bytes = 0.0;
   Seconds ring_forward{0.0}, ring_backward{0.0};
@@ -143,21 +143,28 @@ CollectiveGroup context_ring(NetworkFabric& fabric, const ParallelPlan& plan, in
 /// (its default recipe, reduce_amax on; NeMo's and Megatron-Core's): the amax reduction
 /// that ends each pass of a model chunk, when the chunk's fp8_autocast exits (forward)
 /// and when its first FP8 module's backward, the last to run, returns (TE 1.6 and
-/// later): one all-reduce (MAX) of the current amaxes of the chunk's FP8 tensors, 3 per
-/// FP8 linear layer forward (input, weight, output) and 2 backward (output and input
-/// gradients), in fp32, among every rank of the stage (Megatron-Core's amax reduction
-/// group: tp x dp x cp; with ParallelPlan::tp_only_amax its tp x cp ranks), with async_op=False, so on the compute stream, in line; then
-/// TE's fused amax-and-scale update, one kernel (and the amaxes' concatenation before
-/// it, another). `layers`: the chunk's layers; `stage`: its stage. Latency-bound (a few
-/// hundred bytes): the analytical model's time of the all-reduce, on either network
-/// model, plus the two kernels' launches. 0 without FP8 GEMMs or with one rank.
-[[nodiscard]] double amax_reduction_time(const StageCosts& c, const TransformerConfig& model, const ParallelPlan& plan,
-                                         NetworkFabric& fabric, int stage, double layers, bool forward,
-                                         const ComputeModel& compute);
-/// Its all-reduce's bytes.
+/// later): one all-reduce (MAX), with async_op=False, so on the compute stream, in line,
+/// of the current amaxes of every FP8 tensor the device's modules registered (each
+/// module joins TE's global amax buffer once; a reduction takes the whole buffer: with
+/// interleaving every chunk's, also after a chunk without layers), 3 per FP8 linear
+/// layer forward (input, weight, output) and 2 backward (output and input gradients), in
+/// fp32, among every rank of the stage (Megatron-Core's amax reduction group: tp x dp x
+/// cp; with ParallelPlan::tp_only_amax its tp x cp ranks); then TE's fused
+/// amax-and-scale update, one kernel (and the amaxes' concatenation before it, another).
+/// Latency-bound (a few hundred bytes): amax_all_reduce_time, the analytical model's
+/// time of the all-reduce on either network model, plus the two kernels' launches. A
+/// forward recomputed in the backward reduces nothing more (not modelled: TE's
+/// checkpointed recompute may re-enter fp8_autocast).
+/// Its bytes, for a device holding `layers` layers (all its chunks'): 0 without FP8 GEMMs.
 [[nodiscard]] inline double amax_reduction_bytes(const StageCosts& c, double layers, bool forward) {
   return 4.0 * (forward ? 3.0 : 2.0) * c.fp8_linears * layers;
 }
+/// The all-reduce of `bytes` among stage `stage`'s amax reduction group (plan: a
+/// context_folded one when it has context parallelism, whose dp counts dp x cp ranks);
+/// 0 for one rank or no bytes.
+[[nodiscard]] double amax_all_reduce_time(const ParallelPlan& plan, NetworkFabric& fabric, int stage, double bytes);
+/// The two kernels that follow it (their launches).
+[[nodiscard]] inline double amax_update_time(const ComputeModel& compute) { return 2.0 * compute.efficiency().launch.value(); }
 
 /// Transformer Engine's userbuffers overlap (ParallelPlan::tp_comm_overlap) of one half
 /// layer: each overlapped GEMM with its collective (`share` of the half's all-reduce

@@ -58,6 +58,7 @@ class StepLowering {
     if (ep_) out_.a2a_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     gather_ahead_ = p_.overlap_param_gather && p_.dp > 1 && p_.dp_mode == DataParallelMode::kZero1;
     if (amax_) out_.amax_s.resize(static_cast<std::size_t>(dpl_ * p_.pp));
+    if (amax_ && p_.combined_1f1b()) out_.amax_tasks.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (gather_ahead_) out_.param_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.optimizer.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     out_.compute_parts.resize(static_cast<std::size_t>(dpl_ * p_.pp));
@@ -940,7 +941,7 @@ class StepLowering {
       }
       // FP8: the pass ends with its amax reduction (the zero-bubble schedule's W passes
       // run no FP8 module's backward end).
-      if (amax_ && !op.weights) t = amax_reduction(grp, i, s, op.forward, t);
+      if (amax_ && !op.weights) t = amax_reduction(grp, i, op.forward, t);
       // The micro-batch's gradients join the step's before the backward returns (autograd's
       // accumulation, DeepSpeed's update_hp_grads), so before its gradient is sent back,
       // and the step's gradients are final, ready to reduce, only after it.
@@ -974,16 +975,23 @@ class StepLowering {
     out_.last_backward[grp] = last_exit;
   }
 
-  // Chunk s's amax reduction at the end of a pass (amax_reduction_time) after `t`, in line.
-  TaskId amax_reduction(std::size_t grp, int i, int s, bool forward, TaskId t) {
-    double layers = range(s).count;
-    if (s == stages_ - 1) layers += static_cast<double>(m_.mtp_layers);  // (multi-token prediction's, on the last chunk)
-    auto [it, fresh] = amax_time_.try_emplace({i, layers, forward}, 0.0);
-    if (fresh) it->second = amax_reduction_time(costs_, m_, p_, *in_.fabric, i, layers, forward, *in_.compute);
+  // Stage i's amax reduction at the end of a pass after `t`, in line (stage_costs.hpp,
+  // amax_reduction_bytes: the amaxes of all the stage's layers, each chunk's).
+  TaskId amax_reduction(std::size_t grp, int i, bool forward, TaskId t) {
+    auto [it, fresh] = amax_time_.try_emplace({i, forward}, 0.0);
+    if (fresh) {
+      double layers = 0.0;
+      for (int c = 0; c < v_; ++c) layers += range(c * p_.pp + i).count;
+      if (i == p_.pp - 1) layers += static_cast<double>(m_.mtp_layers);  // (multi-token prediction's, on the last chunk)
+      const double bytes = amax_reduction_bytes(costs_, layers, forward);
+      const double all_reduce = amax_all_reduce_time(p_, *in_.fabric, i, bytes);
+      it->second = all_reduce > 0.0 ? all_reduce + amax_update_time(*in_.compute) : 0.0;
+    }
     if (it->second <= 0.0) return t;
     const TaskId a = g_.add(Compute{out_.amax, Seconds(it->second), Flops(0.0)}, "amax all-reduce").id();
     g_.add_edge(t, a);
     out_.amax_s[grp] += it->second;
+    if (p_.combined_1f1b()) out_.amax_tasks[grp].push_back(a);
     return a;
   }
 
@@ -1388,7 +1396,7 @@ class StepLowering {
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   bool ub_ = false;      // tp_comm_overlap (tp > 1)
   bool amax_ = false;    // FP8 GEMMs' amax reductions (more than one rank per stage)
-  std::map<std::tuple<int, double, bool>, double> amax_time_;  // by (stage, layers, forward)
+  std::map<std::pair<int, bool>, double> amax_time_;  // by (stage, forward)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical
   std::vector<CollectiveCost> tp_cost_;  // per (dp, pp) group, all replicas
   std::vector<CollectiveSpec> tp_spec_;  // per (dp, pp) group, all replicas

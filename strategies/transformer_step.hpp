@@ -108,8 +108,9 @@ struct LoweredTrainingStep {
   // it and the point its weights are gathered: it waits max(0, that - the task's end).
   std::vector<std::vector<std::pair<TaskId, TaskId>>> param_waits;
   // Per (dp, pp) with FP8 GEMMs: seconds of its passes' amax reductions (in line with
-  // its compute, each pass's last task: amax_reduction_time).
+  // its compute, each pass's last task: stage_costs.hpp, amax_reduction_bytes).
   std::vector<double> amax_s;
+  std::vector<std::vector<TaskId>> amax_tasks;  // per (dp, pp) under combined 1F1B: those reductions
   ResourceId amax;  // where they run (a DelayPool: each in its pass's chain), when they do
   std::vector<std::string> pool_names;  // per (dp, pp): its memory pool (PoolId = the same index)
   std::vector<TaskId> optimizer;      // per (dp, pp): its optimizer step

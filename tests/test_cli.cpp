@@ -4109,6 +4109,9 @@ TEST_CASE("tp_only_amax_red: FP8 passes' amax reductions as the breakdown's othe
   // + t(1024) + 12 us), t the all-reduce's analytical time among the stage's ranks, all
   // 16 GPUs of the two servers ('ddlsim collective', auto); with tp_only_amax_red among
   // the tp group's 4 GPUs of one server. The step is shorter with the smaller group.
+  // DeepSeek-V3's FP8 scenario (pp 16; one strategy under combined 1F1B, where only what
+  // falls outside the paired pass's compute counts): every strategy's breakdown still
+  // adds up to its step, with some amax time in "other".
   Scratch s;
   const auto c = ddlsim_cmd({"validate", "--suite", "public-runs", "--case", "107"});
   REQUIRE(c.status == 0);
@@ -4135,6 +4138,16 @@ TEST_CASE("tp_only_amax_red: FP8 passes' amax reductions as the breakdown's othe
   CHECK(a.at("breakdown").at("exposed_comm_s").at("other").get<double>() == Approx(whole).epsilon(1e-9));
   CHECK(b.at("breakdown").at("exposed_comm_s").at("other").get<double>() == Approx(tp_only).epsilon(1e-9));
   CHECK(a.at("step_time_s").get<double>() > b.at("step_time_s").get<double>());
+  const auto ds = ddlsim_cmd({"run", std::string(DDLSIM_SOURCE_DIR) + "/scenarios/deepseek-v3-h800.json", "--json"});
+  REQUIRE(ds.status == 0);
+  const auto ds_doc = nlohmann::json::parse(ds.out);
+  for (const auto& st : ds_doc.at("strategies")) {
+    const auto& br = st.at("breakdown");
+    double parts = br.at("compute_s").get<double>() + br.at("bubble_s").get<double>();
+    for (const auto& [k, x] : br.at("exposed_comm_s").items()) parts += x.get<double>();
+    CHECK(parts == Approx(st.at("step_time_s").get<double>()).epsilon(1e-9));
+    CHECK(br.at("exposed_comm_s").at("other").get<double>() > 0.0);
+  }
   // A search keeps it (the framework's setting), and writes it back with --out.
   const auto out = (s.dir / "best.json").string();
   REQUIRE(ddlsim_cmd({"search", f, "--set", "strategies.0.tp_only_amax_red=true", "--replay", "1", "--network", "analytical",

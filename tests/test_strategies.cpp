@@ -4430,9 +4430,16 @@ TEST_CASE("fp8 GEMMs: each pass of a model chunk ends with its amax reduction am
   //  backward's, which runs beside the gradients' all-reduce (longer) that ends the
   //  step; the grid's estimate changes by the difference too.
   //  tp 2 x dp 4 x pp 2 interleaved (2 chunks of 1 layer), 4 micro-batches: per stage 4
-  //  x 2 chunks x (AR(48 B) + AR(32 B) + 4 launches), AR over the stage's 8 GPUs (ddlsim's
-  //  default order puts pp inside dp: stage 0 is GPUs 0, 1, 4, 5, 8, 9, 12, 13).
-  // Without FP8 GEMMs, or with one rank per stage, none.
+  //  x 2 chunks x (AR(96 B) + AR(64 B) + 4 launches): each reduction carries all the
+  //  stage's amaxes (TE's global buffer: both chunks' layers), AR over the stage's 8 GPUs
+  //  (ddlsim's default order puts pp inside dp: stage 0 is GPUs 0, 1, 4, 5, 8, 9, 12, 13).
+  //  The zero-bubble schedule (pp 2, 2 layers per stage, 4 micro-batches):
+  //  its B passes reduce, its W passes not: 4 x (AR(96 B) + AR(64 B) + 4 launches).
+  //  tp 2 x cp 2 x dp 4 (the model's sequence split in two), 4 micro-batches: 4 x
+  //  (AR(192 B) + AR(128 B) + 4 launches), AR over the stage, all 16 GPUs; with
+  //  tp_only_amax_red over the tp x cp group, 4 GPUs (ranks 0-3: cp just inside dp).
+  // Without FP8 GEMMs, or with one rank per stage, none; tp_only_amax_red is part of a
+  // plan as the search compares and describes it.
   StepRig rig("dgx-h100", 2);
   TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
   m.fp8_gemms = true;
@@ -4471,8 +4478,24 @@ TEST_CASE("fp8 GEMMs: each pass of a model chunk ends with its amax reduction am
   LoweredTrainingStep c = rig.lower(m, v, NetworkModelKind::kAnalytical);
   REQUIRE(c.amax_s.size() == 2);
   for (int i = 0; i < 2; ++i) {
-    CHECK(c.amax_s[static_cast<std::size_t>(i)] == Approx(4 * 2 * (ar(v, i, 4, 48) + ar(v, i, 4, 32) + 4 * launch)).epsilon(1e-9));
+    CHECK(c.amax_s[static_cast<std::size_t>(i)] == Approx(4 * 2 * (ar(v, i, 4, 96) + ar(v, i, 4, 64) + 4 * launch)).epsilon(1e-9));
   }
+  ParallelPlan zb = v;
+  zb.schedule = PipelineSchedule::kZeroBubbleH1, zb.virtual_stages = 1;
+  LoweredTrainingStep z = rig.lower(m, zb, NetworkModelKind::kAnalytical);
+  CHECK(z.amax_s[0] == Approx(4 * (ar(zb, 0, 4, 96) + ar(zb, 0, 4, 64) + 4 * launch)).epsilon(1e-9));
+  ParallelPlan cp = p;
+  cp.cp = 2, cp.dp = 4;
+  const ParallelPlan folded = context_folded(cp);
+  REQUIRE(folded.dp == 8);
+  LoweredTrainingStep e = rig.lower(m, cp, NetworkModelKind::kAnalytical);
+  CHECK(e.amax_s[0] == Approx(4 * (ar(folded, 0, 8, 192) + ar(folded, 0, 8, 128) + 4 * launch)).epsilon(1e-9));
+  cp.tp_only_amax = true;
+  LoweredTrainingStep e4 = rig.lower(m, cp, NetworkModelKind::kAnalytical);
+  CHECK(e4.amax_s[0] == Approx(4 * (ar(folded, 0, 2, 192) + ar(folded, 0, 2, 128) + 4 * launch)).epsilon(1e-9));
+  CHECK(e4.amax_s[0] < e.amax_s[0]);
+  CHECK(!same_plan(p, tp_only));
+  CHECK(describe_plan(tp_only).find("tp-only amax reduction") != std::string::npos);
   TransformerConfig bf16 = m;
   bf16.fp8_gemms = false;
   CHECK(rig.lower(bf16, p, NetworkModelKind::kAnalytical).amax_s.empty());
