@@ -245,10 +245,10 @@ struct ParallelPlan {
   /// optimizer keeps its fp32 master copy. With zero 0 to 2.
   bool fp8_params = false;
   /// FP8 GEMMs (Transformer Engine's delayed scaling): the ranks among which each pass of
-  /// a model chunk reduces its FP8 tensors' amaxes (stage_costs.hpp, amax_reduction_bytes): false, every
-  /// rank of the stage (tp x dp x cp, Megatron-Core's default amax reduction group);
-  /// true, its tensor- and context-parallel ranks alone (Megatron-Core's
-  /// tp_only_amax_red; scenario field tp_only_amax_red).
+  /// a model chunk reduces the device's FP8 amaxes (stage_costs.hpp,
+  /// amax_reduction_bytes): false, every rank of the stage (tp x dp x cp, Megatron-Core's
+  /// default amax reduction group); true, its tensor- and context-parallel ranks alone
+  /// (Megatron-Core's tp_only_amax_red; scenario field tp_only_amax_red).
   bool tp_only_amax = false;
 
   [[nodiscard]] int devices() const { return dp * cp * tp * pp; }

@@ -443,7 +443,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     if (bytes <= 0.0) return 0.0;
     const std::initializer_list<std::uint64_t> words{static_cast<std::uint64_t>(i), std::bit_cast<std::uint64_t>(bytes),
                                                      static_cast<std::uint64_t>(p.tp_only_amax)};
-    const double all_reduce = kept(5, words, [&] { return std::vector<double>{amax_all_reduce_time(p, fabric, i, bytes)}; }).front();
+    const double all_reduce =
+        kept(5, words, [&] { return std::vector<double>{amax_all_reduce_time(p, fabric, i, bytes)}; }).front();
     return all_reduce > 0.0 ? all_reduce + amax_update_time(compute) : 0.0;
   };
   // Expert parallelism: per layer and pass (and recomputed forward) two all-to-alls of

@@ -172,7 +172,8 @@ Seconds unfused_softmax(const Operator& like, double elements, const double (&by
 // A routed expert's linear layer casts and transposes its input in forward and its
 // output gradient in backward, on the rank's dispatched rows (see below). Weights are
 // taken as FP8 already (NeMo's fp8_params) and their transposes as cached; the pass's
-// amax reduction is stage_costs.hpp's (amax_reduction_bytes). All of it counts in the backward (B) pass.
+// amax reduction is stage_costs.hpp's (amax_reduction_bytes). All of it counts in the
+// backward (B) pass.
 void fp8_casts(const Operator& raw, const Operator& op, const ParallelPlan& plan, DataType act, double tokens,
                const ComputeModel& compute, Seconds& f, Seconds& b, int& kf, int& kb) {
   const Split s = split_of(raw);

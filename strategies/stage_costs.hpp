@@ -152,7 +152,7 @@ CollectiveGroup context_ring(NetworkFabric& fabric, const ParallelPlan& plan, in
 /// cp; with ParallelPlan::tp_only_amax its tp x cp ranks); then TE's fused
 /// amax-and-scale update, one kernel (and the amaxes' concatenation before it, another).
 /// Latency-bound (a few hundred bytes): amax_all_reduce_time, the analytical model's
-/// time of the all-reduce on either network model, plus the two kernels' launches. A
+/// time of the all-reduce on either network model, plus amax_update_time. A
 /// forward recomputed in the backward reduces nothing more (not modelled: TE's
 /// checkpointed recompute may re-enter fp8_autocast).
 /// Its bytes, for a device holding `layers` layers (all its chunks'): 0 without FP8 GEMMs.

@@ -4100,7 +4100,7 @@ TEST_CASE("validate: a measured step that ddlsim finds over its accelerators' me
   CHECK(ddlsim_cmd({"validate", "--measured", ok, "--check", rec_ok}).status == 0);
 }
 
-TEST_CASE("tp_only_amax_red: FP8 passes' amax reductions as the breakdown's other communication, among the stage or its tp ranks") {
+TEST_CASE("tp_only_amax_red: FP8 amax reductions are the breakdown's other communication, among the stage or its tp ranks") {
   // Expected: NVIDIA's Nemotron-4 15B FP8 recipe on 16 H100 (public-runs case 107: tp 4 x
   // dp 4, one stage of 32 layers, 4 micro-batches). Each micro-batch's forward ends with
   // an all-reduce of 32 layers x 4 FP8 linear layers x 3 fp32 amaxes = 1,536 bytes and
@@ -4155,8 +4155,10 @@ TEST_CASE("tp_only_amax_red: FP8 passes' amax reductions as the breakdown's othe
               .status == 0);
   CHECK(read_file(out).find("\"tp_only_amax_red\": true") != std::string::npos);
   expect_exact_errors({
-      {{"run", f, "--set", "strategies.0.tp_only_amax_red=1"}, "ddlsim run: strategies.0.tp_only_amax_red: expected true or false, got 1\n"},
-      {{"run", f, "--set", "strategies.0.tp_only_amax_red=true", "--set", "workload.gemm_dtype=null", "--set", "strategies.0.fp8_params=null"},
+      {{"run", f, "--set", "strategies.0.tp_only_amax_red=1"},
+       "ddlsim run: strategies.0.tp_only_amax_red: expected true or false, got 1\n"},
+      {{"run", f, "--set", "strategies.0.tp_only_amax_red=true", "--set", "workload.gemm_dtype=null", "--set",
+        "strategies.0.fp8_params=null"},
        "ddlsim run: strategies.0: tp_only_amax_red needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it chooses the ranks that "
        "reduce their amaxes\n"},
   });

@@ -4478,7 +4478,8 @@ TEST_CASE("fp8 GEMMs: each pass of a model chunk ends with its amax reduction am
   LoweredTrainingStep c = rig.lower(m, v, NetworkModelKind::kAnalytical);
   REQUIRE(c.amax_s.size() == 2);
   for (int i = 0; i < 2; ++i) {
-    CHECK(c.amax_s[static_cast<std::size_t>(i)] == Approx(4 * 2 * (ar(v, i, 4, 96) + ar(v, i, 4, 64) + 4 * launch)).epsilon(1e-9));
+    const double expected = 4 * 2 * (ar(v, i, 4, 96) + ar(v, i, 4, 64) + 4 * launch);
+    CHECK(c.amax_s[static_cast<std::size_t>(i)] == Approx(expected).epsilon(1e-9));
   }
   ParallelPlan zb = v;
   zb.schedule = PipelineSchedule::kZeroBubbleH1, zb.virtual_stages = 1;
