@@ -638,8 +638,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const int chunks = static_cast<int>(stage.size());
     double Fi = 0, Bi = 0, Wi = 0, queued = 0;
     // (The amaxes every pass of the stage reduces: all its chunks' layers'.)
-    double stage_fp8_layers = last ? static_cast<double>(model.mtp_layers) : 0.0;
-    for (const LayerRange& r : stage) stage_fp8_layers += r.count;
+    const double stage_fp8_layers = layers[i] + (last ? static_cast<double>(model.mtp_layers) : 0.0);
     for (int k = 0; k < chunks; ++k) {
       const LayerRange& r = stage[static_cast<std::size_t>(k)];
       const int per_chunk = r.count, recomputing = recomputed_layers(p, per_chunk);

@@ -980,9 +980,9 @@ class StepLowering {
   TaskId amax_reduction(std::size_t grp, int i, bool forward, TaskId t) {
     auto [it, fresh] = amax_time_.try_emplace({i, forward}, 0.0);
     if (fresh) {
-      double layers = 0.0;
-      for (int c = 0; c < v_; ++c) layers += range(c * p_.pp + i).count;
-      if (i == p_.pp - 1) layers += static_cast<double>(m_.mtp_layers);  // (multi-token prediction's, on the last chunk)
+      // (Multi-token prediction's layers on the last chunk.)
+      const double layers = stage_layer_counts(p_, m_)[static_cast<std::size_t>(i)] +
+                            (i == p_.pp - 1 ? static_cast<double>(m_.mtp_layers) : 0.0);
       const double bytes = amax_reduction_bytes(costs_, layers, forward);
       const double all_reduce = amax_all_reduce_time(p_, *in_.fabric, i, bytes);
       it->second = all_reduce > 0.0 ? all_reduce + amax_update_time(*in_.compute) : 0.0;
