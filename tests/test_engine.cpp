@@ -612,3 +612,96 @@ TEST_CASE("unused resource slots may be null; tasks must name a resource") {
   CHECK_THROWS_WITH_AS(g.add(Allocate{PoolId(1u << 24), Bytes(1)}, "a"),
                        doctest::Contains("pool 16777216 is not below 2^24"), GraphError);
 }
+
+namespace {
+ComputeStream& stream_model(Rig& r, ResourceId s) { return static_cast<ComputeStream&>(*r.models[s.value]); }
+}  // namespace
+
+TEST_CASE("communication beside a compute stream slows it while it runs") {
+  // Expected, with the stream slowed by half (interference 0.5: a task's second takes
+  // 1.5 s while communication runs beside it):
+  //  - a 10 s task from 0 beside a 4 s collective from 2 to 6: of those 4 s only 4/1.5
+  //    are its work, so it ends 4 x (1 - 1/1.5) = 4/3 s late, at 34/3 s; the 3 s task
+  //    after it runs alone, to 34/3 + 3;
+  //  - two collectives that overlap (0 to 4 and 2 to 6) slow it as one from 0 to 6, not
+  //    twice: a 10 s task ends at 6 + (10 - 6/1.5) = 12;
+  //  - a task that starts beside a collective (0 to 6) runs slowed from its start: 2 s
+  //    tasks end at 3 and 6, the 1 s task after them at 7;
+  //  - a transfer slows it as a compute task does (3 bytes at 1 byte/s: 10 + 3/3 = 11);
+  //  - without an interference fraction, the same graph runs as if nothing were beside.
+  SUBCASE("a collective in the middle of a task") {
+    Rig r;
+    const auto s = r.stream("s"), c = r.stream("comm");
+    stream_model(r, s).set_interference(0.5);
+    const auto a = r.compute(s, 10), b = r.compute(s, 3);
+    r.g.add_edge(a, b);
+    const auto p = r.compute(c, 2), x = r.compute(c, 4, "collective");
+    r.g.add_edge(p, x);
+    r.g.add_interference(x, s);
+    const auto res = r.run();
+    CHECK(r.at(x).start == 2.0);
+    CHECK(r.at(x).end == 6.0);
+    CHECK(r.at(a).end == Approx(34.0 / 3.0).epsilon(1e-14));
+    CHECK(r.at(b).end == Approx(34.0 / 3.0 + 3.0).epsilon(1e-14));
+    CHECK(res.makespan.value() == Approx(34.0 / 3.0 + 3.0).epsilon(1e-14));
+  }
+  SUBCASE("overlapping collectives slow it once") {
+    Rig r;
+    const auto s = r.stream("s"), c1 = r.stream("c1"), c2 = r.stream("c2");
+    stream_model(r, s).set_interference(0.5);
+    const auto a = r.compute(s, 10);
+    const auto x = r.compute(c1, 4);
+    const auto p = r.compute(c2, 2), y = r.compute(c2, 4);
+    r.g.add_edge(p, y);
+    r.g.add_interference(x, s);
+    r.g.add_interference(y, s);
+    r.run();
+    CHECK(r.at(a).end == Approx(12.0).epsilon(1e-14));
+  }
+  SUBCASE("tasks that start beside it") {
+    Rig r;
+    const auto s = r.stream("s"), c = r.stream("comm");
+    stream_model(r, s).set_interference(0.5);
+    const auto a = r.compute(s, 2), b = r.compute(s, 2), d = r.compute(s, 1);
+    r.g.add_edge(a, b);
+    r.g.add_edge(b, d);
+    r.g.add_interference(r.compute(c, 6), s);
+    r.run();
+    CHECK(r.at(a).end == Approx(3.0).epsilon(1e-14));
+    CHECK(r.at(b).end == Approx(6.0).epsilon(1e-14));
+    CHECK(r.at(d).end == Approx(7.0).epsilon(1e-14));
+  }
+  SUBCASE("a transfer") {
+    Rig r;
+    const auto s = r.stream("s"), ch = r.channel("link", 1.0);
+    stream_model(r, s).set_interference(0.5);
+    const auto a = r.compute(s, 10);
+    r.g.add_interference(r.transfer(ch, 3.0), s);
+    r.run();
+    CHECK(r.at(a).end == Approx(11.0).epsilon(1e-14));
+  }
+  SUBCASE("no fraction, no slowdown") {
+    Rig r;
+    const auto s = r.stream("s"), c = r.stream("comm");
+    const auto a = r.compute(s, 10);
+    r.g.add_interference(r.compute(c, 4), s);
+    r.run();
+    CHECK(r.at(a).end == 10.0);
+  }
+}
+
+TEST_CASE("interference is checked: a task that takes time, a stream that is a compute stream") {
+  // Expected: a marker cannot slow a stream (it takes no time), nor a task that does not
+  // exist (GraphError when added); a stream id that is a channel fails the replay with a
+  // ReplayError naming the task, before anything runs.
+  Rig r;
+  const auto s = r.stream("s"), ch = r.channel("link", 1.0);
+  const auto m = r.g.add(Marker{}, "join").id();
+  CHECK_THROWS_WITH_AS(r.g.add_interference(m, s),
+                       "add_interference: task 'join' is a marker task; only compute and transfer tasks run long enough to slow a stream",
+                       GraphError);
+  CHECK_THROWS_AS(r.g.add_interference(TaskId(99), s), GraphError);
+  const auto x = r.compute(s, 1, "collective");
+  r.g.add_interference(x, ch);
+  CHECK_THROWS_WITH_AS(r.run(), "t1 'collective' slows resource 1, which is not a compute stream", ReplayError);
+}

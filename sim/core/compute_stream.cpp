@@ -8,6 +8,8 @@ void ComputeStream::begin(const TaskGraph& graph) {
   head_ = 0;
   running_ = TaskId{};
   end_ = kNever;
+  pace_ = 1.0;
+  beside_ = 0;
 }
 
 }  // namespace ddlsim

@@ -3,6 +3,12 @@
 // serial executor: a task that arrives while another runs waits, so independent tasks on
 // one stream serialize.
 //
+// Interference: while communication the graph says slows it runs beside it
+// (TaskGraph::add_interference; the engine calls interfere() at its starts and finishes),
+// its tasks run 1 + fraction times as long (set_interference; 0 by default): a task that
+// starts then takes that much longer, and the one running when the count changes finishes
+// its remaining work at the new pace.
+//
 // It lives in the core, with its hot paths inline, because the replay engine runs it
 // without a virtual call: streams are most of a replay's resources and most of its
 // events, and the engine (engine.cpp) calls submit() and advance() of a resource it
@@ -37,6 +43,18 @@ class ComputeStream final : public ResourceModel {
     return end_;
   }
   [[nodiscard]] Seconds next_event() const override { return end_; }
+
+  /// How much slower its tasks run while communication runs beside it (a fraction >= 0).
+  void set_interference(double fraction) { slowed_ = 1.0 + fraction; }
+  /// `delta` more (or, negative, fewer) communications run beside it from `now` on.
+  /// Returns next_event().
+  Seconds interfere(int delta, Seconds now) {
+    beside_ += delta;
+    const double pace = beside_ > 0 ? slowed_ : 1.0;
+    if (running_.valid() && pace != pace_) end_ = now + (end_ - now) * (pace / pace_);
+    pace_ = pace;
+    return end_;
+  }
   [[gnu::always_inline]] Seconds advance(Seconds t, ReplaySink& sink) override {
     while (running_.valid() && end_ <= t) {
       const Seconds at = end_;
@@ -62,7 +80,7 @@ class ComputeStream final : public ResourceModel {
  private:
   [[gnu::always_inline]] void start(TaskId task, Seconds at, ReplaySink& sink) {
     running_ = task;
-    end_ = at + std::get_if<Compute>(&graph_->kind(task))->duration;  // accepts() admits only Compute
+    end_ = at + std::get_if<Compute>(&graph_->kind(task))->duration * pace_;  // accepts() admits only Compute
     graph_->prefetch_finish(task);
     sink.started(task, at);
   }
@@ -73,6 +91,9 @@ class ComputeStream final : public ResourceModel {
   std::size_t head_ = 0;
   TaskId running_;
   Seconds end_ = kNever;
+  double slowed_ = 1.0;  // the pace with communication beside it
+  double pace_ = 1.0;    // how many seconds a task's second takes now
+  int beside_ = 0;       // communications running beside it
 };
 
 }  // namespace ddlsim

@@ -46,13 +46,16 @@ class Replayer {
 
   ReplayResult run() {
     check_bindings();
-    sink_.keep_starts(!obs_.empty());
     streams_.clear();
     for (ResourceModel* m : res_) {
       if (m != nullptr) m->begin(g_);  // a null entry is an unused id (checked against the graph above)
       streams_.push_back(dynamic_cast<ComputeStream*>(m));
     }
     stream_at_ = streams_.data();
+    slowing_ = !g_.interference().empty();
+    if (slowing_) prepare_interference();
+    // (Interference acts on the starts of the tasks that slow streams.)
+    sink_.keep_starts(!obs_.empty() || slowing_);
     for (Observer* o : obs_) o->on_begin(g_, res_);
 
     const std::size_t n = g_.size();
@@ -213,6 +216,9 @@ class Replayer {
             else o->on_task_start(note.task, r, now_);
           }
         }
+        if (slowing_ && ((slows_bits_[note.task.value >> 6] >> (note.task.value & 63)) & 1)) {
+          interfere(note.task, note.finished ? -1 : 1);
+        }
         if (note.finished) complete(note.task);
       } else if (ri < ready_.size()) {
         const TaskId t = ready_[ri++];
@@ -225,6 +231,33 @@ class Replayer {
     }
     sink_.clear();
     ready_.clear();
+  }
+
+  // The graph's interference, sorted by task, with a bit per task that slows a stream;
+  // every stream it names must be a ComputeStream.
+  void prepare_interference() {
+    slows_ = g_.interference();
+    std::stable_sort(slows_.begin(), slows_.end(), [](const auto& a, const auto& b) { return a.task.value < b.task.value; });
+    slows_bits_.assign((g_.size() + 63) / 64, 0);
+    for (const auto& x : slows_) {
+      if (x.task.value >= g_.size()) throw ReplayError("interference names task " + std::to_string(x.task.value) + ", which does not exist");
+      if (x.stream.value >= streams_.size() || streams_[x.stream.value] == nullptr) {
+        throw ReplayError(describe(g_, x.task) + " slows resource " + std::to_string(x.stream.value) +
+                          ", which is not a compute stream");
+      }
+      slows_bits_[x.task.value >> 6] |= std::uint64_t{1} << (x.task.value & 63);
+    }
+  }
+
+  // Task t started (delta 1) or finished (-1): the streams it slows change pace now.
+  [[gnu::noinline]] void interfere(TaskId t, int delta) {
+    auto it = std::lower_bound(slows_.begin(), slows_.end(), t.value,
+                               [](const TaskGraph::Interference& x, std::uint32_t v) { return x.task.value < v; });
+    for (; it != slows_.end() && it->task == t; ++it) {
+      const std::uint32_t r = it->stream.value;
+      const Seconds next = stream_at_[r]->interfere(delta, now_);
+      if (next != queue_.time_of(r)) reschedule(r, next);
+    }
   }
 
   [[nodiscard]] bool is_done(std::uint32_t t) const { return (done_[t >> 6] >> (t & 63)) & 1; }
@@ -306,6 +339,9 @@ class Replayer {
   // equally well on RandomDag, 256 about 6% worse).
   static constexpr std::uint32_t kAhead = 4096;
   std::uint32_t n_ = 0;  // tasks in the graph
+  bool slowing_ = false;  // the graph has interference
+  std::vector<TaskGraph::Interference> slows_;
+  std::vector<std::uint64_t> slows_bits_;
   Seconds now_{0.0};
   std::uint64_t finished_ = 0;
   std::uint64_t events_ = 0;

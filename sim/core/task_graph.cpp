@@ -138,11 +138,22 @@ void TaskGraph::set_share(TaskId t, double share) {
   shares_[t.value] = static_cast<float>(share);
 }
 
+void TaskGraph::add_interference(TaskId t, ResourceId stream) {
+  if (t.value >= kinds_.size()) throw GraphError("add_interference: task " + std::to_string(t.value) + " does not exist");
+  const auto k = kinds_[t.value].index();
+  if (k != 0 && k != 1) {
+    throw GraphError("add_interference: task '" + std::string(name(t)) + "' is a " + std::string(kind_name(kinds_[t.value])) +
+                     " task; only compute and transfer tasks run long enough to slow a stream");
+  }
+  if (!stream.valid() || stream.value >= (1u << 24)) throw GraphError("add_interference: the stream id is missing or not below 2^24");
+  interference_.push_back(Interference{t, stream});
+}
+
 std::size_t TaskGraph::memory_bytes() const {
   std::size_t bytes = kinds_.capacity() * sizeof(TaskKind) + name_ids_.capacity() * sizeof(std::uint32_t) +
                       in_degree_.capacity() * sizeof(std::uint32_t) + succ_.capacity() * sizeof(EdgeList) +
                       chunks_.capacity() * sizeof(Chunk) + resource_kinds_.capacity() +
-                      shares_.capacity() * sizeof(float);
+                      shares_.capacity() * sizeof(float) + interference_.capacity() * sizeof(Interference);
   for (const auto& n : names_) bytes += sizeof(std::string) + (n.size() > 15 ? n.capacity() : 0);
   return bytes;
 }

@@ -72,6 +72,19 @@ class TaskGraph {
   void set_share(TaskId t, double share);
   [[nodiscard]] double share(TaskId t) const { return t.value < shares_.size() ? shares_[t.value] : 1.0; }
 
+  /// Communication that slows compute beside it: from the start of task t (a compute or
+  /// transfer task) to its finish, the compute stream `stream` (a ComputeStream
+  /// resource) runs its tasks slower, by the fraction that stream was given
+  /// (ComputeStream::set_interference): the SMs a collective library's kernels take from
+  /// the compute kernels running beside them. A task may slow several streams. Kept
+  /// apart from the task kinds, and held only by graphs that set some.
+  struct Interference {
+    TaskId task;
+    ResourceId stream;
+  };
+  void add_interference(TaskId t, ResourceId stream);
+  [[nodiscard]] const std::vector<Interference>& interference() const { return interference_; }
+
   /// Calls f(TaskId successor) for each successor of t, in the order the edges were added.
   template <class F>
   void for_each_successor(TaskId t, F&& f) const {
@@ -139,6 +152,7 @@ class TaskGraph {
   std::size_t edges_ = 0;
   std::vector<std::uint8_t> resource_kinds_;
   std::vector<float> shares_;  // per task up to the last one given a share; empty if none
+  std::vector<Interference> interference_;
 
   std::vector<std::string> names_;  // names_[0] is the empty name
   std::unordered_map<std::string, std::uint32_t> name_index_;
