@@ -635,12 +635,14 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
     JsonObject sim = root.object("simulation");
     if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));
     s.stream_rings = sim.choice_or("rings", {"streamed", "steps"}, "streamed") == "streamed";
+    s.interference = sim.boolean_or("interference", true);
     s.collectives = read_collective_policy(sim);
     s.runtime.context_bytes = std::round(sim.number_or("context_mib", 0.0, 1e6, s.runtime.context_bytes / kMiB) * kMiB);
     s.runtime.communicator_bytes =
         std::round(sim.number_or("communicator_mib", 0.0, 1e6, s.runtime.communicator_bytes / kMiB) * kMiB);
     sim.finish();
   }
+  if (!s.interference) s.compute = s.compute->without_interference();
   root.finish();
   try {
     (void)s.compute->peak(s.model.dtype);
@@ -717,6 +719,9 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     }
   }
   r.compute_parts = step.compute_parts[g];
+  // (Its tasks' own times summed; what the stream was busy beyond them, communication
+  // beside it added.)
+  if (!step.graph.interference().empty()) r.compute_parts.interference = std::max(0.0, r.compute_busy_s - r.compute_parts.total());
   r.collectives = step.collective_uses;
   if (!step.tp_comm.empty()) r.exposed_tp_s = usage.entries()[step.tp_comm[g].value].busy.value();
   if (g < step.tp_overlaps.size()) {  // collectives beside weight gradients: only what outlasts them is exposed
@@ -919,6 +924,7 @@ nlohmann::ordered_json training_report_row(const TrainingReport& r) {
   j["breakdown.compute_parts_s.backward"] = r.compute_parts.backward;
   j["breakdown.compute_parts_s.recompute"] = r.compute_parts.recompute;
   j["breakdown.compute_parts_s.optimizer"] = r.compute_parts.optimizer;
+  j["breakdown.compute_parts_s.interference"] = r.compute_parts.interference;
   j["breakdown.exposed_comm_s.tp"] = r.exposed_tp_s;
   j["breakdown.exposed_comm_s.pp"] = r.exposed_pp_s;
   j["breakdown.exposed_comm_s.dp"] = r.exposed_dp_s;
@@ -1000,7 +1006,8 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
                        {{"forward", r.compute_parts.forward},
                         {"backward", r.compute_parts.backward},
                         {"recompute", r.compute_parts.recompute},
-                        {"optimizer", r.compute_parts.optimizer}}},
+                        {"optimizer", r.compute_parts.optimizer},
+                        {"interference", r.compute_parts.interference}}},
                       {"exposed_comm_s", {{"tp", r.exposed_tp_s}, {"pp", r.exposed_pp_s}, {"dp", r.exposed_dp_s}, {"ep", r.exposed_ep_s}, {"other", r.other_comm_s()}}},
                       {"bubble_s", r.bubble_s},
                       {"idle_s", r.idle_s}}},

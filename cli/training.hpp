@@ -60,6 +60,7 @@ struct TrainingScenario {
   std::vector<TrainingStrategy> strategies;
   NetworkModelKind network = NetworkModelKind::kFlow;
   bool stream_rings = true;  // simulation.rings: "streamed" (default) or "steps"
+  bool interference = true;  // simulation.interference: communication beside compute slows it
   /// simulation.collective_algorithm and simulation.channels: what every fabric the
   /// scenario's strategies run on (replays, estimates, searches) asks of its collectives.
   CollectivePolicy collectives;

@@ -177,6 +177,8 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
   r.hfu = r.mfu;
   for (ResourceId c : step.compute) r.compute_busy_s = std::max(r.compute_busy_s, usage.entries()[c.value].busy.value());
   r.compute_parts = step.compute_parts;
+  // (What the busiest stream was busy beyond its tasks' own times: interference.)
+  if (!step.graph.interference().empty()) r.compute_parts.interference = std::max(0.0, r.compute_busy_s - r.compute_parts.total());
   r.sbp = true;
   // Every wait is communication (boxing, gradient all-reduces): there is no pipeline.
   r.exposed_comm_s = std::max(0.0, r.step_time_s - r.compute_busy_s);

@@ -56,11 +56,12 @@ struct DeviceEfficiency {
   // model's GEMM, convolution and attention rates, not measured GEMMs (a calibration
   // file's) nor memory-bound kernels. 1 where the figures already describe training.
   double sustained = 1.0;
-  // How much slower a GEMM runs while a collective runs beside it, beyond the SMs the
-  // collective's kernels take (contention for memory, caches and power): for the time
-  // they overlap, the GEMM takes 1 + overlap_slowdown times as long. Priced where
-  // Transformer Engine's userbuffers overlap runs collectives beside GEMMs
-  // (tp_comm_overlap); ddlsim's other overlaps do not price it.
+  // How much slower compute kernels run while a collective runs beside them (the SMs a
+  // collective library's kernels hold, contention for memory, caches and power): for
+  // the time they overlap, a kernel takes 1 + overlap_slowdown times as long. Priced in
+  // Transformer Engine's userbuffers overlap's closed forms (tp_comm_overlap) and, in a
+  // training replay, for every collective and send that runs beside the compute
+  // (interference: transformer_step.hpp).
   double overlap_slowdown = 0.0;
 };
 
@@ -103,6 +104,13 @@ class ComputeModel {
   [[nodiscard]] ComputeModel bursts() const {
     ComputeModel m = *this;
     m.eff_.sustained = 1.0;
+    return m;
+  }
+  /// The same model with communication beside the compute costing it nothing
+  /// (overlap_slowdown 0: a scenario's simulation.interference false).
+  [[nodiscard]] ComputeModel without_interference() const {
+    ComputeModel m = *this;
+    m.eff_.overlap_slowdown = 0.0;
     return m;
   }
   /// The time of a run of operators issued back to back from the host: the larger of

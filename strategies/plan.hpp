@@ -88,7 +88,10 @@ inline const char* grad_accumulation_name(GradAccumulation g) {
 /// forwards recomputed before their backward, and the optimizer step.
 struct ComputeParts {
   double forward = 0, backward = 0, recompute = 0, optimizer = 0;
-  [[nodiscard]] double total() const { return forward + backward + recompute + optimizer; }
+  // What communication beside the stream added to its tasks (the replay's interference;
+  // 0 in the lowering's sums).
+  double interference = 0;
+  [[nodiscard]] double total() const { return forward + backward + recompute + optimizer + interference; }
 };
 
 enum class MeshAxis { kTp, kPp, kDp, kCp };

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include "sim/collectives.hpp"
 #include "sim/core/compute_stream.hpp"
@@ -31,9 +32,15 @@ class SbpLowering {
       priced_ = ResourceId(static_cast<std::uint32_t>(out_.resources.size() - 1));
     }
     devices_ = out_.folded ? 1 : mesh_.size();
+    // Interference: collectives slow the compute beside them (the gradient
+    // synchronizations beside the backward; a re-layout's compute waits for it anyway).
+    slow_ = compute.efficiency().overlap_slowdown;
     for (std::size_t p = 0; p < devices_; ++p) {
-      out_.resources.push_back(std::make_unique<ComputeStream>("dev" + std::to_string(p) + ".compute"));
+      auto stream = std::make_unique<ComputeStream>("dev" + std::to_string(p) + ".compute");
+      stream->set_interference(slow_);
+      out_.resources.push_back(std::move(stream));
       out_.compute.push_back(ResourceId(static_cast<std::uint32_t>(out_.resources.size() - 1)));
+      if (slow_ > 0.0) stream_of_.emplace(mesh_.devices[p].value, out_.compute.back());
     }
   }
 
@@ -124,6 +131,7 @@ class SbpLowering {
       if (step.local) continue;
       if (out_.folded) {  // device 0's line, priced
         const TaskId t = g_.add(Compute{priced_, Seconds(priced_time(step)), Flops(0.0)}, std::string(op_name(step.op))).id();
+        if (slow_ > 0.0) g_.add_interference(t, out_.compute[0]);
         g_.add_edge(last[0], t);
         last[0] = t;
         ++out_.collectives;
@@ -135,8 +143,16 @@ class SbpLowering {
         const CollectiveGroup group = CollectiveGroup::of(fabric_, nodes);
         CollectiveSpec spec = chosen_spec(fabric_, group, step.op, step.bytes);
         spec.streamed = true;
+        const auto first = static_cast<std::uint32_t>(g_.size());
         const LoweredCollective c = lower_collective(g_, out_.network, group, spec, analytical_ ? &fabric_ : nullptr);
         ++out_.collectives;
+        for (std::uint32_t t = first; t < g_.size() && slow_ > 0.0; ++t) {
+          if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t)))) {
+            for (const std::uint32_t end : {x->src.value, x->dst.value}) {
+              if (const auto s = stream_of_.find(end); s != stream_of_.end()) g_.add_interference(TaskId(t), s->second);
+            }
+          }
+        }
         for (std::size_t p : members) {
           g_.add_edge(last[p], c.start);
           last[p] = c.end;
@@ -173,6 +189,8 @@ class SbpLowering {
   std::vector<TaskId> last_;  // per device: its latest task on the step's path
   std::size_t devices_ = 0;   // devices with a compute stream: all, or 1 when folded
   ResourceId priced_{0};      // folded: the collectives' delay pool
+  double slow_ = 0.0;         // the device's overlap_slowdown (interference)
+  std::unordered_map<std::uint32_t, ResourceId> stream_of_;  // a device's compute stream, by node
   bool analytical_ = false;   // replayed on the analytical model: collectives carry bandwidth shares
   std::map<std::tuple<std::size_t, int, double>, double> priced_memo_;
 };

@@ -226,6 +226,15 @@ class Pricer {
     const double k = plan.micro_batches;
     last_memory_ = sbp_memory(chain_, plan, runtime_);
     c.compute_s = k * c.compute_s + optimizer_step_time(last_memory_.weights / bytes_, compute_, kGradientBytes, chain_.dtype).value();
+    // Interference: the backward beside the synchronizations it hides runs 1 + slow
+    // times as long while they run (the device's overlap_slowdown): it loses hidden x
+    // slow / (1 + slow) of work, of at most its whole (slowed) backward, and what the
+    // synchronizations outlast it by shrinks as much.
+    const double slow = compute_.efficiency().overlap_slowdown;
+    const double hidden = c.gradient_sync_total_s - c.gradient_sync_s;
+    const double lost = std::min(hidden, t * (1.0 + slow)) * (slow / (1.0 + slow));
+    c.compute_s += lost;
+    c.gradient_sync_s = std::max(0.0, c.gradient_sync_s - lost);
     c.boxing_s *= k;
     return c;
   }

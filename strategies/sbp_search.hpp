@@ -113,6 +113,8 @@ std::vector<std::pair<std::string, std::vector<std::size_t>>> sbp_roles(const Sb
 /// synchronizations (gradient_sync_total_s) that outlasts the last micro-batch's
 /// backward, beside which they run (each layer's as soon as its backward has produced it).
 struct SbpCost {
+  // compute_s includes what the gradient synchronizations hidden beside the last
+  // backward cost it (the device's overlap_slowdown: interference).
   double compute_s = 0, boxing_s = 0, gradient_sync_s = 0;
   double gradient_sync_total_s = 0;
   [[nodiscard]] double total() const { return compute_s + boxing_s + gradient_sync_s; }

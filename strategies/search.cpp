@@ -398,6 +398,17 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
            }).front();
   };
   const double ar = collective(fabric, tp_ranks, CollectiveOp::kAllReduce, c.tp_bytes);
+  // Interference: compute beside communication runs 1 + slow times as long (the
+  // device's overlap_slowdown), so `compute` seconds of work beside `comm` seconds of a
+  // collective take comm when that outlasts the slowed work, else compute + comm x
+  // slow / (1 + slow) (the work the overlap costs): max(compute, comm) without it.
+  const double slow = compute.efficiency().overlap_slowdown;
+  const auto beside = [slow](double work, double comm) {
+    return comm >= work * (1.0 + slow) ? comm : work + comm * (slow / (1.0 + slow));
+  };
+  // What `comm` seconds of communication running ahead of the compute (nothing waits for
+  // it) cost `work` seconds of compute beside it.
+  const auto slowed = [slow](double work, double comm) { return std::min(comm, work * (1.0 + slow)) * (slow / (1.0 + slow)); };
   const double ends_ar = p.sequence_parallel ? 0.5 * ar : ar;  // the embedding's, the output layer's
   // All-reduces per layer and pass: two (after attention, after the MLP), one with
   // parallel layers; recomputed forwards all-reduce again.
@@ -480,7 +491,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // all-gather in line, the reduce-scatter beside it, half the all-reduce each).
   auto backward_half = [&](double total, double weight) {
     const double share = p.sequence_parallel ? 0.5 : 1.0;
-    return (1.0 - share) * ar + (total - weight) + std::max(share * ar, weight);
+    return (1.0 - share) * ar + (total - weight) + beside(weight, share * ar);
   };
   // A layer with MLP half `mlp` and all-to-alls `a2a` per pass: f its forward, b its
   // backward, kept that of a layer past recompute_layers; ag, rs, ar its ZeRO
@@ -522,8 +533,9 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     }
     const double recomputed = (c.attention.recompute + mlp.recompute).value();
     const double hides = experts ? paired : 0.0;
-    const double backward_a2a = a2a - hides * std::min(a2a, fc);  // what the backward shows of its all-to-alls
-    const double f = fc + a2a - hides * std::min(a2a, bc + recomputed);
+    // (What the paired pass's all-to-alls cost it beside them: interference.)
+    const double backward_a2a = a2a - hides * std::min(a2a, fc) + hides * (beside(bc + recomputed, a2a) - std::max(bc + recomputed, a2a));
+    const double f = fc + a2a - hides * std::min(a2a, bc + recomputed) + hides * (beside(fc, a2a) - std::max(fc, a2a));
     double plain = bc + backward_a2a;
     // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
     // none runs beside its collective.)
@@ -599,7 +611,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   struct Unit {
     double compute, gather, scatter, across;
   };
-  auto pass = [zero3](const std::vector<Unit>& us) {
+  auto pass = [zero3, &beside](const std::vector<Unit>& us) {
     if (us.empty()) return 0.0;
     if (!zero3) {
       // No gathers: ZeRO-2's scatters queue beside the compute (counted per stage below).
@@ -611,10 +623,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     for (std::size_t j = 0; j < us.size(); ++j) {
       const double before = j > 0 ? us[j - 1].scatter : 0.0;
       const double next = j + 1 < us.size() ? us[j + 1].gather : 0.0;
-      t += std::max(us[j].compute, before + next);
+      t += beside(us[j].compute, before + next);
       lane += us[j].across;
     }
-    return std::max(t + us.back().scatter, lane);
+    return beside(t + us.back().scatter, lane);
   };
   // Each device's forward and backward per micro-batch: its layers, and the embedding on
   // the first and the output layer and loss on the last (one device holds both without a
@@ -690,8 +702,17 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                 (c.attention.weight_gradients + mtp_mlp.weight_gradients + c.mtp_weight_gradient + c.last_weight_gradient).value();
         }
       }
-      Fi += pass(fwd) + (output ? 0.0 : send_on[i]) + amax(static_cast<int>(i), stage_fp8_layers, true);
-      Bi += pass(bwd) + (embedding ? 0.0 : send_back[i]) + amax(static_cast<int>(i), stage_fp8_layers, false) +
+      // (overlap_p2p: a pass's receive and send run beside the device's compute, which
+      // they slow: interference.)
+      const double fwd_s = pass(fwd), bwd_s = pass(bwd);
+      double fwd_p2p = 0.0, bwd_p2p = 0.0;
+      if (p.overlap_p2p && p.pp > 1 && slow > 0.0) {
+        const int n = static_cast<int>(p.pp), at = static_cast<int>(i);
+        fwd_p2p = slowed(fwd_s, (embedding ? 0.0 : sends_between((at + n - 1) % n, at)) + (output ? 0.0 : sends_between(at, (at + 1) % n)));
+        bwd_p2p = slowed(bwd_s, (output ? 0.0 : sends_between((at + 1) % n, at)) + (embedding ? 0.0 : sends_between(at, (at + n - 1) % n)));
+      }
+      Fi += fwd_s + fwd_p2p + (output ? 0.0 : send_on[i]) + amax(static_cast<int>(i), stage_fp8_layers, true);
+      Bi += bwd_s + bwd_p2p + (embedding ? 0.0 : send_back[i]) + amax(static_cast<int>(i), stage_fp8_layers, false) +
             accumulation_share * grad_accumulation_time(accumulated_params(p, chunk_params), p, model.dtype, compute).value();
     }
     // ZeRO-2: a micro-batch's scatters drain while the stage runs its next forward and
@@ -703,7 +724,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // by (min(i, m) - 1) scatters less that head start.
     if (split && zero2) tail = std::max(tail, (std::min<double>(static_cast<double>(i), m) - 1) * queued - i * (Bi - Wi));
     if (queued - Fi > Bi) Wi = 0;
-    Bi = std::max(Bi, queued - Fi);
+    Bi = beside(Fi + Bi, queued) - Fi;
     all += Fi + Bi;
     all_w += Wi;
     Fmax = std::max(Fmax, Fi);
@@ -746,11 +767,22 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // overlap_param_gather: the gathers run bucket by bucket beside the next step's
     // forwards; the first bucket's shows (at most a bucket's share of the stage's).
     // (A bucket holds whole units: the embedding's alone on the first stage.)
+    const double gather_full = gather;
     if (p.overlap_param_gather) {
       const double first = (fullest_stage == 0 ? c.first_params : c.layer_params) * reduced_gradient_bytes(p, model.dtype);
       gather *= std::min(1.0, std::max(p.bucket_bytes, first) / std::max(1.0, grads + expert_grads));
     }
-    step += (p.overlap_grad_reduce ? std::max(0.0, reduce - B) : reduce) + gather;
+    // (The next step's forwards beside the gathers, and the backward beside the
+    // reduction's buckets but the last, are slowed by them: interference.)
+    if (p.overlap_param_gather) step += (gather_full - gather) * (slow / (1.0 + slow));
+    if (p.overlap_grad_reduce) {
+      // (The backward the reduction outlasts is longer by what it lost.)
+      const double hidden = reduce * std::max(0.0, 1.0 - p.bucket_bytes / std::max(1.0, grads + expert_grads));
+      const double lost = slowed(B, hidden);
+      step += lost + std::max(0.0, reduce - B - lost) + gather;
+    } else {
+      step += reduce + gather;
+    }
   }
   if (p.pp > 1 && (model.tied_embedding || model.mtp_layers > 0)) {
     // The tied embedding's two copies (first and last stage), or the embedding and multi-

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 
 #include "sim/collectives.hpp"
 #include "sim/core/compute_stream.hpp"
@@ -182,10 +183,16 @@ class StepLowering {
     out_.network = add(std::move(net));
     if (priced_) out_.collectives = add(std::make_unique<DelayPool>("dp collectives"));
     if (amax_) out_.amax = add(std::make_unique<DelayPool>("amax reductions"));
+    slow_ = in_.compute->efficiency().overlap_slowdown;
     for (int d = 0; d < dpl_; ++d) {
       for (int i = 0; i < p_.pp; ++i) {
         const std::string name = replica_name(d) + ".pp" + std::to_string(i);
-        out_.compute.push_back(add(std::make_unique<ComputeStream>(name + ".compute")));
+        auto stream = std::make_unique<ComputeStream>(name + ".compute");
+        stream->set_interference(slow_);
+        out_.compute.push_back(add(std::move(stream)));
+        if (slow_ > 0.0) {
+          for (int k = 0; k < p_.tp; ++k) stream_of_.emplace(node(rank(d, i, k)).value, out_.compute.back());
+        }
         if (p_.tp > 1) out_.tp_comm.push_back(add(std::make_unique<ComputeStream>(name + ".tp")));
       }
     }
@@ -501,6 +508,7 @@ class StepLowering {
     }
     const TaskId before = compute_task(grp, total - weight, t, name, ready);
     const TaskId comm = tp_collective(grp, share, before, TaskId(), comm_name, true);
+    if (slow_ > 0.0) g_.add_interference(comm, out_.compute[grp]);  // (NCCL's kernels beside the GEMM)
     const TaskId grad = compute_task(grp, weight, before, weight_name, TaskId());
     out_.tp_overlaps[grp].emplace_back(comm, grad);
     const TaskId done = g_.add(Marker{}, "half layer backward done").id();
@@ -1056,8 +1064,12 @@ class StepLowering {
       g_.add_edge(src, t);
       g_.add_edge(t, dst);
       // Megatron's p2p calls return when the transfer is done: the sender's next pass
-      // waits for it (plan.overlap_p2p lets it run ahead instead).
-      if (!p_.overlap_p2p) {
+      // waits for it (plan.overlap_p2p lets it run ahead instead, beside the send and
+      // receive kernels, which slow it).
+      if (p_.overlap_p2p) {
+        slows(t, node(rank(d, i, k)));
+        slows(t, node(rank(d, j, k)));
+      } else {
         if (auto it = next_entry_.find({d, from, mb, forward}); it != next_entry_.end()) g_.add_edge(t, it->second);
       }
     }
@@ -1358,6 +1370,7 @@ class StepLowering {
       count_priced(ch, first_device);
       ++out_.priced_collectives;
       const TaskId t = g_.add(Compute{queue.valid() ? queue : out_.collectives, Seconds(ch.cost.time), Flops(0.0)}, what).id();
+      for (NodeId r : ch.group.ranks) slows(t, r);
       return LoweredCollective{t, t, 0};
     }
     const std::uint64_t more = collective_transfer_count(ch.group, ch.spec, in_.network == NetworkModelKind::kAnalytical);
@@ -1366,6 +1379,12 @@ class StepLowering {
     const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec,
                                                  in_.network == NetworkModelKind::kAnalytical ? in_.fabric : nullptr);
     out_.transfers += c.transfers;
+    for (std::uint32_t t = first; t < g_.size() && slow_ > 0.0; ++t) {
+      if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t)))) {
+        slows(TaskId(t), NodeId(x->src.value));
+        slows(TaskId(t), NodeId(x->dst.value));
+      }
+    }
     if (first_device) {
       const std::uint32_t n0 = node(rank(0, 0, 0)).value;
       for (std::uint32_t t = first; t < g_.size(); ++t) {
@@ -1375,6 +1394,20 @@ class StepLowering {
       }
     }
     return c;
+  }
+
+  // Communication task t runs NCCL kernels on device `r`: while it runs, the compute
+  // stream standing for r (when r's replica is lowered) is slowed (interference).
+  void slows(TaskId t, NodeId r) {
+    if (slow_ <= 0.0) return;
+    if (auto it = stream_of_.find(r.value); it != stream_of_.end()) {
+      // (A stage's tp ranks share its stream: slowed once per task.)
+      const auto& v = g_.interference();
+      for (auto x = v.rbegin(); x != v.rend() && x->task == t; ++x) {
+        if (x->stream == it->second) return;
+      }
+      g_.add_interference(t, it->second);
+    }
   }
 
   const TrainingStepInputs& in_;
@@ -1395,6 +1428,8 @@ class StepLowering {
   std::vector<double> states_;         // per pp stage: weights, gradients and optimizer state bytes
   bool priced_ = false;  // data-parallel collectives as one priced task each (analytical network)
   bool ub_ = false;      // tp_comm_overlap (tp > 1)
+  double slow_ = 0.0;    // how much communication beside a compute stream slows it (interference)
+  std::unordered_map<std::uint32_t, ResourceId> stream_of_;  // with interference: a lowered device's compute stream
   bool amax_ = false;    // FP8 GEMMs' amax reductions (more than one rank per stage)
   std::map<std::pair<int, bool>, double> amax_time_;  // by (stage, forward)
   int dpl_ = 1;          // replicas lowered: dp, or 1 when they are provably identical

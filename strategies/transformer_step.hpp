@@ -45,6 +45,15 @@
 // after it start together and share the compute stream, the next pass waiting for both;
 // priced, the all-to-alls of one communicator run on a queue of their own in the order
 // they become ready.
+//
+// Interference (the device's overlap_slowdown > 0): communication that runs beside the
+// compute slows it (TaskGraph::add_interference). While a data-parallel or ZeRO
+// collective or an expert-parallel all-to-all runs, every lowered device in it has its
+// compute stream slowed; likewise both ends of a pipeline send under plan.overlap_p2p
+// (without it the sender waits for the send, and the receiver in Megatron too), and a
+// stage's stream while its tensor-parallel collective runs beside a weight gradient
+// (plan.overlap_tp_backward). Transformer Engine's overlap (tp_comm_overlap) prices the
+// slowdown in its closed forms instead; FP8's amax reductions run in line.
 #pragma once
 
 #include <cstdint>

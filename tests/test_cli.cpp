@@ -552,9 +552,10 @@ TEST_CASE("an fp32 model keeps 4-byte weights and gradients, 8-byte optimizer st
 
 TEST_CASE("with a pipeline, ZeRO-3's gather waits are data-parallel time, not pipeline time") {
   // Expected: the same interleaved pp 4 x tp 2 plan under ZeRO-1 and ZeRO-3. ZeRO-3
-  // adds per-unit weight gathers the compute waits for; the step grows by them, and
-  // the breakdown puts most of that growth under exposed data-parallel communication
-  // (at least 60% of it; the bubble, priced from each micro-batch's time, takes some),
+  // adds per-unit weight gathers the compute waits for, and which slow the compute beside
+  // them; the step grows by them, and the breakdown puts most of that growth under
+  // exposed data-parallel communication and the compute's interference (at least 60% of
+  // it; the bubble, priced from each micro-batch's time, takes some),
   // while pipeline time stays under a quarter of it (before the gathers were told
   // apart, all of it but the bubble's share was pipeline time). The parts still add up: compute + tp + pp + dp + bubble = step.
   auto run = [](const char* zero) {
@@ -570,7 +571,11 @@ TEST_CASE("with a pipeline, ZeRO-3's gather waits are data-parallel time, not pi
   REQUIRE(grown > 0);
   const auto& e1 = z1.at("breakdown").at("exposed_comm_s");
   const auto& e3 = z3.at("breakdown").at("exposed_comm_s");
-  CHECK(e3.at("dp").get<double>() - e1.at("dp").get<double>() > 0.6 * grown);
+  const auto interference = [](const nlohmann::json& s) {
+    return s.at("breakdown").at("compute_parts_s").at("interference").get<double>();
+  };
+  CHECK(interference(z3) > interference(z1));
+  CHECK(e3.at("dp").get<double>() - e1.at("dp").get<double>() + interference(z3) - interference(z1) > 0.6 * grown);
   CHECK(e3.at("pp").get<double>() < 0.25 * grown);
   const auto& b = z3.at("breakdown");
   CHECK(b.at("compute_s").get<double>() + e3.at("tp").get<double>() + e3.at("pp").get<double>() + e3.at("dp").get<double>() +
@@ -1935,7 +1940,9 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
   // The critical device's step adds up: compute + exposed tp, pp and dp + the bubble; a
   // plan without tp or pp has neither tp time nor a bubble. Its compute splits into
   // forward, backward, recomputation (dp recomputes every layer in full: between half
-  // and all of its forward's time, 0 elsewhere) and optimizer, which add up to it.
+  // and all of its forward's time, 0 elsewhere), optimizer and interference (what
+  // communication beside the compute added: the data-parallel plan's gradient buckets
+  // reduce beside its backward), which add up to it.
   for (const auto& st : j.at("strategies")) {
     const auto& b = st.at("breakdown");
     const auto& x = b.at("exposed_comm_s");
@@ -1945,8 +1952,10 @@ TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throu
     const auto& parts = b.at("compute_parts_s");
     CHECK(b.at("compute_s").get<double>() ==
           Approx(parts.at("forward").get<double>() + parts.at("backward").get<double>() +
-                 parts.at("recompute").get<double>() + parts.at("optimizer").get<double>())
+                 parts.at("recompute").get<double>() + parts.at("optimizer").get<double>() +
+                 parts.at("interference").get<double>())
               .epsilon(1e-12));
+    CHECK(parts.at("interference").get<double>() >= 0.0);
     CHECK(parts.at("backward").get<double>() > parts.at("forward").get<double>());
     CHECK(parts.at("optimizer").get<double>() > 0.0);
   }
@@ -3149,8 +3158,9 @@ TEST_CASE("search's SBP baselines take the fewest micro-batches with which they 
   const auto runs = nlohmann::json::parse(run.out).at("strategies");
   CHECK_FALSE(runs.at(0).at("fits_in_memory").get<bool>());
   CHECK(runs.at(1).at("fits_in_memory").get<bool>());
-  // Its compute splits into forward, backward and the optimizer (no recomputation) as
-  // a Megatron-style plan's does, adding up to compute_s.
+  // Its compute splits into forward, backward, the optimizer (no recomputation) and
+  // interference (the gradient all-reduces beside the backward) as a Megatron-style
+  // plan's does, adding up to compute_s.
   for (const auto& st : runs) {
     const auto& b = st.at("breakdown");
     const auto& parts = b.at("compute_parts_s");
@@ -3158,8 +3168,9 @@ TEST_CASE("search's SBP baselines take the fewest micro-batches with which they 
     CHECK(parts.at("optimizer").get<double>() > 0.0);
     CHECK(parts.at("backward").get<double>() > parts.at("forward").get<double>());
     CHECK(b.at("compute_s").get<double>() == Approx(parts.at("forward").get<double>() + parts.at("backward").get<double>() +
-                                                    parts.at("optimizer").get<double>())
+                                                    parts.at("optimizer").get<double>() + parts.at("interference").get<double>())
                                                  .epsilon(1e-12));
+    CHECK(parts.at("interference").get<double>() > 0.0);
   }
   const std::string f = s.write("t.json", std::string(R"J({"name": "t", )J") + cluster + R"J(,
     "strategies": [{"name": "dp", "global_batch": 64, "micro_batch": 2, "recompute": "full"}]})J");
@@ -3606,7 +3617,10 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
     runs.push_back(nlohmann::json::parse(o.out).at("strategies").at(2));
   }
   const auto& ob = runs[1].at("breakdown");
-  CHECK(ob.at("compute_s").get<double>() == Approx(runs[0].at("breakdown").at("compute_s").get<double>()).epsilon(1e-12));
+  const auto work = [](const nlohmann::json& b) {  // (the compute less what communication beside it added)
+    return b.at("compute_s").get<double>() - b.at("compute_parts_s").at("interference").get<double>();
+  };
+  CHECK(work(ob) == Approx(work(runs[0].at("breakdown"))).epsilon(1e-12));
   CHECK(runs[1].at("step_time_s").get<double>() < runs[0].at("step_time_s").get<double>());
   CHECK(ob.at("exposed_comm_s").at("ep").get<double>() < runs[0].at("breakdown").at("exposed_comm_s").at("ep").get<double>());
   const auto& ox = ob.at("exposed_comm_s");
@@ -4162,4 +4176,30 @@ TEST_CASE("tp_only_amax_red: FP8 amax reductions are the breakdown's other commu
        "ddlsim run: strategies.0: tp_only_amax_red needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it chooses the ranks that "
        "reduce their amaxes\n"},
   });
+}
+
+TEST_CASE("simulation.interference: communication beside the compute slows it unless switched off") {
+  // Expected on the default scenario: each of its four strategies runs some communication
+  // beside its compute (gradient buckets beside the backward, ZeRO-3's gathers, the
+  // pipeline's overlapped sends), so with interference (the default) its compute has a
+  // part "interference" above 0 and its step is longer than with simulation.interference
+  // false, whose compute has none. A value that is not a boolean is one line naming the
+  // field, exit 2.
+  const auto run = [](const char* on) {
+    const auto r = ddlsim_cmd({"run", "--json", "--set", std::string("simulation.interference=") + on});
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies");
+  };
+  const auto with = run("true"), without = run("false");
+  REQUIRE(with.size() == 4);
+  REQUIRE(without.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(with.at(i).at("name").get<std::string>());
+    CHECK(with.at(i).at("breakdown").at("compute_parts_s").at("interference").get<double>() > 0.0);
+    CHECK(without.at(i).at("breakdown").at("compute_parts_s").at("interference").get<double>() == 0.0);
+    CHECK(with.at(i).at("step_time_s").get<double>() > without.at(i).at("step_time_s").get<double>());
+  }
+  const auto r = ddlsim_cmd({"run", "--set", "simulation.interference=1"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: simulation.interference: expected true or false, got 1\n");
 }

@@ -597,6 +597,12 @@ struct StepRig {
     in.fold_replicas = exploit;
     return lower_transformer_step(in);
   }
+  // Communication beside the compute costs it nothing from here on (the closed forms
+  // that leave interference out).
+  StepRig& no_interference() {
+    *compute = compute->without_interference();
+    return *this;
+  }
   double run(LoweredTrainingStep& s, std::span<Observer* const> observers = {}) {
     std::vector<ResourceModel*> ptrs;
     for (auto& r : s.resources) ptrs.push_back(r.get());
@@ -1070,8 +1076,9 @@ TEST_CASE("a stage's compute splits into forward, backward, recomputation and th
   // recomputation, m 4 (core attention) under selective; the optimizer step over the
   // device's parameters. The four add up to the compute stream's busy time, whether tp
   // is 1 (recomputation fused into the backward task) or 8 (overlap_tp_backward splits
-  // each half's backward).
+  // each half's backward), communication beside the compute costing it nothing.
   StepRig rig("dgx-h100", 1);
+  rig.no_interference();
   const TransformerConfig m = gpt_config("g", 4, 1024, 16, 1024, 32000);
   struct Case {
     int tp;
@@ -1192,8 +1199,14 @@ TEST_CASE("one transformer layer's forward and backward against Korthikanti et a
     const double ar =
         analytical_collective_time(*rig.fabric, grp, chosen_spec(*rig.fabric, grp, CollectiveOp::kAllReduce, c.tp_bytes));
     const double share = r.sp ? 0.5 : 1.0;
+    // (The collective beside the weight gradient slows it by overlap_slowdown for as long
+    // as it runs: w + c x slow / (1 + slow) while the GEMM outlasts it.)
+    const double slow = rig.compute->efficiency().overlap_slowdown;
+    REQUIRE(slow > 0.0);
     auto half = [&](Seconds total, Seconds w) {
-      return (1 - share) * ar + (total - w).value() + std::max(share * ar, w.value());
+      const double c = share * ar;
+      REQUIRE(c < w.value());
+      return (1 - share) * ar + (total - w).value() + w.value() + c * slow / (1 + slow);
     };
     const double fwd = (c.attention.forward + c.mlp.forward).value() + 2 * ar;
     const double recomputed = r.rc == Recompute::kFull ? (c.attention.recompute + c.mlp.recompute).value() + 2 * ar : 0.0;
@@ -4505,4 +4518,111 @@ TEST_CASE("fp8 GEMMs: each pass of a model chunk ends with its amax reduction am
   CHECK(rig.lower(m, alone, NetworkModelKind::kAnalytical).amax_s[0] == 0.0);
   // tp_only_amax_red chooses among FP8 GEMMs' ranks: refused without them.
   CHECK(plan_problem(tp_only, bf16, 16).find("tp_only_amax_red needs FP8 GEMMs") != std::string::npos);
+}
+
+namespace {
+// Spans [start, end), sorted and merged.
+std::vector<std::pair<double, double>> merged_spans(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [a, b] : v) {
+    if (b <= a) continue;
+    if (!out.empty() && a <= out.back().second) {
+      out.back().second = std::max(out.back().second, b);
+    } else {
+      out.emplace_back(a, b);
+    }
+  }
+  return out;
+}
+double overlap_of(const std::vector<std::pair<double, double>>& xs, const std::vector<std::pair<double, double>>& ys) {
+  double total = 0.0;
+  for (const auto& [a, b] : xs) {
+    for (const auto& [c, d] : ys) total += std::max(0.0, std::min(b, d) - std::max(a, c));
+  }
+  return total;
+}
+}  // namespace
+
+TEST_CASE("interference: communication beside a stage's compute slows it for as long as they overlap") {
+  // Expected, for every lowered compute stream of each plan: its busy time is its tasks'
+  // own durations plus O x slow / (1 + slow), O the time its tasks ran while communication
+  // that slows it ran (the union of those tasks' spans, from the replay), slow the device's
+  // overlap_slowdown: at pace 1 + slow, O seconds hold O / (1 + slow) of work. And what
+  // slows what: every data-parallel collective the stream's devices take part in
+  // (gradient buckets, the updated weights' gathers, ZeRO-3's gathers and scatters),
+  // pipeline sends at both ends under overlap_p2p and none without it, a tensor-parallel
+  // collective beside its weight gradient under overlap_tp_backward, never Transformer
+  // Engine's overlapped pieces (their closed forms price it). Without the slowdown
+  // (without_interference) the graph holds none. The estimate's change from interference
+  // follows the replay's to 35% of it.
+  StepRig rig("dgx-h100", 2);
+  const double slow = rig.compute->efficiency().overlap_slowdown;
+  REQUIRE(slow == Approx(0.189));
+  const TransformerConfig m = gpt_config("g", 8, 2048, 16, 1024, 32000);
+  ParallelPlan il;  // interleaved, ZeRO-1, everything overlapped
+  il.dp = 2, il.pp = 2, il.tp = 4, il.global_batch = 16, il.schedule = PipelineSchedule::kInterleaved1F1B, il.virtual_stages = 2;
+  il.dp_mode = DataParallelMode::kZero1, il.overlap_grad_reduce = true, il.overlap_param_gather = true, il.overlap_p2p = true;
+  il.sequence_parallel = true;
+  il.bucket_bytes = 8.0 * kMiB;
+  ParallelPlan z3;  // ZeRO-3 over 16 GPUs
+  z3.dp = 16, z3.global_batch = 32, z3.dp_mode = DataParallelMode::kZero3;
+  ParallelPlan tpb;  // the backward's tp collectives beside the weight gradients, buckets beside the backward
+  tpb.dp = 2, tpb.tp = 8, tpb.global_batch = 8, tpb.overlap_tp_backward = true, tpb.overlap_grad_reduce = true;
+  ParallelPlan ub = il;  // Transformer Engine's overlap, sends waited for
+  ub.tp_comm_overlap.on = true, ub.overlap_p2p = false;
+  for (const ParallelPlan* p : {&il, &z3, &tpb, &ub}) {
+    for (NetworkModelKind net : {NetworkModelKind::kAnalytical, NetworkModelKind::kFlow}) {
+      CAPTURE(describe_plan(*p));
+      CAPTURE(static_cast<int>(net));
+      REQUIRE(plan_problem(*p, m, 16).empty());
+      LoweredTrainingStep s = rig.lower(m, *p, net);
+      const auto& slows = s.graph.interference();
+      REQUIRE(!slows.empty());
+      std::map<std::uint32_t, std::set<std::uint32_t>> by_task;
+      for (const auto& x : slows) by_task[x.task.value].insert(x.stream.value);
+      std::map<std::string, int> names;
+      for (const auto& [t, streams] : by_task) {
+        const std::string name(s.graph.name(TaskId(t)));
+        ++names[name];
+        CHECK(name.find("overlap") == std::string::npos);
+        if (name.rfind("send", 0) == 0) CHECK(streams.size() == 2);  // both ends
+      }
+      const bool sends = names.count("send activations") + names.count("send gradients") > 0;
+      CHECK(sends == (p->overlap_p2p && p->pp > 1));
+      CHECK((names.count("tp reduce-scatter") + names.count("tp all-reduce") > 0) == p->overlap_tp_backward);
+      ResourceUsage usage;
+      StartEnd times;
+      Observer* obs[] = {&usage, &times};
+      const double with = rig.run(s, obs);
+      for (ResourceId stream : s.compute) {
+        std::vector<std::pair<double, double>> busy, beside;
+        double own = 0.0;
+        for (std::uint32_t t = 0; t < s.graph.size(); ++t) {
+          const auto* c = std::get_if<Compute>(&s.graph.kind(TaskId(t)));
+          if (c == nullptr || c->stream != stream) continue;
+          own += c->duration.value();
+          busy.push_back(times.at[t]);
+        }
+        for (const auto& [t, streams] : by_task) {
+          if (streams.count(stream.value)) beside.push_back(times.at[t]);
+        }
+        const double o = overlap_of(merged_spans(busy), merged_spans(beside));
+        CHECK(o > 0.0);
+        CHECK(usage.entries()[stream.value].busy.value() == Approx(own + o * slow / (1 + slow)).epsilon(1e-9));
+      }
+      StepRig plain("dgx-h100", 2);
+      plain.no_interference();
+      LoweredTrainingStep s0 = plain.lower(m, *p, net);
+      CHECK(s0.graph.interference().empty());
+      const double without = plain.run(s0);
+      CHECK(with > without);
+      if (net == NetworkModelKind::kAnalytical) {
+        const double e_with = estimate_step(m, *p, *rig.fabric, *rig.compute);
+        const double e_without = estimate_step(m, *p, *plain.fabric, *plain.compute);
+        MESSAGE(describe_plan(*p), ": replay +", with - without, " s, estimate +", e_with - e_without, " s");
+        CHECK(std::abs((e_with - e_without) - (with - without)) <= 0.35 * (with - without));
+      }
+    }
+  }
 }

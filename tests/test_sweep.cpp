@@ -68,7 +68,7 @@ TEST_CASE("sweep: one row per point and strategy in the product's order, failing
   CHECK(rows[0][5] == "reason");
   CHECK(rows[0][6] == "plan");
   CHECK(rows[0][8] == "step_time_s");
-  CHECK(rows[0].size() == 37);  // point, the 2 varied fields, strategy, status, reason + run --csv's 31 after its name
+  CHECK(rows[0].size() == 38);  // point, the 2 varied fields, strategy, status, reason + run --csv's 32 after its name
   const std::vector<std::string> points{"0", "0", "1", "1", "2", "2", "3", "3"};
   for (std::size_t i = 0; i < 8; ++i) {
     CHECK(rows[i + 1][0] == points[i]);
