@@ -719,9 +719,15 @@ TrainingReport run_training_strategy(const TrainingScenario& s, const TrainingSt
     }
   }
   r.compute_parts = step.compute_parts[g];
-  // (Its tasks' own times summed; what the stream was busy beyond them, communication
-  // beside it added.)
-  if (!step.graph.interference().empty()) r.compute_parts.interference = std::max(0.0, r.compute_busy_s - r.compute_parts.total());
+  // What communication beside its stream added to its tasks: each one's time on the
+  // stream past its own duration.
+  if (!step.graph.interference().empty()) {
+    for (std::uint32_t t = 0; t < step.graph.size(); ++t) {
+      const auto* c = std::get_if<Compute>(&step.graph.kind(TaskId(t)));
+      if (c == nullptr || c->stream != step.compute[g]) continue;
+      r.compute_parts.interference += times.of(TaskId(t)).end - times.of(TaskId(t)).start - c->duration.value();
+    }
+  }
   r.collectives = step.collective_uses;
   if (!step.tp_comm.empty()) r.exposed_tp_s = usage.entries()[step.tp_comm[g].value].busy.value();
   if (g < step.tp_overlaps.size()) {  // collectives beside weight gradients: only what outlasts them is exposed

@@ -724,7 +724,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // by (min(i, m) - 1) scatters less that head start.
     if (split && zero2) tail = std::max(tail, (std::min<double>(static_cast<double>(i), m) - 1) * queued - i * (Bi - Wi));
     if (queued - Fi > Bi) Wi = 0;
-    Bi = beside(Fi + Bi, queued) - Fi;
+    if (queued > 0.0) Bi = beside(Fi + Bi, queued) - Fi;
     all += Fi + Bi;
     all_w += Wi;
     Fmax = std::max(Fmax, Fi);

@@ -1401,11 +1401,10 @@ class StepLowering {
   void slows(TaskId t, NodeId r) {
     if (slow_ <= 0.0) return;
     if (auto it = stream_of_.find(r.value); it != stream_of_.end()) {
-      // (A stage's tp ranks share its stream: slowed once per task.)
+      // (A stream named twice for one task would be counted twice and slowed once; the
+      // check against the last entry keeps the graph lean where it is cheap.)
       const auto& v = g_.interference();
-      for (auto x = v.rbegin(); x != v.rend() && x->task == t; ++x) {
-        if (x->stream == it->second) return;
-      }
+      if (!v.empty() && v.back().task == t && v.back().stream == it->second) return;
       g_.add_interference(t, it->second);
     }
   }

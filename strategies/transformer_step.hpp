@@ -88,7 +88,8 @@ struct TrainingStepInputs {
   bool stream_rings = true;
   // The most transfers the lowering may add (pipeline sends and unpriced collectives):
   // past it lower_training_step throws TooLargeError before the task graph and the flow
-  // network's state outgrow memory (20 million: about 1.5 GB of graph), and before
+  // network's state outgrow memory (20 million: about 1.5 GB of graph, and 0.3 GB more
+  // where each slows the compute streams at its two ends: interference), and before
   // building anything when the transfers of every micro-batch, counted first, are past
   // it. Priced collectives (the analytical network) add none.
   std::uint64_t max_transfers = 20'000'000;

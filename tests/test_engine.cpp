@@ -3,7 +3,9 @@
 
 #include "approx.hpp"
 
+#include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 #include "engine_fixtures.hpp"
 #include "sim/chrome_trace.hpp"
@@ -692,8 +694,9 @@ TEST_CASE("communication beside a compute stream slows it while it runs") {
 
 TEST_CASE("interference is checked: a task that takes time, a stream that is a compute stream") {
   // Expected: a marker cannot slow a stream (it takes no time), nor a task that does not
-  // exist (GraphError when added); a stream id that is a channel fails the replay with a
-  // ReplayError naming the task, before anything runs.
+  // exist, nor a task added after a later one (GraphError when added); a fraction that is
+  // negative or not a number is refused by the stream; a stream id that is a channel
+  // fails the replay with a ReplayError naming the task, before anything runs.
   Rig r;
   const auto s = r.stream("s"), ch = r.channel("link", 1.0);
   const auto m = r.g.add(Marker{}, "join").id();
@@ -702,6 +705,15 @@ TEST_CASE("interference is checked: a task that takes time, a stream that is a c
                        GraphError);
   CHECK_THROWS_AS(r.g.add_interference(TaskId(99), s), GraphError);
   const auto x = r.compute(s, 1, "collective");
-  r.g.add_interference(x, ch);
-  CHECK_THROWS_WITH_AS(r.run(), "t1 'collective' slows resource 1, which is not a compute stream", ReplayError);
+  const auto y = r.compute(s, 1, "later");
+  r.g.add_interference(y, s);
+  // (In task order, as a lowering adds them: an earlier task after a later one is refused.)
+  CHECK_THROWS_WITH_AS(r.g.add_interference(x, ch), "add_interference: task 1 comes after task 2; add them in task order",
+                       GraphError);
+  CHECK_THROWS_AS(stream_model(r, s).set_interference(-0.1), std::invalid_argument);
+  CHECK_THROWS_AS(stream_model(r, s).set_interference(std::nan("")), std::invalid_argument);
+  Rig q;
+  const auto qs = q.stream("s"), qc = q.channel("link", 1.0);
+  q.g.add_interference(q.compute(qs, 1, "collective"), qc);
+  CHECK_THROWS_WITH_AS(q.run(), "t0 'collective' slows resource 1, which is not a compute stream", ReplayError);
 }

@@ -17,11 +17,13 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "sim/core/errors.hpp"
 #include "sim/core/resource_model.hpp"
 #include "sim/core/task_graph.hpp"
 
@@ -44,12 +46,17 @@ class ComputeStream final : public ResourceModel {
   }
   [[nodiscard]] Seconds next_event() const override { return end_; }
 
-  /// How much slower its tasks run while communication runs beside it (a fraction >= 0).
-  void set_interference(double fraction) { slowed_ = 1.0 + fraction; }
-  /// `delta` more (or, negative, fewer) communications run beside it from `now` on.
-  /// Returns next_event().
+  /// How much slower its tasks run while communication runs beside it (a finite fraction
+  /// >= 0; std::invalid_argument otherwise).
+  void set_interference(double fraction) {
+    if (!(fraction >= 0.0 && fraction < 1e9)) throw std::invalid_argument(name_ + ": interference must be a finite fraction >= 0");
+    slowed_ = 1.0 + fraction;
+  }
+  /// `delta` more (or, negative, fewer) communications run beside it from `now` on
+  /// (ReplayError when more end than started). Returns next_event().
   Seconds interfere(int delta, Seconds now) {
     beside_ += delta;
+    if (beside_ < 0) throw ReplayError("resource '" + name_ + "': more communication ended beside it than started");
     const double pace = beside_ > 0 ? slowed_ : 1.0;
     if (running_.valid() && pace != pace_) end_ = now + (end_ - now) * (pace / pace_);
     pace_ = pace;

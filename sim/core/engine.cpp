@@ -233,13 +233,11 @@ class Replayer {
     ready_.clear();
   }
 
-  // The graph's interference, sorted by task, with a bit per task that slows a stream;
+  // A bit per task that slows a stream (the graph keeps its interference in task order);
   // every stream it names must be a ComputeStream.
   void prepare_interference() {
-    slows_ = g_.interference();
-    std::stable_sort(slows_.begin(), slows_.end(), [](const auto& a, const auto& b) { return a.task.value < b.task.value; });
     slows_bits_.assign((g_.size() + 63) / 64, 0);
-    for (const auto& x : slows_) {
+    for (const auto& x : g_.interference()) {
       if (x.task.value >= g_.size()) throw ReplayError("interference names task " + std::to_string(x.task.value) + ", which does not exist");
       if (x.stream.value >= streams_.size() || streams_[x.stream.value] == nullptr) {
         throw ReplayError(describe(g_, x.task) + " slows resource " + std::to_string(x.stream.value) +
@@ -251,9 +249,10 @@ class Replayer {
 
   // Task t started (delta 1) or finished (-1): the streams it slows change pace now.
   [[gnu::noinline]] void interfere(TaskId t, int delta) {
-    auto it = std::lower_bound(slows_.begin(), slows_.end(), t.value,
+    const auto& slows = g_.interference();
+    auto it = std::lower_bound(slows.begin(), slows.end(), t.value,
                                [](const TaskGraph::Interference& x, std::uint32_t v) { return x.task.value < v; });
-    for (; it != slows_.end() && it->task == t; ++it) {
+    for (; it != slows.end() && it->task == t; ++it) {
       const std::uint32_t r = it->stream.value;
       const Seconds next = stream_at_[r]->interfere(delta, now_);
       if (next != queue_.time_of(r)) reschedule(r, next);
@@ -340,7 +339,6 @@ class Replayer {
   static constexpr std::uint32_t kAhead = 4096;
   std::uint32_t n_ = 0;  // tasks in the graph
   bool slowing_ = false;  // the graph has interference
-  std::vector<TaskGraph::Interference> slows_;
   std::vector<std::uint64_t> slows_bits_;
   Seconds now_{0.0};
   std::uint64_t finished_ = 0;

@@ -45,7 +45,9 @@ class ReplaySink {
 
   [[nodiscard]] const std::vector<Note>& notes() const { return notes_; }
   void clear() { notes_.clear(); }
-  /// Starts matter only to observers; without any, the engine drops them unread.
+  /// Starts matter to observers and to interference (a graph's tasks that slow compute
+  /// streams act from their starts): without either, the engine drops them unread.
+  /// Every model reports each task's start before its finish.
   void keep_starts(bool keep) { keep_starts_ = keep; }
 
  private:

@@ -146,6 +146,10 @@ void TaskGraph::add_interference(TaskId t, ResourceId stream) {
                      " task; only compute and transfer tasks run long enough to slow a stream");
   }
   if (!stream.valid() || stream.value >= (1u << 24)) throw GraphError("add_interference: the stream id is missing or not below 2^24");
+  if (!interference_.empty() && t < interference_.back().task) {
+    throw GraphError("add_interference: task " + std::to_string(t.value) + " comes after task " +
+                     std::to_string(interference_.back().task.value) + "; add them in task order");
+  }
   interference_.push_back(Interference{t, stream});
 }
 

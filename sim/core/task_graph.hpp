@@ -77,7 +77,8 @@ class TaskGraph {
   /// resource) runs its tasks slower, by the fraction that stream was given
   /// (ComputeStream::set_interference): the SMs a collective library's kernels take from
   /// the compute kernels running beside them. A task may slow several streams. Kept
-  /// apart from the task kinds, and held only by graphs that set some.
+  /// apart from the task kinds, and held only by graphs that set some; added in task
+  /// order (a task's entries together, tasks ascending), as a lowering adds its tasks.
   struct Interference {
     TaskId task;
     ResourceId stream;
