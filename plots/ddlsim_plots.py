@@ -68,6 +68,15 @@ def field(path, obj, dotted, where):
     return value
 
 
+def has_field(obj, dotted):
+    """Whether obj has a field at a dot-separated path."""
+    for key in dotted.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return False
+        obj = obj[key]
+    return True
+
+
 def json_number(path, obj, dotted, where):
     value = field(path, obj, dotted, where)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -304,8 +313,12 @@ def fmt_value(v):
 # breakdown
 
 
+# (compute_s less its interference: drawn as "compute" beside the slice communication
+# added to it; a report without the field, from before it existed, has none.)
+INTERFERENCE = "breakdown.compute_parts_s.interference"
 BREAKDOWN_PARTS = [
     ("compute", "breakdown.compute_s", "compute"),
+    ("interference", INTERFERENCE, "compute slowed by comm."),
     ("tp", "breakdown.exposed_comm_s.tp", "exposed TP comm."),
     ("pp", "breakdown.exposed_comm_s.pp", "exposed PP comm."),
     ("dp", "breakdown.exposed_comm_s.dp", "exposed DP comm."),
@@ -320,7 +333,12 @@ def plot_breakdown(args):
         for i, (label, s) in enumerate(strategies):
             where = f"strategies.{i}"
             labels.append(label)
-            values.append([json_number(path, s, key, where) for _, key, _ in BREAKDOWN_PARTS])
+            row = []
+            for _, key, _ in BREAKDOWN_PARTS:
+                missing = key == INTERFERENCE and not has_field(s, key)
+                row.append(0.0 if missing else json_number(path, s, key, where))
+            row[0] -= row[1]
+            values.append(row)
             steps.append(json_number(path, s, "step_time_s", where))
     values = np.array(values)
     shown = [j for j in range(len(BREAKDOWN_PARTS)) if values[:, j].any()] or [0]

@@ -41,6 +41,7 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 # Where a step's time goes (ddlsim run's breakdown).
 BREAKDOWN = {
     "compute": BLUE,
+    "interference": VERMILLION,
     "tp": ORANGE,
     "pp": SKY_BLUE,
     "dp": GREEN,
