@@ -533,9 +533,13 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     }
     const double recomputed = (c.attention.recompute + mlp.recompute).value();
     const double hides = experts ? paired : 0.0;
-    // (What the paired pass's all-to-alls cost it beside them: interference.)
-    const double backward_a2a = a2a - hides * std::min(a2a, fc) + hides * (beside(bc + recomputed, a2a) - std::max(bc + recomputed, a2a));
-    const double f = fc + a2a - hides * std::min(a2a, bc + recomputed) + hides * (beside(fc, a2a) - std::max(fc, a2a));
+    // (What the paired pass's all-to-alls cost it beside them: interference; and its
+    // tensor-parallel collectives, but Transformer Engine's, whose forms price it.)
+    const double paired_tp = hides > 0.0 && !(p.tp_comm_overlap.on && p.tp > 1) ? layer_ars : 0.0;
+    const double backward_a2a = a2a - hides * std::min(a2a, fc) + hides * (beside(bc + recomputed, a2a) - std::max(bc + recomputed, a2a)) +
+                                hides * slowed(fc - paired_tp, paired_tp);
+    const double f = fc + a2a - hides * std::min(a2a, bc + recomputed) + hides * (beside(fc, a2a) - std::max(fc, a2a)) +
+                     hides * slowed(bc + recomputed - paired_tp, paired_tp);
     double plain = bc + backward_a2a;
     // (Under expert parallelism the MLP's weight gradients come before its all-to-alls:
     // none runs beside its collective.)

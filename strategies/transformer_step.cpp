@@ -479,10 +479,15 @@ class StepLowering {
   // `share` of the group's all-reduce time (and traffic) on its tensor-parallel stream
   // after `after` (and `also`); `counted`: the collective's count goes with this task (the
   // two halves of a sequence-parallel pair count once).
-  TaskId tp_collective(std::size_t grp, double share, TaskId after, TaskId also, const char* name, bool counted) {
+  // Under combined 1F1B a collective may run beside the paired pass's compute, which it
+  // slows (interference; not Transformer Engine's pieces, `beside_gemm`, whose closed
+  // forms price it).
+  TaskId tp_collective(std::size_t grp, double share, TaskId after, TaskId also, const char* name, bool counted,
+                       bool beside_gemm = false) {
     if (counted) ++out_.tp_collectives;
     tp_uses_[grp] += share;
     const TaskId task = g_.add(Compute{out_.tp_comm[grp], Seconds(tp_cost_[grp].time * share), Flops(0.0)}, name).id();
+    if (slow_ > 0.0 && p_.combined_1f1b() && !beside_gemm) g_.add_interference(task, out_.compute[grp]);
     g_.add_edge(after, task);
     if (also.valid()) g_.add_edge(also, task);
     return task;
@@ -508,7 +513,8 @@ class StepLowering {
     }
     const TaskId before = compute_task(grp, total - weight, t, name, ready);
     const TaskId comm = tp_collective(grp, share, before, TaskId(), comm_name, true);
-    if (slow_ > 0.0) g_.add_interference(comm, out_.compute[grp]);  // (NCCL's kernels beside the GEMM)
+    // (NCCL's kernels beside the GEMM; tp_collective coupled it already under combined 1F1B.)
+    if (slow_ > 0.0 && !p_.combined_1f1b()) g_.add_interference(comm, out_.compute[grp]);
     const TaskId grad = compute_task(grp, weight, before, weight_name, TaskId());
     out_.tp_overlaps[grp].emplace_back(comm, grad);
     const TaskId done = g_.add(Marker{}, "half layer backward done").id();
@@ -523,7 +529,7 @@ class StepLowering {
   // exposed communication). `counted`: as tp_collective's.
   TaskId ub_piece(std::size_t grp, const UbPiece& u, TaskId t, TaskId ready, const char* gemm_name, const char* comm_name,
                   bool counted) {
-    const TaskId comm = tp_collective(grp, u.share, t, ready, comm_name, counted);
+    const TaskId comm = tp_collective(grp, u.share, t, ready, comm_name, counted, true);
     const TaskId gemm = compute_task(grp, Seconds(u.gemm), t, gemm_name, ready);
     out_.tp_overlaps[grp].emplace_back(comm, gemm);
     const TaskId done = g_.add(Marker{}, "overlapped GEMM done").id();
@@ -999,7 +1005,10 @@ class StepLowering {
     const TaskId a = g_.add(Compute{out_.amax, Seconds(it->second), Flops(0.0)}, "amax all-reduce").id();
     g_.add_edge(t, a);
     out_.amax_s[grp] += it->second;
-    if (p_.combined_1f1b()) out_.amax_tasks[grp].push_back(a);
+    if (p_.combined_1f1b()) {
+      out_.amax_tasks[grp].push_back(a);
+      if (slow_ > 0.0) g_.add_interference(a, out_.compute[grp]);  // (beside the paired pass)
+    }
     return a;
   }
 

@@ -52,8 +52,10 @@
 // compute stream slowed; likewise both ends of a pipeline send under plan.overlap_p2p
 // (without it the sender waits for the send, and the receiver in Megatron too), and a
 // stage's stream while its tensor-parallel collective runs beside a weight gradient
-// (plan.overlap_tp_backward). Transformer Engine's overlap (tp_comm_overlap) prices the
-// slowdown in its closed forms instead; FP8's amax reductions run in line.
+// (plan.overlap_tp_backward), and under combined 1F1B (plan.overlap_ep_comm) its
+// tensor-parallel collectives and amax reductions, which may run beside the paired pass.
+// Transformer Engine's overlap (tp_comm_overlap) prices the slowdown in its closed forms
+// instead; otherwise FP8's amax reductions run in line.
 #pragma once
 
 #include <cstdint>

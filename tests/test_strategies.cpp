@@ -4552,8 +4552,10 @@ TEST_CASE("interference: communication beside a stage's compute slows it for as 
   // slows what: every data-parallel collective the stream's devices take part in
   // (gradient buckets, the updated weights' gathers, ZeRO-3's gathers and scatters),
   // pipeline sends at both ends under overlap_p2p and none without it, a tensor-parallel
-  // collective beside its weight gradient under overlap_tp_backward, never Transformer
-  // Engine's overlapped pieces (their closed forms price it). Without the slowdown
+  // collective beside its weight gradient under overlap_tp_backward, every tensor-parallel
+  // collective under combined 1F1B (a mixture of experts with overlap_ep_comm: they may
+  // run beside the paired pass), never Transformer Engine's overlapped pieces (their
+  // closed forms price it). Without the slowdown
   // (without_interference) the graph holds none. The estimate's change from interference
   // follows the replay's to 35% of it.
   StepRig rig("dgx-h100", 2);
@@ -4571,7 +4573,12 @@ TEST_CASE("interference: communication beside a stage's compute slows it for as 
   tpb.dp = 2, tpb.tp = 8, tpb.global_batch = 8, tpb.overlap_tp_backward = true, tpb.overlap_grad_reduce = true;
   ParallelPlan ub = il;  // Transformer Engine's overlap, sends waited for
   ub.tp_comm_overlap.on = true, ub.overlap_p2p = false;
-  for (const ParallelPlan* p : {&il, &z3, &tpb, &ub}) {
+  const TransformerConfig moe = small_moe();
+  ParallelPlan comb;  // combined 1F1B: tp collectives and all-to-alls beside the paired pass
+  comb.dp = 8, comb.tp = 2, comb.ep = 8, comb.global_batch = 32, comb.sequence_parallel = true;
+  comb.dp_mode = DataParallelMode::kZero1, comb.overlap_ep_comm = true;
+  for (const auto& [model, p] : {std::pair{&m, &il}, std::pair{&m, &z3}, std::pair{&m, &tpb}, std::pair{&m, &ub}, std::pair{&moe, &comb}}) {
+    const TransformerConfig& m = *model;
     for (NetworkModelKind net : {NetworkModelKind::kAnalytical, NetworkModelKind::kFlow}) {
       CAPTURE(describe_plan(*p));
       CAPTURE(static_cast<int>(net));
@@ -4593,14 +4600,14 @@ TEST_CASE("interference: communication beside a stage's compute slows it for as 
         // (Transformer Engine's pieces run on the tp streams: only overlap_tp_backward's
         // collectives there slow a stream.)
         if (const auto* c = std::get_if<Compute>(&s.graph.kind(TaskId(t))); c != nullptr && tp_streams.count(c->stream.value)) {
-          CHECK(p->overlap_tp_backward);
+          CHECK((p->overlap_tp_backward || p->combined_1f1b()));
         }
         for (std::uint32_t stream : streams) CHECK(std::find(s.compute.begin(), s.compute.end(), ResourceId(stream)) != s.compute.end());
         if (name.rfind("send", 0) == 0) CHECK(streams.size() == 2);  // both ends
       }
       const bool sends = names.count("send activations") + names.count("send gradients") > 0;
       CHECK(sends == (p->overlap_p2p && p->pp > 1));
-      CHECK((names.count("tp reduce-scatter") + names.count("tp all-reduce") > 0) == p->overlap_tp_backward);
+      CHECK((names.count("tp reduce-scatter") + names.count("tp all-reduce") > 0) == (p->overlap_tp_backward || p->combined_1f1b()));
       ResourceUsage usage;
       StartEnd times;
       Observer* obs[] = {&usage, &times};
