@@ -146,12 +146,11 @@ class SbpLowering {
         const auto first = static_cast<std::uint32_t>(g_.size());
         const LoweredCollective c = lower_collective(g_, out_.network, group, spec, analytical_ ? &fabric_ : nullptr);
         ++out_.collectives;
-        for (std::uint32_t t = first; t < g_.size() && slow_ > 0.0; ++t) {
-          if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t)))) {
-            for (const std::uint32_t end : {x->src.value, x->dst.value}) {
-              if (const auto s = stream_of_.find(end); s != stream_of_.end()) g_.add_interference(TaskId(t), s->second);
-            }
-          }
+        if (slow_ > 0.0) {
+          g_.add_transfer_interference(TaskId(first), [&](std::uint32_t end) {
+            const auto s = stream_of_.find(end);
+            return s == stream_of_.end() ? ResourceId() : s->second;
+          });
         }
         for (std::size_t p : members) {
           g_.add_edge(last[p], c.start);

@@ -1388,12 +1388,7 @@ class StepLowering {
     const LoweredCollective c = lower_collective(g_, out_.network, ch.group, ch.spec,
                                                  in_.network == NetworkModelKind::kAnalytical ? in_.fabric : nullptr);
     out_.transfers += c.transfers;
-    for (std::uint32_t t = first; t < g_.size() && slow_ > 0.0; ++t) {
-      if (const auto* x = std::get_if<Transfer>(&g_.kind(TaskId(t)))) {
-        slows(TaskId(t), NodeId(x->src.value));
-        slows(TaskId(t), NodeId(x->dst.value));
-      }
-    }
+    if (slow_ > 0.0) g_.add_transfer_interference(TaskId(first), [&](std::uint32_t end) { return stream_of(NodeId(end)); });
     if (first_device) {
       const std::uint32_t n0 = node(rank(0, 0, 0)).value;
       for (std::uint32_t t = first; t < g_.size(); ++t) {
@@ -1409,13 +1404,19 @@ class StepLowering {
   // stream standing for r (when r's replica is lowered) is slowed (interference).
   void slows(TaskId t, NodeId r) {
     if (slow_ <= 0.0) return;
-    if (auto it = stream_of_.find(r.value); it != stream_of_.end()) {
+    if (const ResourceId s = stream_of(r); s.valid()) {
       // (A stream named twice for one task would be counted twice and slowed once; the
       // check against the last entry keeps the graph lean where it is cheap.)
       const auto& v = g_.interference();
-      if (!v.empty() && v.back().task == t && v.back().stream == it->second) return;
-      g_.add_interference(t, it->second);
+      if (!v.empty() && v.back().task == t && v.back().stream == s) return;
+      g_.add_interference(t, s);
     }
+  }
+  // The compute stream standing for device `r` (with interference, when its replica is
+  // lowered), else an invalid id.
+  ResourceId stream_of(NodeId r) const {
+    const auto it = stream_of_.find(r.value);
+    return it == stream_of_.end() ? ResourceId() : it->second;
   }
 
   const TrainingStepInputs& in_;

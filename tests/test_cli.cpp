@@ -4199,7 +4199,6 @@ TEST_CASE("simulation.interference: communication beside the compute slows it un
     CHECK(without.at(i).at("breakdown").at("compute_parts_s").at("interference").get<double>() == 0.0);
     CHECK(with.at(i).at("step_time_s").get<double>() > without.at(i).at("step_time_s").get<double>());
   }
-  const auto r = ddlsim_cmd({"run", "--set", "simulation.interference=1"});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim run: simulation.interference: expected true or false, got 1\n");
+  expect_exact_errors({{{"run", "--set", "simulation.interference=1"},
+                        "ddlsim run: simulation.interference: expected true or false, got 1\n"}});
 }

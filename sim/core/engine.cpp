@@ -237,8 +237,7 @@ class Replayer {
   // every stream it names must be a ComputeStream.
   void prepare_interference() {
     slows_bits_.assign((g_.size() + 63) / 64, 0);
-    for (const auto& x : g_.interference()) {
-      if (x.task.value >= g_.size()) throw ReplayError("interference names task " + std::to_string(x.task.value) + ", which does not exist");
+    for (const auto& x : g_.interference()) {  // (TaskGraph::add_interference checked the tasks)
       if (x.stream.value >= streams_.size() || streams_[x.stream.value] == nullptr) {
         throw ReplayError(describe(g_, x.task) + " slows resource " + std::to_string(x.stream.value) +
                           ", which is not a compute stream");

@@ -84,6 +84,19 @@ class TaskGraph {
     ResourceId stream;
   };
   void add_interference(TaskId t, ResourceId stream);
+  /// Every transfer task from `first` on (a collective just lowered) slows the streams
+  /// `stream_of(endpoint value)` gives for its source and destination (an invalid id:
+  /// none there).
+  template <class F>
+  void add_transfer_interference(TaskId first, F&& stream_of) {
+    for (std::uint32_t t = first.value; t < kinds_.size(); ++t) {
+      const auto* x = std::get_if<Transfer>(&kinds_[t]);
+      if (x == nullptr) continue;
+      for (const std::uint32_t end : {x->src.value, x->dst.value}) {
+        if (const ResourceId s = stream_of(end); s.valid()) add_interference(TaskId(t), s);
+      }
+    }
+  }
   [[nodiscard]] const std::vector<Interference>& interference() const { return interference_; }
 
   /// Calls f(TaskId successor) for each successor of t, in the order the edges were added.
