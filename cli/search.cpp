@@ -44,6 +44,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   if (buckets && p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / kMiB;
   if (buckets && p.overlap_grad_reduce != defaults.overlap_grad_reduce) j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (p.align_param_gather) j["align_param_gather"] = true;
   if (p.overlap_p2p != defaults.overlap_p2p) j["overlap_p2p"] = p.overlap_p2p;
   if (p.overlap_tp_backward != defaults.overlap_tp_backward) j["overlap_tp_backward"] = p.overlap_tp_backward;
   if (p.tp_comm_overlap.on) {

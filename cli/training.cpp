@@ -381,6 +381,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * kMiB;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
   p.overlap_param_gather = o.boolean_or("overlap_param_gather", false);
+  p.align_param_gather = o.boolean_or("align_param_gather", false);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);
   p.overlap_tp_backward = o.boolean_or("overlap_tp_backward", false);
   if (o.has("tp_comm_overlap")) read_tp_comm_overlap(o, accelerator_of(s), p.tp_comm_overlap);

@@ -95,6 +95,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   }
   p.dp_mode = mode;
   p.overlap_param_gather = space.framework.overlap_param_gather && mode == DataParallelMode::kZero1 && p.overlap_grad_reduce;
+  p.align_param_gather = space.framework.align_param_gather && p.overlap_param_gather && p.virtual_stages > 1;
   p.recompute = rc;
   p.sequence_parallel = tp > 1 && model.seq % tp == 0;
   // (TE's userbuffers overlap where the plan can run it: sequence parallelism, no
@@ -769,12 +770,15 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                expert_collective(CollectiveOp::kAllGather, gathered_weight_bytes(stage_experts, fullest->fp8_expert_weights, p, model.dtype));
     }
     // overlap_param_gather: the gathers run bucket by bucket beside the next step's
-    // forwards; the first bucket's shows (at most a bucket's share of the stage's).
+    // forwards; the first bucket's shows (at most a bucket's share of the stage's), or
+    // with align_param_gather the first model chunk's (dispatched at the step's start).
     // (A bucket holds whole units: the embedding's alone on the first stage.)
     const double gather_full = gather;
     if (p.overlap_param_gather) {
       const double first = (fullest_stage == 0 ? c.first_params : c.layer_params) * reduced_gradient_bytes(p, model.dtype);
-      gather *= std::min(1.0, std::max(p.bucket_bytes, first) / std::max(1.0, grads + expert_grads));
+      const double all = std::max(1.0, grads + expert_grads);
+      const double shown = p.align_param_gather ? all / p.virtual_stages : first;
+      gather *= std::min(1.0, std::max(p.bucket_bytes, shown) / all);
     }
     // (The next step's forwards beside the gathers, and the backward beside the
     // reduction's buckets but the last, are slowed by them: interference.)
@@ -817,7 +821,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.tp_only_amax, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_param_gather, p.align_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.tp_only_amax, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };

@@ -989,6 +989,20 @@ class StepLowering {
     out_.last_backward[grp] = last_exit;
   }
 
+  // align_param_gather: where stage i dispatches the gathers of its model chunk c, the
+  // entry of its forward of virtual micro-batch (c - 1) x group - i, the interleaved
+  // schedule's forward_step_helper dispatching chunk c when that index plus the stage's
+  // is chunk c - 1's first (within the first group: chunk c - 1's micro-batch 0 on the
+  // first stage, chunk c - 2's micro-batch group - i on stage i); none (the step's start)
+  // for chunks 0 and 1. (The forwards of replica 0: the gathers serve every replica.)
+  TaskId chunk_dispatch(int i, int c) const {
+    if (c < 2) return TaskId();
+    const int group = p_.group_size();
+    const int chunk = i == 0 ? c - 1 : c - 2, mb = i == 0 ? 0 : group - i;
+    const auto e = entries_.find({0, chunk * p_.pp + i, mb, true});
+    return e != entries_.end() ? e->second : entries_.at({0, (c - 1) * p_.pp + i, 0, true});
+  }
+
   // Stage i's amax reduction at the end of a pass after `t`, in line (stage_costs.hpp,
   // amax_reduction_bytes: the amaxes of all the stage's layers, each chunk's).
   TaskId amax_reduction(std::size_t grp, int i, bool forward, TaskId t) {
@@ -1120,10 +1134,11 @@ class StepLowering {
         // bucket in forward order (the last produced first), one after another from the
         // step's start, each unit's first forward waiting for its bucket, the next bucket's
         // gather dispatched when the forwards reach this one (Megatron-Core's forward
-        // pre-hook fetches one bucket ahead). (fp8_params' FP8 weights, the layers' linear
-        // ones, shared over the layers' buckets by their parameters. Lowered before the
-        // gradients' reductions: a communicator runs its collectives in the order they are
-        // lowered.)
+        // pre-hook fetches one bucket ahead), or with align_param_gather a model chunk's
+        // buckets when the forwards reach the chunk before it (chunk_dispatch). (fp8_params'
+        // FP8 weights, the layers' linear ones, shared over the layers' buckets by their
+        // parameters. Lowered before the gradients' reductions: a communicator runs its
+        // collectives in the order they are lowered.)
         const DeviceMemory fp8 = held.empty() ? DeviceMemory{} : held[static_cast<std::size_t>(i)];
         double layer_dense = 0.0;
         for (const Contribution& c : produced_by_0) layer_dense += c.layer ? c.params - c.experts : 0.0;
@@ -1141,9 +1156,14 @@ class StepLowering {
               stage_experts > 0.0 ? gathered_weight_bytes(experts, fp8.fp8_expert_weights * experts / stage_experts, p_, m_.dtype) : 0.0;
           const TaskId start = g_.add(Marker{}, "gather updated weights").id();
           if (previous.valid()) g_.add_edge(previous, start);
-          if (reached.valid()) g_.add_edge(reached, start);
           // (The bucket's first unit in forward order is its last produced.)
-          const auto first = param_waits_.find({0, produced_by_0[b->second - 1].s, produced_by_0[b->second - 1].fj});
+          const Contribution& lead = produced_by_0[b->second - 1];
+          if (p_.align_param_gather) {
+            if (const TaskId dispatch = chunk_dispatch(i, lead.s / p_.pp); dispatch.valid()) g_.add_edge(dispatch, start);
+          } else if (reached.valid()) {
+            g_.add_edge(reached, start);
+          }
+          const auto first = param_waits_.find({0, lead.s, lead.fj});
           reached = first != param_waits_.end() ? first->second.second : TaskId();
           const TaskId gathered = g_.add(Marker{}, "bucket's weights gathered").id();
           g_.add_edge(start, gathered);

@@ -2131,6 +2131,8 @@ TEST_CASE("training scenarios: bad input is one line naming the JSON path, statu
       {"strategies.1.overlap_p2p=1", "strategies.1.overlap_p2p: expected true or false, got 1"},
       {"strategies.1.overlap_tp_backward=1", "strategies.1.overlap_tp_backward: expected true or false, got 1"},
       {"strategies.1.overlap_param_gather=1", "strategies.1.overlap_param_gather: expected true or false, got 1"},
+      {"strategies.1.align_param_gather=1", "strategies.1.align_param_gather: expected true or false, got 1"},
+      {"strategies.1.align_param_gather=true", "strategies.1: align_param_gather needs overlap_param_gather (the gathers it dispatches)"},
       {"strategies.0.overlap_param_gather=true", "strategies.0: overlap_param_gather applies to zero 1 (Megatron-Core's distributed optimizer: the all-gather of the updated weights)"},
       {"workload.parallel_layers=1", "workload.parallel_layers: expected true or false, got 1"},
       {"strategies.1.recompute_layers=2", "strategies.1.recompute_layers: applies to full recomputation only (set \"recompute\": \"full\")"},
@@ -4053,7 +4055,8 @@ TEST_CASE("fp8_params: FP8 layers' weights in FP8 alone, gathered in 1 byte, and
       {{"run", f, "--set", "workload.gemm_dtype=null"},
        "ddlsim run: strategies.0: fp8_params needs FP8 GEMMs (workload gemm_dtype \"fp8\"): it keeps their weights in FP8\n"},
       {{"run", f, "--set", "strategies.0.zero=3", "--set", "strategies.0.overlap_grad_reduce=null", "--set",
-        "strategies.0.bucket_mib=null", "--set", "strategies.0.overlap_param_gather=null"},
+        "strategies.0.bucket_mib=null", "--set", "strategies.0.overlap_param_gather=null", "--set",
+        "strategies.0.align_param_gather=null"},
        "ddlsim run: strategies.0: fp8 GEMMs (workload gemm_dtype) under ZeRO-3 are not modelled (zero 0, 1 or 2)\n"},
       {{"run", f, "--set", "strategies.0.master_weights=\"remainders\""},
        "ddlsim run: strategies.0: master_weights \"remainders\" completes bf16 weights to fp32; with fp8_params the weights "

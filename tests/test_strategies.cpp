@@ -4429,6 +4429,69 @@ TEST_CASE("overlap_param_gather: the updated weights' all-gather runs beside the
   CHECK(plan_problem(z, m, 32) == "overlap_param_gather applies to zero 1 (Megatron-Core's distributed optimizer: the all-gather of the updated weights)");
 }
 
+TEST_CASE("align_param_gather: a model chunk's weights gathered while the forwards run the chunk before it") {
+  // Expected on 4 DGX H100 (tp 8 x dp 2 x pp 2, a 16-layer GPT of hidden 8192 interleaved
+  // over 4 two-layer chunks per stage, micro-batches of one 1,024-token sequence, ZeRO-1,
+  // each layer its own bucket): a layer's weights on a tp rank (201 MB) take about 2 ms to
+  // gather over the data-parallel pair of servers, its forward about 1.2 ms (host
+  // dispatch most of it). One bucket ahead (Megatron-Core's forward pre-hook), a chunk's
+  // second layer is gathered only once its first forward reaches the first, so that
+  // forward waits about 0.9 ms for it, in every chunk. With align_param_gather the
+  // gathers of chunks 0 and 1 start with the step and those of chunk c >= 2 when the
+  // stage runs its forward of virtual micro-batch (c - 1) x 2 - i, two forwards (about
+  // 4.8 ms) before chunk c's first, more than its 4 ms of gathers: no forward of a chunk
+  // past the first two waits for its weights, and the step is shorter. Refused without
+  // overlap_param_gather and without the interleaved schedule.
+  StepRig rig("dgx-h100", 4);
+  const TransformerConfig m = gpt_config("g", 16, 8192, 64, 1024, 32000);
+  ParallelPlan p;
+  p.tp = 8, p.dp = 2, p.pp = 2, p.global_batch = 16, p.micro_batch = 1, p.sequence_parallel = true;
+  p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = 4;
+  p.dp_mode = DataParallelMode::kZero1, p.overlap_grad_reduce = true, p.overlap_param_gather = true;
+  p.bucket_bytes = 8.0 * kMiB;
+  // What each unit's first forward waited for its weights, per stage in lowering order
+  // (its chunks' first forwards in order, two layers each: stage 0's first chunk with the
+  // embedding before them, stage 1's last with the output layer after them).
+  auto waits = [&](const ParallelPlan& plan, double& step) {
+    LoweredTrainingStep s = rig.lower(m, plan);
+    const StartEnd times = replay_times(rig, s);
+    step = 0.0;
+    for (const auto& [start, end] : times.at) step = std::max(step, end);
+    std::vector<std::vector<double>> w;
+    for (const auto& stage : s.param_waits) {
+      w.emplace_back();
+      for (const auto& [before, gathered] : stage) {
+        w.back().push_back(std::max(0.0, times.at[gathered.value].second - times.at[before.value].second));
+      }
+    }
+    return w;
+  };
+  double t_ahead = 0.0, t_aligned = 0.0;
+  const auto ahead = waits(p, t_ahead);
+  ParallelPlan a = p;
+  a.align_param_gather = true;
+  REQUIRE(plan_problem(a, m, 32).empty());
+  const auto aligned = waits(a, t_aligned);
+  REQUIRE(ahead.size() == 4);  // (both replicas' stages, replica 0's first)
+  REQUIRE(aligned.size() == 4);
+  for (int i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    const auto& w = aligned[static_cast<std::size_t>(i)];
+    REQUIRE(w.size() == 9u);  // 8 layers and the embedding (stage 0) or the output layer (stage 1)
+    const std::size_t first_two = i == 0 ? 5 : 4;  // the units of chunks 0 and 1
+    for (std::size_t u = first_two; u < w.size(); ++u) CHECK(w[u] == 0.0);
+    // One bucket ahead, each chunk's second layer waits for about half its gather.
+    CHECK(ahead[static_cast<std::size_t>(i)][first_two + 1] > 0.5e-3);
+  }
+  CHECK(t_aligned < t_ahead);
+  ParallelPlan z = a;
+  z.overlap_param_gather = false;
+  CHECK(plan_problem(z, m, 32) == "align_param_gather needs overlap_param_gather (the gathers it dispatches)");
+  z = a;
+  z.schedule = PipelineSchedule::k1F1B, z.virtual_stages = 1;
+  CHECK(plan_problem(z, m, 32) == "align_param_gather needs the interleaved schedule (it dispatches the gathers a model chunk at a time)");
+}
+
 TEST_CASE("fp8 GEMMs: each pass of a model chunk ends with its amax reduction among the stage's ranks, against closed forms") {
   // Expected (Transformer Engine's delayed scaling as Megatron-Core runs it): every
   // forward and every backward of a model chunk ends with one all-reduce of the current
