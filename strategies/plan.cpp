@@ -134,10 +134,6 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   }
   // (Megatron-Core asserts it too: the gathers go by the gradient buckets.)
   if (p.overlap_param_gather && !p.overlap_grad_reduce) return "overlap_param_gather needs overlap_grad_reduce (its buckets)";
-  if (p.align_param_gather && !p.overlap_param_gather) return "align_param_gather needs overlap_param_gather (the gathers it dispatches)";
-  if (p.align_param_gather && !(p.schedule == PipelineSchedule::kInterleaved1F1B && p.virtual_stages > 1)) {
-    return "align_param_gather needs the interleaved schedule (it dispatches the gathers a model chunk at a time)";
-  }
   if (p.tp_comm_overlap.on) {
     // (TE's userbuffers overlap all-gathers and reduce-scatters: sequence parallelism's.)
     if (!p.sequence_parallel) return "tp_comm_overlap needs sequence parallelism (sequence_parallel, tp > 1)";
@@ -198,6 +194,10 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
   if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.pp < 2) return "the interleaved schedule needs pp of at least 2";
   if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.virtual_stages < 2) {
     return "the interleaved schedule needs virtual_stages of at least 2 (1 is the 1f1b schedule)";
+  }
+  if (p.align_param_gather && !p.overlap_param_gather) return "align_param_gather needs overlap_param_gather (the gathers it dispatches)";
+  if (p.align_param_gather && p.schedule != PipelineSchedule::kInterleaved1F1B) {
+    return "align_param_gather needs the interleaved schedule (it dispatches the gathers a model chunk at a time)";
   }
   const bool interleaved = p.schedule == PipelineSchedule::kInterleaved1F1B;
   const std::int64_t chunks = static_cast<std::int64_t>(p.pp) * (interleaved ? p.virtual_stages : 1);

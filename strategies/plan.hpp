@@ -178,10 +178,12 @@ struct ParallelPlan {
   /// overlap_param_gather under the interleaved schedule: the gathers dispatched a model
   /// chunk at a time, every bucket of chunk c + 1 when the forwards reach chunk c, at the
   /// same time on every stage (the forward of virtual micro-batch c x group - stage), and
-  /// those of chunks 0 and 1 at the step's start (Megatron-Core's --align-param-gather,
-  /// and NeMo's distributed fused Adam under the interleaved schedule: both dispatch
-  /// through the schedule's param_sync_func), instead of one bucket ahead of the
-  /// forwards by the forward pre-hook.
+  /// those of chunks 0 and 1 at the step's start, instead of one bucket ahead of the
+  /// forwards by the forward pre-hook: NeMo's distributed fused Adam under the
+  /// interleaved schedule (through the schedule's param_sync_func; Megatron-Core's
+  /// --align-param-gather dispatches alike). As Apex's param sync, each dispatch first
+  /// waits for the gathers before it: the stage's first forward for all of chunk 0's,
+  /// the forward dispatching chunk c + 1 for all of chunk c's.
   bool align_param_gather = false;
   /// Pipeline sends run beside the sender's next pass (Megatron's
   /// --overlap-p2p-communication); false: the next pass waits for them, as Megatron's

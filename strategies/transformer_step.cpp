@@ -989,18 +989,17 @@ class StepLowering {
     out_.last_backward[grp] = last_exit;
   }
 
-  // align_param_gather: where stage i dispatches the gathers of its model chunk c, the
-  // entry of its forward of virtual micro-batch (c - 1) x group - i, the interleaved
-  // schedule's forward_step_helper dispatching chunk c when that index plus the stage's
-  // is chunk c - 1's first (within the first group: chunk c - 1's micro-batch 0 on the
-  // first stage, chunk c - 2's micro-batch group - i on stage i); none (the step's start)
-  // for chunks 0 and 1. (The forwards of replica 0: the gathers serve every replica.)
-  TaskId chunk_dispatch(int i, int c) const {
-    if (c < 2) return TaskId();
+  // align_param_gather: where replica d's stage i dispatches the gathers of its model
+  // chunk c, the entry of its forward of virtual micro-batch (c - 1) x group - i, the
+  // interleaved schedule's forward_step_helper dispatching chunk c when that index plus
+  // the stage's is chunk c - 1's first (within the first group, whole as plan_problem
+  // keeps it: chunk c - 1's micro-batch 0 on the first stage, chunk c - 2's micro-batch
+  // group - i on stage i); none for chunks 0 and 1 (the step's start) and past the last.
+  TaskId chunk_dispatch(int d, int i, int c) const {
+    if (c < 2 || c >= v_) return TaskId();
     const int group = p_.group_size();
     const int chunk = i == 0 ? c - 1 : c - 2, mb = i == 0 ? 0 : group - i;
-    const auto e = entries_.find({0, chunk * p_.pp + i, mb, true});
-    return e != entries_.end() ? e->second : entries_.at({0, (c - 1) * p_.pp + i, 0, true});
+    return entries_.at({d, chunk * p_.pp + i, mb, true});
   }
 
   // Stage i's amax reduction at the end of a pass after `t`, in line (stage_costs.hpp,
@@ -1144,6 +1143,7 @@ class StepLowering {
         for (const Contribution& c : produced_by_0) layer_dense += c.layer ? c.params - c.experts : 0.0;
         const auto bs = buckets(i);
         TaskId previous, reached;
+        std::map<int, TaskId> chunk_gathered;  // align_param_gather: each chunk's last bucket gathered
         for (auto b = bs.rbegin(); b != bs.rend(); ++b) {
           double params = 0.0, experts = 0.0, layers = 0.0;
           for (std::size_t j = b->first; j < b->second; ++j) {
@@ -1159,7 +1159,7 @@ class StepLowering {
           // (The bucket's first unit in forward order is its last produced.)
           const Contribution& lead = produced_by_0[b->second - 1];
           if (p_.align_param_gather) {
-            if (const TaskId dispatch = chunk_dispatch(i, lead.s / p_.pp); dispatch.valid()) g_.add_edge(dispatch, start);
+            if (const TaskId dispatch = chunk_dispatch(0, i, lead.s / p_.pp); dispatch.valid()) g_.add_edge(dispatch, start);
           } else if (reached.valid()) {
             g_.add_edge(reached, start);
           }
@@ -1182,6 +1182,17 @@ class StepLowering {
             }
           }
           previous = gathered;
+          if (p_.align_param_gather) chunk_gathered[lead.s / p_.pp] = gathered;
+        }
+        // Apex's param sync first waits for the gathers it started before (the compute
+        // stream waits for its communication stream, _finish_bucket_param_sync): the
+        // stage's first forward for all of chunk 0's (chunk 1's dispatch at the step's
+        // start), the forward that dispatches chunk c + 1 for all of chunk c's.
+        for (const auto& [c, last] : chunk_gathered) {
+          for (int d = 0; d < dpl_; ++d) {
+            const TaskId waiter = c == 0 ? entries_.at({d, i, 0, true}) : chunk_dispatch(d, i, c + 1);
+            if (waiter.valid()) g_.add_edge(last, waiter);
+          }
         }
       }
       if (p_.dp > 1 && !scatters_) {

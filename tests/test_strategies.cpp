@@ -4484,6 +4484,40 @@ TEST_CASE("align_param_gather: a model chunk's weights gathered while the forwar
     CHECK(ahead[static_cast<std::size_t>(i)][first_two + 1] > 0.5e-3);
   }
   CHECK(t_aligned < t_ahead);
+  // Where the aligned gathers start and what waits for them (replica 0; stage i's
+  // forwards are its "forward" allocations in pool i, in the order it runs them, virtual
+  // micro-batch k the k-th): chunk c >= 2's first gather starts no earlier than forward
+  // (c - 1) x 2 - i; as Apex's param sync waits for the gathers it started before, the
+  // stage's first forward starts after all of chunk 0's, and forward c x 2 - i (which
+  // dispatches chunk c + 1) after all of chunk c's. Per stage 9 buckets, in forward order:
+  // the embedding's or the output layer's and one per layer, two layers a chunk.
+  {
+    LoweredTrainingStep s = rig.lower(m, a);
+    const StartEnd times = replay_times(rig, s);
+    std::vector<std::vector<TaskId>> forwards(2);
+    std::vector<TaskId> starts, gathered;
+    for (std::uint32_t t = 0; t < s.graph.size(); ++t) {
+      const std::string_view name = s.graph.name(TaskId(t));
+      if (name == "forward") {
+        const std::uint32_t pool = std::get<Allocate>(s.graph.kind(TaskId(t))).pool.value;
+        if (pool < 2) forwards[pool].push_back(TaskId(t));
+      }
+      if (name == "gather updated weights") starts.push_back(TaskId(t));
+      if (name == "bucket's weights gathered") gathered.push_back(TaskId(t));
+    }
+    REQUIRE(starts.size() == 18);
+    REQUIRE(gathered.size() == 18);
+    for (int i = 0; i < 2; ++i) {
+      CAPTURE(i);
+      REQUIRE(forwards[static_cast<std::size_t>(i)].size() == 8 * 4);  // 8 micro-batches x 4 chunks
+      const auto fwd_start = [&](int k) { return times.at[forwards[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)].value].first; };
+      // Bucket b of chunk c (b 0 or 1) in stage i's list: after stage 0's embedding.
+      const auto bucket = [&](int c, int b) { return static_cast<std::size_t>(9 * i + (i == 0 ? 1 : 0) + 2 * c + b); };
+      for (int c = 2; c < 4; ++c) CHECK(times.at[starts[bucket(c, 0)].value].first >= fwd_start((c - 1) * 2 - i));
+      CHECK(fwd_start(0) >= times.at[gathered[bucket(0, 1)].value].second);
+      for (int c = 1; c < 3; ++c) CHECK(fwd_start(c * 2 - i) >= times.at[gathered[bucket(c, 1)].value].second);
+    }
+  }
   ParallelPlan z = a;
   z.overlap_param_gather = false;
   CHECK(plan_problem(z, m, 32) == "align_param_gather needs overlap_param_gather (the gathers it dispatches)");
