@@ -1043,7 +1043,10 @@ class StepLowering {
     double bytes = 0.0;
     for (std::size_t j = 0; j < c.size(); ++j) {
       bytes += c[j].params * reduced_gradient_bytes(p_, m_.dtype);
-      if ((p_.overlap_grad_reduce && bytes >= p_.bucket_bytes) || j + 1 == c.size()) {
+      // (A model chunk's buckets are its own: Megatron-Core's DDP wraps each chunk, and
+      // NeMo's distributed fused Adam makes each chunk's parameters buckets of their own.)
+      const bool chunk_ends = j + 1 < c.size() && c[j + 1].s != c[j].s;
+      if ((p_.overlap_grad_reduce && (bytes >= p_.bucket_bytes || chunk_ends)) || j + 1 == c.size()) {
         out.emplace_back(first, j + 1);
         first = j + 1;
         bytes = 0.0;

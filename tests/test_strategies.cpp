@@ -4429,6 +4429,35 @@ TEST_CASE("overlap_param_gather: the updated weights' all-gather runs beside the
   CHECK(plan_problem(z, m, 32) == "overlap_param_gather applies to zero 1 (Megatron-Core's distributed optimizer: the all-gather of the updated weights)");
 }
 
+TEST_CASE("interleaved: each model chunk's gradients fill buckets of their own") {
+  // Expected (Megatron-Core's DDP wraps each model chunk, with buffers and buckets of its
+  // own; NeMo starts a bucket group per chunk for its distributed fused Adam): with
+  // buckets larger than a whole stage's gradients, pp 2 x 2 chunks reduce in 4 buckets,
+  // one per chunk, where one bucket per stage would be 2; 1F1B's single chunk per stage,
+  // 2; without overlap_grad_reduce one reduction per stage after the backward, 2.
+  StepRig rig("dgx-a100", 1);
+  const TransformerConfig m = gpt_config("g", 8, 1024, 16, 512, 32000);
+  ParallelPlan p;
+  p.dp = 2, p.pp = 2, p.tp = 2, p.global_batch = 8, p.dp_mode = DataParallelMode::kZero1;
+  p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = 2;
+  p.overlap_grad_reduce = true;
+  p.bucket_bytes = 1024.0 * kMiB;
+  auto buckets = [&](const ParallelPlan& plan) {
+    REQUIRE(plan_problem(plan, m, 8).empty());
+    LoweredTrainingStep s = rig.lower(m, plan);
+    int n = 0;
+    for (std::uint32_t t = 0; t < s.graph.size(); ++t) n += s.graph.name(TaskId(t)) == "bucket ready" ? 1 : 0;
+    return n;
+  };
+  CHECK(buckets(p) == 4);
+  ParallelPlan one = p;
+  one.schedule = PipelineSchedule::k1F1B, one.virtual_stages = 1;
+  CHECK(buckets(one) == 2);
+  ParallelPlan after = p;
+  after.overlap_grad_reduce = false;
+  CHECK(buckets(after) == 2);
+}
+
 TEST_CASE("align_param_gather: a model chunk's weights gathered while the forwards run the chunk before it") {
   // Expected on 4 DGX H100 (tp 8 x dp 2 x pp 2, a 16-layer GPT of hidden 8192 interleaved
   // over 4 two-layer chunks per stage, micro-batches of one 1,024-token sequence, ZeRO-1,
