@@ -771,14 +771,15 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     }
     // overlap_param_gather: the gathers run bucket by bucket beside the next step's
     // forwards; the first bucket's shows (at most a bucket's share of the stage's), or
-    // with align_param_gather the first model chunk's (dispatched at the step's start).
-    // (A bucket holds whole units: the embedding's alone on the first stage.)
+    // with align_param_gather the first model chunk's (the stage's first forward waits for
+    // all of them). (A bucket holds whole units: the embedding's alone on the first
+    // stage.)
     const double gather_full = gather;
     if (p.overlap_param_gather) {
       const double first = (fullest_stage == 0 ? c.first_params : c.layer_params) * reduced_gradient_bytes(p, model.dtype);
       const double all = std::max(1.0, grads + expert_grads);
-      const double shown = p.align_param_gather ? all / p.virtual_stages : first;
-      gather *= std::min(1.0, std::max(p.bucket_bytes, shown) / all);
+      const double shown = p.align_param_gather ? all / p.virtual_stages : std::max(p.bucket_bytes, first);
+      gather *= std::min(1.0, shown / all);
     }
     // (The next step's forwards beside the gathers, and the backward beside the
     // reduction's buckets but the last, are slowed by them: interference.)

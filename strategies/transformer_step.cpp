@@ -990,11 +990,11 @@ class StepLowering {
   }
 
   // align_param_gather: where replica d's stage i dispatches the gathers of its model
-  // chunk c, the entry of its forward of virtual micro-batch (c - 1) x group - i, the
-  // interleaved schedule's forward_step_helper dispatching chunk c when that index plus
-  // the stage's is chunk c - 1's first (within the first group, whole as plan_problem
-  // keeps it: chunk c - 1's micro-batch 0 on the first stage, chunk c - 2's micro-batch
-  // group - i on stage i); none for chunks 0 and 1 (the step's start) and past the last.
+  // chunk c: the entry of its forward k = (c - 1) x group - i (the interleaved schedule's
+  // forward_step_helper dispatches chunk c when k + i is chunk c - 1's first virtual
+  // micro-batch). Within the first group, whole as plan_problem keeps it, forward k is
+  // chunk c - 1's micro-batch 0 on stage 0 and chunk c - 2's micro-batch group - i on
+  // stage i > 0. None for chunks 0 and 1 (the step's start) and past the last.
   TaskId chunk_dispatch(int d, int i, int c) const {
     if (c < 2 || c >= v_) return TaskId();
     const int group = p_.group_size();
@@ -1161,8 +1161,9 @@ class StepLowering {
           if (previous.valid()) g_.add_edge(previous, start);
           // (The bucket's first unit in forward order is its last produced.)
           const Contribution& lead = produced_by_0[b->second - 1];
+          const int chunk = lead.s / p_.pp;
           if (p_.align_param_gather) {
-            if (const TaskId dispatch = chunk_dispatch(0, i, lead.s / p_.pp); dispatch.valid()) g_.add_edge(dispatch, start);
+            if (const TaskId dispatch = chunk_dispatch(0, i, chunk); dispatch.valid()) g_.add_edge(dispatch, start);
           } else if (reached.valid()) {
             g_.add_edge(reached, start);
           }
@@ -1185,7 +1186,7 @@ class StepLowering {
             }
           }
           previous = gathered;
-          if (p_.align_param_gather) chunk_gathered[lead.s / p_.pp] = gathered;
+          if (p_.align_param_gather) chunk_gathered[chunk] = gathered;
         }
         // Apex's param sync first waits for the gathers it started before (the compute
         // stream waits for its communication stream, _finish_bucket_param_sync): the

@@ -1837,7 +1837,7 @@ TEST_CASE("ddlsim run: the zero-bubble schedule does 1F1B's work in a shorter st
 TEST_CASE("ddlsim search --schedules sets the grid's pipeline schedules") {
   // Expected: with --schedules zero-bubble every grid plan (all replayed) with pp > 1 runs it
   // (and a plan without a pipeline says 1f1b); the default grid tries 1f1b and
-  // interleaved only; bad lists are refused with the name given.
+  // interleaved only. (Bad lists: the next test case.)
   Scratch s;
   const std::string f = s.write("t.json", kTraining);
   auto schedules = [&](std::vector<std::string> extra) {
@@ -1859,6 +1859,36 @@ TEST_CASE("ddlsim search --schedules sets the grid's pipeline schedules") {
   CHECK(zb.count("interleaved") == 0);
   for (const std::string& x : zb) CHECK((x == "zero-bubble" || x == "pp1:1f1b"));
   CHECK(schedules({}).count("zero-bubble") == 0);
+  // --orders tp-dp-pp: every replayed grid plan with a pipeline and data parallelism
+  // takes that order, and says so in its JSON.
+  const auto o = ddlsim_cmd({"search", f, "--json", "--replay", "10000", "--network", "analytical", "--orders", "tp-dp-pp"});
+  REQUIRE(o.status == 0);
+  std::size_t ordered = 0;
+  const auto ordered_plans = nlohmann::json::parse(o.out);
+  for (const auto& plan : ordered_plans.at("ranked")) {
+    if (plan.at("baseline").get<bool>() || plan.at("pp").get<int>() == 1 || plan.at("dp").get<int>() == 1) continue;
+    CHECK(plan.at("order") == nlohmann::json::array({"tp", "dp", "pp"}));
+    ++ordered;
+  }
+  CHECK(ordered > 0);
+  // With --virtual-stages 3 the interleaved plans replayed have v = 3 (megatron-1.7b's
+  // 24 layers: pp 2 x 3 chunks divide them), none v = 2.
+  const auto r = ddlsim_cmd({"search", f, "--json", "--replay", "10000", "--network", "analytical", "--virtual-stages", "3"});
+  REQUIRE(r.status == 0);
+  std::set<int> chunks;
+  const auto ranked = nlohmann::json::parse(r.out);
+  for (const auto& plan : ranked.at("ranked")) {
+    if (!plan.at("baseline").get<bool>() && plan.at("schedule") == "interleaved") chunks.insert(plan.at("virtual_stages").get<int>());
+  }
+  CHECK(chunks == std::set<int>{3});
+}
+
+TEST_CASE("search's list options refuse a bad list in one line: --schedules --virtual-stages --orders --cp") {
+  // Expected: each bad list or misplaced option is refused with one line naming the option
+  // and the value at fault, status 2, before any plan is priced. (Apart from the whole grids
+  // above, so that the sanitizer build, which leaves those out, runs these.)
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
   expect_exact_errors({
       {{"search", f, "--schedules", "1f1b,zb"},
        "ddlsim search: --schedules: expected a comma-separated list of 1f1b, interleaved, zero-bubble and gpipe, got 'zb'\n"},
@@ -1894,28 +1924,6 @@ TEST_CASE("ddlsim search --schedules sets the grid's pipeline schedules") {
       {{"search", f, "--orders", "dp-pp-tp,dp-pp-tp"}, "ddlsim search: --orders: 'dp-pp-tp' given twice\n"},
       {{"search", f, "--method", "mcmc", "--orders", "tp-dp-pp"}, "ddlsim search: --orders: applies to --method grid, not mcmc\n"},
   });
-  // --orders tp-dp-pp: every replayed grid plan with a pipeline and data parallelism
-  // takes that order, and says so in its JSON.
-  const auto o = ddlsim_cmd({"search", f, "--json", "--replay", "10000", "--network", "analytical", "--orders", "tp-dp-pp"});
-  REQUIRE(o.status == 0);
-  std::size_t ordered = 0;
-  const auto ordered_plans = nlohmann::json::parse(o.out);
-  for (const auto& plan : ordered_plans.at("ranked")) {
-    if (plan.at("baseline").get<bool>() || plan.at("pp").get<int>() == 1 || plan.at("dp").get<int>() == 1) continue;
-    CHECK(plan.at("order") == nlohmann::json::array({"tp", "dp", "pp"}));
-    ++ordered;
-  }
-  CHECK(ordered > 0);
-  // With --virtual-stages 3 the interleaved plans replayed have v = 3 (megatron-1.7b's
-  // 24 layers: pp 2 x 3 chunks divide them), none v = 2.
-  const auto r = ddlsim_cmd({"search", f, "--json", "--replay", "10000", "--network", "analytical", "--virtual-stages", "3"});
-  REQUIRE(r.status == 0);
-  std::set<int> chunks;
-  const auto ranked = nlohmann::json::parse(r.out);
-  for (const auto& plan : ranked.at("ranked")) {
-    if (!plan.at("baseline").get<bool>() && plan.at("schedule") == "interleaved") chunks.insert(plan.at("virtual_stages").get<int>());
-  }
-  CHECK(chunks == std::set<int>{3});
 }
 
 TEST_CASE("ddlsim run trains a transformer on a preset cluster and reports throughput, MFU and memory") {

@@ -4545,6 +4545,14 @@ TEST_CASE("align_param_gather: a model chunk's weights gathered while the forwar
       for (int c = 2; c < 4; ++c) CHECK(times.at[starts[bucket(c, 0)].value].first >= fwd_start((c - 1) * 2 - i));
       CHECK(fwd_start(0) >= times.at[gathered[bucket(0, 1)].value].second);
       for (int c = 1; c < 3; ++c) CHECK(fwd_start(c * 2 - i) >= times.at[gathered[bucket(c, 1)].value].second);
+      // (Those waits are edges: here the gathers mostly end before the forwards anyway.)
+      const auto precedes = [&](TaskId a, int k) {
+        bool found = false;
+        s.graph.for_each_successor(a, [&](TaskId x) { found = found || x == forwards[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)]; });
+        return found;
+      };
+      CHECK(precedes(gathered[bucket(0, 1)], 0));
+      for (int c = 1; c < 3; ++c) CHECK(precedes(gathered[bucket(c, 1)], c * 2 - i));
     }
   }
   ParallelPlan z = a;
