@@ -1162,10 +1162,8 @@ class StepLowering {
           // (The bucket's first unit in forward order is its last produced.)
           const Contribution& lead = produced_by_0[b->second - 1];
           const int chunk = lead.s / p_.pp;
-          if (p_.align_param_gather) {
-            if (const TaskId dispatch = chunk_dispatch(0, i, chunk); dispatch.valid()) g_.add_edge(dispatch, start);
-          } else if (reached.valid()) {
-            g_.add_edge(reached, start);
+          if (const TaskId dispatch = p_.align_param_gather ? chunk_dispatch(0, i, chunk) : reached; dispatch.valid()) {
+            g_.add_edge(dispatch, start);
           }
           const auto first = param_waits_.find({0, lead.s, lead.fj});
           reached = first != param_waits_.end() ? first->second.second : TaskId();
