@@ -749,6 +749,19 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   const double saved = p.pp > 1 ? (p.pp - 2 + std::min(m, static_cast<double>(p.pp))) / (p.pp - 1) : 0.0;
   double step = p.schedule == PipelineSchedule::kGPipe ? all + (m - 1) * (Fmax + Bmax)
                                                        : m * (F + B) + (all - (F + B) - saved * (all_w - W)) / v;
+  // overlap_p2p hides a send behind the passes after it, but not where nothing else is
+  // ready to run: in the fill the first micro-batch's forward crosses the v x pp model
+  // chunks one after another, each waiting for the send before it, and in the drain the
+  // last one's backward crosses them back. The replays show about one such crossing
+  // (the two partly overlap other stages' passes): the estimate counts, per hop, the
+  // mean of its send on and its send back. (Without overlap_p2p every pass's sends are
+  // in F and B already.)
+  if (p.overlap_p2p && p.pp > 1) {
+    const int n = p.pp;
+    for (int s = 0; s + 1 < static_cast<int>(v) * n; ++s) {
+      step += 0.5 * (sends_between(s % n, (s + 1) % n) + sends_between((s + 1) % n, s % n));
+    }
+  }
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
     const double dense = stage_params - stage_experts;
     const double grads = dense * reduced_gradient_bytes(p, model.dtype),
@@ -775,20 +788,20 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // all of them). (A bucket holds whole units: the embedding's alone on the first
     // stage.)
     const double gather_full = gather;
-    if (p.overlap_param_gather) {
-      const double first = (fullest_stage == 0 ? c.first_params : c.layer_params) * reduced_gradient_bytes(p, model.dtype);
-      const double all = std::max(1.0, grads + expert_grads);
-      const double shown = p.align_param_gather ? all / p.virtual_stages : std::max(p.bucket_bytes, first);
-      gather *= std::min(1.0, shown / all);
-    }
+    // (The stage's first unit's bucket: produced last, reduced last, gathered first.)
+    const double first = (fullest_stage == 0 ? c.first_params : c.layer_params) * reduced_gradient_bytes(p, model.dtype);
+    const double all = std::max(1.0, grads + expert_grads), first_share = std::min(1.0, std::max(p.bucket_bytes, first) / all);
+    if (p.overlap_param_gather) gather *= p.align_param_gather ? std::min(1.0, 1.0 / p.virtual_stages) : first_share;
     // (The next step's forwards beside the gathers, and the backward beside the
     // reduction's buckets but the last, are slowed by them: interference.)
     if (p.overlap_param_gather) step += (gather_full - gather) * (slow / (1.0 + slow));
     if (p.overlap_grad_reduce) {
-      // (The backward the reduction outlasts is longer by what it lost.)
-      const double hidden = reduce * std::max(0.0, 1.0 - p.bucket_bytes / std::max(1.0, grads + expert_grads));
+      // The buckets but the last run beside the last backward, which they slow (and which
+      // is longer by what it lost); the last one, the stage's first unit's, after it, with
+      // whatever of the others the backward did not hide.
+      const double last = reduce * first_share, hidden = reduce - last;
       const double lost = slowed(B, hidden);
-      step += lost + std::max(0.0, reduce - B - lost) + gather;
+      step += lost + std::max(last, reduce - B - lost) + gather;
     } else {
       step += reduce + gather;
     }
