@@ -782,24 +782,46 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       gather = dp_collective(all_dp, CollectiveOp::kAllGather, weights) +
                expert_collective(CollectiveOp::kAllGather, gathered_weight_bytes(stage_experts, fullest->fp8_expert_weights, p, model.dtype));
     }
+    // The first stage's backward ends the step (the drain ends there), with its first
+    // units' gradients: the embedding's, a bucket of its own, and before it the first
+    // layer's bucket (at least bucket_mib), whose reductions so follow the backward. The
+    // next step's forwards start with the same units, whose weights they wait for.
+    // (Their bytes, on the first stage, without the layer's experts under expert
+    // parallelism, reduced apart.)
+    const bool first_dense = model.dense_layer(0);
+    const double layer0 = c.params_of(!first_dense) - (p.ep > 1 && !first_dense ? c.expert_params : 0.0);
+    const double rb = reduced_gradient_bytes(p, model.dtype);
+    const double bucket0 = std::max(layer0, p.bucket_bytes / rb);  // (parameters)
+    const CollectiveOp reduce_op = p.dp_mode == DataParallelMode::kAllReduce ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
+    const double last =
+        std::min(reduce, dp_collective(all_dp, reduce_op, c.first_params * rb) + dp_collective(all_dp, reduce_op, bucket0 * rb));
     // overlap_param_gather: the gathers run bucket by bucket beside the next step's
-    // forwards; the first bucket's shows (at most a bucket's share of the stage's), or
-    // with align_param_gather the first model chunk's (the stage's first forward waits for
-    // all of them). (A bucket holds whole units: the embedding's alone on the first
-    // stage.)
+    // forwards; those of the first units show (the embedding's 16-bit weights, the first
+    // layer's bucket with its FP8 ones under fp8_params), or with align_param_gather the
+    // first model chunk's (the stage's first forward waits for all of them).
     const double gather_full = gather;
-    // (The stage's first unit's bucket: produced last, reduced last, gathered first.)
-    const double first = (fullest_stage == 0 ? c.first_params : c.layer_params) * reduced_gradient_bytes(p, model.dtype);
-    const double all = std::max(1.0, grads + expert_grads), first_share = std::min(1.0, std::max(p.bucket_bytes, first) / all);
-    if (p.overlap_param_gather) gather *= p.align_param_gather ? std::min(1.0, 1.0 / p.virtual_stages) : first_share;
+    if (p.overlap_param_gather) {
+      const double layer_fp8 =
+          layers[static_cast<std::size_t>(fullest_stage)] > 0 ? fullest->fp8_weights / layers[static_cast<std::size_t>(fullest_stage)] : 0.0;
+      const double first_units = dp_collective(all_dp, CollectiveOp::kAllGather, gathered_weight_bytes(c.first_params, 0.0, p, model.dtype)) +
+                                 dp_collective(all_dp, CollectiveOp::kAllGather,
+                                               gathered_weight_bytes(bucket0, layer0 > 0.0 ? layer_fp8 * bucket0 / layer0 : 0.0, p, model.dtype));
+      // (Aligned: the embedding's and the first chunk's layers'.)
+      const double chunk0 = static_cast<double>(layers[0]) / std::max(1, p.virtual_stages) * layer0;
+      const double aligned =
+          dp_collective(all_dp, CollectiveOp::kAllGather, gathered_weight_bytes(c.first_params, 0.0, p, model.dtype)) +
+          dp_collective(all_dp, CollectiveOp::kAllGather,
+                        gathered_weight_bytes(chunk0, layer0 > 0.0 ? layer_fp8 * chunk0 / layer0 : 0.0, p, model.dtype));
+      gather = std::min(gather, p.align_param_gather ? aligned : first_units);
+    }
     // (The next step's forwards beside the gathers, and the backward beside the
     // reduction's buckets but the last, are slowed by them: interference.)
     if (p.overlap_param_gather) step += (gather_full - gather) * (slow / (1.0 + slow));
     if (p.overlap_grad_reduce) {
-      // The buckets but the last run beside the last backward, which they slow (and which
-      // is longer by what it lost); the last one, the stage's first unit's, after it, with
-      // whatever of the others the backward did not hide.
-      const double last = reduce * first_share, hidden = reduce - last;
+      // The other buckets run beside the last backward, which they slow (and which is
+      // longer by what it lost); the first units' after it, with whatever of the others
+      // the backward did not hide.
+      const double hidden = reduce - last;
       const double lost = slowed(B, hidden);
       step += lost + std::max(last, reduce - B - lost) + gather;
     } else {
