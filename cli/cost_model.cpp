@@ -14,6 +14,17 @@
 
 namespace ddlsim {
 
+double search_estimate(const TrainingScenario& s, const TrainingStrategy& t, NetworkFabric& fabric, std::string& source) {
+  if (t.sbp) {
+    source = "sbp_cost";
+    const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
+    const SbpChain chain = scenario_chain(s, t.plan.global_batch / t.sbp->micro_batches, true);
+    return sbp_cost(chain, sbp_plan_of(chain, *t.sbp, t.plan.name), devices, fabric, *s.compute).total();
+  }
+  source = "estimate_step";
+  return estimate_step(s.model, t.plan, fabric, *s.compute);
+}
+
 CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<std::string>& csv_text,
                                 const std::string& csv_name) {
   CostModelCheck out;
@@ -42,16 +53,9 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
     }
   } else {
     NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
-    const ComputeModel& compute = *s.compute;
-    const std::vector<NodeId> devices(s.cluster.accelerators().begin(), s.cluster.accelerators().end());
     for (const TrainingStrategy& t : s.strategies) {
-      CostModelRow r{t.plan.name, t.sbp ? "sbp_cost" : "estimate_step", 0, 0};
-      if (t.sbp) {
-        const SbpChain chain = scenario_chain(s, t.plan.global_batch / t.sbp->micro_batches, true);
-        r.estimate_s = sbp_cost(chain, sbp_plan_of(chain, *t.sbp, t.plan.name), devices, fabric, compute).total();
-      } else {
-        r.estimate_s = estimate_step(s.model, t.plan, fabric, compute);
-      }
+      CostModelRow r{t.plan.name, "", 0, 0};
+      r.estimate_s = search_estimate(s, t, fabric, r.source);
       todo.push_back({&t, r});
     }
   }

@@ -32,6 +32,11 @@ struct CostModelCheck {
   std::vector<std::string> not_estimated;  // the scenario's strategies the CSV has no row for
 };
 
+/// The estimate the searches rank `t` by (estimate_step, or sbp_cost for an SBP plan)
+/// on `fabric` (the scenario's cluster, analytical), in seconds per step; `source` names
+/// it ("estimate_step", "sbp_cost").
+double search_estimate(const TrainingScenario& s, const TrainingStrategy& t, NetworkFabric& fabric, std::string& source);
+
 /// Estimates (the built-in ones, or with `csv_text` the user's: a header line
 /// "scenario,strategy,predicted_step_s" and rows for strategies of this scenario, at
 /// most one each, named by `csv_name` in errors) against replays. Throws InputError

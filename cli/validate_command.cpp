@@ -65,6 +65,12 @@ device's peak memory (GiB). A measured step ran, so its plan fit its accelerator
 training case whose peak ddlsim finds over their memory is counted per model as unfit
 (a line under the table, JSON unfit), and --check fails on any.
 
+Last, the cost model over every replayed plan: the estimate the searches rank it by
+(as --cost-model gives it) against its replay, per suite and model the cases estimated
+and the mean and worst |estimate - replay| / replay (JSON and --record: estimated,
+estimate_mean_abs_error, estimate_worst_abs_error, fractions; --check holds them too
+where the record has them; --csv: estimate_s, seconds).
+
 --case N (with --suite or --measured) prints what reproduces one case outside
 validate and replays nothing: a training case's scenario as JSON (the cluster, the
 model, the one strategy, the measurement in the description), which 'ddlsim run'
@@ -117,6 +123,20 @@ void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
     if (a.refused > 0) out << "  (" << a.refused << " cases refused by ddlsim; see --csv)\n";
     if (a.unfit > 0) out << "  (" << a.unfit << " cases that ran do not fit in memory by ddlsim's model; see --csv's peak_memory_gib)\n";
   }
+  // The searches' estimate of each replayed plan against its replay (the cost-model
+  // check over the suites' plans).
+  bool any = false;
+  for (const Accuracy& a : table) any = any || a.estimated > 0;
+  if (!any) return;
+  out << "\nthe searches' estimate of each case's plan against its replay (as validate --cost-model):\n";
+  std::snprintf(nums, sizeof nums, "%9s %13s %9s\n", "estimated", "mean |err| %", "worst %");
+  out << padded("suite", 14) << " " << padded("model", w) << " " << nums;
+  for (const Accuracy& a : table) {
+    if (a.estimated == 0) continue;
+    std::snprintf(nums, sizeof nums, "%9d %13.2f %9.2f\n", a.estimated, a.estimate_mean_abs_error * 100,
+                  a.estimate_worst_abs_error * 100);
+    out << padded(a.suite, 14) << " " << padded(a.model, w) << " " << nums;
+  }
 }
 
 nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
@@ -129,6 +149,11 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
                            {"worst_abs_error", a.worst_abs_error},
                            {"kendall_tau", a.tau_defined ? nlohmann::ordered_json(a.kendall_tau) : nlohmann::ordered_json()},
                            {"pairs", a.pairs}};
+    if (a.estimated > 0) {
+      j[a.suite][a.model]["estimated"] = a.estimated;
+      j[a.suite][a.model]["estimate_mean_abs_error"] = a.estimate_mean_abs_error;
+      j[a.suite][a.model]["estimate_worst_abs_error"] = a.estimate_worst_abs_error;
+    }
   }
   return j;
 }
@@ -137,7 +162,7 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
   AtomicFile f(path);
   std::ostream& o = f.stream();
   o << "suite,index,model,case,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,cp,unit,measured,predicted,error,"
-       "refused,compute_s,exposed_tp_s,exposed_pp_s,exposed_dp_s,exposed_other_s,bubble_s,peak_memory_gib\n";
+       "refused,compute_s,exposed_tp_s,exposed_pp_s,exposed_dp_s,exposed_other_s,bubble_s,peak_memory_gib,estimate_s\n";
   for (const ValidationCase& c : cases) {
     o << c.suite << "," << c.index << "," << csv_quoted(c.model) << "," << csv_quoted(c.label) << "," << c.gpus;
     // The training setup's columns stay empty for a case without one (a collective).
@@ -152,13 +177,18 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
     // Where a replayed training step goes (empty for a collective or a refused plan).
     const auto& b = c.breakdown;
     if (b.step && c.refused.empty()) {
-      char step[256];
-      std::snprintf(step, sizeof step, ",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", b.compute_s, b.exposed_tp_s,
+      char step[320];
+      std::snprintf(step, sizeof step, ",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,", b.compute_s, b.exposed_tp_s,
                     b.exposed_pp_s, b.exposed_dp_s, b.exposed_other_s, b.bubble_s,
                     b.peak_memory_bytes / (1024.0 * 1024 * 1024));
-      o << step << "\n";
+      o << step;
+      if (b.estimate_s > 0.0) {
+        std::snprintf(step, sizeof step, "%.17g", b.estimate_s);
+        o << step;
+      }
+      o << "\n";
     } else {
-      o << ",,,,,,,\n";
+      o << ",,,,,,,,\n";
     }
   }
   f.commit();
@@ -325,8 +355,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       // Rounded to the check's slack, so that the file stays readable and stable.
       for (auto& [s, models] : j.items()) {
         for (auto& [m, a] : models.items()) {
-          for (const char* k : {"mean_abs_error", "worst_abs_error", "kendall_tau"}) {
-            if (a[k].is_number()) a[k] = std::round(a[k].get<double>() * 1e4) / 1e4;
+          for (const char* k : {"mean_abs_error", "worst_abs_error", "kendall_tau", "estimate_mean_abs_error", "estimate_worst_abs_error"}) {
+            if (a.contains(k) && a[k].is_number()) a[k] = std::round(a[k].get<double>() * 1e4) / 1e4;
           }
         }
       }

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "cli/collective_support.hpp"
+#include "cli/cost_model.hpp"
 #include "cli/training.hpp"
 #include "sim/collectives.hpp"
 #include "sim/core/engine.hpp"
@@ -145,7 +146,12 @@ double predict_scenario(ValidationCase& c, std::optional<NetworkModelKind> netwo
   try {
     TrainingScenario s = read_training_scenario(nlohmann::json::parse(c.reproduce), "");
     if (network) s.network = *network;
-    return step_of(c, run_training_strategy(s, s.strategies.front()));
+    const double step = step_of(c, run_training_strategy(s, s.strategies.front()));
+    // The searches' estimate of the same plan (on the analytical fabric, as they rank it).
+    NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
+    std::string by;
+    c.breakdown.estimate_s = search_estimate(s, s.strategies.front(), fabric, by);
+    return step;
   } catch (const InputError& e) {
     c.refused = e.what();
     return 0;
@@ -452,6 +458,12 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
       const double e = std::abs(c.error());
       a->mean_abs_error += e;
       a->worst_abs_error = std::max(a->worst_abs_error, e);
+      if (c.breakdown.step && c.breakdown.estimate_s > 0.0 && c.predicted > 0.0) {
+        const double d = std::abs(c.breakdown.estimate_s - c.predicted) / c.predicted;
+        ++a->estimated;
+        a->estimate_mean_abs_error += d;
+        a->estimate_worst_abs_error = std::max(a->estimate_worst_abs_error, d);
+      }
     }
     if (c.refused.empty() && !c.group.empty()) groups[{c.suite, c.group, c.model}].push_back(&c);
   }
@@ -481,6 +493,7 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
   for (Accuracy& a : out) {
     const int ran = a.cases - a.refused;
     if (ran > 0) a.mean_abs_error /= ran;
+    if (a.estimated > 0) a.estimate_mean_abs_error /= a.estimated;
     const Pairs& c = counts[{a.suite, a.model}];
     const double n0 = static_cast<double>(a.pairs);
     const double denominator = std::sqrt((n0 - static_cast<double>(c.tied_measured)) * (n0 - static_cast<double>(c.tied_predicted)));
@@ -520,8 +533,11 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
       JsonObject e(figures, path + ": " + suite + "." + model);
       (void)e.number("mean_abs_error", 0.0, kMaxRecordedError);
       (void)e.number("worst_abs_error", 0.0, kMaxRecordedError);
-      for (const char* key : {"cases", "refused", "unfit", "pairs"}) {
+      for (const char* key : {"cases", "refused", "unfit", "pairs", "estimated"}) {
         if (e.has(key)) (void)e.number(key, 0.0, 1e12);
+      }
+      for (const char* key : {"estimate_mean_abs_error", "estimate_worst_abs_error"}) {
+        if (e.has(key)) (void)e.number(key, 0.0, kMaxRecordedError);
       }
       if (e.has("kendall_tau") && !e.value("kendall_tau").is_null()) (void)e.number("kendall_tau", -1.0, 1.0);
       e.known("kendall_tau");
@@ -547,7 +563,9 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
       }
     };
     // Fewer cases or pairs than recorded would let a dropped bad row pass as progress.
-    for (const auto& [field, now] : {std::pair<const char*, double>{"cases", a.cases}, {"pairs", static_cast<double>(a.pairs)}}) {
+    for (const auto& [field, now] : {std::pair<const char*, double>{"cases", a.cases},
+                                     {"pairs", static_cast<double>(a.pairs)},
+                                     {"estimated", a.estimated}}) {
       if (!r.has(field)) continue;
       const double was = r.number(field, 0.0, 1e12);
       if (now != was) {
@@ -559,6 +577,11 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
     }
     worse("mean_abs_error", a.mean_abs_error, true);
     worse("worst_abs_error", a.worst_abs_error, true);
+    // The searches' estimate against the replay, where recorded.
+    for (const auto& [field, now] : {std::pair<const char*, double>{"estimate_mean_abs_error", a.estimate_mean_abs_error},
+                                     {"estimate_worst_abs_error", a.estimate_worst_abs_error}}) {
+      if (r.has(field)) worse(field, now, true);
+    }
     // None (null) where no two cases compare, or every pair is tied in one figure.
     const bool tau_recorded = r.has("kendall_tau") && !r.value("kendall_tau").is_null();
     if (a.tau_defined && tau_recorded) worse("kendall_tau", a.kendall_tau, false);

@@ -75,6 +75,9 @@ struct ValidationCase {
     double compute_s = 0, exposed_tp_s = 0, exposed_pp_s = 0, exposed_dp_s = 0, exposed_other_s = 0, bubble_s = 0;
     double peak_memory_bytes = 0;
     bool fits = true;  // the peak within the accelerators' memory
+    // The estimate the searches rank the case's plan by (cost_model.hpp search_estimate,
+    // as `validate --cost-model` gives it), in seconds per step; 0 where none was made.
+    double estimate_s = 0;
   } breakdown;
 
   [[nodiscard]] double error() const { return (predicted - measured) / measured; }  // signed fraction
@@ -106,7 +109,8 @@ void run_validation(std::vector<ValidationCase>& cases, std::optional<NetworkMod
 /// Accuracy over a set of cases: mean and worst absolute percentage error, and Kendall's
 /// tau between predicted and measured figures over the pairs of cases of one group (the
 /// same model, GPU count and global batch, differing only in their strategy): tau =
-/// (concordant - discordant) / pairs, pooled over the groups.
+/// (concordant - discordant) / pairs, pooled over the groups. Besides, how far the
+/// searches' estimate of each replayed plan lies from its replay.
 struct Accuracy {
   std::string suite, model;  // model "all" for a suite's total
   int cases = 0, refused = 0;
@@ -118,6 +122,11 @@ struct Accuracy {
   double kendall_tau = 0;  // tau-b (ties in either ranking out of its denominator)
   bool tau_defined = false;  // some pair is untied in both figures (else tau-b is 0/0)
   std::int64_t pairs = 0;
+  // The searches' estimate against the replay (not the measurement), over the cases
+  // that replayed a training step and have one: mean and worst |estimate - replay| /
+  // replay, fractions.
+  int estimated = 0;
+  double estimate_mean_abs_error = 0, estimate_worst_abs_error = 0;
 };
 
 /// Per suite and model size (in order of first appearance), then per suite "all".
@@ -126,8 +135,9 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases);
 /// The figures of `table` worse than those recorded in `recorded` (a JSON object of
 /// suites of model sizes, as `ddlsim validate --record` writes; `path` names it in the
 /// lines): a mean or worst error above, or a tau below, the recorded one by more than
-/// its rounding (1e-4), a count of cases or pairs other than the recorded one (a row
-/// dropped or added), and refused cases; one line each. Throws InputError naming the
+/// its rounding (1e-4), the same for the estimate's errors against the replay where the
+/// record has them, a count of cases, pairs or estimated cases other than the recorded
+/// one (a row dropped or added), and refused cases; one line each. Throws InputError naming the
 /// JSON path for a malformed record (checked whole first, whatever `table` holds: an
 /// unknown suite, a model's figures missing, out of range or unknown).
 std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table, const nlohmann::json& recorded,

@@ -2554,8 +2554,8 @@ TEST_CASE("validate: a replayed step's breakdown adds up to it, and --csv writes
   // Expected: the critical device's step is its compute, the communication it waits for
   // (tensor-, pipeline-, data-parallel, other) and the pipeline's bubble, so those sum to
   // the predicted step (the 1.7B GPT of Table 1, plain data parallelism: no tp, pp or
-  // bubble time). A collective has no step: its breakdown columns stay empty, 7 of them
-  // after 'refused'.
+  // bubble time). A collective has no step: its breakdown columns and its estimate stay
+  // empty, 8 of them after 'refused'.
   auto runs = ddlsim::validation_cases("public-runs");
   int seen = 0;
   for (auto& c : runs) {
@@ -2583,8 +2583,8 @@ TEST_CASE("validate: a replayed step's breakdown adds up to it, and --csv writes
   std::getline(in, row);
   CHECK(header.find(",refused,compute_s,exposed_tp_s,exposed_pp_s,exposed_dp_s,exposed_other_s,bubble_s,peak_memory_gib") !=
         std::string::npos);
-  CHECK(row.size() > 7);
-  CHECK(row.substr(row.size() - 10) == ",\"\",,,,,,,");  // refused empty, then 7 empty columns
+  CHECK(row.size() > 11);
+  CHECK(row.substr(row.size() - 11) == ",\"\",,,,,,,,");  // refused empty, then 8 empty columns
 }
 
 TEST_CASE("validate --case: what it prints reproduces the case's prediction outside validate") {
@@ -2658,6 +2658,60 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
     CHECK(e.err == "ddlsim validate: " + line + "\n");
     CHECK(e.out.empty());
   }
+}
+
+TEST_CASE("validate: every replayed plan's search estimate against its replay, as --cost-model gives it") {
+  // Expected: for each measured step (here two strategies of a scenario of one's own),
+  // the table's estimate section, --json and --record hold the mean and worst
+  // |estimate - replay| / replay computed from the very figures 'validate --cost-model'
+  // prints for the same scenario, and the CSV's estimate_s is that estimate; a record
+  // whose estimate figures are better than the run fails --check with one line naming
+  // the figure; a record without them checks nothing of the estimate.
+  Scratch s;
+  s.write("t.json", R"({"name": "mine", "cluster": {"preset": "dgx-a100", "nodes": 2}, "workload": {"model": "gpt2-large"},
+    "strategies": [{"name": "dp", "global_batch": 32, "micro_batch": 2},
+                   {"name": "ptdp", "tp": 4, "pp": 2, "global_batch": 32, "micro_batch": 1}],
+    "simulation": {"network": "analytical"}})");
+  const auto cm = ddlsim_cmd({"validate", "--cost-model", (s.dir / "t.json").string(), "--json"});
+  REQUIRE(cm.status == 0);
+  const auto rows = nlohmann::json::parse(cm.out).at("strategies");
+  REQUIRE(rows.size() == 2);
+  const double e0 = rows[0].at("estimate_s"), r0 = rows[0].at("replay_s"), e1 = rows[1].at("estimate_s"), r1 = rows[1].at("replay_s");
+  const double d0 = std::abs(e0 - r0) / r0, d1 = std::abs(e1 - r1) / r1;
+  char text[256];
+  std::snprintf(text, sizeof text, "scenario_file,strategy,measured_step_s\nt.json,dp,%.17g\nt.json,ptdp,%.17g\n", r0, r1);
+  const std::string m = s.write("m.csv", text), rec = (s.dir / "rec.json").string(), out = (s.dir / "cases.csv").string();
+  auto r = ddlsim_cmd({"validate", "--measured", m, "--json"});
+  REQUIRE(r.status == 0);
+  const auto all = nlohmann::json::parse(r.out).at("measured").at("all");
+  CHECK(all.at("estimated") == 2);
+  CHECK(all.at("estimate_mean_abs_error").get<double>() == Approx((d0 + d1) / 2).epsilon(1e-9));
+  CHECK(all.at("estimate_worst_abs_error").get<double>() == Approx(std::max(d0, d1)).epsilon(1e-9));
+  r = ddlsim_cmd({"validate", "--measured", m});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("the searches' estimate of each case's plan against its replay") != std::string::npos);
+  REQUIRE(ddlsim_cmd({"validate", "--measured", m, "--csv", out, "--record", rec}).status == 0);
+  std::ifstream csv(out);
+  std::string header, first;
+  std::getline(csv, header);
+  std::getline(csv, first);
+  CHECK(header.size() > 11);
+  CHECK(header.substr(header.size() - 11) == ",estimate_s");
+  CHECK(std::stod(first.substr(first.rfind(',') + 1)) == Approx(e0).epsilon(1e-12));
+  CHECK(ddlsim_cmd({"validate", "--measured", m, "--check", rec}).status == 0);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(rec));
+  REQUIRE(j["measured"]["all"].contains("estimate_worst_abs_error"));
+  j["measured"]["all"]["estimate_worst_abs_error"] = j["measured"]["all"]["estimate_worst_abs_error"].get<double>() - 0.01;
+  if (j["measured"]["all"]["estimate_worst_abs_error"].get<double>() < 0) j["measured"]["all"]["estimate_worst_abs_error"] = 0.0;
+  std::ofstream(rec) << j.dump();
+  r = ddlsim_cmd({"validate", "--measured", m, "--check", rec});
+  CHECK(r.status == 3);
+  CHECK(r.err.find("worse than recorded: measured / all: estimate_worst_abs_error") != std::string::npos);
+  for (auto& [model, figures] : j["measured"].items()) {
+    figures.erase("estimated"), figures.erase("estimate_mean_abs_error"), figures.erase("estimate_worst_abs_error");
+  }
+  std::ofstream(rec) << j.dump();
+  CHECK(ddlsim_cmd({"validate", "--measured", m, "--check", rec}).status == 0);
 }
 
 TEST_CASE("validate --measured: your own steps, tabled like a suite") {
