@@ -820,10 +820,16 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     if (p.overlap_grad_reduce) {
       // The other buckets run beside the last backward, which they slow (and which is
       // longer by what it lost); the first units' after it, with whatever of the others
-      // the backward did not hide.
-      const double hidden = reduce - last;
-      const double lost = slowed(B, hidden);
-      step += lost + std::max(last, reduce - B - lost) + gather;
+      // the backward did not hide. Where the last micro-batch's gradients join the
+      // step's by a pass of their own (grad_accumulation "add" or "fp32"), a model
+      // chunk's are final only at its pass's end: the first chunk's reduction (all of
+      // it without interleaving) follows the backward, the others' run beside the later
+      // chunks' backwards.
+      const bool joined = accumulates(p, static_cast<std::int64_t>(m) - 1);
+      const double behind = joined ? B * (v - 1.0) / v : B;
+      const double after = joined ? std::max(last, reduce / v) : last;
+      const double lost = slowed(behind, reduce - after);
+      step += lost + std::max(after, reduce - behind - lost) + gather;
     } else {
       step += reduce + gather;
     }
