@@ -147,10 +147,15 @@ double predict_scenario(ValidationCase& c, std::optional<NetworkModelKind> netwo
     TrainingScenario s = read_training_scenario(nlohmann::json::parse(c.reproduce), "");
     if (network) s.network = *network;
     const double step = step_of(c, run_training_strategy(s, s.strategies.front()));
-    // The searches' estimate of the same plan (on the analytical fabric, as they rank it).
-    NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
-    std::string by;
-    c.breakdown.estimate_s = search_estimate(s, s.strategies.front(), fabric, by);
+    // The searches' estimate of the same plan (on the analytical fabric, as they rank
+    // it); a plan it cannot price keeps its replay, unestimated.
+    try {
+      NetworkFabric fabric(s.cluster, s.catalog, s.collectives);
+      std::string by;
+      c.breakdown.estimate_s = search_estimate(s, s.strategies.front(), fabric, by);
+    } catch (const InputError&) {
+      c.breakdown.estimate_s = 0;
+    }
     return step;
   } catch (const InputError& e) {
     c.refused = e.what();

@@ -758,8 +758,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
   // in F and B already.)
   if (p.overlap_p2p && p.pp > 1) {
     const int n = p.pp;
-    for (int s = 0; s + 1 < static_cast<int>(v) * n; ++s) {
-      step += 0.5 * (sends_between(s % n, (s + 1) % n) + sends_between((s + 1) % n, s % n));
+    for (int hop = 0; hop + 1 < static_cast<int>(v) * n; ++hop) {
+      step += 0.5 * (sends_between(hop % n, (hop + 1) % n) + sends_between((hop + 1) % n, hop % n));
     }
   }
   if (p.dp > 1 && p.dp_mode != DataParallelMode::kZero3) {
@@ -783,40 +783,60 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                expert_collective(CollectiveOp::kAllGather, gathered_weight_bytes(stage_experts, fullest->fp8_expert_weights, p, model.dtype));
     }
     // The first stage's backward ends the step (the drain ends there), with its first
-    // units' gradients: the embedding's, a bucket of its own, and before it the first
-    // layer's bucket (at least bucket_mib), whose reductions so follow the backward. The
-    // next step's forwards start with the same units, whose weights they wait for.
-    // (Their bytes, on the first stage, without the layer's experts under expert
-    // parallelism, reduced apart.)
+    // units' gradients: the embedding's and before it the first layer's bucket (at least
+    // bucket_mib, within the first model chunk), whose reductions so follow the
+    // backward. The next step's forwards start with the same units, whose weights they
+    // wait for. (On the first stage; a mixture of experts' experts in those layers go
+    // over their own communicator at the same time.)
     const bool first_dense = model.dense_layer(0);
-    const double layer0 = c.params_of(!first_dense) - (p.ep > 1 && !first_dense ? c.expert_params : 0.0);
+    const double expert0 = p.ep > 1 && !first_dense ? c.expert_params : 0.0;
+    const double layer0 = c.params_of(!first_dense) - expert0;
     const double rb = reduced_gradient_bytes(p, model.dtype);
-    const double bucket0 = std::max(layer0, p.bucket_bytes / rb);  // (parameters)
+    const double chunk0_layers = std::max(1, stage_chunks(p, model, 0).front().count);
+    // (The layers of the first bucket, which fills by all of their parameters, and its
+    // dense parameters.)
+    const double k0 = std::min(std::max(1.0, p.bucket_bytes / rb / std::max(1.0, layer0 + expert0)), chunk0_layers);
+    const double bucket0 = k0 * layer0;
     const CollectiveOp reduce_op = p.dp_mode == DataParallelMode::kAllReduce ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
-    const double last =
-        std::min(reduce, dp_collective(all_dp, reduce_op, c.first_params * rb) + dp_collective(all_dp, reduce_op, bucket0 * rb));
+    const double last = std::min(reduce, dp_collective(all_dp, reduce_op, c.first_params * rb) +
+                                             std::max(dp_collective(all_dp, reduce_op, bucket0 * rb),
+                                                      expert_collective(reduce_op, k0 * expert0 * rb)));
     // overlap_param_gather: the gathers run bucket by bucket beside the next step's
     // forwards; those of the first units show (the embedding's 16-bit weights, the first
     // layer's bucket with its FP8 ones under fp8_params), or with align_param_gather the
     // first model chunk's (the stage's first forward waits for all of them).
     const double gather_full = gather;
+    double stall = 0.0;
     if (p.overlap_param_gather) {
-      const double layer_fp8 =
-          layers[static_cast<std::size_t>(fullest_stage)] > 0 ? fullest->fp8_weights / layers[static_cast<std::size_t>(fullest_stage)] : 0.0;
-      const double first_units = dp_collective(all_dp, CollectiveOp::kAllGather, gathered_weight_bytes(c.first_params, 0.0, p, model.dtype)) +
-                                 dp_collective(all_dp, CollectiveOp::kAllGather,
-                                               gathered_weight_bytes(bucket0, layer0 > 0.0 ? layer_fp8 * bucket0 / layer0 : 0.0, p, model.dtype));
+      const double stage_layers = layers[static_cast<std::size_t>(fullest_stage)];
+      const double layer_fp8 = stage_layers > 0 ? fullest->fp8_weights / stage_layers : 0.0;
+      const double expert_fp8 = stage_experts > 0.0 ? fullest->fp8_expert_weights / stage_experts : 0.0;
+      const auto gathered = [&](double n_layers) {  // the weights of n layers
+        const double dense = n_layers * layer0, experts = n_layers * expert0;
+        return std::max(dp_collective(all_dp, CollectiveOp::kAllGather, gathered_weight_bytes(dense, layer_fp8 * n_layers, p, model.dtype)),
+                        expert_collective(CollectiveOp::kAllGather, gathered_weight_bytes(experts, expert_fp8 * experts, p, model.dtype)));
+      };
+      const double embedding = dp_collective(all_dp, CollectiveOp::kAllGather, gathered_weight_bytes(c.first_params, 0.0, p, model.dtype));
+      const double bucket_gather = gathered(k0);
       // (Aligned: the embedding's and the first chunk's layers'.)
-      const double chunk0 = static_cast<double>(layers[0]) / std::max(1, p.virtual_stages) * layer0;
-      const double aligned =
-          dp_collective(all_dp, CollectiveOp::kAllGather, gathered_weight_bytes(c.first_params, 0.0, p, model.dtype)) +
-          dp_collective(all_dp, CollectiveOp::kAllGather,
-                        gathered_weight_bytes(chunk0, layer0 > 0.0 ? layer_fp8 * chunk0 / layer0 : 0.0, p, model.dtype));
-      gather = std::min(gather, p.align_param_gather ? aligned : first_units);
+      gather = std::min(gather, embedding + (p.align_param_gather ? gathered(chunk0_layers) : bucket_gather));
+      // One bucket ahead, a bucket's gather starts when the forwards reach the bucket
+      // before it: where it outlasts that bucket's forward (slowed beside it), the next
+      // forward stalls, in each chunk's first micro-batch on every stage, the fill's
+      // chain (buckets of k0 layers, n of them per chunk).
+      if (!p.align_param_gather && layer0 > 0.0) {
+        const double n = stage_layers / v / k0;
+        stall = p.pp * v * std::max(0.0, n - 1.0) * std::max(0.0, bucket_gather / (1.0 + slow) - k0 * primary_layer.f);
+      }
     }
     // (The next step's forwards beside the gathers, and the backward beside the
-    // reduction's buckets but the last, are slowed by them: interference.)
-    if (p.overlap_param_gather) step += (gather_full - gather) * (slow / (1.0 + slow));
+    // reduction's buckets but the last, are slowed by them: interference.) One bucket
+    // ahead (without align_param_gather) each bucket's gather runs beside the first
+    // forward of the bucket before it, the first micro-batch's, which crosses every stage
+    // in the pipeline's fill one after another: every stage's slowed forwards lie on that
+    // chain, pp times the one stage's.
+    const double chain = p.overlap_param_gather && !p.align_param_gather ? static_cast<double>(p.pp) : 1.0;
+    if (p.overlap_param_gather) step += chain * (gather_full - gather) * (slow / (1.0 + slow)) + stall;
     if (p.overlap_grad_reduce) {
       // The other buckets run beside the last backward, which they slow (and which is
       // longer by what it lost); the first units' after it, with whatever of the others

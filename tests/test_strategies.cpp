@@ -4818,7 +4818,7 @@ TEST_CASE("overlap_grad_reduce: the last bucket's reduction follows the backward
   // own, and its reduce-scatter can only start when the backward ends, as can the first
   // layer's bucket's, just before it. With overlap_grad_reduce the other buckets hide
   // behind the last backward, so the step is shorter by about the reduction less those
-  // two buckets'; the estimate's change follows the replay's to 10% of the change (0.2%
+  // two buckets'; the estimate's change follows the replay's to 3% of the change (0.2%
   // when written; 7% counting the embedding's bucket alone, 25% when the estimate hid
   // both).
   StepRig rig("dgx-h100", 4);
@@ -4833,15 +4833,15 @@ TEST_CASE("overlap_grad_reduce: the last bucket's reduction follows the backward
   const double t_on = rig.run(on), e_on = estimate_step(m, p, *rig.fabric, *rig.compute);
   MESSAGE("replay " << t_off << " -> " << t_on << " s, estimate " << e_off << " -> " << e_on << " s");
   CHECK(t_on < t_off);
-  CHECK(std::abs((e_on - e_off) - (t_on - t_off)) <= 0.1 * std::abs(t_on - t_off));
+  CHECK(std::abs((e_on - e_off) - (t_on - t_off)) <= 0.03 * std::abs(t_on - t_off));
 }
 
 TEST_CASE("overlap_grad_reduce with a pass that adds each micro-batch's gradients: a chunk's reduction waits for its pass") {
   // Expected: with grad_accumulation "add" the last micro-batch's gradients join the
   // step's in a pass at the end of each model chunk's backward, so no bucket is ready
   // before its chunk's pass ends. Without interleaving, overlap_grad_reduce then hides
-  // nothing: the replay and the estimate with it equal those without it (to 0.5%: the
-  // replay's buckets, each a collective of its own, took 0.2% longer than one), and
+  // nothing: the replay with it equals the one without it (to 0.5%: the replay's
+  // buckets, each a collective of its own, took 0.2% longer than one), and
   // the estimate follows the replay to 1% (it was 3.4% under on Table 1's 18.4B row when
   // the estimate hid the reduction behind the backward). Interleaved over 2 chunks the
   // second chunk's reduction runs beside the first chunk's backward: the estimate
@@ -4862,10 +4862,32 @@ TEST_CASE("overlap_grad_reduce with a pass that adds each micro-batch's gradient
     LoweredTrainingStep on = rig.lower(m, *q, NetworkModelKind::kAnalytical);
     const double t_on = rig.run(on), e_on = estimate_step(m, *q, *rig.fabric, *rig.compute);
     MESSAGE(describe_plan(*q) << ": replay " << t_off << " -> " << t_on << " s, estimate " << e_off << " -> " << e_on << " s");
-    if (q == &p) {
-      CHECK(t_on == Approx(t_off).epsilon(0.005));
-      CHECK(e_on == Approx(e_off).epsilon(0.005));
-    }
+    if (q == &p) CHECK(t_on == Approx(t_off).epsilon(0.005));
     CHECK(e_on == Approx(t_on).epsilon(0.01));
+  }
+}
+
+TEST_CASE("overlap_param_gather one bucket ahead: the estimate follows the fill's stalls and slowed forwards") {
+  // Expected: on 4 DGX H100 (tp 8 x dp 2 x pp 2, ZeRO-1, a layer's weights a bucket of
+  // their own), each layer's gather (about 200 MB over the dp pair's InfiniBand) outlasts
+  // its forward at micro-batch 1, and one bucket ahead (no align_param_gather) it starts
+  // only when the forwards reach the layer before it: the first micro-batch's forwards
+  // stall on every stage, and the gathers slow the forwards beside them, all on the
+  // fill's chain through the stages. The estimate follows the replay to 2% under 1F1B
+  // and interleaved over 2 chunks (0.6% and 0.4% under when written; 3.6% and 3.2% under
+  // before it priced the chain's slowed forwards and stalls).
+  StepRig rig("dgx-h100", 4);
+  const TransformerConfig m = gpt_config("g", 16, 8192, 64, 2048, 32000);
+  for (const int v : {1, 2}) {
+    ParallelPlan p;
+    p.tp = 8, p.dp = 2, p.pp = 2, p.global_batch = 16, p.sequence_parallel = true;
+    p.dp_mode = DataParallelMode::kZero1, p.overlap_param_gather = true, p.bucket_bytes = 1.0 * kMiB;
+    if (v > 1) p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = v;
+    CAPTURE(describe_plan(p));
+    REQUIRE(plan_problem(p, m, 32).empty());
+    LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
+    const double t = rig.run(s), e = estimate_step(m, p, *rig.fabric, *rig.compute);
+    MESSAGE(describe_plan(p) << ": replay " << t << " s, estimate " << e << " s");
+    CHECK(e == Approx(t).epsilon(0.02));
   }
 }
