@@ -4691,10 +4691,10 @@ TEST_CASE("interference: communication beside a stage's compute slows it for as 
   // run beside the paired pass), never Transformer Engine's overlapped pieces (their
   // closed forms price it). Without the slowdown
   // (without_interference) the graph holds none. The estimate's change from interference
-  // follows the replay's to 50% of it (35% until the sixty-sixth session, when the
-  // estimate came to show the first units' gathers and reductions whole, beside no
-  // compute: the interleaved plan's change is then +0.30 ms against the replay's
-  // +0.55 ms, 46% under, where it was +0.38 ms, 31% under).
+  // follows the replay's to 35% of it (the interleaved plan's, one bucket ahead, +0.42 ms
+  // against the replay's +0.55 ms when written, with the gathers' slowdown counted on
+  // every stage of the fill's chain; +0.38 ms before the estimate showed the first
+  // units' gathers and reductions whole, +0.30 ms in between).
   StepRig rig("dgx-h100", 2);
   const double slow = rig.compute->efficiency().overlap_slowdown;
   REQUIRE(slow == Approx(0.189));
@@ -4775,7 +4775,7 @@ TEST_CASE("interference: communication beside a stage's compute slows it for as 
         const double e_with = estimate_step(m, *p, *rig.fabric, *rig.compute);
         const double e_without = estimate_step(m, *p, *plain.fabric, *plain.compute);
         MESSAGE(describe_plan(*p), ": replay +", with - without, " s, estimate +", e_with - e_without, " s");
-        CHECK(std::abs((e_with - e_without) - (with - without)) <= 0.5 * (with - without));
+        CHECK(std::abs((e_with - e_without) - (with - without)) <= 0.35 * (with - without));
       }
     }
   }
