@@ -797,10 +797,6 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     // dense parameters.)
     const double k0 = std::min(std::max(1.0, p.bucket_bytes / rb / std::max(1.0, layer0 + expert0)), chunk0_layers);
     const double bucket0 = k0 * layer0;
-    const CollectiveOp reduce_op = p.dp_mode == DataParallelMode::kAllReduce ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
-    const double last = std::min(reduce, dp_collective(all_dp, reduce_op, c.first_params * rb) +
-                                             std::max(dp_collective(all_dp, reduce_op, bucket0 * rb),
-                                                      expert_collective(reduce_op, k0 * expert0 * rb)));
     // overlap_param_gather: the gathers run bucket by bucket beside the next step's
     // forwards; those of the first units show (the embedding's 16-bit weights, the first
     // layer's bucket with its FP8 ones under fp8_params), or with align_param_gather the
@@ -845,6 +841,10 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       // chunk's are final only at its pass's end: the first chunk's reduction (all of
       // it without interleaving) follows the backward, the others' run beside the later
       // chunks' backwards.
+      const CollectiveOp reduce_op = p.dp_mode == DataParallelMode::kAllReduce ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
+      const double last = std::min(reduce, dp_collective(all_dp, reduce_op, c.first_params * rb) +
+                                               std::max(dp_collective(all_dp, reduce_op, bucket0 * rb),
+                                                        expert_collective(reduce_op, k0 * expert0 * rb)));
       const bool joined = accumulates(p, static_cast<std::int64_t>(m) - 1);
       const double behind = joined ? B * (v - 1.0) / v : B;
       const double after = joined ? std::max(last, reduce / v) : last;

@@ -608,6 +608,15 @@ struct StepRig {
     for (auto& r : s.resources) ptrs.push_back(r.get());
     return replay(s.graph, ptrs, observers).makespan.value();
   }
+  // Plan p of m replayed on `net`, then estimated (seconds per step both).
+  struct Timed {
+    double replay = 0, estimate = 0;
+  };
+  Timed timed(const TransformerConfig& m, const ParallelPlan& p, NetworkModelKind net = NetworkModelKind::kFlow) {
+    LoweredTrainingStep s = lower(m, p, net);
+    const double t = run(s);
+    return {t, estimate_step(m, p, *fabric, *compute)};
+  }
   // A memory-bound pass over `bytes` at the compute model's HBM rate (and its launch).
   double memory_pass(double bytes) const {
     Operator pass{OpKind::kAdd, "pass", -1, {}, 0, {}, DataType::kFp32, {}};
@@ -4800,12 +4809,10 @@ TEST_CASE("overlap_p2p: the estimate pays the sends of the fill and the drain, a
     if (v > 1) p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = v;
     CAPTURE(v);
     REQUIRE(plan_problem(p, m, 32).empty());
-    LoweredTrainingStep off = rig.lower(m, p);
-    const double t_off = rig.run(off), e_off = estimate_step(m, p, *rig.fabric, *rig.compute);
+    const auto [t_off, e_off] = rig.timed(m, p);
     p.overlap_p2p = true;
     REQUIRE(plan_problem(p, m, 32).empty());
-    LoweredTrainingStep on = rig.lower(m, p);
-    const double t_on = rig.run(on), e_on = estimate_step(m, p, *rig.fabric, *rig.compute);
+    const auto [t_on, e_on] = rig.timed(m, p);
     MESSAGE("v " << v << ": replay " << t_off << " -> " << t_on << " s, estimate " << e_off << " -> " << e_on << " s");
     CHECK(t_on < t_off);
     CHECK(std::abs((e_on - e_off) - (t_on - t_off)) <= 0.001 * t_off);
@@ -4826,11 +4833,9 @@ TEST_CASE("overlap_grad_reduce: the last bucket's reduction follows the backward
   ParallelPlan p;
   p.dp = 32, p.global_batch = 32, p.dp_mode = DataParallelMode::kZero1, p.overlap_grad_reduce = false;
   REQUIRE(plan_problem(p, m, 32).empty());
-  LoweredTrainingStep off = rig.lower(m, p);
-  const double t_off = rig.run(off), e_off = estimate_step(m, p, *rig.fabric, *rig.compute);
+  const auto [t_off, e_off] = rig.timed(m, p);
   p.overlap_grad_reduce = true;
-  LoweredTrainingStep on = rig.lower(m, p);
-  const double t_on = rig.run(on), e_on = estimate_step(m, p, *rig.fabric, *rig.compute);
+  const auto [t_on, e_on] = rig.timed(m, p);
   MESSAGE("replay " << t_off << " -> " << t_on << " s, estimate " << e_off << " -> " << e_on << " s");
   CHECK(t_on < t_off);
   CHECK(std::abs((e_on - e_off) - (t_on - t_off)) <= 0.03 * std::abs(t_on - t_off));
@@ -4856,11 +4861,9 @@ TEST_CASE("overlap_grad_reduce with a pass that adds each micro-batch's gradient
     CAPTURE(describe_plan(*q));
     REQUIRE(plan_problem(*q, m, 32).empty());
     q->overlap_grad_reduce = false;
-    LoweredTrainingStep off = rig.lower(m, *q, NetworkModelKind::kAnalytical);
-    const double t_off = rig.run(off), e_off = estimate_step(m, *q, *rig.fabric, *rig.compute);
+    const auto [t_off, e_off] = rig.timed(m, *q, NetworkModelKind::kAnalytical);
     q->overlap_grad_reduce = true;
-    LoweredTrainingStep on = rig.lower(m, *q, NetworkModelKind::kAnalytical);
-    const double t_on = rig.run(on), e_on = estimate_step(m, *q, *rig.fabric, *rig.compute);
+    const auto [t_on, e_on] = rig.timed(m, *q, NetworkModelKind::kAnalytical);
     MESSAGE(describe_plan(*q) << ": replay " << t_off << " -> " << t_on << " s, estimate " << e_off << " -> " << e_on << " s");
     if (q == &p) CHECK(t_on == Approx(t_off).epsilon(0.005));
     CHECK(e_on == Approx(t_on).epsilon(0.01));
@@ -4885,8 +4888,7 @@ TEST_CASE("overlap_param_gather one bucket ahead: the estimate follows the fill'
     if (v > 1) p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = v;
     CAPTURE(describe_plan(p));
     REQUIRE(plan_problem(p, m, 32).empty());
-    LoweredTrainingStep s = rig.lower(m, p, NetworkModelKind::kAnalytical);
-    const double t = rig.run(s), e = estimate_step(m, p, *rig.fabric, *rig.compute);
+    const auto [t, e] = rig.timed(m, p, NetworkModelKind::kAnalytical);
     MESSAGE(describe_plan(p) << ": replay " << t << " s, estimate " << e << " s");
     CHECK(e == Approx(t).epsilon(0.02));
   }
@@ -4910,11 +4912,9 @@ TEST_CASE("overlap_grad_reduce: every stage's slowed last backward lies on the d
     if (v > 1) p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = v;
     CAPTURE(describe_plan(p));
     REQUIRE(plan_problem(p, m, 64).empty());
-    LoweredTrainingStep off = rig.lower(m, p, NetworkModelKind::kAnalytical);
-    const double t_off = rig.run(off), e_off = estimate_step(m, p, *rig.fabric, *rig.compute);
+    const auto [t_off, e_off] = rig.timed(m, p, NetworkModelKind::kAnalytical);
     p.overlap_grad_reduce = true;
-    LoweredTrainingStep on = rig.lower(m, p, NetworkModelKind::kAnalytical);
-    const double t_on = rig.run(on), e_on = estimate_step(m, p, *rig.fabric, *rig.compute);
+    const auto [t_on, e_on] = rig.timed(m, p, NetworkModelKind::kAnalytical);
     MESSAGE(describe_plan(p) << ": replay " << t_off << " -> " << t_on << " s, estimate " << e_off << " -> " << e_on << " s");
     CHECK(t_on < t_off);
     CHECK(std::abs((e_on - e_off) - (t_on - t_off)) <= 0.2 * (t_off - t_on));
