@@ -60,8 +60,8 @@ Examples:
   ddlsim collective --preset dgx-a100 --nodes 4 -b 1M -e 1G --algorithm all
   ddlsim workload --preset llama3-8b --seq 8192 --device h100-sxm
 
-Exit status: 0 success; 1 an output file failed while being written once the work was
-done (a full disk), or an internal error; 2 invalid input (command line, scenario, an
+Exit status: 0 success; 1 an output file, or the report on standard output, failed
+while being written once the work was done (a full disk), or an internal error; 2 invalid input (command line, scenario, an
 output path that cannot be written, checked before any work), with one line on stderr
 saying what and where; 3 'validate --check' found an accuracy figure worse than recorded.
 )";
@@ -85,7 +85,9 @@ int exit_for_current_exception(const char* command, std::ostream& err) {
   return kExitFailure;
 }
 
-int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+namespace {
+
+int dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty()) {
     err << kUsage;
     return kExitBadInput;
@@ -128,6 +130,22 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   err << "ddlsim: unknown command '" << cmd << "'" << (cmd.rfind('-', 0) == 0 ? " (an option before the command?)" : "")
       << "; commands: run, search, sweep, merge, topology, collective, workload, validate, help (see 'ddlsim --help')\n";
   return kExitBadInput;
+}
+
+}  // namespace
+
+int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const int status = dispatch(args, out, err);
+  // A report that did not reach standard output (a full disk, a closed descriptor) is a
+  // failed output like a file's: the stream drops what follows its first failed write,
+  // so a partial or empty report must not pass for one with status 0.
+  out.flush();
+  if (!out && status != kExitBadInput) {
+    err << "ddlsim: writing standard output failed (a full disk, or standard output closed?): the report is "
+           "incomplete\n";
+    return kExitFailure;
+  }
+  return status;
 }
 
 }  // namespace ddlsim

@@ -33,21 +33,34 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
   std::vector<std::pair<const TrainingStrategy*, CostModelRow>> todo;
   if (csv_text) {
     std::map<std::string, std::size_t> line_of;  // each strategy's row, one per strategy
+    std::vector<std::string> others;              // the other scenarios' names the rows give
     for (const CsvRow& row : csv_rows(*csv_text, csv_name, {"scenario", "strategy", "predicted_step_s"})) {
       const std::string where = csv_name + ":" + std::to_string(row.line);
       const std::vector<std::string>& f = row.fields;
-      if (f[0] != s.name) continue;  // another scenario's estimates
+      if (f[0] != s.name) {  // another scenario's estimates
+        if (std::find(others.begin(), others.end(), f[0]) == others.end()) others.push_back(f[0]);
+        continue;
+      }
       const auto it = by_name.find(f[1]);
       if (it == by_name.end()) throw InputError(where + ": scenario '" + s.name + "' has no strategy '" + f[1] + "'");
       if (const auto seen = line_of.find(f[1]); seen != line_of.end()) {
         throw InputError(where + ": strategy '" + f[1] + "' has an estimate already, on line " + std::to_string(seen->second));
       }
       line_of[f[1]] = row.line;
+      // As --measured's: from a microsecond to about 116 days, else a misplaced unit.
       const std::optional<double> v = positive_number(f[2]);
-      if (!v) throw InputError(where + ": predicted_step_s: expected a positive number of seconds, got '" + f[2] + "'");
+      if (!v || *v < 1e-6 || *v > 1e7) {
+        throw InputError(where + ": predicted_step_s: expected seconds from 1e-06 to 1e+07, got '" + f[2] + "'");
+      }
       todo.push_back({it->second, CostModelRow{f[1], csv_name, *v, 0}});
     }
-    if (todo.empty()) throw InputError(csv_name + ": no estimate for scenario '" + s.name + "'");
+    if (todo.empty()) {
+      std::string named;
+      for (std::size_t i = 0; i < others.size() && i < 5; ++i) named += (i ? "', '" : "") + others[i];
+      throw InputError(csv_name + ": no row for scenario '" + s.name + "' (the scenario column holds a scenario's " +
+                       "\"name\"; " + (others.empty() ? std::string("the file has no rows") : "its rows name '" + named + "'" +
+                       (others.size() > 5 ? " and others" : "")) + ")");
+    }
     for (const TrainingStrategy& t : s.strategies) {
       if (!line_of.count(t.plan.name)) out.not_estimated.push_back(t.plan.name);
     }
@@ -106,19 +119,19 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
   out << "cost model against the replay: " << s.name << " (network " << network_model_name(s.network) << ")\n";
   print_collective_policy(out, s.collectives);
   out << "\n";
+  std::size_t ws = 24, wb = 16;  // the strategy and source columns: their longest entries
+  for (const CostModelRow& r : c.rows) ws = std::max(ws, display_width(r.strategy)), wb = std::max(wb, display_width(r.source));
   char line[256];
-  std::snprintf(line, sizeof line, "%-24s %-16s %13s %11s %9s\n", "strategy", "estimate by", "estimate (s)", "replay (s)",
-                "error %");
-  out << line;
+  std::snprintf(line, sizeof line, "%13s %11s %9s\n", "estimate (s)", "replay (s)", "error %");
+  out << padded("strategy", ws) << " " << padded("estimate by", wb) << " " << line;
   for (const CostModelRow& r : c.rows) {
-    std::snprintf(line, sizeof line, "%-24s %-16s %13.4f %11.4f %+9.1f\n", r.strategy.c_str(), r.source.c_str(),
-                  r.estimate_s, r.replay_s, rounded_for_print(r.error() * 100, 1));
-    out << line;
+    std::snprintf(line, sizeof line, "%13.4f %11.4f %+9.1f\n", r.estimate_s, r.replay_s, rounded_for_print(r.error() * 100, 1));
+    out << padded(r.strategy, ws) << " " << padded(r.source, wb) << " " << line;
   }
   char tau[32] = "- (no two plans compare)";
   if (c.pairs > 0) std::snprintf(tau, sizeof tau, "%.3f", c.kendall_tau);
-  std::snprintf(line, sizeof line, "\nmean |error| %.1f%%, worst %.1f%%, Kendall tau %s over %zu pairs\n",
-                c.mean_abs_error * 100, c.worst_abs_error * 100, tau, c.pairs);
+  std::snprintf(line, sizeof line, "\nmean |error| %.1f%%, worst %.1f%%, Kendall tau %s over %zu pair%s\n",
+                c.mean_abs_error * 100, c.worst_abs_error * 100, tau, c.pairs, c.pairs == 1 ? "" : "s");
   out << line;
   if (!c.not_estimated.empty()) {
     out << "not estimated (no row for them, so in none of the figures above): ";

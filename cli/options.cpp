@@ -33,6 +33,26 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args, c
   try {
     po::store(po::command_line_parser(args).options(d).positional(pos).style(kOptionStyle).run(), vm);
     po::notify(vm);
+  } catch (const po::too_many_positional_options_error&) {
+    // Boost names no argument here: parse again with a catch-all for the strays, and name
+    // the first (often a file whose option came after it, or was left out).
+    po::options_description all;
+    all.add(d).add_options()("\x01stray", po::value<std::vector<std::string>>());
+    po::positional_options_description every;
+    if (positional != nullptr) every.add(positional, positional_count);
+    every.add("\x01stray", -1);
+    po::variables_map strays;
+    std::string first = "?";
+    try {
+      po::store(po::command_line_parser(args).options(all).positional(every).style(kOptionStyle).run(), strays);
+      if (strays.count("\x01stray")) first = strays["\x01stray"].as<std::vector<std::string>>().front();
+    } catch (const po::error&) {
+    }
+    err << "ddlsim " << command << ": unexpected argument '" << first << "': "
+        << (positional != nullptr ? std::string("one more than the ") + positional + " it takes"
+                                  : std::string("it takes none without an option"))
+        << "; every other file follows the option it is for, as in --csv FILE (see 'ddlsim " << command << " --help')\n";
+    return kExitBadInput;
   } catch (const po::error& e) {
     err << "ddlsim " << command << ": " << option_error(e, d) << " (see 'ddlsim " << command << " --help')\n";
     return kExitBadInput;
@@ -44,14 +64,20 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args, c
   return std::nullopt;
 }
 
+namespace {
+
+std::filesystem::path resolved(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path full = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return ec ? std::filesystem::path(path) : full;
+}
+
+}  // namespace
+
+bool same_file(const std::string& a, const std::string& b) { return a == b || resolved(a) == resolved(b); }
+
 void check_outputs(const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs,
                    const std::vector<std::string>& inputs, bool to_stdout) {
-  namespace fs = std::filesystem;
-  auto resolved = [](const std::string& path) {
-    std::error_code ec;
-    const fs::path full = fs::weakly_canonical(fs::absolute(path, ec), ec);
-    return ec ? fs::path(path) : full;
-  };
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].second) continue;
     const std::string& a = *outputs[i].second;
@@ -64,7 +90,7 @@ void check_outputs(const std::vector<std::pair<std::string, std::optional<std::s
       throw InputError("--" + outputs[i].first + ": " + e.what());
     }
     for (const std::string& in : inputs) {
-      if (a != "-" && (a == in || resolved(a) == resolved(in))) {
+      if (a != "-" && same_file(a, in)) {
         throw InputError("--" + outputs[i].first + ": " + a + " is this command's input too" + (a == in ? "" : " (" + in + ")") +
                          "; writing it would destroy it, so give the output another name");
       }
@@ -72,7 +98,7 @@ void check_outputs(const std::vector<std::pair<std::string, std::optional<std::s
     for (std::size_t j = i + 1; j < outputs.size(); ++j) {
       if (!outputs[j].second) continue;
       const std::string& b = *outputs[j].second;
-      if (a == b || resolved(a) == resolved(b)) {
+      if (same_file(a, b)) {
         throw InputError("--" + outputs[i].first + " and --" + outputs[j].first + " name the same file, " + a +
                          "; give them different names");
       }

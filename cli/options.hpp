@@ -27,6 +27,9 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args,
                                          const char* command, boost::program_options::variables_map& vm,
                                          std::ostream& out, std::ostream& err, int positional_count = 1);
 
+/// Whether two paths name one file (the same text, or the same file once resolved).
+[[nodiscard]] bool same_file(const std::string& a, const std::string& b);
+
 /// Checks a command's output options before its work: throws InputError ("--a: cannot
 /// write PATH: no folder /x") when one cannot be written (check_writable), or ("--a and
 /// --b name the same file, PATH; give them different names") when two of those present

@@ -6,6 +6,9 @@
 #include <ostream>
 #include <thread>
 
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -23,6 +26,9 @@ namespace po = boost::program_options;
 
 namespace ddlsim {
 namespace {
+
+// --cost-model without a value: the embedded default scenario (a name no file has).
+constexpr const char* kEmbeddedScenario = "\x01embedded";
 
 constexpr const char* kValidateHelp = R"(Usage: ddlsim validate [--suite NAME] [OPTIONS]
 
@@ -59,11 +65,24 @@ within its suite, measured, predicted and the error; then per suite and model (o
 or kind of point): cases, mean and worst absolute percentage error, and Kendall's tau-b
 between predicted and measured figures among the strategies of one model on one GPU
 count and batch (1 = same order, -1 = reversed; - where no two cases compare or all
-pairs tie). --csv writes every case, with, for a replayed training step, where it goes
-(compute, exposed tp/pp/dp/other communication, bubble; seconds) and the fullest
-device's peak memory (GiB). A measured step ran, so its plan fit its accelerators: a
-training case whose peak ddlsim finds over their memory is counted per model as unfit
-(a line under the table, JSON unfit), and --check fails on any.
+pairs tie). --json: per suite and model cases, refused, unfit, mean_abs_error and
+worst_abs_error (fractions: 0.05 is 5%), kendall_tau (null where undefined) and pairs.
+--csv writes every case: suite, index, model, case, gpus, global_batch, micro_batch,
+hidden, heads, layers, seq, tp, dp, pp, cp (empty where not set), unit (s, GB/s or us),
+measured and predicted (in that unit), error ((predicted - measured) / measured), refused
+(why), and for a replayed training step where it goes, in seconds: compute_s,
+exposed_tp_s, exposed_pp_s, exposed_dp_s, exposed_other_s, bubble_s (the six add up to
+predicted), the fullest device's peak_memory_gib (GiB) and estimate_s (below). A
+measured step ran, so its plan fit its accelerators: a training case whose peak ddlsim
+finds over their memory is counted per model as unfit (a line under the table, JSON
+unfit), and --check fails on any.
+
+--record FILE writes the table (rounded to 4 decimals) for --check; into an existing
+record it writes the suites run and keeps the others (a file there that is no record is
+refused), and a record that is --check's own file stays as it was when that check
+fails. --check FILE refuses (status 2) a record without a suite being run, and fails
+(status 3) on a figure worse than recorded, a count of cases or pairs changed, a model
+recorded but no longer produced, a refused or an unfit case.
 
 Last, the cost model over every replayed plan: the estimate the searches rank it by
 (as --cost-model gives it) against its replay, per suite and model the cases estimated
@@ -88,11 +107,14 @@ the suites.
 --cost-model [SCENARIO.json] checks a cost model instead: for every strategy of the
 training scenario (the embedded default without a file), the analytical estimate the
 searches rank plans by (estimate_step for Megatron-style plans, sbp_cost for SBP
-plans), or with --estimates FILE.csv your own (a header scenario,strategy,predicted_step_s
-and at most one row per strategy, in seconds; those without one are named after the
-summary, JSON not_estimated), against the replay of the same plan on the
-scenario's network (--network overrides): the error per strategy, the mean and worst
-absolute error, and Kendall's tau between estimated and replayed times.
+plans), or with --estimates FILE.csv your own (a header scenario,strategy,predicted_step_s;
+scenario is the scenario's "name", rows naming another are skipped; at most one row per
+strategy, in seconds from 1e-6 to 1e7; those without one are named after the summary,
+JSON not_estimated), against the replay of the same plan on the scenario's network
+(--network overrides): the error per strategy, the mean and worst absolute error, and
+Kendall's tau between estimated and replayed times (JSON: scenario, network, strategies
+with strategy, source, estimate_s, replay_s, error, then mean_abs_error,
+worst_abs_error, kendall_tau, pairs, not_estimated; errors as fractions).
 
 Examples:
   ddlsim validate --suite vtrain-single
@@ -104,8 +126,8 @@ Examples:
   ddlsim validate --cost-model scenarios/megatron-zero3-vs-ptdp.json
   ddlsim validate --cost-model my.json --estimates mine.csv --json
 
-Exit status: 0 done; 1 an output failed while being written (a full disk); 2 bad input
-(an output path that cannot be written too); 3 --check found a figure worse than recorded.
+Exit status: 0 done; 1 an output (a file, standard output) failed while being written (a
+full disk); 2 bad input (an output path that cannot be written too); 3 --check failed.
 
 Options)";
 
@@ -158,6 +180,13 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
   return j;
 }
 
+// The shortest text that reads back as `v` (12.2, not 12.199999999999999).
+std::string shortest(double v) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("nan");
+}
+
 void write_csv(const std::string& path, const std::vector<ValidationCase>& cases) {
   AtomicFile f(path);
   std::ostream& o = f.stream();
@@ -171,21 +200,17 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
       o << ",";
       if (v != 0) o << v;
     }
-    char nums[96];
-    std::snprintf(nums, sizeof nums, "%.17g,%.17g,%.17g", c.measured, c.predicted, c.refused.empty() ? c.error() : 0.0);
-    o << "," << c.unit << "," << nums << "," << csv_quoted(c.refused);
+    o << "," << c.unit << "," << shortest(c.measured) << "," << shortest(c.predicted) << ","
+      << shortest(c.refused.empty() ? c.error() : 0.0) << "," << csv_quoted(c.refused);
     // Where a replayed training step goes (empty for a collective or a refused plan).
     const auto& b = c.breakdown;
     if (b.step && c.refused.empty()) {
-      char step[320];
-      std::snprintf(step, sizeof step, ",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,", b.compute_s, b.exposed_tp_s,
-                    b.exposed_pp_s, b.exposed_dp_s, b.exposed_other_s, b.bubble_s,
-                    b.peak_memory_bytes / (1024.0 * 1024 * 1024));
-      o << step;
-      if (b.estimate_s > 0.0) {
-        std::snprintf(step, sizeof step, "%.17g", b.estimate_s);
-        o << step;
+      for (double v : {b.compute_s, b.exposed_tp_s, b.exposed_pp_s, b.exposed_dp_s, b.exposed_other_s, b.bubble_s,
+                       b.peak_memory_bytes / (1024.0 * 1024 * 1024)}) {
+        o << "," << shortest(v);
       }
+      o << ",";
+      if (b.estimate_s > 0.0) o << shortest(b.estimate_s);
       o << "\n";
     } else {
       o << ",,,,,,,,\n";
@@ -236,7 +261,15 @@ int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
     if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --cost-model");
   }
   if (!vm["suite"].defaulted()) throw InputError("--suite: not with --cost-model");
-  const std::string given = vm["cost-model"].as<std::string>();
+  std::string given = vm["cost-model"].as<std::string>();
+  if (given.empty()) {
+    throw InputError("--cost-model: an empty file name (leave the value out for the embedded default scenario)");
+  }
+  if (given == kEmbeddedScenario) given.clear();
+  if (given.size() > 4 && given.compare(given.size() - 4, 4, ".csv") == 0) {
+    throw InputError("--cost-model: " + given + " is a CSV; --cost-model takes a training scenario (JSON), and your "
+                     "estimates go in --estimates FILE.csv beside it");
+  }
   const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
   TrainingScenario s = load_training_scenario(
       given.empty() ? std::nullopt : std::optional<std::string>(given), sets,
@@ -269,7 +302,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("cases", "print every case, predicted against measured (default: those of suites of at most 100 cases)")
       ("measured", po::value<std::string>()->value_name("FILE"),
        "your measurements instead of the suites: a CSV scenario_file,strategy,measured_step_s")
-      ("case", po::value<int>()->value_name("N"),
+      ("case", po::value<std::string>()->value_name("N"),
        "print what reproduces case N of --suite or --measured (its number in the list and the CSV's index) and "
        "replay nothing: a "
        "training case's scenario, for 'ddlsim run', or an NCCL case's 'ddlsim collective' command")
@@ -278,7 +311,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("json", "print the accuracy table as JSON")
       ("check", po::value<std::string>()->value_name("FILE"), "fail (status 3) if any figure is worse than this recorded table (JSON), or a count of cases or pairs differs")
       ("record", po::value<std::string>()->value_name("FILE"), "write the accuracy table as JSON, for --check")
-      ("cost-model", po::value<std::string>()->value_name("SCENARIO")->implicit_value(""),
+      ("cost-model", po::value<std::string>()->value_name("[SCENARIO]")->implicit_value(kEmbeddedScenario, ""),
        "check estimates against replays for a training scenario's strategies (default: the embedded one)")
       ("estimates", po::value<std::string>()->value_name("FILE"), "with --cost-model: your estimates, CSV")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"),
@@ -288,7 +321,9 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
   try {
     std::vector<std::string> inputs;  // --check's record may be --record's file: it is read first
     for (const char* in : {"measured", "cost-model", "estimates"}) {
-      if (vm.count(in) && !vm[in].as<std::string>().empty()) inputs.push_back(vm[in].as<std::string>());
+      if (vm.count(in) && !vm[in].as<std::string>().empty() && vm[in].as<std::string>() != kEmbeddedScenario) {
+        inputs.push_back(vm[in].as<std::string>());
+      }
     }
     check_outputs(vm, {"csv", "record"}, inputs);
     if (vm.count("cost-model")) return check_cost_model_command(vm, out);
@@ -320,10 +355,12 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
         throw InputError("--case: name its suite too (--suite vtrain-multi --case 12, or --measured FILE): cases are "
                          "numbered within their suite");
       }
-      const int n = vm["case"].as<int>();
-      if (n < 1 || static_cast<std::size_t>(n) > cases.size()) {
-        throw InputError("--case: expected 1 to " + std::to_string(cases.size()) + " (the cases of " + suite + "), got " +
-                         std::to_string(n));
+      const std::string text = vm["case"].as<std::string>();
+      int n = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec != std::errc() || end != text.data() + text.size() || n < 1 || static_cast<std::size_t>(n) > cases.size()) {
+        throw InputError("--case: expected a whole number from 1 to " + std::to_string(cases.size()) + " (the cases of " +
+                         suite + "), got '" + text + "'");
       }
       out << reproduce_case(cases[static_cast<std::size_t>(n) - 1], network);
       return kExitOk;
@@ -337,21 +374,67 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       jobs = vm["jobs"].as<int>();
       if (jobs < 1 || jobs > 1024) throw InputError("--jobs: expected 1 to 1024, got " + std::to_string(jobs));
     }
+    std::vector<std::string> run_suites;  // this run's suites, once each
+    for (const ValidationCase& c : cases) {
+      if (std::find(run_suites.begin(), run_suites.end(), c.suite) == run_suites.end()) run_suites.push_back(c.suite);
+    }
+    auto recorded_suites = [](const nlohmann::json& r) {
+      std::string names;
+      for (const auto& [k, v] : r.items()) names += (names.empty() ? "" : ", ") + k;
+      return names.empty() ? std::string("none") : names;
+    };
     nlohmann::json recorded;
     if (vm.count("check")) {
       const std::string path = vm["check"].as<std::string>();
       recorded = parse_json(read_input_file(path, "recorded accuracy"), path);
       (void)accuracy_regressions({}, recorded, path);  // refuses a malformed record (not one --record writes), up front
+      for (const std::string& name : run_suites) {
+        if (!recorded.contains(name)) {
+          throw InputError("--check: " + path + " records no figures for suite '" + name + "' (it records " +
+                           recorded_suites(recorded) + "); check against a record of the suites run, or --record one");
+        }
+      }
+    }
+    // --record keeps the suites an existing record holds that this run leaves out (one
+    // suite re-recorded into validation/accuracy.json leaves the others' figures as they
+    // were); a file there that is no record is refused rather than replaced.
+    nlohmann::ordered_json kept = nlohmann::ordered_json::object();
+    if (vm.count("record") && std::filesystem::exists(vm["record"].as<std::string>())) {
+      const std::string path = vm["record"].as<std::string>();
+      try {
+        const std::string text = read_input_file(path, "record");
+        if (text.find_first_not_of(" \t\r\n") != std::string::npos) {  // (an empty file holds nothing to keep)
+          (void)accuracy_regressions({}, parse_json(text, path), path);
+          kept = nlohmann::ordered_json::parse(text);  // in its order, as parse_json found it sound
+        }
+      } catch (const InputError& e) {
+        throw InputError("--record: " + path + " is there and is no record that --record could add to (" + e.what() +
+                         "); remove it or name another file");
+      }
     }
     run_validation(cases, network, jobs);
     const std::vector<Accuracy> table = accuracy_table(cases);
     // Compared before anything is written: a malformed record stops with one line.
     const std::vector<std::string> bad =
         vm.count("check") ? accuracy_regressions(table, recorded, vm["check"].as<std::string>()) : std::vector<std::string>{};
-    if (vm.count("csv")) write_csv(vm["csv"].as<std::string>(), cases);
-    if (vm.count("record")) {
-      AtomicFile f(vm["record"].as<std::string>());
-      nlohmann::ordered_json j = accuracy_json(table);
+    if (vm.count("csv")) {
+      try {
+        write_csv(vm["csv"].as<std::string>(), cases);
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(std::string("--csv: ") + e.what());  // a failed write (a full disk): status 1
+      }
+    }
+    // A record that is --check's own file is left as it was when the check fails: else
+    // the worse figures would become what the next check holds the run to.
+    const bool record_is_check = vm.count("record") && vm.count("check") &&
+                                 same_file(vm["record"].as<std::string>(), vm["check"].as<std::string>());
+    const bool record_kept = vm.count("record") && record_is_check && !bad.empty();
+    if (vm.count("record") && !record_kept) {
+      nlohmann::ordered_json j = kept;
+      const nlohmann::ordered_json now = accuracy_json(table);
+      for (const auto& [suite, models] : now.items()) j[suite] = models;
       // Rounded to the check's slack, so that the file stays readable and stable.
       for (auto& [s, models] : j.items()) {
         for (auto& [m, a] : models.items()) {
@@ -360,8 +443,15 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
           }
         }
       }
-      f.stream() << j.dump(2) << "\n";
-      f.commit();
+      try {
+        AtomicFile f(vm["record"].as<std::string>());
+        f.stream() << j.dump(2) << "\n";
+        f.commit();
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(std::string("--record: ") + e.what());
+      }
     }
     if (vm.count("json")) {
       out << accuracy_json(table).dump(2) << "\n";
@@ -375,6 +465,10 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
           << "\n";
     }
     for (const std::string& b : bad) err << "ddlsim validate: worse than recorded: " << b << "\n";
+    if (record_kept) {
+      err << "ddlsim validate: --record: " << vm["record"].as<std::string>()
+          << " left as it was, since the check against it failed\n";
+    }
     return bad.empty() ? kExitOk : 3;
   } catch (...) {
     return exit_for_current_exception("validate", err);

@@ -539,7 +539,11 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
       (void)e.number("mean_abs_error", 0.0, kMaxRecordedError);
       (void)e.number("worst_abs_error", 0.0, kMaxRecordedError);
       for (const char* key : {"cases", "refused", "unfit", "pairs", "estimated"}) {
-        if (e.has(key)) (void)e.number(key, 0.0, 1e12);
+        if (!e.has(key)) continue;
+        const double v = e.number(key, 0.0, 1e12);
+        if (v != std::floor(v)) {
+          throw InputError(path + ": " + suite + "." + model + "." + key + ": expected a whole number, got " + shown(e.value(key)));
+        }
       }
       for (const char* key : {"estimate_mean_abs_error", "estimate_worst_abs_error"}) {
         if (e.has(key)) (void)e.number(key, 0.0, kMaxRecordedError);
@@ -550,6 +554,20 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
     }
   }
   std::vector<std::string> out;
+  // A model the record holds for a suite run now, that the run no longer produces: its
+  // cases are gone, which must not pass for progress either.
+  std::vector<std::string> run;  // the suites of this run, once each, in table order
+  for (const Accuracy& a : table) {
+    if (std::find(run.begin(), run.end(), a.suite) == run.end()) run.push_back(a.suite);
+  }
+  for (const std::string& suite : run) {
+    if (!recorded.contains(suite)) continue;
+    for (const auto& [model, figures] : recorded[suite].items()) {
+      const bool produced = std::any_of(table.begin(), table.end(),
+                                        [&](const Accuracy& b) { return b.suite == suite && b.model == model; });
+      if (!produced) out.push_back(suite + " / " + model + ": recorded in " + path + " but no longer produced (its cases are gone)");
+    }
+  }
   constexpr double kSlack = 1e-4;
   for (const Accuracy& a : table) {
     if (!recorded.contains(a.suite) || !recorded[a.suite].is_object() || !recorded[a.suite].contains(a.model)) {

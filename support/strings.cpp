@@ -67,6 +67,15 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string did_you_mean(std::string_view given, std::span<const std::string> candidates) {
+  // The same name in other letter case ("NCCL" for "nccl").
+  for (const auto& c : candidates) {
+    if (c.size() == given.size() && c != given &&
+        std::equal(c.begin(), c.end(), given.begin(), [](char x, char y) {
+          return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+        })) {
+      return " (did you mean '" + c + "'?)";
+    }
+  }
   // A candidate that starts with what was typed ("h100" for "h100-sxm") is the likeliest.
   if (given.size() >= 2) {
     for (const auto& c : candidates) {

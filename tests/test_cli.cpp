@@ -2336,9 +2336,21 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim validate: " + rec + ": nccl.all.bogus: unknown key\n");
-  // A record that holds none of the figures run (another file, another suite) compares
-  // nothing, and a check that compares nothing fails.
+  // A record that holds none of a suite run (another suite's, an empty one) compares
+  // nothing: bad input, one line naming what it records, before any replay.
   std::ofstream(rec) << R"({"vtrain-single": {}})";
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ddlsim validate: --check: " + rec + " records no figures for suite 'nccl' (it records vtrain-single); "
+                 "check against a record of the suites run, or --record one\n");
+  std::ofstream(rec) << "{}";
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("records no figures for suite 'nccl' (it records none)") != std::string::npos);
+  // A suite recorded without one of the models run: that model compares nothing, and a
+  // check that compares nothing fails.
+  std::ofstream(rec) << R"({"nccl": {}})";
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
   CHECK(r.status == 3);
   CHECK(r.err.find("nccl / all: not in " + rec + " (record it with --record)") != std::string::npos);
@@ -2347,6 +2359,110 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
   CHECK(r.err ==
         "ddlsim validate: --suite: unknown suite 'vtrain' (did you mean 'vtrain-single'?); suites: vtrain-single, "
         "vtrain-multi, nccl, public-runs, all\n");
+}
+
+TEST_CASE("validate --record adds to a record and --check holds every model of it") {
+  // Expected: recording one suite into a record of others keeps theirs, byte for byte in
+  // their figures; a record that is --check's own file is left as it was when the check
+  // fails (else the worse figures would pass the next check); --record to a file that is
+  // no record is refused before any work; a recorded model the run no longer produces, or
+  // a count that is not whole, fails the check.
+  Scratch s;
+  const std::string rec = (s.dir / "acc.json").string();
+  const std::string other = R"({"vtrain-multi": {"all": {"cases": 109, "mean_abs_error": 0.07, "worst_abs_error": 0.5}}})";
+  std::ofstream(rec) << other;
+  auto r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", rec});
+  REQUIRE(r.status == 0);
+  nlohmann::json j = nlohmann::json::parse(read_file(rec));
+  CHECK(j["vtrain-multi"] == nlohmann::json::parse(other)["vtrain-multi"]);
+  CHECK(j["nccl"]["all"]["cases"] == 13);
+  CHECK(nlohmann::ordered_json::parse(read_file(rec)).begin().key() == "vtrain-multi");  // its place kept, the new suite after
+  // Recorded again: only the suite run is replaced.
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", rec});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(read_file(rec)) == j);
+  // The same file checked and recorded, the check failing: the record stays.
+  j["nccl"]["all"]["mean_abs_error"] = 0.001;
+  std::ofstream(rec) << j.dump(2);
+  const std::string tight = read_file(rec);
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec, "--record", rec});
+  CHECK(r.status == 3);
+  CHECK(read_file(rec) == tight);
+  CHECK(r.err.find("worse than recorded: nccl / all: mean_abs_error") != std::string::npos);
+  CHECK(r.err.find("ddlsim validate: --record: " + rec + " left as it was, since the check against it failed\n") !=
+        std::string::npos);
+  // Another record file takes the figures even when the check fails.
+  const std::string fresh = (s.dir / "fresh.json").string();
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec, "--record", fresh});
+  CHECK(r.status == 3);
+  CHECK(nlohmann::json::parse(read_file(fresh))["nccl"]["all"]["cases"] == 13);
+  // A model recorded that the run does not produce: its cases are gone.
+  j = nlohmann::json::parse(read_file(fresh));
+  j["nccl"]["gone"] = j["nccl"]["all"];
+  std::ofstream(rec) << j.dump();
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
+  CHECK(r.status == 3);
+  CHECK(r.err == "ddlsim validate: worse than recorded: nccl / gone: recorded in " + rec +
+                 " but no longer produced (its cases are gone)\n");
+  j["nccl"].erase("gone");
+  j["nccl"]["all"]["cases"] = 13.5;
+  std::ofstream(rec) << j.dump();
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: " + rec + ": nccl.all.cases: expected a whole number, got 13.5\n");
+  // A file that is no record is not replaced.
+  const std::string junk = s.write("junk.json", "not json");
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", junk});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(read_file(junk) == "not json");
+  CHECK(r.err.rfind("ddlsim validate: --record: " + junk + " is there and is no record that --record could add to (", 0) == 0);
+}
+
+TEST_CASE("a report that does not reach standard output fails with status 1") {
+  // Expected: status 1 and one line on stderr when the report's stream fails (a full
+  // disk: the stream drops every write after the first failed one), for any command; a
+  // bad command line keeps its status 2.
+  struct Full : std::streambuf {
+    int overflow(int) override { return traits_type::eof(); }
+  } full;
+  std::ostream out(&full);
+  std::ostringstream err;
+  CHECK(ddlsim::cli_main({"validate", "--suite", "nccl", "--json"}, out, err) == 1);
+  CHECK(err.str() == "ddlsim: writing standard output failed (a full disk, or standard output closed?): the report is "
+                     "incomplete\n");
+  std::ostream out2(&full);
+  std::ostringstream err2;
+  CHECK(ddlsim::cli_main({"topology", "--preset", "dgx-a100"}, out2, err2) == 1);
+  std::ostream out3(&full);
+  std::ostringstream err3;
+  CHECK(ddlsim::cli_main({"validate", "--suite", "nope"}, out3, err3) == 2);
+}
+
+TEST_CASE("validate: an argument without an option is named, and suites match in any letter case") {
+  // Expected: the stray argument named in one line (boost's own message named none), and
+  // 'NCCL' suggested as 'nccl'.
+  auto r = ddlsim_cmd({"validate", "c5.json", "--cost-model"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: unexpected argument 'c5.json': it takes none without an option; every other file "
+                 "follows the option it is for, as in --csv FILE (see 'ddlsim validate --help')\n");
+  r = ddlsim_cmd({"search", "a.json", "b.json"});
+  CHECK(r.status == 2);
+  CHECK(r.err.rfind("ddlsim search: unexpected argument 'b.json': one more than the scenario it takes;", 0) == 0);
+  r = ddlsim_cmd({"validate", "--suite", "NCCL"});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("unknown suite 'NCCL' (did you mean 'nccl'?)") != std::string::npos);
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--case", "1.5"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --case: expected a whole number from 1 to 13 (the cases of nccl), got '1.5'\n");
+  // --cost-model's file: an empty name is no default, a CSV is the estimates' place.
+  r = ddlsim_cmd({"validate", "--cost-model", ""});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --cost-model: an empty file name (leave the value out for the embedded default scenario)\n");
+  r = ddlsim_cmd({"validate", "--cost-model", "mine.csv"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --cost-model: mine.csv is a CSV; --cost-model takes a training scenario (JSON), and "
+                 "your estimates go in --estimates FILE.csv beside it\n");
 }
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
@@ -2645,8 +2761,9 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
            {{"--case", "3"},
             "--case: name its suite too (--suite vtrain-multi --case 12, or --measured FILE): cases are numbered within "
             "their suite"},
-           {{"--suite", "nccl", "--case", "0"}, "--case: expected 1 to 13 (the cases of nccl), got 0"},
-           {{"--suite", "vtrain-multi", "--case", "110"}, "--case: expected 1 to 109 (the cases of vtrain-multi), got 110"},
+           {{"--suite", "nccl", "--case", "0"}, "--case: expected a whole number from 1 to 13 (the cases of nccl), got '0'"},
+           {{"--suite", "vtrain-multi", "--case", "110"},
+            "--case: expected a whole number from 1 to 109 (the cases of vtrain-multi), got '110'"},
            {{"--suite", "nccl", "--case", "1", "--csv", "x.csv"}, "--csv: not with --case (which replays nothing)"},
            {{"--cases", "--json"},
             "--cases: prints every case in the text table; --json has the accuracy table only (--csv FILE writes every case)"},
@@ -3468,9 +3585,14 @@ TEST_CASE("validate --cost-model: estimates against replays, the built-in ones o
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"scenario,strategy,predicted\n", mine + ":1: expected the header scenario,strategy,predicted_step_s"},
       {"scenario,strategy,predicted_step_s\nt,xp,1.0\n", mine + ":2: scenario 't' has no strategy 'xp'"},
-      {"scenario,strategy,predicted_step_s\nt,dp,-1\n", mine + ":2: predicted_step_s: expected a positive number of seconds, got '-1'"},
+      {"scenario,strategy,predicted_step_s\nt,dp,-1\n", mine + ":2: predicted_step_s: expected seconds from 1e-06 to 1e+07, got '-1'"},
+      // Milliseconds by mistake, or a figure no step takes: a misplaced unit, as --measured's.
+      {"scenario,strategy,predicted_step_s\nt,dp,1e30\n", mine + ":2: predicted_step_s: expected seconds from 1e-06 to 1e+07, got '1e30'"},
+      {"scenario,strategy,predicted_step_s\nt,dp,1e-300\n", mine + ":2: predicted_step_s: expected seconds from 1e-06 to 1e+07, got '1e-300'"},
       {"scenario,strategy,predicted_step_s\nt,dp\n", mine + ":2: expected 3 fields, got 2"},
-      {"scenario,strategy,predicted_step_s\nu,dp,1\n", mine + ": no estimate for scenario 't'"},
+      {"scenario,strategy,predicted_step_s\nu,dp,1\nt.json,dp,1\n",
+       mine + ": no row for scenario 't' (the scenario column holds a scenario's \"name\"; its rows name 'u', 't.json')"},
+      {"scenario,strategy,predicted_step_s\n", mine + ": no row for scenario 't' (the scenario column holds a scenario's \"name\"; the file has no rows)"},
       {"scenario,strategy,predicted_step_s\nt,dp,1\nt,tp-pp,2\nt,dp,3\n", mine + ":4: strategy 'dp' has an estimate already, on line 2"},
   };
   for (const auto& [text, line] : bad) {
