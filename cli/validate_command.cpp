@@ -80,7 +80,8 @@ unfit), and --check fails on any.
 --record FILE writes the table (rounded to 4 decimals) for --check; into an existing
 record it writes the suites run and keeps the others (a file there that is no record is
 refused), and a record that is --check's own file stays as it was when that check
-fails. --check FILE refuses (status 2) a record without a suite being run, and fails
+fails; --network, where given, is recorded with the figures. --check FILE refuses
+(status 2) a record without a suite being run or made on another network model, and fails
 (status 3) on a figure worse than recorded, a count of cases or pairs changed, a model
 recorded but no longer produced, a refused or an unfit case.
 
@@ -161,7 +162,9 @@ void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
   }
 }
 
-nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
+// `network`: --network's model where it overrode every case's, recorded with each model's
+// figures so that --check does not compare them with a run on another network model.
+nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table, std::optional<NetworkModelKind> network) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const Accuracy& a : table) {
     j[a.suite][a.model] = {{"cases", a.cases},
@@ -176,6 +179,7 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table) {
       j[a.suite][a.model]["estimate_mean_abs_error"] = a.estimate_mean_abs_error;
       j[a.suite][a.model]["estimate_worst_abs_error"] = a.estimate_worst_abs_error;
     }
+    if (network) j[a.suite][a.model]["network"] = network_model_name(*network);
   }
   return j;
 }
@@ -393,6 +397,15 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
           throw InputError("--check: " + path + " records no figures for suite '" + name + "' (it records " +
                            recorded_suites(recorded) + "); check against a record of the suites run, or --record one");
         }
+        // Figures of another network model are no baseline for these.
+        const std::string now = network ? std::string(network_model_name(*network)) : std::string("each case's own");
+        for (const auto& [model, figures] : recorded[name].items()) {
+          const std::string was = figures.contains("network") ? figures["network"].get<std::string>() : "each case's own";
+          if (was != now) {
+            throw InputError("--check: " + path + " recorded " + name + " / " + model + " with the network model " + was +
+                             ", and this run uses " + now + (network ? "" : " (give --network " + was + ")"));
+          }
+        }
       }
     }
     // --record keeps the suites an existing record holds that this run leaves out (one
@@ -433,7 +446,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     const bool record_kept = vm.count("record") && record_is_check && !bad.empty();
     if (vm.count("record") && !record_kept) {
       nlohmann::ordered_json j = kept;
-      const nlohmann::ordered_json now = accuracy_json(table);
+      const nlohmann::ordered_json now = accuracy_json(table, network);
       for (const auto& [suite, models] : now.items()) j[suite] = models;
       // Rounded to the check's slack, so that the file stays readable and stable.
       for (auto& [s, models] : j.items()) {
@@ -454,7 +467,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       }
     }
     if (vm.count("json")) {
-      out << accuracy_json(table).dump(2) << "\n";
+      out << accuracy_json(table, network).dump(2) << "\n";
     } else {
       print_cases(out, cases, vm.count("cases") ? 0 : 100);
       print_table(out, table);

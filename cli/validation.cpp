@@ -549,6 +549,7 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
         if (e.has(key)) (void)e.number(key, 0.0, kMaxRecordedError);
       }
       if (e.has("kendall_tau") && !e.value("kendall_tau").is_null()) (void)e.number("kendall_tau", -1.0, 1.0);
+      if (e.has("network")) (void)e.choice("network", {"flow", "analytical"});  // --network's, where it was given
       e.known("kendall_tau");
       e.finish();
     }

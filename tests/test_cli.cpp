@@ -2410,6 +2410,21 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim validate: " + rec + ": nccl.all.cases: expected a whole number, got 13.5\n");
+  // Figures replayed on another network model are no baseline: --network is recorded
+  // where given, and a check on another model is refused.
+  const std::string analytical = (s.dir / "analytical.json").string();
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--network", "analytical", "--record", analytical});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(read_file(analytical))["nccl"]["all"]["network"] == "analytical");
+  CHECK(ddlsim_cmd({"validate", "--suite", "nccl", "--network", "analytical", "--check", analytical}).status == 0);
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", analytical});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("with the network model analytical, and this run uses each case's own (give --network analytical)\n") !=
+        std::string::npos);
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--network", "analytical", "--check", fresh});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("with the network model each case's own, and this run uses analytical\n") != std::string::npos);
   // A file that is no record is not replaced.
   const std::string junk = s.write("junk.json", "not json");
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", junk});
