@@ -329,6 +329,10 @@ std::vector<ValidationCase> measured_cases(const std::string& path) {
     try {
       const std::string scenario_text = read_input_file(file.string(), "scenario");
       const nlohmann::json doc = parse_json(scenario_text, file.string());
+      if (doc.is_object() && doc.contains("tasks")) {
+        throw InputError(file.string() + ": a task graph (it lists \"tasks\"), which only 'ddlsim run' replays; "
+                         "--measured needs a training scenario, whose strategies it replays");
+      }
       if (!is_training_scenario(doc)) {
         throw InputError(file.string() + ": not a training scenario (its cluster names no preset or topology file)");
       }

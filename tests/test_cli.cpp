@@ -2931,6 +2931,7 @@ TEST_CASE("validate --measured: your own steps, tabled like a suite") {
   CHECK(nlohmann::json::parse(again.out).at("strategies").at(0).at("step_time_s").get<double>() == Approx(tp4).epsilon(1e-12));
   // One line and exit 2 for each kind of bad file.
   const std::string bad = (s.dir / "bad.csv").string(), t = (s.dir / "sub").string();
+  s.write("sub/g.json", R"({"name": "g", "cluster": {"preset": "dgx-a100"}, "tasks": []})");
   for (const auto& [text, line] : std::vector<std::pair<std::string, std::string>>{
            {"scenario,strategy,measured_step_s\n", ":1: expected the header scenario_file,strategy,measured_step_s"},
            {"scenario_file,strategy,measured_step_s\n", ": no measurement (a row per measured step after the header)"},
@@ -2945,6 +2946,9 @@ TEST_CASE("validate --measured: your own steps, tabled like a suite") {
             ":2: strategy: " + t + "/t.json has no strategy 'tp8' (did you mean 'tp4'?) (its strategies: dp, tp4)"},
            {"scenario_file,strategy,measured_step_s\nsub/none.json,dp,1\n", ":2: cannot read scenario " + t + "/none.json"},
            {"scenario_file,strategy,measured_step_s\n\"sub/t.json,dp,1\n", ":2: a quote is not closed"},
+           {"scenario_file,strategy,measured_step_s\nsub/g.json,dp,1\n",
+            ":2: " + t + "/g.json: a task graph (it lists \"tasks\"), which only 'ddlsim run' replays; --measured needs a "
+            "training scenario, whose strategies it replays"},
            {"scenario_file,strategy,measured_step_s\nsub/t.json,dp,+1\n",
             ":2: measured_step_s: expected seconds from 1e-06 to 1e+07, got '+1'"},
            {"\xEF\xBB\xBFscenario_file;strategy;measured_step_s\n", ":1: expected the header scenario_file,strategy,measured_step_s"}}) {
