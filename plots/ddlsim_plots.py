@@ -800,13 +800,21 @@ def plot_accuracy(args):
             if g[key][-1] <= 0:
                 raise table.error(line, f"column '{column}' is not positive")
         g["error"].append(abs(table.number(line, r, "error")))
+        g.setdefault("signed", []).append(table.number(line, r, "error"))
     values = [v for g in groups.values() for v in g["measured"] + g["predicted"]]
     if not values:
         raise InputError(path, f"every case in unit '{unit}' was refused: nothing to plot")
     lo, hi = min(values) / 1.25, max(values) * 1.25
     cases = len(values) // 2
     top = Top(args, list(groups), legend_title="mean |error|, cases", ncol=1)
-    fig, ax = top.figure(2.6 if not args.wide else 3.0)
+    # Wide: beside the square scatter, each case's signed error against its measured
+    # figure, where a trend with scale (or a suite's bias) shows that the scatter's log
+    # axes flatten.
+    if args.wide:
+        fig, (ax, side) = top.figure(3.0, ncols=2, width_ratios=(1, 1.25))
+    else:
+        fig, ax = top.figure(2.6)
+        side = None
     line_x = np.geomspace(lo, hi, 64)
     ax.fill_between(line_x, line_x * 0.8, line_x * 1.2, color=style.GREY, alpha=0.15,
                     linewidth=0, zorder=0)
@@ -822,6 +830,10 @@ def plot_accuracy(args):
             ax.scatter(g["measured"], g["predicted"], s=10 if cases < 300 else 4, marker=marker,
                        facecolors="none", edgecolors=colour, linewidths=0.6, alpha=0.85,
                        zorder=2)
+            if side is not None:
+                side.scatter(g["measured"], [100 * e for e in g["signed"]],
+                             s=10 if cases < 300 else 4, marker=marker, facecolors="none",
+                             edgecolors=colour, linewidths=0.6, alpha=0.85, zorder=2)
             label += f": {100 * sum(errors) / len(errors):.1f} %, {len(errors)}"
             label += f" (+{refused} refused)" if refused else ""
         else:
@@ -839,6 +851,18 @@ def plot_accuracy(args):
     quantity = f"{QUANTITY.get(unit, 'value')} ({'µs' if unit == 'us' else unit})"
     ax.set_xlabel(f"measured {quantity}")
     ax.set_ylabel(f"predicted {quantity}")
+    if side is not None:
+        side.axhspan(-20, 20, color=style.GREY, alpha=0.15, linewidth=0, zorder=0)
+        side.axhspan(-10, 10, color=style.GREY, alpha=0.3, linewidth=0, zorder=0)
+        side.axhline(0, color=style.BLACK, linewidth=0.7, zorder=1)
+        side.set_xscale("log")
+        side.set_xlim(lo, hi)
+        signed = [100 * e for g in groups.values() for e in g.get("signed", [])]
+        reach = max(25.0, 1.1 * max(abs(e) for e in signed))
+        side.set_ylim(-reach, reach)
+        side.set_xlabel(f"measured {quantity}")
+        side.set_ylabel("error (predicted - measured) / measured (%)")
+        style.light_grid(side, axis="y")
     # The series above the axes; the reference lines inside, where they cover the fewest
     # points (in practice a corner away from the diagonal).
     ax.add_artist(Legend(ax, references, [h.get_label() for h in references], loc="best",

@@ -48,6 +48,7 @@ FIGURES = {
     "accuracy": ["accuracy", fixture("validate.csv")],
     "accuracy-models": ["accuracy", fixture("validate.csv"), "--by", "model"],
     "accuracy-busbw": ["accuracy", fixture("validate.csv"), "--unit", "GB/s"],
+    "accuracy-wide": ["accuracy", fixture("validate.csv"), "--wide"],
     "accuracy-old-header": ["accuracy", fixture("validate-old-header.csv")],
     "tornado": ["tornado", fixture("sweep.csv")],
     "tornado-ptd-p": ["tornado", fixture("sweep.csv"), "--strategy", "ptd-p"],
