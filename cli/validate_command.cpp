@@ -40,7 +40,8 @@ Suites (data in validation/, embedded in the binary, each with its source and li
   nccl           NCCL all-reduce bus bandwidth (GB/s) on NVSwitch servers, DGX-1,
                  InfiniBand nodes and (RCCL) an MI300X platform, and a small-message
                  time (us), from nccl-tests and benchmark figures published in GitHub
-                 issues and ml-engineering; each collective timed alone
+                 issues and ml-engineering, and on 2-8 GPUs of vTrain's A100 server at
+                 64 MiB-1 GiB (its lookup tables); each collective timed alone
   public-runs    124 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table
                  1 of Narayanan et al. 2021) and its ZeRO-3 against PTD-P (Table 2),
                  sequence parallelism and selective recomputation against full

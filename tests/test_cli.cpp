@@ -2375,7 +2375,7 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   REQUIRE(r.status == 0);
   nlohmann::json j = nlohmann::json::parse(read_file(rec));
   CHECK(j["vtrain-multi"] == nlohmann::json::parse(other)["vtrain-multi"]);
-  CHECK(j["nccl"]["all"]["cases"] == 13);
+  CHECK(j["nccl"]["all"]["cases"] == 22);
   CHECK(nlohmann::ordered_json::parse(read_file(rec)).begin().key() == "vtrain-multi");  // its place kept, the new suite after
   // Recorded again: only the suite run is replaced.
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", rec});
@@ -2395,7 +2395,7 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   const std::string fresh = (s.dir / "fresh.json").string();
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec, "--record", fresh});
   CHECK(r.status == 3);
-  CHECK(nlohmann::json::parse(read_file(fresh))["nccl"]["all"]["cases"] == 13);
+  CHECK(nlohmann::json::parse(read_file(fresh))["nccl"]["all"]["cases"] == 22);
   // A model recorded that the run does not produce: its cases are gone.
   j = nlohmann::json::parse(read_file(fresh));
   j["nccl"]["gone"] = j["nccl"]["all"];
@@ -2469,7 +2469,7 @@ TEST_CASE("validate: an argument without an option is named, and suites match in
   CHECK(r.err.find("unknown suite 'NCCL' (did you mean 'nccl'?)") != std::string::npos);
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--case", "1.5"});
   CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --case: expected a whole number from 1 to 13 (the cases of nccl), got '1.5'\n");
+  CHECK(r.err == "ddlsim validate: --case: expected a whole number from 1 to 22 (the cases of nccl), got '1.5'\n");
   // --cost-model's file: an empty name is no default, a CSV is the estimates' place.
   r = ddlsim_cmd({"validate", "--cost-model", ""});
   CHECK(r.status == 2);
@@ -2482,7 +2482,9 @@ TEST_CASE("validate: an argument without an option is named, and suites match in
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
   // Expected, from the sources (validation/nccl/cases.csv, validation/public_runs/cases.json):
-  // 13 NCCL points, 12 bus bandwidths in GB/s and one time in us; 80 runs. A run published
+  // 22 NCCL points, 21 bus bandwidths in GB/s and one time in us (9 of them vTrain's A100
+  // server at 2, 4 and 8 GPUs and 64 MiB, 256 MiB and 1 GiB: 2 GPUs at 64 MiB 165.81 GB/s,
+  // 8 at 1 GiB 229.35, its lookup tables' out-of-place figures); 124 runs. A run published
   // as TFLOP/s per GPU becomes a step time by Narayanan et al.'s count, F = 96 B s l h^2
   // (1 + s/(6h) + V/(16 l h)) / (TFLOP/s x GPUs): the 174.6B GPT (96 layers, hidden
   // 12288, vocabulary 51200, sequence 2048) at batch 1536 on 384 GPUs and 153 TFLOP/s is
@@ -2495,8 +2497,17 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   // NVIDIA's proxies of 7, 21 and 42 layers below 576 GPUs: 8.75 s on 96 in BF16, printed
   // '8.7  5' in the README's table; 12.35 s on 2,304 in FP8).
   const auto nccl = ddlsim::validation_cases("nccl");
-  REQUIRE(nccl.size() == 13);
-  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 12);
+  REQUIRE(nccl.size() == 22);
+  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 21);
+  const auto point = [&](const std::string& label) {
+    for (const auto& c : nccl) {
+      if (c.label.rfind(label, 0) == 0) return c;
+    }
+    FAIL("no NCCL point " << label);
+    return nccl.front();
+  };
+  CHECK(point("2 x A100 SXM (vTrain's server: NVLink 3 + NVSwitch): ring all-reduce of 64M").measured == 165.81);
+  CHECK(point("8 x A100 SXM (vTrain's server: NVLink 3 + NVSwitch): ring all-reduce of 1G").measured == 229.35);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 1);
   const auto runs = ddlsim::validation_cases("public-runs");
   REQUIRE(runs.size() == 124);
@@ -2776,7 +2787,7 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
            {{"--case", "3"},
             "--case: name its suite too (--suite vtrain-multi --case 12, or --measured FILE): cases are numbered within "
             "their suite"},
-           {{"--suite", "nccl", "--case", "0"}, "--case: expected a whole number from 1 to 13 (the cases of nccl), got '0'"},
+           {{"--suite", "nccl", "--case", "0"}, "--case: expected a whole number from 1 to 22 (the cases of nccl), got '0'"},
            {{"--suite", "vtrain-multi", "--case", "110"},
             "--case: expected a whole number from 1 to 109 (the cases of vtrain-multi), got '110'"},
            {{"--suite", "nccl", "--case", "1", "--csv", "x.csv"}, "--csv: not with --case (which replays nothing)"},
