@@ -61,9 +61,10 @@ Examples:
   ddlsim workload --preset llama3-8b --seq 8192 --device h100-sxm
 
 Exit status: 0 success; 1 an output file, or the report on standard output, failed
-while being written once the work was done (a full disk), or an internal error; 2 invalid input (command line, scenario, an
-output path that cannot be written, checked before any work), with one line on stderr
-saying what and where; 3 'validate --check' found an accuracy figure worse than recorded.
+while being written once the work was done (a full disk), or an internal error; 2
+invalid input (command line, scenario, an output path that cannot be written, checked
+before any work), with one line on stderr saying what and where; 3 'validate --check'
+found an accuracy figure worse than recorded.
 )";
 
 }  // namespace
@@ -139,9 +140,11 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   // A report that did not reach standard output (a full disk, a closed descriptor) is a
   // failed output like a file's: the stream drops what follows its first failed write,
   // so a partial or empty report must not pass for one with status 0.
+  // (Status 1 already said what failed; bad input printed nothing there. A --check that
+  // failed (3) with its report cut short becomes 1: the report is the failure to mend.)
   out.flush();
-  if (!out && status != kExitBadInput) {
-    err << "ddlsim: writing standard output failed (a full disk, or standard output closed?): the report is "
+  if (!out && status != kExitBadInput && status != kExitFailure) {
+    err << "ddlsim: writing standard output failed (a full disk, a closed pipe or descriptor?): the report is "
            "incomplete\n";
     return kExitFailure;
   }

@@ -47,9 +47,8 @@ CostModelCheck check_cost_model(const TrainingScenario& s, const std::optional<s
         throw InputError(where + ": strategy '" + f[1] + "' has an estimate already, on line " + std::to_string(seen->second));
       }
       line_of[f[1]] = row.line;
-      // As --measured's: from a microsecond to about 116 days, else a misplaced unit.
-      const std::optional<double> v = positive_number(f[2]);
-      if (!v || *v < 1e-6 || *v > 1e7) {
+      const std::optional<double> v = step_seconds(f[2]);  // (as --measured's)
+      if (!v) {
         throw InputError(where + ": predicted_step_s: expected seconds from 1e-06 to 1e+07, got '" + f[2] + "'");
       }
       todo.push_back({it->second, CostModelRow{f[1], csv_name, *v, 0}});

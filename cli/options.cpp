@@ -25,6 +25,28 @@ std::string option_error(const po::error& e, const po::options_description& d) {
   return message;
 }
 
+std::string stray_argument_error(const std::vector<std::string>& args, const po::options_description& d,
+                                 const char* positional, int positional_count) {
+  // Boost names no argument here: parse again with a catch-all for the strays, and name
+  // the first (often a file whose option came after it, or was left out).
+  po::options_description all;
+  all.add(d).add_options()("\x01stray", po::value<std::vector<std::string>>());
+  po::positional_options_description every;
+  if (positional != nullptr) every.add(positional, positional_count);
+  every.add("\x01stray", -1);
+  po::variables_map strays;
+  std::string first = "?";
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(every).style(kOptionStyle).run(), strays);
+    if (strays.count("\x01stray")) first = strays["\x01stray"].as<std::vector<std::string>>().front();
+  } catch (const po::error&) {
+  }
+  return "unexpected argument '" + first + "': " +
+         (positional != nullptr ? std::string("one more than the ") + positional + " it takes"
+                                : std::string("it takes none without an option")) +
+         "; every other file follows the option it is for";
+}
+
 std::optional<int> parse_command_options(const std::vector<std::string>& args, const po::options_description& d,
                                          const char* positional, const char* command, po::variables_map& vm,
                                          std::ostream& out, std::ostream& err, int positional_count) {
@@ -34,24 +56,8 @@ std::optional<int> parse_command_options(const std::vector<std::string>& args, c
     po::store(po::command_line_parser(args).options(d).positional(pos).style(kOptionStyle).run(), vm);
     po::notify(vm);
   } catch (const po::too_many_positional_options_error&) {
-    // Boost names no argument here: parse again with a catch-all for the strays, and name
-    // the first (often a file whose option came after it, or was left out).
-    po::options_description all;
-    all.add(d).add_options()("\x01stray", po::value<std::vector<std::string>>());
-    po::positional_options_description every;
-    if (positional != nullptr) every.add(positional, positional_count);
-    every.add("\x01stray", -1);
-    po::variables_map strays;
-    std::string first = "?";
-    try {
-      po::store(po::command_line_parser(args).options(all).positional(every).style(kOptionStyle).run(), strays);
-      if (strays.count("\x01stray")) first = strays["\x01stray"].as<std::vector<std::string>>().front();
-    } catch (const po::error&) {
-    }
-    err << "ddlsim " << command << ": unexpected argument '" << first << "': "
-        << (positional != nullptr ? std::string("one more than the ") + positional + " it takes"
-                                  : std::string("it takes none without an option"))
-        << "; every other file follows the option it is for, as in --csv FILE (see 'ddlsim " << command << " --help')\n";
+    err << "ddlsim " << command << ": " << stray_argument_error(args, d, positional, positional_count) << " (see 'ddlsim "
+        << command << " --help')\n";
     return kExitBadInput;
   } catch (const po::error& e) {
     err << "ddlsim " << command << ": " << option_error(e, d) << " (see 'ddlsim " << command << " --help')\n";

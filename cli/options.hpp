@@ -17,6 +17,11 @@ inline constexpr int kOptionStyle =
 
 /// A parse error's message; an unknown option gains "(did you mean '--x'?)" from `d`.
 std::string option_error(const boost::program_options::error& e, const boost::program_options::options_description& d);
+/// For boost's too_many_positional_options_error, which names no argument: the first
+/// argument no option takes, named ("unexpected argument 'x.json': ...").
+std::string stray_argument_error(const std::vector<std::string>& args,
+                                 const boost::program_options::options_description& d, const char* positional,
+                                 int positional_count);
 
 /// Parses `args` against `d` (with `positional`, when given, as the name of the
 /// positional arguments: at most `positional_count` of them, -1 for any number). On a parse error writes "ddlsim COMMAND: ... (see 'ddlsim

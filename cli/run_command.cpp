@@ -224,9 +224,8 @@ int run_training(const nlohmann::json& doc, const RunArgs& a, std::ostream& out)
     f.stream() << "strategy,link,kind,bytes,utilization\n";
     for (const TrainingReport& r : reports) {
       for (const LinkUse& l : r.all_links) {
-        char nums[64];
-        std::snprintf(nums, sizeof nums, "%.17g,%.17g", l.bytes, l.utilization);
-        f.stream() << csv_quoted(r.name) << "," << csv_quoted(l.link) << "," << l.kind << "," << nums << "\n";
+        f.stream() << csv_quoted(r.name) << "," << csv_quoted(l.link) << "," << l.kind << "," << shortest_text(l.bytes)
+                   << "," << shortest_text(l.utilization) << "\n";
       }
     }
     f.commit();
@@ -242,6 +241,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   RunArgs a;
   try {
     a = parse_run_args(args);
+  } catch (const po::too_many_positional_options_error&) {
+    err << "ddlsim run: " << stray_argument_error(args, run_options(), "scenario", 1) << " (see 'ddlsim run --help')\n";
+    return kExitBadInput;
   } catch (const po::error& e) {
     err << "ddlsim run: " << option_error(e, run_options()) << " (see 'ddlsim run --help')\n";
     return kExitBadInput;

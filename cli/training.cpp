@@ -955,11 +955,7 @@ nlohmann::ordered_json training_report_row(const TrainingReport& r) {
 std::string csv_cell(const nlohmann::ordered_json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return csv_quoted(v.get<std::string>());
-  if (v.is_number_float()) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
-    return buf;
-  }
+  if (v.is_number_float()) return shortest_text(v.get<double>());
   if (v.is_boolean() || v.is_number()) return v.dump();
   return csv_quoted(v.dump());  // an array or object: its JSON, quoted
 }

@@ -67,7 +67,8 @@ or kind of point): cases, mean and worst absolute percentage error, and Kendall'
 between predicted and measured figures among the strategies of one model on one GPU
 count and batch (1 = same order, -1 = reversed; - where no two cases compare or all
 pairs tie). --json: per suite and model cases, refused, unfit, mean_abs_error and
-worst_abs_error (fractions: 0.05 is 5%), kendall_tau (null where undefined) and pairs.
+worst_abs_error (fractions: 0.05 is 5%), kendall_tau (null where undefined), pairs, and
+network where --network was given.
 --csv writes every case: suite, index, model, case, gpus, global_batch, micro_batch,
 hidden, heads, layers, seq, tp, dp, pp, cp (empty where not set), unit (s, GB/s or us),
 measured and predicted (in that unit), error ((predicted - measured) / measured), refused
@@ -185,13 +186,6 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table, std::op
   return j;
 }
 
-// The shortest text that reads back as `v` (12.2, not 12.199999999999999).
-std::string shortest(double v) {
-  char buf[64];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, end) : std::string("nan");
-}
-
 void write_csv(const std::string& path, const std::vector<ValidationCase>& cases) {
   AtomicFile f(path);
   std::ostream& o = f.stream();
@@ -205,17 +199,17 @@ void write_csv(const std::string& path, const std::vector<ValidationCase>& cases
       o << ",";
       if (v != 0) o << v;
     }
-    o << "," << c.unit << "," << shortest(c.measured) << "," << shortest(c.predicted) << ","
-      << shortest(c.refused.empty() ? c.error() : 0.0) << "," << csv_quoted(c.refused);
+    o << "," << c.unit << "," << shortest_text(c.measured) << "," << shortest_text(c.predicted) << ","
+      << shortest_text(c.refused.empty() ? c.error() : 0.0) << "," << csv_quoted(c.refused);
     // Where a replayed training step goes (empty for a collective or a refused plan).
     const auto& b = c.breakdown;
     if (b.step && c.refused.empty()) {
       for (double v : {b.compute_s, b.exposed_tp_s, b.exposed_pp_s, b.exposed_dp_s, b.exposed_other_s, b.bubble_s,
                        b.peak_memory_bytes / (1024.0 * 1024 * 1024)}) {
-        o << "," << shortest(v);
+        o << "," << shortest_text(v);
       }
       o << ",";
-      if (b.estimate_s > 0.0) o << shortest(b.estimate_s);
+      if (b.estimate_s > 0.0) o << shortest_text(b.estimate_s);
       o << "\n";
     } else {
       o << ",,,,,,,,\n";
@@ -314,8 +308,11 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       ("jobs,j", po::value<int>()->value_name("N"), "threads (default: the machine's cores)")
       ("csv", po::value<std::string>()->value_name("FILE"), "write every case, predicted against measured")
       ("json", "print the accuracy table as JSON")
-      ("check", po::value<std::string>()->value_name("FILE"), "fail (status 3) if any figure is worse than this recorded table (JSON), or a count of cases or pairs differs")
-      ("record", po::value<std::string>()->value_name("FILE"), "write the accuracy table as JSON, for --check")
+      ("check", po::value<std::string>()->value_name("FILE"),
+       "fail (status 3) if any figure is worse than this recorded table (JSON), a count of cases or pairs differs or "
+       "a recorded model is gone; refuse (status 2) a record without a suite run or of another network model")
+      ("record", po::value<std::string>()->value_name("FILE"),
+       "write the accuracy table as JSON, for --check; into an existing record, keeping the suites not run")
       ("cost-model", po::value<std::string>()->value_name("[SCENARIO]")->implicit_value(kEmbeddedScenario, ""),
        "check estimates against replays for a training scenario's strategies (default: the embedded one)")
       ("estimates", po::value<std::string>()->value_name("FILE"), "with --cost-model: your estimates, CSV")
@@ -331,6 +328,11 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       }
     }
     check_outputs(vm, {"csv", "record"}, inputs);
+    // --record may rewrite --check's record (read first); --csv would destroy it.
+    if (vm.count("csv") && vm.count("check") && same_file(vm["csv"].as<std::string>(), vm["check"].as<std::string>())) {
+      throw InputError("--csv: " + vm["csv"].as<std::string>() + " is --check's record too; writing the CSV there would "
+                       "destroy it, so give the CSV another name");
+    }
     if (vm.count("cost-model")) return check_cost_model_command(vm, out);
     for (const char* only : {"estimates", "set"}) {
       if (vm.count(only)) throw InputError(std::string("--") + only + ": only with --cost-model");
@@ -404,7 +406,9 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
           const std::string was = figures.contains("network") ? figures["network"].get<std::string>() : "each case's own";
           if (was != now) {
             throw InputError("--check: " + path + " recorded " + name + " / " + model + " with the network model " + was +
-                             ", and this run uses " + now + (network ? "" : " (give --network " + was + ")"));
+                             ", and this run uses " + now +
+                             (network ? (figures.contains("network") ? "" : " (leave --network out)")
+                                      : " (give --network " + was + ")"));
           }
         }
       }
@@ -413,7 +417,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     // suite re-recorded into validation/accuracy.json leaves the others' figures as they
     // were); a file there that is no record is refused rather than replaced.
     nlohmann::ordered_json kept = nlohmann::ordered_json::object();
-    if (vm.count("record") && std::filesystem::exists(vm["record"].as<std::string>())) {
+    // (Only a regular file holds a record: a pipe or /dev/stdout is written, not read.)
+    if (vm.count("record") && std::filesystem::is_regular_file(vm["record"].as<std::string>())) {
       const std::string path = vm["record"].as<std::string>();
       try {
         const std::string text = read_input_file(path, "record");
@@ -424,6 +429,19 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       } catch (const InputError& e) {
         throw InputError("--record: " + path + " is there and is no record that --record could add to (" + e.what() +
                          "); remove it or name another file");
+      }
+      // One record, one network model: a suite kept from another would fail every later
+      // --check of the whole record.
+      const std::string now = network ? std::string(network_model_name(*network)) : std::string("each case's own");
+      for (const auto& [name, models] : kept.items()) {
+        if (std::find(run_suites.begin(), run_suites.end(), name) != run_suites.end()) continue;
+        for (const auto& [model, figures] : models.items()) {
+          const std::string was = figures.contains("network") ? figures["network"].get<std::string>() : "each case's own";
+          if (was != now) {
+            throw InputError("--record: " + path + " keeps " + name + " / " + model + " recorded with the network model " +
+                             was + ", and this run uses " + now + "; record into another file, or run with the same model");
+          }
+        }
       }
     }
     run_validation(cases, network, jobs);

@@ -318,9 +318,8 @@ std::vector<ValidationCase> measured_cases(const std::string& path) {
   for (const CsvRow& row : csv_rows(text, path, {"scenario_file", "strategy", "measured_step_s"})) {
     const std::string where = path + ":" + std::to_string(row.line);
     const std::vector<std::string>& f = row.fields;
-    // From a microsecond to about 116 days: outside that, a misplaced unit, not a step.
-    const std::optional<double> measured = positive_number(f[2]);
-    if (!measured || *measured < 1e-6 || *measured > 1e7) {
+    const std::optional<double> measured = step_seconds(f[2]);
+    if (!measured) {
       throw InputError(where + ": measured_step_s: expected seconds from 1e-06 to 1e+07, got '" + f[2] + "'");
     }
     if (f[0].empty()) throw InputError(where + ": scenario_file: expected a file name, got ''");
@@ -567,7 +566,8 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
   }
   for (const std::string& suite : run) {
     if (!recorded.contains(suite)) continue;
-    for (const auto& [model, figures] : recorded[suite].items()) {
+    for (const auto& entry : recorded[suite].items()) {
+      const std::string model = entry.key();  // (a name a lambda may capture)
       const bool produced = std::any_of(table.begin(), table.end(),
                                         [&](const Accuracy& b) { return b.suite == suite && b.model == model; });
       if (!produced) out.push_back(suite + " / " + model + ": recorded in " + path + " but no longer produced (its cases are gone)");

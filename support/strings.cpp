@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -66,51 +67,60 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[m];
 }
 
-std::string did_you_mean(std::string_view given, std::span<const std::string> candidates) {
-  // The same name in other letter case ("NCCL" for "nccl").
-  for (const auto& c : candidates) {
-    if (c.size() == given.size() && c != given &&
-        std::equal(c.begin(), c.end(), given.begin(), [](char x, char y) {
-          return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-        })) {
-      return " (did you mean '" + c + "'?)";
-    }
+std::string did_you_mean(std::string_view given_text, std::span<const std::string> candidates) {
+  // Every comparison ignores letter case ("NCCL" for "nccl", "H100" for "h100-sxm").
+  const auto lower = [](std::string_view t) {
+    std::string l(t);
+    for (char& ch : l) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return l;
+  };
+  const std::string given = lower(given_text);
+  std::vector<std::string> lowered;
+  lowered.reserve(candidates.size());
+  for (const auto& c : candidates) lowered.push_back(lower(c));
+  const auto suggest = [&](std::size_t i) { return " (did you mean '" + candidates[i] + "'?)"; };
+  // The same name in other letter case.
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (lowered[i] == given && candidates[i] != given_text) return suggest(i);
   }
   // A candidate that starts with what was typed ("h100" for "h100-sxm") is the likeliest.
   if (given.size() >= 2) {
-    for (const auto& c : candidates) {
-      if (c.size() > given.size() && c.compare(0, given.size(), given) == 0) return " (did you mean '" + c + "'?)";
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const std::string& c = lowered[i];
+      if (c.size() > given.size() && c.compare(0, given.size(), given) == 0) return suggest(i);
     }
     // One that ends in what was typed after a dash ("ib-ndr" for "ndr"): the short name.
-    for (const auto& c : candidates) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const std::string& c = lowered[i];
       if (c.size() > given.size() + 1 && c.compare(c.size() - given.size(), given.size(), given) == 0 &&
           c[c.size() - given.size() - 1] == '-') {
-        return " (did you mean '" + c + "'?)";
+        return suggest(i);
       }
     }
     // One that what was typed extends with a suffix ("seq" for "seq_len", "vocab" for
     // "vocab_size"): another tool's spelling of the same field.
-    for (const auto& c : candidates) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const std::string& c = lowered[i];
       if (c.size() >= 2 && given.size() > c.size() + 1 && given.compare(0, c.size(), c) == 0 &&
           (given[c.size()] == '_' || given[c.size()] == '-')) {
-        return " (did you mean '" + c + "'?)";
+        return suggest(i);
       }
     }
   }
-  const std::string* best = nullptr;
+  std::size_t best = candidates.size();
   std::size_t best_d = 0;
-  for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(given, c);
-    if (best == nullptr || d < best_d) {
-      best = &c;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const std::size_t d = edit_distance(given, lowered[i]);
+    if (best == candidates.size() || d < best_d) {
+      best = i;
       best_d = d;
     }
   }
   // A typo: at most a third of the longer word changed (and at least one edit allowed).
-  if (best == nullptr) return {};
-  const std::size_t limit = std::max<std::size_t>(1, std::max(given.size(), best->size()) / 3);
+  if (best == candidates.size()) return {};
+  const std::size_t limit = std::max<std::size_t>(1, std::max(given.size(), lowered[best].size()) / 3);
   if (best_d > limit) return {};
-  return " (did you mean '" + *best + "'?)";
+  return suggest(best);
 }
 
 std::string csv_quoted(std::string_view text) {
@@ -136,6 +146,18 @@ std::optional<double> positive_number(const std::string& text) {
   }
   if (text.empty() || used != text.size() || !std::isfinite(v) || v <= 0) return std::nullopt;
   return v;
+}
+
+std::optional<double> step_seconds(const std::string& text) {
+  const std::optional<double> v = positive_number(text);
+  if (!v || *v < 1e-6 || *v > 1e7) return std::nullopt;
+  return v;
+}
+
+std::string shortest_text(double v) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("nan");
 }
 
 std::vector<CsvRow> csv_rows(std::string_view text, const std::string& source, const std::vector<std::string>& header) {

@@ -58,6 +58,11 @@ std::vector<CsvRow> csv_rows(std::string_view text, const std::string& source, c
 /// The text as a positive finite decimal number ("2.5", "1e-3"), all of it: no sign,
 /// space, hexadecimal, unit or trailing text; nullopt otherwise.
 std::optional<double> positive_number(const std::string& text);
+/// A step time in seconds as a CSV gives it: positive_number from a microsecond to about
+/// 116 days (1e-6 to 1e7); outside that, a misplaced unit, not a step.
+std::optional<double> step_seconds(const std::string& text);
+/// The shortest text that reads back as `v` (12.2, not 12.199999999999999).
+std::string shortest_text(double v);
 
 /// `value` rounded to `decimals` places, a result of zero always +0, so that a printed
 /// "%+.1f" of -0.04 reads +0.0, not -0.0.

@@ -1453,7 +1453,7 @@ TEST_CASE("the compute model against our H200 measurement (validation/compute/h2
 }
 
 TEST_CASE("did-you-mean suggests typos, completions, short names and longer spellings") {
-  // Expected: a typo within a third of the word ("ib-hdrr" -> "ib-hdr"); a prefix
+  // Expected (in any letter case): a typo within a third of the word ("ib-hdrr" -> "ib-hdr"); a prefix
   // ("h100" -> "h100-sxm"); the part after a dash ("ndr" -> "ib-ndr", DESIGN.md's
   // spelling); another tool's longer name of a field ("seq_len" -> "seq"); nothing for
   // a word unlike every candidate, or a one-letter one.
@@ -1469,6 +1469,12 @@ TEST_CASE("did-you-mean suggests typos, completions, short names and longer spel
   CHECK(did_you_mean("vocab_size", keys) == " (did you mean 'vocab'?)");
   CHECK(did_you_mean("sequence", keys).empty());
   CHECK(did_you_mean("x", keys).empty());
+  // Letter case is ignored in every pass: the same name, a prefix, a typo.
+  CHECK(did_you_mean("NDR", links) == " (did you mean 'ib-ndr'?)");
+  CHECK(did_you_mean("H100", parts) == " (did you mean 'h100-sxm'?)");
+  CHECK(did_you_mean("IB-HDRR", links) == " (did you mean 'ib-hdr'?)");
+  const std::vector<std::string> suites{"nccl", "all"};
+  CHECK(did_you_mean("NCCL", suites) == " (did you mean 'nccl'?)");
 }
 
 TEST_CASE("a scenario's workload gives a gpt or llama by its shape, and one global batch for its strategies") {
@@ -2391,6 +2397,11 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   CHECK(r.err.find("worse than recorded: nccl / all: mean_abs_error") != std::string::npos);
   CHECK(r.err.find("ddlsim validate: --record: " + rec + " left as it was, since the check against it failed\n") !=
         std::string::npos);
+  // ... also when the two name it differently.
+  const std::string dotted = (s.dir / "." / "acc.json").string();
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec, "--record", dotted});
+  CHECK(r.status == 3);
+  CHECK(read_file(rec) == tight);
   // Another record file takes the figures even when the check fails.
   const std::string fresh = (s.dir / "fresh.json").string();
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec, "--record", fresh});
@@ -2424,7 +2435,26 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
         std::string::npos);
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--network", "analytical", "--check", fresh});
   CHECK(r.status == 2);
-  CHECK(r.err.find("with the network model each case's own, and this run uses analytical\n") != std::string::npos);
+  CHECK(r.err.find("with the network model each case's own, and this run uses analytical (leave --network out)\n") !=
+        std::string::npos);
+  // Nor does one record keep suites of two network models: every later --check of it
+  // would fail one way or the other.
+  const std::string mixed = (s.dir / "mixed.json").string();
+  std::ofstream(mixed) << other;
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--network", "analytical", "--record", mixed});
+  CHECK(r.status == 2);
+  CHECK(read_file(mixed) == other);
+  CHECK(r.err.find("--record: " + mixed + " keeps vtrain-multi / all recorded with the network model each case's own, "
+                   "and this run uses analytical;") != std::string::npos);
+  // --csv may not overwrite --check's record (--record may: it is read first).
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", fresh, "--csv", fresh});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --csv: " + fresh + " is --check's record too; writing the CSV there would destroy it, "
+                 "so give the CSV another name\n");
+  // An empty file takes a record as a missing one does.
+  const std::string empty = s.write("empty.json", "");
+  CHECK(ddlsim_cmd({"validate", "--suite", "nccl", "--record", empty}).status == 0);
+  CHECK(nlohmann::json::parse(read_file(empty))["nccl"]["all"]["cases"] == 22);
   // A file that is no record is not replaced.
   const std::string junk = s.write("junk.json", "not json");
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", junk});
@@ -2444,14 +2474,15 @@ TEST_CASE("a report that does not reach standard output fails with status 1") {
   std::ostream out(&full);
   std::ostringstream err;
   CHECK(ddlsim::cli_main({"validate", "--suite", "nccl", "--json"}, out, err) == 1);
-  CHECK(err.str() == "ddlsim: writing standard output failed (a full disk, or standard output closed?): the report is "
-                     "incomplete\n");
+  CHECK(err.str() == "ddlsim: writing standard output failed (a full disk, a closed pipe or descriptor?): the report "
+                     "is incomplete\n");
   std::ostream out2(&full);
   std::ostringstream err2;
   CHECK(ddlsim::cli_main({"topology", "--preset", "dgx-a100"}, out2, err2) == 1);
   std::ostream out3(&full);
   std::ostringstream err3;
   CHECK(ddlsim::cli_main({"validate", "--suite", "nope"}, out3, err3) == 2);
+  CHECK(err3.str().find("writing standard output") == std::string::npos);  // one line: the bad input's
 }
 
 TEST_CASE("validate: an argument without an option is named, and suites match in any letter case") {
@@ -2460,7 +2491,11 @@ TEST_CASE("validate: an argument without an option is named, and suites match in
   auto r = ddlsim_cmd({"validate", "c5.json", "--cost-model"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim validate: unexpected argument 'c5.json': it takes none without an option; every other file "
-                 "follows the option it is for, as in --csv FILE (see 'ddlsim validate --help')\n");
+                 "follows the option it is for (see 'ddlsim validate --help')\n");
+  r = ddlsim_cmd({"run", "a.json", "b.json"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim run: unexpected argument 'b.json': one more than the scenario it takes; every other file "
+                 "follows the option it is for (see 'ddlsim run --help')\n");
   r = ddlsim_cmd({"search", "a.json", "b.json"});
   CHECK(r.status == 2);
   CHECK(r.err.rfind("ddlsim search: unexpected argument 'b.json': one more than the scenario it takes;", 0) == 0);
