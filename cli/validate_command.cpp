@@ -124,6 +124,7 @@ Examples:
   ddlsim validate --suite nccl --network analytical
   ddlsim validate --csv cases.csv --json > accuracy.json
   ddlsim validate --check validation/accuracy.json    # fails (exit 3) if accuracy got worse
+  ddlsim validate --suite nccl --record validation/accuracy.json   # one suite again, the rest kept
   ddlsim validate --suite vtrain-multi --case 12 > case.json && ddlsim run case.json --trace t.json
   ddlsim validate --measured my-steps.csv --record mine.json   # your cluster, then --check mine.json
   ddlsim validate --cost-model scenarios/megatron-zero3-vs-ptdp.json
