@@ -29,6 +29,8 @@ namespace {
 
 // --cost-model without a value: the embedded default scenario (a name no file has).
 constexpr const char* kEmbeddedScenario = "\x01embedded";
+// The network model of a record's figures when no --network was given.
+constexpr const char* kOwnNetworks = "each case's own";
 
 constexpr const char* kValidateHelp = R"(Usage: ddlsim validate [--suite NAME] [OPTIONS]
 
@@ -391,6 +393,9 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       for (const auto& [k, v] : r.items()) names += (names.empty() ? "" : ", ") + k;
       return names.empty() ? std::string("none") : names;
     };
+    // The network model figures were replayed on: --network's, or each case's own; a
+    // record names it with each model's figures where --network was given.
+    const std::string run_network = network ? std::string(network_model_name(*network)) : kOwnNetworks;
     nlohmann::json recorded;
     if (vm.count("check")) {
       const std::string path = vm["check"].as<std::string>();
@@ -402,12 +407,11 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
                            recorded_suites(recorded) + "); check against a record of the suites run, or --record one");
         }
         // Figures of another network model are no baseline for these.
-        const std::string now = network ? std::string(network_model_name(*network)) : std::string("each case's own");
         for (const auto& [model, figures] : recorded[name].items()) {
-          const std::string was = figures.contains("network") ? figures["network"].get<std::string>() : "each case's own";
-          if (was != now) {
+          const std::string was = figures.value("network", std::string(kOwnNetworks));
+          if (was != run_network) {
             throw InputError("--check: " + path + " recorded " + name + " / " + model + " with the network model " + was +
-                             ", and this run uses " + now +
+                             ", and this run uses " + run_network +
                              (network ? (figures.contains("network") ? "" : " (leave --network out)")
                                       : " (give --network " + was + ")"));
           }
@@ -433,14 +437,13 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       }
       // One record, one network model: a suite kept from another would fail every later
       // --check of the whole record.
-      const std::string now = network ? std::string(network_model_name(*network)) : std::string("each case's own");
       for (const auto& [name, models] : kept.items()) {
         if (std::find(run_suites.begin(), run_suites.end(), name) != run_suites.end()) continue;
         for (const auto& [model, figures] : models.items()) {
-          const std::string was = figures.contains("network") ? figures["network"].get<std::string>() : "each case's own";
-          if (was != now) {
+          const std::string was = figures.value("network", std::string(kOwnNetworks));
+          if (was != run_network) {
             throw InputError("--record: " + path + " keeps " + name + " / " + model + " recorded with the network model " +
-                             was + ", and this run uses " + now + "; record into another file, or run with the same model");
+                             was + ", and this run uses " + run_network + "; record into another file, or run with the same model");
           }
         }
       }

@@ -2487,32 +2487,29 @@ TEST_CASE("a report that does not reach standard output fails with status 1") {
 
 TEST_CASE("validate: an argument without an option is named, and suites match in any letter case") {
   // Expected: the stray argument named in one line (boost's own message named none), and
-  // 'NCCL' suggested as 'nccl'.
-  auto r = ddlsim_cmd({"validate", "c5.json", "--cost-model"});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: unexpected argument 'c5.json': it takes none without an option; every other file "
-                 "follows the option it is for (see 'ddlsim validate --help')\n");
-  r = ddlsim_cmd({"run", "a.json", "b.json"});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim run: unexpected argument 'b.json': one more than the scenario it takes; every other file "
-                 "follows the option it is for (see 'ddlsim run --help')\n");
-  r = ddlsim_cmd({"search", "a.json", "b.json"});
+  // 'NCCL' suggested as 'nccl'; --case a whole number; --cost-model's file: an empty name
+  // is no default, a CSV is the estimates' place.
+  expect_exact_errors({
+      {{"validate", "c5.json", "--cost-model"},
+       "ddlsim validate: unexpected argument 'c5.json': it takes none without an option; every other file follows the "
+       "option it is for (see 'ddlsim validate --help')\n"},
+      {{"run", "a.json", "b.json"},
+       "ddlsim run: unexpected argument 'b.json': one more than the scenario it takes; every other file follows the "
+       "option it is for (see 'ddlsim run --help')\n"},
+      {{"validate", "--suite", "nccl", "--case", "1.5"},
+       "ddlsim validate: --case: expected a whole number from 1 to 22 (the cases of nccl), got '1.5'\n"},
+      {{"validate", "--cost-model", ""},
+       "ddlsim validate: --cost-model: an empty file name (leave the value out for the embedded default scenario)\n"},
+      {{"validate", "--cost-model", "mine.csv"},
+       "ddlsim validate: --cost-model: mine.csv is a CSV; --cost-model takes a training scenario (JSON), and your "
+       "estimates go in --estimates FILE.csv beside it\n"},
+  });
+  auto r = ddlsim_cmd({"search", "a.json", "b.json"});
   CHECK(r.status == 2);
   CHECK(r.err.rfind("ddlsim search: unexpected argument 'b.json': one more than the scenario it takes;", 0) == 0);
   r = ddlsim_cmd({"validate", "--suite", "NCCL"});
   CHECK(r.status == 2);
   CHECK(r.err.find("unknown suite 'NCCL' (did you mean 'nccl'?)") != std::string::npos);
-  r = ddlsim_cmd({"validate", "--suite", "nccl", "--case", "1.5"});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --case: expected a whole number from 1 to 22 (the cases of nccl), got '1.5'\n");
-  // --cost-model's file: an empty name is no default, a CSV is the estimates' place.
-  r = ddlsim_cmd({"validate", "--cost-model", ""});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --cost-model: an empty file name (leave the value out for the embedded default scenario)\n");
-  r = ddlsim_cmd({"validate", "--cost-model", "mine.csv"});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --cost-model: mine.csv is a CSV; --cost-model takes a training scenario (JSON), and "
-                 "your estimates go in --estimates FILE.csv beside it\n");
 }
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {

@@ -4870,6 +4870,20 @@ TEST_CASE("overlap_grad_reduce with a pass that adds each micro-batch's gradient
   }
 }
 
+namespace {
+
+// tp 8 x dp 2 x pp `pp` with sequence parallelism and ZeRO-1 (the estimate tests' plan on
+// DGX H100 servers), interleaved over v model chunks where v > 1.
+ParallelPlan zero1_tp8_dp2(int pp, int global_batch, int v) {
+  ParallelPlan p;
+  p.tp = 8, p.dp = 2, p.pp = pp, p.global_batch = global_batch, p.sequence_parallel = true;
+  p.dp_mode = DataParallelMode::kZero1;
+  if (v > 1) p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = v;
+  return p;
+}
+
+}  // namespace
+
 TEST_CASE("overlap_param_gather one bucket ahead: the estimate follows the fill's stalls and slowed forwards") {
   // Expected: on 4 DGX H100 (tp 8 x dp 2 x pp 2, ZeRO-1, a layer's weights a bucket of
   // their own), each layer's gather (about 200 MB over the dp pair's InfiniBand) outlasts
@@ -4882,10 +4896,8 @@ TEST_CASE("overlap_param_gather one bucket ahead: the estimate follows the fill'
   StepRig rig("dgx-h100", 4);
   const TransformerConfig m = gpt_config("g", 16, 8192, 64, 2048, 32000);
   for (const int v : {1, 2}) {
-    ParallelPlan p;
-    p.tp = 8, p.dp = 2, p.pp = 2, p.global_batch = 16, p.sequence_parallel = true;
-    p.dp_mode = DataParallelMode::kZero1, p.overlap_param_gather = true, p.bucket_bytes = 1.0 * kMiB;
-    if (v > 1) p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = v;
+    ParallelPlan p = zero1_tp8_dp2(2, 16, v);
+    p.overlap_param_gather = true, p.bucket_bytes = 1.0 * kMiB;
     CAPTURE(describe_plan(p));
     REQUIRE(plan_problem(p, m, 32).empty());
     const auto [t, e] = rig.timed(m, p, NetworkModelKind::kAnalytical);
@@ -4906,10 +4918,8 @@ TEST_CASE("overlap_grad_reduce: every stage's slowed last backward lies on the d
   StepRig rig("dgx-h100", 8);
   const TransformerConfig m = gpt_config("g", 16, 8192, 64, 2048, 32000);
   for (const int v : {1, 2}) {
-    ParallelPlan p;
-    p.tp = 8, p.dp = 2, p.pp = 4, p.global_batch = 32, p.sequence_parallel = true;
-    p.dp_mode = DataParallelMode::kZero1, p.overlap_grad_reduce = false;
-    if (v > 1) p.schedule = PipelineSchedule::kInterleaved1F1B, p.virtual_stages = v;
+    ParallelPlan p = zero1_tp8_dp2(4, 32, v);
+    p.overlap_grad_reduce = false;
     CAPTURE(describe_plan(p));
     REQUIRE(plan_problem(p, m, 64).empty());
     const auto [t_off, e_off] = rig.timed(m, p, NetworkModelKind::kAnalytical);
