@@ -144,15 +144,23 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         }
         shared = bottleneck_sharing(f, crossings);
       }
-      const double bw = std::min(in.capacity, out.seen ? out.capacity * channels / shared : in.capacity);
-      const double lat = std::max(in.latency, out.latency);
+      const double out_bw = out.capacity * channels / shared;
       const double c = pieces();
+      // A step waits for its slowest hop, inside a domain or between two: that hop's
+      // latency (once per piece) and its bytes at its rate. A ring phase inside one domain
+      // also pays its links' ring overhead (CollectiveGroup::ring_overhead).
+      const auto step = [&](double latencies, double bytes, double overhead) {
+        double t = in.seen ? latencies * in.latency + bytes / in.capacity * overhead : 0.0;
+        if (out.seen) t = std::max(t, latencies * out.latency + bytes / out_bw);
+        return t;
+      };
+      const double overhead = local.size() == 1 ? 1.0 + g.ring_overhead / (P - 1.0) : 1.0;
       switch (op) {
         // (A step in c pieces pays its latency c times; automatic chunks keep it whole.)
-        case Op::kAllReduce: return 2.0 * (P - 1.0) * (c * lat + S / P / bw);
+        case Op::kAllReduce: return 2.0 * (P - 1.0) * step(c, S / P, overhead);
         case Op::kReduceScatter:
-        case Op::kAllGather: return (P - 1.0) * (c * lat + S / P / bw);
-        default: return (P - 2.0 + c) * (lat + S / c / bw);
+        case Op::kAllGather: return (P - 1.0) * step(c, S / P, overhead);
+        default: return (P - 2.0 + c) * step(1.0, S / c, 1.0);
       }
     }
     case CollectiveAlgorithm::kTree: {
@@ -306,7 +314,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         crossings.emplace_back(node(local[0][k]), node(local[1][k]));
       }
       const double shared = bottleneck_sharing(f, crossings);
-      return 2.0 * in.steps(G - 1.0, S / G) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
+      const double local_overhead = G > 1.0 ? 1.0 + g.ring_overhead / (G - 1.0) : 1.0;
+      return 2.0 * in.steps(G - 1.0, S / G * local_overhead) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
     }
     case CollectiveAlgorithm::kTorus: {
       // The D x ways parts (torus_used_dims, torus_ways) side by side, S / (D ways)

@@ -250,8 +250,8 @@ class GraphSink {
  public:
   GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec, std::string_view label)
       : g_(g), net_(net), name_(g.intern(named(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)), label))) {}
-  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr) {
-    const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies}, name_).id();
+  TaskId send(NodeId from, NodeId to, double bytes, double latencies = 1.0, const Shares* shares = nullptr) {
+    const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), static_cast<float>(latencies)}, name_).id();
     if (shares != nullptr) {
       if (const double share = shares->of(from, to); share > 1.0) g_.set_share(t, share);
     }
@@ -280,11 +280,11 @@ class TimingSink {
       : f_(f), cache_(kCache), traffic_(traffic), first_(first) {
     if (traffic_ != nullptr) link_bytes_.assign(f.cluster().link_count(), 0.0);
   }
-  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr) {
+  TaskId send(NodeId from, NodeId to, double bytes, double latencies = 1.0, const Shares* shares = nullptr) {
     const Price& p = price(from, to);
     const double share = shares != nullptr ? shares->of(from, to, &p.route) : 1.0;
     ready_.push_back(0.0);
-    const double latency = p.latency * latencies;
+    const double latency = p.latency * static_cast<float>(latencies);  // as a Transfer keeps it
     duration_.push_back(p.empty ? latency : latency + bytes * share / p.capacity);
     count(from, p, bytes);
     return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
@@ -300,12 +300,13 @@ class TimingSink {
   // Lowering::ring's timing without a handle per transfer: the same maxima and sums in
   // the same order, on arrays of finish times (a ring is most of a large collective).
   void ring(const std::vector<NodeId>& order, int steps, double piece, int chunks, std::vector<TaskId>& ready_of,
-            const Shares& shares) {
+            const Shares& shares, double latencies = 1.0) {
     const std::size_t p = order.size(), c = static_cast<std::size_t>(chunks);
     std::vector<double> dur(p), last(p), prev(p * c), cur(p * c);
     for (std::size_t r = 0; r < p; ++r) {
       const Price& pr = price(order[r], order[(r + 1) % p]);
-      dur[r] = pr.empty ? pr.latency : pr.latency + piece * shares.of(order[r], order[(r + 1) % p], &pr.route) / pr.capacity;
+      const double latency = pr.latency * static_cast<float>(latencies);  // as a Transfer keeps it
+      dur[r] = pr.empty ? latency : latency + piece * shares.of(order[r], order[(r + 1) % p], &pr.route) / pr.capacity;
       last[r] = finish(ready_of[r]);
       count(order[r], pr, piece * static_cast<double>(steps) * static_cast<double>(chunks));
     }
@@ -393,6 +394,10 @@ class Lowering {
       : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed), shares_(fabric) {}
 
   std::uint64_t transfers() const { return transfers_; }
+  /// How many rings (channels) run side by side on the same links from here on: each
+  /// then moves its bytes at that fraction of the links' rate, which its ring overhead
+  /// follows.
+  void ring_channels(int channels) { ring_channels_ = channels; }
   /// Whether transfers carry bandwidth shares (a fabric was given): what at_once is for.
   [[nodiscard]] bool sharing() const { return shares_.enabled(); }
 
@@ -434,12 +439,23 @@ class Lowering {
   void ring(const std::vector<std::size_t>& order, int steps, double segment, std::vector<TaskId>& ready) {
     const std::size_t p = order.size();
     if (p < 2 || steps <= 0) return;
+    // A ring inside one domain waits its ring overhead (CollectiveGroup::ring_overhead)
+    // spread over its steps: per byte of a step, ring_overhead_per_byte latencies over
+    // p - 1, times the channels that share the domain's links; in whole 4096ths of a
+    // latency, which a Transfer's float keeps exactly, so that a streamed ring and one
+    // step by step wait the same to the last bit.
+    double wait = 0.0;  // latencies per step
+    if (group_.ring_overhead_per_byte > 0.0 &&
+        std::all_of(order.begin(), order.end(), [&](std::size_t r) { return group_.domain[r] == group_.domain[order[0]]; })) {
+      const double per_byte = group_.ring_overhead_per_byte * ring_channels_ / static_cast<double>(p - 1);
+      wait = std::round(per_byte * segment / chunks_ * 4096.0) / 4096.0;
+    }
     if (streamed_) {
       // One transfer per rank for the whole phase: all its steps' bytes, paying its
       // route's latency once per step, after its own and its left neighbour's start.
       std::vector<TaskId> into(p);
       for (std::size_t r = 0; r < p; ++r) {
-        const TaskId t = send(order[r], order[(r + 1) % p], segment * steps, static_cast<std::uint32_t>(steps));
+        const TaskId t = send(order[r], order[(r + 1) % p], segment * steps, steps * (1.0 + wait * chunks_));
         sink_.edge(ready[order[r]], t);
         sink_.edge(ready[order[(r + p - 1) % p]], t);
         into[(r + 1) % p] = t;
@@ -455,7 +471,7 @@ class Lowering {
         nodes[r] = group_.ranks[order[r]];
         in[r] = ready[order[r]];
       }
-      sink_.ring(nodes, steps, piece, chunks_, in, shares_);
+      sink_.ring(nodes, steps, piece, chunks_, in, shares_, 1.0 + wait);
       for (std::size_t r = 0; r < p; ++r) ready[order[r]] = in[r];
       transfers_ += p * static_cast<std::size_t>(steps) * static_cast<std::size_t>(chunks_);
       return;
@@ -468,7 +484,7 @@ class Lowering {
       for (std::size_t r = 0; r < p; ++r) {
         const std::size_t left = (r + p - 1) % p;
         for (std::size_t j = 0; j < c; ++j) {
-          const TaskId t = send(order[r], order[(r + 1) % p], piece);
+          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1.0 + wait);
           sink_.edge(last[r], t);
           if (s > 0) sink_.edge(prev[left * c + j], t);
           last[r] = t;
@@ -789,7 +805,7 @@ class Lowering {
   void edge(TaskId a, TaskId b) { sink_.edge(a, b); }
 
  private:
-  TaskId send(std::size_t from, std::size_t to, double bytes, std::uint32_t latencies = 1) {
+  TaskId send(std::size_t from, std::size_t to, double bytes, double latencies = 1.0) {
     ++transfers_;
     const NodeId a = group_.ranks[from], b = group_.ranks[to];
     return sink_.send(a, b, bytes, latencies, shares_.enabled() ? &shares_ : nullptr);
@@ -814,6 +830,7 @@ class Lowering {
   Shares shares_;
   std::vector<std::vector<NodeId>> members_;  // the group's ranks, sorted, then each sibling's (for shares)
   std::uint64_t transfers_ = 0;
+  int ring_channels_ = 1;
 };
 
 }  // namespace
@@ -1363,6 +1380,19 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
   for (NodeId n : g.ranks) g.domain.push_back(fabric.domain_of_node()[n.value]);
   bool any_direct = false;
   const auto domains = g.by_domain();
+  if (fabric.any_ring_overhead()) {
+    for (const auto& members : domains) {
+      for (std::size_t k = 0; k + 1 < members.size(); ++k) {
+        const std::span<const LinkId> route = fabric.first_route(g.ranks[members[k]], g.ranks[members[k + 1]]);
+        double overhead = 0.0;
+        for (LinkId l : route) overhead = std::max(overhead, fabric.ring_overhead(l));
+        const double latency = fabric.route_latency(route);
+        if (overhead <= 0.0 || latency <= 0.0) continue;
+        g.ring_overhead = std::max(g.ring_overhead, overhead);
+        g.ring_overhead_per_byte = std::max(g.ring_overhead_per_byte, overhead / (fabric.route_capacity(route) * latency));
+      }
+    }
+  }
   bool any_paths = false;
   // Across domains a channel crosses each on a path from its entry to its exit, named so
   // that its ring closes on one rail (closing_labels).
@@ -1617,6 +1647,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
         low.chains_by_step(chains, share, done);
       } else if (spec.op == Op::kAllReduce || spec.op == Op::kReduceScatter || spec.op == Op::kAllGather) {
         low.rings_at_once(orders);
+        low.ring_channels(channels);
         const int steps = static_cast<int>(p - 1) * (spec.op == Op::kAllReduce ? 2 : 1);
         for (std::size_t t = 0; t < orders.size(); ++t) low.ring(orders[t], steps, share / P, done[t]);
       }

@@ -89,6 +89,16 @@ struct CollectiveGroup {
   std::vector<NodeId> ranks;           // in rank order
   std::vector<std::uint32_t> domain;   // scale-up domain of each rank
   std::vector<int> torus_dims;         // when the ranks are one whole torus, in its row-major order
+  // The ring overhead (LinkSpec::ring_overhead) of a ring among ranks of one scale-up
+  // domain: each phase of such a ring over p ranks takes p - 1 + ring_overhead steps'
+  // time. The largest over the links of the first routes between neighbouring ranks of
+  // each domain (0 on routes without latency); rings that cross domains pay none (their
+  // scale-out hops set their pace). The lowering adds it to each transfer of such a
+  // ring as waiting, not as bytes (the links are not busier, the kernel is slower):
+  // ring_overhead_per_byte is ring_overhead over (that route's capacity x its latency),
+  // the route latencies a byte of a step adds, before dividing by p - 1.
+  double ring_overhead = 0.0;
+  double ring_overhead_per_byte = 0.0;
   std::vector<bool> torus_wrap;        // and whether each of its dimensions wraps around
   // Per scale-up domain (in by_domain's order): the rings along its direct links, as
   // positions in the group, when its accelerators are wired to one another and rank

@@ -24,6 +24,20 @@ std::vector<double> catalog_efficiency(const Cluster& c, const Catalog& catalog)
   return eff;
 }
 
+std::vector<double> catalog_ring_overhead(const Cluster& c, const Catalog& catalog) {
+  const std::vector<std::string> ids = catalog.link_ids();
+  const std::set<std::string, std::less<>> known(ids.begin(), ids.end());
+  std::vector<double> overhead(c.link_count(), 0.0);
+  bool any = false;
+  for (std::uint32_t l = 0; l < c.link_count(); ++l) {
+    const std::string& kind = c.link(LinkId(l)).kind;
+    if (known.contains(kind)) overhead[l] = catalog.link(kind).ring_overhead;
+    any = any || overhead[l] > 0.0;
+  }
+  if (!any) overhead.clear();
+  return overhead;
+}
+
 std::vector<bool> catalog_scale_up(const Cluster& c, const Catalog& catalog) {
   std::set<std::string, std::less<>> kinds;
   for (const std::string& id : catalog.accelerator_ids()) kinds.insert(catalog.accelerator(id).scale_up);
@@ -42,6 +56,7 @@ std::uint32_t find(std::vector<std::uint32_t>& parent, std::uint32_t x) {
 NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog, const CollectivePolicy& policy)
     : cluster_(&cluster), collective_policy_(policy) {
   init(catalog_efficiency(cluster, catalog), catalog_scale_up(cluster, catalog));
+  ring_overhead_ = catalog_ring_overhead(cluster, catalog);
 }
 
 NetworkFabric::NetworkFabric(const Cluster& cluster, std::vector<double> efficiency, const std::vector<bool>& scale_up)

@@ -135,6 +135,10 @@ class NetworkFabric {
   }
   [[nodiscard]] double capacity(LinkId l) const { return capacity_[l.value]; }  // B/s
   [[nodiscard]] double latency(LinkId l) const { return latency_[l.value]; }    // s
+  /// The ring overhead of l's kind in the catalog (LinkSpec::ring_overhead; 0 for kinds
+  /// it does not know and on fabrics built with explicit efficiencies).
+  [[nodiscard]] double ring_overhead(LinkId l) const { return ring_overhead_.empty() ? 0.0 : ring_overhead_[l.value]; }
+  [[nodiscard]] bool any_ring_overhead() const { return !ring_overhead_.empty(); }
   /// Whether both ends of l are switches (a fabric's leaf, spine or core, or a switch
   /// inside a server): not a link next to an accelerator, host or NIC.
   [[nodiscard]] bool between_switches(LinkId l) const { return (ends_[l.value] & kBetweenSwitches) != 0; }
@@ -206,6 +210,7 @@ class NetworkFabric {
   static constexpr std::uint8_t kBetweenSwitches = 1, kIntoAccelerator = 2;
   std::vector<double> capacity_;
   std::vector<double> latency_;
+  std::vector<double> ring_overhead_;  // per directed link; empty: all 0
   std::vector<std::uint8_t> ends_;  // per directed link: kBetweenSwitches | kIntoAccelerator
   std::vector<int> link_counts_;    // link_counts()
   CollectivePolicy collective_policy_;

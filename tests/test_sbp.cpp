@@ -634,7 +634,7 @@ TEST_CASE("SBP plans: gradient synchronizations beside the backward slow it (int
   // exposed time: where they outlast the backward, the step barely moves).
   SbpRig off("dgx-h100", 1, 8), on("dgx-h100", 1, 8, true);
   REQUIRE(on.compute->efficiency().overlap_slowdown == Approx(0.189));
-  const OperatorGraph graph = build_transformer(gpt_config("g", 4, 1024, 16, 512, 1000), 8);
+  const OperatorGraph graph = build_transformer(gpt_config("g", 4, 1024, 16, 1024, 1000), 8);
   const SbpChain c = chain_of(graph, 8);
   const SbpPlan dp = data_parallel_plan(c, {8});
   const SbpCost base = sbp_cost(c, dp, off.devices, *off.fabric, *off.compute);

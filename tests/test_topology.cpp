@@ -506,7 +506,8 @@ TEST_CASE("explicit topologies keep the tori, so routing and bisection survive a
 }
 
 TEST_CASE("explicit topologies: links from the catalog or given, asymmetric links") {
-  // Expected: a cable of 18 nvlink4 links gets 18 x 25 = 450 GB/s and 1 us; a given link keeps its
+  // Expected: a cable of 18 nvlink4 links gets 18 x 25 = 450 GB/s and the catalog's nvlink4
+  // latency (1.7 us); a given link keeps its
   // 100 GB/s forward and 50 GB/s back.
   const Catalog cat = Catalog::builtin();
   const Cluster c = read_explicit_topology(nlohmann::json::parse(R"({
@@ -517,7 +518,8 @@ TEST_CASE("explicit topologies: links from the catalog or given, asymmetric link
               {"a": "g1", "b": "sw", "gbytes_per_s": 100, "reverse_gbytes_per_s": 50, "latency_us": 2}]})"),
                                            cat, "t.json");
   CHECK(c.link(LinkId(0)).bandwidth.value() == Approx(450e9));
-  CHECK(c.link(LinkId(0)).latency.value() == Approx(1e-6));
+  CHECK(c.link(LinkId(0)).latency.value() == Approx(1.7e-6));
+  CHECK(c.link(LinkId(0)).latency.value() == Approx(cat.link("nvlink4").latency.value()));
   CHECK(c.link(LinkId(2)).bandwidth.value() == Approx(100e9));
   CHECK(c.link(LinkId(3)).bandwidth.value() == Approx(50e9));
   CHECK(c.link(LinkId(2)).kind == "custom");

@@ -68,6 +68,8 @@ LinkSpec read_link(const std::string& id, JsonObject& o) {
   l.latency_source = o.string_or("latency_source", "");
   l.efficiency = o.number_or("efficiency", 1e-3, 1.0, 1.0);
   l.efficiency_source = o.string_or("efficiency_source", "");
+  l.ring_overhead = o.number_or("ring_overhead", 0.0, 10.0, 0.0);
+  l.ring_overhead_source = o.string_or("ring_overhead_source", "");
   o.finish();
   return l;
 }
