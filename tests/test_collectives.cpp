@@ -10,6 +10,8 @@
 #include <set>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 #include "network_fixtures.hpp"
 #include "support/input_error.hpp"
 #include "topology/builders.hpp"
@@ -714,6 +716,64 @@ TEST_CASE("a direct all-to-all across DGX A100 servers loads every NIC alike, se
         Approx(expected).epsilon(0.01));
   CHECK(collective_estimate(net.f, diagonal, CollectiveOp::kAllToAll, CollectiveAlgorithm::kDirect, S, 1) ==
         Approx(expected).epsilon(0.01));
+}
+
+TEST_CASE("ring overhead: a ring phase inside an A100 server takes p - 1 + 0.195 steps, as waiting, not bytes") {
+  // Expected, closed form: on one DGX A100 a ring all-reduce of S over p of its GPUs takes
+  // 2 (p - 1) (L + S/(p B)) + 2 x 0.195 x S/(p B) (the catalog's nvlink3 ring_overhead,
+  // per phase), L and B a GPU-to-GPU hop's latency (2 x 1.7 us) and bandwidth (12 x 25
+  // GB/s x 0.8), with 1 channel or 8 (which share the GPUs' links: each moves an eighth
+  // at an eighth of the rate), on both network models and in the estimate, streamed or
+  // step by step, to within its 4096ths of a latency; reduce-scatter half of it. Its links carry the payload only: each GPU's link
+  // into the NVSwitch 2 (p - 1)/p S. A ring across two servers pays none (the same time as
+  // with the overhead patched to 0), nor does one on H100s (nvlink4: none in the catalog).
+  const double S = 256.0 * (1 << 20);
+  for (std::size_t p : {2u, 4u, 8u}) {
+    PresetNet net("dgx-a100", 1);
+    std::vector<NodeId> ranks(net.c.accelerators().begin(), net.c.accelerators().begin() + static_cast<long>(p));
+    const CollectiveGroup g = CollectiveGroup::of(net.f, ranks);
+    CHECK(g.ring_overhead == Approx(0.195));
+    const auto& route = net.f.first_route(ranks[0], ranks[1]);
+    const double L = net.f.route_latency(route), B = net.f.route_capacity(route);
+    CHECK(L == Approx(3.4e-6));
+    CHECK(B == Approx(240e9));
+    const double P = static_cast<double>(p);
+    for (const auto& run : std::vector<std::pair<CollectiveOp, int>>{
+             {CollectiveOp::kAllReduce, 1}, {CollectiveOp::kReduceScatter, 1}, {CollectiveOp::kAllReduce, 8}}) {
+      const CollectiveOp op = run.first;
+      const int channels = run.second;
+      const double phases = op == CollectiveOp::kAllReduce ? 2.0 : 1.0;
+      const double expected = phases * ((P - 1.0) * (L + S / (P * B)) + 0.195 * S / (P * B));
+      INFO(p, " ranks, ", op_name(op), ", ", channels, " channels");
+      auto s = spec(op, CollectiveAlgorithm::kRing, S, 1, channels);
+      CHECK(collective_time(net.f, g, s) == Approx(expected).epsilon(1e-6));
+      CHECK(collective_time(net.f, g, s, Model::kAnalytical) == Approx(expected).epsilon(1e-6));
+      CHECK(analytical_collective_time(net.f, g, s) == Approx(expected).epsilon(1e-6));
+      CHECK(collective_estimate(net.f, g, op, CollectiveAlgorithm::kRing, S, channels) == Approx(expected).epsilon(1e-6));
+      s.streamed = true;
+      CHECK(collective_time(net.f, g, s) == Approx(expected).epsilon(1e-6));
+      if (op != CollectiveOp::kAllReduce) continue;
+      const CollectiveCost cost = analytical_collective_cost(net.f, g, s);
+      REQUIRE_FALSE(route.empty());
+      double into_switch = 0.0;
+      for (const auto& [l, bytes] : cost.traffic.links) {
+        if (l == route[0]) into_switch = bytes;
+      }
+      CHECK(into_switch == Approx(2.0 * (P - 1.0) / P * S).epsilon(1e-12));
+    }
+  }
+  // Across two servers (16 ranks), and on H100s: no overhead.
+  Catalog patched = Catalog::builtin();
+  patched.merge(nlohmann::json::parse(R"({"links": {"nvlink3": {"ring_overhead": 0}}})"), "patch");
+  PresetNet two("dgx-a100", 2);
+  Cluster c0 = build_preset(patched, "dgx-a100", PresetNet::options(2, {}));
+  NetworkFabric f0(c0, patched);
+  const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, 0, 0);
+  CHECK(two.g.ring_overhead == Approx(0.195));  // each server's own rings would pay it
+  CHECK(collective_time(two.f, two.g, s) == Approx(collective_time(f0, CollectiveGroup::of(f0), s)).epsilon(1e-12));
+  PresetNet h100("dgx-h100", 1);
+  CHECK(h100.g.ring_overhead == 0.0);
+  CHECK(h100.g.ring_overhead_per_byte == 0.0);
 }
 
 TEST_CASE("8 x A100 NVSwitch ring all-reduce at 8 GB: busbw within 10% of the measured 232.5 GB/s") {
