@@ -69,8 +69,9 @@ double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, 
 }
 
 // `chunks`: the pieces a pipelined algorithm forwards (0: automatic, effective_chunks).
+// `bandwidth_only` (ring): without the hops' latencies, the time its bytes take.
 double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
-                int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0) {
+                int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0, bool bandwidth_only = false) {
   using Op = CollectiveOp;
   const std::size_t p = g.ranks.size();
   const double P = static_cast<double>(p);
@@ -148,19 +149,23 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       const double c = pieces();
       // A step waits for its slowest hop, inside a domain or between two: that hop's
       // latency (once per piece) and its bytes at its rate. A ring phase inside one domain
-      // also pays its links' ring overhead (CollectiveGroup::ring_overhead).
-      const auto step = [&](double latencies, double bytes, double overhead) {
-        double t = in.seen ? latencies * in.latency + bytes / in.capacity * overhead : 0.0;
-        if (out.seen) t = std::max(t, latencies * out.latency + bytes / out_bw);
+      // also waits its ranks' ring overhead (CollectiveGroup::ring_wait): the slowest
+      // rank's, for a rank's bytes of a step, once per phase.
+      const double lat_in = bandwidth_only ? 0.0 : in.latency, lat_out = bandwidth_only ? 0.0 : out.latency;
+      const auto step = [&](double latencies, double bytes) {
+        double t = in.seen ? latencies * lat_in + bytes / in.capacity : 0.0;
+        if (out.seen) t = std::max(t, latencies * lat_out + bytes / out_bw);
         return t;
       };
-      const double overhead = local.size() == 1 ? 1.0 + g.ring_overhead / (P - 1.0) : 1.0;
+      const double wait = local.size() == 1 && !g.ring_wait.empty()
+                              ? *std::max_element(g.ring_wait.begin(), g.ring_wait.end()) * S / P
+                              : 0.0;
       switch (op) {
         // (A step in c pieces pays its latency c times; automatic chunks keep it whole.)
-        case Op::kAllReduce: return 2.0 * (P - 1.0) * step(c, S / P, overhead);
+        case Op::kAllReduce: return 2.0 * (P - 1.0) * step(c, S / P) + 2.0 * wait;
         case Op::kReduceScatter:
-        case Op::kAllGather: return (P - 1.0) * step(c, S / P, overhead);
-        default: return (P - 2.0 + c) * step(1.0, S / c, 1.0);
+        case Op::kAllGather: return (P - 1.0) * step(c, S / P) + wait;
+        default: return (P - 2.0 + c) * step(1.0, S / c);
       }
     }
     case CollectiveAlgorithm::kTree: {
@@ -314,8 +319,9 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         crossings.emplace_back(node(local[0][k]), node(local[1][k]));
       }
       const double shared = bottleneck_sharing(f, crossings);
-      const double local_overhead = G > 1.0 ? 1.0 + g.ring_overhead / (G - 1.0) : 1.0;
-      return 2.0 * in.steps(G - 1.0, S / G * local_overhead) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
+      // The local phases wait their ranks' ring overhead (CollectiveGroup::ring_wait).
+      const double wait = g.ring_wait.empty() ? 0.0 : *std::max_element(g.ring_wait.begin(), g.ring_wait.end()) * S / G;
+      return 2.0 * (in.steps(G - 1.0, S / G) + wait) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
     }
     case CollectiveAlgorithm::kTorus: {
       // The D x ways parts (torus_used_dims, torus_ways) side by side, S / (D ways)
@@ -404,7 +410,7 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
       // faster. The choice follows it; the chosen tree replays as fast as it can.
       const double P = static_cast<double>(group.ranks.size());
       const int ring_channels = channels_given > 0 ? channels_given : default_channels(group);
-      const double ring_bytes = ring - estimate(fabric, group, op, A::kRing, 0.0, ring_channels);
+      const double ring_bytes = estimate(fabric, group, op, A::kRing, bytes, ring_channels, 0, 1, 0, true);
       t = std::max(t, estimate(fabric, group, op, a, 0.0, channels) + ring_bytes * P / (0.92 * (P - 1.0)));
     }
     if (t < best.estimate) best = CollectiveChoice{a, channels, t};

@@ -250,8 +250,9 @@ class GraphSink {
  public:
   GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec, std::string_view label)
       : g_(g), net_(net), name_(g.intern(named(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)), label))) {}
-  TaskId send(NodeId from, NodeId to, double bytes, double latencies = 1.0, const Shares* shares = nullptr) {
-    const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), static_cast<float>(latencies)}, name_).id();
+  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr, double wait = 0.0) {
+    const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies}, name_).id();
+    if (wait > 0.0) g_.set_wait(t, wait);
     if (shares != nullptr) {
       if (const double share = shares->of(from, to); share > 1.0) g_.set_share(t, share);
     }
@@ -280,11 +281,11 @@ class TimingSink {
       : f_(f), cache_(kCache), traffic_(traffic), first_(first) {
     if (traffic_ != nullptr) link_bytes_.assign(f.cluster().link_count(), 0.0);
   }
-  TaskId send(NodeId from, NodeId to, double bytes, double latencies = 1.0, const Shares* shares = nullptr) {
+  TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr, double wait = 0.0) {
     const Price& p = price(from, to);
     const double share = shares != nullptr ? shares->of(from, to, &p.route) : 1.0;
     ready_.push_back(0.0);
-    const double latency = p.latency * static_cast<float>(latencies);  // as a Transfer keeps it
+    const double latency = p.latency * latencies + wait;  // as the network models add them
     duration_.push_back(p.empty ? latency : latency + bytes * share / p.capacity);
     count(from, p, bytes);
     return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
@@ -300,12 +301,12 @@ class TimingSink {
   // Lowering::ring's timing without a handle per transfer: the same maxima and sums in
   // the same order, on arrays of finish times (a ring is most of a large collective).
   void ring(const std::vector<NodeId>& order, int steps, double piece, int chunks, std::vector<TaskId>& ready_of,
-            const Shares& shares, double latencies = 1.0) {
+            const Shares& shares, const std::vector<double>& waits) {
     const std::size_t p = order.size(), c = static_cast<std::size_t>(chunks);
     std::vector<double> dur(p), last(p), prev(p * c), cur(p * c);
     for (std::size_t r = 0; r < p; ++r) {
       const Price& pr = price(order[r], order[(r + 1) % p]);
-      const double latency = pr.latency * static_cast<float>(latencies);  // as a Transfer keeps it
+      const double latency = pr.latency + waits[r];  // as the network models add them
       dur[r] = pr.empty ? latency : latency + piece * shares.of(order[r], order[(r + 1) % p], &pr.route) / pr.capacity;
       last[r] = finish(ready_of[r]);
       count(order[r], pr, piece * static_cast<double>(steps) * static_cast<double>(chunks));
@@ -394,10 +395,10 @@ class Lowering {
       : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed), shares_(fabric) {}
 
   std::uint64_t transfers() const { return transfers_; }
-  /// How many rings (channels) run side by side on the same links from here on: each
-  /// then moves its bytes at that fraction of the links' rate, which its ring overhead
-  /// follows.
-  void ring_channels(int channels) { ring_channels_ = channels; }
+  /// Rings from here on pay their ranks' ring overhead (CollectiveGroup::ring_wait),
+  /// `channels` of them side by side (each carrying that fraction of a rank's bytes);
+  /// 0: none (torus rings, and until set).
+  void ring_overhead(int channels) { ring_channels_ = channels; }
   /// Whether transfers carry bandwidth shares (a fabric was given): what at_once is for.
   [[nodiscard]] bool sharing() const { return shares_.enabled(); }
 
@@ -439,23 +440,24 @@ class Lowering {
   void ring(const std::vector<std::size_t>& order, int steps, double segment, std::vector<TaskId>& ready) {
     const std::size_t p = order.size();
     if (p < 2 || steps <= 0) return;
-    // A ring inside one domain waits its ring overhead (CollectiveGroup::ring_overhead)
-    // spread over its steps: per byte of a step, ring_overhead_per_byte latencies over
-    // p - 1, times the channels that share the domain's links; in whole 4096ths of a
-    // latency, which a Transfer's float keeps exactly, so that a streamed ring and one
-    // step by step wait the same to the last bit.
-    double wait = 0.0;  // latencies per step
-    if (group_.ring_overhead_per_byte > 0.0 &&
+    // A ring of the ring or hierarchical algorithm inside one domain waits its ranks'
+    // ring overhead (CollectiveGroup::ring_wait) spread over its steps: each step a
+    // rank's bytes over all channels at its wait per byte, over p - 1 (per piece: its
+    // share of that).
+    std::vector<double> wait(p, 0.0);  // s per piece sent by order[r]
+    if (ring_channels_ > 0 && !group_.ring_wait.empty() &&
         std::all_of(order.begin(), order.end(), [&](std::size_t r) { return group_.domain[r] == group_.domain[order[0]]; })) {
-      const double per_byte = group_.ring_overhead_per_byte * ring_channels_ / static_cast<double>(p - 1);
-      wait = std::round(per_byte * segment / chunks_ * 4096.0) / 4096.0;
+      for (std::size_t r = 0; r < p; ++r) {
+        wait[r] = group_.ring_wait[order[r]] * ring_channels_ * (segment / chunks_) / static_cast<double>(p - 1);
+      }
     }
     if (streamed_) {
       // One transfer per rank for the whole phase: all its steps' bytes, paying its
       // route's latency once per step, after its own and its left neighbour's start.
       std::vector<TaskId> into(p);
       for (std::size_t r = 0; r < p; ++r) {
-        const TaskId t = send(order[r], order[(r + 1) % p], segment * steps, steps * (1.0 + wait * chunks_));
+        const TaskId t = send(order[r], order[(r + 1) % p], segment * steps, static_cast<std::uint32_t>(steps),
+                              wait[r] * chunks_ * steps);
         sink_.edge(ready[order[r]], t);
         sink_.edge(ready[order[(r + p - 1) % p]], t);
         into[(r + 1) % p] = t;
@@ -471,7 +473,7 @@ class Lowering {
         nodes[r] = group_.ranks[order[r]];
         in[r] = ready[order[r]];
       }
-      sink_.ring(nodes, steps, piece, chunks_, in, shares_, 1.0 + wait);
+      sink_.ring(nodes, steps, piece, chunks_, in, shares_, wait);
       for (std::size_t r = 0; r < p; ++r) ready[order[r]] = in[r];
       transfers_ += p * static_cast<std::size_t>(steps) * static_cast<std::size_t>(chunks_);
       return;
@@ -484,7 +486,7 @@ class Lowering {
       for (std::size_t r = 0; r < p; ++r) {
         const std::size_t left = (r + p - 1) % p;
         for (std::size_t j = 0; j < c; ++j) {
-          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1.0 + wait);
+          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1, wait[r]);
           sink_.edge(last[r], t);
           if (s > 0) sink_.edge(prev[left * c + j], t);
           last[r] = t;
@@ -805,10 +807,10 @@ class Lowering {
   void edge(TaskId a, TaskId b) { sink_.edge(a, b); }
 
  private:
-  TaskId send(std::size_t from, std::size_t to, double bytes, double latencies = 1.0) {
+  TaskId send(std::size_t from, std::size_t to, double bytes, std::uint32_t latencies = 1, double wait = 0.0) {
     ++transfers_;
     const NodeId a = group_.ranks[from], b = group_.ranks[to];
-    return sink_.send(a, b, bytes, latencies, shares_.enabled() ? &shares_ : nullptr);
+    return sink_.send(a, b, bytes, latencies, shares_.enabled() ? &shares_ : nullptr, wait);
   }
   // `bytes` from one position to another as `chunks_` pieces in sequence after `after`;
   // returns the last piece.
@@ -830,7 +832,7 @@ class Lowering {
   Shares shares_;
   std::vector<std::vector<NodeId>> members_;  // the group's ranks, sorted, then each sibling's (for shares)
   std::uint64_t transfers_ = 0;
-  int ring_channels_ = 1;
+  int ring_channels_ = 0;
 };
 
 }  // namespace
@@ -1381,17 +1383,21 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
   bool any_direct = false;
   const auto domains = g.by_domain();
   if (fabric.any_ring_overhead()) {
-    for (const auto& members : domains) {
-      for (std::size_t k = 0; k + 1 < members.size(); ++k) {
-        const std::span<const LinkId> route = fabric.first_route(g.ranks[members[k]], g.ranks[members[k + 1]]);
-        double overhead = 0.0;
-        for (LinkId l : route) overhead = std::max(overhead, fabric.ring_overhead(l));
-        const double latency = fabric.route_latency(route);
-        if (overhead <= 0.0 || latency <= 0.0) continue;
-        g.ring_overhead = std::max(g.ring_overhead, overhead);
-        g.ring_overhead_per_byte = std::max(g.ring_overhead_per_byte, overhead / (fabric.route_capacity(route) * latency));
+    bool any = false;
+    g.ring_wait.assign(g.ranks.size(), 0.0);
+    for (std::size_t r = 0; r < g.ranks.size(); ++r) {
+      double overhead = 0.0, port = 0.0;
+      for (LinkId l : c.out_links(g.ranks[r])) {
+        if (fabric.ring_overhead(l) <= 0.0) continue;
+        overhead = std::max(overhead, fabric.ring_overhead(l));
+        port += fabric.capacity(l);
+      }
+      if (overhead > 0.0 && port > 0.0) {
+        g.ring_wait[r] = overhead / port;
+        any = true;
       }
     }
+    if (!any) g.ring_wait.clear();
   }
   bool any_paths = false;
   // Across domains a channel crosses each on a path from its entry to its exit, named so
@@ -1647,7 +1653,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
         low.chains_by_step(chains, share, done);
       } else if (spec.op == Op::kAllReduce || spec.op == Op::kReduceScatter || spec.op == Op::kAllGather) {
         low.rings_at_once(orders);
-        low.ring_channels(channels);
+        low.ring_overhead(channels);
         const int steps = static_cast<int>(p - 1) * (spec.op == Op::kAllReduce ? 2 : 1);
         for (std::size_t t = 0; t < orders.size(); ++t) low.ring(orders[t], steps, share / P, done[t]);
       }
@@ -1713,6 +1719,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
         break;
       }
       low.rings_at_once(local);
+      low.ring_overhead(1);
       for (const auto& l : local) low.ring(l, static_cast<int>(gsize - 1), S / G, ready);
       low.rings_at_once(across);
       for (const auto& a : across) low.ring(a, 2 * static_cast<int>(n - 1), S / G / N, ready);

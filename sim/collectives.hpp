@@ -89,16 +89,16 @@ struct CollectiveGroup {
   std::vector<NodeId> ranks;           // in rank order
   std::vector<std::uint32_t> domain;   // scale-up domain of each rank
   std::vector<int> torus_dims;         // when the ranks are one whole torus, in its row-major order
-  // The ring overhead (LinkSpec::ring_overhead) of a ring among ranks of one scale-up
-  // domain: each phase of such a ring over p ranks takes p - 1 + ring_overhead steps'
-  // time. The largest over the links of the first routes between neighbouring ranks of
-  // each domain (0 on routes without latency); rings that cross domains pay none (their
-  // scale-out hops set their pace). The lowering adds it to each transfer of such a
-  // ring as waiting, not as bytes (the links are not busier, the kernel is slower):
-  // ring_overhead_per_byte is ring_overhead over (that route's capacity x its latency),
-  // the route latencies a byte of a step adds, before dividing by p - 1.
-  double ring_overhead = 0.0;
-  double ring_overhead_per_byte = 0.0;
+  // Per rank, the ring overhead (LinkSpec::ring_overhead) of its links, as seconds per
+  // byte: the largest overhead among the links leaving it that have one, over their
+  // summed capacity (its port: an A100's link to the NVSwitch, or its direct NVLinks).
+  // A ring phase of the ring or hierarchical algorithm among p ranks of one scale-up
+  // domain then takes p - 1 + overhead steps' time where a step fills that port: each
+  // step, a rank's transfers wait ring_wait x its bytes over all channels / (p - 1)
+  // beyond their latency, as waiting, not bytes (the kernel is slower, the links no
+  // busier; TaskGraph::set_wait). Rings that cross domains pay none (their scale-out
+  // hops set the pace), nor do torus rings. Empty when no rank has one.
+  std::vector<double> ring_wait;
   std::vector<bool> torus_wrap;        // and whether each of its dimensions wraps around
   // Per scale-up domain (in by_domain's order): the rings along its direct links, as
   // positions in the group, when its accelerators are wired to one another and rank

@@ -16,6 +16,7 @@
 #include "support/input_error.hpp"
 #include "topology/builders.hpp"
 #include "topology/catalog.hpp"
+#include "topology/explicit.hpp"
 #include "topology/presets.hpp"
 
 using namespace ddlsim;
@@ -721,22 +722,23 @@ TEST_CASE("a direct all-to-all across DGX A100 servers loads every NIC alike, se
 TEST_CASE("ring overhead: a ring phase inside an A100 server takes p - 1 + 0.195 steps, as waiting, not bytes") {
   // Expected, closed form: on one DGX A100 a ring all-reduce of S over p of its GPUs takes
   // 2 (p - 1) (L + S/(p B)) + 2 x 0.195 x S/(p B) (the catalog's nvlink3 ring_overhead,
-  // per phase), L and B a GPU-to-GPU hop's latency (2 x 1.7 us) and bandwidth (12 x 25
-  // GB/s x 0.8), with 1 channel or 8 (which share the GPUs' links: each moves an eighth
-  // at an eighth of the rate), on both network models and in the estimate, streamed or
-  // step by step, to within its 4096ths of a latency; reduce-scatter half of it. Its links carry the payload only: each GPU's link
-  // into the NVSwitch 2 (p - 1)/p S. A ring across two servers pays none (the same time as
-  // with the overhead patched to 0), nor does one on H100s (nvlink4: none in the catalog).
+  // once per phase, at the rate of a GPU's port, its one link to the NVSwitch), L and B
+  // a GPU-to-GPU hop's latency (2 x 1.7 us) and bandwidth (12 x 25 GB/s x 0.8), with 1
+  // channel or 8 (which share the port: each moves an eighth at an eighth of the rate),
+  // on both network models and in the estimate, streamed or step by step;
+  // reduce-scatter half of it. Its links carry the payload only: each GPU's link into the
+  // NVSwitch 2 (p - 1)/p S.
   const double S = 256.0 * (1 << 20);
   for (std::size_t p : {2u, 4u, 8u}) {
     PresetNet net("dgx-a100", 1);
     std::vector<NodeId> ranks(net.c.accelerators().begin(), net.c.accelerators().begin() + static_cast<long>(p));
     const CollectiveGroup g = CollectiveGroup::of(net.f, ranks);
-    CHECK(g.ring_overhead == Approx(0.195));
     const auto& route = net.f.first_route(ranks[0], ranks[1]);
     const double L = net.f.route_latency(route), B = net.f.route_capacity(route);
     CHECK(L == Approx(3.4e-6));
     CHECK(B == Approx(240e9));
+    REQUIRE(g.ring_wait.size() == p);
+    for (double w : g.ring_wait) CHECK(w == Approx(0.195 / B));
     const double P = static_cast<double>(p);
     for (const auto& run : std::vector<std::pair<CollectiveOp, int>>{
              {CollectiveOp::kAllReduce, 1}, {CollectiveOp::kReduceScatter, 1}, {CollectiveOp::kAllReduce, 8}}) {
@@ -746,12 +748,12 @@ TEST_CASE("ring overhead: a ring phase inside an A100 server takes p - 1 + 0.195
       const double expected = phases * ((P - 1.0) * (L + S / (P * B)) + 0.195 * S / (P * B));
       INFO(p, " ranks, ", op_name(op), ", ", channels, " channels");
       auto s = spec(op, CollectiveAlgorithm::kRing, S, 1, channels);
-      CHECK(collective_time(net.f, g, s) == Approx(expected).epsilon(1e-6));
-      CHECK(collective_time(net.f, g, s, Model::kAnalytical) == Approx(expected).epsilon(1e-6));
-      CHECK(analytical_collective_time(net.f, g, s) == Approx(expected).epsilon(1e-6));
-      CHECK(collective_estimate(net.f, g, op, CollectiveAlgorithm::kRing, S, channels) == Approx(expected).epsilon(1e-6));
+      CHECK(collective_time(net.f, g, s) == Approx(expected).epsilon(1e-9));
+      CHECK(collective_time(net.f, g, s, Model::kAnalytical) == Approx(expected).epsilon(1e-9));
+      CHECK(analytical_collective_time(net.f, g, s) == Approx(expected).epsilon(1e-9));
+      CHECK(collective_estimate(net.f, g, op, CollectiveAlgorithm::kRing, S, channels) == Approx(expected).epsilon(1e-9));
       s.streamed = true;
-      CHECK(collective_time(net.f, g, s) == Approx(expected).epsilon(1e-6));
+      CHECK(collective_time(net.f, g, s) == Approx(expected).epsilon(1e-9));
       if (op != CollectiveOp::kAllReduce) continue;
       const CollectiveCost cost = analytical_collective_cost(net.f, g, s);
       REQUIRE_FALSE(route.empty());
@@ -762,18 +764,64 @@ TEST_CASE("ring overhead: a ring phase inside an A100 server takes p - 1 + 0.195
       CHECK(into_switch == Approx(2.0 * (P - 1.0) / P * S).epsilon(1e-12));
     }
   }
-  // Across two servers (16 ranks), and on H100s: no overhead.
-  Catalog patched = Catalog::builtin();
-  patched.merge(nlohmann::json::parse(R"({"links": {"nvlink3": {"ring_overhead": 0}}})"), "patch");
-  PresetNet two("dgx-a100", 2);
-  Cluster c0 = build_preset(patched, "dgx-a100", PresetNet::options(2, {}));
-  NetworkFabric f0(c0, patched);
-  const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, 0, 0);
-  CHECK(two.g.ring_overhead == Approx(0.195));  // each server's own rings would pay it
-  CHECK(collective_time(two.f, two.g, s) == Approx(collective_time(f0, CollectiveGroup::of(f0), s)).epsilon(1e-12));
+}
+
+TEST_CASE("ring overhead: where rings pay it, over meshes and in hierarchical all-reduces, and where not") {
+  // Expected against the same cluster with nvlink3's ring_overhead patched to 0: a ring
+  // all-reduce of S over 4 A100s joined pairwise by 4 direct NVLink 3 links (no switch)
+  // takes 2 x 0.195 x S/(4 C) longer, C a GPU's port (3 x 4 x 25 GB/s x 0.8), whether it
+  // runs 1, 2 or 3 channels, on both models and in the estimate; the hierarchical
+  // all-reduce on 2 DGX A100 2 x 0.195 x S/(8 B) longer (its two phases inside each
+  // server); the ring over both servers, and the tree and torus-free algorithms, not at
+  // all; on H100s (nvlink4) no rank has one.
+  const double S = 64.0 * (1 << 20);
+  Catalog plain = Catalog::builtin(), zero = Catalog::builtin();
+  zero.merge(nlohmann::json::parse(R"({"links": {"nvlink3": {"ring_overhead": 0}}})"), "patch");
+  const nlohmann::json mesh = nlohmann::json::parse(R"({
+    "nodes": [{"name": "g0", "kind": "accelerator", "model": "a100-80gb"}, {"name": "g1", "kind": "accelerator", "model": "a100-80gb"},
+              {"name": "g2", "kind": "accelerator", "model": "a100-80gb"}, {"name": "g3", "kind": "accelerator", "model": "a100-80gb"}],
+    "links": [{"a": "g0", "b": "g1", "link": "nvlink3", "count": 4}, {"a": "g0", "b": "g2", "link": "nvlink3", "count": 4},
+              {"a": "g0", "b": "g3", "link": "nvlink3", "count": 4}, {"a": "g1", "b": "g2", "link": "nvlink3", "count": 4},
+              {"a": "g1", "b": "g3", "link": "nvlink3", "count": 4}, {"a": "g2", "b": "g3", "link": "nvlink3", "count": 4}]})");
+  {
+    const Cluster c1 = read_explicit_topology(mesh, plain, "mesh.json"), c0 = read_explicit_topology(mesh, zero, "mesh.json");
+    NetworkFabric f1(c1, plain), f0(c0, zero);
+    const CollectiveGroup g1 = CollectiveGroup::of(f1), g0 = CollectiveGroup::of(f0);
+    const double port = 3 * 4 * 25e9 * 0.8;
+    REQUIRE(g1.ring_wait.size() == 4);
+    CHECK(g1.ring_wait[0] == Approx(0.195 / port));
+    CHECK(g0.ring_wait.empty());
+    const double extra = 2.0 * 0.195 * S / (4.0 * port);
+    for (int channels : {1, 2, 3}) {
+      INFO("mesh, ", channels, " channels");
+      const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, 1, channels);
+      CHECK(collective_time(f1, g1, s) - collective_time(f0, g0, s) == Approx(extra).epsilon(1e-6));
+      CHECK(collective_time(f1, g1, s, Model::kAnalytical) - collective_time(f0, g0, s, Model::kAnalytical) ==
+            Approx(extra).epsilon(1e-6));
+      CHECK(collective_estimate(f1, g1, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, channels) -
+                collective_estimate(f0, g0, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, S, channels) ==
+            Approx(extra).epsilon(1e-6));
+    }
+  }
+  {
+    PresetNet two("dgx-a100", 2);
+    const Cluster c0 = build_preset(zero, "dgx-a100", PresetNet::options(2, {}));
+    NetworkFabric f0(c0, zero);
+    const CollectiveGroup g0 = CollectiveGroup::of(f0);
+    const double B = 12 * 25e9 * 0.8;
+    const auto hier = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S, 1, 1);
+    CHECK(collective_time(two.f, two.g, hier) - collective_time(f0, g0, hier) == Approx(2.0 * 0.195 * S / (8.0 * B)).epsilon(1e-6));
+    CHECK(collective_estimate(two.f, two.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S, 1) -
+              collective_estimate(f0, g0, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S, 1) ==
+          Approx(2.0 * 0.195 * S / (8.0 * B)).epsilon(1e-6));
+    for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree}) {
+      INFO(algorithm_name(a), " over both servers");
+      const auto s = spec(CollectiveOp::kAllReduce, a, S, 0, 0);
+      CHECK(collective_time(two.f, two.g, s) == Approx(collective_time(f0, g0, s)).epsilon(1e-12));
+    }
+  }
   PresetNet h100("dgx-h100", 1);
-  CHECK(h100.g.ring_overhead == 0.0);
-  CHECK(h100.g.ring_overhead_per_byte == 0.0);
+  CHECK(h100.g.ring_wait.empty());
 }
 
 TEST_CASE("8 x A100 NVSwitch ring all-reduce at 8 GB: busbw within 10% of the measured 232.5 GB/s") {

@@ -28,15 +28,13 @@ struct Compute {
 
 struct Transfer {
   Transfer() = default;
-  Transfer(ResourceId channel_, EndpointId src_, EndpointId dst_, Bytes bytes_, float latencies_ = 1.0f)
+  Transfer(ResourceId channel_, EndpointId src_, EndpointId dst_, Bytes bytes_, std::uint32_t latencies_ = 1)
       : channel(channel_), src(src_), dst(dst_), latencies(latencies_), bytes(bytes_) {}
 
   ResourceId channel;
   EndpointId src;
   EndpointId dst;
-  // Times the channel's latency is paid before the bytes flow; a fraction for time a
-  // transfer waits beyond its latencies without loading its links (a ring overhead).
-  float latencies = 1.0f;
+  std::uint32_t latencies = 1;  // times the channel's latency is paid before the bytes flow
   Bytes bytes;                  // (after the four 4-byte fields: 24 bytes, no padding)
 };
 

@@ -138,6 +138,17 @@ void TaskGraph::set_share(TaskId t, double share) {
   shares_[t.value] = static_cast<float>(share);
 }
 
+void TaskGraph::set_wait(TaskId t, double seconds) {
+  if (t.value >= kinds_.size()) throw GraphError("set_wait: task " + std::to_string(t.value) + " does not exist");
+  if (!std::isfinite(seconds) || seconds < 0.0) throw GraphError("set_wait: a wait is finite and not negative");
+  if (seconds == 0.0 && t.value >= waits_.size()) return;
+  if (t.value >= waits_.size()) {
+    if (waits_.empty()) waits_.reserve(kinds_.capacity());
+    waits_.resize(std::size_t{t.value} + 1, 0.0);
+  }
+  waits_[t.value] = seconds;
+}
+
 void TaskGraph::add_interference(TaskId t, ResourceId stream) {
   if (t.value >= kinds_.size()) throw GraphError("add_interference: task " + std::to_string(t.value) + " does not exist");
   const auto k = kinds_[t.value].index();
@@ -157,7 +168,8 @@ std::size_t TaskGraph::memory_bytes() const {
   std::size_t bytes = kinds_.capacity() * sizeof(TaskKind) + name_ids_.capacity() * sizeof(std::uint32_t) +
                       in_degree_.capacity() * sizeof(std::uint32_t) + succ_.capacity() * sizeof(EdgeList) +
                       chunks_.capacity() * sizeof(Chunk) + resource_kinds_.capacity() +
-                      shares_.capacity() * sizeof(float) + interference_.capacity() * sizeof(Interference);
+                      shares_.capacity() * sizeof(float) + waits_.capacity() * sizeof(double) +
+                      interference_.capacity() * sizeof(Interference);
   for (const auto& n : names_) bytes += sizeof(std::string) + (n.size() > 15 ? n.capacity() : 0);
   return bytes;
 }

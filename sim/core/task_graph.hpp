@@ -72,6 +72,12 @@ class TaskGraph {
   void set_share(TaskId t, double share);
   [[nodiscard]] double share(TaskId t) const { return t.value < shares_.size() ? shares_[t.value] : 1.0; }
 
+  /// Seconds a transfer waits beyond its route's latencies before its bytes flow,
+  /// without loading its links (a ring step's overhead: CollectiveGroup::ring_wait); 0
+  /// unless set. Every network model adds it. Held only by graphs that set one.
+  void set_wait(TaskId t, double seconds);
+  [[nodiscard]] double wait(TaskId t) const { return t.value < waits_.size() ? waits_[t.value] : 0.0; }
+
   /// Communication that slows compute beside it: from the start of task t (a compute or
   /// transfer task) to its finish, the compute stream `stream` (a ComputeStream
   /// resource) runs its tasks slower, by the fraction that stream was given
@@ -166,6 +172,7 @@ class TaskGraph {
   std::size_t edges_ = 0;
   std::vector<std::uint8_t> resource_kinds_;
   std::vector<float> shares_;  // per task up to the last one given a share; empty if none
+  std::vector<double> waits_;  // per task up to the last one given a wait; empty if none
   std::vector<Interference> interference_;
 
   std::vector<std::string> names_;  // names_[0] is the empty name
