@@ -123,6 +123,22 @@ TEST_CASE("NVIDIA parts hold a CUDA context and NCCL buffers beside the model; p
                        "mine.json: accelerators.h100-sxm.context_mib: expected a number from 0 to 1e+06, got -1", InputError);
 }
 
+TEST_CASE("NVLink hops cost NCCL's 3.4 us through a switch; only NVLink 3 has a ring overhead, with its source") {
+  // Expected: NVLink 3-5 links 1.7 us each (two per GPU-to-GPU hop through an NVSwitch:
+  // NCCL's 3.4 us), NVLink 1-2 1 us; nvlink3's ring_overhead 0.195 from vTrain's A100
+  // tables, every other link kind 0; a patch sets it.
+  Catalog c = Catalog::builtin();
+  for (const char* id : {"nvlink3", "nvlink4", "nvlink5"}) CHECK(c.link(id).latency.value() == Approx(1.7e-6));
+  for (const char* id : {"nvlink1", "nvlink2"}) CHECK(c.link(id).latency.value() == Approx(1e-6));
+  CHECK(c.link("nvlink3").ring_overhead == Approx(0.195));
+  CHECK(c.link("nvlink3").ring_overhead_source.find("vTrain") != std::string::npos);
+  for (const std::string& id : c.link_ids()) {
+    if (id != "nvlink3") CHECK(c.link(id).ring_overhead == 0.0);
+  }
+  c.merge(nlohmann::json::parse(R"({"links": {"nvlink4": {"ring_overhead": 0.1}}})"), "mine.json");
+  CHECK(c.link("nvlink4").ring_overhead == Approx(0.1));
+}
+
 TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") {
   // Expected: each error is an InputError whose message starts with the source and names
   // the field; the catalog keeps its previous contents.
@@ -140,6 +156,8 @@ TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") 
       "mine.json: accelerators.h100-sxm.scale_up: no link 'nvlink9' in the catalog (did you mean 'nvlink1'?)");
   bad(R"({"links": {"ib-ndr": {"gbytes_per_s": -5}}})",
       "mine.json: links.ib-ndr.gbytes_per_s: expected a number from 1e-06 to 1e+06, got -5");
+  bad(R"({"links": {"nvlink3": {"ring_overhead": -0.5}}})",
+      "mine.json: links.nvlink3.ring_overhead: expected a number from 0 to 10, got -0.5");
   bad(R"({"link": {}})", "mine.json: link: unknown key (did you mean 'links'?)");
   bad(R"({"accelerators": {"new": {"name": "x", "tflops": {"bf16": 1}, "memory_gb": 1, "memory_gib": 1,
       "memory_gbytes_per_s": 1, "scale_up": "nvlink4", "scale_up_links": 1, "source": "s"}}})",
