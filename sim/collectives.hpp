@@ -89,6 +89,7 @@ struct CollectiveGroup {
   std::vector<NodeId> ranks;           // in rank order
   std::vector<std::uint32_t> domain;   // scale-up domain of each rank
   std::vector<int> torus_dims;         // when the ranks are one whole torus, in its row-major order
+  std::vector<bool> torus_wrap;        // and whether each of its dimensions wraps around
   // Per rank, the ring overhead (LinkSpec::ring_overhead) of its links, as seconds per
   // byte: the largest overhead among the links leaving it that have one, over their
   // summed capacity (its port: an A100's link to the NVSwitch, or its direct NVLinks).
@@ -99,7 +100,6 @@ struct CollectiveGroup {
   // busier; TaskGraph::set_wait). Rings that cross domains pay none (their scale-out
   // hops set the pace), nor do torus rings. Empty when no rank has one.
   std::vector<double> ring_wait;
-  std::vector<bool> torus_wrap;        // and whether each of its dimensions wraps around
   // Per scale-up domain (in by_domain's order): the rings along its direct links, as
   // positions in the group, when its accelerators are wired to one another and rank
   // order steps between two that are not (DGX-1's hybrid cube-mesh); when rank order is

@@ -170,7 +170,7 @@ class SbpLowering {
       std::vector<NodeId> nodes;
       for (std::size_t p : members) nodes.push_back(mesh_.devices[p]);
       const CollectiveGroup group = CollectiveGroup::of(fabric_, nodes);
-      // Streamed as relay lowers it (a ring's waits add up the same, to the last bit).
+      // Streamed, as relay lowers it.
       CollectiveSpec spec = chosen_spec(fabric_, group, step.op, step.bytes);
       spec.streamed = true;
       const double t = analytical_collective_time(fabric_, group, spec);

@@ -60,11 +60,13 @@ struct LinkSpec {
   /// user entries that do not give it; every built-in entry gives it with its source.
   double efficiency = 1.0;
   std::string efficiency_source;
-  /// The extra time a ring phase (the reduce-scatter or all-gather half of a ring
-  /// all-reduce) takes when all its ranks are joined by links of this kind, in ring
-  /// steps: p ranks take p - 1 + ring_overhead steps' time, not p - 1, so a pair loses
-  /// the most. NCCL pulls data over NVLink 3 with peer-to-peer reads (A100s), which
-  /// reach less of the link than the writes other generations use. Default 0.
+  /// The extra time a ring phase (a reduce-scatter, an all-gather, either half of an
+  /// all-reduce) takes among accelerators of one scale-up domain whose links are of
+  /// this kind, in steps at the rate of each accelerator's port (its links of this kind
+  /// together): p ranks take p - 1 + ring_overhead steps' time, not p - 1, so a pair
+  /// loses the most (CollectiveGroup::ring_wait). NCCL pulls data over NVLink 3 with
+  /// peer-to-peer reads (A100s), which reach less than the writes other generations
+  /// use. Default 0.
   double ring_overhead = 0.0;
   std::string ring_overhead_source;
 };
