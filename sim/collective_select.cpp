@@ -69,7 +69,8 @@ double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, 
 }
 
 // `chunks`: the pieces a pipelined algorithm forwards (0: automatic, effective_chunks).
-// `bandwidth_only` (ring): without the hops' latencies, the time its bytes take.
+// `bandwidth_only` (ring): without the hops' latencies, the time its bytes take (its
+// ring overhead's waits included: they grow with the bytes, as a slower link would).
 double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
                 int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0, bool bandwidth_only = false) {
   using Op = CollectiveOp;
@@ -157,9 +158,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         if (out.seen) t = std::max(t, latencies * lat_out + bytes / out_bw);
         return t;
       };
-      const double wait = local.size() == 1 && !g.ring_wait.empty()
-                              ? *std::max_element(g.ring_wait.begin(), g.ring_wait.end()) * S / P
-                              : 0.0;
+      const double wait = local.size() == 1 ? g.phase_wait(S / P) : 0.0;
       switch (op) {
         // (A step in c pieces pays its latency c times; automatic chunks keep it whole.)
         case Op::kAllReduce: return 2.0 * (P - 1.0) * step(c, S / P) + 2.0 * wait;
@@ -319,8 +318,9 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         crossings.emplace_back(node(local[0][k]), node(local[1][k]));
       }
       const double shared = bottleneck_sharing(f, crossings);
-      // The local phases wait their ranks' ring overhead (CollectiveGroup::ring_wait).
-      const double wait = g.ring_wait.empty() ? 0.0 : *std::max_element(g.ring_wait.begin(), g.ring_wait.end()) * S / G;
+      // The local phases wait their ranks' ring overhead (CollectiveGroup::ring_wait);
+      // with one rank per domain there are none.
+      const double wait = G > 1.0 ? g.phase_wait(S / G) : 0.0;
       return 2.0 * (in.steps(G - 1.0, S / G) + wait) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
     }
     case CollectiveAlgorithm::kTorus: {

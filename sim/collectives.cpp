@@ -1374,6 +1374,10 @@ static std::vector<std::vector<std::size_t>> chain_cycles(const Cluster& c, cons
   return out;
 }
 
+double CollectiveGroup::phase_wait(double bytes) const {
+  return ring_wait.empty() ? 0.0 : *std::max_element(ring_wait.begin(), ring_wait.end()) * bytes;
+}
+
 CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> ranks) {
   const Cluster& c = fabric.cluster();
   CollectiveGroup g;

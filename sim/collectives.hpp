@@ -100,6 +100,9 @@ struct CollectiveGroup {
   // busier; TaskGraph::set_wait). Rings that cross domains pay none (their scale-out
   // hops set the pace), nor do torus rings. Empty when no rank has one.
   std::vector<double> ring_wait;
+  /// The slowest rank's wait of one ring phase in which each rank sends `bytes` per step
+  /// (all channels together): ring_wait's largest x bytes (0 when empty).
+  [[nodiscard]] double phase_wait(double bytes) const;
   // Per scale-up domain (in by_domain's order): the rings along its direct links, as
   // positions in the group, when its accelerators are wired to one another and rank
   // order steps between two that are not (DGX-1's hybrid cube-mesh); when rank order is

@@ -13,28 +13,27 @@
 namespace ddlsim {
 namespace {
 
-std::vector<double> catalog_efficiency(const Cluster& c, const Catalog& catalog) {
+// A figure of each directed link's kind in the catalog (`fallback` for kinds it does not know).
+template <class Field>
+std::vector<double> per_link_kind(const Cluster& c, const Catalog& catalog, double fallback, Field field) {
   const std::vector<std::string> ids = catalog.link_ids();
   const std::set<std::string, std::less<>> known(ids.begin(), ids.end());
-  std::vector<double> eff(c.link_count(), 1.0);
+  std::vector<double> out(c.link_count(), fallback);
   for (std::uint32_t l = 0; l < c.link_count(); ++l) {
     const std::string& kind = c.link(LinkId(l)).kind;
-    if (known.contains(kind)) eff[l] = catalog.link(kind).efficiency;
+    if (known.contains(kind)) out[l] = field(catalog.link(kind));
   }
-  return eff;
+  return out;
 }
 
+std::vector<double> catalog_efficiency(const Cluster& c, const Catalog& catalog) {
+  return per_link_kind(c, catalog, 1.0, [](const LinkSpec& s) { return s.efficiency; });
+}
+
+// Empty when no link has one.
 std::vector<double> catalog_ring_overhead(const Cluster& c, const Catalog& catalog) {
-  const std::vector<std::string> ids = catalog.link_ids();
-  const std::set<std::string, std::less<>> known(ids.begin(), ids.end());
-  std::vector<double> overhead(c.link_count(), 0.0);
-  bool any = false;
-  for (std::uint32_t l = 0; l < c.link_count(); ++l) {
-    const std::string& kind = c.link(LinkId(l)).kind;
-    if (known.contains(kind)) overhead[l] = catalog.link(kind).ring_overhead;
-    any = any || overhead[l] > 0.0;
-  }
-  if (!any) overhead.clear();
+  std::vector<double> overhead = per_link_kind(c, catalog, 0.0, [](const LinkSpec& s) { return s.ring_overhead; });
+  if (std::none_of(overhead.begin(), overhead.end(), [](double x) { return x > 0.0; })) overhead.clear();
   return overhead;
 }
 

@@ -306,7 +306,9 @@ std::vector<CollectiveGroup> distinct_line_groups(const DeviceMesh& mesh, std::s
 double slowest_line_time(NetworkFabric& fabric, const std::vector<CollectiveGroup>& lines, CollectiveOp op, double bytes) {
   double slowest = 0;
   for (const CollectiveGroup& g : lines) {
-    slowest = std::max(slowest, analytical_collective_time(fabric, g, chosen_spec(fabric, g, op, bytes)));
+    CollectiveSpec spec = chosen_spec(fabric, g, op, bytes);
+    spec.streamed = true;  // as the replay lowers it (sbp_lowering.cpp)
+    slowest = std::max(slowest, analytical_collective_time(fabric, g, spec));
   }
   return slowest;
 }

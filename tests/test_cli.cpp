@@ -731,7 +731,7 @@ TEST_CASE("a scenario's catalog patches the hardware its cluster is built from")
   // 12 x 25 x 0.8 / (1 + 0.195 / 7) = 233.5 GB/s less its latency (14 steps of 3.4 us
   // beside 4 ms: within 1.5%); the scenario's "catalog" doubling the link to 50 GB/s
   // doubles it to 467; --catalog FILE patches over the
-  // scenario's (back to 25: 240). The patch written in place and the same patch as a
+  // scenario's (back to 25: 233.5). The patch written in place and the same patch as a
   // file beside the scenario give byte-identical runs; a patch restating the built-in
   // 25 GB/s changes nothing; a slower NVLink makes the tensor-parallel plan slower.
   Scratch s;
@@ -2027,7 +2027,8 @@ TEST_CASE("tp_comm_overlap: Transformer Engine's settings, read and refused in o
   // and with an object of settings per overlapped GEMM in TE's form; the collectives
   // hide beside the GEMMs (less exposed tensor-parallel time), which for this small model
   // (GEMMs of 2,048 rows, run in pieces of 512, each a kernel of its own, slowed beside
-  // the collectives) costs about what it hides: the step moves, by less than 1%.
+  // the collectives) costs about what it hides: the step stays within 1% of the plain
+  // one (slower until NVLink hops cost NCCL's 3.4 us, now 0.1% faster).
   // search --out writes the settings back as given. Bad settings are one line naming the
   // field, status 2.
   Scratch s;
@@ -2043,7 +2044,6 @@ TEST_CASE("tp_comm_overlap: Transformer Engine's settings, read and refused in o
   const auto plain = step({}), te = step({"strategies.1.tp_comm_overlap=true"});
   const auto cfg = step({R"J(strategies.1.tp_comm_overlap={"proj_fprop": {"method": "pipeline", "num_sm": 24, "cga_size": 2,
                          "num_splits": 4, "set_sm_margin": 1}, "qkv_fprop": {"method": "ring_exchange", "aggregate": 0}})J"});
-  CHECK(te.at("step_time_s").get<double>() != plain.at("step_time_s").get<double>());
   CHECK(te.at("step_time_s").get<double>() == Approx(plain.at("step_time_s").get<double>()).epsilon(0.01));
   CHECK(te.at("breakdown").at("exposed_comm_s").at("tp").get<double>() <
         plain.at("breakdown").at("exposed_comm_s").at("tp").get<double>());

@@ -754,6 +754,13 @@ TEST_CASE("ring overhead: a ring phase inside an A100 server takes p - 1 + 0.195
       CHECK(collective_estimate(net.f, g, op, CollectiveAlgorithm::kRing, S, channels) == Approx(expected).epsilon(1e-9));
       s.streamed = true;
       CHECK(collective_time(net.f, g, s) == Approx(expected).epsilon(1e-9));
+      CHECK(collective_time(net.f, g, s, Model::kAnalytical) == Approx(expected).epsilon(1e-9));
+      CHECK(analytical_collective_time(net.f, g, s) == Approx(expected).epsilon(1e-9));
+      // In 4 pieces a step (each paying its latency): 4 latencies a step, the same wait.
+      auto pieces = spec(op, CollectiveAlgorithm::kRing, S, 4, channels);
+      const double in_pieces = expected + phases * (P - 1.0) * 3.0 * L;
+      CHECK(collective_time(net.f, g, pieces, Model::kAnalytical) == Approx(in_pieces).epsilon(1e-9));
+      CHECK(analytical_collective_time(net.f, g, pieces) == Approx(in_pieces).epsilon(1e-9));
       if (op != CollectiveOp::kAllReduce) continue;
       const CollectiveCost cost = analytical_collective_cost(net.f, g, s);
       REQUIRE_FALSE(route.empty());
@@ -772,7 +779,8 @@ TEST_CASE("ring overhead: where rings pay it, over meshes and in hierarchical al
   // takes 2 x 0.195 x S/(4 C) longer, C a GPU's port (3 x 4 x 25 GB/s x 0.8), whether it
   // runs 1, 2 or 3 channels, on both models and in the estimate; the hierarchical
   // all-reduce on 2 DGX A100 2 x 0.195 x S/(8 B) longer (its two phases inside each
-  // server); the ring over both servers, and the tree and torus-free algorithms, not at
+  // server), on both models and in the estimate, and not at all with one GPU of each
+  // server (no phase inside a server); the ring and the tree over both servers not at
   // all; on H100s (nvlink4) no rank has one.
   const double S = 64.0 * (1 << 20);
   Catalog plain = Catalog::builtin(), zero = Catalog::builtin();
@@ -811,6 +819,13 @@ TEST_CASE("ring overhead: where rings pay it, over meshes and in hierarchical al
     const double B = 12 * 25e9 * 0.8;
     const auto hier = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S, 1, 1);
     CHECK(collective_time(two.f, two.g, hier) - collective_time(f0, g0, hier) == Approx(2.0 * 0.195 * S / (8.0 * B)).epsilon(1e-6));
+    CHECK(collective_time(two.f, two.g, hier, Model::kAnalytical) - collective_time(f0, g0, hier, Model::kAnalytical) ==
+          Approx(2.0 * 0.195 * S / (8.0 * B)).epsilon(1e-6));
+    const std::vector<NodeId> apart{two.c.accelerators()[0], two.c.accelerators()[8]};
+    const CollectiveGroup a1 = CollectiveGroup::of(two.f, apart), a0 = CollectiveGroup::of(f0, {c0.accelerators()[0], c0.accelerators()[8]});
+    CHECK(collective_time(two.f, a1, hier) == Approx(collective_time(f0, a0, hier)).epsilon(1e-12));
+    CHECK(collective_estimate(two.f, a1, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S, 1) ==
+          Approx(collective_estimate(f0, a0, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S, 1)).epsilon(1e-12));
     CHECK(collective_estimate(two.f, two.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S, 1) -
               collective_estimate(f0, g0, CollectiveOp::kAllReduce, CollectiveAlgorithm::kHierarchical, S, 1) ==
           Approx(2.0 * 0.195 * S / (8.0 * B)).epsilon(1e-6));

@@ -631,7 +631,9 @@ TEST_CASE("SBP plans: gradient synchronizations beside the backward slow it (int
   // 0.189 / 1.189 (hidden: the synchronizations' time that the backward hid, from the
   // cost without it), and the cost model's estimate follows the replay to 1% (it charges
   // hidden x 0.189 / 1.189 to the compute, and takes as much off the synchronizations'
-  // exposed time: where they outlast the backward, the step barely moves).
+  // exposed time: where they outlast the backward, the step barely moves). Sequences of
+  // 1,024 tokens: at 512 the synchronizations outlast the backward once NVLink hops cost
+  // 3.4 us, and the slowed backward no longer sets the step (equal to the last bit).
   SbpRig off("dgx-h100", 1, 8), on("dgx-h100", 1, 8, true);
   REQUIRE(on.compute->efficiency().overlap_slowdown == Approx(0.189));
   const OperatorGraph graph = build_transformer(gpt_config("g", 4, 1024, 16, 1024, 1000), 8);

@@ -74,7 +74,8 @@ class TaskGraph {
 
   /// Seconds a transfer waits beyond its route's latencies before its bytes flow,
   /// without loading its links (a ring step's overhead: CollectiveGroup::ring_wait); 0
-  /// unless set. Every network model adds it. Held only by graphs that set one.
+  /// unless set. The flow and analytical network models add it (a SharedChannel, which
+  /// has one latency for every transfer, does not). Held only by graphs that set one.
   void set_wait(TaskId t, double seconds);
   [[nodiscard]] double wait(TaskId t) const { return t.value < waits_.size() ? waits_[t.value] : 0.0; }
 
