@@ -301,12 +301,12 @@ class TimingSink {
   // Lowering::ring's timing without a handle per transfer: the same maxima and sums in
   // the same order, on arrays of finish times (a ring is most of a large collective).
   void ring(const std::vector<NodeId>& order, int steps, double piece, int chunks, std::vector<TaskId>& ready_of,
-            const Shares& shares, const std::vector<double>& waits) {
+            const Shares& shares, const std::vector<double>& waits) {  // waits: per rank, or empty (none)
     const std::size_t p = order.size(), c = static_cast<std::size_t>(chunks);
     std::vector<double> dur(p), last(p), prev(p * c), cur(p * c);
     for (std::size_t r = 0; r < p; ++r) {
       const Price& pr = price(order[r], order[(r + 1) % p]);
-      const double latency = pr.latency + waits[r];  // as the network models add them
+      const double latency = pr.latency + (waits.empty() ? 0.0 : waits[r]);  // as the network models add them
       dur[r] = pr.empty ? latency : latency + piece * shares.of(order[r], order[(r + 1) % p], &pr.route) / pr.capacity;
       last[r] = finish(ready_of[r]);
       count(order[r], pr, piece * static_cast<double>(steps) * static_cast<double>(chunks));
@@ -444,20 +444,19 @@ class Lowering {
     // ring overhead (CollectiveGroup::ring_wait) spread over its steps: each step a
     // rank's bytes over all channels at its wait per byte, over p - 1 (per piece: its
     // share of that).
-    std::vector<double> wait(p, 0.0);  // s per piece sent by order[r]
+    std::vector<double> wait;  // s per piece sent by order[r]; empty: none
     if (ring_channels_ > 0 && !group_.ring_wait.empty() &&
         std::all_of(order.begin(), order.end(), [&](std::size_t r) { return group_.domain[r] == group_.domain[order[0]]; })) {
-      for (std::size_t r = 0; r < p; ++r) {
-        wait[r] = group_.ring_wait[order[r]] * ring_channels_ * (segment / chunks_) / static_cast<double>(p - 1);
-      }
+      for (std::size_t r : order) wait.push_back(group_.ring_wait[r] * ring_channels_ * (segment / chunks_) / static_cast<double>(p - 1));
     }
+    const auto wait_of = [&](std::size_t r) { return wait.empty() ? 0.0 : wait[r]; };
     if (streamed_) {
       // One transfer per rank for the whole phase: all its steps' bytes, paying its
       // route's latency once per step, after its own and its left neighbour's start.
       std::vector<TaskId> into(p);
       for (std::size_t r = 0; r < p; ++r) {
         const TaskId t = send(order[r], order[(r + 1) % p], segment * steps, static_cast<std::uint32_t>(steps),
-                              wait[r] * chunks_ * steps);
+                              wait_of(r) * chunks_ * steps);
         sink_.edge(ready[order[r]], t);
         sink_.edge(ready[order[(r + p - 1) % p]], t);
         into[(r + 1) % p] = t;
@@ -486,7 +485,7 @@ class Lowering {
       for (std::size_t r = 0; r < p; ++r) {
         const std::size_t left = (r + p - 1) % p;
         for (std::size_t j = 0; j < c; ++j) {
-          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1, wait[r]);
+          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1, wait_of(r));
           sink_.edge(last[r], t);
           if (s > 0) sink_.edge(prev[left * c + j], t);
           last[r] = t;

@@ -303,12 +303,16 @@ std::vector<CollectiveGroup> distinct_line_groups(const DeviceMesh& mesh, std::s
   return out;
 }
 
+CollectiveSpec line_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes) {
+  CollectiveSpec spec = chosen_spec(fabric, group, op, bytes);
+  spec.streamed = true;
+  return spec;
+}
+
 double slowest_line_time(NetworkFabric& fabric, const std::vector<CollectiveGroup>& lines, CollectiveOp op, double bytes) {
   double slowest = 0;
   for (const CollectiveGroup& g : lines) {
-    CollectiveSpec spec = chosen_spec(fabric, g, op, bytes);
-    spec.streamed = true;  // as the replay lowers it (sbp_lowering.cpp)
-    slowest = std::max(slowest, analytical_collective_time(fabric, g, spec));
+    slowest = std::max(slowest, analytical_collective_time(fabric, g, line_spec(fabric, g, op, bytes)));
   }
   return slowest;
 }

@@ -113,6 +113,9 @@ double boxing_bytes_per_device(const NdSbp& from, const NdSbp& to, double tensor
 std::vector<std::vector<NodeId>> distinct_lines(const DeviceMesh& mesh, std::size_t dim, const NetworkFabric& fabric);
 /// distinct_lines as collective groups.
 std::vector<CollectiveGroup> distinct_line_groups(const DeviceMesh& mesh, std::size_t dim, NetworkFabric& fabric);
+/// The collective an SBP plan runs for `op` on `bytes` over `group`: the chosen
+/// algorithm, streamed (as the replay lowers it and the estimates price it).
+CollectiveSpec line_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 /// The analytical time of the chosen algorithm for `op` on `bytes`, on the slowest of
 /// `lines` (every line runs it at once; the step waits for the last).
 double slowest_line_time(NetworkFabric& fabric, const std::vector<CollectiveGroup>& lines, CollectiveOp op, double bytes);

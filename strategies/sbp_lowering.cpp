@@ -141,8 +141,7 @@ class SbpLowering {
         std::vector<NodeId> nodes;
         for (std::size_t p : members) nodes.push_back(mesh_.devices[p]);
         const CollectiveGroup group = CollectiveGroup::of(fabric_, nodes);
-        CollectiveSpec spec = chosen_spec(fabric_, group, step.op, step.bytes);
-        spec.streamed = true;
+        const CollectiveSpec spec = line_spec(fabric_, group, step.op, step.bytes);
         const auto first = static_cast<std::uint32_t>(g_.size());
         const LoweredCollective c = lower_collective(g_, out_.network, group, spec, analytical_ ? &fabric_ : nullptr);
         ++out_.collectives;
@@ -170,10 +169,7 @@ class SbpLowering {
       std::vector<NodeId> nodes;
       for (std::size_t p : members) nodes.push_back(mesh_.devices[p]);
       const CollectiveGroup group = CollectiveGroup::of(fabric_, nodes);
-      // Streamed, as relay lowers it.
-      CollectiveSpec spec = chosen_spec(fabric_, group, step.op, step.bytes);
-      spec.streamed = true;
-      const double t = analytical_collective_time(fabric_, group, spec);
+      const double t = analytical_collective_time(fabric_, group, line_spec(fabric_, group, step.op, step.bytes));
       slowest = std::max(slowest, t);
       fastest = std::min(fastest, t);
     }

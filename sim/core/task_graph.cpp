@@ -127,26 +127,32 @@ void TaskGraph::add_edge(TaskId before, TaskId after) {
   ++edges_;
 }
 
+namespace {
+
+// Sets task t's entry of a side table kept up to the last task given a value other than
+// `fallback` (empty while none is), reserving for every task on first use.
+template <class T>
+void set_per_task(std::vector<T>& table, TaskId t, T value, T fallback, std::size_t tasks) {
+  if (value == fallback && t.value >= table.size()) return;
+  if (t.value >= table.size()) {
+    if (table.empty()) table.reserve(tasks);
+    table.resize(std::size_t{t.value} + 1, fallback);
+  }
+  table[t.value] = value;
+}
+
+}  // namespace
+
 void TaskGraph::set_share(TaskId t, double share) {
   if (t.value >= kinds_.size()) throw GraphError("set_share: task " + std::to_string(t.value) + " does not exist");
   if (!std::isfinite(share) || share < 1.0) throw GraphError("set_share: a share is finite and at least 1");
-  if (share == 1.0 && t.value >= shares_.size()) return;
-  if (t.value >= shares_.size()) {
-    if (shares_.empty()) shares_.reserve(kinds_.capacity());
-    shares_.resize(std::size_t{t.value} + 1, 1.0F);
-  }
-  shares_[t.value] = static_cast<float>(share);
+  set_per_task(shares_, t, static_cast<float>(share), 1.0F, kinds_.capacity());
 }
 
 void TaskGraph::set_wait(TaskId t, double seconds) {
   if (t.value >= kinds_.size()) throw GraphError("set_wait: task " + std::to_string(t.value) + " does not exist");
   if (!std::isfinite(seconds) || seconds < 0.0) throw GraphError("set_wait: a wait is finite and not negative");
-  if (seconds == 0.0 && t.value >= waits_.size()) return;
-  if (t.value >= waits_.size()) {
-    if (waits_.empty()) waits_.reserve(kinds_.capacity());
-    waits_.resize(std::size_t{t.value} + 1, 0.0);
-  }
-  waits_[t.value] = seconds;
+  set_per_task(waits_, t, seconds, 0.0, kinds_.capacity());
 }
 
 void TaskGraph::add_interference(TaskId t, ResourceId stream) {
