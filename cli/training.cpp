@@ -637,6 +637,7 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
     if (sim.has("network")) s.network = *parse_network_model(sim.choice("network", {"flow", "analytical"}));
     s.stream_rings = sim.choice_or("rings", {"streamed", "steps"}, "streamed") == "streamed";
     s.interference = sim.boolean_or("interference", true);
+    s.compute_speed_cv = sim.number_or("compute_speed_cv", 0.0, 0.5, 0.0);
     s.collectives = read_collective_policy(sim);
     s.runtime.context_bytes = std::round(sim.number_or("context_mib", 0.0, 1e6, s.runtime.context_bytes / kMiB) * kMiB);
     s.runtime.communicator_bytes =
@@ -644,6 +645,9 @@ TrainingScenario read_training_scenario(const nlohmann::json& doc, const std::st
     sim.finish();
   }
   if (!s.interference) s.compute = s.compute->without_interference();
+  if (s.compute_speed_cv > 0.0) {
+    s.compute = s.compute->slowest_of(static_cast<std::int64_t>(s.cluster.accelerators().size()), s.compute_speed_cv);
+  }
   root.finish();
   try {
     (void)s.compute->peak(s.model.dtype);
@@ -869,6 +873,10 @@ void print_training_table(std::ostream& out, const TrainingScenario& s, const st
   out << "cluster:  " << s.cluster_title << " (" << s.cluster.accelerators().size() << " accelerators), network "
       << network_model_name(s.network) << "\n";
   print_collective_policy(out, s.collectives);
+  if (s.compute_speed_cv > 0.0) {
+    out << "speeds:   compute x" << printf_string("%.4f", s.compute->straggler_factor()) << ", the slowest of "
+        << s.cluster.accelerators().size() << " accelerators at speed cv " << printf_string("%g", s.compute_speed_cv) << "\n";
+  }
   if (s.transformer) {
     out << "workload: " << s.model.name << ", " << s.model.layers << " layers";
     if (s.model.mtp_layers > 0) {
@@ -990,6 +998,10 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
   j["accelerators"] = s.cluster.accelerators().size();
   j["network"] = network_model_name(s.network);
   if (!s.collectives.automatic()) j["collectives"] = collective_policy_text(s.collectives);
+  if (s.compute_speed_cv > 0.0) {
+    j["compute_speed_cv"] = s.compute_speed_cv;
+    j["straggler_factor"] = s.compute->straggler_factor();
+  }
   j["workload"] = s.model.name;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& r : reports) {

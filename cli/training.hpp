@@ -61,6 +61,9 @@ struct TrainingScenario {
   NetworkModelKind network = NetworkModelKind::kFlow;
   bool stream_rings = true;  // simulation.rings: "streamed" (default) or "steps"
   bool interference = true;  // simulation.interference: communication beside compute slows it
+  /// simulation.compute_speed_cv: how the accelerators' compute speeds vary (0: alike);
+  /// `compute` then prices every kernel as the slowest of the cluster's accelerators.
+  double compute_speed_cv = 0.0;
   /// simulation.collective_algorithm and simulation.channels: what every fabric the
   /// scenario's strategies run on (replays, estimates, searches) asks of its collectives.
   CollectivePolicy collectives;

@@ -113,6 +113,23 @@ class ComputeModel {
     m.eff_.overlap_slowdown = 0.0;
     return m;
   }
+  /// The same model for a synchronous step on `devices` accelerators whose compute speeds
+  /// vary from one to the next (silicon, clocks at the power limit) with coefficient of
+  /// variation `cv` (normally distributed): a step that synchronizes them all waits for
+  /// the slowest, so every kernel takes straggler_factor() = 1 + cv x
+  /// expected_max_normal(devices) times as long (simulation.compute_speed_cv). Host
+  /// dispatch is the host's and does not change.
+  [[nodiscard]] ComputeModel slowest_of(std::int64_t devices, double cv) const {
+    ComputeModel m = *this;
+    m.straggler_ = 1.0 + cv * expected_max_normal(devices);
+    return m;
+  }
+  /// What every kernel's time is multiplied by (1 unless slowest_of() set it).
+  [[nodiscard]] double straggler_factor() const { return straggler_; }
+  /// E[max of n independent standard normal draws] (0 for n = 1; 1/sqrt(pi) for 2),
+  /// by quadrature: the expected shortfall of the slowest of n in standard deviations.
+  [[nodiscard]] static double expected_max_normal(std::int64_t n);
+
   /// The time of a run of operators issued back to back from the host: the larger of
   /// their kernels' time and `forwards` + 2 x `backwards` dispatches.
   [[nodiscard]] Seconds dispatch_bound(Seconds kernels, int forwards, int backwards) const {
@@ -144,6 +161,7 @@ class ComputeModel {
  private:
   AcceleratorSpec device_;
   DeviceEfficiency eff_;
+  double straggler_ = 1.0;  // slowest_of(): every kernel's time multiplier
   std::vector<GemmMeasurement> measured_;
   std::optional<CopyMeasurement> copy_;
 };

@@ -18,6 +18,7 @@
 #include "cli/cli.hpp"
 #include "cli/search.hpp"
 #include "cli/validation.hpp"
+#include "sim/compute_model.hpp"
 #include "support/strings.hpp"
 #include "tests/cli_fixtures.hpp"
 
@@ -502,6 +503,44 @@ TEST_CASE("every device's peak holds the CUDA context and NCCL buffers per commu
   const auto bad = ddlsim_cmd({"run", "--set", "simulation.communicator_mib=-5"});
   CHECK(bad.status == 2);
   CHECK(bad.err.find("simulation.communicator_mib: expected a number from 0 to 1e+06, got -5") != std::string::npos);
+}
+
+TEST_CASE("simulation.compute_speed_cv prices every kernel as the slowest of the cluster's accelerators") {
+  // Expected on the default scenario (32 A100s): with speeds varying at cv 0.02 every
+  // kernel takes 1 + 0.02 x E[max of 32 standard normals] = 1.041393 times as long, so
+  // each strategy's forward, backward and optimizer compute grow by that factor and its
+  // step by at most that; the text names the factor, the JSON gives it with the cv; 0
+  // (the default) changes nothing; outside 0 to 0.5 it is refused.
+  const double factor = 1.0 + 0.02 * ComputeModel::expected_max_normal(32);
+  CHECK(factor == Approx(1.041393).epsilon(1e-6));
+  const auto plain = ddlsim_cmd({"run", "--network", "analytical", "--json"});
+  const auto slow = ddlsim_cmd({"run", "--network", "analytical", "--json", "--set", "simulation.compute_speed_cv=0.02"});
+  REQUIRE(plain.status == 0);
+  REQUIRE(slow.status == 0);
+  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(slow.out);
+  CHECK(!a.contains("straggler_factor"));
+  CHECK(b.at("compute_speed_cv").get<double>() == 0.02);
+  CHECK(b.at("straggler_factor").get<double>() == Approx(factor).epsilon(1e-12));
+  REQUIRE(a.at("strategies").size() == b.at("strategies").size());
+  for (std::size_t i = 0; i < a.at("strategies").size(); ++i) {
+    const nlohmann::json& x = a.at("strategies").at(i);
+    const nlohmann::json& y = b.at("strategies").at(i);
+    INFO(x.at("name").get<std::string>());
+    for (const char* part : {"forward", "backward", "optimizer"}) {
+      const double before = x.at("breakdown").at("compute_parts_s").at(part).get<double>();
+      CHECK(y.at("breakdown").at("compute_parts_s").at(part).get<double>() == Approx(before * factor).epsilon(1e-9));
+    }
+    const double step = x.at("step_time_s").get<double>(), slower = y.at("step_time_s").get<double>();
+    CHECK(slower > step);
+    CHECK(slower <= step * factor * (1 + 1e-9));
+  }
+  const auto text = ddlsim_cmd({"run", "--network", "analytical", "--set", "simulation.compute_speed_cv=0.02"});
+  CHECK(text.out.find("speeds:   compute x1.0414, the slowest of 32 accelerators at speed cv 0.02\n") != std::string::npos);
+  const auto zero = ddlsim_cmd({"run", "--network", "analytical", "--json", "--set", "simulation.compute_speed_cv=0"});
+  CHECK(zero.out == plain.out);
+  const auto bad = ddlsim_cmd({"run", "--set", "simulation.compute_speed_cv=0.6"});
+  CHECK(bad.status == 2);
+  CHECK(bad.err == "ddlsim run: simulation.compute_speed_cv: expected a number from 0 to 0.5, got 0.6\n");
 }
 
 TEST_CASE("tables pad names by the columns they take, not their bytes") {

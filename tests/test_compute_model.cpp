@@ -4,6 +4,7 @@
 #include "approx.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "sim/compute_model.hpp"
@@ -219,4 +220,40 @@ TEST_CASE("the host's dispatch bounds a run of short kernels, not long ones") {
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("cal.json: host_dispatch_us") == 0);
   }
+}
+
+TEST_CASE("the slowest of n accelerators: E[max of n standard normals] scales every kernel, not the host") {
+  // Expected: E[max] of n standard normal draws has closed forms for small n: 0 for one,
+  // 1/sqrt(pi) for two, 3/(2 sqrt(pi)) for three, (3/sqrt(pi)) (1/2 + asin(1/3)/pi) for
+  // four; for 1000, 3.24144 (Harter's 1961 tables of normal order statistics). A model
+  // for 32 accelerators whose speeds vary with cv 0.02 prices every kernel (a GEMM, a
+  // memory-bound GeLU) at 1 + 0.02 x E[max of 32] times the plain model's, launch and
+  // GEMM latency included, while the host's dispatches take what they took.
+  const double pi = 3.14159265358979323846;
+  CHECK(ComputeModel::expected_max_normal(1) == 0.0);
+  CHECK(ComputeModel::expected_max_normal(2) == Approx(1.0 / std::sqrt(pi)).epsilon(1e-9));
+  CHECK(ComputeModel::expected_max_normal(3) == Approx(1.5 / std::sqrt(pi)).epsilon(1e-9));
+  CHECK(ComputeModel::expected_max_normal(4) == Approx(3.0 / std::sqrt(pi) * (0.5 + std::asin(1.0 / 3.0) / pi)).epsilon(1e-9));
+  CHECK(ComputeModel::expected_max_normal(1000) == Approx(3.24144).epsilon(2e-6));
+  // It grows without bound, slowly (about sqrt(2 ln n)).
+  CHECK(ComputeModel::expected_max_normal(16384) > ComputeModel::expected_max_normal(2048));
+  CHECK(ComputeModel::expected_max_normal(1'000'000'000) == Approx(6.0).epsilon(0.05));
+
+  const Catalog cat = Catalog::builtin();
+  const ComputeModel plain(cat.accelerator("a100-80gb"));
+  const ComputeModel slow = plain.slowest_of(32, 0.02);
+  const double factor = 1.0 + 0.02 * ComputeModel::expected_max_normal(32);
+  CHECK(plain.straggler_factor() == 1.0);
+  CHECK(slow.straggler_factor() == Approx(factor).epsilon(1e-15));
+  CHECK(plain.slowest_of(1, 0.02).straggler_factor() == 1.0);
+  const OperatorGraph g = gemm(4096, 4096, 4096);
+  OperatorGraph elementwise;
+  elementwise.gelu("gelu", elementwise.input("x", {1 << 24}, DataType::kBf16));
+  const OperatorGraph& e = elementwise;
+  for (const OperatorGraph* graph : {&g, &e}) {
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      CHECK(slow.time(only_op(*graph), pass).value() == Approx(plain.time(only_op(*graph), pass).value() * factor).epsilon(1e-12));
+    }
+  }
+  CHECK(slow.dispatch_bound(Seconds(0.0), 3, 2).value() == plain.dispatch_bound(Seconds(0.0), 3, 2).value());
 }
