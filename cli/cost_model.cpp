@@ -101,6 +101,7 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
     j["scenario"] = s.name;
     j["network"] = network_model_name(s.network);
     if (!s.collectives.automatic()) j["collectives"] = collective_policy_text(s.collectives);
+    add_speed_policy(j, s);
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const CostModelRow& r : c.rows) {
       rows.push_back({{"strategy", r.strategy}, {"source", r.source}, {"estimate_s", r.estimate_s},
@@ -117,6 +118,7 @@ void print_cost_model(std::ostream& out, const TrainingScenario& s, const CostMo
   }
   out << "cost model against the replay: " << s.name << " (network " << network_model_name(s.network) << ")\n";
   print_collective_policy(out, s.collectives);
+  print_speed_policy(out, s);
   out << "\n";
   std::size_t ws = 24, wb = 16;  // the strategy and source columns: their longest entries
   for (const CostModelRow& r : c.rows) ws = std::max(ws, display_width(r.strategy)), wb = std::max(wb, display_width(r.source));

@@ -401,6 +401,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     out << "scenario: " << s.name << " (" << s.model.name << " on " << devices << " accelerators, global batch "
         << space.global_batch << ", network " << network_model_name(s.network) << ")\n";
     print_collective_policy(out, s.collectives);
+    print_speed_policy(out, s);
     out << "\n";
     std::string line;
     // The plan column as wide as the longest plan shown (framework settings lengthen them).

@@ -338,6 +338,7 @@ nlohmann::ordered_json sbp_search(const TrainingScenario& s, const SbpSearchOpti
   out << "scenario: " << s.name << " (" << s.model.name << " on " << devices.size() << " accelerators, global batch "
       << batch << ", network " << network_model_name(s.network) << ")\n";
   print_collective_policy(out, s.collectives);
+  print_speed_policy(out, s);
   out << "searched: per-role SBP signatures of every GEMM (" << sbp_roles(found_chain).size()
       << " roles) on meshes of " << (o.mcmc ? "1 or 2" : "1 to 3") << " dimensions, "
       << (o.mcmc ? "Metropolis-Hastings with the replay as cost" : "coordinate descent on the analytical cost")

@@ -868,15 +868,24 @@ void print_collective_policy(std::ostream& out, const CollectivePolicy& policy) 
   if (!policy.automatic()) out << "collectives: " << collective_policy_text(policy) << "\n";
 }
 
+void print_speed_policy(std::ostream& out, const TrainingScenario& s) {
+  if (s.compute_speed_cv <= 0.0) return;
+  out << "speeds:   compute x" << printf_string("%.4f", s.compute->straggler_factor()) << ", the slowest of "
+      << s.cluster.accelerators().size() << " accelerators at speed cv " << printf_string("%g", s.compute_speed_cv) << "\n";
+}
+
+void add_speed_policy(nlohmann::ordered_json& j, const TrainingScenario& s) {
+  if (s.compute_speed_cv <= 0.0) return;
+  j["compute_speed_cv"] = s.compute_speed_cv;
+  j["straggler_factor"] = s.compute->straggler_factor();
+}
+
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports) {
   out << "scenario: " << s.name << "\n";
   out << "cluster:  " << s.cluster_title << " (" << s.cluster.accelerators().size() << " accelerators), network "
       << network_model_name(s.network) << "\n";
   print_collective_policy(out, s.collectives);
-  if (s.compute_speed_cv > 0.0) {
-    out << "speeds:   compute x" << printf_string("%.4f", s.compute->straggler_factor()) << ", the slowest of "
-        << s.cluster.accelerators().size() << " accelerators at speed cv " << printf_string("%g", s.compute_speed_cv) << "\n";
-  }
+  print_speed_policy(out, s);
   if (s.transformer) {
     out << "workload: " << s.model.name << ", " << s.model.layers << " layers";
     if (s.model.mtp_layers > 0) {
@@ -998,10 +1007,7 @@ void print_training_json(std::ostream& out, const TrainingScenario& s, const std
   j["accelerators"] = s.cluster.accelerators().size();
   j["network"] = network_model_name(s.network);
   if (!s.collectives.automatic()) j["collectives"] = collective_policy_text(s.collectives);
-  if (s.compute_speed_cv > 0.0) {
-    j["compute_speed_cv"] = s.compute_speed_cv;
-    j["straggler_factor"] = s.compute->straggler_factor();
-  }
+  add_speed_policy(j, s);
   j["workload"] = s.model.name;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& r : reports) {

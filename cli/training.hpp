@@ -223,6 +223,10 @@ TrainingReport run_sbp_strategy(const TrainingScenario& s, const TrainingStrateg
 std::string collective_policy_text(const CollectivePolicy& policy);
 /// The text reports' "collectives: ..." line of that, nothing when automatic.
 void print_collective_policy(std::ostream& out, const CollectivePolicy& policy);
+/// The `speeds:` line of a scenario with simulation.compute_speed_cv (nothing without),
+/// and its JSON fields compute_speed_cv and straggler_factor.
+void print_speed_policy(std::ostream& out, const TrainingScenario& s);
+void add_speed_policy(nlohmann::ordered_json& j, const TrainingScenario& s);
 void print_training_table(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 void print_training_json(std::ostream& out, const TrainingScenario& s, const std::vector<TrainingReport>& reports);
 /// One header line, then one row per strategy; the columns are the JSON fields

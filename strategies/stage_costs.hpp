@@ -163,8 +163,10 @@ CollectiveGroup context_ring(NetworkFabric& fabric, const ParallelPlan& plan, in
 /// context_folded one when it has context parallelism, whose dp counts dp x cp ranks);
 /// 0 for one rank or no bytes.
 [[nodiscard]] double amax_all_reduce_time(const ParallelPlan& plan, NetworkFabric& fabric, int stage, double bytes);
-/// The two kernels that follow it (their launches).
-[[nodiscard]] inline double amax_update_time(const ComputeModel& compute) { return 2.0 * compute.efficiency().launch.value(); }
+/// The two kernels that follow it (their launches; as the slowest device's, like every kernel).
+[[nodiscard]] inline double amax_update_time(const ComputeModel& compute) {
+  return 2.0 * compute.efficiency().launch.value() * compute.straggler_factor();
+}
 
 /// Transformer Engine's userbuffers overlap (ParallelPlan::tp_comm_overlap) of one half
 /// layer: each overlapped GEMM with its collective (`share` of the half's all-reduce

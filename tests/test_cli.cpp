@@ -536,6 +536,12 @@ TEST_CASE("simulation.compute_speed_cv prices every kernel as the slowest of the
   }
   const auto text = ddlsim_cmd({"run", "--network", "analytical", "--set", "simulation.compute_speed_cv=0.02"});
   CHECK(text.out.find("speeds:   compute x1.0414, the slowest of 32 accelerators at speed cv 0.02\n") != std::string::npos);
+  // The search and the cost-model check price with it too, and say so.
+  const auto search = ddlsim_cmd({"search", "--network", "analytical", "--set", "simulation.compute_speed_cv=0.02"});
+  CHECK(search.out.find("\nspeeds:   compute x1.0414, the slowest of 32 accelerators") != std::string::npos);
+  const auto check = ddlsim_cmd({"validate", "--cost-model", "--json", "--set", "simulation.compute_speed_cv=0.02"});
+  REQUIRE(check.status == 0);
+  CHECK(nlohmann::json::parse(check.out).at("straggler_factor").get<double>() == Approx(factor).epsilon(1e-12));
   const auto zero = ddlsim_cmd({"run", "--network", "analytical", "--json", "--set", "simulation.compute_speed_cv=0"});
   CHECK(zero.out == plain.out);
   const auto bad = ddlsim_cmd({"run", "--set", "simulation.compute_speed_cv=0.6"});

@@ -225,7 +225,8 @@ TEST_CASE("the host's dispatch bounds a run of short kernels, not long ones") {
 TEST_CASE("the slowest of n accelerators: E[max of n standard normals] scales every kernel, not the host") {
   // Expected: E[max] of n standard normal draws has closed forms for small n: 0 for one,
   // 1/sqrt(pi) for two, 3/(2 sqrt(pi)) for three, (3/sqrt(pi)) (1/2 + asin(1/3)/pi) for
-  // four; for 1000, 3.24144 (Harter's 1961 tables of normal order statistics). A model
+  // four; for 1000, 3.24144 (Harter's 1961 tables of normal order statistics); for 1e9,
+  // 6.08768 (mpmath's adaptive quadrature of the same integral, outside this code). A model
   // for 32 accelerators whose speeds vary with cv 0.02 prices every kernel (a GEMM, a
   // memory-bound GeLU) at 1 + 0.02 x E[max of 32] times the plain model's, launch and
   // GEMM latency included, while the host's dispatches take what they took.
@@ -234,10 +235,8 @@ TEST_CASE("the slowest of n accelerators: E[max of n standard normals] scales ev
   CHECK(ComputeModel::expected_max_normal(2) == Approx(1.0 / std::sqrt(pi)).epsilon(1e-9));
   CHECK(ComputeModel::expected_max_normal(3) == Approx(1.5 / std::sqrt(pi)).epsilon(1e-9));
   CHECK(ComputeModel::expected_max_normal(4) == Approx(3.0 / std::sqrt(pi) * (0.5 + std::asin(1.0 / 3.0) / pi)).epsilon(1e-9));
-  CHECK(ComputeModel::expected_max_normal(1000) == Approx(3.24144).epsilon(2e-6));
-  // It grows without bound, slowly (about sqrt(2 ln n)).
-  CHECK(ComputeModel::expected_max_normal(16384) > ComputeModel::expected_max_normal(2048));
-  CHECK(ComputeModel::expected_max_normal(1'000'000'000) == Approx(6.0).epsilon(0.05));
+  CHECK(ComputeModel::expected_max_normal(1000) == Approx(3.24144).epsilon(5e-6));  // the table's 6 digits
+  CHECK(ComputeModel::expected_max_normal(1'000'000'000) == Approx(6.08768).epsilon(2e-6));
 
   const Catalog cat = Catalog::builtin();
   const ComputeModel plain(cat.accelerator("a100-80gb"));
