@@ -16,6 +16,8 @@
 #include "cli/cost_model.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/scenario.hpp"
+#include "cli/training.hpp"
 #include "cli/validation.hpp"
 #include "support/atomic_file.hpp"
 #include "support/input_error.hpp"
@@ -95,6 +97,12 @@ and the mean and worst |estimate - replay| / replay (JSON and --record: estimate
 estimate_mean_abs_error, estimate_worst_abs_error, fractions; --check holds them too
 where the record has them; --csv: estimate_s, seconds).
 
+--set PATH=VALUE (repeatable) asks what-if of the suites: every training case's scenario
+takes the override before its replay (and in what --case prints), as 'ddlsim run --set'
+would, e.g. --set simulation.interference=false, --set simulation.compute_speed_cv=0.015;
+the NCCL cases, collectives timed alone, take none. Not with --record or --check, whose
+figures are the cases' own.
+
 --case N (with --suite or --measured) prints what reproduces one case outside
 validate and replays nothing: a training case's scenario as JSON (the cluster, the
 model, the one strategy, the measurement in the description), which 'ddlsim run'
@@ -129,6 +137,7 @@ Examples:
   ddlsim validate --suite nccl --record validation/accuracy.json   # one suite again, the rest kept
   ddlsim validate --suite vtrain-multi --case 12 > case.json && ddlsim run case.json --trace t.json
   ddlsim validate --measured my-steps.csv --record mine.json   # your cluster, then --check mine.json
+  ddlsim validate --suite public-runs --set simulation.compute_speed_cv=0.015   # a what-if on every case
   ddlsim validate --cost-model scenarios/megatron-zero3-vs-ptdp.json
   ddlsim validate --cost-model my.json --estimates mine.csv --json
 
@@ -292,6 +301,33 @@ int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
   return kExitOk;
 }
 
+// validate --set on the suites: every training case's scenario takes the overrides
+// (its replay, and what --case prints); the NCCL cases, collectives timed alone, have no
+// scenario. Refused with --record and --check, whose figures are the cases' own; a path
+// or value the first training case's scenario refuses is refused here, in one line.
+void apply_sets(std::vector<ValidationCase>& cases, const std::vector<std::string>& sets, const po::variables_map& vm) {
+  for (const char* other : {"record", "check"}) {
+    if (vm.count(other)) {
+      throw InputError(std::string("--set: not with --") + other + " (a record holds the cases as they stand; run the "
+                       "what-if without it)");
+    }
+  }
+  bool checked = false;
+  for (ValidationCase& c : cases) {
+    if (c.suite == "nccl") continue;
+    const std::string source = c.suite + " case " + std::to_string(c.index);
+    try {
+      const nlohmann::json doc = scenario_document(c.reproduce, source, sets);
+      if (!checked) (void)read_training_scenario(doc, "");
+      checked = true;
+      c.reproduce = doc.dump(2) + "\n";
+    } catch (const InputError& e) {
+      throw InputError(std::string("--set: ") + e.what());
+    }
+  }
+  if (!checked) throw InputError("--set: the nccl suite's cases are collectives timed alone, without a scenario to set");
+}
+
 }  // namespace
 
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -320,7 +356,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
        "check estimates against replays for a training scenario's strategies (default: the embedded one)")
       ("estimates", po::value<std::string>()->value_name("FILE"), "with --cost-model: your estimates, CSV")
       ("set", po::value<std::vector<std::string>>()->composing()->value_name("PATH=VALUE"),
-       "with --cost-model: override a scenario field (VALUE null removes it)");
+       "override a field of every training case's scenario, or with --cost-model of its scenario (VALUE null "
+       "removes it)");
   po::variables_map vm;
   if (const auto done = parse_command_options(args, d, nullptr, "validate", vm, out, err)) return *done;
   try {
@@ -337,9 +374,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
                        "destroy it, so give the CSV another name");
     }
     if (vm.count("cost-model")) return check_cost_model_command(vm, out);
-    for (const char* only : {"estimates", "set"}) {
-      if (vm.count(only)) throw InputError(std::string("--") + only + ": only with --cost-model");
-    }
+    if (vm.count("estimates")) throw InputError("--estimates: only with --cost-model");
     std::string suite = vm["suite"].as<std::string>();
     std::vector<ValidationCase> cases;
     if (vm.count("measured")) {
@@ -357,6 +392,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       network = parse_network_model(vm["network"].as<std::string>());
       if (!network) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
     }
+    if (vm.count("set")) apply_sets(cases, vm["set"].as<std::vector<std::string>>(), vm);
     if (vm.count("case")) {
       for (const char* other : {"cases", "jobs", "csv", "json", "check", "record"}) {
         if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --case (which replays nothing)");

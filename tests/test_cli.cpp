@@ -2938,6 +2938,51 @@ TEST_CASE("validate: every replayed plan's search estimate against its replay, a
   CHECK(ddlsim_cmd({"validate", "--measured", m, "--check", rec}).status == 0);
 }
 
+TEST_CASE("validate --set: a what-if on every training case's scenario") {
+  // Expected: steps "measured" as 'ddlsim run --set simulation.compute_speed_cv=0.015'
+  // replays them are met exactly (0 error) by validate with the same --set, and missed
+  // by the plain replay, faster by at most the straggler factor 1 + 0.015 x E[max of 8]
+  // = 1.0214 (one server) and, its step nearly all compute, by at least 1.5%; --case
+  // prints the scenario with the override; the NCCL suite alone, --record and --check
+  // refuse it, as does a value the cases' scenarios refuse, each in one line.
+  Scratch s;
+  s.write("t.json", R"({"name": "mine", "cluster": {"preset": "dgx-a100"},
+    "workload": {"hf_config": {"model_type": "gpt2", "n_layer": 4, "n_embd": 4096, "n_head": 32, "n_positions": 2048,
+                               "vocab_size": 32000}},
+    "strategies": [{"name": "dp", "global_batch": 16, "micro_batch": 2},
+                   {"name": "tp4", "tp": 4, "global_batch": 16, "micro_batch": 2}],
+    "simulation": {"network": "analytical"}})");
+  const std::string cv = "simulation.compute_speed_cv=0.015";
+  const auto run = ddlsim_cmd({"run", (s.dir / "t.json").string(), "--json", "--set", cv});
+  REQUIRE(run.status == 0);
+  const auto steps = nlohmann::json::parse(run.out).at("strategies");
+  char text[256];
+  std::snprintf(text, sizeof text, "scenario_file,strategy,measured_step_s\nt.json,dp,%.17g\nt.json,tp4,%.17g\n",
+                steps.at(0).at("step_time_s").get<double>(), steps.at(1).at("step_time_s").get<double>());
+  const std::string m = s.write("m.csv", text);
+  auto r = ddlsim_cmd({"validate", "--measured", m, "--json", "--set", cv});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("measured").at("all").at("worst_abs_error").get<double>() < 1e-12);
+  r = ddlsim_cmd({"validate", "--measured", m, "--json"});
+  REQUIRE(r.status == 0);
+  const double plain = nlohmann::json::parse(r.out).at("measured").at("all").at("mean_abs_error").get<double>();
+  CHECK(plain <= 1.0 - 1.0 / (1.0 + 0.015 * ComputeModel::expected_max_normal(8)));
+  CHECK(plain >= 0.015);
+  r = ddlsim_cmd({"validate", "--measured", m, "--case", "1", "--set", cv});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("simulation").at("compute_speed_cv").get<double>() == 0.015);
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--set", cv});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --set: the nccl suite's cases are collectives timed alone, without a scenario to set\n");
+  r = ddlsim_cmd({"validate", "--measured", m, "--set", cv, "--record", (s.dir / "rec.json").string()});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--set: not with --record") != std::string::npos);
+  CHECK(!fs::exists(s.dir / "rec.json"));
+  r = ddlsim_cmd({"validate", "--measured", m, "--set", "simulation.compute_speed_cv=0.9"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --set: simulation.compute_speed_cv: expected a number from 0 to 0.5, got 0.9\n");
+}
+
 TEST_CASE("validate --measured: your own steps, tabled like a suite") {
   // Expected: steps "measured" at 1.25 x ddlsim's own replay of each strategy are each
   // -20% off (1/1.25 - 1, the closed form), in the replay's order (tau 1); the same
