@@ -16,7 +16,7 @@
 #include "cli/cost_model.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "cli/scenario.hpp"
+#include "support/json_set.hpp"
 #include "cli/training.hpp"
 #include "cli/validation.hpp"
 #include "support/atomic_file.hpp"
@@ -100,8 +100,10 @@ where the record has them; --csv: estimate_s, seconds).
 --set PATH=VALUE (repeatable) asks what-if of the suites: every training case's scenario
 takes the override before its replay (and in what --case prints), as 'ddlsim run --set'
 would, e.g. --set simulation.interference=false, --set simulation.compute_speed_cv=0.015;
-the NCCL cases, collectives timed alone, take none. Not with --record or --check, whose
-figures are the cases' own.
+the NCCL cases, collectives timed alone, take none (the table's last line says so). An
+override the first training case refuses stops the run in one line; a later case whose
+plan refuses it counts as refused. Not with --record or --check, whose figures are the
+cases' own, nor a simulation.network override with --network.
 
 --case N (with --suite or --measured) prints what reproduces one case outside
 validate and replays nothing: a training case's scenario as JSON (the cluster, the
@@ -301,31 +303,41 @@ int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
   return kExitOk;
 }
 
-// validate --set on the suites: every training case's scenario takes the overrides
-// (its replay, and what --case prints); the NCCL cases, collectives timed alone, have no
-// scenario. Refused with --record and --check, whose figures are the cases' own; a path
-// or value the first training case's scenario refuses is refused here, in one line.
-void apply_sets(std::vector<ValidationCase>& cases, const std::vector<std::string>& sets, const po::variables_map& vm) {
+// validate --set on the suites: every training case's scenario takes the overrides, in
+// its key order (its replay, and what --case prints); the NCCL cases, collectives timed
+// alone, have no scenario. Refused with --record and --check, whose figures are the
+// cases' own, and with --network beside a simulation.network override. A malformed
+// expression, or a path or value the first training case's scenario refuses, is refused
+// here, in one line; a later case whose plan refuses it is a refused case. Returns the
+// number of cases that took the overrides.
+std::size_t apply_sets(std::vector<ValidationCase>& cases, const std::vector<std::string>& sets, const po::variables_map& vm) {
   for (const char* other : {"record", "check"}) {
     if (vm.count(other)) {
       throw InputError(std::string("--set: not with --") + other + " (a record holds the cases as they stand; run the "
                        "what-if without it)");
     }
   }
-  bool checked = false;
-  for (ValidationCase& c : cases) {
-    if (c.suite == "nccl") continue;
-    const std::string source = c.suite + " case " + std::to_string(c.index);
-    try {
-      const nlohmann::json doc = scenario_document(c.reproduce, source, sets);
-      if (!checked) (void)read_training_scenario(doc, "");
-      checked = true;
-      c.reproduce = doc.dump(2) + "\n";
-    } catch (const InputError& e) {
-      throw InputError(std::string("--set: ") + e.what());
+  for (const std::string& s : sets) {
+    if (vm.count("network") && s.rfind("simulation.network", 0) == 0) {
+      throw InputError("--set " + s + ": not with --network, which sets every case's network model too");
     }
   }
-  if (!checked) throw InputError("--set: the nccl suite's cases are collectives timed alone, without a scenario to set");
+  std::size_t taken = 0;
+  for (ValidationCase& c : cases) {
+    if (c.suite == "nccl") continue;
+    try {
+      nlohmann::ordered_json doc = nlohmann::ordered_json::parse(c.reproduce);
+      for (const std::string& s : sets) apply_set(doc, s);
+      if (taken == 0) (void)read_training_scenario(nlohmann::json::parse(doc.dump()), "");
+      c.reproduce = doc.dump(2) + "\n";
+      ++taken;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      throw InputError(what.rfind("--set", 0) == 0 ? what : "--set: " + what);
+    }
+  }
+  if (taken == 0) throw InputError("--set: the nccl suite's cases are collectives timed alone, without a scenario to set");
+  return taken;
 }
 
 }  // namespace
@@ -392,7 +404,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       network = parse_network_model(vm["network"].as<std::string>());
       if (!network) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
     }
-    if (vm.count("set")) apply_sets(cases, vm["set"].as<std::vector<std::string>>(), vm);
+    const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    const std::size_t set_cases = sets.empty() ? 0 : apply_sets(cases, sets, vm);
     if (vm.count("case")) {
       for (const char* other : {"cases", "jobs", "csv", "json", "check", "record"}) {
         if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --case (which replays nothing)");
@@ -535,6 +548,13 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
                       : std::string("each case's own (flow for vTrain and NCCL cases, the scenario's simulation.network for "
                                     "published runs and --measured)"))
           << "\n";
+      if (set_cases > 0) {
+        std::string list;
+        for (const std::string& x : sets) list += (list.empty() ? "" : " ") + x;
+        const std::size_t collectives = cases.size() - set_cases;
+        out << "--set: " << list << " on " << set_cases << " training case" << (set_cases == 1 ? "" : "s")
+            << (collectives > 0 ? "; the " + std::to_string(collectives) + " NCCL cases take none" : std::string()) << "\n";
+      }
     }
     for (const std::string& b : bad) err << "ddlsim validate: worse than recorded: " << b << "\n";
     if (record_kept) {

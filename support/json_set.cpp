@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -27,7 +28,9 @@ void integers_of_whole_numbers(Json& value) {
 void whole_numbers_as_integers(nlohmann::json& value) { integers_of_whole_numbers(value); }
 void whole_numbers_as_integers(nlohmann::ordered_json& value) { integers_of_whole_numbers(value); }
 
-void apply_set(nlohmann::json& doc, const std::string& expression) {
+namespace {
+template <class Json>
+void apply_set_to(Json& doc, const std::string& expression) {
   const auto eq = expression.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw InputError("--set '" + expression + "': expected PATH=VALUE, e.g. strategies.0.bucket_layers=4");
@@ -47,7 +50,7 @@ void apply_set(nlohmann::json& doc, const std::string& expression) {
   // HuggingFace config, whose format gives null meanings of its own (q_lora_rank null:
   // no query latent), null is written as a value.
   const bool remove = text == "null" && path.rfind("workload.hf_config.", 0) != 0;
-  nlohmann::json* node = &doc;
+  Json* node = &doc;
   std::string walked;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
@@ -87,12 +90,21 @@ void apply_set(nlohmann::json& doc, const std::string& expression) {
     walked = here;
   }
   if (nlohmann::json::accept(text)) {
-    *node = parse_json(text, "--set " + path);  // same checks as a file: depth, duplicates, range
+    const nlohmann::json value = parse_json(text, "--set " + path);  // same checks as a file: depth, duplicates, range
+    if constexpr (std::is_same_v<Json, nlohmann::json>) {
+      *node = value;
+    } else {
+      *node = Json::parse(value.dump());
+    }
     whole_numbers_as_integers(*node);
   } else {
     if (!valid_utf8(text)) throw InputError("--set " + path + ": the value is not valid UTF-8 text");
     *node = text;
   }
 }
+}  // namespace
+
+void apply_set(nlohmann::json& doc, const std::string& expression) { apply_set_to(doc, expression); }
+void apply_set(nlohmann::ordered_json& doc, const std::string& expression) { apply_set_to(doc, expression); }
 
 }  // namespace ddlsim

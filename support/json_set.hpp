@@ -16,8 +16,10 @@
 
 namespace ddlsim {
 
-/// Applies one PATH=VALUE override; throws InputError naming the expression.
+/// Applies one PATH=VALUE override; throws InputError naming the expression. The
+/// ordered form keeps the document's key order (a value object's own keys come sorted).
 void apply_set(nlohmann::json& doc, const std::string& expression);
+void apply_set(nlohmann::ordered_json& doc, const std::string& expression);
 
 /// Replaces every whole-valued float in `value` (below 2^53 in magnitude) by that
 /// integer, so that 1e2 and 100 are the same value in a report.

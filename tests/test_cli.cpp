@@ -2968,16 +2968,38 @@ TEST_CASE("validate --set: a what-if on every training case's scenario") {
   const double plain = nlohmann::json::parse(r.out).at("measured").at("all").at("mean_abs_error").get<double>();
   CHECK(plain <= 1.0 - 1.0 / (1.0 + 0.015 * ComputeModel::expected_max_normal(8)));
   CHECK(plain >= 0.015);
+  r = ddlsim_cmd({"validate", "--measured", m, "--set", cv});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("\n--set: simulation.compute_speed_cv=0.015 on 2 training cases\n") != std::string::npos);
   r = ddlsim_cmd({"validate", "--measured", m, "--case", "1", "--set", cv});
   REQUIRE(r.status == 0);
   CHECK(nlohmann::json::parse(r.out).at("simulation").at("compute_speed_cv").get<double>() == 0.015);
+  CHECK(r.out.rfind("{\n  \"name\"", 0) == 0);  // the scenario's own key order: its name first
+  // The embedded suites' cases take it too.
+  r = ddlsim_cmd({"validate", "--suite", "vtrain-single", "--case", "1", "--set", cv});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("simulation").at("compute_speed_cv").get<double>() == 0.015);
+  r = ddlsim_cmd({"validate", "--measured", m, "--set", "simulation.network=flow", "--network", "analytical"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --set simulation.network=flow: not with --network, which sets every case's network "
+                 "model too\n");
+  r = ddlsim_cmd({"validate", "--measured", m, "--set", "oops"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --set 'oops': expected PATH=VALUE, e.g. strategies.0.bucket_layers=4\n");
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--set", cv});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim validate: --set: the nccl suite's cases are collectives timed alone, without a scenario to set\n");
-  r = ddlsim_cmd({"validate", "--measured", m, "--set", cv, "--record", (s.dir / "rec.json").string()});
+  r = ddlsim_cmd({"validate", "--measured", m, "--set", cv, "--record", (s.dir / "rec.json").string(), "--csv",
+                  (s.dir / "c.csv").string()});
   CHECK(r.status == 2);
-  CHECK(r.err.find("--set: not with --record") != std::string::npos);
+  CHECK(r.err == "ddlsim validate: --set: not with --record (a record holds the cases as they stand; run the what-if "
+                 "without it)\n");
   CHECK(!fs::exists(s.dir / "rec.json"));
+  CHECK(!fs::exists(s.dir / "c.csv"));
+  r = ddlsim_cmd({"validate", "--measured", m, "--set", cv, "--check", (s.dir / "rec.json").string()});
+  CHECK(r.status == 2);
+  CHECK(r.err == "ddlsim validate: --set: not with --check (a record holds the cases as they stand; run the what-if "
+                 "without it)\n");
   r = ddlsim_cmd({"validate", "--measured", m, "--set", "simulation.compute_speed_cv=0.9"});
   CHECK(r.status == 2);
   CHECK(r.err == "ddlsim validate: --set: simulation.compute_speed_cv: expected a number from 0 to 0.5, got 0.9\n");
