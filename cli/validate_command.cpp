@@ -269,6 +269,11 @@ void print_cases(std::ostream& out, const std::vector<ValidationCase>& cases, st
   if (!suite.empty()) out << "\n";
 }
 
+// --set's overrides, in the order given (none without it).
+std::vector<std::string> set_overrides(const po::variables_map& vm) {
+  return vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
 int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
   for (const char* other : {"csv", "check", "record", "measured", "case", "cases"}) {
     if (vm.count(other)) throw InputError(std::string("--") + other + ": not with --cost-model");
@@ -283,9 +288,8 @@ int check_cost_model_command(const po::variables_map& vm, std::ostream& out) {
     throw InputError("--cost-model: " + given + " is a CSV; --cost-model takes a training scenario (JSON), and your "
                      "estimates go in --estimates FILE.csv beside it");
   }
-  const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
   TrainingScenario s = load_training_scenario(
-      given.empty() ? std::nullopt : std::optional<std::string>(given), sets,
+      given.empty() ? std::nullopt : std::optional<std::string>(given), set_overrides(vm),
       "the scenario must train a model on a cluster preset or topology file (\"cluster\": {\"preset\": ...} or "
       "{\"file\": ...}) to check a cost model");
   if (vm.count("network")) {
@@ -404,7 +408,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
       network = parse_network_model(vm["network"].as<std::string>());
       if (!network) throw InputError("--network: expected flow or analytical, got '" + vm["network"].as<std::string>() + "'");
     }
-    const std::vector<std::string> sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    const std::vector<std::string> sets = set_overrides(vm);
     const std::size_t set_cases = sets.empty() ? 0 : apply_sets(cases, sets, vm);
     if (vm.count("case")) {
       for (const char* other : {"cases", "jobs", "csv", "json", "check", "record"}) {

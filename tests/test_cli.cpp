@@ -2979,30 +2979,29 @@ TEST_CASE("validate --set: a what-if on every training case's scenario") {
   r = ddlsim_cmd({"validate", "--suite", "vtrain-single", "--case", "1", "--set", cv});
   REQUIRE(r.status == 0);
   CHECK(nlohmann::json::parse(r.out).at("simulation").at("compute_speed_cv").get<double>() == 0.015);
-  r = ddlsim_cmd({"validate", "--measured", m, "--set", "simulation.network=flow", "--network", "analytical"});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --set simulation.network=flow: not with --network, which sets every case's network "
-                 "model too\n");
-  r = ddlsim_cmd({"validate", "--measured", m, "--set", "oops"});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --set 'oops': expected PATH=VALUE, e.g. strategies.0.bucket_layers=4\n");
-  r = ddlsim_cmd({"validate", "--suite", "nccl", "--set", cv});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --set: the nccl suite's cases are collectives timed alone, without a scenario to set\n");
-  r = ddlsim_cmd({"validate", "--measured", m, "--set", cv, "--record", (s.dir / "rec.json").string(), "--csv",
-                  (s.dir / "c.csv").string()});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --set: not with --record (a record holds the cases as they stand; run the what-if "
-                 "without it)\n");
-  CHECK(!fs::exists(s.dir / "rec.json"));
-  CHECK(!fs::exists(s.dir / "c.csv"));
-  r = ddlsim_cmd({"validate", "--measured", m, "--set", cv, "--check", (s.dir / "rec.json").string()});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --set: not with --check (a record holds the cases as they stand; run the what-if "
-                 "without it)\n");
-  r = ddlsim_cmd({"validate", "--measured", m, "--set", "simulation.compute_speed_cv=0.9"});
-  CHECK(r.status == 2);
-  CHECK(r.err == "ddlsim validate: --set: simulation.compute_speed_cv: expected a number from 0 to 0.5, got 0.9\n");
+  // Refused, each in one line with status 2 (and nothing written).
+  const std::string rec = (s.dir / "rec.json").string(), out_csv = (s.dir / "c.csv").string();
+  const std::string what_if = " (a record holds the cases as they stand; run the what-if without it)";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--measured", m, "--set", "simulation.network=flow", "--network", "analytical"},
+       "--set simulation.network=flow: not with --network, which sets every case's network model too"},
+      {{"--measured", m, "--set", "oops"}, "--set 'oops': expected PATH=VALUE, e.g. strategies.0.bucket_layers=4"},
+      {{"--suite", "nccl", "--set", cv}, "--set: the nccl suite's cases are collectives timed alone, without a scenario to set"},
+      {{"--measured", m, "--set", cv, "--record", rec, "--csv", out_csv}, "--set: not with --record" + what_if},
+      {{"--measured", m, "--set", cv, "--check", rec}, "--set: not with --check" + what_if},
+      {{"--measured", m, "--set", "simulation.compute_speed_cv=0.9"},
+       "--set: simulation.compute_speed_cv: expected a number from 0 to 0.5, got 0.9"},
+  };
+  for (const auto& [args, message] : refused) {
+    std::vector<std::string> full{"validate"};
+    full.insert(full.end(), args.begin(), args.end());
+    r = ddlsim_cmd(full);
+    INFO(message);
+    CHECK(r.status == 2);
+    CHECK(r.err == "ddlsim validate: " + message + "\n");
+  }
+  CHECK(!fs::exists(rec));
+  CHECK(!fs::exists(out_csv));
 }
 
 TEST_CASE("validate --measured: your own steps, tabled like a suite") {
