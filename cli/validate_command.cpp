@@ -61,9 +61,13 @@ dispatch time per operator and the A100's GEMM half sizes, both fitted to vtrain
 (sim/data/compute_efficiency.json gives each with its fit), so that suite's error is
 in-sample. The catalog's NVLink and InfiniBand efficiencies were set from two NCCL
 figures that are not cases (8 x H100 ring ~370 GB/s, one NDR NIC 46-48 GB/s); the nccl
-row 'NVLink 4 busbw (in sample)' restates the first and is kept apart. The H100's
-sustained fraction of its burst GEMM rate was measured on our H200, not on a case.
-Nothing else was fitted to any suite.
+row 'NVLink 4 busbw (in sample)' restates the first and is kept apart. NVLink 3's
+ring overhead solves the A100 tables' 2- and 8-GPU busbw at 1 GiB (two of the nccl
+suite's 'A100 NVLink all-reduce' points), and the one factor (2.42) on NCCL's
+low-latency-protocol latencies that small collectives pay (the catalog's ll_latency_us
+and ll_transport_latency_us) makes the nccl row 'small-message latency (in sample)'
+come out as measured. The H100's sustained fraction of its burst GEMM rate was measured
+on our H200, not on a case. Nothing else was fitted to any suite.
 
 Printed: every case of the suites with at most 100 cases (--cases: all), numbered
 within its suite, measured, predicted and the error; then per suite and model (or run,

@@ -22,7 +22,7 @@ Seconds AnalyticalNetwork::submit(TaskId task, Seconds now, ReplaySink& sink) {
   }
   const auto& route = fabric_->first_route(NodeId(transfer->src.value), NodeId(transfer->dst.value));
   carry(route, transfer->bytes.value());
-  double duration = fabric_->route_latency(route) * transfer->latencies + graph_->wait(task);
+  double duration = fabric_->transfer_latency(route, *transfer) * transfer->latency_count() + graph_->wait(task);
   if (!route.empty()) duration += transfer->bytes.value() * graph_->share(task) / fabric_->route_capacity(route);
   sink.started(task, now);
   graph_->prefetch_finish(task);

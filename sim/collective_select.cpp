@@ -13,12 +13,13 @@ namespace ddlsim {
 namespace {
 
 struct Edge {
+  bool low_latency = false;                                // the low-latency protocol's latencies
   double latency = 0.0;                                    // s, the largest seen
   double capacity = std::numeric_limits<double>::infinity();  // B/s, the smallest seen
   bool seen = false;
   void add(NetworkFabric& f, NodeId a, NodeId b) {
     const auto& r = f.first_route(a, b);
-    latency = std::max(latency, f.route_latency(r));
+    latency = std::max(latency, f.route_latency(r, low_latency));
     capacity = std::min(capacity, f.route_capacity(r));
     seen = true;
   }
@@ -77,6 +78,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
   const std::size_t p = g.ranks.size();
   const double P = static_cast<double>(p);
   const auto node = [&](std::size_t i) { return g.ranks[i]; };
+  const bool ll = S <= kLowLatencyMaxBytes;  // low_latency_protocol
   // The pieces a step, chain, tree or exchange phase goes in: `chunks`, or automatic.
   const auto pieces = [&] {
     CollectiveSpec spec;
@@ -89,7 +91,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
   switch (a) {
     case CollectiveAlgorithm::kRing: {
       // Ring edges inside a domain and between domains; channels multiply the latter.
-      Edge in, out;
+      Edge in{ll}, out{ll};
       const auto local = g.by_domain();
       // The hops between domains are those of channel 0's ring (ring_orders: each enters
       // a domain on the rail it left the last one on).
@@ -152,7 +154,18 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // latency (once per piece) and its bytes at its rate. A ring phase inside one domain
       // also waits its ranks' ring overhead (CollectiveGroup::ring_wait): the slowest
       // rank's, for a rank's bytes of a step, once per phase.
-      const double lat_in = bandwidth_only ? 0.0 : in.latency, lat_out = bandwidth_only ? 0.0 : out.latency;
+      // A small collective's ring across domains pays, at every step, the ring's mean
+      // transport latency in place of its hops' own (Lowering::ring).
+      double mean_transport = 0.0, out_transport = 0.0;
+      if (ll && local.size() > 1) {
+        for (std::size_t k = 0; k < first_ring.size(); ++k) {
+          const double t = f.route_transport(f.first_route(node(first_ring[k]), node(first_ring[(k + 1) % first_ring.size()])), true);
+          mean_transport += t / P;
+          out_transport = std::max(out_transport, t);
+        }
+      }
+      const double lat_in = bandwidth_only ? 0.0 : in.latency + mean_transport;
+      const double lat_out = bandwidth_only ? 0.0 : out.latency - out_transport + mean_transport;
       const auto step = [&](double latencies, double bytes) {
         double t = in.seen ? latencies * lat_in + bytes / in.capacity : 0.0;
         if (out.seen) t = std::max(t, latencies * lat_out + bytes / out_bw);
@@ -219,10 +232,10 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
               if (!f.between_switches(l)) slowest = std::max(slowest, across[l.value] * piece / f.capacity(l));
             }
           }
-          way[i] = way[parent[i]] + f.route_latency(down) + slowest;
+          way[i] = way[parent[i]] + f.route_latency(down, ll) + slowest;
           fill = std::max(fill, 2.0 * way[i]);
           for (const std::span<const LinkId> r : {f.first_route(node(i), node(parent[i])), down}) {
-            latency = std::max(latency, f.route_latency(r));
+            latency = std::max(latency, f.route_latency(r, ll));
             for (LinkId l : r) {
               if (!f.between_switches(l)) load[l.value] += share;
             }
@@ -232,14 +245,14 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       return fill + (c - 1.0) * latency + busiest_link(f, load) * (c - 1.0) / c;
     }
     case CollectiveAlgorithm::kHalvingDoubling: {
-      Edge e;
+      Edge e{ll};
       for (std::size_t d = 1; d < p; d <<= 1) e.add(f, node(0), node(d));
       const double steps = std::log2(P);
       const double half = steps * e.latency + (P - 1.0) / P * S / e.capacity;
       return op == Op::kAllReduce ? 2.0 * half : half;
     }
     case CollectiveAlgorithm::kDirect: {
-      Edge e;
+      Edge e{ll};
       if (op == Op::kSendRecv) {  // root to peer
         e.add(f, node(root), node(peer));
         return e.steps(1, S);
@@ -287,7 +300,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         const auto carry = [&](std::map<std::uint32_t, double>& load, NodeId from, NodeId to, double bytes) {
           for (LinkId l : f.first_route(from, to)) load[l.value] += bytes;
         };
-        Edge out, in;
+        Edge out{ll}, in{ll};
         for (std::size_t k = 0; k < local.front().size(); ++k) {
           const NodeId a = node(local[0][k]);
           for (std::size_t d = 1; d < local.size(); ++d) {
@@ -306,7 +319,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         const double t1 = c * out.latency + busiest_link(f, first), t2 = c * in.latency + busiest_link(f, second);
         return std::max(t1, t2) + std::min(t1, t2) / c;
       }
-      Edge in, out;
+      Edge in{ll}, out{ll};
       for (std::size_t k = 0; k + 1 < local.front().size(); ++k) in.add(f, node(local[0][k]), node(local[0][k + 1]));
       // The ring across domains pays its slowest hop's latency at every step (the way
       // between two domains may cross more switches than between the first two).
@@ -341,7 +354,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           for (std::size_t e = d + 1; e < dims.size(); ++e) stride *= static_cast<std::size_t>(dims[e]);
           // A step of a dimension's ring waits for its slowest hop: one link, or without
           // wraparound the closing hop back along the whole line (k - 1 links).
-          Edge e;
+          Edge e{ll};
           e.add(f, node(0), node(stride));
           e.add(f, node(stride * static_cast<std::size_t>(dims[d] - 1)), node(0));
           shard /= dims[d];

@@ -249,9 +249,10 @@ class Shares {
 class GraphSink {
  public:
   GraphSink(TaskGraph& g, ResourceId net, const CollectiveSpec& spec, std::string_view label)
-      : g_(g), net_(net), name_(g.intern(named(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)), label))) {}
+      : g_(g), net_(net), name_(g.intern(named(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)), label))),
+        protocol_(low_latency_protocol(spec) ? Transfer::kLowLatencyProtocol : 0u) {}
   TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr, double wait = 0.0) {
-    const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies}, name_).id();
+    const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies | protocol_}, name_).id();
     if (wait > 0.0) g_.set_wait(t, wait);
     if (shares != nullptr) {
       if (const double share = shares->of(from, to); share > 1.0) g_.set_share(t, share);
@@ -268,6 +269,7 @@ class GraphSink {
   TaskGraph& g_;
   ResourceId net_;
   TaskGraph::Name name_;
+  std::uint32_t protocol_;  // Transfer::kLowLatencyProtocol or 0
 };
 
 // Times the transfers as the analytical network model would, without a graph: a
@@ -277,15 +279,19 @@ class GraphSink {
 class TimingSink {
  public:
   /// With `traffic`, also counts the bytes on every link and those `first` sends.
-  explicit TimingSink(NetworkFabric& f, CollectiveTraffic* traffic = nullptr, NodeId first = NodeId())
-      : f_(f), cache_(kCache), traffic_(traffic), first_(first) {
+  /// `spec`: the collective (its size sets the protocol, low_latency_protocol).
+  TimingSink(NetworkFabric& f, const CollectiveSpec& spec, CollectiveTraffic* traffic = nullptr, NodeId first = NodeId())
+      : f_(f), cache_(kCache), traffic_(traffic), first_(first), low_latency_(low_latency_protocol(spec)) {
     if (traffic_ != nullptr) link_bytes_.assign(f.cluster().link_count(), 0.0);
   }
   TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr, double wait = 0.0) {
     const Price& p = price(from, to);
     const double share = shares != nullptr ? shares->of(from, to, &p.route) : 1.0;
     ready_.push_back(0.0);
-    const double latency = p.latency * latencies + wait;  // as the network models add them
+    // As the network models add them (NetworkFabric::transfer_latency).
+    const bool in_wait = (latencies & Transfer::kTransportInWait) != 0;
+    const std::uint32_t paid = latencies & ~(Transfer::kLowLatencyProtocol | Transfer::kTransportInWait);
+    const double latency = (p.latency - (in_wait ? p.transport : 0.0)) * paid + wait;
     duration_.push_back(p.empty ? latency : latency + bytes * share / p.capacity);
     count(from, p, bytes);
     return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
@@ -300,13 +306,16 @@ class TimingSink {
 
   // Lowering::ring's timing without a handle per transfer: the same maxima and sums in
   // the same order, on arrays of finish times (a ring is most of a large collective).
+  // (transport: the ring's mean transport latency, which each step pays in place of its
+  // route's, Transfer::kTransportInWait; negative: each its route's.)
   void ring(const std::vector<NodeId>& order, int steps, double piece, int chunks, std::vector<TaskId>& ready_of,
-            const Shares& shares, const std::vector<double>& waits) {  // waits: per rank, or empty (none)
+            const Shares& shares, const std::vector<double>& waits, double transport) {  // waits: per rank, or empty (none)
     const std::size_t p = order.size(), c = static_cast<std::size_t>(chunks);
     std::vector<double> dur(p), last(p), prev(p * c), cur(p * c);
     for (std::size_t r = 0; r < p; ++r) {
       const Price& pr = price(order[r], order[(r + 1) % p]);
-      const double latency = pr.latency + (waits.empty() ? 0.0 : waits[r]);  // as the network models add them
+      const double own = transport < 0.0 ? pr.latency : pr.latency - pr.transport + transport;
+      const double latency = own + (waits.empty() ? 0.0 : waits[r]);  // as the network models add them
       dur[r] = pr.empty ? latency : latency + piece * shares.of(order[r], order[(r + 1) % p], &pr.route) / pr.capacity;
       last[r] = finish(ready_of[r]);
       count(order[r], pr, piece * static_cast<double>(steps) * static_cast<double>(chunks));
@@ -355,6 +364,7 @@ class TimingSink {
   struct Price {
     std::uint64_t key = ~std::uint64_t{0};
     double latency = 0.0;
+    double transport = 0.0;  // the part of latency that is transport (route_transport)
     double capacity = 0.0;
     bool empty = true;
     std::span<const LinkId> route;
@@ -365,7 +375,8 @@ class TimingSink {
     Price& slot = cache_[(key * 0x9E3779B97F4A7C15ull) >> 50];
     if (slot.key != key) {
       const std::span<const LinkId> route = f_.first_route(from, to);
-      slot = Price{key, f_.route_latency(route), f_.route_capacity(route), route.empty(), route};
+      slot = Price{key, f_.route_latency(route, low_latency_), f_.route_transport(route, low_latency_), f_.route_capacity(route),
+                   route.empty(), route};
     }
     return slot;
   }
@@ -379,6 +390,7 @@ class TimingSink {
   std::vector<double> ready_, duration_;
   CollectiveTraffic* traffic_;
   NodeId first_;
+  bool low_latency_;  // the low-latency protocol's latencies (low_latency_protocol)
   std::vector<double> link_bytes_;
 };
 
@@ -392,7 +404,8 @@ class Lowering {
   /// With a fabric, transfers carry their bandwidth shares (Shares) among the set that
   /// runs at once, which build() and the helpers below declare with `at_once`.
   Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec, NetworkFabric* fabric)
-      : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed), shares_(fabric) {}
+      : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed),
+        low_latency_(low_latency_protocol(spec)), shares_(fabric) {}
 
   std::uint64_t transfers() const { return transfers_; }
   /// Rings from here on pay their ranks' ring overhead (CollectiveGroup::ring_wait),
@@ -450,13 +463,29 @@ class Lowering {
       for (std::size_t r : order) wait.push_back(group_.ring_wait[r] * ring_channels_ * (segment / chunks_) / static_cast<double>(p - 1));
     }
     const auto wait_of = [&](std::size_t r) { return wait.empty() ? 0.0 : wait[r]; };
+    // A small collective's ring that crosses the network: every step pays the ring's
+    // mean transport latency in place of its own route's (Transfer::kTransportInWait).
+    // The library pipelines a ring's steps through the NICs, so the data's path pays the
+    // transport only where it crosses them (NCCL's model: once per crossing), where
+    // steps in lockstep would each wait for the slowest rank's, a NIC's, at every step.
+    double transport = -1.0;
+    if (low_latency_ && group_.fabric != nullptr) {
+      double sum = 0.0;
+      for (std::size_t r = 0; r < p; ++r) {
+        const auto& route = group_.fabric->first_route(group_.ranks[order[r]], group_.ranks[order[(r + 1) % p]]);
+        sum += group_.fabric->route_transport(route, true);
+      }
+      if (sum > 0.0) transport = sum / static_cast<double>(p);
+    }
+    const std::uint32_t in_wait = transport < 0.0 ? 0u : Transfer::kTransportInWait;
+    const double mean = std::max(transport, 0.0);
     if (streamed_) {
       // One transfer per rank for the whole phase: all its steps' bytes, paying its
       // route's latency once per step, after its own and its left neighbour's start.
       std::vector<TaskId> into(p);
       for (std::size_t r = 0; r < p; ++r) {
-        const TaskId t = send(order[r], order[(r + 1) % p], segment * steps, static_cast<std::uint32_t>(steps),
-                              wait_of(r) * chunks_ * steps);
+        const TaskId t = send(order[r], order[(r + 1) % p], segment * steps, static_cast<std::uint32_t>(steps) | in_wait,
+                              (wait_of(r) * chunks_ + mean) * steps);
         sink_.edge(ready[order[r]], t);
         sink_.edge(ready[order[(r + p - 1) % p]], t);
         into[(r + 1) % p] = t;
@@ -472,7 +501,7 @@ class Lowering {
         nodes[r] = group_.ranks[order[r]];
         in[r] = ready[order[r]];
       }
-      sink_.ring(nodes, steps, piece, chunks_, in, shares_, wait);
+      sink_.ring(nodes, steps, piece, chunks_, in, shares_, wait, transport);
       for (std::size_t r = 0; r < p; ++r) ready[order[r]] = in[r];
       transfers_ += p * static_cast<std::size_t>(steps) * static_cast<std::size_t>(chunks_);
       return;
@@ -485,7 +514,7 @@ class Lowering {
       for (std::size_t r = 0; r < p; ++r) {
         const std::size_t left = (r + p - 1) % p;
         for (std::size_t j = 0; j < c; ++j) {
-          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1, wait_of(r));
+          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1u | in_wait, wait_of(r) + mean);
           sink_.edge(last[r], t);
           if (s > 0) sink_.edge(prev[left * c + j], t);
           last[r] = t;
@@ -828,6 +857,7 @@ class Lowering {
   const CollectiveGroup& group_;
   int chunks_;
   bool streamed_;
+  bool low_latency_;  // low_latency_protocol(spec)
   Shares shares_;
   std::vector<std::vector<NodeId>> members_;  // the group's ranks, sorted, then each sibling's (for shares)
   std::uint64_t transfers_ = 0;
@@ -1380,6 +1410,7 @@ double CollectiveGroup::phase_wait(double bytes) const {
 CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> ranks) {
   const Cluster& c = fabric.cluster();
   CollectiveGroup g;
+  g.fabric = &fabric;
   if (ranks.empty()) ranks.assign(c.accelerators().begin(), c.accelerators().end());
   g.ranks = std::move(ranks);
   for (NodeId n : g.ranks) g.domain.push_back(fabric.domain_of_node()[n.value]);
@@ -1816,7 +1847,7 @@ LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const Colle
 
 double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
   check_request(group, spec);
-  TimingSink sink(fabric);
+  TimingSink sink(fabric, spec);
   Lowering<TimingSink> low(sink, group, spec, &fabric);
   return sink.finish(build(low, group, spec).second);
 }
@@ -1824,7 +1855,7 @@ double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& 
 CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
   check_request(group, spec);
   CollectiveCost out;
-  TimingSink sink(fabric, &out.traffic, group.ranks.front());
+  TimingSink sink(fabric, spec, &out.traffic, group.ranks.front());
   Lowering<TimingSink> low(sink, group, spec, &fabric);
   out.time = sink.finish(build(low, group, spec).second);
   sink.collect();

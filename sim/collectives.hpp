@@ -131,6 +131,10 @@ struct CollectiveGroup {
   // that groups whose ranks share a NIC share its bandwidth. The flow model ignores it
   // (its flows share the links anyway). Empty: the group runs alone. Set by the caller.
   std::vector<std::vector<NodeId>> siblings;
+  // The fabric the group was made on (of()), whose routes a ring of a small collective
+  // asks for the transport latency its steps share (NetworkFabric::route_transport);
+  // null: each step pays its own route's.
+  NetworkFabric* fabric = nullptr;
 
   /// Positions in the group per scale-up domain, domains in order of their first rank,
   /// positions in group order.
@@ -177,6 +181,14 @@ inline constexpr double kAutoChunkBytes = 1 << 20;
 inline constexpr int kMaxAutoChunks = 64;
 inline constexpr int kMaxAutoExchangeChunks = 8;
 int effective_chunks(const CollectiveSpec& spec);
+
+/// Collectives of at most this many bytes (CollectiveSpec::bytes) run the library's
+/// low-latency protocol (NCCL's LL), whose link latencies the catalog may give apart
+/// (LinkSpec::ll_latency); larger ones its bandwidth protocol. NCCL's tuner keeps LL for
+/// messages of a few to some tens of KiB on servers of 8 GPUs (its choice depends on the
+/// ranks and nodes; src/graph/tuning.cc): 64 KiB is ddlsim's round figure.
+inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
+[[nodiscard]] inline bool low_latency_protocol(const CollectiveSpec& spec) { return spec.bytes <= kLowLatencyMaxBytes; }
 
 /// Why `algorithm` cannot run `op` on any group (empty when it implements it).
 std::string op_unsupported_reason(CollectiveOp op, CollectiveAlgorithm algorithm);

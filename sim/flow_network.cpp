@@ -160,7 +160,7 @@ Seconds FlowNetwork::submit(TaskId task, Seconds now, ReplaySink& sink) {
   flow.cap = fabric_->route_capacity(route);
   for (LinkId l : route) ++load_[l.value];
   carry(route, flow.left);
-  const double latency = fabric_->route_latency(route) * transfer->latencies + graph_->wait(task);
+  const double latency = fabric_->transfer_latency(route, *transfer) * transfer->latency_count() + graph_->wait(task);
   if (latency > 0.0) {
     const auto [it, fresh] = waiting_index_.try_emplace(std::bit_cast<std::uint64_t>(latency),
                                                         static_cast<std::uint32_t>(waiting_.size()));

@@ -37,6 +37,34 @@ std::vector<double> catalog_ring_overhead(const Cluster& c, const Catalog& catal
   return overhead;
 }
 
+// The low-latency protocol's latency of every link (its kind's ll_latency, else the
+// link's own latency); empty when no link's differs.
+std::vector<double> catalog_ll_latency(const Cluster& c, const Catalog& catalog) {
+  const std::vector<std::string> ids = catalog.link_ids();
+  const std::set<std::string, std::less<>> known(ids.begin(), ids.end());
+  std::vector<double> out(c.link_count());
+  bool any = false;
+  for (std::uint32_t l = 0; l < c.link_count(); ++l) {
+    const Link& link = c.link(LinkId(l));
+    out[l] = link.latency.value();
+    if (known.contains(link.kind)) {
+      if (const auto& ll = catalog.link(link.kind).ll_latency; ll && ll->value() != out[l]) {
+        out[l] = ll->value();
+        any = true;
+      }
+    }
+  }
+  if (!any) out.clear();
+  return out;
+}
+
+// The low-latency protocol's transport latency of every link's kind; empty when none has one.
+std::vector<double> catalog_ll_transport(const Cluster& c, const Catalog& catalog) {
+  std::vector<double> out = per_link_kind(c, catalog, 0.0, [](const LinkSpec& s) { return s.ll_transport_latency.value(); });
+  if (std::none_of(out.begin(), out.end(), [](double x) { return x > 0.0; })) out.clear();
+  return out;
+}
+
 std::vector<bool> catalog_scale_up(const Cluster& c, const Catalog& catalog) {
   std::set<std::string, std::less<>> kinds;
   for (const std::string& id : catalog.accelerator_ids()) kinds.insert(catalog.accelerator(id).scale_up);
@@ -56,6 +84,8 @@ NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog, con
     : cluster_(&cluster), collective_policy_(policy) {
   init(catalog_efficiency(cluster, catalog), catalog_scale_up(cluster, catalog));
   ring_overhead_ = catalog_ring_overhead(cluster, catalog);
+  ll_latency_ = catalog_ll_latency(cluster, catalog);
+  ll_transport_ = catalog_ll_transport(cluster, catalog);
 }
 
 NetworkFabric::NetworkFabric(const Cluster& cluster, std::vector<double> efficiency, const std::vector<bool>& scale_up)
@@ -312,10 +342,19 @@ void NetworkFabric::cache_values(std::vector<std::uint64_t> key, std::vector<dou
   values_.add(std::move(key), std::move(values));
 }
 
-double NetworkFabric::route_latency(std::span<const LinkId> route) const {
+double NetworkFabric::route_latency(std::span<const LinkId> route, bool low_latency) const {
+  const std::vector<double>& latency = low_latency && !ll_latency_.empty() ? ll_latency_ : latency_;
   double sum = 0.0;
-  for (LinkId l : route) sum += latency_[l.value];
-  return sum;
+  for (LinkId l : route) sum += latency[l.value];
+  return sum + route_transport(route, low_latency);
+}
+
+double NetworkFabric::route_transport(std::span<const LinkId> route, bool low_latency) const {
+  double transport = 0.0;
+  if (low_latency && !ll_transport_.empty()) {
+    for (LinkId l : route) transport = std::max(transport, ll_transport_[l.value]);
+  }
+  return transport;
 }
 
 double NetworkFabric::route_capacity(std::span<const LinkId> route) const {

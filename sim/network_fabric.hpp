@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "sim/collective_kinds.hpp"
+#include "sim/core/task.hpp"
 #include "topology/cluster.hpp"
 #include "topology/routing.hpp"
 
@@ -192,9 +193,19 @@ class NetworkFabric {
   /// How many pairs prefetch_routes has routed (tests and statistics).
   [[nodiscard]] std::size_t prefetched_routes() const { return prefetched_; }
 
-  /// The sum of the latencies along a route, and its smallest effective capacity
-  /// (infinity for an empty route).
-  [[nodiscard]] double route_latency(std::span<const LinkId> route) const;
+  /// The sum of the latencies along a route; with `low_latency` (a collective of the
+  /// library's low-latency protocol, low_latency_protocol in sim/collectives.hpp), those
+  /// of that protocol (LinkSpec::ll_latency where the catalog gives one) plus, once, the
+  /// largest transport latency among its links (LinkSpec::ll_transport_latency: a message
+  /// through a NIC). And its smallest effective capacity (infinity for an empty route).
+  [[nodiscard]] double route_latency(std::span<const LinkId> route, bool low_latency = false) const;
+  /// The transport part of route_latency(route, low_latency) (0 without low_latency).
+  [[nodiscard]] double route_transport(std::span<const LinkId> route, bool low_latency) const;
+  /// One of transfer t's latencies on its route: its protocol's, less the transport that
+  /// its wait already holds (Transfer::transport_in_wait).
+  [[nodiscard]] double transfer_latency(std::span<const LinkId> route, const Transfer& t) const {
+    return route_latency(route, t.low_latency()) - (t.transport_in_wait() ? route_transport(route, true) : 0.0);
+  }
   [[nodiscard]] double route_capacity(std::span<const LinkId> route) const;
 
   /// The scale-up domain (server, NVLink domain, torus) of every accelerator: two
@@ -211,6 +222,8 @@ class NetworkFabric {
   std::vector<double> capacity_;
   std::vector<double> latency_;
   std::vector<double> ring_overhead_;  // per directed link; empty: all 0
+  std::vector<double> ll_latency_;     // per directed link; empty: as latency_
+  std::vector<double> ll_transport_;   // per directed link; empty: all 0
   std::vector<std::uint8_t> ends_;  // per directed link: kBetweenSwitches | kIntoAccelerator
   std::vector<int> link_counts_;    // link_counts()
   CollectivePolicy collective_policy_;

@@ -139,6 +139,36 @@ TEST_CASE("NVLink hops cost NCCL's 3.4 us through a switch; only NVLink 3 has a 
   CHECK(c.link("nvlink4").ring_overhead == Approx(0.1));
 }
 
+TEST_CASE("the low-latency protocol's latencies: NVLink 3-5 links 0.73 us, every RDMA NIC 12.1 us a message") {
+  // Expected: NCCL's LL figures (0.6 us an NVLink hop, two links through an NVSwitch; 5.0
+  // us a network hop of its tree) times 2.42: NVLink 3-5 links 0.73 us, InfiniBand and
+  // RoCE NICs 12.1 us; NVLink 1-2, PCIe, TCP Ethernet, TPU links without (their own
+  // latency, no transport); each with its source; a patch sets them.
+  Catalog c = Catalog::builtin();
+  for (const char* id : {"nvlink3", "nvlink4", "nvlink5"}) {
+    INFO(id);
+    REQUIRE(c.link(id).ll_latency.has_value());
+    CHECK(c.link(id).ll_latency->value() == Approx(0.73e-6));
+    CHECK(c.link(id).ll_latency_source.find("tuning.cc") != std::string::npos);
+    CHECK(c.link(id).ll_transport_latency.value() == 0.0);
+  }
+  for (const char* id : {"ib-edr", "ib-hdr", "ib-ndr", "ib-xdr", "eth-100g", "eth-200g", "eth-400g", "eth-800g"}) {
+    INFO(id);
+    CHECK(c.link(id).ll_transport_latency.value() == Approx(12.1e-6));
+    CHECK(c.link(id).ll_transport_latency_source.find("issue 1244") != std::string::npos);
+    CHECK_FALSE(c.link(id).ll_latency.has_value());
+  }
+  for (const char* id : {"nvlink1", "nvlink2", "pcie4", "eth-10g", "eth-25g", "ici-v4", "dcn-tpu-host"}) {
+    INFO(id);
+    CHECK_FALSE(c.link(id).ll_latency.has_value());
+    CHECK(c.link(id).ll_transport_latency.value() == 0.0);
+  }
+  c.merge(nlohmann::json::parse(R"({"links": {"nvlink2": {"ll_latency_us": 0.5}, "eth-25g": {"ll_transport_latency_us": 20}}})"),
+          "mine.json");
+  CHECK(c.link("nvlink2").ll_latency->value() == Approx(0.5e-6));
+  CHECK(c.link("eth-25g").ll_transport_latency.value() == Approx(20e-6));
+}
+
 TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") {
   // Expected: each error is an InputError whose message starts with the source and names
   // the field; the catalog keeps its previous contents.
@@ -158,6 +188,10 @@ TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") 
       "mine.json: links.ib-ndr.gbytes_per_s: expected a number from 1e-06 to 1e+06, got -5");
   bad(R"({"links": {"nvlink3": {"ring_overhead": -0.5}}})",
       "mine.json: links.nvlink3.ring_overhead: expected a number from 0 to 10, got -0.5");
+  bad(R"({"links": {"nvlink4": {"ll_latency_us": -1}}})",
+      "mine.json: links.nvlink4.ll_latency_us: expected a number from 0 to 1e+06, got -1");
+  bad(R"({"links": {"ib-ndr": {"ll_transport_latency_us": "12"}}})",
+      "mine.json: links.ib-ndr.ll_transport_latency_us: expected a number from 0 to 1e+06, got \"12\"");
   bad(R"({"link": {}})", "mine.json: link: unknown key (did you mean 'links'?)");
   bad(R"({"accelerators": {"new": {"name": "x", "tflops": {"bf16": 1}, "memory_gb": 1, "memory_gib": 1,
       "memory_gbytes_per_s": 1, "scale_up": "nvlink4", "scale_up_links": 1, "source": "s"}}})",

@@ -1404,6 +1404,56 @@ TEST_CASE("the selector picks trees for their latency, as NCCL's tuner does, not
   }
 }
 
+TEST_CASE("collectives of at most 64 KiB pay the low-latency protocol's latencies: NVLink's, and a NIC's transport once per route") {
+  // Expected, on DGX H100s (NVLink 4 1.7 us a link, 0.73 with LL; NDR cables 0.6 us, the
+  // NIC's LL transport 12.1 us): between servers on one rail the route is two cables,
+  // 1.2 us, and 13.3 us with LL; through the NVSwitch 3.4 us, and 1.46 with LL. The 1 KiB
+  // tree all-reduce on 2 servers (8 channels, 1 chunk: up a chain of 7 NVSwitch hops and
+  // one network hop, and down again) takes 2 (7 x 1.46 + 13.3) = 47.04 us, its bytes a
+  // few ns; at 64 KiB + 1 byte the bandwidth protocol's latencies make it 2 (7 x 3.4 +
+  // 1.2) = 50.0 us plus the bytes, 2.96 us more than at 64 KiB but for the one byte and
+  // the LL range's bytes. Across the spine (32 DGX A100, units of 20 servers) the route
+  // holds more InfiniBand cables, 0.6 us each, and pays the transport once: 12.1 us more.
+  PresetNet net("dgx-h100", 2);
+  NetworkFabric& f = net.f;
+  const auto& acc = net.c.accelerators();
+  const auto& across = f.first_route(acc[0], acc[8]);
+  REQUIRE(across.size() == 2);
+  CHECK(f.route_latency(across) == Approx(1.2e-6).epsilon(1e-9));
+  CHECK(f.route_latency(across, true) == Approx(13.3e-6).epsilon(1e-9));
+  const auto& inside = f.first_route(acc[0], acc[1]);
+  CHECK(f.route_latency(inside) == Approx(3.4e-6).epsilon(1e-9));
+  CHECK(f.route_latency(inside, true) == Approx(1.46e-6).epsilon(1e-9));
+  const auto tree = [&](double bytes) { return collective_time(f, net.g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, bytes, 1, 8)); };
+  CHECK(tree(1024) == Approx(47.04e-6).epsilon(1e-3));
+  const double at = tree(kLowLatencyMaxBytes), above = tree(kLowLatencyMaxBytes + 1);
+  CHECK(above - at == Approx(2.96e-6).epsilon(0.05));
+  CHECK(above == Approx(50.0e-6).epsilon(0.05));
+
+  PresetNet big("dgx-a100", 32);
+  const auto& far = big.f.first_route(big.c.accelerators()[0], big.c.accelerators()[31 * 8]);
+  REQUIRE(far.size() > 2);
+  const double cables = static_cast<double>(far.size()) * 0.6e-6;
+  CHECK(big.f.route_latency(far) == Approx(cables).epsilon(1e-9));
+  CHECK(big.f.route_latency(far, true) == Approx(cables + 12.1e-6).epsilon(1e-9));
+}
+
+TEST_CASE("a small collective's ring across servers pays the ring's mean NIC transport at every step, not the slowest rank's") {
+  // Expected: a 1 KiB ring all-reduce over 32 DGX H100 (256 ranks, 8 channels): each of
+  // its 2 x 255 steps waits for the slowest hop's latency less its transport (the
+  // NVSwitch hop, 1.46 us with LL, over the 1.2 us of two NDR cables) plus the ring's
+  // mean transport, 12.1 us x 32 crossings / 256 hops: 510 x (1.46 + 1.5125) us = 1,516
+  // us (every step paying a NIC's 13.3 us would take 6.8 ms; NCCL's own LL model puts
+  // its 64 network crossings at 2.7 us each beside 446 NVLink hops of 0.6). The selector's
+  // estimate gives the same, on either network.
+  PresetNet net("dgx-h100", 32);
+  const CollectiveSpec s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 1024, 1, 8);
+  const double expected = 510 * (1.46 + 12.1 * 32 / 256) * 1e-6;
+  CHECK(collective_time(net.f, net.g, s) == Approx(expected).epsilon(1e-3));
+  CHECK(collective_time(net.f, net.g, s, Model::kAnalytical) == Approx(expected).epsilon(1e-3));
+  CHECK(collective_estimate(net.f, net.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 1024, 8) == Approx(expected).epsilon(1e-3));
+}
+
 TEST_CASE("the hierarchical estimate pays the slowest hop between servers at every step") {
   // Expected: 32 DGX A100 span two of the preset's units of 20 servers, so the ring
   // across servers crosses the spine between some servers (more switches, more latency)

@@ -70,6 +70,10 @@ LinkSpec read_link(const std::string& id, JsonObject& o) {
   l.efficiency_source = o.string_or("efficiency_source", "");
   l.ring_overhead = o.number_or("ring_overhead", 0.0, 10.0, 0.0);
   l.ring_overhead_source = o.string_or("ring_overhead_source", "");
+  if (o.has("ll_latency_us")) l.ll_latency = Seconds(o.number("ll_latency_us", 0.0, 1e6) * 1e-6);
+  l.ll_latency_source = o.string_or("ll_latency_source", "");
+  l.ll_transport_latency = Seconds(o.number_or("ll_transport_latency_us", 0.0, 1e6, 0.0) * 1e-6);
+  l.ll_transport_latency_source = o.string_or("ll_transport_latency_source", "");
   o.finish();
   return l;
 }

@@ -69,6 +69,19 @@ struct LinkSpec {
   /// use. Default 0.
   double ring_overhead = 0.0;
   std::string ring_overhead_source;
+  /// The latency of this link when the collective library runs its low-latency protocol
+  /// (NCCL's LL: 8-byte stores that carry their own flag, no separate synchronisation),
+  /// which it uses for small collectives (kLowLatencyMaxBytes); absent: `latency`.
+  std::optional<Seconds> ll_latency;
+  std::string ll_latency_source;
+  /// The collective library's cost of one low-latency-protocol message through a NIC of
+  /// this kind (NCCL's network transport: the proxy thread, the RDMA write and its
+  /// completion), paid once by every transfer of a small collective whose route crosses
+  /// such a link, beside the links' own latencies; default 0 (scale-up links). Larger
+  /// collectives, which the library pipelines several steps deep per connection, do not
+  /// pay it (ddlsim's step-by-step rings would charge it at every step).
+  Seconds ll_transport_latency{0.0};
+  std::string ll_transport_latency_source;
 };
 
 class Catalog {

@@ -34,8 +34,19 @@ struct Transfer {
   ResourceId channel;
   EndpointId src;
   EndpointId dst;
-  std::uint32_t latencies = 1;  // times the channel's latency is paid before the bytes flow
-  Bytes bytes;                  // (after the four 4-byte fields: 24 bytes, no padding)
+  // Times the channel's latency is paid before the bytes flow, in the low 30 bits; the
+  // top bit (kLowLatencyProtocol) says the collective runs the library's low-latency
+  // protocol, whose latencies the network models take (NetworkFabric::route_latency),
+  // and the next (kTransportInWait) that the transfer's wait already holds its share of
+  // that protocol's transport latency (a ring's steps: the ring's mean), so the route's
+  // own is left out.
+  std::uint32_t latencies = 1;
+  Bytes bytes;  // (after the four 4-byte fields: 24 bytes, no padding)
+
+  static constexpr std::uint32_t kLowLatencyProtocol = 1u << 31, kTransportInWait = 1u << 30;
+  [[nodiscard]] std::uint32_t latency_count() const { return latencies & ~(kLowLatencyProtocol | kTransportInWait); }
+  [[nodiscard]] bool low_latency() const { return (latencies & kLowLatencyProtocol) != 0; }
+  [[nodiscard]] bool transport_in_wait() const { return (latencies & kTransportInWait) != 0; }
 };
 
 struct Marker {};
