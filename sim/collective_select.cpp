@@ -72,13 +72,15 @@ double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, 
 // `chunks`: the pieces a pipelined algorithm forwards (0: automatic, effective_chunks).
 // `bandwidth_only` (ring): without the hops' latencies, the time its bytes take (its
 // ring overhead's waits included: they grow with the bytes, as a slower link would).
+// `protocol_bytes`: the size that sets the protocol (low_latency_protocol; negative: S).
 double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
-                int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0, bool bandwidth_only = false) {
+                int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0, bool bandwidth_only = false,
+                double protocol_bytes = -1.0) {
   using Op = CollectiveOp;
   const std::size_t p = g.ranks.size();
   const double P = static_cast<double>(p);
   const auto node = [&](std::size_t i) { return g.ranks[i]; };
-  const bool ll = S <= kLowLatencyMaxBytes;  // low_latency_protocol
+  const bool ll = (protocol_bytes < 0.0 ? S : protocol_bytes) <= kLowLatencyMaxBytes;  // low_latency_protocol
   // The pieces a step, chain, tree or exchange phase goes in: `chunks`, or automatic.
   const auto pieces = [&] {
     CollectiveSpec spec;
@@ -155,9 +157,10 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // also waits its ranks' ring overhead (CollectiveGroup::ring_wait): the slowest
       // rank's, for a rank's bytes of a step, once per phase.
       // A small collective's ring across domains pays, at every step, the ring's mean
-      // transport latency in place of its hops' own (Lowering::ring).
+      // transport latency in place of its hops' own (Lowering::ring; broadcast's and
+      // reduce's chains pay each hop's own).
       double mean_transport = 0.0, out_transport = 0.0;
-      if (ll && local.size() > 1) {
+      if (ll && local.size() > 1 && (op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kAllGather)) {
         for (std::size_t k = 0; k < first_ring.size(); ++k) {
           const double t = f.route_transport(f.first_route(node(first_ring[k]), node(first_ring[(k + 1) % first_ring.size()])), true);
           mean_transport += t / P;
@@ -177,7 +180,29 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         case Op::kAllReduce: return 2.0 * (P - 1.0) * step(c, S / P) + 2.0 * wait;
         case Op::kReduceScatter:
         case Op::kAllGather: return (P - 1.0) * step(c, S / P) + wait;
-        default: return (P - 2.0 + c) * step(1.0, S / c);
+        default: {
+          // Broadcast and reduce: a chain through each channel's ring from (to) the root
+          // pipelines c pieces: the first crosses every hop, each at its own route's
+          // latency (the slowest channel's chain: one that leaves the root's domain and
+          // comes back crosses twice), the others follow a step apart at the slowest
+          // hop's; every step moves a piece at the narrowest rate. (With equal hops:
+          // (P - 2 + c)(a + S/(cB)).)
+          double fill = 0.0;
+          for (const auto& o : orders.empty() ? std::vector<std::vector<std::size_t>>{first_ring} : orders) {
+            if (bandwidth_only) break;
+            const std::size_t at = static_cast<std::size_t>(std::find(o.begin(), o.end(), root) - o.begin());
+            double chain = 0.0;
+            for (std::size_t k = 0; k + 1 < p; ++k) {
+              const NodeId from = node(o[(at + k) % p]), to = node(o[(at + k + 1) % p]);
+              chain += f.route_latency(op == Op::kReduce ? f.first_route(to, from) : f.first_route(from, to), ll);
+            }
+            fill = std::max(fill, chain);
+          }
+          const double piece = S / c;
+          const double slowest = std::max(in.seen ? lat_in : 0.0, out.seen ? lat_out : 0.0);
+          const double per_piece = std::max(in.seen ? piece / in.capacity : 0.0, out.seen ? piece / out_bw : 0.0);
+          return fill + (c - 1.0) * slowest + (P - 2.0 + c) * per_piece;
+        }
       }
     }
     case CollectiveAlgorithm::kTree: {
@@ -245,10 +270,15 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       return fill + (c - 1.0) * latency + busiest_link(f, load) * (c - 1.0) / c;
     }
     case CollectiveAlgorithm::kHalvingDoubling: {
+      // Each step's latency is its partner's route's (rank 0's), the bytes at the
+      // narrowest of them.
       Edge e{ll};
-      for (std::size_t d = 1; d < p; d <<= 1) e.add(f, node(0), node(d));
-      const double steps = std::log2(P);
-      const double half = steps * e.latency + (P - 1.0) / P * S / e.capacity;
+      double latency = 0.0;
+      for (std::size_t d = 1; d < p; d <<= 1) {
+        e.add(f, node(0), node(d));
+        latency += f.route_latency(f.first_route(node(0), node(d)), ll);
+      }
+      const double half = latency + (P - 1.0) / P * S / e.capacity;
       return op == Op::kAllReduce ? 2.0 * half : half;
     }
     case CollectiveAlgorithm::kDirect: {
@@ -424,7 +454,8 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
       const double P = static_cast<double>(group.ranks.size());
       const int ring_channels = channels_given > 0 ? channels_given : default_channels(group);
       const double ring_bytes = estimate(fabric, group, op, A::kRing, bytes, ring_channels, 0, 1, 0, true);
-      t = std::max(t, estimate(fabric, group, op, a, 0.0, channels) + ring_bytes * P / (0.92 * (P - 1.0)));
+      const double latency = estimate(fabric, group, op, a, 0.0, channels, 0, 1, 0, false, bytes);  // bytes' protocol
+      t = std::max(t, latency + ring_bytes * P / (0.92 * (P - 1.0)));
     }
     if (t < best.estimate) best = CollectiveChoice{a, channels, t};
   }

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "sim/core/errors.hpp"
 #include "sim/network_fabric.hpp"
 #include "support/input_error.hpp"
 
@@ -252,6 +253,9 @@ class GraphSink {
       : g_(g), net_(net), name_(g.intern(named(std::string(op_name(spec.op)) + "/" + std::string(algorithm_name(spec.algorithm)), label))),
         protocol_(low_latency_protocol(spec) ? Transfer::kLowLatencyProtocol : 0u) {}
   TaskId send(NodeId from, NodeId to, double bytes, std::uint32_t latencies = 1, const Shares* shares = nullptr, double wait = 0.0) {
+    if ((latencies & ~Transfer::kTransportInWait) >= Transfer::kTransportInWait) {
+      throw GraphError("collective: too many latencies for one transfer");
+    }
     const TaskId t = g_.add(Transfer{net_, EndpointId(from.value), EndpointId(to.value), Bytes(bytes), latencies | protocol_}, name_).id();
     if (wait > 0.0) g_.set_wait(t, wait);
     if (shares != nullptr) {
@@ -405,7 +409,7 @@ class Lowering {
   /// runs at once, which build() and the helpers below declare with `at_once`.
   Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec, NetworkFabric* fabric)
       : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed),
-        low_latency_(low_latency_protocol(spec)), shares_(fabric) {}
+        low_latency_(low_latency_protocol(spec)), fabric_(fabric), shares_(fabric) {}
 
   std::uint64_t transfers() const { return transfers_; }
   /// Rings from here on pay their ranks' ring overhead (CollectiveGroup::ring_wait),
@@ -469,11 +473,11 @@ class Lowering {
     // transport only where it crosses them (NCCL's model: once per crossing), where
     // steps in lockstep would each wait for the slowest rank's, a NIC's, at every step.
     double transport = -1.0;
-    if (low_latency_ && group_.fabric != nullptr) {
+    if (NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric; low_latency_ && f != nullptr) {
       double sum = 0.0;
       for (std::size_t r = 0; r < p; ++r) {
-        const auto& route = group_.fabric->first_route(group_.ranks[order[r]], group_.ranks[order[(r + 1) % p]]);
-        sum += group_.fabric->route_transport(route, true);
+        const auto& route = f->first_route(group_.ranks[order[r]], group_.ranks[order[(r + 1) % p]]);
+        sum += f->route_transport(route, true);
       }
       if (sum > 0.0) transport = sum / static_cast<double>(p);
     }
@@ -857,7 +861,8 @@ class Lowering {
   const CollectiveGroup& group_;
   int chunks_;
   bool streamed_;
-  bool low_latency_;  // low_latency_protocol(spec)
+  bool low_latency_;      // low_latency_protocol(spec)
+  NetworkFabric* fabric_;  // the analytical pricing's fabric, or null (then the group's)
   Shares shares_;
   std::vector<std::vector<NodeId>> members_;  // the group's ranks, sorted, then each sibling's (for shares)
   std::uint64_t transfers_ = 0;
@@ -1631,6 +1636,8 @@ void check_request(const CollectiveGroup& group, const CollectiveSpec& spec) {
     if (sibling.size() != p) throw InputError("collective: a sibling group needs as many ranks as the group");
   }
   if (spec.chunks < 0) throw InputError("collective: chunks must be at least 1 (or 0 for automatic)");
+  // (A transfer counts its latencies below Transfer's protocol bits.)
+  if (spec.chunks > (1 << 20)) throw InputError("collective: chunks must be at most 1048576");
   if (spec.channels < 0) throw InputError("collective: channels must be at least 1 (or 0 for automatic)");
   if (!(spec.bytes >= 0.0)) throw InputError("collective: bytes must be >= 0");
   if (!(spec.across >= 0.0 && spec.across <= 1.0) || !(spec.within >= 0.0 && spec.within <= 1.0)) {

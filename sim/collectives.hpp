@@ -7,7 +7,10 @@
 // the send/recv message. Reductions are assumed to run at memory speed beside the
 // transfers and cost no time of their own.
 //
-// Algorithms (p ranks, S bytes, a: latency and B: bandwidth of one route):
+// Algorithms (p ranks, S bytes, a: latency and B: bandwidth of one route; for S up to
+// kLowLatencyMaxBytes, a is the low-latency protocol's, the NICs' transport included
+// once per route, and a ring across domains pays at each step its hop's a less its
+// transport plus the ring's mean transport):
 //  ring     All-reduce: reduce-scatter then all-gather around a ring, 2(p-1) steps of
 //           S/p per rank: 2(p-1)a + 2(p-1)/p S/B. Reduce-scatter and all-gather take the
 //           p-1 steps of their half; broadcast and reduce pipeline chunks along a chain
@@ -155,6 +158,7 @@ struct CollectiveSpec {
   std::size_t peer = 1;  // send/recv destination (a position in the group)
   // Rings (ring, hierarchical and torus phases) as streams: each rank's sends of a phase
   // as one transfer of all its steps' bytes that pays its route's latency once per step
+  // (a small collective's ring across domains: with the ring's mean transport)
   // (NCCL pipelines slices around the ring, so a rank forwards while it receives), in
   // place of a transfer per step and chunk. Alone on a uniform ring it takes the same
   // time; it makes far fewer transfers for the flow model to solve. A tree pipelined in

@@ -197,15 +197,16 @@ class NetworkFabric {
   /// library's low-latency protocol, low_latency_protocol in sim/collectives.hpp), those
   /// of that protocol (LinkSpec::ll_latency where the catalog gives one) plus, once, the
   /// largest transport latency among its links (LinkSpec::ll_transport_latency: a message
-  /// through a NIC). And its smallest effective capacity (infinity for an empty route).
+  /// through a NIC).
   [[nodiscard]] double route_latency(std::span<const LinkId> route, bool low_latency = false) const;
   /// The transport part of route_latency(route, low_latency) (0 without low_latency).
   [[nodiscard]] double route_transport(std::span<const LinkId> route, bool low_latency) const;
   /// One of transfer t's latencies on its route: its protocol's, less the transport that
   /// its wait already holds (Transfer::transport_in_wait).
   [[nodiscard]] double transfer_latency(std::span<const LinkId> route, const Transfer& t) const {
-    return route_latency(route, t.low_latency()) - (t.transport_in_wait() ? route_transport(route, true) : 0.0);
+    return route_latency(route, t.low_latency()) - (t.transport_in_wait() ? route_transport(route, t.low_latency()) : 0.0);
   }
+  /// A route's smallest effective capacity (infinity for an empty route).
   [[nodiscard]] double route_capacity(std::span<const LinkId> route) const;
 
   /// The scale-up domain (server, NVLink domain, torus) of every accelerator: two

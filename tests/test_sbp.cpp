@@ -615,7 +615,8 @@ TEST_CASE("an all-to-all's analytical time is affine in its bytes above the low-
   // on a group inside one server and on one across servers, from just above 64 KiB to
   // 1 GB. At 64 KiB and below the links' low-latency-protocol latencies (and across
   // servers the NICs' transport latency) replace theirs: inside the server each pair
-  // pays 2 x 0.73 us for NVLink 3's 2 x 1.7, across servers 12.1 us more.
+  // pays 2 x 0.73 us for NVLink 3's 2 x 1.7, 1.94 us less; across servers the pairs
+  // between servers pay 12.1 us of transport more, so the whole takes over 10 us more.
   SbpRig rig("dgx-a100", 2, 16);
   for (std::size_t n : {8u, 16u}) {
     INFO(n);
@@ -642,22 +643,26 @@ TEST_CASE("SBP plans: gradient synchronizations beside the backward slow it (int
   // 3.4 us, and the slowed backward no longer sets the step (equal to the last bit); at
   // 1,024 and 2,048, since the small synchronizations take the low-latency protocol's
   // latencies, the slowed backward sets it again but the estimate misses 2.3% and 1.8% of
-  // the replay's step (it finds them still outlasting the backward).
-  SbpRig off("dgx-h100", 1, 8), on("dgx-h100", 1, 8, true);
-  REQUIRE(on.compute->efficiency().overlap_slowdown == Approx(0.189));
-  const OperatorGraph graph = build_transformer(gpt_config("g", 4, 1024, 16, 4096, 1000), 8);
-  const SbpChain c = chain_of(graph, 8);
-  const SbpPlan dp = data_parallel_plan(c, {8});
-  const SbpCost base = sbp_cost(c, dp, off.devices, *off.fabric, *off.compute);
-  const double hidden = base.gradient_sync_total_s - base.gradient_sync_s;
-  REQUIRE(hidden > 0.0);
-  const double t_off = replay_sbp_plan(c, dp, off.devices, *off.fabric, *off.compute, NetworkModelKind::kAnalytical);
-  const double t_on = replay_sbp_plan(c, dp, on.devices, *on.fabric, *on.compute, NetworkModelKind::kAnalytical);
-  const double e_on = sbp_cost(c, dp, on.devices, *on.fabric, *on.compute).total();
-  MESSAGE("replay ", t_off, " -> ", t_on, " s, estimate ", e_on, " s, hidden ", hidden, " s");
-  CHECK(t_on > t_off);
-  CHECK(t_on - t_off <= hidden * 0.189 / 1.189 * (1 + 1e-9));
-  CHECK(e_on == Approx(t_on).epsilon(0.01));
-  // Unfolded on the flow network, every device's stream is slowed alike.
-  CHECK(replay_sbp_plan(c, dp, on.devices, *on.fabric, *on.compute, NetworkModelKind::kFlow) == Approx(t_on).epsilon(0.01));
+  // the replay's step (it finds them still outlasting the backward): at 1,024, 3% (a
+  // known gap of the estimate, kept in view).
+  for (const auto& [tokens, tolerance] : {std::pair{4096, 0.01}, std::pair{1024, 0.03}}) {
+    INFO(tokens, " tokens");
+    SbpRig off("dgx-h100", 1, 8), on("dgx-h100", 1, 8, true);
+    REQUIRE(on.compute->efficiency().overlap_slowdown == Approx(0.189));
+    const OperatorGraph graph = build_transformer(gpt_config("g", 4, 1024, 16, tokens, 1000), 8);
+    const SbpChain c = chain_of(graph, 8);
+    const SbpPlan dp = data_parallel_plan(c, {8});
+    const SbpCost base = sbp_cost(c, dp, off.devices, *off.fabric, *off.compute);
+    const double hidden = base.gradient_sync_total_s - base.gradient_sync_s;
+    REQUIRE(hidden > 0.0);
+    const double t_off = replay_sbp_plan(c, dp, off.devices, *off.fabric, *off.compute, NetworkModelKind::kAnalytical);
+    const double t_on = replay_sbp_plan(c, dp, on.devices, *on.fabric, *on.compute, NetworkModelKind::kAnalytical);
+    const double e_on = sbp_cost(c, dp, on.devices, *on.fabric, *on.compute).total();
+    MESSAGE("replay ", t_off, " -> ", t_on, " s, estimate ", e_on, " s, hidden ", hidden, " s");
+    CHECK(t_on > t_off);
+    CHECK(t_on - t_off <= hidden * 0.189 / 1.189 * (1 + 1e-9));
+    CHECK(e_on == Approx(t_on).epsilon(tolerance));
+    // Unfolded on the flow network, every device's stream is slowed alike.
+    CHECK(replay_sbp_plan(c, dp, on.devices, *on.fabric, *on.compute, NetworkModelKind::kFlow) == Approx(t_on).epsilon(0.01));
+  }
 }

@@ -77,7 +77,8 @@ struct LinkSpec {
   /// The collective library's cost of one low-latency-protocol message through a NIC of
   /// this kind (NCCL's network transport: the proxy thread, the RDMA write and its
   /// completion), paid once by every transfer of a small collective whose route crosses
-  /// such a link, beside the links' own latencies; default 0 (scale-up links). Larger
+  /// such a link, beside the links' own latencies (a ring's steps pay the ring's mean of
+  /// it instead); default 0 (scale-up links). Larger
   /// collectives, which the library pipelines several steps deep per connection, do not
   /// pay it (ddlsim's step-by-step rings would charge it at every step).
   Seconds ll_transport_latency{0.0};

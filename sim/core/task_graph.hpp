@@ -73,7 +73,9 @@ class TaskGraph {
   [[nodiscard]] double share(TaskId t) const { return t.value < shares_.size() ? shares_[t.value] : 1.0; }
 
   /// Seconds a transfer waits beyond its route's latencies before its bytes flow,
-  /// without loading its links (a ring step's overhead: CollectiveGroup::ring_wait); 0
+  /// without loading its links (a ring step's overhead: CollectiveGroup::ring_wait; a
+  /// small collective's ring step's share of the NICs' transport latency, in place of
+  /// its route's: Transfer::kTransportInWait); 0
   /// unless set. The flow and analytical network models add it (a SharedChannel, which
   /// has one latency for every transfer, does not). Held only by graphs that set one.
   void set_wait(TaskId t, double seconds);
