@@ -183,25 +183,25 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         default: {
           // Broadcast and reduce: a chain through each channel's ring from (to) the root
           // pipelines c pieces: the first crosses every hop, each at its own route's
-          // latency (the slowest channel's chain: one that leaves the root's domain and
-          // comes back crosses twice), the others follow a step apart at the slowest
-          // hop's; every step moves a piece at the narrowest rate. (With equal hops:
-          // (P - 2 + c)(a + S/(cB)).)
+          // latency and a piece at that hop's rate (inside a domain or between two; the
+          // slowest channel's chain: one that leaves the root's domain and comes back
+          // crosses twice), the others follow a step apart at the slowest hop's pace.
+          // (With equal hops: (P - 2 + c)(a + S/(cB)).)
+          const double piece = S / c;
+          const double hop_in = (in.seen ? piece / in.capacity : 0.0), hop_out = (out.seen ? piece / out_bw : 0.0);
           double fill = 0.0;
           for (const auto& o : orders.empty() ? std::vector<std::vector<std::size_t>>{first_ring} : orders) {
-            if (bandwidth_only) break;
             const std::size_t at = static_cast<std::size_t>(std::find(o.begin(), o.end(), root) - o.begin());
             double chain = 0.0;
             for (std::size_t k = 0; k + 1 < p; ++k) {
-              const NodeId from = node(o[(at + k) % p]), to = node(o[(at + k + 1) % p]);
-              chain += f.route_latency(op == Op::kReduce ? f.first_route(to, from) : f.first_route(from, to), ll);
+              const std::size_t a = o[(at + k) % p], b = o[(at + k + 1) % p];
+              const auto& route = op == Op::kReduce ? f.first_route(node(b), node(a)) : f.first_route(node(a), node(b));
+              chain += (bandwidth_only ? 0.0 : f.route_latency(route, ll)) + (g.domain[a] == g.domain[b] ? hop_in : hop_out);
             }
             fill = std::max(fill, chain);
           }
-          const double piece = S / c;
-          const double slowest = std::max(in.seen ? lat_in : 0.0, out.seen ? lat_out : 0.0);
-          const double per_piece = std::max(in.seen ? piece / in.capacity : 0.0, out.seen ? piece / out_bw : 0.0);
-          return fill + (c - 1.0) * slowest + (P - 2.0 + c) * per_piece;
+          const double slowest = std::max(in.seen ? lat_in + hop_in : 0.0, out.seen ? lat_out + hop_out : 0.0);
+          return fill + (c - 1.0) * slowest;
         }
       }
     }
