@@ -15,11 +15,13 @@ namespace {
 struct Edge {
   bool low_latency = false;                                // the low-latency protocol's latencies
   double latency = 0.0;                                    // s, the largest seen
+  double transport = 0.0;                                  // s, the largest seen in those (route_transport)
   double capacity = std::numeric_limits<double>::infinity();  // B/s, the smallest seen
   bool seen = false;
   void add(NetworkFabric& f, NodeId a, NodeId b) {
     const auto& r = f.first_route(a, b);
     latency = std::max(latency, f.route_latency(r, low_latency));
+    transport = std::max(transport, f.route_transport(r, low_latency));
     capacity = std::min(capacity, f.route_capacity(r));
     seen = true;
   }
@@ -159,16 +161,10 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // A small collective's ring across domains pays, at every step, the ring's mean
       // transport latency in place of its hops' own (Lowering::ring; broadcast's and
       // reduce's chains pay each hop's own).
-      double mean_transport = 0.0, out_transport = 0.0;
-      if (ll && local.size() > 1 && (op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kAllGather)) {
-        for (std::size_t k = 0; k < first_ring.size(); ++k) {
-          const double t = f.route_transport(f.first_route(node(first_ring[k]), node(first_ring[(k + 1) % first_ring.size()])), true);
-          mean_transport += t / P;
-          out_transport = std::max(out_transport, t);
-        }
-      }
+      const bool phases = op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kAllGather;
+      const double mean_transport = ll && local.size() > 1 && phases ? ring_mean_transport(f, g, first_ring) : 0.0;
       const double lat_in = bandwidth_only ? 0.0 : in.latency + mean_transport;
-      const double lat_out = bandwidth_only ? 0.0 : out.latency - out_transport + mean_transport;
+      const double lat_out = bandwidth_only ? 0.0 : out.latency - (mean_transport > 0.0 ? out.transport : 0.0) + mean_transport;
       const auto step = [&](double latencies, double bytes) {
         double t = in.seen ? latencies * lat_in + bytes / in.capacity : 0.0;
         if (out.seen) t = std::max(t, latencies * lat_out + bytes / out_bw);
@@ -190,7 +186,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           const double piece = S / c;
           const double hop_in = (in.seen ? piece / in.capacity : 0.0), hop_out = (out.seen ? piece / out_bw : 0.0);
           double fill = 0.0;
-          for (const auto& o : orders.empty() ? std::vector<std::vector<std::size_t>>{first_ring} : orders) {
+          const std::vector<std::vector<std::size_t>> one{first_ring};
+          for (const auto& o : orders.empty() ? one : orders) {
             const std::size_t at = static_cast<std::size_t>(std::find(o.begin(), o.end(), root) - o.begin());
             double chain = 0.0;
             for (std::size_t k = 0; k + 1 < p; ++k) {

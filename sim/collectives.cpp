@@ -293,9 +293,8 @@ class TimingSink {
     const double share = shares != nullptr ? shares->of(from, to, &p.route) : 1.0;
     ready_.push_back(0.0);
     // As the network models add them (NetworkFabric::transfer_latency).
-    const bool in_wait = (latencies & Transfer::kTransportInWait) != 0;
-    const std::uint32_t paid = latencies & ~(Transfer::kLowLatencyProtocol | Transfer::kTransportInWait);
-    const double latency = (p.latency - (in_wait ? p.transport : 0.0)) * paid + wait;
+    const double own = p.latency - (Transfer::transport_in_wait(latencies) ? p.transport : 0.0);
+    const double latency = own * Transfer::count_of(latencies) + wait;
     duration_.push_back(p.empty ? latency : latency + bytes * share / p.capacity);
     count(from, p, bytes);
     return TaskId(static_cast<std::uint32_t>(ready_.size() - 1));
@@ -474,12 +473,7 @@ class Lowering {
     // steps in lockstep would each wait for the slowest rank's, a NIC's, at every step.
     double transport = -1.0;
     if (NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric; low_latency_ && f != nullptr) {
-      double sum = 0.0;
-      for (std::size_t r = 0; r < p; ++r) {
-        const auto& route = f->first_route(group_.ranks[order[r]], group_.ranks[order[(r + 1) % p]]);
-        sum += f->route_transport(route, true);
-      }
-      if (sum > 0.0) transport = sum / static_cast<double>(p);
+      if (const double mean = ring_mean_transport(*f, group_, order); mean > 0.0) transport = mean;
     }
     const std::uint32_t in_wait = transport < 0.0 ? 0u : Transfer::kTransportInWait;
     const double mean = std::max(transport, 0.0);
@@ -1406,6 +1400,15 @@ static std::vector<std::vector<std::size_t>> chain_cycles(const Cluster& c, cons
     out.push_back(cycles[best]);
   }
   return out;
+}
+
+double ring_mean_transport(NetworkFabric& fabric, const CollectiveGroup& group, const std::vector<std::size_t>& order) {
+  const std::size_t p = order.size();
+  double sum = 0.0;
+  for (std::size_t r = 0; r < p; ++r) {
+    sum += fabric.route_transport(fabric.first_route(group.ranks[order[r]], group.ranks[order[(r + 1) % p]]), true);
+  }
+  return p == 0 ? 0.0 : sum / static_cast<double>(p);
 }
 
 double CollectiveGroup::phase_wait(double bytes) const {

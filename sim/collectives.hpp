@@ -193,6 +193,11 @@ int effective_chunks(const CollectiveSpec& spec);
 /// ranks and nodes; src/graph/tuning.cc): 64 KiB is ddlsim's round figure.
 inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
 [[nodiscard]] inline bool low_latency_protocol(const CollectiveSpec& spec) { return spec.bytes <= kLowLatencyMaxBytes; }
+/// The low-latency protocol's NIC transport latency (NetworkFabric::route_transport) of
+/// the ring `order` (positions in the group, closing back to the first), averaged over
+/// its hops: what each step of a small collective's ring pays in place of its own.
+[[nodiscard]] double ring_mean_transport(NetworkFabric& fabric, const CollectiveGroup& group,
+                                         const std::vector<std::size_t>& order);
 
 /// Why `algorithm` cannot run `op` on any group (empty when it implements it).
 std::string op_unsupported_reason(CollectiveOp op, CollectiveAlgorithm algorithm);

@@ -38,21 +38,14 @@ std::vector<double> catalog_ring_overhead(const Cluster& c, const Catalog& catal
 }
 
 // The low-latency protocol's latency of every link (its kind's ll_latency, else the
-// link's own latency); empty when no link's differs.
-std::vector<double> catalog_ll_latency(const Cluster& c, const Catalog& catalog) {
-  const std::vector<std::string> ids = catalog.link_ids();
-  const std::set<std::string, std::less<>> known(ids.begin(), ids.end());
-  std::vector<double> out(c.link_count());
+// link's own `latency`); empty when no link's differs.
+std::vector<double> catalog_ll_latency(const Cluster& c, const Catalog& catalog, const std::vector<double>& latency) {
+  std::vector<double> out =
+      per_link_kind(c, catalog, -1.0, [](const LinkSpec& s) { return s.ll_latency ? s.ll_latency->value() : -1.0; });
   bool any = false;
-  for (std::uint32_t l = 0; l < c.link_count(); ++l) {
-    const Link& link = c.link(LinkId(l));
-    out[l] = link.latency.value();
-    if (known.contains(link.kind)) {
-      if (const auto& ll = catalog.link(link.kind).ll_latency; ll && ll->value() != out[l]) {
-        out[l] = ll->value();
-        any = true;
-      }
-    }
+  for (std::size_t l = 0; l < out.size(); ++l) {
+    if (out[l] < 0.0) out[l] = latency[l];
+    any = any || out[l] != latency[l];
   }
   if (!any) out.clear();
   return out;
@@ -84,7 +77,7 @@ NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog, con
     : cluster_(&cluster), collective_policy_(policy) {
   init(catalog_efficiency(cluster, catalog), catalog_scale_up(cluster, catalog));
   ring_overhead_ = catalog_ring_overhead(cluster, catalog);
-  ll_latency_ = catalog_ll_latency(cluster, catalog);
+  ll_latency_ = catalog_ll_latency(cluster, catalog, latency_);
   ll_transport_ = catalog_ll_transport(cluster, catalog);
 }
 

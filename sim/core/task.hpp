@@ -44,9 +44,11 @@ struct Transfer {
   Bytes bytes;  // (after the four 4-byte fields: 24 bytes, no padding)
 
   static constexpr std::uint32_t kLowLatencyProtocol = 1u << 31, kTransportInWait = 1u << 30;
-  [[nodiscard]] std::uint32_t latency_count() const { return latencies & ~(kLowLatencyProtocol | kTransportInWait); }
+  [[nodiscard]] static constexpr std::uint32_t count_of(std::uint32_t l) { return l & ~(kLowLatencyProtocol | kTransportInWait); }
+  [[nodiscard]] static constexpr bool transport_in_wait(std::uint32_t l) { return (l & kTransportInWait) != 0; }
+  [[nodiscard]] std::uint32_t latency_count() const { return count_of(latencies); }
   [[nodiscard]] bool low_latency() const { return (latencies & kLowLatencyProtocol) != 0; }
-  [[nodiscard]] bool transport_in_wait() const { return (latencies & kTransportInWait) != 0; }
+  [[nodiscard]] bool transport_in_wait() const { return transport_in_wait(latencies); }
 };
 
 struct Marker {};
