@@ -162,7 +162,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // transport latency in place of its hops' own (Lowering::ring; broadcast's and
       // reduce's chains pay each hop's own).
       const bool phases = op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kAllGather;
-      const double mean_transport = ll && local.size() > 1 && phases ? ring_mean_transport(f, g, first_ring) : 0.0;
+      const double mean_transport = local.size() > 1 && phases ? ring_mean_transport(f, g, first_ring, ll) : 0.0;
       const double lat_in = bandwidth_only ? 0.0 : in.latency + mean_transport;
       const double lat_out = bandwidth_only ? 0.0 : out.latency - (mean_transport > 0.0 ? out.transport : 0.0) + mean_transport;
       const auto step = [&](double latencies, double bytes) {
@@ -197,7 +197,11 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
             }
             fill = std::max(fill, chain);
           }
-          const double slowest = std::max(in.seen ? lat_in + hop_in : 0.0, out.seen ? lat_out + hop_out : 0.0);
+          // (The later pieces follow the first through each connection without its
+          // transport: Lowering::later_piece.)
+          const double later_in = bandwidth_only ? 0.0 : in.latency - in.transport;
+          const double later_out = bandwidth_only ? 0.0 : out.latency - out.transport;
+          const double slowest = std::max(in.seen ? later_in + hop_in : 0.0, out.seen ? later_out + hop_out : 0.0);
           return fill + (c - 1.0) * slowest;
         }
       }
@@ -257,7 +261,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           way[i] = way[parent[i]] + f.route_latency(down, ll) + slowest;
           fill = std::max(fill, 2.0 * way[i]);
           for (const std::span<const LinkId> r : {f.first_route(node(i), node(parent[i])), down}) {
-            latency = std::max(latency, f.route_latency(r, ll));
+            // (The later chunks follow the first without its transport: Lowering::later_piece.)
+            latency = std::max(latency, f.route_latency(r, ll) - f.route_transport(r, ll));
             for (LinkId l : r) {
               if (!f.between_switches(l)) load[l.value] += share;
             }
@@ -342,8 +347,10 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
             carry(second, a, node(local[0][j]), S / G);
           }
         }
-        const double c = pieces();  // (each piece pays its latency)
-        const double t1 = c * out.latency + busiest_link(f, first), t2 = c * in.latency + busiest_link(f, second);
+        // (Each piece pays its latency, the first alone its transport: Lowering::later_piece.)
+        const double c = pieces();
+        const double t1 = c * out.latency - (c - 1.0) * out.transport + busiest_link(f, first);
+        const double t2 = c * in.latency - (c - 1.0) * in.transport + busiest_link(f, second);
         return std::max(t1, t2) + std::min(t1, t2) / c;
       }
       Edge in{ll}, out{ll};

@@ -472,8 +472,8 @@ class Lowering {
     // transport only where it crosses them (NCCL's model: once per crossing), where
     // steps in lockstep would each wait for the slowest rank's, a NIC's, at every step.
     double transport = -1.0;
-    if (NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric; low_latency_ && f != nullptr) {
-      if (const double mean = ring_mean_transport(*f, group_, order); mean > 0.0) transport = mean;
+    if (NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric; f != nullptr) {
+      if (const double mean = ring_mean_transport(*f, group_, order, low_latency_); mean > 0.0) transport = mean;
     }
     const std::uint32_t in_wait = transport < 0.0 ? 0u : Transfer::kTransportInWait;
     const double mean = std::max(transport, 0.0);
@@ -560,7 +560,7 @@ class Lowering {
       at_once(hops);
       for (const auto& [t, k, j] : moves) {
         const auto& order = chains[t];
-        const TaskId s = send(order[k], order[k + 1], piece);
+        const TaskId s = send(order[k], order[k + 1], piece, later_piece(j));
         sink_.edge(k == 0 ? done[t][order[0]] : sent[t][(k - 1) * c + j], s);
         if (j > 0) sink_.edge(sent[t][k * c + j - 1], s);
         else if (k > 0) sink_.edge(done[t][order[k]], s);
@@ -593,11 +593,30 @@ class Lowering {
       deepest = std::max(deepest, depth[i]);
     }
     const auto latencies = static_cast<std::uint32_t>(static_cast<std::size_t>(chunks_) + 2 * deepest - 1);
+    // The first chunk pays the transport of every hop between domains on its way up and
+    // down (Lowering::later_piece), the others none: an edge whose route has one pays it
+    // twice for each such hop of the deepest way (its latencies, less their transport,
+    // and that in its wait).
+    NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric;
+    std::size_t crossings = 0;  // the most hops between domains from a rank to the root
+    std::vector<std::size_t> crossed(p, 0);
+    for (std::size_t i : top_down) {
+      if (i == root) continue;
+      crossed[i] = crossed[parent[i]] + (group_.domain[i] != group_.domain[parent[i]] ? 1 : 0);
+      crossings = std::max(crossings, crossed[i]);
+    }
+    const auto transported = [&](std::size_t a, std::size_t b) {
+      if (f == nullptr) return std::pair{latencies, 0.0};
+      const double t = f->route_transport(f->first_route(group_.ranks[a], group_.ranks[b]), low_latency_);
+      return std::pair{latencies | Transfer::kTransportInWait, t * 2.0 * static_cast<double>(crossings)};
+    };
     const std::vector<TaskId> start = ready;
     for (std::size_t i = 0; i < p; ++i) {
       if (i == root) continue;
-      const TaskId up = send(i, parent[i], bytes, latencies);
-      const TaskId down = send(parent[i], i, bytes, latencies);
+      const auto [up_latencies, up_wait] = transported(i, parent[i]);
+      const auto [down_latencies, down_wait] = transported(parent[i], i);
+      const TaskId up = send(i, parent[i], bytes, up_latencies, up_wait);
+      const TaskId down = send(parent[i], i, bytes, down_latencies, down_wait);
       for (TaskId t : {up, down}) {
         sink_.edge(start[i], t);
         sink_.edge(start[parent[i]], t);
@@ -695,7 +714,7 @@ class Lowering {
       for (const auto& [t, from, to, j, up] : moves) {
         Tree& tr = trees[t];
         const auto& start = done[t];
-        const TaskId s = send(from, to, piece);
+        const TaskId s = send(from, to, piece, later_piece(j));
         if (up) {
           sink_.edge(j == 0 ? start[from] : tr.up[from * c + j - 1], s);
           for (std::size_t ch : tr.shape.children[from]) sink_.edge(tr.up[ch * c + j], s);
@@ -810,7 +829,7 @@ class Lowering {
           if (s == d) continue;
           TaskId prev = ready[s];
           for (std::size_t j = 0; j < c; ++j) {
-            const TaskId t = send(s, d, bytes / static_cast<double>(c));
+            const TaskId t = send(s, d, bytes / static_cast<double>(c), later_piece(j));
             sink_.edge(prev, t);
             if (gate != nullptr && (*gate)[s][j] != ready[s]) sink_.edge((*gate)[s][j], t);
             arrivals[d][j].push_back(t);
@@ -838,12 +857,16 @@ class Lowering {
     const NodeId a = group_.ranks[from], b = group_.ranks[to];
     return sink_.send(a, b, bytes, latencies, shares_.enabled() ? &shares_ : nullptr, wait);
   }
+  // The latencies of piece j of a pipelined transfer: the first pays its route's transport
+  // (the pipeline's fill), the later ones follow it through the same connection without
+  // (Transfer::kTransportInWait with no wait).
+  static std::uint32_t later_piece(std::size_t j) { return j == 0 ? 1u : 1u | Transfer::kTransportInWait; }
   // `bytes` from one position to another as `chunks_` pieces in sequence after `after`;
   // returns the last piece.
   TaskId chunked(std::size_t from, std::size_t to, double bytes, TaskId after, TaskId also = TaskId{}) {
     TaskId prev = after;
     for (int j = 0; j < chunks_; ++j) {
-      const TaskId t = send(from, to, bytes / chunks_);
+      const TaskId t = send(from, to, bytes / chunks_, later_piece(static_cast<std::size_t>(j)));
       sink_.edge(prev, t);
       if (j == 0 && also.valid()) sink_.edge(also, t);
       prev = t;
@@ -1402,11 +1425,12 @@ static std::vector<std::vector<std::size_t>> chain_cycles(const Cluster& c, cons
   return out;
 }
 
-double ring_mean_transport(NetworkFabric& fabric, const CollectiveGroup& group, const std::vector<std::size_t>& order) {
+double ring_mean_transport(NetworkFabric& fabric, const CollectiveGroup& group, const std::vector<std::size_t>& order,
+                           bool low_latency) {
   const std::size_t p = order.size();
   double sum = 0.0;
   for (std::size_t r = 0; r < p; ++r) {
-    sum += fabric.route_transport(fabric.first_route(group.ranks[order[r]], group.ranks[order[(r + 1) % p]]), true);
+    sum += fabric.route_transport(fabric.first_route(group.ranks[order[r]], group.ranks[order[(r + 1) % p]]), low_latency);
   }
   return p == 0 ? 0.0 : sum / static_cast<double>(p);
 }

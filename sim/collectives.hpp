@@ -197,7 +197,7 @@ inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
 /// the ring `order` (positions in the group, closing back to the first), averaged over
 /// its hops: what each step of a small collective's ring pays in place of its own.
 [[nodiscard]] double ring_mean_transport(NetworkFabric& fabric, const CollectiveGroup& group,
-                                         const std::vector<std::size_t>& order);
+                                         const std::vector<std::size_t>& order, bool low_latency);
 
 /// Why `algorithm` cannot run `op` on any group (empty when it implements it).
 std::string op_unsupported_reason(CollectiveOp op, CollectiveAlgorithm algorithm);

@@ -51,9 +51,11 @@ std::vector<double> catalog_ll_latency(const Cluster& c, const Catalog& catalog,
   return out;
 }
 
-// The low-latency protocol's transport latency of every link's kind; empty when none has one.
-std::vector<double> catalog_ll_transport(const Cluster& c, const Catalog& catalog) {
-  std::vector<double> out = per_link_kind(c, catalog, 0.0, [](const LinkSpec& s) { return s.ll_transport_latency.value(); });
+// The transport latency of every link's kind under the low-latency protocol (`ll`) or
+// the bandwidth one; empty when none has one.
+std::vector<double> catalog_transport(const Cluster& c, const Catalog& catalog, bool ll) {
+  std::vector<double> out = per_link_kind(
+      c, catalog, 0.0, [ll](const LinkSpec& s) { return (ll ? s.ll_transport_latency : s.transport_latency).value(); });
   if (std::none_of(out.begin(), out.end(), [](double x) { return x > 0.0; })) out.clear();
   return out;
 }
@@ -78,7 +80,8 @@ NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog, con
   init(catalog_efficiency(cluster, catalog), catalog_scale_up(cluster, catalog));
   ring_overhead_ = catalog_ring_overhead(cluster, catalog);
   ll_latency_ = catalog_ll_latency(cluster, catalog, latency_);
-  ll_transport_ = catalog_ll_transport(cluster, catalog);
+  ll_transport_ = catalog_transport(cluster, catalog, true);
+  transport_ = catalog_transport(cluster, catalog, false);
 }
 
 NetworkFabric::NetworkFabric(const Cluster& cluster, std::vector<double> efficiency, const std::vector<bool>& scale_up)
@@ -344,8 +347,9 @@ double NetworkFabric::route_latency(std::span<const LinkId> route, bool low_late
 
 double NetworkFabric::route_transport(std::span<const LinkId> route, bool low_latency) const {
   double transport = 0.0;
-  if (low_latency && !ll_transport_.empty()) {
-    for (LinkId l : route) transport = std::max(transport, ll_transport_[l.value]);
+  const std::vector<double>& of = low_latency ? ll_transport_ : transport_;
+  if (!of.empty()) {
+    for (LinkId l : route) transport = std::max(transport, of[l.value]);
   }
   return transport;
 }

@@ -225,6 +225,7 @@ class NetworkFabric {
   std::vector<double> ring_overhead_;  // per directed link; empty: all 0
   std::vector<double> ll_latency_;     // per directed link; empty: as latency_
   std::vector<double> ll_transport_;   // per directed link; empty: all 0
+  std::vector<double> transport_;      // per directed link, the bandwidth protocol's; empty: all 0
   std::vector<std::uint8_t> ends_;  // per directed link: kBetweenSwitches | kIntoAccelerator
   std::vector<int> link_counts_;    // link_counts()
   CollectivePolicy collective_policy_;

@@ -1038,7 +1038,8 @@ TEST_CASE("rings over switched servers keep each hop between servers on one rail
 
 TEST_CASE("an MI300X platform: rings over its xGMI mesh, and Walecki paths between servers") {
   // Expected, with xGMI's 64 GB/s per direction and the catalog's efficiency 0.8 (51.2
-  // GB/s per link), for 1 GiB (latency under 1%):
+  // GB/s per link), for 1 GiB (latency under 1% in a server, under 2% across two, the
+  // NICs' transport, 14 us a crossing, included):
   // - 2 GPUs: one link joins them, busbw = 51.2 GB/s.
   // - 8 GPUs of one server: the search lays 3 Hamiltonian cycles of the complete graph on
   //   8 (sharing no link; the 4 links left over form a perfect matching), each both ways,
@@ -1085,8 +1086,8 @@ TEST_CASE("an MI300X platform: rings over its xGMI mesh, and Walecki paths betwe
   }
   CHECK(hops.size() == 2 * 56);  // every directed xGMI link of both servers, once
   for (const auto& [pair, n] : hops) CHECK(n == 1);
-  CHECK(ring_busbw("mi300x-platform", 2, bytes) == Approx(8 * 47.0).epsilon(0.01));
-  CHECK(ring_busbw("mi300x-platform", 2, bytes, {}, 0, Model::kAnalytical) == Approx(8 * 47.0).epsilon(0.01));
+  CHECK(ring_busbw("mi300x-platform", 2, bytes) == Approx(8 * 47.0).epsilon(0.02));
+  CHECK(ring_busbw("mi300x-platform", 2, bytes, {}, 0, Model::kAnalytical) == Approx(8 * 47.0).epsilon(0.02));
 }
 
 TEST_CASE("NCCL's trees across MI300X platforms spread their chains over the xGMI mesh along Walecki's paths") {
@@ -1162,8 +1163,8 @@ TEST_CASE("an MI300X platform of an odd number of servers: every channel's ring 
     CHECK(first_entries.size() == 8);
     CHECK(hops.size() == 56 * static_cast<std::size_t>(servers));
     for (const auto& [pair, uses] : hops) CHECK(uses == 1);
-    CHECK(ring_busbw("mi300x-platform", servers, bytes) == Approx(8 * 47.0).epsilon(0.01));
-    CHECK(ring_busbw("mi300x-platform", servers, bytes, {}, 0, Model::kAnalytical) == Approx(8 * 47.0).epsilon(0.01));
+    CHECK(ring_busbw("mi300x-platform", servers, bytes) == Approx(8 * 47.0).epsilon(0.02));
+    CHECK(ring_busbw("mi300x-platform", servers, bytes, {}, 0, Model::kAnalytical) == Approx(8 * 47.0).epsilon(0.02));
   }
 }
 
@@ -1351,7 +1352,9 @@ TEST_CASE("the selector's tree estimate follows the replay of NCCL's trees acros
   // NVLink ring, each of its links carrying the trees that walk it that way) and 3 MI300X
   // platforms, at 1 GiB, where the busiest link sets the pace (each tree edge's S/t, up
   // and down, on every link of its route next to a server), and at 8 B, where the depth
-  // does: the estimate within 5% of the flow replay.
+  // does: the estimate within 6% of the flow replay (the worst, 2 DGX A100 with 8 NICs at
+  // 1 GiB, +5.4%: +5.0% before the bandwidth protocol's transport, whose 28 us in the
+  // first chunk's way the replay's pipeline partly hides behind its slower NVLink hops).
   std::vector<std::tuple<const char*, int, std::optional<int>>> cases;
   for (int nodes : {2, 3, 4, 5}) {
     for (int nics : {8, 1}) cases.emplace_back("dgx-a100", nodes, nics);
@@ -1369,7 +1372,7 @@ TEST_CASE("the selector's tree estimate follows the replay of NCCL's trees acros
     for (double S : {8.0, kGiB}) {
       const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 0, 0);
       CHECK(collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, trees) ==
-            Approx(collective_time(f, g, s)).epsilon(0.05));
+            Approx(collective_time(f, g, s)).epsilon(0.06));
     }
   }
 }
@@ -1406,20 +1409,21 @@ TEST_CASE("the selector picks trees for their latency, as NCCL's tuner does, not
 
 TEST_CASE("collectives of at most 64 KiB pay the low-latency protocol's latencies: NVLink's, and a NIC's transport once per route") {
   // Expected, on DGX H100s (NVLink 4 1.7 us a link, 0.73 with LL; NDR cables 0.6 us, the
-  // NIC's LL transport 12.1 us): between servers on one rail the route is two cables,
-  // 1.2 us, and 13.3 us with LL; through the NVSwitch 3.4 us, and 1.46 with LL. The 1 KiB
-  // tree all-reduce on 2 servers (8 channels, 1 chunk: up a chain of 7 NVSwitch hops and
-  // one network hop, and down again) takes 2 (7 x 1.46 + 13.3) = 47.04 us, its bytes a
-  // few ns; at 64 KiB + 1 byte the bandwidth protocol's latencies make it 2 (7 x 3.4 +
-  // 1.2) = 50.0 us plus the bytes, 2.96 us more than at 64 KiB but for the one byte and
-  // the LL range's bytes. Across the spine (32 DGX A100, units of 20 servers) the route
-  // holds more InfiniBand cables, 0.6 us each, and pays the transport once: 12.1 us more.
+  // NIC's transport 14 us, 12.1 with LL): between servers on one rail the route is two
+  // cables and a transport, 15.2 us, and 13.3 us with LL; through the NVSwitch 3.4 us, and
+  // 1.46 with LL. The 1 KiB tree all-reduce on 2 servers (8 channels, 1 chunk: up a chain
+  // of 7 NVSwitch hops and one network hop, and down again) takes 2 (7 x 1.46 + 13.3) =
+  // 47.04 us, its bytes a few ns; at 64 KiB + 1 byte the bandwidth protocol's latencies
+  // make it 2 (7 x 3.4 + 15.2) = 78.0 us plus the bytes (the 64 KiB over 8 trees' 7 hops
+  // of an NVSwitch, under 1 us), 30.96 us more than at 64 KiB but for the one byte and the
+  // LL range's bytes. Across the spine (32 DGX A100, units of 20 servers) the route holds
+  // more InfiniBand cables, 0.6 us each, and pays the transport once.
   PresetNet net("dgx-h100", 2);
   NetworkFabric& f = net.f;
   const auto& acc = net.c.accelerators();
   const auto& across = f.first_route(acc[0], acc[8]);
   REQUIRE(across.size() == 2);
-  CHECK(f.route_latency(across) == Approx(1.2e-6).epsilon(1e-9));
+  CHECK(f.route_latency(across) == Approx(15.2e-6).epsilon(1e-9));
   CHECK(f.route_latency(across, true) == Approx(13.3e-6).epsilon(1e-9));
   const auto& inside = f.first_route(acc[0], acc[1]);
   CHECK(f.route_latency(inside) == Approx(3.4e-6).epsilon(1e-9));
@@ -1427,14 +1431,14 @@ TEST_CASE("collectives of at most 64 KiB pay the low-latency protocol's latencie
   const auto tree = [&](double bytes) { return collective_time(f, net.g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, bytes, 1, 8)); };
   CHECK(tree(1024) == Approx(47.04e-6).epsilon(1e-3));
   const double at = tree(kLowLatencyMaxBytes), above = tree(kLowLatencyMaxBytes + 1);
-  CHECK(above - at == Approx(2.96e-6).epsilon(0.05));
-  CHECK(above == Approx(50.0e-6).epsilon(0.05));
+  CHECK(above - at == Approx(30.96e-6).epsilon(0.05));
+  CHECK(above == Approx(78.0e-6).epsilon(0.05));
 
   PresetNet big("dgx-a100", 32);
   const auto& far = big.f.first_route(big.c.accelerators()[0], big.c.accelerators()[31 * 8]);
   REQUIRE(far.size() > 2);
   const double cables = static_cast<double>(far.size()) * 0.6e-6;
-  CHECK(big.f.route_latency(far) == Approx(cables).epsilon(1e-9));
+  CHECK(big.f.route_latency(far) == Approx(cables + 14e-6).epsilon(1e-9));
   CHECK(big.f.route_latency(far, true) == Approx(cables + 12.1e-6).epsilon(1e-9));
 }
 

@@ -4046,10 +4046,11 @@ TEST_CASE("context parallelism: the key-value ring, and what of it the attention
   // per tp rank and replica (the other stages' attention runs at other times): here its
   // 2 tp ranks' rings, each rank sending its chunk once (cp - 1 = 1 step) in forward,
   // keys, values and their gradients in backward, all through the one NIC each way:
-  // forward 2 x 2 MiB / 23.5 GB/s, backward twice that, to within the latencies (5%).
+  // forward 2 x 2 MiB / 23.5 GB/s, backward twice that, each step also paying the NIC's
+  // transport (14 us), to within the other latencies (5%).
   // What the attention waits is what of that outlasts (cp - 1)/cp of its core. With cp 4
   // (pp 2: ranks 4 apart, two per server) the ring has 3 steps, and at each one hop
-  // of each ring crosses the NIC each way: 3 x 2 x 1 MiB / 23.5 GB/s, the core 3/4
+  // of each ring crosses the NIC each way: 3 x (2 x 1 MiB / 23.5 GB/s + 14 us), the core 3/4
   // covered. With cp inside a server (order tp, cp, dp, pp) the NVLink ring hides
   // behind the core and the step is shorter.
   const TransformerConfig m = small_llama();
@@ -4064,9 +4065,9 @@ TEST_CASE("context parallelism: the key-value ring, and what of it the attention
   REQUIRE(c.core_forward.value() > 0);
   const StageCosts before = c;
   add_context_ring(c, share, folded, *rig.fabric);
-  const double nic = 25e9 * 0.94, forward = 2 * c.cp_kv_bytes / nic;
-  CHECK(c.ring_forward.value() + 0.5 * c.core_forward.value() == Approx(forward).epsilon(0.05));
-  CHECK(c.ring_backward.value() + 0.5 * c.core_backward.value() == Approx(2 * forward).epsilon(0.05));
+  const double nic = 25e9 * 0.94, transport = 14e-6, forward = 2 * c.cp_kv_bytes / nic;
+  CHECK(c.ring_forward.value() + 0.5 * c.core_forward.value() == Approx(forward + transport).epsilon(0.05));
+  CHECK(c.ring_backward.value() + 0.5 * c.core_backward.value() == Approx(2 * forward + transport).epsilon(0.05));
   CHECK((c.attention.forward - before.attention.forward).value() == Approx(c.ring_forward.value()));
   CHECK((c.attention.backward - before.attention.backward).value() == Approx(c.ring_backward.value()));
   CHECK(c.attention.recompute.value() == before.attention.recompute.value());  // (nothing recomputed)
@@ -4085,7 +4086,7 @@ TEST_CASE("context parallelism: the key-value ring, and what of it the attention
   CHECK(c4.cp_kv_bytes == 2.0 * 1024 * 2 * 128 * 2);
   add_context_ring(c4, share4, folded4, *rig.fabric);
   CHECK(mesh_rank(folded4, 2, 0, 0) - mesh_rank(folded4, 0, 0, 0) == 8);
-  CHECK(c4.ring_forward.value() + 0.75 * c4.core_forward.value() == Approx(3 * 2 * c4.cp_kv_bytes / nic).epsilon(0.1));
+  CHECK(c4.ring_forward.value() + 0.75 * c4.core_forward.value() == Approx(3 * (2 * c4.cp_kv_bytes / nic + transport)).epsilon(0.1));
   CHECK(c4.ring_forward.value() > 0.0);
   // Inside a server the ring hides; the step is shorter.
   ParallelPlan inside = p;
@@ -4845,8 +4846,9 @@ TEST_CASE("overlap_grad_reduce with a pass that adds each micro-batch's gradient
   // Expected: with grad_accumulation "add" the last micro-batch's gradients join the
   // step's in a pass at the end of each model chunk's backward, so no bucket is ready
   // before its chunk's pass ends. Without interleaving, overlap_grad_reduce then hides
-  // nothing: the replay with it equals the one without it (to 0.5%: the replay's
-  // buckets, each a collective of its own, took 0.2% longer than one), and
+  // nothing: the replay with it equals the one without it (to 1%: the replay's
+  // buckets, each a collective of its own that pays its own latencies, the NICs'
+  // transport at each of its ring's steps among them, took 0.6% longer than one), and
   // the estimate follows the replay to 1% (it was 3.4% under on Table 1's 18.4B row when
   // the estimate hid the reduction behind the backward). Interleaved over 2 chunks the
   // second chunk's reduction runs beside the first chunk's backward: the estimate
@@ -4865,7 +4867,7 @@ TEST_CASE("overlap_grad_reduce with a pass that adds each micro-batch's gradient
     q->overlap_grad_reduce = true;
     const auto [t_on, e_on] = rig.timed(m, *q, NetworkModelKind::kAnalytical);
     MESSAGE(describe_plan(*q) << ": replay " << t_off << " -> " << t_on << " s, estimate " << e_off << " -> " << e_on << " s");
-    if (q == &p) CHECK(t_on == Approx(t_off).epsilon(0.005));
+    if (q == &p) CHECK(t_on == Approx(t_off).epsilon(0.01));
     CHECK(e_on == Approx(t_on).epsilon(0.01));
   }
 }

@@ -74,6 +74,8 @@ LinkSpec read_link(const std::string& id, JsonObject& o) {
   l.ll_latency_source = o.string_or("ll_latency_source", "");
   l.ll_transport_latency = Seconds(o.number_or("ll_transport_latency_us", 0.0, 1e6, 0.0) * 1e-6);
   l.ll_transport_latency_source = o.string_or("ll_transport_latency_source", "");
+  l.transport_latency = Seconds(o.number_or("transport_latency_us", 0.0, 1e6, 0.0) * 1e-6);
+  l.transport_latency_source = o.string_or("transport_latency_source", "");
   o.finish();
   return l;
 }

@@ -83,6 +83,11 @@ struct LinkSpec {
   /// pay it (ddlsim's step-by-step rings would charge it at every step).
   Seconds ll_transport_latency{0.0};
   std::string ll_transport_latency_source;
+  /// The same for the library's bandwidth protocol (NCCL's Simple), which collectives
+  /// above kLowLatencyMaxBytes run: paid once by every transfer whose route crosses such
+  /// a link (a ring's steps: the ring's mean over its hops); default 0.
+  Seconds transport_latency{0.0};
+  std::string transport_latency_source;
 };
 
 class Catalog {
