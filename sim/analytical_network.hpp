@@ -5,8 +5,8 @@
 // A transfer of b bytes from s to d takes the first minimum-hop route r that
 // NetworkFabric offers (dimension order inside a torus) and lasts
 //     L(r) + b s / min_{l in r} c_l,
-// the route's summed latency (NetworkFabric::transfer_latency: its protocol's, with a
-// small collective's NIC transport, times the transfer's latency count, plus its wait,
+// the route's summed latency (NetworkFabric::transfer_latency: its protocol's, with its
+// protocol's NIC transport, times the transfer's latency count, plus its wait,
 // TaskGraph::wait) plus its bytes over its bottleneck link's effective
 // capacity (bandwidth x efficiency), s being the transfer's bandwidth share
 // (TaskGraph::share, 1 unless set): a collective lowered for this model gives each

@@ -7,10 +7,11 @@
 // the send/recv message. Reductions are assumed to run at memory speed beside the
 // transfers and cost no time of their own.
 //
-// Algorithms (p ranks, S bytes, a: latency and B: bandwidth of one route; for S up to
-// kLowLatencyMaxBytes, a is the low-latency protocol's, the NICs' transport included
-// once per route, and a ring across domains pays at each step its hop's a less its
-// transport plus the ring's mean transport):
+// Algorithms (p ranks, S bytes, a: latency and B: bandwidth of one route, the NICs'
+// transport included once per route (that of the low-latency protocol for S up to
+// kLowLatencyMaxBytes, of the bandwidth protocol above); a ring across domains pays at
+// each step its hop's a less its transport plus the ring's mean transport, and a
+// pipeline of chunks pays the transport on its first chunk only):
 //  ring     All-reduce: reduce-scatter then all-gather around a ring, 2(p-1) steps of
 //           S/p per rank: 2(p-1)a + 2(p-1)/p S/B. Reduce-scatter and all-gather take the
 //           p-1 steps of their half; broadcast and reduce pipeline chunks along a chain
@@ -134,9 +135,9 @@ struct CollectiveGroup {
   // that groups whose ranks share a NIC share its bandwidth. The flow model ignores it
   // (its flows share the links anyway). Empty: the group runs alone. Set by the caller.
   std::vector<std::vector<NodeId>> siblings;
-  // The fabric the group was made on (of()), whose routes a ring of a small collective
-  // asks for the transport latency its steps share (NetworkFabric::route_transport);
-  // null: each step pays its own route's.
+  // The fabric the group was made on (of()), whose routes a ring across domains asks
+  // for the transport latency its steps share (NetworkFabric::route_transport); null:
+  // each step pays its own route's.
   NetworkFabric* fabric = nullptr;
 
   /// Positions in the group per scale-up domain, domains in order of their first rank,
@@ -158,7 +159,7 @@ struct CollectiveSpec {
   std::size_t peer = 1;  // send/recv destination (a position in the group)
   // Rings (ring, hierarchical and torus phases) as streams: each rank's sends of a phase
   // as one transfer of all its steps' bytes that pays its route's latency once per step
-  // (a small collective's ring across domains: with the ring's mean transport)
+  // (a ring across domains: with the ring's mean transport)
   // (NCCL pipelines slices around the ring, so a rank forwards while it receives), in
   // place of a transfer per step and chunk. Alone on a uniform ring it takes the same
   // time; it makes far fewer transfers for the flow model to solve. A tree pipelined in
@@ -193,9 +194,11 @@ int effective_chunks(const CollectiveSpec& spec);
 /// ranks and nodes; src/graph/tuning.cc): 64 KiB is ddlsim's round figure.
 inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
 [[nodiscard]] inline bool low_latency_protocol(const CollectiveSpec& spec) { return spec.bytes <= kLowLatencyMaxBytes; }
-/// The low-latency protocol's NIC transport latency (NetworkFabric::route_transport) of
-/// the ring `order` (positions in the group, closing back to the first), averaged over
-/// its hops: what each step of a small collective's ring pays in place of its own.
+/// The NIC transport latency (NetworkFabric::route_transport; the low-latency
+/// protocol's with `low_latency`) of the ring `order` (positions in the group, closing
+/// back to the first), averaged over its hops: what each step of a ring pays in place of
+/// its own (the library pipelines a ring's steps through the NICs: the data's way pays
+/// the transport where it crosses them, not at every step's slowest hop).
 [[nodiscard]] double ring_mean_transport(NetworkFabric& fabric, const CollectiveGroup& group,
                                          const std::vector<std::size_t>& order, bool low_latency);
 

@@ -4,7 +4,7 @@
 // Model. A transfer of b bytes from node s to node d, submitted at time a, takes a route
 // r (a list of directed links, chosen below) and first waits the route's latency
 // L(r) = sum of its links' latencies (NetworkFabric::transfer_latency: its protocol's,
-// with a small collective's NIC transport), times the transfer's latency count, plus
+// with its protocol's NIC transport), times the transfer's latency count, plus
 // its wait (TaskGraph::wait), using no bandwidth (the time for the first byte to
 // cross the switches). It then becomes an active flow until its b bytes have arrived.
 // Active flows get the max-min fair rates of the links they cross: with c_l the effective

@@ -193,13 +193,13 @@ class NetworkFabric {
   /// How many pairs prefetch_routes has routed (tests and statistics).
   [[nodiscard]] std::size_t prefetched_routes() const { return prefetched_; }
 
-  /// The sum of the latencies along a route; with `low_latency` (a collective of the
-  /// library's low-latency protocol, low_latency_protocol in sim/collectives.hpp), those
-  /// of that protocol (LinkSpec::ll_latency where the catalog gives one) plus, once, the
-  /// largest transport latency among its links (LinkSpec::ll_transport_latency: a message
-  /// through a NIC).
+  /// The sum of the latencies along a route plus, once, the largest transport latency
+  /// among its links (LinkSpec::transport_latency: a message through a NIC); with
+  /// `low_latency` (a collective of the library's low-latency protocol,
+  /// low_latency_protocol in sim/collectives.hpp), those of that protocol
+  /// (LinkSpec::ll_latency where the catalog gives one, LinkSpec::ll_transport_latency).
   [[nodiscard]] double route_latency(std::span<const LinkId> route, bool low_latency = false) const;
-  /// The transport part of route_latency(route, low_latency) (0 without low_latency).
+  /// The transport part of route_latency(route, low_latency).
   [[nodiscard]] double route_transport(std::span<const LinkId> route, bool low_latency) const;
   /// One of transfer t's latencies on its route: its protocol's, less the transport that
   /// its wait already holds (Transfer::transport_in_wait).

@@ -169,6 +169,26 @@ TEST_CASE("the low-latency protocol's latencies: NVLink 3-5 links 0.73 us, every
   CHECK(c.link("eth-25g").ll_transport_latency.value() == Approx(20e-6));
 }
 
+TEST_CASE("the bandwidth protocol's NIC transport: every RDMA NIC 14 us, NCCL's own figure, nothing else") {
+  // Expected: NCCL's tuning figure for a network step of its Simple-protocol ring, 14 us
+  // (tuning.cc since NCCL 2.20), on the InfiniBand and RoCE NICs, as published; every
+  // other link kind 0 (scale-up links, PCIe, TCP Ethernet, TPU links); a patch sets it.
+  Catalog c = Catalog::builtin();
+  for (const char* id : {"ib-edr", "ib-hdr", "ib-ndr", "ib-xdr", "eth-100g", "eth-200g", "eth-400g", "eth-800g"}) {
+    INFO(id);
+    CHECK(c.link(id).transport_latency.value() == Approx(14e-6));
+    CHECK(c.link(id).transport_latency_source.find("tuning.cc") != std::string::npos);
+  }
+  for (const char* id : {"nvlink1", "nvlink3", "nvlink4", "nvlink5", "pcie4", "eth-10g", "eth-25g", "ici-v4", "dcn-tpu-host"}) {
+    INFO(id);
+    CHECK(c.link(id).transport_latency.value() == 0.0);
+  }
+  c.merge(nlohmann::json::parse(R"({"links": {"ib-ndr": {"transport_latency_us": 0}, "eth-25g": {"transport_latency_us": 30}}})"),
+          "mine.json");
+  CHECK(c.link("ib-ndr").transport_latency.value() == 0.0);
+  CHECK(c.link("eth-25g").transport_latency.value() == Approx(30e-6));
+}
+
 TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") {
   // Expected: each error is an InputError whose message starts with the source and names
   // the field; the catalog keeps its previous contents.
@@ -192,6 +212,8 @@ TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") 
       "mine.json: links.nvlink4.ll_latency_us: expected a number from 0 to 1e+06, got -1");
   bad(R"({"links": {"ib-ndr": {"ll_transport_latency_us": "12"}}})",
       "mine.json: links.ib-ndr.ll_transport_latency_us: expected a number from 0 to 1e+06, got \"12\"");
+  bad(R"({"links": {"ib-hdr": {"transport_latency_us": -14}}})",
+      "mine.json: links.ib-hdr.transport_latency_us: expected a number from 0 to 1e+06, got -14");
   bad(R"({"link": {}})", "mine.json: link: unknown key (did you mean 'links'?)");
   bad(R"({"accelerators": {"new": {"name": "x", "tflops": {"bf16": 1}, "memory_gb": 1, "memory_gib": 1,
       "memory_gbytes_per_s": 1, "scale_up": "nvlink4", "scale_up_links": 1, "source": "s"}}})",

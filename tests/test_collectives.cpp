@@ -1458,6 +1458,48 @@ TEST_CASE("a small collective's ring across servers pays the ring's mean NIC tra
   CHECK(collective_estimate(net.f, net.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 1024, 8) == Approx(expected).epsilon(1e-3));
 }
 
+TEST_CASE("larger collectives pay the bandwidth protocol's NIC transport once per crossing: a ring's mean per step, a pipeline's first chunk") {
+  // Expected: NCCL's 14 us a network step (the catalog's transport_latency_us of ib-ndr
+  // and ib-hdr). A 256 MiB ring all-reduce over 2 DGX H100 (16 ranks, 8 channels, each
+  // ring crossing the network twice) pays at each of its 30 steps the ring's mean
+  // transport, 14 us x 2 / 16: 52.5 us more than with none, on either network model,
+  // and so does the selector's estimate (every step paying a NIC's 14 us would add 420).
+  // An 8 MiB tree all-reduce between GPU 0 and GPU 8 of 2 DGX A100 (one tree, 8 chunks
+  // of 1 MiB, two HDR cables of 0.6 us, 23.5 GB/s): the first chunk pays the transport
+  // up and down, the others follow it through the same connections, so 2 x 14 us +
+  // (8 + 1) x (1.2 us + 1 MiB / 23.5 GB/s) = 440.38 us, replay and estimate alike.
+  const auto without = [](const char* nic) {
+    Catalog cat = Catalog::builtin();
+    cat.merge(nlohmann::json::parse(std::string(R"({"links": {")") + nic + R"(": {"transport_latency_us": 0}}})"), "test");
+    return cat;
+  };
+  {
+    PresetNet net("dgx-h100", 2);
+    const Catalog bare = without("ib-ndr");
+    const Cluster c = build_preset(bare, "dgx-h100", PresetNet::options(2, {}));
+    NetworkFabric f(c, bare);
+    const CollectiveGroup g = CollectiveGroup::of(f);
+    const CollectiveSpec s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 256.0 * (1 << 20), 1, 8);
+    for (Model m : {Model::kFlow, Model::kAnalytical}) {
+      CHECK(collective_time(net.f, net.g, s, m) - collective_time(f, g, s, m) == Approx(30 * 14e-6 * 2 / 16).epsilon(1e-6));
+    }
+    CHECK(collective_estimate(net.f, net.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, s.bytes, 8) -
+              collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, s.bytes, 8) ==
+          Approx(30 * 14e-6 * 2 / 16).epsilon(1e-6));
+  }
+  PresetNet a100("dgx-a100", 2);
+  const std::vector<NodeId> pair{a100.c.accelerators()[0], a100.c.accelerators()[8]};
+  const CollectiveGroup g = CollectiveGroup::of(a100.f, pair);
+  const double S = 8.0 * (1 << 20);
+  const double expected = 2 * 14e-6 + 9 * (1.2e-6 + S / 8 / 23.5e9);
+  for (Model m : {Model::kFlow, Model::kAnalytical}) {
+    CHECK(collective_time(a100.f, g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 8, 1), m) ==
+          Approx(expected).epsilon(1e-6));
+  }
+  CHECK(collective_estimate(a100.f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 1, 0, 1, 8) ==
+        Approx(expected).epsilon(1e-6));
+}
+
 TEST_CASE("small collectives across servers: the selector's estimate follows the replay, algorithm by algorithm") {
   // Expected: at 1 KiB, where the low-latency protocol's latencies (a NIC's 12.1 us
   // transport beside 1.46 us NVSwitch hops) make the hops between servers ten times

@@ -78,9 +78,8 @@ struct LinkSpec {
   /// this kind (NCCL's network transport: the proxy thread, the RDMA write and its
   /// completion), paid once by every transfer of a small collective whose route crosses
   /// such a link, beside the links' own latencies (a ring's steps pay the ring's mean of
-  /// it instead); default 0 (scale-up links). Larger
-  /// collectives, which the library pipelines several steps deep per connection, do not
-  /// pay it (ddlsim's step-by-step rings would charge it at every step).
+  /// it instead, a pipeline of chunks its first chunk alone); default 0 (scale-up
+  /// links). Larger collectives pay transport_latency.
   Seconds ll_transport_latency{0.0};
   std::string ll_transport_latency_source;
   /// The same for the library's bandwidth protocol (NCCL's Simple), which collectives
