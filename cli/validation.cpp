@@ -205,6 +205,7 @@ std::vector<ValidationCase> nccl_cases() {
     const auto op = parse_op(row.at("op"));
     // "auto": the library's own choice (nccl-tests without NCCL_ALGO), ddlsim's selector's.
     const bool automatic = row.at("algorithm") == "auto";
+    // (kRing only stands in for "auto" until the prediction asks the selector.)
     const auto algorithm = automatic ? std::optional{CollectiveAlgorithm::kRing} : parse_algorithm(row.at("algorithm"));
     const std::string metric = row.at("metric");
     if (!op || !algorithm || (metric != "busbw_gbytes_per_s" && metric != "time_us")) {

@@ -158,21 +158,23 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // latency (once per piece) and its bytes at its rate. A ring phase inside one domain
       // also waits its ranks' ring overhead (CollectiveGroup::ring_wait): the slowest
       // rank's, for a rank's bytes of a step, once per phase.
-      // A small collective's ring across domains pays, at every step, the ring's mean
-      // transport latency in place of its hops' own (Lowering::ring; broadcast's and
-      // reduce's chains pay each hop's own).
+      // A ring across domains pays, at every step, the ring's mean transport latency in
+      // place of its hops' own, a step in c pieces on its first (Lowering::ring;
+      // broadcast's and reduce's chains pay each hop's own).
       const bool phases = op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kAllGather;
       const double mean_transport = local.size() > 1 && phases ? ring_mean_transport(f, g, first_ring, ll) : 0.0;
-      const double lat_in = bandwidth_only ? 0.0 : in.latency + mean_transport;
-      const double lat_out = bandwidth_only ? 0.0 : out.latency - (mean_transport > 0.0 ? out.transport : 0.0) + mean_transport;
+      const double mean = bandwidth_only ? 0.0 : mean_transport;
+      const double lat_in = bandwidth_only ? 0.0 : in.latency;
+      const double lat_out = bandwidth_only ? 0.0 : out.latency - (mean_transport > 0.0 ? out.transport : 0.0);
       const auto step = [&](double latencies, double bytes) {
-        double t = in.seen ? latencies * lat_in + bytes / in.capacity : 0.0;
-        if (out.seen) t = std::max(t, latencies * lat_out + bytes / out_bw);
+        double t = in.seen ? latencies * lat_in + mean + bytes / in.capacity : 0.0;
+        if (out.seen) t = std::max(t, latencies * lat_out + mean + bytes / out_bw);
         return t;
       };
       const double wait = local.size() == 1 ? g.phase_wait(S / P) : 0.0;
       switch (op) {
-        // (A step in c pieces pays its latency c times; automatic chunks keep it whole.)
+        // (A step in c pieces pays its latency c times, the transport once; automatic
+        // chunks keep it whole.)
         case Op::kAllReduce: return 2.0 * (P - 1.0) * step(c, S / P) + 2.0 * wait;
         case Op::kReduceScatter:
         case Op::kAllGather: return (P - 1.0) * step(c, S / P) + wait;

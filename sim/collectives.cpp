@@ -309,8 +309,9 @@ class TimingSink {
 
   // Lowering::ring's timing without a handle per transfer: the same maxima and sums in
   // the same order, on arrays of finish times (a ring is most of a large collective).
-  // (transport: the ring's mean transport latency, which each step pays in place of its
-  // route's, Transfer::kTransportInWait; negative: each its route's.)
+  // (transport: the ring's mean transport latency, which each step's first piece pays in
+  // place of its route's, the others none, Transfer::kTransportInWait; negative: each
+  // piece its route's.)
   void ring(const std::vector<NodeId>& order, int steps, double piece, int chunks, std::vector<TaskId>& ready_of,
             const Shares& shares, const std::vector<double>& waits, double transport) {  // waits: per rank, or empty (none)
     const std::size_t p = order.size(), c = static_cast<std::size_t>(chunks);
@@ -335,13 +336,14 @@ class TimingSink {
         std::swap(last, next);
       }
     } else {
+      const double later = std::max(transport, 0.0);  // what a step's later pieces do not pay
       for (int s = 0; s < steps; ++s) {
         for (std::size_t r = 0; r < p; ++r) {
           const std::size_t left = (r + p - 1) % p;
           for (std::size_t j = 0; j < c; ++j) {
             double ready = std::max(0.0, last[r]);
             if (s > 0) ready = std::max(ready, prev[left * c + j]);
-            last[r] = ready + dur[r];
+            last[r] = ready + (j == 0 ? dur[r] : dur[r] - later);
             cur[r * c + j] = last[r];
           }
         }
@@ -461,18 +463,20 @@ class Lowering {
     // rank's bytes over all channels at its wait per byte, over p - 1 (per piece: its
     // share of that).
     std::vector<double> wait;  // s per piece sent by order[r]; empty: none
-    if (ring_channels_ > 0 && !group_.ring_wait.empty() &&
-        std::all_of(order.begin(), order.end(), [&](std::size_t r) { return group_.domain[r] == group_.domain[order[0]]; })) {
+    const bool one_domain =
+        std::all_of(order.begin(), order.end(), [&](std::size_t r) { return group_.domain[r] == group_.domain[order[0]]; });
+    if (ring_channels_ > 0 && !group_.ring_wait.empty() && one_domain) {
       for (std::size_t r : order) wait.push_back(group_.ring_wait[r] * ring_channels_ * (segment / chunks_) / static_cast<double>(p - 1));
     }
     const auto wait_of = [&](std::size_t r) { return wait.empty() ? 0.0 : wait[r]; };
-    // A small collective's ring that crosses the network: every step pays the ring's
-    // mean transport latency in place of its own route's (Transfer::kTransportInWait).
-    // The library pipelines a ring's steps through the NICs, so the data's path pays the
-    // transport only where it crosses them (NCCL's model: once per crossing), where
-    // steps in lockstep would each wait for the slowest rank's, a NIC's, at every step.
+    // A ring that crosses the network: every step pays the ring's mean transport latency
+    // in place of its own route's (Transfer::kTransportInWait), its first piece of a step
+    // in c pieces (the others follow it, Lowering::later_piece). The library pipelines a
+    // ring's steps through the NICs, so the data's path pays the transport only where it
+    // crosses them (NCCL's model: once per crossing), where steps in lockstep would each
+    // wait for the slowest rank's, a NIC's, at every step.
     double transport = -1.0;
-    if (NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric; f != nullptr) {
+    if (NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric; f != nullptr && !one_domain) {
       if (const double mean = ring_mean_transport(*f, group_, order, low_latency_); mean > 0.0) transport = mean;
     }
     const std::uint32_t in_wait = transport < 0.0 ? 0u : Transfer::kTransportInWait;
@@ -512,7 +516,7 @@ class Lowering {
       for (std::size_t r = 0; r < p; ++r) {
         const std::size_t left = (r + p - 1) % p;
         for (std::size_t j = 0; j < c; ++j) {
-          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1u | in_wait, wait_of(r) + mean);
+          const TaskId t = send(order[r], order[(r + 1) % p], piece, 1u | in_wait, wait_of(r) + (j == 0 ? mean : 0.0));
           sink_.edge(last[r], t);
           if (s > 0) sink_.edge(prev[left * c + j], t);
           last[r] = t;
@@ -593,30 +597,27 @@ class Lowering {
       deepest = std::max(deepest, depth[i]);
     }
     const auto latencies = static_cast<std::uint32_t>(static_cast<std::size_t>(chunks_) + 2 * deepest - 1);
-    // The first chunk pays the transport of every hop between domains on its way up and
-    // down (Lowering::later_piece), the others none: an edge whose route has one pays it
-    // twice for each such hop of the deepest way (its latencies, less their transport,
-    // and that in its wait).
+    // The first chunk pays the transport of every hop on its way up and down
+    // (Lowering::later_piece), the others none. Each edge's transfer stands for the whole
+    // pipeline, so every edge waits the fill's transport, twice the most that a rank's way
+    // to the root holds, and its latencies leave their own out. (Without a fabric, no
+    // transport: every group made by CollectiveGroup::of has one.)
     NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric;
-    std::size_t crossings = 0;  // the most hops between domains from a rank to the root
-    std::vector<std::size_t> crossed(p, 0);
-    for (std::size_t i : top_down) {
-      if (i == root) continue;
-      crossed[i] = crossed[parent[i]] + (group_.domain[i] != group_.domain[parent[i]] ? 1 : 0);
-      crossings = std::max(crossings, crossed[i]);
+    double fill = 0.0;
+    if (f != nullptr) {
+      std::vector<double> way(p, 0.0);  // transport from the root to each rank
+      for (std::size_t i : top_down) {
+        if (i == root) continue;
+        way[i] = way[parent[i]] + f->route_transport(f->first_route(group_.ranks[parent[i]], group_.ranks[i]), low_latency_);
+        fill = std::max(fill, 2.0 * way[i]);
+      }
     }
-    const auto transported = [&](std::size_t a, std::size_t b) {
-      if (f == nullptr) return std::pair{latencies, 0.0};
-      const double t = f->route_transport(f->first_route(group_.ranks[a], group_.ranks[b]), low_latency_);
-      return std::pair{latencies | Transfer::kTransportInWait, t * 2.0 * static_cast<double>(crossings)};
-    };
+    const std::uint32_t pays = latencies | Transfer::kTransportInWait;
     const std::vector<TaskId> start = ready;
     for (std::size_t i = 0; i < p; ++i) {
       if (i == root) continue;
-      const auto [up_latencies, up_wait] = transported(i, parent[i]);
-      const auto [down_latencies, down_wait] = transported(parent[i], i);
-      const TaskId up = send(i, parent[i], bytes, up_latencies, up_wait);
-      const TaskId down = send(parent[i], i, bytes, down_latencies, down_wait);
+      const TaskId up = send(i, parent[i], bytes, pays, fill);
+      const TaskId down = send(parent[i], i, bytes, pays, fill);
       for (TaskId t : {up, down}) {
         sink_.edge(start[i], t);
         sink_.edge(start[parent[i]], t);

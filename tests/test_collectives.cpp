@@ -1463,7 +1463,8 @@ TEST_CASE("larger collectives pay the bandwidth protocol's NIC transport once pe
   // and ib-hdr). A 256 MiB ring all-reduce over 2 DGX H100 (16 ranks, 8 channels, each
   // ring crossing the network twice) pays at each of its 30 steps the ring's mean
   // transport, 14 us x 2 / 16: 52.5 us more than with none, on either network model,
-  // and so does the selector's estimate (every step paying a NIC's 14 us would add 420).
+  // and so does the selector's estimate (every step paying a NIC's 14 us would add 420);
+  // in steps of 4 pieces the same, the first piece of a step paying it.
   // An 8 MiB tree all-reduce between GPU 0 and GPU 8 of 2 DGX A100 (one tree, 8 chunks
   // of 1 MiB, two HDR cables of 0.6 us, 23.5 GB/s): the first chunk pays the transport
   // up and down, the others follow it through the same connections, so 2 x 14 us +
@@ -1479,13 +1480,18 @@ TEST_CASE("larger collectives pay the bandwidth protocol's NIC transport once pe
     const Cluster c = build_preset(bare, "dgx-h100", PresetNet::options(2, {}));
     NetworkFabric f(c, bare);
     const CollectiveGroup g = CollectiveGroup::of(f);
-    const CollectiveSpec s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 256.0 * (1 << 20), 1, 8);
-    for (Model m : {Model::kFlow, Model::kAnalytical}) {
-      CHECK(collective_time(net.f, net.g, s, m) - collective_time(f, g, s, m) == Approx(30 * 14e-6 * 2 / 16).epsilon(1e-6));
+    for (int chunks : {1, 4}) {
+      INFO(chunks, " pieces a step");
+      const CollectiveSpec s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 256.0 * (1 << 20), chunks, 8);
+      for (Model m : {Model::kFlow, Model::kAnalytical}) {
+        CHECK(collective_time(net.f, net.g, s, m) - collective_time(f, g, s, m) == Approx(30 * 14e-6 * 2 / 16).epsilon(1e-6));
+      }
+      const auto estimate = [&](NetworkFabric& on, const CollectiveGroup& of) {
+        return collective_estimate(on, of, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, s.bytes, 8, 0, 1, chunks);
+      };
+      CHECK(estimate(net.f, net.g) == Approx(collective_time(net.f, net.g, s, Model::kAnalytical)).epsilon(1e-9));
+      CHECK(estimate(net.f, net.g) - estimate(f, g) == Approx(30 * 14e-6 * 2 / 16).epsilon(1e-6));
     }
-    CHECK(collective_estimate(net.f, net.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, s.bytes, 8) -
-              collective_estimate(f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, s.bytes, 8) ==
-          Approx(30 * 14e-6 * 2 / 16).epsilon(1e-6));
   }
   PresetNet a100("dgx-a100", 2);
   const std::vector<NodeId> pair{a100.c.accelerators()[0], a100.c.accelerators()[8]};
@@ -1498,6 +1504,27 @@ TEST_CASE("larger collectives pay the bandwidth protocol's NIC transport once pe
   }
   CHECK(collective_estimate(a100.f, g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 1, 0, 1, 8) ==
         Approx(expected).epsilon(1e-6));
+}
+
+TEST_CASE("a streamed tree waits its pipeline's fill of the NICs' transport on every edge") {
+  // Expected: a tree all-reduce streamed (one transfer per edge and direction for all its
+  // chunks, as training replays on the flow model run it) over 2 DGX A100 pays 2 x 14 us
+  // more than with no transport: its first chunk crosses the network once up and once
+  // down; over 4 (a binary tree of servers, the deepest way two crossings) 4 x 14 us. Every
+  // edge waits it, so an edge inside a server, which takes longest here, carries it too.
+  for (const int nodes : {2, 4}) {
+    const int crossings = nodes == 2 ? 1 : 2;
+    INFO(nodes, " servers");
+    PresetNet net("dgx-a100", nodes);
+    Catalog bare = Catalog::builtin();
+    bare.merge(nlohmann::json::parse(R"({"links": {"ib-hdr": {"transport_latency_us": 0}}})"), "test");
+    const Cluster c = build_preset(bare, "dgx-a100", PresetNet::options(nodes, {}));
+    NetworkFabric f(c, bare);
+    const CollectiveGroup g = CollectiveGroup::of(f);
+    CollectiveSpec s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, 8.0 * (1 << 20), 0, 0);
+    s.streamed = true;
+    CHECK(collective_time(net.f, net.g, s) - collective_time(f, g, s) == Approx(2 * crossings * 14e-6).epsilon(1e-6));
+  }
 }
 
 TEST_CASE("small collectives across servers: the selector's estimate follows the replay, algorithm by algorithm") {

@@ -37,9 +37,10 @@ struct Transfer {
   // Times the channel's latency is paid before the bytes flow, in the low 30 bits; the
   // top bit (kLowLatencyProtocol) says the collective runs the library's low-latency
   // protocol, whose latencies the network models take (NetworkFabric::route_latency),
-  // and the next (kTransportInWait) that the transfer's wait already holds its share of
-  // that protocol's transport latency (a ring's steps: the ring's mean), so the route's
-  // own is left out.
+  // and the next (kTransportInWait) that the route's own transport latency is left out:
+  // the transfer's wait holds its share of it (a ring step's first piece: the ring's
+  // mean; a streamed tree's edges: the pipeline's fill) or it pays none (a pipeline's
+  // later pieces, which follow the first through the same connection).
   std::uint32_t latencies = 1;
   Bytes bytes;  // (after the four 4-byte fields: 24 bytes, no padding)
 

@@ -74,8 +74,8 @@ class TaskGraph {
 
   /// Seconds a transfer waits beyond its route's latencies before its bytes flow,
   /// without loading its links (a ring step's overhead: CollectiveGroup::ring_wait; a
-  /// small collective's ring step's share of the NICs' transport latency, in place of
-  /// its route's: Transfer::kTransportInWait); 0
+  /// ring step's share of the NICs' transport latency, or a streamed tree's fill of it,
+  /// in place of its route's: Transfer::kTransportInWait); 0
   /// unless set. The flow and analytical network models add it (a SharedChannel, which
   /// has one latency for every transfer, does not). Held only by graphs that set one.
   void set_wait(TaskId t, double seconds);
