@@ -274,15 +274,21 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       return fill + (c - 1.0) * latency + busiest_link(f, load) * (c - 1.0) / c;
     }
     case CollectiveAlgorithm::kHalvingDoubling: {
-      // Each step's latency is its partner's route's (rank 0's), the bytes at the
-      // narrowest of them.
-      Edge e{ll};
-      double latency = 0.0;
+      // Step by step (recursive halving and doubling visit the same distances): at
+      // distance d every rank exchanges S d / P with its partner, all at once; the step
+      // takes rank 0's route's latency and its bytes at that route's rate, shared with
+      // the first domain's other exchanges that must cross the same bottleneck link (8
+      // GPUs behind one NIC: 8 each way).
+      const auto first = g.by_domain().front();
+      double half = 0.0;
       for (std::size_t d = 1; d < p; d <<= 1) {
-        e.add(f, node(0), node(d));
-        latency += f.route_latency(f.first_route(node(0), node(d)), ll);
+        const auto& route = f.first_route(node(0), node(d));
+        std::vector<std::pair<NodeId, NodeId>> pairs;
+        for (std::size_t r : first) pairs.emplace_back(node(r), node(r ^ d));
+        const double bytes = S * static_cast<double>(d) / P;
+        half += (bandwidth_only ? 0.0 : f.route_latency(route, ll)) +
+                (route.empty() ? 0.0 : bytes * bottleneck_sharing(f, pairs) / f.route_capacity(route));
       }
-      const double half = latency + (P - 1.0) / P * S / e.capacity;
       return op == Op::kAllReduce ? 2.0 * half : half;
     }
     case CollectiveAlgorithm::kDirect: {
