@@ -57,7 +57,8 @@ replays a transfer per ring step and chunk (exact, nccl-tests' reference); 'stre
 one transfer per rank and ring phase carrying all its steps' bytes, paying the route
 latency once per step, and one per tree edge and direction for all the chunks, as
 training replays do (simulation.rings). Alone a streamed ring takes the step-by-step
-time and a streamed tree is faster by at most its pipeline's fill, with far fewer flows
+time and a streamed tree about the same (faster by up to its pipeline's fill, slower
+by a little at small sizes, every edge waiting the fill's NIC transport), with far fewer flows
 (a 2(p-1)-step ring: 2(p-1) x chunks times fewer), so thousands of ranks fit the flow
 model. The analytical model ignores it.
 Link bandwidths count the catalog's efficiency per link kind (the fraction of line rate

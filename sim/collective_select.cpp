@@ -276,18 +276,24 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
     case CollectiveAlgorithm::kHalvingDoubling: {
       // Step by step (recursive halving and doubling visit the same distances): at
       // distance d every rank exchanges S d / P with its partner, all at once; the step
-      // takes rank 0's route's latency and its bytes at that route's rate, shared with
-      // the first domain's other exchanges that must cross the same bottleneck link (8
-      // GPUs behind one NIC: 8 each way).
-      const auto first = g.by_domain().front();
+      // takes its slowest pair's latency and its busiest link's bytes (every pair's on
+      // its first route; links between switches left out, adaptive routing spreading
+      // them: 8 GPUs behind one NIC load it 8 times, a DGX-1 pair on a single NVLink
+      // where rank 0's has two sets the pace).
       double half = 0.0;
+      std::map<std::uint32_t, double> load;
       for (std::size_t d = 1; d < p; d <<= 1) {
-        const auto& route = f.first_route(node(0), node(d));
-        std::vector<std::pair<NodeId, NodeId>> pairs;
-        for (std::size_t r : first) pairs.emplace_back(node(r), node(r ^ d));
         const double bytes = S * static_cast<double>(d) / P;
-        half += (bandwidth_only ? 0.0 : f.route_latency(route, ll)) +
-                (route.empty() ? 0.0 : bytes * bottleneck_sharing(f, pairs) / f.route_capacity(route));
+        double latency = 0.0;
+        load.clear();
+        for (std::size_t r = 0; r < p; ++r) {
+          const std::span<const LinkId> route = f.first_route(node(r), node(r ^ d));
+          latency = std::max(latency, f.route_latency(route, ll));
+          for (LinkId l : route) {
+            if (!f.between_switches(l)) load[l.value] += bytes;
+          }
+        }
+        half += (bandwidth_only ? 0.0 : latency) + busiest_link(f, load);
       }
       return op == Op::kAllReduce ? 2.0 * half : half;
     }

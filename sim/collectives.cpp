@@ -579,11 +579,12 @@ class Lowering {
 
   // trees_by_step's all-reduce on one tree as streams, for the flow model: one
   // transfer per edge and direction for all the chunks, started once both its ends are
-  // ready (the chunks pipeline through the tree), that pays its route's latency once per
-  // chunk and once per hop of the pipeline's fill (2d - 1 for a tree d hops deep); the
-  // fill's chunk bytes are not counted. Alone on a tree of uniform links it takes
-  // (2d + c - 1) a + S/B, the pipelined tree's time less (2d - 1) S/(cB); it makes 2
-  // transfers per edge, not 2c.
+  // ready (the chunks pipeline through the tree), that pays its route's latency (less
+  // its NIC transport) once per chunk and once per hop of the pipeline's fill (2d - 1 for
+  // a tree d hops deep), and waits the transport of the first chunk's way (below); the
+  // fill's chunk bytes are not counted. Alone on a tree of uniform links without
+  // transport it takes (2d + c - 1) a + S/B, the pipelined tree's time less
+  // (2d - 1) S/(cB); it makes 2 transfers per edge, not 2c.
   void streamed_tree(const std::vector<std::size_t>& parent, double bytes, std::vector<TaskId>& ready) {
     const std::size_t p = parent.size();
     if (p < 2) return;
@@ -600,8 +601,9 @@ class Lowering {
     // The first chunk pays the transport of every hop on its way up and down
     // (Lowering::later_piece), the others none. Each edge's transfer stands for the whole
     // pipeline, so every edge waits the fill's transport, twice the most that a rank's way
-    // to the root holds, and its latencies leave their own out. (Without a fabric, no
-    // transport: every group made by CollectiveGroup::of has one.)
+    // to the root holds, and its latencies leave their own out. (Without a fabric to ask,
+    // each latency keeps its route's transport, as a ring's steps do; every group made
+    // by CollectiveGroup::of has one.)
     NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric;
     double fill = 0.0;
     if (f != nullptr) {
@@ -612,7 +614,7 @@ class Lowering {
         fill = std::max(fill, 2.0 * way[i]);
       }
     }
-    const std::uint32_t pays = latencies | Transfer::kTransportInWait;
+    const std::uint32_t pays = f != nullptr ? latencies | Transfer::kTransportInWait : latencies;
     const std::vector<TaskId> start = ready;
     for (std::size_t i = 0; i < p; ++i) {
       if (i == root) continue;
