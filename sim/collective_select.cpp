@@ -25,8 +25,13 @@ struct Edge {
     capacity = std::min(capacity, f.route_capacity(r));
     seen = true;
   }
-  // Time for `steps` steps of `bytes` each over this edge.
-  [[nodiscard]] double steps(double n, double bytes) const { return seen ? n * (latency + bytes / capacity) : 0.0; }
+  // The latencies of `pieces` pieces in a row: each its route's, the first alone with
+  // its NIC transport (Lowering::later_piece).
+  [[nodiscard]] double latencies(double pieces) const { return pieces * latency - (pieces - 1.0) * transport; }
+  // Time for `steps` steps of `bytes` each over this edge, each in `pieces` pieces.
+  [[nodiscard]] double steps(double n, double bytes, double pieces = 1.0) const {
+    return seen ? n * (latencies(pieces) + bytes / capacity) : 0.0;
+  }
 };
 
 // The time the busiest link needs for its bytes (per link id).
@@ -280,6 +285,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // its first route; links between switches left out, adaptive routing spreading
       // them: 8 GPUs behind one NIC load it 8 times, a DGX-1 pair on a single NVLink
       // where rank 0's has two sets the pace).
+      // (Each exchange in c pieces: c latencies, the first alone with its transport.)
+      const double c = pieces();
       double half = 0.0;
       std::map<std::uint32_t, double> load;
       for (std::size_t d = 1; d < p; d <<= 1) {
@@ -288,7 +295,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         load.clear();
         for (std::size_t r = 0; r < p; ++r) {
           const std::span<const LinkId> route = f.first_route(node(r), node(r ^ d));
-          latency = std::max(latency, f.route_latency(route, ll));
+          latency = std::max(latency, c * f.route_latency(route, ll) - (c - 1.0) * f.route_transport(route, ll));
           for (LinkId l : route) {
             if (!f.between_switches(l)) load[l.value] += bytes;
           }
@@ -298,10 +305,12 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       return op == Op::kAllReduce ? 2.0 * half : half;
     }
     case CollectiveAlgorithm::kDirect: {
+      // (Each send in c pieces in a row: Edge::latencies.)
+      const double c = pieces();
       Edge e{ll};
       if (op == Op::kSendRecv) {  // root to peer
         e.add(f, node(root), node(peer));
-        return e.steps(1, S);
+        return e.steps(1, S, c);
       }
       // Bytes per link of sends at once on their first routes; the busiest link's time.
       std::map<std::uint32_t, double> load;
@@ -316,7 +325,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           e.add(f, from, to);
           carry(from, to, S);
         }
-        return e.latency + busiest_link(f, load);
+        return e.latencies(c) + busiest_link(f, load);
       }
       // Every rank alike: rank 0's latency, and the busiest link under what the ranks of
       // rank 0's scale-up domain send and what the other ranks send them, S / P each.
@@ -332,7 +341,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           if (g.domain[j] != g.domain[0]) carry(node(j), node(i), S / P);  // else counted as j's send
         }
       }
-      const double each = e.latency + busiest_link(f, load);
+      const double each = e.latencies(c) + busiest_link(f, load);
       return op == Op::kAllReduce ? 2.0 * each : each;
     }
     case CollectiveAlgorithm::kHierarchical: {
@@ -382,7 +391,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // The local phases wait their ranks' ring overhead (CollectiveGroup::ring_wait);
       // with one rank per domain there are none.
       const double wait = G > 1.0 ? g.phase_wait(S / G) : 0.0;
-      return 2.0 * (in.steps(G - 1.0, S / G) + wait) + out.steps(2.0 * (N - 1.0), shared * S / G / N);
+      const double c = pieces();  // (a step's pieces: Edge::steps)
+      return 2.0 * (in.steps(G - 1.0, S / G, c) + wait) + out.steps(2.0 * (N - 1.0), shared * S / G / N, c);
     }
     case CollectiveAlgorithm::kTorus: {
       // The D x ways parts (torus_used_dims, torus_ways) side by side, S / (D ways)
@@ -406,7 +416,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           e.add(f, node(0), node(stride));
           e.add(f, node(stride * static_cast<std::size_t>(dims[d] - 1)), node(0));
           shard /= dims[d];
-          phase[i] = std::max(phase[i], e.steps(dims[d] - 1.0, shard));
+          phase[i] = std::max(phase[i], e.steps(dims[d] - 1.0, shard, pieces()));
         }
       }
       double t = 0.0;
