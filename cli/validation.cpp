@@ -203,12 +203,12 @@ std::vector<ValidationCase> nccl_cases() {
     ++line;
     const std::string where = "validation/nccl/cases.csv:" + std::to_string(line);
     const auto op = parse_op(row.at("op"));
-    // "auto": the library's own choice (nccl-tests without NCCL_ALGO), ddlsim's selector's.
+    // "auto" (absent): the library's own choice (nccl-tests without NCCL_ALGO), ddlsim's
+    // selector's (chosen_spec).
     const bool automatic = row.at("algorithm") == "auto";
-    // (kRing only stands in for "auto" until the prediction asks the selector.)
-    const auto algorithm = automatic ? std::optional{CollectiveAlgorithm::kRing} : parse_algorithm(row.at("algorithm"));
+    const auto algorithm = automatic ? std::nullopt : parse_algorithm(row.at("algorithm"));
     const std::string metric = row.at("metric");
-    if (!op || !algorithm || (metric != "busbw_gbytes_per_s" && metric != "time_us")) {
+    if (!op || (!automatic && !algorithm) || (metric != "busbw_gbytes_per_s" && metric != "time_us")) {
       throw InputError(where + ": unknown op, algorithm or metric");
     }
     ValidationCase c;
@@ -230,8 +230,8 @@ std::vector<ValidationCase> nccl_cases() {
     if (!row.at("nics_per_node").empty()) c.reproduce += " --nics-per-node " + row.at("nics_per_node");
     c.reproduce += " --ranks " + row.at("ranks") + " --op " + row.at("op") + " --algorithm " + row.at("algorithm") +
                    " -b " + row.at("bytes") + " -e " + row.at("bytes");  // reproduce_case adds --network
-    c.predict = [o, preset = row.at("preset"), ranks = row.at("ranks"), op = *op, algorithm = *algorithm, automatic, bytes,
-                 metric, op_text = row.at("op")](ValidationCase& c, std::optional<NetworkModelKind> network) {
+    c.predict = [o, preset = row.at("preset"), ranks = row.at("ranks"), op = *op, algorithm, bytes, metric,
+                 op_text = row.at("op")](ValidationCase& c, std::optional<NetworkModelKind> network) {
       const Catalog catalog = Catalog::builtin();
       const Cluster cluster = build_preset(catalog, preset, o);
       NetworkFabric fabric(cluster, catalog);
@@ -241,13 +241,12 @@ std::vector<ValidationCase> nccl_cases() {
       c.gpus = static_cast<int>(members.size());
       const CollectiveGroup group = CollectiveGroup::of(fabric, members);
       CollectiveSpec spec;
-      spec.op = op;
-      spec.algorithm = algorithm;
-      spec.bytes = bytes;
-      if (automatic) {
-        const CollectiveChoice pick = choose_algorithm(fabric, group, op, bytes);
-        spec.algorithm = pick.algorithm;
-        spec.channels = pick.channels;
+      if (algorithm) {
+        spec.op = op;
+        spec.algorithm = *algorithm;
+        spec.bytes = bytes;
+      } else {
+        spec = chosen_spec(fabric, group, op, bytes);
       }
       ReplayEngine engine;
       const double t = collective_seconds(fabric, group, spec, network.value_or(NetworkModelKind::kFlow), op_text, engine);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "sim/collectives.hpp"
 #include "sim/network_fabric.hpp"
@@ -11,6 +12,10 @@
 
 namespace ddlsim {
 namespace {
+
+// The latencies of `pieces` pieces in a row over a route of this latency and NIC
+// transport: each its route's, the first alone with the transport (Lowering::later_piece).
+double piece_latencies(double latency, double transport, double pieces) { return pieces * latency - (pieces - 1.0) * transport; }
 
 struct Edge {
   bool low_latency = false;                                // the low-latency protocol's latencies
@@ -25,9 +30,8 @@ struct Edge {
     capacity = std::min(capacity, f.route_capacity(r));
     seen = true;
   }
-  // The latencies of `pieces` pieces in a row: each its route's, the first alone with
-  // its NIC transport (Lowering::later_piece).
-  [[nodiscard]] double latencies(double pieces) const { return pieces * latency - (pieces - 1.0) * transport; }
+  // The latencies of `pieces` pieces in a row (piece_latencies).
+  [[nodiscard]] double latencies(double pieces) const { return piece_latencies(latency, transport, pieces); }
   // Time for `steps` steps of `bytes` each over this edge, each in `pieces` pieces.
   [[nodiscard]] double steps(double n, double bytes, double pieces = 1.0) const {
     return seen ? n * (latencies(pieces) + bytes / capacity) : 0.0;
@@ -79,24 +83,22 @@ double bottleneck_sharing(NetworkFabric& f, const std::vector<std::pair<NodeId, 
 // `chunks`: the pieces a pipelined algorithm forwards (0: automatic, effective_chunks).
 // `bandwidth_only` (ring): without the hops' latencies, the time its bytes take (its
 // ring overhead's waits included: they grow with the bytes, as a slower link would).
-// `protocol_bytes`: the size that sets the protocol (low_latency_protocol; negative: S).
+// `low_latency`: the protocol's latencies (low_latency_protocol; absent: S's).
 double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
                 int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0, bool bandwidth_only = false,
-                double protocol_bytes = -1.0) {
+                std::optional<bool> low_latency = std::nullopt) {
   using Op = CollectiveOp;
   const std::size_t p = g.ranks.size();
   const double P = static_cast<double>(p);
   const auto node = [&](std::size_t i) { return g.ranks[i]; };
-  const bool ll = (protocol_bytes < 0.0 ? S : protocol_bytes) <= kLowLatencyMaxBytes;  // low_latency_protocol
-  // The pieces a step, chain, tree or exchange phase goes in: `chunks`, or automatic.
-  const auto pieces = [&] {
-    CollectiveSpec spec;
-    spec.op = op;
-    spec.algorithm = a;
-    spec.bytes = S;
-    spec.chunks = chunks;
-    return static_cast<double>(effective_chunks(spec));
-  };
+  const bool ll = low_latency.value_or(low_latency_protocol(S));
+  // The pieces a step, chain, tree, exchange or transfer goes in: `chunks`, or automatic.
+  CollectiveSpec pieced;
+  pieced.op = op;
+  pieced.algorithm = a;
+  pieced.bytes = S;
+  pieced.chunks = chunks;
+  const double c = static_cast<double>(effective_chunks(pieced));
   switch (a) {
     case CollectiveAlgorithm::kRing: {
       // Ring edges inside a domain and between domains; channels multiply the latter.
@@ -158,7 +160,6 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         shared = bottleneck_sharing(f, crossings);
       }
       const double out_bw = out.capacity * channels / shared;
-      const double c = pieces();
       // A step waits for its slowest hop, inside a domain or between two: that hop's
       // latency (once per piece) and its bytes at its rate. A ring phase inside one domain
       // also waits its ranks' ring overhead (CollectiveGroup::ring_wait): the slowest
@@ -224,7 +225,6 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // route crosses it: a NIC shared by several trees' heads carries all of theirs; an
       // NVLink of a DGX-1's ring the trees that walk it that way).
       const int trees = std::max(channels, 1);
-      const double c = pieces();
       const double share = S / trees, piece = share / c;
       const auto parents = tree_parents(g, trees);
       // Per link (those between switches left out: adaptive routing spreads what crosses
@@ -269,7 +269,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           fill = std::max(fill, 2.0 * way[i]);
           for (const std::span<const LinkId> r : {f.first_route(node(i), node(parent[i])), down}) {
             // (The later chunks follow the first without its transport: Lowering::later_piece.)
-            latency = std::max(latency, f.route_latency(r, ll) - f.route_transport(r, ll));
+            const NetworkFabric::RouteLatency rl = f.route_latencies(r, ll);
+            latency = std::max(latency, rl.latency - rl.transport);
             for (LinkId l : r) {
               if (!f.between_switches(l)) load[l.value] += share;
             }
@@ -286,7 +287,6 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // them: 8 GPUs behind one NIC load it 8 times, a DGX-1 pair on a single NVLink
       // where rank 0's has two sets the pace).
       // (Each exchange in c pieces: c latencies, the first alone with its transport.)
-      const double c = pieces();
       double half = 0.0;
       std::map<std::uint32_t, double> load;
       for (std::size_t d = 1; d < p; d <<= 1) {
@@ -295,7 +295,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         load.clear();
         for (std::size_t r = 0; r < p; ++r) {
           const std::span<const LinkId> route = f.first_route(node(r), node(r ^ d));
-          latency = std::max(latency, c * f.route_latency(route, ll) - (c - 1.0) * f.route_transport(route, ll));
+          const NetworkFabric::RouteLatency rl = f.route_latencies(route, ll);
+          latency = std::max(latency, piece_latencies(rl.latency, rl.transport, c));
           for (LinkId l : route) {
             if (!f.between_switches(l)) load[l.value] += bytes;
           }
@@ -306,7 +307,6 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
     }
     case CollectiveAlgorithm::kDirect: {
       // (Each send in c pieces in a row: Edge::latencies.)
-      const double c = pieces();
       Edge e{ll};
       if (op == Op::kSendRecv) {  // root to peer
         e.add(f, node(root), node(peer));
@@ -371,9 +371,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           }
         }
         // (Each piece pays its latency, the first alone its transport: Lowering::later_piece.)
-        const double c = pieces();
-        const double t1 = c * out.latency - (c - 1.0) * out.transport + busiest_link(f, first);
-        const double t2 = c * in.latency - (c - 1.0) * in.transport + busiest_link(f, second);
+        const double t1 = out.latencies(c) + busiest_link(f, first), t2 = in.latencies(c) + busiest_link(f, second);
         return std::max(t1, t2) + std::min(t1, t2) / c;
       }
       Edge in{ll}, out{ll};
@@ -391,7 +389,6 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // The local phases wait their ranks' ring overhead (CollectiveGroup::ring_wait);
       // with one rank per domain there are none.
       const double wait = G > 1.0 ? g.phase_wait(S / G) : 0.0;
-      const double c = pieces();  // (a step's pieces: Edge::steps)
       return 2.0 * (in.steps(G - 1.0, S / G, c) + wait) + out.steps(2.0 * (N - 1.0), shared * S / G / N, c);
     }
     case CollectiveAlgorithm::kTorus: {
@@ -416,7 +413,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           e.add(f, node(0), node(stride));
           e.add(f, node(stride * static_cast<std::size_t>(dims[d] - 1)), node(0));
           shard /= dims[d];
-          phase[i] = std::max(phase[i], e.steps(dims[d] - 1.0, shard, pieces()));
+          phase[i] = std::max(phase[i], e.steps(dims[d] - 1.0, shard, c));
         }
       }
       double t = 0.0;
@@ -482,7 +479,7 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
       const double P = static_cast<double>(group.ranks.size());
       const int ring_channels = channels_given > 0 ? channels_given : default_channels(group);
       const double ring_bytes = estimate(fabric, group, op, A::kRing, bytes, ring_channels, 0, 1, 0, true);
-      const double latency = estimate(fabric, group, op, a, 0.0, channels, 0, 1, 0, false, bytes);  // bytes' protocol
+      const double latency = estimate(fabric, group, op, a, 0.0, channels, 0, 1, 0, false, low_latency_protocol(bytes));
       t = std::max(t, latency + ring_bytes * P / (0.92 * (P - 1.0)));
     }
     if (t < best.estimate) best = CollectiveChoice{a, channels, t};

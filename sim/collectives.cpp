@@ -410,7 +410,7 @@ class Lowering {
   /// runs at once, which build() and the helpers below declare with `at_once`.
   Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec, NetworkFabric* fabric)
       : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed),
-        low_latency_(low_latency_protocol(spec)), fabric_(fabric), shares_(fabric) {}
+        low_latency_(low_latency_protocol(spec)), fabric_(fabric != nullptr ? fabric : group.fabric), shares_(fabric) {}
 
   std::uint64_t transfers() const { return transfers_; }
   /// Rings from here on pay their ranks' ring overhead (CollectiveGroup::ring_wait),
@@ -476,8 +476,8 @@ class Lowering {
     // crosses them (NCCL's model: once per crossing), where steps in lockstep would each
     // wait for the slowest rank's, a NIC's, at every step.
     double transport = -1.0;
-    if (NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric; f != nullptr && !one_domain) {
-      if (const double mean = ring_mean_transport(*f, group_, order, low_latency_); mean > 0.0) transport = mean;
+    if (fabric_ != nullptr && !one_domain) {
+      if (const double mean = ring_mean_transport(*fabric_, group_, order, low_latency_); mean > 0.0) transport = mean;
     }
     const std::uint32_t in_wait = transport < 0.0 ? 0u : Transfer::kTransportInWait;
     const double mean = std::max(transport, 0.0);
@@ -604,7 +604,7 @@ class Lowering {
     // to the root holds, and its latencies leave their own out. (Without a fabric to ask,
     // each latency keeps its route's transport, as a ring's steps do; every group made
     // by CollectiveGroup::of has one.)
-    NetworkFabric* f = fabric_ != nullptr ? fabric_ : group_.fabric;
+    NetworkFabric* f = fabric_;
     double fill = 0.0;
     if (f != nullptr) {
       std::vector<double> way(p, 0.0);  // transport from the root to each rank
@@ -882,7 +882,7 @@ class Lowering {
   int chunks_;
   bool streamed_;
   bool low_latency_;      // low_latency_protocol(spec)
-  NetworkFabric* fabric_;  // the analytical pricing's fabric, or null (then the group's)
+  NetworkFabric* fabric_;  // the routes' transport: the analytical pricing's fabric, else the group's (or null)
   Shares shares_;
   std::vector<std::vector<NodeId>> members_;  // the group's ranks, sorted, then each sibling's (for shares)
   std::uint64_t transfers_ = 0;

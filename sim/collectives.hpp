@@ -193,7 +193,8 @@ int effective_chunks(const CollectiveSpec& spec);
 /// messages of a few to some tens of KiB on servers of 8 GPUs (its choice depends on the
 /// ranks and nodes; src/graph/tuning.cc): 64 KiB is ddlsim's round figure.
 inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
-[[nodiscard]] inline bool low_latency_protocol(const CollectiveSpec& spec) { return spec.bytes <= kLowLatencyMaxBytes; }
+[[nodiscard]] inline bool low_latency_protocol(double bytes) { return bytes <= kLowLatencyMaxBytes; }
+[[nodiscard]] inline bool low_latency_protocol(const CollectiveSpec& spec) { return low_latency_protocol(spec.bytes); }
 /// The NIC transport latency (NetworkFabric::route_transport; the low-latency
 /// protocol's with `low_latency`) of the ring `order` (positions in the group, closing
 /// back to the first), averaged over its hops: what each step of a ring pays in place of

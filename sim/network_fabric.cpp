@@ -30,11 +30,17 @@ std::vector<double> catalog_efficiency(const Cluster& c, const Catalog& catalog)
   return per_link_kind(c, catalog, 1.0, [](const LinkSpec& s) { return s.efficiency; });
 }
 
-// Empty when no link has one.
+// A link kind's figure for every link (0 for kinds the catalog does not know); empty when
+// no link's is above 0.
+template <class Field>
+std::vector<double> per_link_kind_or_empty(const Cluster& c, const Catalog& catalog, Field field) {
+  std::vector<double> out = per_link_kind(c, catalog, 0.0, field);
+  if (std::none_of(out.begin(), out.end(), [](double x) { return x > 0.0; })) out.clear();
+  return out;
+}
+
 std::vector<double> catalog_ring_overhead(const Cluster& c, const Catalog& catalog) {
-  std::vector<double> overhead = per_link_kind(c, catalog, 0.0, [](const LinkSpec& s) { return s.ring_overhead; });
-  if (std::none_of(overhead.begin(), overhead.end(), [](double x) { return x > 0.0; })) overhead.clear();
-  return overhead;
+  return per_link_kind_or_empty(c, catalog, [](const LinkSpec& s) { return s.ring_overhead; });
 }
 
 // The low-latency protocol's latency of every link (its kind's ll_latency, else the
@@ -54,10 +60,8 @@ std::vector<double> catalog_ll_latency(const Cluster& c, const Catalog& catalog,
 // The transport latency of every link's kind under the low-latency protocol (`ll`) or
 // the bandwidth one; empty when none has one.
 std::vector<double> catalog_transport(const Cluster& c, const Catalog& catalog, bool ll) {
-  std::vector<double> out = per_link_kind(
-      c, catalog, 0.0, [ll](const LinkSpec& s) { return (ll ? s.ll_transport_latency : s.transport_latency).value(); });
-  if (std::none_of(out.begin(), out.end(), [](double x) { return x > 0.0; })) out.clear();
-  return out;
+  return per_link_kind_or_empty(
+      c, catalog, [ll](const LinkSpec& s) { return (ll ? s.ll_transport_latency : s.transport_latency).value(); });
 }
 
 std::vector<bool> catalog_scale_up(const Cluster& c, const Catalog& catalog) {
@@ -338,20 +342,15 @@ void NetworkFabric::cache_values(std::vector<std::uint64_t> key, std::vector<dou
   values_.add(std::move(key), std::move(values));
 }
 
-double NetworkFabric::route_latency(std::span<const LinkId> route, bool low_latency) const {
+NetworkFabric::RouteLatency NetworkFabric::route_latencies(std::span<const LinkId> route, bool low_latency) const {
   const std::vector<double>& latency = low_latency && !ll_latency_.empty() ? ll_latency_ : latency_;
-  double sum = 0.0;
-  for (LinkId l : route) sum += latency[l.value];
-  return sum + route_transport(route, low_latency);
-}
-
-double NetworkFabric::route_transport(std::span<const LinkId> route, bool low_latency) const {
-  double transport = 0.0;
-  const std::vector<double>& of = low_latency ? ll_transport_ : transport_;
-  if (!of.empty()) {
-    for (LinkId l : route) transport = std::max(transport, of[l.value]);
+  const std::vector<double>& transports = low_latency ? ll_transport_ : transport_;
+  double sum = 0.0, transport = 0.0;
+  for (LinkId l : route) {
+    sum += latency[l.value];
+    if (!transports.empty()) transport = std::max(transport, transports[l.value]);
   }
-  return transport;
+  return {sum + transport, transport};
 }
 
 double NetworkFabric::route_capacity(std::span<const LinkId> route) const {

@@ -198,13 +198,24 @@ class NetworkFabric {
   /// `low_latency` (a collective of the library's low-latency protocol,
   /// low_latency_protocol in sim/collectives.hpp), those of that protocol
   /// (LinkSpec::ll_latency where the catalog gives one, LinkSpec::ll_transport_latency).
-  [[nodiscard]] double route_latency(std::span<const LinkId> route, bool low_latency = false) const;
+  [[nodiscard]] double route_latency(std::span<const LinkId> route, bool low_latency = false) const {
+    return route_latencies(route, low_latency).latency;
+  }
   /// The transport part of route_latency(route, low_latency).
-  [[nodiscard]] double route_transport(std::span<const LinkId> route, bool low_latency) const;
+  [[nodiscard]] double route_transport(std::span<const LinkId> route, bool low_latency) const {
+    return route_latencies(route, low_latency).transport;
+  }
+  /// Both, in one walk along the route.
+  struct RouteLatency {
+    double latency;    // route_latency
+    double transport;  // route_transport
+  };
+  [[nodiscard]] RouteLatency route_latencies(std::span<const LinkId> route, bool low_latency) const;
   /// One of transfer t's latencies on its route: its protocol's, less the transport that
   /// its wait already holds (Transfer::transport_in_wait).
   [[nodiscard]] double transfer_latency(std::span<const LinkId> route, const Transfer& t) const {
-    return route_latency(route, t.low_latency()) - (t.transport_in_wait() ? route_transport(route, t.low_latency()) : 0.0);
+    const RouteLatency r = route_latencies(route, t.low_latency());
+    return r.latency - (t.transport_in_wait() ? r.transport : 0.0);
   }
   /// A route's smallest effective capacity (infinity for an empty route).
   [[nodiscard]] double route_capacity(std::span<const LinkId> route) const;

@@ -311,7 +311,7 @@ class Pricer {
         }
         auto price = [&](double b) { return slowest_line_time(fabric_, g->second, step.op, b); };
         double value = 0;
-        if (step.op == CollectiveOp::kAllToAll && step.bytes > kLowLatencyMaxBytes) {
+        if (step.op == CollectiveOp::kAllToAll && !low_latency_protocol(step.bytes)) {
           auto a = prices_->all_to_all.find({stride, size});
           if (a == prices_->all_to_all.end()) a = prices_->all_to_all.emplace(std::make_pair(stride, size), std::make_pair(price(1e6), price(2e6))).first;
           value = a->second.first + (a->second.second - a->second.first) * (step.bytes - 1e6) / 1e6;
