@@ -66,7 +66,7 @@ NCCL reaches); a hop through an NVSwitch costs NCCL's 3.4 us (two NVLink 3-5 lin
 1.7 us), a transfer between servers 14 us through InfiniBand and RoCE NICs (NCCL's
 Simple protocol; the catalog's transport_latency_us; a ring's steps: its mean over the
 ring's hops; a pipeline of chunks: its first chunk); sizes up to 64 KiB run NCCL's
-low-latency protocol (LL): 1.46 us an NVSwitch hop and 12.1 us through those NICs (the
+low-latency protocol (LL): 0.942 us an NVSwitch hop and 7.85 us through those NICs (the
 catalog's ll_latency_us and ll_transport_latency_us);
 a ring phase inside an A100 server waits the
 catalog's ring_overhead of NVLink 3 (p - 1 + 0.195 steps' time); see 'ddlsim topology

@@ -42,10 +42,12 @@ Suites (data in validation/, embedded in the binary, each with its source and li
                  A100s, over every tp x dp x pp and micro-batch (vTrain, MICRO 2024)
   vtrain-multi   109 iteration times of GPT 3.6B-175B on 64-512 A100s (vTrain)
   nccl           NCCL all-reduce bus bandwidth (GB/s) on NVSwitch servers, DGX-1,
-                 InfiniBand nodes and (RCCL) an MI300X platform, and a small-message
-                 time (us), from nccl-tests and benchmark figures published in GitHub
-                 issues and ml-engineering, and on 2-8 GPUs of vTrain's A100 server at
-                 64 MiB-1 GiB (its lookup tables); each collective timed alone
+                 InfiniBand nodes and (RCCL) an MI300X platform, from nccl-tests and
+                 benchmark figures published in GitHub issues and ml-engineering, and
+                 on 2-8 GPUs of vTrain's A100 server at 64 MiB-1 GiB (its lookup
+                 tables); all-reduce times (us) across 2 servers of 8 GPUs at 1 KiB-256
+                 MiB (dstack's nccl-tests tables, H100 and A100; nccl issue 1244's
+                 1 KiB tree); each collective timed alone
   public-runs    124 published runs: Megatron-LM's weak scaling from 1.7B to 1T (Table
                  1 of Narayanan et al. 2021) and its ZeRO-3 against PTD-P (Table 2),
                  sequence parallelism and selective recomputation against full
@@ -63,10 +65,10 @@ in-sample. The catalog's NVLink and InfiniBand efficiencies were set from two NC
 figures that are not cases (8 x H100 ring ~370 GB/s, one NDR NIC 46-48 GB/s); the nccl
 row 'NVLink 4 busbw (in sample)' restates the first and is kept apart. NVLink 3's
 ring overhead solves the A100 tables' 2- and 8-GPU busbw at 1 GiB (two of the nccl
-suite's 'A100 NVLink all-reduce' points), and the one factor (2.42) on NCCL's
+suite's 'A100 NVLink all-reduce' points), and the one factor (1.57) on NCCL's
 low-latency-protocol latencies that small collectives pay (the catalog's ll_latency_us
-and ll_transport_latency_us) makes the nccl row 'small-message latency (in sample)'
-come out as measured. The H100's sustained fraction of its burst GEMM rate was measured
+and ll_transport_latency_us) has the least mean error over the nccl rows
+'small-message latency (in sample)', three 1 KiB all-reduces across 2 servers. The H100's sustained fraction of its burst GEMM rate was measured
 on our H200, not on a case. Nothing else was fitted to any suite.
 
 Printed: every case of the suites with at most 100 cases (--cases: all), numbered

@@ -2432,7 +2432,7 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   REQUIRE(r.status == 0);
   nlohmann::json j = nlohmann::json::parse(read_file(rec));
   CHECK(j["vtrain-multi"] == nlohmann::json::parse(other)["vtrain-multi"]);
-  CHECK(j["nccl"]["all"]["cases"] == 32);
+  CHECK(j["nccl"]["all"]["cases"] == 40);
   CHECK(nlohmann::ordered_json::parse(read_file(rec)).begin().key() == "vtrain-multi");  // its place kept, the new suite after
   // Recorded again: only the suite run is replaced.
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", rec});
@@ -2457,7 +2457,7 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   const std::string fresh = (s.dir / "fresh.json").string();
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec, "--record", fresh});
   CHECK(r.status == 3);
-  CHECK(nlohmann::json::parse(read_file(fresh))["nccl"]["all"]["cases"] == 32);
+  CHECK(nlohmann::json::parse(read_file(fresh))["nccl"]["all"]["cases"] == 40);
   // A model recorded that the run does not produce: its cases are gone.
   j = nlohmann::json::parse(read_file(fresh));
   j["nccl"]["gone"] = j["nccl"]["all"];
@@ -2505,7 +2505,7 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   // An empty file takes a record as a missing one does.
   const std::string empty = s.write("empty.json", "");
   CHECK(ddlsim_cmd({"validate", "--suite", "nccl", "--record", empty}).status == 0);
-  CHECK(nlohmann::json::parse(read_file(empty))["nccl"]["all"]["cases"] == 32);
+  CHECK(nlohmann::json::parse(read_file(empty))["nccl"]["all"]["cases"] == 40);
   // A file that is no record is not replaced.
   const std::string junk = s.write("junk.json", "not json");
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", junk});
@@ -2548,7 +2548,7 @@ TEST_CASE("validate: an argument without an option is named, and suites match in
        "ddlsim run: unexpected argument 'b.json': one more than the scenario it takes; every other file follows the "
        "option it is for (see 'ddlsim run --help')\n"},
       {{"validate", "--suite", "nccl", "--case", "1.5"},
-       "ddlsim validate: --case: expected a whole number from 1 to 32 (the cases of nccl), got '1.5'\n"},
+       "ddlsim validate: --case: expected a whole number from 1 to 40 (the cases of nccl), got '1.5'\n"},
       {{"validate", "--cost-model", ""},
        "ddlsim validate: --cost-model: an empty file name (leave the value out for the embedded default scenario)\n"},
       {{"validate", "--cost-model", "mine.csv"},
@@ -2565,11 +2565,13 @@ TEST_CASE("validate: an argument without an option is named, and suites match in
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
   // Expected, from the sources (validation/nccl/cases.csv, validation/public_runs/cases.json):
-  // 32 NCCL points, 21 bus bandwidths in GB/s and 11 times in us (9 of them vTrain's A100
-  // server at 2, 4 and 8 GPUs and 64 MiB, 256 MiB and 1 GiB: 2 GPUs at 64 MiB 165.81 GB/s,
-  // 8 at 1 GiB 229.35, its lookup tables' out-of-place figures; 10 the 2-server all-reduce
-  // times at 1-256 MiB of dstack's Nebius H100 and Crusoe A100 examples, NCCL's algorithm
-  // left to NCCL: 87.08 us at 1 MiB on the H100s, 2,700.36 us at 256 MiB on the A100s); 124 runs. A run published
+  // 40 NCCL points, 21 bus bandwidths in GB/s and 19 times in us (9 of the bandwidths
+  // vTrain's A100 server at 2, 4 and 8 GPUs and 64 MiB, 256 MiB and 1 GiB: 2 GPUs at 64 MiB
+  // 165.81 GB/s, 8 at 1 GiB 229.35, its lookup tables' out-of-place figures; 18 of the
+  // times the 2-server all-reduces of dstack's Nebius H100 and Crusoe A100 examples at 1 KiB,
+  // 4, 16 and 64 KiB and 1-256 MiB, NCCL's algorithm left to NCCL: 31.36 us at 1 KiB and
+  // 87.08 us at 1 MiB on the H100s, 49.43 us at 64 KiB and 2,700.36 us at 256 MiB on the
+  // A100s; one nccl issue 1244's 47 us); 124 runs. A run published
   // as TFLOP/s per GPU becomes a step time by Narayanan et al.'s count, F = 96 B s l h^2
   // (1 + s/(6h) + V/(16 l h)) / (TFLOP/s x GPUs): the 174.6B GPT (96 layers, hidden
   // 12288, vocabulary 51200, sequence 2048) at batch 1536 on 384 GPUs and 153 TFLOP/s is
@@ -2582,7 +2584,7 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   // NVIDIA's proxies of 7, 21 and 42 layers below 576 GPUs: 8.75 s on 96 in BF16, printed
   // '8.7  5' in the README's table; 12.35 s on 2,304 in FP8).
   const auto nccl = ddlsim::validation_cases("nccl");
-  REQUIRE(nccl.size() == 32);
+  REQUIRE(nccl.size() == 40);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 21);
   const auto point = [&](const std::string& label) {
     for (const auto& c : nccl) {
@@ -2593,9 +2595,11 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   };
   CHECK(point("2 x A100 SXM (vTrain's server: NVLink 3 + NVSwitch): ring all-reduce of 64M").measured == 165.81);
   CHECK(point("8 x A100 SXM (vTrain's server: NVLink 3 + NVSwitch): ring all-reduce of 1G").measured == 229.35);
-  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 11);
+  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 19);
   CHECK(point("2 x 8 H100 (Nebius; 8 InfiniBand NICs per node): auto all-reduce of 1M").measured == 87.08);
   CHECK(point("2 x 8 A100 80GB SXM (Crusoe; 8 InfiniBand NICs per node): auto all-reduce of 256M").measured == 2700.36);
+  CHECK(point("2 x 8 H100 (Nebius; 8 InfiniBand NICs per node): auto all-reduce of 1K").measured == 31.36);
+  CHECK(point("2 x 8 A100 80GB SXM (Crusoe; 8 InfiniBand NICs per node): auto all-reduce of 64K").measured == 49.43);
   const auto runs = ddlsim::validation_cases("public-runs");
   REQUIRE(runs.size() == 124);
   const auto find = [&](const std::string& model, const std::string& label) {
@@ -2874,7 +2878,7 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
            {{"--case", "3"},
             "--case: name its suite too (--suite vtrain-multi --case 12, or --measured FILE): cases are numbered within "
             "their suite"},
-           {{"--suite", "nccl", "--case", "0"}, "--case: expected a whole number from 1 to 32 (the cases of nccl), got '0'"},
+           {{"--suite", "nccl", "--case", "0"}, "--case: expected a whole number from 1 to 40 (the cases of nccl), got '0'"},
            {{"--suite", "vtrain-multi", "--case", "110"},
             "--case: expected a whole number from 1 to 109 (the cases of vtrain-multi), got '110'"},
            {{"--suite", "nccl", "--case", "1", "--csv", "x.csv"}, "--csv: not with --case (which replays nothing)"},

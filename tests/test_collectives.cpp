@@ -1408,14 +1408,14 @@ TEST_CASE("the selector picks trees for their latency, as NCCL's tuner does, not
 }
 
 TEST_CASE("collectives of at most 64 KiB pay the low-latency protocol's latencies: NVLink's, and a NIC's transport once per route") {
-  // Expected, on DGX H100s (NVLink 4 1.7 us a link, 0.73 with LL; NDR cables 0.6 us, the
-  // NIC's transport 14 us, 12.1 with LL): between servers on one rail the route is two
-  // cables and a transport, 15.2 us, and 13.3 us with LL; through the NVSwitch 3.4 us, and
-  // 1.46 with LL. The 1 KiB tree all-reduce on 2 servers (8 channels, 1 chunk: up a chain
-  // of 7 NVSwitch hops and one network hop, and down again) takes 2 (7 x 1.46 + 13.3) =
-  // 47.04 us, its bytes a few ns; at 64 KiB + 1 byte the bandwidth protocol's latencies
+  // Expected, on DGX H100s (NVLink 4 1.7 us a link, 0.471 with LL; NDR cables 0.6 us,
+  // the NIC's transport 14 us, 7.85 with LL): between servers on one rail the route is two
+  // cables and a transport, 15.2 us, and 9.05 us with LL; through the NVSwitch 3.4 us, and
+  // 0.942 with LL. The 1 KiB tree all-reduce on 2 servers (8 channels, 1 chunk: up a chain
+  // of 7 NVSwitch hops and one network hop, and down again) takes 2 (7 x 0.942 + 9.05) =
+  // 31.29 us, its bytes a few ns; at 64 KiB + 1 byte the bandwidth protocol's latencies
   // make it 2 (7 x 3.4 + 15.2) = 78.0 us plus the bytes (the 64 KiB over 8 trees' 7 hops
-  // of an NVSwitch, under 1 us), 30.96 us more than at 64 KiB but for the one byte and the
+  // of an NVSwitch, under 1 us), 46.71 us more than at 64 KiB but for the one byte and the
   // LL range's bytes. Across the spine (32 DGX A100, units of 20 servers) the route holds
   // more InfiniBand cables, 0.6 us each, and pays the transport once.
   PresetNet net("dgx-h100", 2);
@@ -1424,14 +1424,14 @@ TEST_CASE("collectives of at most 64 KiB pay the low-latency protocol's latencie
   const auto& across = f.first_route(acc[0], acc[8]);
   REQUIRE(across.size() == 2);
   CHECK(f.route_latency(across) == Approx(15.2e-6).epsilon(1e-9));
-  CHECK(f.route_latency(across, true) == Approx(13.3e-6).epsilon(1e-9));
+  CHECK(f.route_latency(across, true) == Approx(9.05e-6).epsilon(1e-9));
   const auto& inside = f.first_route(acc[0], acc[1]);
   CHECK(f.route_latency(inside) == Approx(3.4e-6).epsilon(1e-9));
-  CHECK(f.route_latency(inside, true) == Approx(1.46e-6).epsilon(1e-9));
+  CHECK(f.route_latency(inside, true) == Approx(0.942e-6).epsilon(1e-9));
   const auto tree = [&](double bytes) { return collective_time(f, net.g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, bytes, 1, 8)); };
-  CHECK(tree(1024) == Approx(47.04e-6).epsilon(1e-3));
+  CHECK(tree(1024) == Approx(31.29e-6).epsilon(1e-3));
   const double at = tree(kLowLatencyMaxBytes), above = tree(kLowLatencyMaxBytes + 1);
-  CHECK(above - at == Approx(30.96e-6).epsilon(0.05));
+  CHECK(above - at == Approx(46.71e-6).epsilon(0.05));
   CHECK(above == Approx(78.0e-6).epsilon(0.05));
 
   PresetNet big("dgx-a100", 32);
@@ -1439,20 +1439,20 @@ TEST_CASE("collectives of at most 64 KiB pay the low-latency protocol's latencie
   REQUIRE(far.size() > 2);
   const double cables = static_cast<double>(far.size()) * 0.6e-6;
   CHECK(big.f.route_latency(far) == Approx(cables + 14e-6).epsilon(1e-9));
-  CHECK(big.f.route_latency(far, true) == Approx(cables + 12.1e-6).epsilon(1e-9));
+  CHECK(big.f.route_latency(far, true) == Approx(cables + 7.85e-6).epsilon(1e-9));
 }
 
 TEST_CASE("a small collective's ring across servers pays the ring's mean NIC transport at every step, not the slowest rank's") {
   // Expected: a 1 KiB ring all-reduce over 32 DGX H100 (256 ranks, 8 channels): each of
-  // its 2 x 255 steps waits for the slowest hop's latency less its transport (the
-  // NVSwitch hop, 1.46 us with LL, over the 1.2 us of two NDR cables) plus the ring's
-  // mean transport, 12.1 us x 32 crossings / 256 hops: 510 x (1.46 + 1.5125) us = 1,516
-  // us (every step paying a NIC's 13.3 us would take 6.8 ms; NCCL's own LL model puts
+  // its 2 x 255 steps waits for the slowest hop's latency less its transport (the 1.2 us
+  // of two NDR cables between servers, over the NVSwitch hop's 0.942 us with LL) plus the
+  // ring's mean transport, 7.85 us x 32 crossings / 256 hops: 510 x (1.2 + 0.98125) us =
+  // 1,112 us (every step paying a NIC's 9.05 us would take 4.6 ms; NCCL's own LL model puts
   // its 64 network crossings at 2.7 us each beside 446 NVLink hops of 0.6). The selector's
   // estimate gives the same, on either network.
   PresetNet net("dgx-h100", 32);
   const CollectiveSpec s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 1024, 1, 8);
-  const double expected = 510 * (1.46 + 12.1 * 32 / 256) * 1e-6;
+  const double expected = 510 * (1.2 + 7.85 * 32 / 256) * 1e-6;
   CHECK(collective_time(net.f, net.g, s) == Approx(expected).epsilon(1e-3));
   CHECK(collective_time(net.f, net.g, s, Model::kAnalytical) == Approx(expected).epsilon(1e-3));
   CHECK(collective_estimate(net.f, net.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 1024, 8) == Approx(expected).epsilon(1e-3));
@@ -1597,8 +1597,8 @@ TEST_CASE("a streamed tree waits its pipeline's fill of the NICs' transport on e
 }
 
 TEST_CASE("small collectives across servers: the selector's estimate follows the replay, algorithm by algorithm") {
-  // Expected: at 1 KiB, where the low-latency protocol's latencies (a NIC's 12.1 us
-  // transport beside 1.46 us NVSwitch hops) make the hops between servers ten times
+  // Expected: at 1 KiB, where the low-latency protocol's latencies (a NIC's 7.85 us
+  // transport beside 0.942 us NVSwitch hops) make the hops between servers ten times
   // the others, each algorithm's closed form walks its own hops as the analytical replay
   // does: within 2% of it on 2 and 32 DGX H100, for all-reduce (ring, tree,
   // halving-doubling, direct, hierarchical), reduce-scatter and all-gather (ring,
