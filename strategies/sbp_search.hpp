@@ -114,7 +114,8 @@ std::vector<std::pair<std::string, std::vector<std::size_t>>> sbp_roles(const Sb
 /// backward, beside which they run (each layer's as soon as its backward has produced it).
 struct SbpCost {
   // compute_s includes what the gradient synchronizations hidden beside the last
-  // backward cost it (the device's overlap_slowdown: interference).
+  // backward cost it (the device's overlap_slowdown: interference), and gradient_sync_s
+  // is what they outlast that slowed backward by.
   double compute_s = 0, boxing_s = 0, gradient_sync_s = 0;
   double gradient_sync_total_s = 0;
   [[nodiscard]] double total() const { return compute_s + boxing_s + gradient_sync_s; }

@@ -638,17 +638,14 @@ TEST_CASE("SBP plans: gradient synchronizations beside the backward slow it (int
   // gradients beside the backward of the layers before them. With the device's
   // overlap_slowdown (0.189) the replay is longer than without it, by at most hidden x
   // 0.189 / 1.189 (hidden: the synchronizations' time that the backward hid, from the
-  // cost without it), and the cost model's estimate follows the replay to 1% (it charges
-  // hidden x 0.189 / 1.189 to the compute, and takes as much off the synchronizations'
-  // exposed time: where they outlast the backward, the step barely moves). Sequences of
-  // 4,096 tokens: at 512 the synchronizations outlast the backward once NVLink hops cost
-  // 3.4 us, and the slowed backward no longer sets the step (equal to the last bit); at
-  // 1,024 and 2,048, since the small synchronizations take the low-latency protocol's
-  // latencies, the slowed backward sets it again but the estimate misses some of the
-  // replay's step (it finds them still outlasting the backward): at 1,024, 3.8% since the
-  // seventy-second session's cheaper LL latencies (2.3% before), so 4% (a known gap of
-  // the estimate, kept in view).
-  for (const auto& [tokens, tolerance] : {std::pair{4096, 0.01}, std::pair{1024, 0.04}}) {
+  // cost without it), and the cost model's estimate follows the replay to 1%: it charges
+  // hidden x 0.189 / 1.189 to the compute and runs its flow shop again with every
+  // backward stretched by as much, the synchronizations waiting for the slowed backward's
+  // gradients. Sequences of 4,096 tokens, where the synchronizations outlast the backward
+  // by little, and of 1,024, where they outlast it by 6% of the step and the slowed
+  // backward delays them (taking the loss off what they outlast it by, as the estimate
+  // did until the seventy-second session, missed 3.8% of the replay there).
+  for (const auto& [tokens, tolerance] : {std::pair{4096, 0.01}, std::pair{1024, 0.01}}) {
     INFO(tokens, " tokens");
     SbpRig off("dgx-h100", 1, 8), on("dgx-h100", 1, 8, true);
     REQUIRE(on.compute->efficiency().overlap_slowdown == Approx(0.189));
