@@ -198,12 +198,12 @@ class Pricer {
     // A two-stage flow shop, layers in backward order; r identical layers (backward b,
     // synchronization s) starting at t0 with the network free at c0 end their
     // synchronizations at max(c0 + r s, t0 + b + r s, t0 + r b + s). `scale` stretches
-    // every backward (interference, below). Returns the backward's end and the last
-    // synchronization's.
+    // every backward (interference, below). Returns the backward's end, the last
+    // synchronization's, and the backward's compute (its re-layouts left out).
     const std::vector<SbpSync> embedding_syncs = sbp_embedding_syncs(chain_, plan);
     const double before_b = b;  // (a structured binding: not captured by name)
     auto flow_shop = [&](double scale, bool count) {
-      double t = 0.0, net = 0.0;
+      double t = 0.0, net = 0.0, computing = 0.0;
       for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
         const SbpStage& st = *it;
         if (st.kind == SbpStage::Kind::kBoxing) {
@@ -216,17 +216,19 @@ class Pricer {
         const double bw = st.backward_s * scale;
         if (sync > 0.0) net = std::max({net + st.repeat * sync, t + bw + st.repeat * sync, t + st.repeat * bw + sync});
         t += st.repeat * bw;
+        computing += st.repeat * bw;
       }
       t += before_b * scale;
+      computing += before_b * scale;
       // The embedding's synchronizations once its backward, the step's last, is done.
       for (const SbpSync& e : embedding_syncs) {
         const double sync = box(e.from, e.to, e.bytes);
         if (count) c.gradient_sync_total_s += sync;
         if (sync > 0.0) net = std::max(net, t) + sync;
       }
-      return std::pair{t, net};
+      return std::tuple{t, net, computing};
     };
-    const auto [t, net] = flow_shop(1.0, true);
+    const auto [t, net, backward] = flow_shop(1.0, true);
     c.gradient_sync_s = std::max(0.0, net - t);
     // Every micro-batch computes and re-lays its activations; gradients are synchronized
     // and the optimizer steps once.
@@ -235,17 +237,17 @@ class Pricer {
     c.compute_s = k * c.compute_s + optimizer_step_time(last_memory_.weights / bytes_, compute_, kGradientBytes, chain_.dtype).value();
     // Interference: the backward beside the synchronizations it hides runs 1 + slow
     // times as long while they run (the device's overlap_slowdown): it loses hidden x
-    // slow / (1 + slow) of work, of at most its whole (slowed) backward. The
+    // slow / (1 + slow) of work, of at most its whole (slowed) backward compute. The
     // synchronizations wait for the slowed backward's gradients: the flow shop again with
     // every backward stretched by that loss (spread over the backward) gives what they
     // still outlast it by.
     const double slow = compute_.efficiency().overlap_slowdown;
     const double hidden = c.gradient_sync_total_s - c.gradient_sync_s;
-    const double lost = std::min(hidden, t * (1.0 + slow)) * (slow / (1.0 + slow));
-    if (lost > 0.0 && t > 0.0) {
-      const auto [t_slow, net_slow] = flow_shop(1.0 + lost / t, false);
+    const double lost = std::min(hidden, backward * (1.0 + slow)) * (slow / (1.0 + slow));
+    if (lost > 0.0 && backward > 0.0) {
+      const auto slowed = flow_shop(1.0 + lost / backward, false);
       c.compute_s += lost;
-      c.gradient_sync_s = std::max(0.0, net_slow - t_slow);
+      c.gradient_sync_s = std::max(0.0, std::get<1>(slowed) - std::get<0>(slowed));
     }
     c.boxing_s *= k;
     return c;
