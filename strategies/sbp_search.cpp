@@ -201,7 +201,7 @@ class Pricer {
     // every backward (interference, below). Returns the backward's end, the last
     // synchronization's, and the backward's compute (its re-layouts left out).
     const std::vector<SbpSync> embedding_syncs = sbp_embedding_syncs(chain_, plan);
-    const double before_b = b;  // (a structured binding: not captured by name)
+    const double before_b = b;  // (clang 14 does not capture a structured binding)
     auto flow_shop = [&](double scale, bool count) {
       double t = 0.0, net = 0.0, computing = 0.0;
       for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
@@ -239,8 +239,10 @@ class Pricer {
     // times as long while they run (the device's overlap_slowdown): it loses hidden x
     // slow / (1 + slow) of work, of at most its whole (slowed) backward compute. The
     // synchronizations wait for the slowed backward's gradients: the flow shop again with
-    // every backward stretched by that loss (spread over the backward) gives what they
-    // still outlast it by.
+    // every backward stretched by that loss (spread over the backward's compute, its
+    // re-layouts as they were) gives what they still outlast it by. (Hidden time beside
+    // the backward's re-layouts, when the compute waits, is charged as well: a little
+    // high for plans that re-lay activations in the backward; untested there.)
     const double slow = compute_.efficiency().overlap_slowdown;
     const double hidden = c.gradient_sync_total_s - c.gradient_sync_s;
     const double lost = std::min(hidden, backward * (1.0 + slow)) * (slow / (1.0 + slow));
