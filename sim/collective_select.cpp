@@ -25,8 +25,9 @@ struct Edge {
   bool seen = false;
   void add(NetworkFabric& f, NodeId a, NodeId b) {
     const auto& r = f.first_route(a, b);
-    latency = std::max(latency, f.route_latency(r, low_latency));
-    transport = std::max(transport, f.route_transport(r, low_latency));
+    const NetworkFabric::RouteLatency rl = f.route_latencies(r, low_latency);
+    latency = std::max(latency, rl.latency);
+    transport = std::max(transport, rl.transport);
     capacity = std::min(capacity, f.route_capacity(r));
     seen = true;
   }
@@ -168,10 +169,9 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // place of its hops' own, a step in c pieces on its first (Lowering::ring;
       // broadcast's and reduce's chains pay each hop's own).
       const bool phases = op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kAllGather;
-      const double mean_transport = local.size() > 1 && phases ? ring_mean_transport(f, g, first_ring, ll) : 0.0;
-      const double mean = bandwidth_only ? 0.0 : mean_transport;
+      const double mean = !bandwidth_only && local.size() > 1 && phases ? ring_mean_transport(f, g, first_ring, ll) : 0.0;
       const double lat_in = bandwidth_only ? 0.0 : in.latency;
-      const double lat_out = bandwidth_only ? 0.0 : out.latency - (mean_transport > 0.0 ? out.transport : 0.0);
+      const double lat_out = bandwidth_only ? 0.0 : out.latency - (mean > 0.0 ? out.transport : 0.0);
       const auto step = [&](double latencies, double bytes) {
         double t = in.seen ? latencies * lat_in + mean + bytes / in.capacity : 0.0;
         if (out.seen) t = std::max(t, latencies * lat_out + mean + bytes / out_bw);
@@ -301,7 +301,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
             if (!f.between_switches(l)) load[l.value] += bytes;
           }
         }
-        half += (bandwidth_only ? 0.0 : latency) + busiest_link(f, load);
+        half += latency + busiest_link(f, load);
       }
       return op == Op::kAllReduce ? 2.0 * half : half;
     }

@@ -380,8 +380,8 @@ class TimingSink {
     Price& slot = cache_[(key * 0x9E3779B97F4A7C15ull) >> 50];
     if (slot.key != key) {
       const std::span<const LinkId> route = f_.first_route(from, to);
-      slot = Price{key, f_.route_latency(route, low_latency_), f_.route_transport(route, low_latency_), f_.route_capacity(route),
-                   route.empty(), route};
+      const NetworkFabric::RouteLatency rl = f_.route_latencies(route, low_latency_);
+      slot = Price{key, rl.latency, rl.transport, f_.route_capacity(route), route.empty(), route};
     }
     return slot;
   }

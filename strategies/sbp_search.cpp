@@ -247,9 +247,9 @@ class Pricer {
     const double hidden = c.gradient_sync_total_s - c.gradient_sync_s;
     const double lost = std::min(hidden, backward * (1.0 + slow)) * (slow / (1.0 + slow));
     if (lost > 0.0 && backward > 0.0) {
-      const auto slowed = flow_shop(1.0 + lost / backward, false);
+      const auto [t_slow, net_slow, backward_slow] = flow_shop(1.0 + lost / backward, false);
       c.compute_s += lost;
-      c.gradient_sync_s = std::max(0.0, std::get<1>(slowed) - std::get<0>(slowed));
+      c.gradient_sync_s = std::max(0.0, net_slow - t_slow);
     }
     c.boxing_s *= k;
     return c;
