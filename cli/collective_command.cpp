@@ -65,10 +65,12 @@ Link bandwidths count the catalog's efficiency per link kind (the fraction of li
 NCCL reaches); a hop through an NVSwitch costs NCCL's 3.4 us (two NVLink 3-5 links of
 1.7 us), a transfer between servers 14 us through InfiniBand and RoCE NICs (NCCL's
 Simple protocol; the catalog's transport_latency_us; a ring's steps: its mean over the
-ring's hops; a pipeline of chunks: its first chunk); sizes up to 64 KiB run NCCL's
+ring's hops; a pipeline of chunks: its first chunk). Small sizes run NCCL's
 low-latency protocol (LL): 0.942 us an NVSwitch hop and 7.85 us through those NICs (the
-catalog's ll_latency_us and ll_transport_latency_us);
-a ring phase inside an A100 server waits the
+catalog's ll_latency_us and ll_transport_latency_us), its bus bytes at no more than the
+group's LL bus bandwidth (ll_bus_gbytes_per_s: 20 GB/s across NICs, 141 inside an H100
+server); each size runs the protocol whose estimate is cheaper, as NCCL's tuner picks
+(2 x 8 H100: LL up to 256 KiB); a ring phase inside an A100 server waits the
 catalog's ring_overhead of NVLink 3 (p - 1 + 0.195 steps' time); see 'ddlsim topology
 --list' and topology/data/catalog.json.
 
@@ -97,6 +99,7 @@ Options)";
 struct Row {
   double bytes;
   std::string algorithm;
+  bool low_latency;  // the protocol run: NCCL's LL, else its Simple
   int channels;
   int chunks;
   double seconds;
@@ -125,6 +128,8 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       ("stepfactor,f", po::value<double>()->value_name("F")->default_value(2.0), "multiply the size by F each step (> 1)")
       ("chunks", po::value<int>()->value_name("N")->default_value(0), "pieces per transfer (0: automatic)")
       ("channels", po::value<int>()->value_name("N")->default_value(0), "rings for ring, trees for tree; the other algorithms have none (0: automatic; with auto, rings and trees compete with N)")
+      ("protocol", po::value<std::string>()->value_name("NAME")->default_value("auto"),
+       "auto (the cheaper estimate, as NCCL's tuner picks), ll (NCCL's low-latency protocol) or simple (its bandwidth protocol), as NCCL_PROTO forces one")
       ("rings", po::value<std::string>()->value_name("HOW")->default_value("steps"),
        "how the flow model replays rings and chunked trees: steps (a transfer per step and chunk) or streamed (one per rank and phase, one per tree edge and direction)")
       ("root", po::value<long long>()->value_name("R")->default_value(0), "root of broadcast/reduce, sender of send-recv (a position in --ranks)")
@@ -162,6 +167,10 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     if (rings != "steps" && rings != "streamed") {
       throw InputError("--rings: expected steps or streamed, got '" + rings + "'");
     }
+    const std::string protocol = vm["protocol"].as<std::string>();
+    if (protocol != "auto" && protocol != "ll" && protocol != "simple") {
+      throw InputError("--protocol: expected auto, ll or simple, got '" + protocol + "'");
+    }
     const double lo = parse_size("--minbytes", vm["minbytes"].as<std::string>());
     const double hi = parse_size("--maxbytes", vm["maxbytes"].as<std::string>());
     const double factor = vm["stepfactor"].as<double>();
@@ -188,6 +197,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     base.chunks = chunks;
     base.channels = channels;
     base.streamed = rings == "streamed";
+    if (protocol != "auto") base.low_latency = protocol == "ll";
     const long long root = vm["root"].as<long long>(), peer = vm["peer"].as<long long>();
     const auto positions = static_cast<long long>(members.size());
     if (root < 0 || root >= positions) throw InputError("--root: " + std::to_string(root) + " is not a position in --ranks (0 to " + std::to_string(positions - 1) + ")");
@@ -263,29 +273,34 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         CollectiveAlgorithm algorithm;
         int channels;
         std::optional<double> estimate;  // the selector's, when it priced these channels
+        std::optional<bool> low_latency;  // the selector's protocol, or --protocol's
       };
       std::vector<Run> runs;
       if (automatic) {
         // With --channels, rings and trees compete with that many channels.
-        const CollectiveChoice pick = choose_algorithm(fabric, group, *op, bytes, base.channels);
+        const CollectiveChoice pick = choose_algorithm(fabric, group, *op, bytes, base.channels, base.low_latency);
         // (The selector prices a rooted operation from rank 0; the row's estimate is the
-        // one from --root, to --peer.)
-        if (rooted) runs.push_back({pick.algorithm, pick.channels, std::nullopt});
-        else runs.push_back({pick.algorithm, pick.channels, pick.estimate});
+        // one from --root, to --peer, its protocol chosen from there.)
+        if (rooted) runs.push_back({pick.algorithm, pick.channels, std::nullopt, base.low_latency});
+        else runs.push_back({pick.algorithm, pick.channels, pick.estimate, pick.low_latency});
       } else {
-        for (CollectiveAlgorithm a : algorithms) runs.push_back({a, base.channels, std::nullopt});
+        for (CollectiveAlgorithm a : algorithms) runs.push_back({a, base.channels, std::nullopt, base.low_latency});
       }
-      for (const auto& [a, ch, estimate] : runs) {
+      for (const auto& [a, ch, estimate, ll] : runs) {
         CollectiveSpec spec = base;
         spec.algorithm = a;
         spec.bytes = bytes;
         spec.channels = ch;
+        spec.low_latency = ll;
+        if (!spec.low_latency) spec.low_latency = choose_protocol(fabric, group, spec);
         const double seconds = collective_seconds(fabric, group, spec, kind, op_text, engine);
         const double algbw = bytes / seconds;
         const int used = effective_channels(group, spec);
-        rows.push_back(Row{bytes, std::string(algorithm_name(a)), used, effective_chunks(spec), seconds, algbw,
-                           algbw * busbw_factor(*op, members.size()),
-                           estimate && base.chunks == 0 ? *estimate : collective_estimate(fabric, group, *op, a, bytes, used, base.root, base.peer, base.chunks)});
+        rows.push_back(Row{bytes, std::string(algorithm_name(a)), *spec.low_latency, used, effective_chunks(spec), seconds,
+                           algbw, algbw * busbw_factor(*op, members.size()),
+                           estimate && base.chunks == 0 ? *estimate
+                                                        : collective_estimate(fabric, group, *op, a, bytes, used, base.root,
+                                                                              base.peer, base.chunks, spec.low_latency)});
       }
     }
 
@@ -298,10 +313,12 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
       j["network"] = network;
       j["algorithm"] = algo_text;
       j["rings"] = rings;
+      j["protocol"] = protocol;
       j["skipped"] = skipped;
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (const Row& r : rows) {
-        list.push_back({{"bytes", r.bytes}, {"algorithm", r.algorithm}, {"channels", r.channels}, {"chunks", r.chunks},
+        list.push_back({{"bytes", r.bytes}, {"algorithm", r.algorithm}, {"protocol", r.low_latency ? "LL" : "Simple"},
+                        {"channels", r.channels}, {"chunks", r.chunks},
                         {"time_us", r.seconds * 1e6}, {"algbw_gbytes_per_s", r.algbw / 1e9},
                         {"busbw_gbytes_per_s", r.busbw / 1e9}, {"estimate_us", r.estimate * 1e6}});
       }
@@ -321,14 +338,14 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
     }
     out << "# ddlsim collective: " << op_text << who << " of " << loaded.title()
         << ", network " << network << ", algorithm " << algo_text
-        << (rings == "streamed" ? ", rings streamed" : "") << "\n";
+        << (rings == "streamed" ? ", rings streamed" : "") << (protocol != "auto" ? ", protocol " + protocol : "") << "\n";
     for (const std::string& s : skipped) out << "# skipped " << s << "\n";
-    out << "#        size (B)  algorithm         channels  chunks      time (us)  algbw (GB/s)  busbw (GB/s)  estimate (us)\n";
+    out << "#        size (B)  algorithm         protocol  channels  chunks      time (us)  algbw (GB/s)  busbw (GB/s)  estimate (us)\n";
     for (const Row& r : rows) {
-      char line[224];
-      std::snprintf(line, sizeof line, "%17.0f  %-16s  %8d  %6d  %13.2f  %12.2f  %12.2f  %13.2f\n", r.bytes,
-                    r.algorithm.c_str(), r.channels, r.chunks, r.seconds * 1e6, r.algbw / 1e9, r.busbw / 1e9,
-                    r.estimate * 1e6);
+      char line[240];
+      std::snprintf(line, sizeof line, "%17.0f  %-16s  %-8s  %8d  %6d  %13.2f  %12.2f  %12.2f  %13.2f\n", r.bytes,
+                    r.algorithm.c_str(), r.low_latency ? "LL" : "Simple", r.channels, r.chunks, r.seconds * 1e6,
+                    r.algbw / 1e9, r.busbw / 1e9, r.estimate * 1e6);
       out << line;
     }
     return kExitOk;

@@ -68,7 +68,8 @@ ring overhead solves the A100 tables' 2- and 8-GPU busbw at 1 GiB (two of the nc
 suite's 'A100 NVLink all-reduce' points), and the one factor (1.57) on NCCL's
 low-latency-protocol latencies that small collectives pay (the catalog's ll_latency_us
 and ll_transport_latency_us) has the least mean error over the nccl rows
-'small-message latency (in sample)', three 1 KiB all-reduces across 2 servers. The
+'small-message latency (in sample)', three 1 KiB all-reduces across 2 servers (LL's
+rate, ll_bus_gbytes_per_s, is NCCL's own cap, not fitted). The
 H100's sustained fraction of its burst GEMM rate was measured on our H200, not on a
 case. Nothing else was fitted to any suite.
 

@@ -424,13 +424,59 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
   return std::numeric_limits<double>::infinity();
 }
 
+// An estimate under each protocol, and the cheaper: the low-latency protocol's
+// latencies plus its rate's time (low_latency_throughput_time) against the bandwidth
+// protocol's. Without the group's LL rate, by size (low_latency_protocol).
+struct Priced {
+  double time;
+  bool low_latency;
+};
+template <class Estimate>  // double(bool low_latency)
+Priced cheaper_protocol(const CollectiveGroup& g, CollectiveOp op, double S, Estimate&& cost,
+                        std::optional<bool> named = std::nullopt) {
+  if (named) return {cost(*named), *named};
+  if (!std::isfinite(g.ll_bus_bandwidth)) {
+    const bool ll = low_latency_protocol(S);
+    return {cost(ll), ll};
+  }
+  const double simple = cost(false);
+  if (low_latency_throughput_time(g, op, S) >= simple) return {simple, false};  // its rate alone loses
+  const double low = cost(true);
+  return low < simple ? Priced{low, true} : Priced{simple, false};
+}
+
+Priced priced(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S, int channels,
+              std::size_t root = 0, std::size_t peer = 1, int chunks = 0, std::optional<bool> named = std::nullopt) {
+  return cheaper_protocol(
+      g, op, S,
+      [&](bool ll) {
+        return estimate(f, g, op, a, S, channels, root, peer, chunks, false, ll) +
+               (ll ? low_latency_throughput_time(g, op, S) : 0.0);
+      },
+      named);
+}
+
 }  // namespace
 
+double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op, double bytes) {
+  if (!std::isfinite(group.ll_bus_bandwidth) || group.ranks.size() < 2) return 0.0;
+  return busbw_factor(op, group.ranks.size()) * bytes / group.ll_bus_bandwidth;
+}
+
+bool choose_protocol(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
+  if (spec.low_latency) return *spec.low_latency;
+  if (group.ranks.size() < 2 || !std::isfinite(group.ll_bus_bandwidth)) return low_latency_protocol(spec.bytes);
+  return priced(fabric, group, spec.op, spec.algorithm, spec.bytes, effective_channels(group, spec), spec.root, spec.peer,
+                spec.chunks)
+      .low_latency;
+}
+
 double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
-                           double bytes, int channels, std::size_t root, std::size_t peer, int chunks) {
+                           double bytes, int channels, std::size_t root, std::size_t peer, int chunks,
+                           std::optional<bool> low_latency) {
   if (group.ranks.size() < 2) return 0.0;
   if (std::string why = unsupported_reason(group, op, a); !why.empty()) throw InputError(why);
-  return estimate(fabric, group, op, a, bytes, channels, root, peer, chunks);
+  return priced(fabric, group, op, a, bytes, channels, root, peer, chunks, low_latency).time;
 }
 
 namespace {
@@ -445,7 +491,7 @@ int algorithm_channels(const CollectiveGroup& group, CollectiveAlgorithm a, int 
 }  // namespace
 
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes,
-                                  int channels_given) {
+                                  int channels_given, std::optional<bool> low_latency) {
   using A = CollectiveAlgorithm;
   // The algorithms a collective library offers: NCCL's rings and trees (and, beside
   // them, a hierarchical all-reduce and a torus's rings). Halving-doubling is not among
@@ -463,26 +509,31 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
     case CollectiveOp::kSendRecv: candidates = {A::kDirect}; break;
   }
   CollectiveChoice best{A::kDirect, 1, std::numeric_limits<double>::infinity()};
-  if (group.ranks.size() < 2) return CollectiveChoice{candidates.front(), 1, 0.0};
+  if (group.ranks.size() < 2) return CollectiveChoice{candidates.front(), 1, 0.0, low_latency.value_or(low_latency_protocol(bytes))};
   double ring = std::numeric_limits<double>::infinity();  // the ring's estimate, candidates' first
   for (A a : candidates) {
     if (!unsupported_reason(group, op, a).empty()) continue;
     const int channels = algorithm_channels(group, a, channels_given);
-    double t = estimate(fabric, group, op, a, bytes, channels);
-    if (a == A::kRing) ring = t;
-    if (a == A::kTree && t < best.estimate && ring < std::numeric_limits<double>::infinity()) {
-      // NCCL's tuner gives a tree the bus bandwidth of the ring's graph at 92% and
-      // converts it to algorithm bandwidth at 0.5 (the ring's at p / 2(p - 1)): it never
-      // prefers a tree for bandwidth, only for its latency (src/graph/tuning.cc), even on
-      // two servers, where a tree moves half a ring's bytes through each NIC and can be
-      // faster. The choice follows it; the chosen tree replays as fast as it can.
-      const double P = static_cast<double>(group.ranks.size());
-      const int ring_channels = channels_given > 0 ? channels_given : default_channels(group);
-      const double ring_bytes = estimate(fabric, group, op, A::kRing, bytes, ring_channels, 0, 1, 0, true);
-      const double latency = estimate(fabric, group, op, a, 0.0, channels, 0, 1, 0, false, low_latency_protocol(bytes));
-      t = std::max(t, latency + ring_bytes * P / (0.92 * (P - 1.0)));
-    }
-    if (t < best.estimate) best = CollectiveChoice{a, channels, t};
+    double ring_bytes = -1.0;  // the tree's bound below: the ring's bandwidth time, once
+    const Priced t = cheaper_protocol(group, op, bytes, [&](bool ll) {
+      const double rate = ll ? low_latency_throughput_time(group, op, bytes) : 0.0;
+      double x = estimate(fabric, group, op, a, bytes, channels, 0, 1, 0, false, ll) + rate;
+      if (a == A::kTree && x < best.estimate && ring < std::numeric_limits<double>::infinity()) {
+        // NCCL's tuner gives a tree the bus bandwidth of the ring's graph at 92% and
+        // converts it to algorithm bandwidth at 0.5 (the ring's at p / 2(p - 1)): it never
+        // prefers a tree for bandwidth, only for its latency (src/graph/tuning.cc), even on
+        // two servers, where a tree moves half a ring's bytes through each NIC and can be
+        // faster. The choice follows it; the chosen tree replays as fast as it can.
+        const double P = static_cast<double>(group.ranks.size());
+        const int ring_channels = channels_given > 0 ? channels_given : default_channels(group);
+        if (ring_bytes < 0.0) ring_bytes = estimate(fabric, group, op, A::kRing, bytes, ring_channels, 0, 1, 0, true);
+        const double latency = estimate(fabric, group, op, a, 0.0, channels, 0, 1, 0, false, ll);
+        x = std::max(x, latency + rate + ring_bytes * P / (0.92 * (P - 1.0)));
+      }
+      return x;
+    }, low_latency);
+    if (a == A::kRing) ring = t.time;
+    if (t.time < best.estimate) best = CollectiveChoice{a, channels, t.time, t.low_latency};
   }
   return best;
 }
@@ -495,11 +546,13 @@ CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, 
   if (const auto a = policy.of(op); a && unsupported_reason(group, op, *a).empty()) {
     spec.algorithm = *a;
     spec.channels = algorithm_channels(group, *a, policy.channels);
+    spec.low_latency = choose_protocol(fabric, group, spec);
     return spec;
   }
   const CollectiveChoice pick = choose_algorithm(fabric, group, op, bytes, policy.channels);
   spec.algorithm = pick.algorithm;
   spec.channels = pick.channels;
+  spec.low_latency = pick.low_latency;
   return spec;
 }
 

@@ -410,7 +410,20 @@ class Lowering {
   /// runs at once, which build() and the helpers below declare with `at_once`.
   Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec, NetworkFabric* fabric)
       : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed),
-        low_latency_(low_latency_protocol(spec)), fabric_(fabric != nullptr ? fabric : group.fabric), shares_(fabric) {}
+        low_latency_(low_latency_protocol(spec)), fabric_(fabric != nullptr ? fabric : group.fabric), shares_(fabric),
+        rate_wait_(low_latency_ ? low_latency_throughput_time(group, spec.op, spec.bytes) : 0.0) {}
+
+  /// After `start`, what every rank's first transfer waits for: with the low-latency
+  /// protocol, a zero-byte transfer from the first rank to itself that waits the
+  /// protocol's rate (low_latency_throughput_time), which its bytes take at the
+  /// group's ll_bus_bandwidth beside their own transfers' time; else `start` itself.
+  TaskId rate_gate(TaskId start) {
+    if (rate_wait_ <= 0.0) return start;
+    ++transfers_;
+    const TaskId t = sink_.send(group_.ranks.front(), group_.ranks.front(), 0.0, 0u, nullptr, rate_wait_);
+    sink_.edge(start, t);
+    return t;
+  }
 
   std::uint64_t transfers() const { return transfers_; }
   /// Rings from here on pay their ranks' ring overhead (CollectiveGroup::ring_wait),
@@ -887,6 +900,7 @@ class Lowering {
   std::vector<std::vector<NodeId>> members_;  // the group's ranks, sorted, then each sibling's (for shares)
   std::uint64_t transfers_ = 0;
   int ring_channels_ = 0;
+  double rate_wait_;  // s, rate_gate's
 };
 
 }  // namespace
@@ -1468,6 +1482,14 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
     }
     if (!any) g.ring_wait.clear();
   }
+  if (fabric.any_ll_bus_bandwidth() && g.ranks.size() > 1) {
+    for (std::size_t d = 0; d < domains.size(); ++d) {
+      const auto& members = domains[d];
+      const std::size_t to = d == 0 ? (members.size() > 1 ? members[1] : members[0]) : members[0];
+      if (to == 0) continue;
+      g.ll_bus_bandwidth = std::min(g.ll_bus_bandwidth, fabric.route_ll_bus_bandwidth(fabric.first_route(g.ranks[0], g.ranks[to])));
+    }
+  }
   bool any_paths = false;
   // Across domains a channel crosses each on a path from its entry to its exit, named so
   // that its ring closes on one rail (closing_labels).
@@ -1601,7 +1623,8 @@ std::vector<double> concurrent_transfer_shares(NetworkFabric& fabric, const std:
   return out;
 }
 
-std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared) {
+namespace {
+std::uint64_t algorithm_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared) {
   using Op = CollectiveOp;
   const std::uint64_t p = group.ranks.size();
   const auto c = static_cast<std::uint64_t>(effective_chunks(spec));
@@ -1654,6 +1677,15 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
   }
   return 0;
 }
+}  // namespace
+
+std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared) {
+  const std::uint64_t n = algorithm_transfer_count(group, spec, shared);
+  // The low-latency protocol's rate: one zero-byte transfer that waits it (build()).
+  if (n == 0 || low_latency_throughput_time(group, spec.op, spec.bytes) <= 0.0) return n;
+  const bool ll = group.fabric != nullptr ? choose_protocol(*group.fabric, group, spec) : low_latency_protocol(spec);
+  return ll ? n + 1 : n;
+}
 
 namespace {
 
@@ -1694,6 +1726,14 @@ void join_parts(Lowering<Sink>& low, const std::vector<std::vector<TaskId>>& don
   }
 }
 
+// `spec` with its protocol (CollectiveSpec::low_latency) chosen where it names none and
+// a fabric can price the choice (choose_protocol).
+CollectiveSpec with_protocol(NetworkFabric* fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
+  CollectiveSpec out = spec;
+  if (!out.low_latency && fabric != nullptr) out.low_latency = choose_protocol(*fabric, group, out);
+  return out;
+}
+
 // Lowers the collective between a start marker and the returned end marker.
 template <class Sink>
 std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& group, const CollectiveSpec& spec) {
@@ -1701,7 +1741,7 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
   const std::size_t p = group.ranks.size();
   const int channels = effective_channels(group, spec);
   const TaskId start = low.marker();
-  std::vector<TaskId> ready(p, start);
+  std::vector<TaskId> ready(p, low.rate_gate(start));
   const double S = spec.bytes;
   const double P = static_cast<double>(p);
   const std::size_t root = spec.root;
@@ -1872,29 +1912,32 @@ std::pair<TaskId, TaskId> build(Lowering<Sink>& low, const CollectiveGroup& grou
 LoweredCollective lower_collective(TaskGraph& g, ResourceId network, const CollectiveGroup& group,
                                    const CollectiveSpec& spec, NetworkFabric* shares_on, std::string_view label) {
   check_request(group, spec);
+  const CollectiveSpec resolved = with_protocol(shares_on != nullptr ? shares_on : group.fabric, group, spec);
   // Room for the transfers and about one marker per rank and phase.
-  g.reserve(g.size() + collective_transfer_count(group, spec, shares_on != nullptr) + 4 * group.ranks.size() + 2);
-  GraphSink sink(g, network, spec, label);
-  Lowering<GraphSink> low(sink, group, spec, shares_on);
+  g.reserve(g.size() + collective_transfer_count(group, resolved, shares_on != nullptr) + 4 * group.ranks.size() + 2);
+  GraphSink sink(g, network, resolved, label);
+  Lowering<GraphSink> low(sink, group, resolved, shares_on);
   LoweredCollective out;
-  std::tie(out.start, out.end) = build(low, group, spec);
+  std::tie(out.start, out.end) = build(low, group, resolved);
   out.transfers = low.transfers();
   return out;
 }
 
 double analytical_collective_time(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
   check_request(group, spec);
-  TimingSink sink(fabric, spec);
-  Lowering<TimingSink> low(sink, group, spec, &fabric);
-  return sink.finish(build(low, group, spec).second);
+  const CollectiveSpec resolved = with_protocol(&fabric, group, spec);
+  TimingSink sink(fabric, resolved);
+  Lowering<TimingSink> low(sink, group, resolved, &fabric);
+  return sink.finish(build(low, group, resolved).second);
 }
 
 CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
   check_request(group, spec);
+  const CollectiveSpec resolved = with_protocol(&fabric, group, spec);
   CollectiveCost out;
-  TimingSink sink(fabric, spec, &out.traffic, group.ranks.front());
-  Lowering<TimingSink> low(sink, group, spec, &fabric);
-  out.time = sink.finish(build(low, group, spec).second);
+  TimingSink sink(fabric, resolved, &out.traffic, group.ranks.front());
+  Lowering<TimingSink> low(sink, group, resolved, &fabric);
+  out.time = sink.finish(build(low, group, resolved).second);
   sink.collect();
   return out;
 }

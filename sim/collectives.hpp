@@ -8,8 +8,9 @@
 // transfers and cost no time of their own.
 //
 // Algorithms (p ranks, S bytes, a: latency and B: bandwidth of one route, the NICs'
-// transport included once per route (that of the low-latency protocol for S up to
-// kLowLatencyMaxBytes, of the bandwidth protocol above); a ring across domains pays at
+// transport included once per route (that of the protocol it runs, low_latency_protocol:
+// the low-latency one also adds its rate's time, low_latency_throughput_time); a ring
+// across domains pays at
 // each step its hop's a less its transport plus the ring's mean transport, and a
 // pipeline of chunks pays the transport on its first chunk only):
 //  ring     All-reduce: reduce-scatter then all-gather around a ring, 2(p-1) steps of
@@ -63,6 +64,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -135,6 +137,12 @@ struct CollectiveGroup {
   // that groups whose ranks share a NIC share its bandwidth. The flow model ignores it
   // (its flows share the links anyway). Empty: the group runs alone. Set by the caller.
   std::vector<std::vector<NodeId>> siblings;
+  // The bus bandwidth (B/s, nccl-tests' busbw) the library's low-latency protocol moves
+  // the group's data at: the smallest LinkSpec::ll_bus_bandwidth along the routes from
+  // the first rank to a rank of each domain (and to another rank of its own), so a
+  // group that crosses a NIC gets the NIC's. Infinity: no link has one (the protocol
+  // then runs only up to kLowLatencyMaxBytes; low_latency_protocol). Set by of().
+  double ll_bus_bandwidth = std::numeric_limits<double>::infinity();
   // The fabric the group was made on (of()), whose routes a ring across domains asks
   // for the transport latency its steps share (NetworkFabric::route_transport); null:
   // each step pays its own route's.
@@ -174,6 +182,12 @@ struct CollectiveSpec {
   // of the destinations, as a deduplicating dispatch does). Between 0 and 1.
   double across = 1.0;  // the first phase, between domains
   double within = 1.0;  // the second, inside each domain
+  // The library's protocol: true its low-latency one (NCCL's LL: cheap latencies, its
+  // data at no more than the group's ll_bus_bandwidth), false its bandwidth one
+  // (Simple). Absent: chosen where the collective is lowered or priced with a fabric
+  // (choose_protocol: the cheaper estimate, as NCCL's tuner picks), without one by size
+  // (low_latency_protocol).
+  std::optional<bool> low_latency;
 };
 
 /// Automatic chunking pipelines what a chain or tree forwards hop by hop (ring broadcast
@@ -187,14 +201,29 @@ inline constexpr int kMaxAutoChunks = 64;
 inline constexpr int kMaxAutoExchangeChunks = 8;
 int effective_chunks(const CollectiveSpec& spec);
 
-/// Collectives of at most this many bytes (CollectiveSpec::bytes) run the library's
-/// low-latency protocol (NCCL's LL), whose link latencies the catalog may give apart
-/// (LinkSpec::ll_latency); larger ones its bandwidth protocol. NCCL's tuner keeps LL for
-/// messages of a few to some tens of KiB on servers of 8 GPUs (its choice depends on the
-/// ranks and nodes; src/graph/tuning.cc): 64 KiB is ddlsim's round figure.
+/// The library's low-latency protocol (NCCL's LL), whose link latencies the catalog may
+/// give apart (LinkSpec::ll_latency, ll_transport_latency), moves a collective's data at
+/// no more than the group's ll_bus_bandwidth: where the group has one, a collective runs
+/// whichever protocol its estimate finds cheaper (choose_protocol), as NCCL's tuner
+/// does (src/graph/tuning.cc). Where it has none, or no fabric prices the choice,
+/// collectives of at most this many bytes (CollectiveSpec::bytes) run LL and larger ones
+/// the bandwidth protocol: NCCL keeps LL for a few to some tens of KiB on servers of 8
+/// GPUs, and 64 KiB is ddlsim's round figure.
 inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
 [[nodiscard]] inline bool low_latency_protocol(double bytes) { return bytes <= kLowLatencyMaxBytes; }
-[[nodiscard]] inline bool low_latency_protocol(const CollectiveSpec& spec) { return low_latency_protocol(spec.bytes); }
+[[nodiscard]] inline bool low_latency_protocol(const CollectiveSpec& spec) {
+  return spec.low_latency.value_or(low_latency_protocol(spec.bytes));
+}
+/// The time (s) the low-latency protocol's rate adds to a collective of `bytes` on the
+/// group: its bus bytes (busbw_factor x bytes) over the group's ll_bus_bandwidth (0
+/// when it has none). Lowered, a zero-byte transfer from the first rank to itself
+/// that waits this long comes before the collective's other transfers.
+[[nodiscard]] double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op, double bytes);
+/// The protocol `spec` runs on the group: spec.low_latency when given; else, where the
+/// group has an ll_bus_bandwidth, the low-latency one when the selector's estimate of
+/// its algorithm under it (its latencies plus low_latency_throughput_time) is below the
+/// estimate under the bandwidth protocol; else by size (low_latency_protocol).
+[[nodiscard]] bool choose_protocol(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec);
 /// The NIC transport latency (NetworkFabric::route_transport; the low-latency
 /// protocol's with `low_latency`) of the ring `order` (positions in the group, closing
 /// back to the first), averaged over its hops: what each step of a ring pays in place of
@@ -255,9 +284,10 @@ CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const Collectiv
 /// one per transfer: a stage's pipeline sends from every tp rank and replica at once.
 std::vector<double> concurrent_transfer_shares(NetworkFabric& fabric, const std::vector<std::pair<NodeId, NodeId>>& transfers);
 
-/// The number of transfers lower_collective would add (to refuse absurd sizes up front);
-/// `shared`: lowered with bandwidth shares (for the analytical model), where trees go
-/// chunk by chunk even when streamed.
+/// The number of transfers lower_collective would add (to refuse absurd sizes up front;
+/// the protocol as the group's fabric chooses it, choose_protocol, when the spec names
+/// none); `shared`: lowered with bandwidth shares (for the analytical model), where
+/// trees go chunk by chunk even when streamed.
 std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared = false);
 
 /// NCCL-like choice: the algorithm (and channel count) with the smallest closed-form time
@@ -266,26 +296,31 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
 /// and only those a collective library offers: ring, tree, hierarchical and torus, not
 /// halving-doubling (which NCCL lacks; it runs when a spec names it). `channels` > 0
 /// prices rings and trees with that many channels instead of the library's default.
+/// Each algorithm is priced under the protocol choose_protocol would give it, or under
+/// `low_latency`'s when given.
 struct CollectiveChoice {
   CollectiveAlgorithm algorithm;
   int channels;
   double estimate;  // s
+  bool low_latency = false;  // the protocol the estimate is for (choose_protocol)
 };
 CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes,
-                                  int channels = 0);
+                                  int channels = 0, std::optional<bool> low_latency = std::nullopt);
 
 /// The selector's closed-form estimate (s) of one algorithm with `channels` channels (as
 /// choose_algorithm prices it; a direct broadcast, reduce or send-recv from `root`, to
 /// `peer`, positions in the group), its pipelined pieces (a chain's or tree's, a
 /// hierarchical all-to-all's phases) in `chunks` (0: automatic, as the selector prices
-/// them). Throws InputError when the algorithm cannot run `op` here.
+/// them), under the protocol choose_protocol gives it (`low_latency`'s when given).
+/// Throws InputError when the algorithm cannot run `op` here.
 double collective_estimate(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
-                           double bytes, int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0);
+                           double bytes, int channels, std::size_t root = 0, std::size_t peer = 1, int chunks = 0,
+                           std::optional<bool> low_latency = std::nullopt);
 
 /// A specification of `op` on `bytes` under the fabric's collective policy: the
 /// algorithm it names for `op` when that algorithm can serve the group, else the one
 /// choose_algorithm picks; rings and trees with the policy's channels when it sets them
-/// (chunks automatic).
+/// (chunks automatic); the protocol choose_protocol picks for it.
 CollectiveSpec chosen_spec(NetworkFabric& fabric, const CollectiveGroup& group, CollectiveOp op, double bytes);
 
 /// The rings of a ring algorithm with `channels` channels, as positions in the group:

@@ -86,6 +86,9 @@ NetworkFabric::NetworkFabric(const Cluster& cluster, const Catalog& catalog, con
   ll_latency_ = catalog_ll_latency(cluster, catalog, latency_);
   ll_transport_ = catalog_transport(cluster, catalog, true);
   transport_ = catalog_transport(cluster, catalog, false);
+  ll_bus_ = per_link_kind_or_empty(cluster, catalog, [](const LinkSpec& s) {
+    return s.ll_bus_bandwidth ? s.ll_bus_bandwidth->value() : 0.0;
+  });
 }
 
 NetworkFabric::NetworkFabric(const Cluster& cluster, std::vector<double> efficiency, const std::vector<bool>& scale_up)
@@ -351,6 +354,15 @@ NetworkFabric::RouteLatency NetworkFabric::route_latencies(std::span<const LinkI
     if (!transports.empty()) transport = std::max(transport, transports[l.value]);
   }
   return {sum + transport, transport};
+}
+
+double NetworkFabric::route_ll_bus_bandwidth(std::span<const LinkId> route) const {
+  double low = std::numeric_limits<double>::infinity();
+  if (ll_bus_.empty()) return low;
+  for (LinkId l : route) {
+    if (ll_bus_[l.value] > 0.0) low = std::min(low, ll_bus_[l.value]);
+  }
+  return low;
 }
 
 double NetworkFabric::route_capacity(std::span<const LinkId> route) const {

@@ -219,6 +219,11 @@ class NetworkFabric {
   }
   /// A route's smallest effective capacity (infinity for an empty route).
   [[nodiscard]] double route_capacity(std::span<const LinkId> route) const;
+  /// The smallest low-latency-protocol bus bandwidth (LinkSpec::ll_bus_bandwidth, B/s)
+  /// among a route's links that have one; infinity when none has.
+  [[nodiscard]] double route_ll_bus_bandwidth(std::span<const LinkId> route) const;
+  /// Whether any link has a low-latency-protocol bus bandwidth.
+  [[nodiscard]] bool any_ll_bus_bandwidth() const { return !ll_bus_.empty(); }
 
   /// The scale-up domain (server, NVLink domain, torus) of every accelerator: two
   /// accelerators share one when a path joins them over scale-up links only (links whose
@@ -237,6 +242,7 @@ class NetworkFabric {
   std::vector<double> ll_latency_;     // per directed link; empty: as latency_
   std::vector<double> ll_transport_;   // per directed link; empty: all 0
   std::vector<double> transport_;      // per directed link, the bandwidth protocol's; empty: all 0
+  std::vector<double> ll_bus_;         // per directed link, B/s (0: none); empty: none has one
   std::vector<std::uint8_t> ends_;  // per directed link: kBetweenSwitches | kIntoAccelerator
   std::vector<int> link_counts_;    // link_counts()
   CollectivePolicy collective_policy_;

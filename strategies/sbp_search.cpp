@@ -85,10 +85,11 @@ struct SbpPriceCache {
   std::map<std::tuple<std::size_t, int, int, double>, double> time;  // (stride, size, op, bytes)
   std::map<std::pair<std::size_t, int>, std::vector<CollectiveGroup>> groups;  // (stride, size): distinct_lines
   // All-to-all's analytical time is affine in the bytes (every pair's direct transfer:
-  // latency plus bytes over the busiest link; tested) above the low-latency protocol's
-  // sizes (kLowLatencyMaxBytes, whose latencies differ), so two prices give every other
-  // there: (stride, size) -> (time of 1 MB, time of 2 MB). Routing every pair of a large
-  // group is what a price costs.
+  // latency plus bytes over the busiest link; tested) where the bandwidth protocol runs
+  // (choose_protocol: the low-latency one's rate, ll_bus_bandwidth, loses to it well
+  // below 1 MB on every built-in link kind), so from 1 MB two prices give every other:
+  // (stride, size) -> (time of 1 MB, time of 2 MB). Routing every pair of a large group
+  // is what a price costs.
   std::map<std::pair<std::size_t, int>, std::pair<double, double>> all_to_all;
 };
 
@@ -326,7 +327,7 @@ class Pricer {
         }
         auto price = [&](double b) { return slowest_line_time(fabric_, g->second, step.op, b); };
         double value = 0;
-        if (step.op == CollectiveOp::kAllToAll && !low_latency_protocol(step.bytes)) {
+        if (step.op == CollectiveOp::kAllToAll && step.bytes >= 1e6) {
           auto a = prices_->all_to_all.find({stride, size});
           if (a == prices_->all_to_all.end()) a = prices_->all_to_all.emplace(std::make_pair(stride, size), std::make_pair(price(1e6), price(2e6))).first;
           value = a->second.first + (a->second.second - a->second.first) * (step.bytes - 1e6) / 1e6;

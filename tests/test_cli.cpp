@@ -1168,6 +1168,45 @@ TEST_CASE("ddlsim collective: --chunks reaches the estimate as it reaches the re
   CHECK(halves.at("estimate_us").get<double>() == Approx(halves.at("time_us").get<double>()).epsilon(0.10));
 }
 
+TEST_CASE("ddlsim collective: --protocol runs the protocol named, auto the cheaper, and each row says which") {
+  // Expected on 2 DGX H100 servers (16 ranks), all-reduce: at 128 KiB the low-latency
+  // protocol is cheaper (its latencies, about 31 us across the two servers, and its rate
+  // of 20 GB/s bus bandwidth across NICs, 11.5 us for 15/8 x 128 KiB, against the
+  // bandwidth protocol's 78 us of latency): auto runs LL, as --protocol ll does, and
+  // --protocol simple is slower; at 4 MiB LL's rate alone (368 us) loses, auto runs
+  // Simple and --protocol ll is slower. Each row's estimate is its protocol's.
+  const std::vector<std::string> common{"collective", "--preset", "dgx-h100", "--nodes", "2", "--json"};
+  const auto row = [&](const std::string& size, std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"-b", size, "-e", size});
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("results").at(0);
+  };
+  for (const std::string algorithm : {"auto", "tree", "ring"}) {
+    INFO(algorithm);
+    const auto small = row("128K", {"--algorithm", algorithm}), small_ll = row("128K", {"--algorithm", algorithm, "--protocol", "ll"}),
+               small_simple = row("128K", {"--algorithm", algorithm, "--protocol", "simple"});
+    CHECK(small.at("protocol") == "LL");
+    CHECK(small_ll.at("protocol") == "LL");
+    CHECK(small_simple.at("protocol") == "Simple");
+    CHECK(small.at("time_us") == small_ll.at("time_us"));
+    CHECK(small_simple.at("time_us").get<double>() > small.at("time_us").get<double>());
+    CHECK(small_simple.at("estimate_us").get<double>() > small.at("estimate_us").get<double>());
+    const auto big = row("4M", {"--algorithm", algorithm}), big_ll = row("4M", {"--algorithm", algorithm, "--protocol", "ll"});
+    CHECK(big.at("protocol") == "Simple");
+    CHECK(big_ll.at("protocol") == "LL");
+    CHECK(big_ll.at("time_us").get<double>() > big.at("time_us").get<double>() + 300.0);
+    CHECK(big_ll.at("estimate_us").get<double>() > big.at("estimate_us").get<double>() + 300.0);
+  }
+  const auto text = ddlsim_cmd({"collective", "--preset", "dgx-h100", "--nodes", "2", "-b", "128K", "-e", "4M", "-f", "32", "--protocol", "simple"});
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("algorithm auto, protocol simple\n") != std::string::npos);
+  CHECK(text.out.find("  protocol  channels") != std::string::npos);
+  CHECK(text.out.find(" LL ") == std::string::npos);
+}
+
 TEST_CASE("ddlsim collective: on a TPU slice without wraparound auto prices the ring and the torus as they replay") {
   // Expected on a 2x2x4 TPU v4 slice (a mesh: no dimension a multiple of 4 in all three,
   // so no wraparound; ICI hops of about 1 us), a 1 KiB all-reduce: the ring runs along
@@ -1243,6 +1282,7 @@ TEST_CASE("ddlsim collective: bad input is one line and status 2") {
       {{"-f", "1"}, "--stepfactor: expected a number above 1 and at most 1024"},
       {{"--network", "packet"}, "--network: expected flow or analytical, got 'packet'"},
       {{"--rings", "pipelined"}, "--rings: expected steps or streamed, got 'pipelined'"},
+      {{"--protocol", "LL128"}, "--protocol: expected auto, ll or simple, got 'LL128'"},
       {{"--op", "broadcast", "--root", "8"}, "--root: 8 is not a position in --ranks (0 to 7)"},
       {{"--op", "broadcast", "--root", "-1"}, "--root: -1 is not a position in --ranks (0 to 7)"},
       {{"--op", "send-recv", "--peer", "-1"}, "--peer: -1 is not a position in --ranks (0 to 7) other than --root (0)"},
@@ -2432,7 +2472,7 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   REQUIRE(r.status == 0);
   nlohmann::json j = nlohmann::json::parse(read_file(rec));
   CHECK(j["vtrain-multi"] == nlohmann::json::parse(other)["vtrain-multi"]);
-  CHECK(j["nccl"]["all"]["cases"] == 40);
+  CHECK(j["nccl"]["all"]["cases"] == 45);
   CHECK(nlohmann::ordered_json::parse(read_file(rec)).begin().key() == "vtrain-multi");  // its place kept, the new suite after
   // Recorded again: only the suite run is replaced.
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", rec});
@@ -2457,7 +2497,7 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   const std::string fresh = (s.dir / "fresh.json").string();
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec, "--record", fresh});
   CHECK(r.status == 3);
-  CHECK(nlohmann::json::parse(read_file(fresh))["nccl"]["all"]["cases"] == 40);
+  CHECK(nlohmann::json::parse(read_file(fresh))["nccl"]["all"]["cases"] == 45);
   // A model recorded that the run does not produce: its cases are gone.
   j = nlohmann::json::parse(read_file(fresh));
   j["nccl"]["gone"] = j["nccl"]["all"];
@@ -2505,7 +2545,7 @@ TEST_CASE("validate --record adds to a record and --check holds every model of i
   // An empty file takes a record as a missing one does.
   const std::string empty = s.write("empty.json", "");
   CHECK(ddlsim_cmd({"validate", "--suite", "nccl", "--record", empty}).status == 0);
-  CHECK(nlohmann::json::parse(read_file(empty))["nccl"]["all"]["cases"] == 40);
+  CHECK(nlohmann::json::parse(read_file(empty))["nccl"]["all"]["cases"] == 45);
   // A file that is no record is not replaced.
   const std::string junk = s.write("junk.json", "not json");
   r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", junk});
@@ -2548,7 +2588,7 @@ TEST_CASE("validate: an argument without an option is named, and suites match in
        "ddlsim run: unexpected argument 'b.json': one more than the scenario it takes; every other file follows the "
        "option it is for (see 'ddlsim run --help')\n"},
       {{"validate", "--suite", "nccl", "--case", "1.5"},
-       "ddlsim validate: --case: expected a whole number from 1 to 40 (the cases of nccl), got '1.5'\n"},
+       "ddlsim validate: --case: expected a whole number from 1 to 45 (the cases of nccl), got '1.5'\n"},
       {{"validate", "--cost-model", ""},
        "ddlsim validate: --cost-model: an empty file name (leave the value out for the embedded default scenario)\n"},
       {{"validate", "--cost-model", "mine.csv"},
@@ -2565,13 +2605,14 @@ TEST_CASE("validate: an argument without an option is named, and suites match in
 
 TEST_CASE("validate: the nccl and public-runs cases hold the published figures, converted as stated") {
   // Expected, from the sources (validation/nccl/cases.csv, validation/public_runs/cases.json):
-  // 40 NCCL points, 21 bus bandwidths in GB/s and 19 times in us (9 of the bandwidths
+  // 45 NCCL points, 21 bus bandwidths in GB/s and 24 times in us (9 of the bandwidths
   // vTrain's A100 server at 2, 4 and 8 GPUs and 64 MiB, 256 MiB and 1 GiB: 2 GPUs at 64 MiB
-  // 165.81 GB/s, 8 at 1 GiB 229.35, its lookup tables' out-of-place figures; 18 of the
+  // 165.81 GB/s, 8 at 1 GiB 229.35, its lookup tables' out-of-place figures; 23 of the
   // times the 2-server all-reduces of dstack's Nebius H100 and Crusoe A100 examples at 1 KiB,
-  // 4, 16 and 64 KiB and 1-256 MiB, NCCL's algorithm left to NCCL: 31.36 us at 1 KiB and
-  // 87.08 us at 1 MiB on the H100s, 49.43 us at 64 KiB and 2,700.36 us at 256 MiB on the
-  // A100s; one nccl issue 1244's 47 us); 124 runs. A run published
+  // 4, 16 and 64 KiB, 128 KiB, 256 KiB (the H100s' only) and 512 KiB, and 1-256 MiB, NCCL's
+  // algorithm left to NCCL: 31.36 us at 1 KiB, 58.59 us at 256 KiB and 87.08 us at 1 MiB
+  // on the H100s, 49.43 us at 64 KiB, 68.02 us at 512 KiB and 2,700.36 us at 256 MiB on
+  // the A100s; one nccl issue 1244's 47 us); 124 runs. A run published
   // as TFLOP/s per GPU becomes a step time by Narayanan et al.'s count, F = 96 B s l h^2
   // (1 + s/(6h) + V/(16 l h)) / (TFLOP/s x GPUs): the 174.6B GPT (96 layers, hidden
   // 12288, vocabulary 51200, sequence 2048) at batch 1536 on 384 GPUs and 153 TFLOP/s is
@@ -2584,7 +2625,7 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   // NVIDIA's proxies of 7, 21 and 42 layers below 576 GPUs: 8.75 s on 96 in BF16, printed
   // '8.7  5' in the README's table; 12.35 s on 2,304 in FP8).
   const auto nccl = ddlsim::validation_cases("nccl");
-  REQUIRE(nccl.size() == 40);
+  REQUIRE(nccl.size() == 45);
   CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "GB/s"; }) == 21);
   const auto point = [&](const std::string& label) {
     for (const auto& c : nccl) {
@@ -2595,7 +2636,9 @@ TEST_CASE("validate: the nccl and public-runs cases hold the published figures, 
   };
   CHECK(point("2 x A100 SXM (vTrain's server: NVLink 3 + NVSwitch): ring all-reduce of 64M").measured == 165.81);
   CHECK(point("8 x A100 SXM (vTrain's server: NVLink 3 + NVSwitch): ring all-reduce of 1G").measured == 229.35);
-  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 19);
+  CHECK(std::count_if(nccl.begin(), nccl.end(), [](const auto& c) { return c.unit == "us"; }) == 24);
+  CHECK(point("2 x 8 H100 (Nebius; 8 InfiniBand NICs per node): auto all-reduce of 256K").measured == 58.59);
+  CHECK(point("2 x 8 A100 80GB SXM (Crusoe; 8 InfiniBand NICs per node): auto all-reduce of 512K").measured == 68.02);
   CHECK(point("2 x 8 H100 (Nebius; 8 InfiniBand NICs per node): auto all-reduce of 1M").measured == 87.08);
   CHECK(point("2 x 8 A100 80GB SXM (Crusoe; 8 InfiniBand NICs per node): auto all-reduce of 256M").measured == 2700.36);
   CHECK(point("2 x 8 H100 (Nebius; 8 InfiniBand NICs per node): auto all-reduce of 1K").measured == 31.36);
@@ -2878,7 +2921,7 @@ TEST_CASE("validate --case: what it prints reproduces the case's prediction outs
            {{"--case", "3"},
             "--case: name its suite too (--suite vtrain-multi --case 12, or --measured FILE): cases are numbered within "
             "their suite"},
-           {{"--suite", "nccl", "--case", "0"}, "--case: expected a whole number from 1 to 40 (the cases of nccl), got '0'"},
+           {{"--suite", "nccl", "--case", "0"}, "--case: expected a whole number from 1 to 45 (the cases of nccl), got '0'"},
            {{"--suite", "vtrain-multi", "--case", "110"},
             "--case: expected a whole number from 1 to 109 (the cases of vtrain-multi), got '110'"},
            {{"--suite", "nccl", "--case", "1", "--csv", "x.csv"}, "--csv: not with --case (which replays nothing)"},

@@ -1235,13 +1235,26 @@ TEST_CASE("the analytical model's trees follow the flow model's, size by size") 
   // lowered with shares makes the transfers the count with `shared` says (chunk by
   // chunk, more than streamed): the analytical model does not stream trees.
   {
+    // One chain of 8 GPUs, up and down: 14 hops of 1 MiB each, under the bandwidth
+    // protocol, or under the low-latency one (its hop latency, and its rate's time: the
+    // bus bytes 2 x 7/8 x 1 MiB at NVLink 3's 87.7 GB/s, 20.9 us).
     PresetNet one("dgx-a100", 1);
     const double S = 1 << 20;
-    const auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 1, 1);
+    auto s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, S, 1, 1);
+    s.low_latency = false;
     const auto& route = one.f.first_route(one.g.ranks[0], one.g.ranks[1]);
     const double expected = 14 * (one.f.route_latency(route) + S / one.f.route_capacity(route));
     CHECK(collective_time(one.f, one.g, s, Model::kAnalytical) == Approx(expected).epsilon(1e-9));
     CHECK(collective_time(one.f, one.g, s) == Approx(expected).epsilon(1e-9));
+    s.low_latency = true;
+    const double ll = 14 * (one.f.route_latency(route, true) + S / one.f.route_capacity(route)) + 1.75 * S / 87.7e9;
+    CHECK(collective_time(one.f, one.g, s, Model::kAnalytical) == Approx(ll).epsilon(1e-9));
+    CHECK(collective_time(one.f, one.g, s) == Approx(ll).epsilon(1e-9));
+    // Neither named, the cheaper runs: the low-latency protocol here.
+    REQUIRE(ll < expected);
+    s.low_latency.reset();
+    CHECK(choose_protocol(one.f, one.g, s));
+    CHECK(collective_time(one.f, one.g, s) == Approx(ll).epsilon(1e-9));
   }
   std::vector<std::tuple<const char*, int, std::optional<int>>> cases = {
       {"dgx-a100", 2, 8}, {"dgx-a100", 2, 1}, {"dgx-a100", 4, 8}, {"dgx1-v100", 2, std::nullopt}, {"mi300x-platform", 2, std::nullopt}};
@@ -1407,17 +1420,20 @@ TEST_CASE("the selector picks trees for their latency, as NCCL's tuner does, not
   }
 }
 
-TEST_CASE("collectives of at most 64 KiB pay the low-latency protocol's latencies: NVLink's, and a NIC's transport once per route") {
+TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, its data at the group's LL bus bandwidth, chosen where cheaper") {
   // Expected, on DGX H100s (NVLink 4 1.7 us a link, 0.471 with LL; NDR cables 0.6 us,
   // the NIC's transport 14 us, 7.85 with LL): between servers on one rail the route is two
   // cables and a transport, 15.2 us, and 9.05 us with LL; through the NVSwitch 3.4 us, and
-  // 0.942 with LL. The 1 KiB tree all-reduce on 2 servers (8 channels, 1 chunk: up a chain
-  // of 7 NVSwitch hops and one network hop, and down again) takes 2 (7 x 0.942 + 9.05) =
-  // 31.29 us, its bytes a few ns; at 64 KiB + 1 byte the bandwidth protocol's latencies
-  // make it 2 (7 x 3.4 + 15.2) = 78.0 us plus the bytes (the 64 KiB over 8 trees' 7 hops
-  // of an NVSwitch, under 1 us), 46.71 us more than at 64 KiB but for the one byte and the
-  // LL range's bytes. Across the spine (32 DGX A100, units of 20 servers) the route holds
-  // more InfiniBand cables, 0.6 us each, and pays the transport once.
+  // 0.942 with LL. The group of both servers has the NICs' LL bus bandwidth, 20 GB/s
+  // (NVLink 4's is 141). The 1 KiB tree all-reduce on 2 servers (8 channels, 1 chunk: up a
+  // chain of 7 NVSwitch hops and one network hop, and down again) takes 2 (7 x 0.942 +
+  // 9.05) = 31.29 us plus the LL rate's 2 x 15/16 x 1 KiB / 20 GB/s = 0.096 us, its
+  // bytes on the links a few ns. At 128 KiB LL is still cheaper: 31.29 + 12.29 us and
+  // under 2 us of the links' own time, where the bandwidth protocol's latencies alone are
+  // 2 (7 x 3.4 + 15.2) = 78.0 us; at 1 MiB its rate alone, 98.3 us, loses to them, and
+  // the tree runs the bandwidth protocol: 78.0 us plus the links' time (1/8 of the MiB
+  // over 16 hops, about 11 us). Across the spine (32 DGX A100, units of 20 servers) the
+  // route holds more InfiniBand cables, 0.6 us each, and pays the transport once.
   PresetNet net("dgx-h100", 2);
   NetworkFabric& f = net.f;
   const auto& acc = net.c.accelerators();
@@ -1428,11 +1444,26 @@ TEST_CASE("collectives of at most 64 KiB pay the low-latency protocol's latencie
   const auto& inside = f.first_route(acc[0], acc[1]);
   CHECK(f.route_latency(inside) == Approx(3.4e-6).epsilon(1e-9));
   CHECK(f.route_latency(inside, true) == Approx(0.942e-6).epsilon(1e-9));
-  const auto tree = [&](double bytes) { return collective_time(f, net.g, spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, bytes, 1, 8)); };
-  CHECK(tree(1024) == Approx(31.29e-6).epsilon(1e-3));
-  const double at = tree(kLowLatencyMaxBytes), above = tree(kLowLatencyMaxBytes + 1);
-  CHECK(above - at == Approx(46.71e-6).epsilon(0.05));
-  CHECK(above == Approx(78.0e-6).epsilon(0.05));
+  CHECK(net.g.ll_bus_bandwidth == Approx(20e9));
+  PresetNet one("dgx-h100", 1);
+  CHECK(one.g.ll_bus_bandwidth == Approx(141e9));
+  const auto tree_spec = [](double bytes) { return spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, bytes, 1, 8); };
+  const auto tree = [&](double bytes) { return collective_time(f, net.g, tree_spec(bytes)); };
+  const auto rate = [](double bytes) { return 2.0 * 15.0 / 16.0 * bytes / 20e9; };
+  CHECK(low_latency_throughput_time(net.g, CollectiveOp::kAllReduce, 1024) == Approx(rate(1024)).epsilon(1e-12));
+  CHECK(tree(1024) == Approx(31.29e-6 + rate(1024)).epsilon(1e-3));
+  CHECK(choose_protocol(f, net.g, tree_spec(128 * 1024)));
+  const double links = tree(128 * 1024) - 31.29e-6 - rate(128 * 1024);
+  CHECK(links > 0.0);
+  CHECK(links < 2e-6);
+  CHECK_FALSE(choose_protocol(f, net.g, tree_spec(1 << 20)));
+  CHECK(tree(1 << 20) > 78.0e-6);
+  CHECK(tree(1 << 20) < 31.29e-6 + rate(1 << 20));
+  CHECK(tree(1 << 20) == Approx(89e-6).epsilon(0.05));
+  // Named, a protocol runs at any size.
+  auto ll = tree_spec(1 << 20);
+  ll.low_latency = true;
+  CHECK(collective_time(f, net.g, ll) > 31.29e-6 + rate(1 << 20));
 
   PresetNet big("dgx-a100", 32);
   const auto& far = big.f.first_route(big.c.accelerators()[0], big.c.accelerators()[31 * 8]);

@@ -609,16 +609,18 @@ TEST_CASE("a folded SBP replay is the full replay on a symmetric mesh; micro-bat
   CHECK(sbp_mesh_shapes(16, 3).size() == 7);  // and 2x2x4, 2x4x2, 4x2x2
 }
 
-TEST_CASE("an all-to-all's analytical time is affine in its bytes above the low-latency protocol's sizes (the search prices it from two sizes)") {
+TEST_CASE("an all-to-all's analytical time is affine in its bytes from 1 MB (the search prices it from two sizes)") {
   // Expected: every pair's direct transfer costs its route's latency plus its bytes over
   // the busiest link's share, so t(b) = t(1 MB) + (t(2 MB) - t(1 MB)) (b - 1 MB) / 1 MB,
-  // on a group inside one server and on one across servers, from just above 64 KiB to
-  // 1 GB. At 64 KiB and below the links' low-latency-protocol latencies (and across
-  // servers the NICs' transport latency of that protocol) replace theirs: inside the
-  // server each pair pays 2 x 0.471 us for NVLink 3's 2 x 1.7, 2.458 us less; across
-  // servers the slowest pairs, those between servers (an NVSwitch hop to the rail of
-  // their destination, then the NICs), pay that and a transport of 7.85 us for the
-  // bandwidth protocol's 14: 2.458 + 6.15 = 8.608 us less.
+  // on a group inside one server and on one across servers, from 1.5 MB to 1 GB: the
+  // bandwidth protocol's sizes. At 1 KB the low-latency protocol runs: the links' LL
+  // latencies (and across servers the NICs' LL transport) replace theirs, and its rate
+  // adds (n - 1)/n x 1 KB over the group's LL bus bandwidth: inside the server each pair
+  // pays 2 x 0.471 us for NVLink 3's 2 x 1.7, 2.458 us less, and 7/8 KB at 87.7 GB/s,
+  // 0.00998 us; across servers the slowest pairs, those between servers (an NVSwitch hop
+  // to the rail of their destination, then the NICs), pay that and a transport of 7.85
+  // us for the bandwidth protocol's 14: 2.458 + 6.15 = 8.608 us less, and 15/16 KB at the
+  // NICs' 20 GB/s, 0.0469 us.
   SbpRig rig("dgx-a100", 2, 16);
   for (std::size_t n : {8u, 16u}) {
     INFO(n);
@@ -626,10 +628,10 @@ TEST_CASE("an all-to-all's analytical time is affine in its bytes above the low-
     const CollectiveGroup g = CollectiveGroup::of(*rig.fabric, ranks);
     auto t = [&](double b) { return analytical_collective_time(*rig.fabric, g, chosen_spec(*rig.fabric, g, CollectiveOp::kAllToAll, b)); };
     const double t1 = t(1e6), t2 = t(2e6);
-    for (double b : {kLowLatencyMaxBytes + 1, 3e7, 1e9}) CHECK(t(b) == Approx(t1 + (t2 - t1) * (b - 1e6) / 1e6).epsilon(1e-9));
+    for (double b : {1.5e6, 3e7, 1e9}) CHECK(t(b) == Approx(t1 + (t2 - t1) * (b - 1e6) / 1e6).epsilon(1e-9));
     const double affine = t1 + (t2 - t1) * (1e3 - 1e6) / 1e6;
-    if (n == 8) CHECK(t(1e3) == Approx(affine - 2 * (1.7 - 0.471) * 1e-6).epsilon(1e-6));
-    if (n == 16) CHECK(t(1e3) == Approx(affine - (2 * (1.7 - 0.471) + (14.0 - 7.85)) * 1e-6).epsilon(1e-6));
+    if (n == 8) CHECK(t(1e3) == Approx(affine - 2 * (1.7 - 0.471) * 1e-6 + 7.0 / 8.0 * 1e3 / 87.7e9).epsilon(1e-6));
+    if (n == 16) CHECK(t(1e3) == Approx(affine - (2 * (1.7 - 0.471) + (14.0 - 7.85)) * 1e-6 + 15.0 / 16.0 * 1e3 / 20e9).epsilon(1e-6));
   }
 }
 

@@ -76,6 +76,8 @@ LinkSpec read_link(const std::string& id, JsonObject& o) {
   l.ll_transport_latency_source = o.string_or("ll_transport_latency_source", "");
   l.transport_latency = Seconds(o.number_or("transport_latency_us", 0.0, 1e6, 0.0) * 1e-6);
   l.transport_latency_source = o.string_or("transport_latency_source", "");
+  if (o.has("ll_bus_gbytes_per_s")) l.ll_bus_bandwidth = BytesPerSecond(o.number("ll_bus_gbytes_per_s", 1e-6, 1e6) * kGB);
+  l.ll_bus_bandwidth_source = o.string_or("ll_bus_bandwidth_source", "");
   o.finish();
   return l;
 }

@@ -71,7 +71,8 @@ struct LinkSpec {
   std::string ring_overhead_source;
   /// The latency of this link when the collective library runs its low-latency protocol
   /// (NCCL's LL: 8-byte stores that carry their own flag, no separate synchronisation),
-  /// which it uses for small collectives (kLowLatencyMaxBytes); absent: `latency`.
+  /// which it uses for small collectives (choose_protocol in sim/collectives.hpp);
+  /// absent: `latency`.
   std::optional<Seconds> ll_latency;
   std::string ll_latency_source;
   /// The collective library's cost of one low-latency-protocol message through a NIC of
@@ -83,10 +84,19 @@ struct LinkSpec {
   Seconds ll_transport_latency{0.0};
   std::string ll_transport_latency_source;
   /// The same for the library's bandwidth protocol (NCCL's Simple), which collectives
-  /// above kLowLatencyMaxBytes run: paid once by every transfer whose route crosses such
+  /// above the LL range run: paid once by every transfer whose route crosses such
   /// a link (a ring's steps: the ring's mean over its hops); default 0.
   Seconds transport_latency{0.0};
   std::string transport_latency_source;
+  /// The bus bandwidth (nccl-tests' busbw) at which the library's low-latency protocol
+  /// moves a collective's data when its ranks talk over links of this kind: each 8-byte
+  /// store carries 4 bytes and a flag, and the receiving threads poll for it, so LL runs
+  /// far below the links' rate (NCCL's tuning model caps it per GPU, its llMaxBw). A
+  /// group's cap is the smallest among its routes' links (CollectiveGroup::
+  /// ll_bus_bandwidth); absent: the protocol is not capped (and runs only up to
+  /// kLowLatencyMaxBytes, when no link of the group's routes has a cap).
+  std::optional<BytesPerSecond> ll_bus_bandwidth;
+  std::string ll_bus_bandwidth_source;
 };
 
 class Catalog {
