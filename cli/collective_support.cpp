@@ -76,6 +76,7 @@ std::string direct_size_problem(const CollectiveGroup& group, const CollectiveSp
     // within each domain (each pair sends its pieces in turn, on one route).
     CollectiveSpec one = spec;
     one.chunks = 1;
+    one.low_latency = false;  // (pairs only: not the low-latency rate's wait)
     pairs = collective_transfer_count(group, one);
   }
   const bool flow = network == NetworkModelKind::kFlow;

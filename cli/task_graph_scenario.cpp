@@ -204,11 +204,13 @@ void read_graph_scenario(const nlohmann::json& doc, const std::string& base_dir,
         const CollectiveChoice pick = choose_algorithm(fabric, group, *op, t.bytes);
         t.collective.algorithm = pick.algorithm;
         t.collective.channels = pick.channels;
+        t.collective.low_latency = pick.low_latency;
       } else {
         t.collective.algorithm = *parse_algorithm(algorithm);
         if (const std::string why = unsupported_reason(group, *op, t.collective.algorithm); !why.empty()) {
           throw InputError(o.field_path("algorithm") + ": " + why);
         }
+        t.collective.low_latency = choose_protocol(fabric, group, t.collective);
       }
       transfers += collective_transfer_count(group, t.collective);
     }

@@ -283,7 +283,7 @@ class GraphSink {
 class TimingSink {
  public:
   /// With `traffic`, also counts the bytes on every link and those `first` sends.
-  /// `spec`: the collective (its size sets the protocol, low_latency_protocol).
+  /// `spec`: the collective (its protocol, low_latency_protocol: resolved by the caller).
   TimingSink(NetworkFabric& f, const CollectiveSpec& spec, CollectiveTraffic* traffic = nullptr, NodeId first = NodeId())
       : f_(f), cache_(kCache), traffic_(traffic), first_(first), low_latency_(low_latency_protocol(spec)) {
     if (traffic_ != nullptr) link_bytes_.assign(f.cluster().link_count(), 0.0);
@@ -1682,9 +1682,7 @@ std::uint64_t algorithm_transfer_count(const CollectiveGroup& group, const Colle
 std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared) {
   const std::uint64_t n = algorithm_transfer_count(group, spec, shared);
   // The low-latency protocol's rate: one zero-byte transfer that waits it (build()).
-  if (n == 0 || low_latency_throughput_time(group, spec.op, spec.bytes) <= 0.0) return n;
-  const bool ll = group.fabric != nullptr ? choose_protocol(*group.fabric, group, spec) : low_latency_protocol(spec);
-  return ll ? n + 1 : n;
+  return n > 0 && low_latency_protocol(spec) && low_latency_throughput_time(group, spec.op, spec.bytes) > 0.0 ? n + 1 : n;
 }
 
 namespace {

@@ -284,10 +284,11 @@ CollectiveCost analytical_collective_cost(NetworkFabric& fabric, const Collectiv
 /// one per transfer: a stage's pipeline sends from every tp rank and replica at once.
 std::vector<double> concurrent_transfer_shares(NetworkFabric& fabric, const std::vector<std::pair<NodeId, NodeId>>& transfers);
 
-/// The number of transfers lower_collective would add (to refuse absurd sizes up front;
-/// the protocol as the group's fabric chooses it, choose_protocol, when the spec names
-/// none); `shared`: lowered with bandwidth shares (for the analytical model), where
-/// trees go chunk by chunk even when streamed.
+/// The number of transfers lower_collective would add (to refuse absurd sizes up front,
+/// without pricing: for a spec that names no protocol, the one its size gives,
+/// low_latency_protocol, which may count one transfer, the low-latency rate's wait, more
+/// or less than the protocol lowering chooses); `shared`: lowered with bandwidth shares
+/// (for the analytical model), where trees go chunk by chunk even when streamed.
 std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared = false);
 
 /// NCCL-like choice: the algorithm (and channel count) with the smallest closed-form time
@@ -296,8 +297,8 @@ std::uint64_t collective_transfer_count(const CollectiveGroup& group, const Coll
 /// and only those a collective library offers: ring, tree, hierarchical and torus, not
 /// halving-doubling (which NCCL lacks; it runs when a spec names it). `channels` > 0
 /// prices rings and trees with that many channels instead of the library's default.
-/// Each algorithm is priced under the protocol choose_protocol would give it, or under
-/// `low_latency`'s when given.
+/// Each algorithm is priced under the cheaper protocol (as choose_protocol picks, a tree
+/// with NCCL's bound on its bandwidth below), or under `low_latency`'s when given.
 struct CollectiveChoice {
   CollectiveAlgorithm algorithm;
   int channels;

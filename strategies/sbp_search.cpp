@@ -1,6 +1,7 @@
 #include "strategies/sbp_search.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -84,13 +85,15 @@ Operator share_of(Operator op, double pieces) {
 struct SbpPriceCache {
   std::map<std::tuple<std::size_t, int, int, double>, double> time;  // (stride, size, op, bytes)
   std::map<std::pair<std::size_t, int>, std::vector<CollectiveGroup>> groups;  // (stride, size): distinct_lines
-  // All-to-all's analytical time is affine in the bytes (every pair's direct transfer:
-  // latency plus bytes over the busiest link; tested) where the bandwidth protocol runs
-  // (choose_protocol: the low-latency one's rate, ll_bus_bandwidth, loses to it well
-  // below 1 MB on every built-in link kind), so from 1 MB two prices give every other:
-  // (stride, size) -> (time of 1 MB, time of 2 MB). Routing every pair of a large group
-  // is what a price costs.
-  std::map<std::pair<std::size_t, int>, std::pair<double, double>> all_to_all;
+  // All-to-all's analytical time under one protocol is affine in the bytes (every pair's
+  // direct transfer, in one piece: latency plus bytes over the busiest link, and under
+  // the low-latency protocol its rate's time, also linear; tested), and a line runs the
+  // cheaper of its two protocols (choose_protocol; where the line has no LL rate, LL up
+  // to kLowLatencyMaxBytes), so two prices per protocol give every other size:
+  // (stride, size) -> per line, the times of 1 MB and 2 MB under the bandwidth protocol,
+  // then under the low-latency one. Routing every pair of a large group is what a price
+  // costs.
+  std::map<std::pair<std::size_t, int>, std::vector<std::array<double, 4>>> all_to_all;
 };
 
 std::shared_ptr<SbpPriceCache> make_sbp_price_cache() { return std::make_shared<SbpPriceCache>(); }
@@ -327,10 +330,16 @@ class Pricer {
         }
         auto price = [&](double b) { return slowest_line_time(fabric_, g->second, step.op, b); };
         double value = 0;
-        if (step.op == CollectiveOp::kAllToAll && step.bytes >= 1e6) {
+        if (step.op == CollectiveOp::kAllToAll) {
           auto a = prices_->all_to_all.find({stride, size});
-          if (a == prices_->all_to_all.end()) a = prices_->all_to_all.emplace(std::make_pair(stride, size), std::make_pair(price(1e6), price(2e6))).first;
-          value = a->second.first + (a->second.second - a->second.first) * (step.bytes - 1e6) / 1e6;
+          if (a == prices_->all_to_all.end()) a = prices_->all_to_all.emplace(std::make_pair(stride, size), all_to_all_anchors(g->second)).first;
+          const auto line = [&](double t1, double t2) { return t1 + (t2 - t1) * (step.bytes - 1e6) / 1e6; };
+          for (std::size_t k = 0; k < a->second.size(); ++k) {
+            const std::array<double, 4>& x = a->second[k];
+            const double simple = line(x[0], x[1]), low = line(x[2], x[3]);
+            const bool capped = std::isfinite(g->second[k].ll_bus_bandwidth);
+            value = std::max(value, capped ? std::min(simple, low) : low_latency_protocol(step.bytes) ? low : simple);
+          }
         } else {
           value = price(step.bytes);
         }
@@ -339,6 +348,21 @@ class Pricer {
       t += it2->second;
     }
     return memo_[key] = t;
+  }
+
+  // Per line, its all-to-all's time at 1 MB and 2 MB under the bandwidth protocol and the
+  // low-latency one (SbpPriceCache::all_to_all).
+  std::vector<std::array<double, 4>> all_to_all_anchors(const std::vector<CollectiveGroup>& lines) {
+    std::vector<std::array<double, 4>> out;
+    for (const CollectiveGroup& g : lines) {
+      const auto at = [&](double b, bool ll) {
+        CollectiveSpec spec = line_spec(fabric_, g, CollectiveOp::kAllToAll, b);
+        spec.low_latency = ll;
+        return analytical_collective_time(fabric_, g, spec);
+      };
+      out.push_back({at(1e6, false), at(2e6, false), at(1e6, true), at(2e6, true)});
+    }
+    return out;
   }
 
   // The complete layout (each partial-sum dimension made B, S(0) or S(1)) that is

@@ -468,7 +468,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
     const CollectiveGroup g = dp_group(ds);
     for (int which : {0, 1}) {
       const CollectiveSpec spec = dispatch_spec(fabric, g, model, p, c.a2a_bytes_of(which));
-      // (Its time depends on the mesh and the spec alone: every field of the spec in the key.)
+      // (Its time depends on the mesh and the spec alone: every field of the spec in the key
+      // but its protocol, which the others decide.)
       const std::initializer_list<std::uint64_t> words{
           static_cast<std::uint64_t>(p.ep),       static_cast<std::uint64_t>(spec.op),
           static_cast<std::uint64_t>(spec.algorithm), std::bit_cast<std::uint64_t>(spec.bytes),

@@ -498,6 +498,7 @@ CollectiveSpec dispatch_spec(NetworkFabric& fabric, const CollectiveGroup& group
     spec.algorithm = CollectiveAlgorithm::kDirect;
     spec.bytes = bytes * per_gpu;
   }
+  spec.low_latency = choose_protocol(fabric, group, spec);  // once, not at each pricing and lowering
   return spec;
 }
 

@@ -609,7 +609,7 @@ TEST_CASE("a folded SBP replay is the full replay on a symmetric mesh; micro-bat
   CHECK(sbp_mesh_shapes(16, 3).size() == 7);  // and 2x2x4, 2x4x2, 4x2x2
 }
 
-TEST_CASE("an all-to-all's analytical time is affine in its bytes from 1 MB (the search prices it from two sizes)") {
+TEST_CASE("an all-to-all's analytical time under each protocol is affine in its bytes (the search prices it from two sizes each)") {
   // Expected: every pair's direct transfer costs its route's latency plus its bytes over
   // the busiest link's share, so t(b) = t(1 MB) + (t(2 MB) - t(1 MB)) (b - 1 MB) / 1 MB,
   // on a group inside one server and on one across servers, from 1.5 MB to 1 GB: the
@@ -632,6 +632,24 @@ TEST_CASE("an all-to-all's analytical time is affine in its bytes from 1 MB (the
     const double affine = t1 + (t2 - t1) * (1e3 - 1e6) / 1e6;
     if (n == 8) CHECK(t(1e3) == Approx(affine - 2 * (1.7 - 0.471) * 1e-6 + 7.0 / 8.0 * 1e3 / 87.7e9).epsilon(1e-6));
     if (n == 16) CHECK(t(1e3) == Approx(affine - (2 * (1.7 - 0.471) + (14.0 - 7.85)) * 1e-6 + 15.0 / 16.0 * 1e3 / 20e9).epsilon(1e-6));
+  }
+  // Between two B200s (NVLink 5, its LL rate 282 GB/s) the low-latency protocol still
+  // wins at 1 MB (its 2 x 1.229 us of latency saved against 1/2 MB at 282 GB/s, 1.77 us)
+  // and loses above: the time is the smaller of the two protocols' lines, each affine,
+  // which is how the search prices it.
+  SbpRig b200("dgx-b200", 1, 2);
+  const CollectiveGroup pair = CollectiveGroup::of(*b200.fabric, b200.devices);
+  const auto at = [&](double b, std::optional<bool> ll) {
+    CollectiveSpec spec = chosen_spec(*b200.fabric, pair, CollectiveOp::kAllToAll, b);
+    if (ll) spec.low_latency = ll;
+    return analytical_collective_time(*b200.fabric, pair, spec);
+  };
+  CHECK(chosen_spec(*b200.fabric, pair, CollectiveOp::kAllToAll, 1e6).low_latency == true);
+  CHECK(chosen_spec(*b200.fabric, pair, CollectiveOp::kAllToAll, 1e9).low_latency == false);
+  const auto line = [&](bool ll, double b) { return at(1e6, ll) + (at(2e6, ll) - at(1e6, ll)) * (b - 1e6) / 1e6; };
+  for (double b : {1e3, 1e5, 1e6, 1.5e6, 3e7, 1e9}) {
+    INFO(b);
+    CHECK(at(b, std::nullopt) == Approx(std::min(line(false, b), line(true, b))).epsilon(1e-9));
   }
 }
 
