@@ -189,6 +189,33 @@ TEST_CASE("the bandwidth protocol's NIC transport: every RDMA NIC 14 us, NCCL's 
   CHECK(c.link("eth-25g").transport_latency.value() == Approx(30e-6));
 }
 
+TEST_CASE("the low-latency protocol's rate: NCCL's per-GPU caps, by NVLink generation and 20 GB/s across NICs") {
+  // Expected: NCCL's llMaxBws (tuning.cc): one server of A100s 87.7 GB/s, of H100s 141,
+  // of B200s 282 (2 x 141) on NVLink 3, 4 and 5; beyond two servers 20.4 (Intel hosts) and
+  // 19 (AMD), 20 GB/s on every InfiniBand and RoCE NIC; no cap elsewhere; each with its
+  // source; a patch sets it.
+  Catalog c = Catalog::builtin();
+  const std::vector<std::pair<const char*, double>> nvlink{{"nvlink3", 87.7e9}, {"nvlink4", 141e9}, {"nvlink5", 282e9}};
+  for (const auto& [id, cap] : nvlink) {
+    INFO(id);
+    REQUIRE(c.link(id).ll_bus_bandwidth.has_value());
+    CHECK(c.link(id).ll_bus_bandwidth->value() == Approx(cap));
+    CHECK(c.link(id).ll_bus_bandwidth_source.find("llMaxBws") != std::string::npos);
+  }
+  for (const char* id : {"ib-edr", "ib-hdr", "ib-ndr", "ib-xdr", "eth-100g", "eth-200g", "eth-400g", "eth-800g"}) {
+    INFO(id);
+    REQUIRE(c.link(id).ll_bus_bandwidth.has_value());
+    CHECK(c.link(id).ll_bus_bandwidth->value() == Approx(20e9));
+    CHECK(c.link(id).ll_bus_bandwidth_source.find("llMaxBws") != std::string::npos);
+  }
+  for (const char* id : {"nvlink1", "nvlink2", "pcie4", "eth-10g", "eth-25g", "ici-v4", "dcn-tpu-host", "xgmi-mi300x"}) {
+    INFO(id);
+    CHECK_FALSE(c.link(id).ll_bus_bandwidth.has_value());
+  }
+  c.merge(nlohmann::json::parse(R"({"links": {"ib-ndr": {"ll_bus_gbytes_per_s": 39}}})"), "mine.json");
+  CHECK(c.link("ib-ndr").ll_bus_bandwidth->value() == Approx(39e9));
+}
+
 TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") {
   // Expected: each error is an InputError whose message starts with the source and names
   // the field; the catalog keeps its previous contents.
@@ -214,6 +241,10 @@ TEST_CASE("bad catalog entries name the path, and leave the catalog unchanged") 
       "mine.json: links.ib-ndr.ll_transport_latency_us: expected a number from 0 to 1e+06, got \"12\"");
   bad(R"({"links": {"ib-hdr": {"transport_latency_us": -14}}})",
       "mine.json: links.ib-hdr.transport_latency_us: expected a number from 0 to 1e+06, got -14");
+  bad(R"({"links": {"ib-ndr": {"ll_bus_gbytes_per_s": 0}}})",
+      "mine.json: links.ib-ndr.ll_bus_gbytes_per_s: expected a number from 1e-06 to 1e+06, got 0");
+  bad(R"({"links": {"nvlink4": {"ll_bus_gbytes_per_s": "fast"}}})",
+      "mine.json: links.nvlink4.ll_bus_gbytes_per_s: expected a number from 1e-06 to 1e+06, got \"fast\"");
   bad(R"({"link": {}})", "mine.json: link: unknown key (did you mean 'links'?)");
   bad(R"({"accelerators": {"new": {"name": "x", "tflops": {"bf16": 1}, "memory_gb": 1, "memory_gib": 1,
       "memory_gbytes_per_s": 1, "scale_up": "nvlink4", "scale_up_links": 1, "source": "s"}}})",
