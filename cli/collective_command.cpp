@@ -37,7 +37,7 @@ and replayed on a network model. For each size it prints the time, the algorithm
 bandwidth algbw = size / time and the bus bandwidth busbw = algbw x factor, with
 nccl-tests' factors: 2(n-1)/n for all-reduce; (n-1)/n for reduce-scatter, all-gather
 and all-to-all; 1 for broadcast, reduce and send-recv (n ranks); and the selector's
-closed-form estimate for that algorithm, channel count and --chunks (what 'auto'
+closed-form estimate for that algorithm, channel count, protocol and --chunks (what 'auto'
 compares, with automatic chunks; given --channels, rings and trees compete with that
 many), beside the replayed time.
 
@@ -292,7 +292,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         spec.bytes = bytes;
         spec.channels = ch;
         spec.low_latency = ll;
-        if (!spec.low_latency) spec.low_latency = choose_protocol(fabric, group, spec);
+        spec.low_latency = choose_protocol(fabric, group, spec);  // (ll when given)
         const double seconds = collective_seconds(fabric, group, spec, kind, op_text, engine);
         const double algbw = bytes / seconds;
         const int used = effective_channels(group, spec);

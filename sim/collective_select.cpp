@@ -445,15 +445,16 @@ Priced cheaper_protocol(const CollectiveGroup& g, CollectiveOp op, double S, Est
   return low < simple ? Priced{low, true} : Priced{simple, false};
 }
 
+// The estimate under one protocol: the low-latency one's latencies and its rate's time.
+double protocol_estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
+                         int channels, std::size_t root, std::size_t peer, int chunks, bool ll) {
+  return estimate(f, g, op, a, S, channels, root, peer, chunks, false, ll) + (ll ? low_latency_throughput_time(g, op, S) : 0.0);
+}
+
 Priced priced(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S, int channels,
               std::size_t root = 0, std::size_t peer = 1, int chunks = 0, std::optional<bool> named = std::nullopt) {
   return cheaper_protocol(
-      g, op, S,
-      [&](bool ll) {
-        return estimate(f, g, op, a, S, channels, root, peer, chunks, false, ll) +
-               (ll ? low_latency_throughput_time(g, op, S) : 0.0);
-      },
-      named);
+      g, op, S, [&](bool ll) { return protocol_estimate(f, g, op, a, S, channels, root, peer, chunks, ll); }, named);
 }
 
 }  // namespace
@@ -516,8 +517,7 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
     const int channels = algorithm_channels(group, a, channels_given);
     double ring_bytes = -1.0;  // the tree's bound below: the ring's bandwidth time, once
     const Priced t = cheaper_protocol(group, op, bytes, [&](bool ll) {
-      const double rate = ll ? low_latency_throughput_time(group, op, bytes) : 0.0;
-      double x = estimate(fabric, group, op, a, bytes, channels, 0, 1, 0, false, ll) + rate;
+      double x = protocol_estimate(fabric, group, op, a, bytes, channels, 0, 1, 0, ll);
       if (a == A::kTree && x < best.estimate && ring < std::numeric_limits<double>::infinity()) {
         // NCCL's tuner gives a tree the bus bandwidth of the ring's graph at 92% and
         // converts it to algorithm bandwidth at 0.5 (the ring's at p / 2(p - 1)): it never
@@ -528,6 +528,7 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
         const int ring_channels = channels_given > 0 ? channels_given : default_channels(group);
         if (ring_bytes < 0.0) ring_bytes = estimate(fabric, group, op, A::kRing, bytes, ring_channels, 0, 1, 0, true);
         const double latency = estimate(fabric, group, op, a, 0.0, channels, 0, 1, 0, false, ll);
+        const double rate = ll ? low_latency_throughput_time(group, op, bytes) : 0.0;
         x = std::max(x, latency + rate + ring_bytes * P / (0.92 * (P - 1.0)));
       }
       return x;

@@ -246,6 +246,12 @@ class Shares {
   std::unordered_map<std::uint64_t, float> share_;  // spread: the current set's shares above 1
 };
 
+// What a collective of this spec waits for the low-latency protocol's rate
+// (low_latency_throughput_time) when it runs that protocol (low_latency_protocol), else 0.
+double low_latency_wait(const CollectiveGroup& group, const CollectiveSpec& spec) {
+  return low_latency_protocol(spec) ? low_latency_throughput_time(group, spec.op, spec.bytes) : 0.0;
+}
+
 // Adds the transfers to a task graph.
 class GraphSink {
  public:
@@ -411,7 +417,7 @@ class Lowering {
   Lowering(Sink& sink, const CollectiveGroup& group, const CollectiveSpec& spec, NetworkFabric* fabric)
       : sink_(sink), group_(group), chunks_(effective_chunks(spec)), streamed_(spec.streamed),
         low_latency_(low_latency_protocol(spec)), fabric_(fabric != nullptr ? fabric : group.fabric), shares_(fabric),
-        rate_wait_(low_latency_ ? low_latency_throughput_time(group, spec.op, spec.bytes) : 0.0) {}
+        rate_wait_(low_latency_wait(group, spec)) {}
 
   /// After `start`, what every rank's first transfer waits for: with the low-latency
   /// protocol, a zero-byte transfer from the first rank to itself that waits the
@@ -1682,7 +1688,7 @@ std::uint64_t algorithm_transfer_count(const CollectiveGroup& group, const Colle
 std::uint64_t collective_transfer_count(const CollectiveGroup& group, const CollectiveSpec& spec, bool shared) {
   const std::uint64_t n = algorithm_transfer_count(group, spec, shared);
   // The low-latency protocol's rate: one zero-byte transfer that waits it (build()).
-  return n > 0 && low_latency_protocol(spec) && low_latency_throughput_time(group, spec.op, spec.bytes) > 0.0 ? n + 1 : n;
+  return n > 0 && low_latency_wait(group, spec) > 0.0 ? n + 1 : n;
 }
 
 namespace {

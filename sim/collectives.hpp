@@ -10,9 +10,8 @@
 // Algorithms (p ranks, S bytes, a: latency and B: bandwidth of one route, the NICs'
 // transport included once per route (that of the protocol it runs, low_latency_protocol:
 // the low-latency one also adds its rate's time, low_latency_throughput_time); a ring
-// across domains pays at
-// each step its hop's a less its transport plus the ring's mean transport, and a
-// pipeline of chunks pays the transport on its first chunk only):
+// across domains pays at each step its hop's a less its transport plus the ring's mean
+// transport, and a pipeline of chunks pays the transport on its first chunk only):
 //  ring     All-reduce: reduce-scatter then all-gather around a ring, 2(p-1) steps of
 //           S/p per rank: 2(p-1)a + 2(p-1)/p S/B. Reduce-scatter and all-gather take the
 //           p-1 steps of their half; broadcast and reduce pipeline chunks along a chain

@@ -130,7 +130,6 @@ LoweredStep lower_data_parallel(const SyntheticModel& model, const UniformCluste
     if (std::string why = unsupported_reason(group, spec.op, spec.algorithm); !why.empty()) {
       throw InputError("simulation.collective_algorithm: " + why);
     }
-    if (!spec.low_latency) spec.low_latency = choose_protocol(*out.fabric, group, spec);
     const LoweredCollective ar =
         lower_collective(g, net, group, spec, network == NetworkModelKind::kAnalytical ? out.fabric.get() : nullptr);
     for (std::uint32_t d = 0; d < p; ++d) g.add_edge(ready[b][d], ar.start);

@@ -87,13 +87,14 @@ struct SbpPriceCache {
   std::map<std::pair<std::size_t, int>, std::vector<CollectiveGroup>> groups;  // (stride, size): distinct_lines
   // All-to-all's analytical time under one protocol is affine in the bytes (every pair's
   // direct transfer, in one piece: latency plus bytes over the busiest link, and under
-  // the low-latency protocol its rate's time, also linear; tested), and a line runs the
-  // cheaper of its two protocols (choose_protocol; where the line has no LL rate, LL up
-  // to kLowLatencyMaxBytes), so two prices per protocol give every other size:
-  // (stride, size) -> per line, the times of 1 MB and 2 MB under the bandwidth protocol,
-  // then under the low-latency one. Routing every pair of a large group is what a price
-  // costs.
-  std::map<std::pair<std::size_t, int>, std::vector<std::array<double, 4>>> all_to_all;
+  // the low-latency protocol its rate's time, also linear; tested), and so is the
+  // selector's estimate, by which a line chooses its protocol (choose_protocol: the
+  // cheaper estimate; where the line has no LL rate, LL up to kLowLatencyMaxBytes), so
+  // two prices per protocol give every other size: (stride, size) -> per line, the
+  // analytical times of 1 MB and 2 MB under the bandwidth protocol, then under the
+  // low-latency one, then the estimates in the same order. Routing every pair of a
+  // large group is what a price costs.
+  std::map<std::pair<std::size_t, int>, std::vector<std::array<double, 8>>> all_to_all;
 };
 
 std::shared_ptr<SbpPriceCache> make_sbp_price_cache() { return std::make_shared<SbpPriceCache>(); }
@@ -335,10 +336,10 @@ class Pricer {
           if (a == prices_->all_to_all.end()) a = prices_->all_to_all.emplace(std::make_pair(stride, size), all_to_all_anchors(g->second)).first;
           const auto line = [&](double t1, double t2) { return t1 + (t2 - t1) * (step.bytes - 1e6) / 1e6; };
           for (std::size_t k = 0; k < a->second.size(); ++k) {
-            const std::array<double, 4>& x = a->second[k];
-            const double simple = line(x[0], x[1]), low = line(x[2], x[3]);
-            const bool capped = std::isfinite(g->second[k].ll_bus_bandwidth);
-            value = std::max(value, capped ? std::min(simple, low) : low_latency_protocol(step.bytes) ? low : simple);
+            const std::array<double, 8>& x = a->second[k];
+            const bool ll = std::isfinite(g->second[k].ll_bus_bandwidth) ? line(x[6], x[7]) < line(x[4], x[5])
+                                                                           : low_latency_protocol(step.bytes);
+            value = std::max(value, ll ? line(x[2], x[3]) : line(x[0], x[1]));
           }
         } else {
           value = price(step.bytes);
@@ -350,17 +351,25 @@ class Pricer {
     return memo_[key] = t;
   }
 
-  // Per line, its all-to-all's time at 1 MB and 2 MB under the bandwidth protocol and the
-  // low-latency one (SbpPriceCache::all_to_all).
-  std::vector<std::array<double, 4>> all_to_all_anchors(const std::vector<CollectiveGroup>& lines) {
-    std::vector<std::array<double, 4>> out;
+  // Per line, its all-to-all's analytical time at 1 MB and 2 MB under the bandwidth
+  // protocol and the low-latency one, then the selector's estimates of the same
+  // (SbpPriceCache::all_to_all). The algorithm is the one the line's spec names at any
+  // size (an all-to-all's one candidate, or the policy's).
+  std::vector<std::array<double, 8>> all_to_all_anchors(const std::vector<CollectiveGroup>& lines) {
+    std::vector<std::array<double, 8>> out;
     for (const CollectiveGroup& g : lines) {
-      const auto at = [&](double b, bool ll) {
-        CollectiveSpec spec = line_spec(fabric_, g, CollectiveOp::kAllToAll, b);
+      CollectiveSpec spec = line_spec(fabric_, g, CollectiveOp::kAllToAll, 1e6);
+      const auto time = [&](double b, bool ll) {
+        spec.bytes = b;
         spec.low_latency = ll;
         return analytical_collective_time(fabric_, g, spec);
       };
-      out.push_back({at(1e6, false), at(2e6, false), at(1e6, true), at(2e6, true)});
+      const auto estimate = [&](double b, bool ll) {
+        return collective_estimate(fabric_, g, CollectiveOp::kAllToAll, spec.algorithm, b, effective_channels(g, spec),
+                                   spec.root, spec.peer, spec.chunks, ll);
+      };
+      out.push_back({time(1e6, false), time(2e6, false), time(1e6, true), time(2e6, true), estimate(1e6, false),
+                     estimate(2e6, false), estimate(1e6, true), estimate(2e6, true)});
     }
     return out;
   }

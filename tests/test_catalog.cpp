@@ -190,12 +190,13 @@ TEST_CASE("the bandwidth protocol's NIC transport: every RDMA NIC 14 us, NCCL's 
 }
 
 TEST_CASE("the low-latency protocol's rate: NCCL's per-GPU caps, by NVLink generation and 20 GB/s across NICs") {
-  // Expected: NCCL's llMaxBws (tuning.cc): one server of A100s 87.7 GB/s, of H100s 141,
-  // of B200s 282 (2 x 141) on NVLink 3, 4 and 5; beyond two servers 20.4 (Intel hosts) and
-  // 19 (AMD), 20 GB/s on every InfiniBand and RoCE NIC; no cap elsewhere; each with its
-  // source; a patch sets it.
+  // Expected: NCCL's llMaxBws (tuning.cc): one server of V100s (and older GPUs) 39 GB/s,
+  // of A100s 87.7, of H100s 141, of B200s 282 (2 x 141) on NVLink 1-2, 3, 4 and 5; beyond
+  // two servers 20.4 (Intel hosts) and 19 (AMD), 20 GB/s on every InfiniBand and RoCE NIC;
+  // no cap elsewhere; each with its source; a patch sets it.
   Catalog c = Catalog::builtin();
-  const std::vector<std::pair<const char*, double>> nvlink{{"nvlink3", 87.7e9}, {"nvlink4", 141e9}, {"nvlink5", 282e9}};
+  const std::vector<std::pair<const char*, double>> nvlink{
+      {"nvlink1", 39e9}, {"nvlink2", 39e9}, {"nvlink3", 87.7e9}, {"nvlink4", 141e9}, {"nvlink5", 282e9}};
   for (const auto& [id, cap] : nvlink) {
     INFO(id);
     REQUIRE(c.link(id).ll_bus_bandwidth.has_value());
@@ -208,7 +209,7 @@ TEST_CASE("the low-latency protocol's rate: NCCL's per-GPU caps, by NVLink gener
     CHECK(c.link(id).ll_bus_bandwidth->value() == Approx(20e9));
     CHECK(c.link(id).ll_bus_bandwidth_source.find("llMaxBws") != std::string::npos);
   }
-  for (const char* id : {"nvlink1", "nvlink2", "pcie4", "eth-10g", "eth-25g", "ici-v4", "dcn-tpu-host", "xgmi-mi300x"}) {
+  for (const char* id : {"pcie4", "eth-10g", "eth-25g", "ici-v4", "dcn-tpu-host", "xgmi-mi300x"}) {
     INFO(id);
     CHECK_FALSE(c.link(id).ll_bus_bandwidth.has_value());
   }

@@ -1200,6 +1200,22 @@ TEST_CASE("ddlsim collective: --protocol runs the protocol named, auto the cheap
     CHECK(big_ll.at("time_us").get<double>() > big.at("time_us").get<double>() + 300.0);
     CHECK(big_ll.at("estimate_us").get<double>() > big.at("estimate_us").get<double>() + 300.0);
   }
+  // The run's protocol option in the JSON; a rooted operation from another root, as named.
+  for (const std::string p : {"auto", "ll"}) {
+    const auto r = ddlsim_cmd({"collective", "--preset", "dgx-h100", "--nodes", "2", "-b", "64K", "-e", "64K", "--json", "--protocol", p});
+    REQUIRE(r.status == 0);
+    CHECK(nlohmann::json::parse(r.out).at("protocol") == p);
+  }
+  const auto rooted = [&](const std::string& p) {
+    const auto r = ddlsim_cmd({"collective", "--preset", "dgx-h100", "--nodes", "2", "-b", "1M", "-e", "1M", "--json", "--op",
+                               "broadcast", "--root", "9", "--protocol", p});
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("results").at(0);
+  };
+  const auto bcast_ll = rooted("ll"), bcast_simple = rooted("simple");
+  CHECK(bcast_ll.at("protocol") == "LL");
+  CHECK(bcast_simple.at("protocol") == "Simple");
+  CHECK(bcast_ll.at("time_us").get<double>() != bcast_simple.at("time_us").get<double>());
   const auto text = ddlsim_cmd({"collective", "--preset", "dgx-h100", "--nodes", "2", "-b", "128K", "-e", "4M", "-f", "32", "--protocol", "simple"});
   REQUIRE(text.status == 0);
   CHECK(text.out.find("algorithm auto, protocol simple\n") != std::string::npos);

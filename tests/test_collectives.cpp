@@ -1445,9 +1445,16 @@ TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, 
   const auto& inside = f.first_route(acc[0], acc[1]);
   CHECK(f.route_latency(inside) == Approx(3.4e-6).epsilon(1e-9));
   CHECK(f.route_latency(inside, true) == Approx(0.942e-6).epsilon(1e-9));
+  // A group's LL rate: the smallest along its routes (one server: NVLink's; across
+  // servers, whichever rank pairs it holds, the NICs'), none where no link has one.
   CHECK(net.g.ll_bus_bandwidth == Approx(20e9));
+  CHECK(CollectiveGroup::of(f, {acc[0], acc[8]}).ll_bus_bandwidth == Approx(20e9));
+  CHECK(CollectiveGroup::of(f, {acc[3], acc[5]}).ll_bus_bandwidth == Approx(141e9));
   PresetNet one("dgx-h100", 1);
   CHECK(one.g.ll_bus_bandwidth == Approx(141e9));
+  CHECK(PresetNet("dgx1-v100", 1).g.ll_bus_bandwidth == Approx(39e9));
+  CHECK(std::isinf(PresetNet("mi300x-platform", 1).g.ll_bus_bandwidth));
+  CHECK(low_latency_throughput_time(PresetNet("mi300x-platform", 1).g, CollectiveOp::kAllReduce, 1e6) == 0.0);
   const auto tree_spec = [](double bytes) { return spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, bytes, 1, 8); };
   const auto tree = [&](double bytes) { return collective_time(f, net.g, tree_spec(bytes)); };
   const auto rate = [](double bytes) { return 2.0 * 15.0 / 16.0 * bytes / 20e9; };

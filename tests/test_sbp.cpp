@@ -636,7 +636,8 @@ TEST_CASE("an all-to-all's analytical time under each protocol is affine in its 
   // Between two B200s (NVLink 5, its LL rate 282 GB/s) the low-latency protocol still
   // wins at 1 MB (its 2 x 1.229 us of latency saved against 1/2 MB at 282 GB/s, 1.77 us)
   // and loses above: the time is the smaller of the two protocols' lines, each affine,
-  // which is how the search prices it.
+  // which is how the search prices it (choosing by the selector's estimate, which for a
+  // direct all-to-all of two GPUs is its analytical time under either protocol).
   SbpRig b200("dgx-b200", 1, 2);
   const CollectiveGroup pair = CollectiveGroup::of(*b200.fabric, b200.devices);
   const auto at = [&](double b, std::optional<bool> ll) {
@@ -644,6 +645,10 @@ TEST_CASE("an all-to-all's analytical time under each protocol is affine in its 
     if (ll) spec.low_latency = ll;
     return analytical_collective_time(*b200.fabric, pair, spec);
   };
+  for (bool ll : {false, true}) {
+    CHECK(collective_estimate(*b200.fabric, pair, CollectiveOp::kAllToAll, CollectiveAlgorithm::kDirect, 1e6, 1, 0, 1, 0, ll) ==
+          Approx(at(1e6, ll)).epsilon(1e-9));
+  }
   CHECK(chosen_spec(*b200.fabric, pair, CollectiveOp::kAllToAll, 1e6).low_latency == true);
   CHECK(chosen_spec(*b200.fabric, pair, CollectiveOp::kAllToAll, 1e9).low_latency == false);
   const auto line = [&](bool ll, double b) { return at(1e6, ll) + (at(2e6, ll) - at(1e6, ll)) * (b - 1e6) / 1e6; };
