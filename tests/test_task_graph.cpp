@@ -112,3 +112,24 @@ TEST_CASE("GraphViz dump names every task and edge") {
   CHECK(dot.find("t1 [label=\"join\\nmarker\", shape=diamond]") != std::string::npos);
   CHECK(dot.find("t0 -> t1;") != std::string::npos);
 }
+
+TEST_CASE("a collective's transfers slow their ends' streams, and a transfer to itself every stream they slow") {
+  // Expected: a collective of a wait (node 0 to itself) then transfers 0 -> 1 and 1 -> 2,
+  // node i's compute standing on stream 10 + i, node 3 on none: each transfer slows its
+  // two ends' streams (in that order), the wait those of nodes 0, 1 and 2 (by id), and a
+  // marker nothing; tasks before `first` are left alone.
+  TaskGraph g;
+  const TaskId before = g.add(Transfer{ResourceId(0), EndpointId(0), EndpointId(0), Bytes(0.0)}).id();
+  const TaskId first = g.add(Marker{}).id();
+  const TaskId wait = g.add(Transfer{ResourceId(0), EndpointId(0), EndpointId(0), Bytes(0.0), 0}).id();
+  const TaskId a = g.add(Transfer{ResourceId(0), EndpointId(0), EndpointId(1), Bytes(8.0)}).id();
+  const TaskId b = g.add(Transfer{ResourceId(0), EndpointId(1), EndpointId(2), Bytes(8.0)}).id();
+  const TaskId c = g.add(Transfer{ResourceId(0), EndpointId(2), EndpointId(3), Bytes(8.0)}).id();
+  g.add_transfer_interference(first, [](std::uint32_t node) { return node < 3 ? ResourceId(10 + node) : ResourceId(); });
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> got;
+  for (const auto& x : g.interference()) got.emplace_back(x.task.value, x.stream.value);
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> expected{
+      {wait.value, 10}, {wait.value, 11}, {wait.value, 12}, {a.value, 10}, {a.value, 11}, {b.value, 11}, {b.value, 12}, {c.value, 12}};
+  CHECK(got == expected);
+  CHECK(before.value < first.value);
+}

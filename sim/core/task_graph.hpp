@@ -12,6 +12,7 @@
 //   a.precede(b);
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -95,12 +96,31 @@ class TaskGraph {
   void add_interference(TaskId t, ResourceId stream);
   /// Every transfer task from `first` on (a collective just lowered) slows the streams
   /// `stream_of(endpoint value)` gives for its source and destination (an invalid id:
-  /// none there).
+  /// none there); a transfer from a node to itself (a collective's wait for its
+  /// protocol's rate, which every rank's kernels spend) slows every stream the others
+  /// slow, in the order of their ids.
   template <class F>
   void add_transfer_interference(TaskId first, F&& stream_of) {
+    const auto self = [](const Transfer* x) { return x != nullptr && x->src.value == x->dst.value; };
+    std::vector<ResourceId> all;  // with a transfer to itself: the streams the others slow
+    bool any_self = false;
+    for (std::uint32_t t = first.value; t < kinds_.size() && !any_self; ++t) any_self = self(std::get_if<Transfer>(&kinds_[t]));
+    for (std::uint32_t t = first.value; any_self && t < kinds_.size(); ++t) {
+      const auto* x = std::get_if<Transfer>(&kinds_[t]);
+      if (x == nullptr || self(x)) continue;
+      for (const std::uint32_t end : {x->src.value, x->dst.value}) {
+        if (const ResourceId s = stream_of(end); s.valid()) all.push_back(s);
+      }
+    }
+    std::sort(all.begin(), all.end(), [](ResourceId a, ResourceId b) { return a.value < b.value; });
+    all.erase(std::unique(all.begin(), all.end(), [](ResourceId a, ResourceId b) { return a.value == b.value; }), all.end());
     for (std::uint32_t t = first.value; t < kinds_.size(); ++t) {
       const auto* x = std::get_if<Transfer>(&kinds_[t]);
       if (x == nullptr) continue;
+      if (self(x)) {
+        for (const ResourceId s : all) add_interference(TaskId(t), s);
+        continue;
+      }
       for (const std::uint32_t end : {x->src.value, x->dst.value}) {
         if (const ResourceId s = stream_of(end); s.valid()) add_interference(TaskId(t), s);
       }
