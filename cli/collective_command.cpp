@@ -291,8 +291,7 @@ int collective_command(const std::vector<std::string>& args, std::ostream& out, 
         spec.algorithm = a;
         spec.bytes = bytes;
         spec.channels = ch;
-        spec.low_latency = ll;
-        spec.low_latency = choose_protocol(fabric, group, spec);  // (ll when given)
+        spec.low_latency = ll ? *ll : choose_protocol(fabric, group, spec);
         const double seconds = collective_seconds(fabric, group, spec, kind, op_text, engine);
         const double algbw = bytes / seconds;
         const int used = effective_channels(group, spec);

@@ -1,7 +1,6 @@
 #include "strategies/sbp_search.hpp"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -90,11 +89,14 @@ struct SbpPriceCache {
   // the low-latency protocol its rate's time, also linear; tested), and so is the
   // selector's estimate, by which a line chooses its protocol (choose_protocol: the
   // cheaper estimate; where the line has no LL rate, LL up to kLowLatencyMaxBytes), so
-  // two prices per protocol give every other size: (stride, size) -> per line, the
-  // analytical times of 1 MB and 2 MB under the bandwidth protocol, then under the
-  // low-latency one, then the estimates in the same order. Routing every pair of a
-  // large group is what a price costs.
-  std::map<std::pair<std::size_t, int>, std::vector<std::array<double, 8>>> all_to_all;
+  // two prices per protocol give every other size: (stride, size) -> per line, its
+  // times and estimates at 1 MB and 2 MB. Routing every pair of a large group is what a
+  // price costs.
+  struct AllToAllLine {
+    double simple[2], low[2];                    // s, analytical, bandwidth / low-latency protocol
+    double simple_estimate[2], low_estimate[2];  // s, the selector's estimates of the same
+  };
+  std::map<std::pair<std::size_t, int>, std::vector<AllToAllLine>> all_to_all;
 };
 
 std::shared_ptr<SbpPriceCache> make_sbp_price_cache() { return std::make_shared<SbpPriceCache>(); }
@@ -205,19 +207,33 @@ class Pricer {
     // synchronizations at max(c0 + r s, t0 + b + r s, t0 + r b + s). `scale` stretches
     // every backward (interference, below). Returns the backward's end, the last
     // synchronization's, and the backward's compute (its re-layouts left out).
-    const std::vector<SbpSync> embedding_syncs = sbp_embedding_syncs(chain_, plan);
+    // Each stage's price once, in backward order: a re-layout's in the backward, a
+    // layer's synchronizations; then the embedding's synchronizations (the step's last).
+    std::vector<double> priced(stages.size(), 0.0);
+    for (std::size_t i = stages.size(); i-- > 0;) {
+      const SbpStage& st = stages[i];
+      if (st.kind == SbpStage::Kind::kBoxing) {
+        if (st.backward) priced[i] = box(st.from, st.to, st.bytes);
+        continue;
+      }
+      for (const SbpSync& x : st.syncs) priced[i] += box(x.from, x.to, x.bytes);
+      c.gradient_sync_total_s += st.repeat * priced[i];
+    }
+    std::vector<double> embedding;
+    for (const SbpSync& e : sbp_embedding_syncs(chain_, plan)) {
+      embedding.push_back(box(e.from, e.to, e.bytes));
+      c.gradient_sync_total_s += embedding.back();
+    }
     const double before_b = b;  // (clang 14 does not capture a structured binding)
-    auto flow_shop = [&](double scale, bool count) {
+    auto flow_shop = [&](double scale) {
       double t = 0.0, net = 0.0, computing = 0.0;
-      for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
-        const SbpStage& st = *it;
+      for (std::size_t i = stages.size(); i-- > 0;) {
+        const SbpStage& st = stages[i];
         if (st.kind == SbpStage::Kind::kBoxing) {
-          if (st.backward) t += st.repeat * box(st.from, st.to, st.bytes);
+          t += st.repeat * priced[i];  // (0 for a forward re-layout)
           continue;
         }
-        double sync = 0.0;
-        for (const SbpSync& x : st.syncs) sync += box(x.from, x.to, x.bytes);
-        if (count) c.gradient_sync_total_s += st.repeat * sync;
+        const double sync = priced[i];
         const double bw = st.backward_s * scale;
         if (sync > 0.0) net = std::max({net + st.repeat * sync, t + bw + st.repeat * sync, t + st.repeat * bw + sync});
         t += st.repeat * bw;
@@ -225,15 +241,12 @@ class Pricer {
       }
       t += before_b * scale;
       computing += before_b * scale;
-      // The embedding's synchronizations once its backward, the step's last, is done.
-      for (const SbpSync& e : embedding_syncs) {
-        const double sync = box(e.from, e.to, e.bytes);
-        if (count) c.gradient_sync_total_s += sync;
+      for (const double sync : embedding) {
         if (sync > 0.0) net = std::max(net, t) + sync;
       }
       return std::tuple{t, net, computing};
     };
-    const auto [t, net, backward] = flow_shop(1.0, true);
+    const auto [t, net, backward] = flow_shop(1.0);
     c.gradient_sync_s = std::max(0.0, net - t);
     // Every micro-batch computes and re-lays its activations; gradients are synchronized
     // and the optimizer steps once.
@@ -252,7 +265,7 @@ class Pricer {
     const double hidden = c.gradient_sync_total_s - c.gradient_sync_s;
     const double lost = std::min(hidden, backward * (1.0 + slow)) * (slow / (1.0 + slow));
     if (lost > 0.0 && backward > 0.0) {
-      const auto [t_slow, net_slow, backward_slow] = flow_shop(1.0 + lost / backward, false);
+      const auto [t_slow, net_slow, backward_slow] = flow_shop(1.0 + lost / backward);
       c.compute_s += lost;
       c.gradient_sync_s = std::max(0.0, net_slow - t_slow);
     }
@@ -329,20 +342,21 @@ class Pricer {
         if (g == prices_->groups.end()) {
           g = prices_->groups.emplace(std::make_pair(stride, size), distinct_line_groups(mesh_, step.mesh_dim, fabric_)).first;
         }
-        auto price = [&](double b) { return slowest_line_time(fabric_, g->second, step.op, b); };
         double value = 0;
         if (step.op == CollectiveOp::kAllToAll) {
-          auto a = prices_->all_to_all.find({stride, size});
-          if (a == prices_->all_to_all.end()) a = prices_->all_to_all.emplace(std::make_pair(stride, size), all_to_all_anchors(g->second)).first;
-          const auto line = [&](double t1, double t2) { return t1 + (t2 - t1) * (step.bytes - 1e6) / 1e6; };
-          for (std::size_t k = 0; k < a->second.size(); ++k) {
-            const std::array<double, 8>& x = a->second[k];
-            const bool ll = std::isfinite(g->second[k].ll_bus_bandwidth) ? line(x[6], x[7]) < line(x[4], x[5])
+          auto lines = prices_->all_to_all.find({stride, size});
+          if (lines == prices_->all_to_all.end()) {
+            lines = prices_->all_to_all.emplace(std::make_pair(stride, size), all_to_all_anchors(g->second)).first;
+          }
+          const auto at = [&](const double (&x)[2]) { return x[0] + (x[1] - x[0]) * (step.bytes - 1e6) / 1e6; };
+          for (std::size_t k = 0; k < lines->second.size(); ++k) {
+            const SbpPriceCache::AllToAllLine& x = lines->second[k];
+            const bool ll = std::isfinite(g->second[k].ll_bus_bandwidth) ? at(x.low_estimate) < at(x.simple_estimate)
                                                                            : low_latency_protocol(step.bytes);
-            value = std::max(value, ll ? line(x[2], x[3]) : line(x[0], x[1]));
+            value = std::max(value, ll ? at(x.low) : at(x.simple));
           }
         } else {
-          value = price(step.bytes);
+          value = slowest_line_time(fabric_, g->second, step.op, step.bytes);
         }
         it2 = prices_->time.emplace(ck, value).first;
       }
@@ -355,8 +369,8 @@ class Pricer {
   // protocol and the low-latency one, then the selector's estimates of the same
   // (SbpPriceCache::all_to_all). The algorithm is the one the line's spec names at any
   // size (an all-to-all's one candidate, or the policy's).
-  std::vector<std::array<double, 8>> all_to_all_anchors(const std::vector<CollectiveGroup>& lines) {
-    std::vector<std::array<double, 8>> out;
+  std::vector<SbpPriceCache::AllToAllLine> all_to_all_anchors(const std::vector<CollectiveGroup>& lines) {
+    std::vector<SbpPriceCache::AllToAllLine> out;
     for (const CollectiveGroup& g : lines) {
       CollectiveSpec spec = line_spec(fabric_, g, CollectiveOp::kAllToAll, 1e6);
       const auto time = [&](double b, bool ll) {
@@ -368,8 +382,10 @@ class Pricer {
         return collective_estimate(fabric_, g, CollectiveOp::kAllToAll, spec.algorithm, b, effective_channels(g, spec),
                                    spec.root, spec.peer, spec.chunks, ll);
       };
-      out.push_back({time(1e6, false), time(2e6, false), time(1e6, true), time(2e6, true), estimate(1e6, false),
-                     estimate(2e6, false), estimate(1e6, true), estimate(2e6, true)});
+      out.push_back({{time(1e6, false), time(2e6, false)},
+                     {time(1e6, true), time(2e6, true)},
+                     {estimate(1e6, false), estimate(2e6, false)},
+                     {estimate(1e6, true), estimate(2e6, true)}});
     }
     return out;
   }
