@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "sim/collectives.hpp"
 #include "sim/network_fabric.hpp"
@@ -39,10 +40,37 @@ struct Edge {
   }
 };
 
-// The time the busiest link needs for its bytes (per link id).
-double busiest_link(NetworkFabric& f, const std::map<std::uint32_t, double>& load) {
+// Bytes (or counts) per link of a fabric: one slot per directed link, and the links
+// touched in the order first touched (busiest_link and clear visit only those), so a
+// whole cluster's tree or exchange adds in constant time per link where a map took a
+// search.
+class LinkLoad {
+ public:
+  explicit LinkLoad(const NetworkFabric& f) : value_(f.cluster().link_count(), 0.0), touched_(value_.size(), 0) {}
+  double& operator[](std::uint32_t l) {
+    if (touched_[l] == 0) {
+      touched_[l] = 1;
+      order_.push_back(l);
+    }
+    return value_[l];
+  }
+  [[nodiscard]] const std::vector<std::uint32_t>& links() const { return order_; }
+  [[nodiscard]] double at(std::uint32_t l) const { return value_[l]; }
+  void clear() {
+    for (std::uint32_t l : order_) value_[l] = 0.0, touched_[l] = 0;
+    order_.clear();
+  }
+
+ private:
+  std::vector<double> value_;
+  std::vector<char> touched_;
+  std::vector<std::uint32_t> order_;
+};
+
+// The time the busiest link needs for its bytes.
+double busiest_link(NetworkFabric& f, const LinkLoad& load) {
   double busiest = 0.0;
-  for (const auto& [l, bytes] : load) busiest = std::max(busiest, bytes / f.capacity(LinkId(l)));
+  for (std::uint32_t l : load.links()) busiest = std::max(busiest, load.at(l) / f.capacity(LinkId(l)));
   return busiest;
 }
 
@@ -229,10 +257,10 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       const auto parents = tree_parents(g, trees);
       // Per link (those between switches left out: adaptive routing spreads what crosses
       // them), the bytes of every tree edge that crosses it, up or down.
-      std::map<std::uint32_t, double> load;
+      LinkLoad load(f);
       // Per link, the trees' edges between domains whose way down crosses it: every tree
       // sends its first chunk down such an edge at about the same time.
-      std::map<std::uint32_t, double> across;
+      LinkLoad across(f);
       for (const auto& parent : parents) {
         for (std::size_t i = 0; i < p; ++i) {
           if (parent[i] == i || g.domain[i] == g.domain[parent[i]]) continue;
@@ -262,7 +290,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
           double slowest = down.empty() ? 0.0 : sharing * piece / f.route_capacity(down);
           if (g.domain[i] != g.domain[parent[i]]) {
             for (LinkId l : down) {
-              if (!f.between_switches(l)) slowest = std::max(slowest, across[l.value] * piece / f.capacity(l));
+              if (!f.between_switches(l)) slowest = std::max(slowest, across.at(l.value) * piece / f.capacity(l));
             }
           }
           way[i] = way[parent[i]] + f.route_latency(down, ll) + slowest;
@@ -288,7 +316,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // where rank 0's has two sets the pace).
       // (Each exchange in c pieces: c latencies, the first alone with its transport.)
       double half = 0.0;
-      std::map<std::uint32_t, double> load;
+      LinkLoad load(f);
       for (std::size_t d = 1; d < p; d <<= 1) {
         const double bytes = S * static_cast<double>(d) / P;
         double latency = 0.0;
@@ -313,7 +341,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         return e.steps(1, S, c);
       }
       // Bytes per link of sends at once on their first routes; the busiest link's time.
-      std::map<std::uint32_t, double> load;
+      LinkLoad load(f);
       const auto carry = [&](NodeId from, NodeId to, double bytes) {
         for (LinkId l : f.first_route(from, to)) load[l.value] += bytes;
       };
@@ -351,8 +379,8 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         // Each phase: the first domain's ranks' sends and what they receive, at once on
         // first routes; its latency and busiest link. The second forwards the first's
         // pieces as they arrive: the longer phase and a piece of the shorter.
-        std::map<std::uint32_t, double> first, second;
-        const auto carry = [&](std::map<std::uint32_t, double>& load, NodeId from, NodeId to, double bytes) {
+        LinkLoad first(f), second(f);
+        const auto carry = [&](LinkLoad& load, NodeId from, NodeId to, double bytes) {
           for (LinkId l : f.first_route(from, to)) load[l.value] += bytes;
         };
         Edge out{ll}, in{ll};
