@@ -75,12 +75,13 @@ case. Nothing else was fitted to any suite.
 
 Printed: every case of the suites with at most 100 cases (--cases: all), numbered
 within its suite, measured, predicted and the error; then per suite and model (or run,
-or kind of point): cases, mean and worst absolute percentage error, and Kendall's tau-b
-between predicted and measured figures among the strategies of one model on one GPU
-count and batch (1 = same order, -1 = reversed; - where no two cases compare or all
-pairs tie). --json: per suite and model cases, refused, unfit, mean_abs_error and
-worst_abs_error (fractions: 0.05 is 5%), kendall_tau (null where undefined), pairs, and
-network where --network was given.
+or kind of point): cases, how many of them are within 10% of their measurement (the
+accuracy target of the NCCL points and the published runs), mean and worst absolute
+percentage error, and Kendall's tau-b between predicted and measured figures among the
+strategies of one model on one GPU count and batch (1 = same order, -1 = reversed; -
+where no two cases compare or all pairs tie). --json: per suite and model cases,
+refused, unfit, within_10pct, mean_abs_error and worst_abs_error (fractions: 0.05 is
+5%), kendall_tau (null where undefined), pairs, and network where --network was given.
 --csv writes every case: suite, index, model, case, gpus, global_batch, micro_batch,
 hidden, heads, layers, seq, tp, dp, pp, cp (empty where not set), unit (s, GB/s or us),
 measured and predicted (in that unit), error ((predicted - measured) / measured), refused
@@ -96,8 +97,9 @@ record it writes the suites run and keeps the others (a file there that is no re
 refused), and a record that is --check's own file stays as it was when that check
 fails; --network, where given, is recorded with the figures. --check FILE refuses
 (status 2) a record without a suite being run or made on another network model, and fails
-(status 3) on a figure worse than recorded, a count of cases or pairs changed, a model
-recorded but no longer produced, a refused or an unfit case.
+(status 3) on a figure worse than recorded, fewer cases within 10% than recorded, a
+count of cases or pairs changed, a model recorded but no longer produced, a refused or
+an unfit case.
 
 Last, the cost model over every replayed plan: the estimate the searches rank it by
 (as --cost-model gives it) against its replay, per suite and model the cases estimated
@@ -160,12 +162,13 @@ void print_table(std::ostream& out, const std::vector<Accuracy>& table) {
   char nums[128];
   std::size_t w = 30;  // the model column: its longest name
   for (const Accuracy& a : table) w = std::max(w, display_width(a.model));
-  std::snprintf(nums, sizeof nums, "%6s %13s %9s %12s\n", "cases", "mean |err| %", "worst %", "Kendall tau");
+  std::snprintf(nums, sizeof nums, "%6s %10s %13s %9s %12s\n", "cases", "within 10%", "mean |err| %", "worst %", "Kendall tau");
   out << padded("suite", 14) << " " << padded("model", w) << " " << nums;
   for (const Accuracy& a : table) {
     char tau[32] = "-";
     if (a.tau_defined) std::snprintf(tau, sizeof tau, "%.3f", a.kendall_tau);
-    std::snprintf(nums, sizeof nums, "%6d %13.2f %9.2f %12s\n", a.cases, a.mean_abs_error * 100, a.worst_abs_error * 100, tau);
+    std::snprintf(nums, sizeof nums, "%6d %10d %13.2f %9.2f %12s\n", a.cases, a.within, a.mean_abs_error * 100,
+                  a.worst_abs_error * 100, tau);
     out << padded(a.suite, 14) << " " << padded(a.model, w) << " " << nums;
     if (a.refused > 0) out << "  (" << a.refused << " cases refused by ddlsim; see --csv)\n";
     if (a.unfit > 0) out << "  (" << a.unfit << " cases that ran do not fit in memory by ddlsim's model; see --csv's peak_memory_gib)\n";
@@ -194,6 +197,7 @@ nlohmann::ordered_json accuracy_json(const std::vector<Accuracy>& table, std::op
     j[a.suite][a.model] = {{"cases", a.cases},
                            {"refused", a.refused},
                            {"unfit", a.unfit},
+                           {"within_10pct", a.within},
                            {"mean_abs_error", a.mean_abs_error},
                            {"worst_abs_error", a.worst_abs_error},
                            {"kendall_tau", a.tau_defined ? nlohmann::ordered_json(a.kendall_tau) : nlohmann::ordered_json()},

@@ -471,6 +471,7 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases) {
       }
       if (c.breakdown.step && !c.breakdown.fits) ++a->unfit;
       const double e = std::abs(c.error());
+      if (e <= kAccuracyTarget) ++a->within;
       a->mean_abs_error += e;
       a->worst_abs_error = std::max(a->worst_abs_error, e);
       if (c.breakdown.step && c.breakdown.estimate_s > 0.0 && c.predicted > 0.0) {
@@ -548,7 +549,7 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
       JsonObject e(figures, path + ": " + suite + "." + model);
       (void)e.number("mean_abs_error", 0.0, kMaxRecordedError);
       (void)e.number("worst_abs_error", 0.0, kMaxRecordedError);
-      for (const char* key : {"cases", "refused", "unfit", "pairs", "estimated"}) {
+      for (const char* key : {"cases", "refused", "unfit", "pairs", "estimated", "within_10pct"}) {
         if (!e.has(key)) continue;
         const double v = e.number(key, 0.0, 1e12);
         if (v != std::floor(v)) {
@@ -612,6 +613,17 @@ std::vector<std::string> accuracy_regressions(const std::vector<Accuracy>& table
     }
     worse("mean_abs_error", a.mean_abs_error, true);
     worse("worst_abs_error", a.worst_abs_error, true);
+    // Fewer cases within the target than recorded (where recorded): a case that left it
+    // while others' errors shrank would pass the mean.
+    if (r.has("within_10pct")) {
+      const double was = r.number("within_10pct", 0.0, 1e12);
+      if (a.within < was) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s / %s: %d cases within 10%%, recorded %.0f in %s", a.suite.c_str(),
+                      a.model.c_str(), a.within, was, path.c_str());
+        out.emplace_back(buf);
+      }
+    }
     // The searches' estimate against the replay, where recorded.
     for (const auto& [field, now] : {std::pair<const char*, double>{"estimate_mean_abs_error", a.estimate_mean_abs_error},
                                      {"estimate_worst_abs_error", a.estimate_worst_abs_error}}) {

@@ -117,6 +117,9 @@ struct Accuracy {
   // Cases that replayed a training step whose peak memory ddlsim finds over the
   // accelerators' although the run was measured, so ran: a memory-model error.
   int unfit = 0;
+  // Cases that replayed within kAccuracyTarget of their measurement (|error| at most
+  // 10%: the accuracy target of the suites' NCCL points and published runs).
+  int within = 0;
   double mean_abs_error = 0;   // fraction
   double worst_abs_error = 0;  // fraction
   double kendall_tau = 0;  // tau-b (ties in either ranking out of its denominator)
@@ -129,6 +132,9 @@ struct Accuracy {
   double estimate_mean_abs_error = 0, estimate_worst_abs_error = 0;
 };
 
+/// The error a case may have and count as met (Accuracy::within): 10%.
+inline constexpr double kAccuracyTarget = 0.10;
+
 /// Per suite and model size (in order of first appearance), then per suite "all".
 std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases);
 
@@ -136,7 +142,8 @@ std::vector<Accuracy> accuracy_table(const std::vector<ValidationCase>& cases);
 /// suites of model sizes, as `ddlsim validate --record` writes; `path` names it in the
 /// lines): a mean or worst error above, or a tau below, the recorded one by more than
 /// its rounding (1e-4), the same for the estimate's errors against the replay where the
-/// record has them, a count of cases, pairs or estimated cases other than the recorded
+/// record has them, fewer cases within kAccuracyTarget than recorded (where recorded), a
+/// count of cases, pairs or estimated cases other than the recorded
 /// one (a row dropped or added), and refused cases; one line each. Throws InputError naming the
 /// JSON path for a malformed record (checked whole first, whatever `table` holds: an
 /// unknown suite, a model's figures missing, out of range or unknown).

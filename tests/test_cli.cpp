@@ -2474,6 +2474,70 @@ TEST_CASE("validate: --check fails (status 3) when a figure is worse than record
         "vtrain-multi, nccl, public-runs, all\n");
 }
 
+TEST_CASE("validate: the cases within 10% of their measurement, counted per model and held by --check") {
+  // Expected: per model (and per suite, "all"), within_10pct is the number of cases whose
+  // |predicted - measured| / measured is at most 0.10, as the CSV's error column gives
+  // them (counted here from the CSV, its quoted fields read as quoted); the table prints
+  // it beside the cases; a record claiming one case more within 10% fails --check with
+  // one line naming the model.
+  Scratch s;
+  const std::string rec = (s.dir / "acc.json").string(), csv = (s.dir / "nccl.csv").string();
+  auto r = ddlsim_cmd({"validate", "--suite", "nccl", "--record", rec, "--csv", csv, "--jobs", "1"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("  cases within 10%  mean |err| %") != std::string::npos);
+  const auto fields = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const char ch = line[i];
+      if (ch == '"' && quoted && i + 1 < line.size() && line[i + 1] == '"') out.back() += ch, ++i;
+      else if (ch == '"') quoted = !quoted;
+      else if (ch == ',' && !quoted) out.emplace_back();
+      else out.back() += ch;
+    }
+    return out;
+  };
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  const auto header = fields(line);
+  const auto column = [&](const std::string& name) {
+    return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  const std::size_t model_at = column("model"), error_at = column("error");
+  REQUIRE(error_at < header.size());
+  std::map<std::string, int> within;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    const auto f = fields(line);
+    REQUIRE(f.size() == header.size());
+    ++rows;
+    within[f[model_at]] += 0;
+    if (std::abs(std::stod(f[error_at])) <= 0.10) ++within[f[model_at]], ++within["all"];
+  }
+  CHECK(rows == 45);
+  nlohmann::json j = nlohmann::json::parse(read_file(rec));
+  for (const auto& [model, n] : within) CHECK(j["nccl"][model]["within_10pct"] == n);
+  CHECK(j["nccl"].size() == within.size());
+  const int all = j["nccl"]["all"]["within_10pct"];
+  // The table's row: suite, model, cases, within 10%, ...
+  const std::size_t at = r.out.find("\nnccl           all ");
+  REQUIRE(at != std::string::npos);
+  std::istringstream row(r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1));
+  std::string suite, name;
+  int cases = 0, shown = -1;
+  row >> suite >> name >> cases >> shown;
+  CHECK(cases == 45);
+  CHECK(shown == all);
+  CHECK(ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec}).status == 0);
+  j["nccl"]["all"]["within_10pct"] = all + 1;
+  std::ofstream(rec) << j.dump();
+  r = ddlsim_cmd({"validate", "--suite", "nccl", "--check", rec});
+  CHECK(r.status == 3);
+  CHECK(r.err == "ddlsim validate: worse than recorded: nccl / all: " + std::to_string(all) + " cases within 10%, recorded " +
+                 std::to_string(all + 1) + " in " + rec + "\n");
+}
+
 TEST_CASE("validate --record adds to a record and --check holds every model of it") {
   // Expected: recording one suite into a record of others keeps theirs, byte for byte in
   // their figures; a record that is --check's own file is left as it was when the check
