@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/collectives.hpp"
@@ -40,38 +41,32 @@ struct Edge {
   }
 };
 
-// Bytes (or counts) per link of a fabric: one slot per directed link, and the links
-// touched in the order first touched (busiest_link and clear visit only those), so a
-// whole cluster's tree or exchange adds in constant time per link where a map took a
-// search.
+// Bytes per link, for the links touched alone (a hash table: a whole cluster's tree or
+// exchange adds in constant time per link, where an ordered map took a search, and a
+// small group on a large cluster pays for its own links, not the cluster's).
 class LinkLoad {
  public:
-  explicit LinkLoad(const NetworkFabric& f) : value_(f.cluster().link_count(), 0.0), touched_(value_.size(), 0) {}
-  double& operator[](std::uint32_t l) {
-    if (touched_[l] == 0) {
-      touched_[l] = 1;
-      order_.push_back(l);
-    }
-    return value_[l];
+  double& operator[](std::uint32_t l) { return value_[l]; }
+  [[nodiscard]] double at(std::uint32_t l) const {
+    const auto it = value_.find(l);
+    return it == value_.end() ? 0.0 : it->second;
   }
-  [[nodiscard]] const std::vector<std::uint32_t>& links() const { return order_; }
-  [[nodiscard]] double at(std::uint32_t l) const { return value_[l]; }
-  void clear() {
-    for (std::uint32_t l : order_) value_[l] = 0.0, touched_[l] = 0;
-    order_.clear();
+  void clear() { value_.clear(); }
+  // The largest of f(link, bytes) over the links touched (0 with none).
+  template <class F>
+  [[nodiscard]] double max_of(F&& f) const {
+    double most = 0.0;
+    for (const auto& [l, bytes] : value_) most = std::max(most, f(l, bytes));
+    return most;
   }
 
  private:
-  std::vector<double> value_;
-  std::vector<char> touched_;
-  std::vector<std::uint32_t> order_;
+  std::unordered_map<std::uint32_t, double> value_;
 };
 
 // The time the busiest link needs for its bytes.
 double busiest_link(NetworkFabric& f, const LinkLoad& load) {
-  double busiest = 0.0;
-  for (std::uint32_t l : load.links()) busiest = std::max(busiest, load.at(l) / f.capacity(LinkId(l)));
-  return busiest;
+  return load.max_of([&](std::uint32_t l, double bytes) { return bytes / f.capacity(LinkId(l)); });
 }
 
 // How many of the transfers between these pairs, running side by side, must share one
@@ -257,10 +252,10 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       const auto parents = tree_parents(g, trees);
       // Per link (those between switches left out: adaptive routing spreads what crosses
       // them), the bytes of every tree edge that crosses it, up or down.
-      LinkLoad load(f);
+      LinkLoad load;
       // Per link, the trees' edges between domains whose way down crosses it: every tree
       // sends its first chunk down such an edge at about the same time.
-      LinkLoad across(f);
+      LinkLoad across;
       for (const auto& parent : parents) {
         for (std::size_t i = 0; i < p; ++i) {
           if (parent[i] == i || g.domain[i] == g.domain[parent[i]]) continue;
@@ -316,7 +311,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
       // where rank 0's has two sets the pace).
       // (Each exchange in c pieces: c latencies, the first alone with its transport.)
       double half = 0.0;
-      LinkLoad load(f);
+      LinkLoad load;
       for (std::size_t d = 1; d < p; d <<= 1) {
         const double bytes = S * static_cast<double>(d) / P;
         double latency = 0.0;
@@ -341,7 +336,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         return e.steps(1, S, c);
       }
       // Bytes per link of sends at once on their first routes; the busiest link's time.
-      LinkLoad load(f);
+      LinkLoad load;
       const auto carry = [&](NodeId from, NodeId to, double bytes) {
         for (LinkId l : f.first_route(from, to)) load[l.value] += bytes;
       };
@@ -379,7 +374,7 @@ double estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Col
         // Each phase: the first domain's ranks' sends and what they receive, at once on
         // first routes; its latency and busiest link. The second forwards the first's
         // pieces as they arrive: the longer phase and a piece of the shorter.
-        LinkLoad first(f), second(f);
+        LinkLoad first, second;
         const auto carry = [&](LinkLoad& load, NodeId from, NodeId to, double bytes) {
           for (LinkId l : f.first_route(from, to)) load[l.value] += bytes;
         };
