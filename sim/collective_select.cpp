@@ -465,7 +465,7 @@ Priced cheaper_protocol(const CollectiveGroup& g, CollectiveOp op, double S, Est
   const double simple = cost(false);
   if (low_latency_throughput_time(g, op, S) >= simple) return {simple, false};  // its rate alone loses
   const double low = cost(true);
-  return low < simple ? Priced{low, true} : Priced{simple, false};
+  return low_latency_cheaper(g, S, low, simple) ? Priced{low, true} : Priced{simple, false};
 }
 
 // The estimate under one protocol: the low-latency one's latencies and its rate's time.

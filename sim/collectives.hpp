@@ -62,6 +62,7 @@
 // still arriving).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -212,6 +213,13 @@ inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
 [[nodiscard]] inline bool low_latency_protocol(double bytes) { return bytes <= kLowLatencyMaxBytes; }
 [[nodiscard]] inline bool low_latency_protocol(const CollectiveSpec& spec) {
   return spec.low_latency.value_or(low_latency_protocol(spec.bytes));
+}
+/// Whether a collective of `bytes` on the group runs the low-latency protocol, given the
+/// selector's estimates of it under that protocol (`low`, its rate's time included) and
+/// under the bandwidth one (`simple`): where the group has an ll_bus_bandwidth, the
+/// cheaper (a tie: the bandwidth one); else by size (low_latency_protocol).
+[[nodiscard]] inline bool low_latency_cheaper(const CollectiveGroup& group, double bytes, double low, double simple) {
+  return std::isfinite(group.ll_bus_bandwidth) ? low < simple : low_latency_protocol(bytes);
 }
 /// The time (s) the low-latency protocol's rate adds to a collective of `bytes` on the
 /// group: its bus bytes (busbw_factor x bytes) over the group's ll_bus_bandwidth (0

@@ -351,8 +351,7 @@ class Pricer {
           const auto at = [&](const double (&x)[2]) { return x[0] + (x[1] - x[0]) * (step.bytes - 1e6) / 1e6; };
           for (std::size_t k = 0; k < lines->second.size(); ++k) {
             const SbpPriceCache::AllToAllLine& x = lines->second[k];
-            const bool ll = std::isfinite(g->second[k].ll_bus_bandwidth) ? at(x.low_estimate) < at(x.simple_estimate)
-                                                                           : low_latency_protocol(step.bytes);
+            const bool ll = low_latency_cheaper(g->second[k], step.bytes, at(x.low_estimate), at(x.simple_estimate));
             value = std::max(value, ll ? at(x.low) : at(x.simple));
           }
         } else {
