@@ -65,7 +65,7 @@ in-sample. The catalog's NVLink and InfiniBand efficiencies were set from two NC
 figures that are not cases (8 x H100 ring ~370 GB/s, one NDR NIC 46-48 GB/s); the nccl
 row 'NVLink 4 busbw (in sample)' restates the first and is kept apart. NVLink 3's
 ring overhead solves the A100 tables' 2- and 8-GPU busbw at 1 GiB (two of the nccl
-suite's 'A100 NVLink all-reduce' points), and the one factor (1.57) on NCCL's
+suite's 'A100 NVLink all-reduce' points), and the one factor (1.49) on NCCL's
 low-latency-protocol latencies that small collectives pay (the catalog's ll_latency_us
 and ll_transport_latency_us) has the least mean error over the nccl rows
 'small-message latency (in sample)', three 1 KiB all-reduces across 2 servers (LL's

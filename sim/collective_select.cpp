@@ -455,7 +455,7 @@ struct Priced {
   bool low_latency;
 };
 template <class Estimate>  // double(bool low_latency)
-Priced cheaper_protocol(const CollectiveGroup& g, CollectiveOp op, double S, Estimate&& cost,
+Priced cheaper_protocol(const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S, Estimate&& cost,
                         std::optional<bool> named = std::nullopt) {
   if (named) return {cost(*named), *named};
   if (!std::isfinite(g.ll_bus_bandwidth)) {
@@ -463,7 +463,7 @@ Priced cheaper_protocol(const CollectiveGroup& g, CollectiveOp op, double S, Est
     return {cost(ll), ll};
   }
   const double simple = cost(false);
-  if (low_latency_throughput_time(g, op, S) >= simple) return {simple, false};  // its rate alone loses
+  if (low_latency_throughput_time(g, op, a, S) >= simple) return {simple, false};  // its rate alone loses
   const double low = cost(true);
   return low_latency_cheaper(g, S, low, simple) ? Priced{low, true} : Priced{simple, false};
 }
@@ -471,20 +471,28 @@ Priced cheaper_protocol(const CollectiveGroup& g, CollectiveOp op, double S, Est
 // The estimate under one protocol: the low-latency one's latencies and its rate's time.
 double protocol_estimate(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S,
                          int channels, std::size_t root, std::size_t peer, int chunks, bool ll) {
-  return estimate(f, g, op, a, S, channels, root, peer, chunks, false, ll) + (ll ? low_latency_throughput_time(g, op, S) : 0.0);
+  return estimate(f, g, op, a, S, channels, root, peer, chunks, false, ll) + (ll ? low_latency_throughput_time(g, op, a, S) : 0.0);
 }
 
 Priced priced(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, CollectiveAlgorithm a, double S, int channels,
               std::size_t root = 0, std::size_t peer = 1, int chunks = 0, std::optional<bool> named = std::nullopt) {
   return cheaper_protocol(
-      g, op, S, [&](bool ll) { return protocol_estimate(f, g, op, a, S, channels, root, peer, chunks, ll); }, named);
+      g, op, a, S, [&](bool ll) { return protocol_estimate(f, g, op, a, S, channels, root, peer, chunks, ll); }, named);
 }
 
 }  // namespace
 
-double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op, double bytes) {
+int low_latency_channels(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a, double bytes) {
+  if (group.ll_channels < 2 || op == CollectiveOp::kAllToAll || op == CollectiveOp::kSendRecv) return std::max(1, group.ll_channels);
+  const double ranks = a == CollectiveAlgorithm::kRing ? static_cast<double>(group.ranks.size()) : 1.0;
+  const double filled = std::floor(bytes / (kLowLatencyChannelBytes * ranks));
+  return static_cast<int>(std::clamp(filled, 1.0, static_cast<double>(group.ll_channels)));
+}
+
+double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a, double bytes) {
   if (!std::isfinite(group.ll_bus_bandwidth) || group.ranks.size() < 2) return 0.0;
-  return busbw_factor(op, group.ranks.size()) * bytes / group.ll_bus_bandwidth;
+  const double share = static_cast<double>(low_latency_channels(group, op, a, bytes)) / std::max(1, group.ll_channels);
+  return busbw_factor(op, group.ranks.size()) * bytes / (group.ll_bus_bandwidth * share);
 }
 
 bool choose_protocol(NetworkFabric& fabric, const CollectiveGroup& group, const CollectiveSpec& spec) {
@@ -539,7 +547,7 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
     if (!unsupported_reason(group, op, a).empty()) continue;
     const int channels = algorithm_channels(group, a, channels_given);
     double ring_bytes = -1.0;  // the tree's bound below: the ring's bandwidth time, once
-    const Priced t = cheaper_protocol(group, op, bytes, [&](bool ll) {
+    const Priced t = cheaper_protocol(group, op, a, bytes, [&](bool ll) {
       double x = protocol_estimate(fabric, group, op, a, bytes, channels, 0, 1, 0, ll);
       if (a == A::kTree && x < best.estimate && ring < std::numeric_limits<double>::infinity()) {
         // NCCL's tuner gives a tree the bus bandwidth of the ring's graph at 92% and
@@ -551,7 +559,7 @@ CollectiveChoice choose_algorithm(NetworkFabric& fabric, const CollectiveGroup& 
         const int ring_channels = channels_given > 0 ? channels_given : default_channels(group);
         if (ring_bytes < 0.0) ring_bytes = estimate(fabric, group, op, A::kRing, bytes, ring_channels, 0, 1, 0, true);
         const double latency = estimate(fabric, group, op, a, 0.0, channels, 0, 1, 0, false, ll);
-        const double rate = ll ? low_latency_throughput_time(group, op, bytes) : 0.0;
+        const double rate = ll ? low_latency_throughput_time(group, op, a, bytes) : 0.0;
         x = std::max(x, latency + rate + ring_bytes * P / (0.92 * (P - 1.0)));
       }
       return x;

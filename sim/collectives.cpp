@@ -249,7 +249,7 @@ class Shares {
 // What a collective of this spec waits for the low-latency protocol's rate
 // (low_latency_throughput_time) when it runs that protocol (low_latency_protocol), else 0.
 double low_latency_wait(const CollectiveGroup& group, const CollectiveSpec& spec) {
-  return low_latency_protocol(spec) ? low_latency_throughput_time(group, spec.op, spec.bytes) : 0.0;
+  return low_latency_protocol(spec) ? low_latency_throughput_time(group, spec.op, spec.algorithm, spec.bytes) : 0.0;
 }
 
 // Adds the transfers to a task graph.
@@ -1494,6 +1494,11 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
       const std::size_t to = d == 0 ? (members.size() > 1 ? members[1] : members[0]) : members[0];
       if (to == 0) continue;
       g.ll_bus_bandwidth = std::min(g.ll_bus_bandwidth, fabric.route_ll_bus_bandwidth(fabric.first_route(g.ranks[0], g.ranks[to])));
+    }
+    if (domains.size() > 1) {
+      std::size_t most = 1;
+      for (const auto& members : domains) most = std::max(most, members.size());
+      g.ll_channels = static_cast<int>(std::min<std::size_t>(2 * std::min<std::size_t>(most, kMaxChannels), kMaxLowLatencyChannels));
     }
   }
   bool any_paths = false;

@@ -143,6 +143,13 @@ struct CollectiveGroup {
   // group that crosses a NIC gets the NIC's. Infinity: no link has one (the protocol
   // then runs only up to kLowLatencyMaxBytes; low_latency_protocol). Set by of().
   double ll_bus_bandwidth = std::numeric_limits<double>::infinity();
+  // The channels the library's communicator has for a group across scale-up domains, of
+  // which a small reduction under the low-latency protocol launches only as many as its
+  // bytes fill (low_latency_channels): NCCL's graph search lays a channel per NIC, one
+  // per rank of a server here (default_channels), and its ncclTopoPostset doubles them
+  // (src/graph/connect.cc), at most MAXCHANNELS, 32. 0: no such reduction (one domain,
+  // whose NVLink graph's channel count ddlsim does not know). Set by of().
+  int ll_channels = 0;
   // The fabric the group was made on (of()), whose routes a ring across domains asks
   // for the transport latency its steps share (NetworkFabric::route_transport); null:
   // each step pays its own route's.
@@ -222,10 +229,24 @@ inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
   return std::isfinite(group.ll_bus_bandwidth) ? low < simple : low_latency_protocol(bytes);
 }
 /// The time (s) the low-latency protocol's rate adds to a collective of `bytes` on the
-/// group: its bus bytes (busbw_factor x bytes) over the group's ll_bus_bandwidth (0
-/// when it has none). Lowered, a zero-byte transfer from the first rank to itself
+/// group run by algorithm `a`: its bus bytes (busbw_factor x bytes) over the group's
+/// ll_bus_bandwidth (0 when it has none), that bandwidth taken in the share of the
+/// group's channels the collective runs on (low_latency_channels over ll_channels). Lowered, a zero-byte transfer from the first rank to itself
 /// that waits this long comes before the collective's other transfers.
-[[nodiscard]] double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op, double bytes);
+[[nodiscard]] double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
+                                                  double bytes);
+/// NCCL's enqueue (src/enqueue.cc, ring and tree channel tuning) launches a collective of
+/// S bytes on fewer of its communicator's channels while S is below channels x 512
+/// threads x 8 bytes (NCCL_LL_MAX_NTHREADS x NCCL_LL_THREAD_THRESHOLD), a ring's
+/// threshold times its ranks (src/graph/tuning.cc), and never below one; each channel
+/// moves its share at the per-channel rate. The channels a reduction of `bytes` on the
+/// group runs under the low-latency protocol: of the group's ll_channels (1 when it has
+/// none, and for all-to-all and send/recv, point-to-point transfers the library
+/// launches otherwise), as many as fill that threshold, ring by ring's and every other
+/// algorithm by the tree's. low_latency_throughput_time scales the rate by this share.
+inline constexpr double kLowLatencyChannelBytes = 512.0 * 8.0;
+inline constexpr int kMaxLowLatencyChannels = 32;
+[[nodiscard]] int low_latency_channels(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a, double bytes);
 /// The protocol `spec` runs on the group: spec.low_latency when given; else, where the
 /// group has an ll_bus_bandwidth, the low-latency one when the selector's estimate of
 /// its algorithm under it (its latencies plus low_latency_throughput_time) is below the

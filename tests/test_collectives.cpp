@@ -1422,14 +1422,19 @@ TEST_CASE("the selector picks trees for their latency, as NCCL's tuner does, not
 }
 
 TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, its data at the group's LL bus bandwidth, chosen where cheaper") {
-  // Expected, on DGX H100s (NVLink 4 1.7 us a link, 0.471 with LL; NDR cables 0.6 us,
-  // the NIC's transport 14 us, 7.85 with LL): between servers on one rail the route is two
-  // cables and a transport, 15.2 us, and 9.05 us with LL; through the NVSwitch 3.4 us, and
-  // 0.942 with LL. The group of both servers has the NICs' LL bus bandwidth, 20 GB/s
-  // (NVLink 4's is 141). The 1 KiB tree all-reduce on 2 servers (8 channels, 1 chunk: up a
-  // chain of 7 NVSwitch hops and one network hop, and down again) takes 2 (7 x 0.942 +
-  // 9.05) = 31.29 us plus the LL rate's 2 x 15/16 x 1 KiB / 20 GB/s = 0.096 us, its
-  // bytes on the links a few ns. At 128 KiB LL is still cheaper: 31.29 + 12.29 us and
+  // Expected, on DGX H100s (NVLink 4 1.7 us a link, 0.447 with LL; NDR cables 0.6 us,
+  // the NIC's transport 14 us, 7.45 with LL): between servers on one rail the route is two
+  // cables and a transport, 15.2 us, and 8.65 us with LL; through the NVSwitch 3.4 us, and
+  // 0.894 with LL. The group of both servers has the NICs' LL bus bandwidth, 20 GB/s
+  // (NVLink 4's is 141), over NCCL's 16 channels (two per NIC). A reduction launches as
+  // many of them as its bytes fill at 4 KiB each (a ring's: 4 KiB x 16 ranks), at least
+  // one: a tree's 1 KiB and 4 KiB on 1 channel, 8 KiB on 2, 64 KiB and more on all 16; a
+  // ring's 64 KiB on 1 and 1 MiB on 16; an all-to-all's (point-to-point) always on all.
+  // The 1 KiB tree all-reduce on 2 servers (8 channels, 1 chunk: up a chain of 7
+  // NVSwitch hops and one network hop, and down again) takes 2 (7 x 0.894 + 8.65) =
+  // 29.816 us plus the LL rate's 2 x 15/16 x 1 KiB / (20 GB/s / 16) = 1.536 us, its bytes
+  // on the links a few ns; from 4 to 64 KiB the rate is 2 x 15/16 x 4 KiB x 16 / 20 GB/s
+  // = 6.144 us whatever the size. At 128 KiB LL is still cheaper: 29.816 + 12.29 us and
   // under 2 us of the links' own time, where the bandwidth protocol's latencies alone are
   // 2 (7 x 3.4 + 15.2) = 78.0 us; at 1 MiB its rate alone, 98.3 us, loses to them, and
   // the tree runs the bandwidth protocol: 78.0 us plus the links' time (1/8 of the MiB
@@ -1441,10 +1446,10 @@ TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, 
   const auto& across = f.first_route(acc[0], acc[8]);
   REQUIRE(across.size() == 2);
   CHECK(f.route_latency(across) == Approx(15.2e-6).epsilon(1e-9));
-  CHECK(f.route_latency(across, true) == Approx(9.05e-6).epsilon(1e-9));
+  CHECK(f.route_latency(across, true) == Approx(8.65e-6).epsilon(1e-9));
   const auto& inside = f.first_route(acc[0], acc[1]);
   CHECK(f.route_latency(inside) == Approx(3.4e-6).epsilon(1e-9));
-  CHECK(f.route_latency(inside, true) == Approx(0.942e-6).epsilon(1e-9));
+  CHECK(f.route_latency(inside, true) == Approx(0.894e-6).epsilon(1e-9));
   // A group's LL rate: the smallest along its routes (one server: NVLink's; across
   // servers, whichever rank pairs it holds, the NICs'), none where no link has one.
   CHECK(net.g.ll_bus_bandwidth == Approx(20e9));
@@ -1454,44 +1459,75 @@ TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, 
   CHECK(one.g.ll_bus_bandwidth == Approx(141e9));
   CHECK(PresetNet("dgx1-v100", 1).g.ll_bus_bandwidth == Approx(39e9));
   CHECK(std::isinf(PresetNet("mi300x-platform", 1).g.ll_bus_bandwidth));
-  CHECK(low_latency_throughput_time(PresetNet("mi300x-platform", 1).g, CollectiveOp::kAllReduce, 1e6) == 0.0);
+  // Its channels: two per rank of a server across servers (one rank each: 2), none
+  // counted inside one server (the rate there is on all of them at any size).
+  CHECK(net.g.ll_channels == 16);
+  CHECK(CollectiveGroup::of(f, {acc[0], acc[8]}).ll_channels == 2);
+  CHECK(one.g.ll_channels == 0);
+  using A = CollectiveAlgorithm;
+  const auto used = [&](CollectiveOp op, A a, double bytes) { return low_latency_channels(net.g, op, a, bytes); };
+  CHECK(used(CollectiveOp::kAllReduce, A::kTree, 1024) == 1);
+  CHECK(used(CollectiveOp::kAllReduce, A::kTree, 4096) == 1);
+  CHECK(used(CollectiveOp::kAllReduce, A::kTree, 8192) == 2);
+  CHECK(used(CollectiveOp::kAllReduce, A::kTree, 65536) == 16);
+  CHECK(used(CollectiveOp::kAllReduce, A::kTree, 1 << 20) == 16);
+  CHECK(used(CollectiveOp::kAllReduce, A::kRing, 65536) == 1);
+  CHECK(used(CollectiveOp::kAllReduce, A::kRing, 1 << 20) == 16);
+  CHECK(used(CollectiveOp::kAllToAll, A::kDirect, 1024) == 16);
+  CHECK(low_latency_channels(one.g, CollectiveOp::kAllReduce, A::kTree, 1024) == 1);
+  CHECK(low_latency_throughput_time(PresetNet("mi300x-platform", 1).g, CollectiveOp::kAllReduce, A::kTree, 1e6) == 0.0);
   const auto tree_spec = [](double bytes) { return spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, bytes, 1, 8); };
   const auto tree = [&](double bytes) { return collective_time(f, net.g, tree_spec(bytes)); };
-  const auto rate = [](double bytes) { return 2.0 * 15.0 / 16.0 * bytes / 20e9; };
-  CHECK(low_latency_throughput_time(net.g, CollectiveOp::kAllReduce, 1024) == Approx(rate(1024)).epsilon(1e-12));
-  CHECK(tree(1024) == Approx(31.29e-6 + rate(1024)).epsilon(1e-3));
+  const auto channels = [](double bytes) { return std::clamp(std::floor(bytes / 4096.0), 1.0, 16.0); };
+  const auto rate = [&](double bytes) { return 2.0 * 15.0 / 16.0 * bytes / (20e9 * channels(bytes) / 16.0); };
+  CHECK(rate(1024) == Approx(1.536e-6).epsilon(1e-3));
+  for (double bytes : {4096.0, 8192.0, 16384.0, 65536.0}) {
+    INFO(bytes, " bytes");
+    CHECK(rate(bytes) == Approx(6.144e-6).epsilon(1e-3));
+    CHECK(low_latency_throughput_time(net.g, CollectiveOp::kAllReduce, A::kTree, bytes) == Approx(6.144e-6).epsilon(1e-3));
+  }
+  CHECK(low_latency_throughput_time(net.g, CollectiveOp::kAllReduce, A::kTree, 1024) == Approx(rate(1024)).epsilon(1e-12));
+  CHECK(low_latency_throughput_time(net.g, CollectiveOp::kAllReduce, A::kRing, 65536) == Approx(98.3e-6).epsilon(1e-3));
+  CHECK(tree(1024) == Approx(29.816e-6 + rate(1024)).epsilon(1e-3));
+  for (double bytes : {4096.0, 16384.0, 65536.0}) {
+    INFO(bytes, " bytes");
+    CHECK(tree(bytes) > 29.816e-6 + 6.144e-6);
+    CHECK(tree(bytes) < 29.816e-6 + 6.144e-6 + 1e-6);  // the links' own time: under 1 us
+  }
   CHECK(choose_protocol(f, net.g, tree_spec(128 * 1024)));
-  const double links = tree(128 * 1024) - 31.29e-6 - rate(128 * 1024);
+  const double links = tree(128 * 1024) - 29.816e-6 - rate(128 * 1024);
   CHECK(links > 0.0);
   CHECK(links < 2e-6);
   CHECK_FALSE(choose_protocol(f, net.g, tree_spec(1 << 20)));
   CHECK(tree(1 << 20) > 78.0e-6);
-  CHECK(tree(1 << 20) < 31.29e-6 + rate(1 << 20));
+  CHECK(tree(1 << 20) < 29.816e-6 + rate(1 << 20));
   CHECK(tree(1 << 20) == Approx(89e-6).epsilon(0.05));
   // Named, a protocol runs at any size.
   auto ll = tree_spec(1 << 20);
   ll.low_latency = true;
-  CHECK(collective_time(f, net.g, ll) > 31.29e-6 + rate(1 << 20));
+  CHECK(collective_time(f, net.g, ll) > 29.816e-6 + rate(1 << 20));
 
   PresetNet big("dgx-a100", 32);
   const auto& far = big.f.first_route(big.c.accelerators()[0], big.c.accelerators()[31 * 8]);
   REQUIRE(far.size() > 2);
   const double cables = static_cast<double>(far.size()) * 0.6e-6;
   CHECK(big.f.route_latency(far) == Approx(cables + 14e-6).epsilon(1e-9));
-  CHECK(big.f.route_latency(far, true) == Approx(cables + 7.85e-6).epsilon(1e-9));
+  CHECK(big.f.route_latency(far, true) == Approx(cables + 7.45e-6).epsilon(1e-9));
 }
 
 TEST_CASE("a small collective's ring across servers pays the ring's mean NIC transport at every step, not the slowest rank's") {
   // Expected: a 1 KiB ring all-reduce over 32 DGX H100 (256 ranks, 8 channels): each of
   // its 2 x 255 steps waits for the slowest hop's latency less its transport (the 1.2 us
-  // of two NDR cables between servers, over the NVSwitch hop's 0.942 us with LL) plus the
-  // ring's mean transport, 7.85 us x 32 crossings / 256 hops: 510 x (1.2 + 0.98125) us =
-  // 1,112 us (every step paying a NIC's 9.05 us would take 4.6 ms; NCCL's own LL model puts
-  // its 64 network crossings at 2.7 us each beside 446 NVLink hops of 0.6). The selector's
-  // estimate gives the same, on either network.
+  // of two NDR cables between servers, over the NVSwitch hop's 0.894 us with LL) plus the
+  // ring's mean transport, 7.45 us x 32 crossings / 256 hops: 510 x (1.2 + 0.93125) us =
+  // 1,087 us, and the LL rate on the one channel of NCCL's 16 that a ring's 1 KiB fills
+  // (under 4 KiB x 256 ranks), 2 x 255/256 x 1 KiB x 16 / 20 GB/s = 1.632 us (every step
+  // paying a NIC's 8.65 us would take 4.4 ms; NCCL's own LL model puts its 64 network
+  // crossings at 2.7 us each beside 446 NVLink hops of 0.6). The selector's estimate
+  // gives the same, on either network.
   PresetNet net("dgx-h100", 32);
   const CollectiveSpec s = spec(CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 1024, 1, 8);
-  const double expected = 510 * (1.2 + 7.85 * 32 / 256) * 1e-6;
+  const double expected = 510 * (1.2 + 7.45 * 32 / 256) * 1e-6 + 2.0 * 255.0 / 256.0 * 1024.0 * 16.0 / 20e9;
   CHECK(collective_time(net.f, net.g, s) == Approx(expected).epsilon(1e-3));
   CHECK(collective_time(net.f, net.g, s, Model::kAnalytical) == Approx(expected).epsilon(1e-3));
   CHECK(collective_estimate(net.f, net.g, CollectiveOp::kAllReduce, CollectiveAlgorithm::kRing, 1024, 8) == Approx(expected).epsilon(1e-3));
@@ -1636,8 +1672,8 @@ TEST_CASE("a streamed tree waits its pipeline's fill of the NICs' transport on e
 }
 
 TEST_CASE("small collectives across servers: the selector's estimate follows the replay, algorithm by algorithm") {
-  // Expected: at 1 KiB, where the low-latency protocol's latencies (a NIC's 7.85 us
-  // transport beside 0.942 us NVSwitch hops) make the hops between servers ten times
+  // Expected: at 1 KiB, where the low-latency protocol's latencies (a NIC's 7.45 us
+  // transport beside 0.894 us NVSwitch hops) make the hops between servers ten times
   // the others, each algorithm's closed form walks its own hops as the analytical replay
   // does: within 2% of it on 2 and 32 DGX H100, for all-reduce (ring, tree,
   // halving-doubling, direct, hierarchical), reduce-scatter and all-gather (ring,

@@ -616,11 +616,12 @@ TEST_CASE("an all-to-all's analytical time under each protocol is affine in its 
   // bandwidth protocol's sizes. At 1 KB the low-latency protocol runs: the links' LL
   // latencies (and across servers the NICs' LL transport) replace theirs, and its rate
   // adds (n - 1)/n x 1 KB over the group's LL bus bandwidth: inside the server each pair
-  // pays 2 x 0.471 us for NVLink 3's 2 x 1.7, 2.458 us less, and 7/8 KB at 87.7 GB/s,
+  // pays 2 x 0.447 us for NVLink 3's 2 x 1.7, 2.506 us less, and 7/8 KB at 87.7 GB/s,
   // 0.00998 us; across servers the slowest pairs, those between servers (an NVSwitch hop
-  // to the rail of their destination, then the NICs), pay that and a transport of 7.85
-  // us for the bandwidth protocol's 14: 2.458 + 6.15 = 8.608 us less, and 15/16 KB at the
-  // NICs' 20 GB/s, 0.0469 us.
+  // to the rail of their destination, then the NICs), pay that and a transport of 7.45
+  // us for the bandwidth protocol's 14: 2.506 + 6.55 = 9.056 us less, and 15/16 KB at the
+  // NICs' 20 GB/s, 0.0469 us (an all-to-all's point-to-point transfers run on all the
+  // channels at any size).
   SbpRig rig("dgx-a100", 2, 16);
   for (std::size_t n : {8u, 16u}) {
     INFO(n);
@@ -630,8 +631,8 @@ TEST_CASE("an all-to-all's analytical time under each protocol is affine in its 
     const double t1 = t(1e6), t2 = t(2e6);
     for (double b : {1.5e6, 3e7, 1e9}) CHECK(t(b) == Approx(t1 + (t2 - t1) * (b - 1e6) / 1e6).epsilon(1e-9));
     const double affine = t1 + (t2 - t1) * (1e3 - 1e6) / 1e6;
-    if (n == 8) CHECK(t(1e3) == Approx(affine - 2 * (1.7 - 0.471) * 1e-6 + 7.0 / 8.0 * 1e3 / 87.7e9).epsilon(1e-6));
-    if (n == 16) CHECK(t(1e3) == Approx(affine - (2 * (1.7 - 0.471) + (14.0 - 7.85)) * 1e-6 + 15.0 / 16.0 * 1e3 / 20e9).epsilon(1e-6));
+    if (n == 8) CHECK(t(1e3) == Approx(affine - 2 * (1.7 - 0.447) * 1e-6 + 7.0 / 8.0 * 1e3 / 87.7e9).epsilon(1e-6));
+    if (n == 16) CHECK(t(1e3) == Approx(affine - (2 * (1.7 - 0.447) + (14.0 - 7.45)) * 1e-6 + 15.0 / 16.0 * 1e3 / 20e9).epsilon(1e-6));
   }
   // Between two B200s (NVLink 5, its LL rate 282 GB/s) the low-latency protocol still
   // wins at 1 MB (its 2 x 1.229 us of latency saved against 1/2 MB at 282 GB/s, 1.77 us)
