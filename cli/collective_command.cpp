@@ -69,9 +69,11 @@ ring's hops; a pipeline of chunks: its first chunk). Small sizes run NCCL's
 low-latency protocol (LL): 0.894 us an NVSwitch hop and 7.45 us through those NICs (the
 catalog's ll_latency_us and ll_transport_latency_us), its bus bytes at no more than the
 group's LL bus bandwidth (ll_bus_gbytes_per_s: 20 GB/s across NICs, 141 inside an H100
-server), across servers at the share of NCCL's channels (two per NIC) that a reduction
-fills at 4 KiB each (a ring's: 4 KiB x its ranks; at least one); each size runs the protocol whose estimate is cheaper, as NCCL's tuner picks
-(2 x 8 H100: LL up to 256 KiB); a ring phase inside an A100 server waits the
+server), across servers at the share of NCCL's channels (two per NIC) that a collective
+fills at 4 KiB each (a ring's: 4 KiB x its ranks; at least one); each size runs the
+protocol whose estimate is cheaper, as NCCL's tuner picks (2 x 8 H100: LL up to 256
+KiB; ddlsim's estimate counts the channels launched, NCCL's tuner all of them, so a
+ring turns to Simple sooner: at 128 KiB there); a ring phase inside an A100 server waits the
 catalog's ring_overhead of NVLink 3 (p - 1 + 0.195 steps' time); see 'ddlsim topology
 --list' and topology/data/catalog.json.
 

@@ -483,10 +483,12 @@ Priced priced(NetworkFabric& f, const CollectiveGroup& g, CollectiveOp op, Colle
 }  // namespace
 
 int low_latency_channels(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a, double bytes) {
-  if (group.ll_channels < 2 || op == CollectiveOp::kAllToAll || op == CollectiveOp::kSendRecv) return std::max(1, group.ll_channels);
+  const bool point_to_point = op == CollectiveOp::kAllToAll || op == CollectiveOp::kSendRecv || a == CollectiveAlgorithm::kDirect;
+  if (group.ll_channels < 2 || point_to_point) return std::max(1, group.ll_channels);
   const double ranks = a == CollectiveAlgorithm::kRing ? static_cast<double>(group.ranks.size()) : 1.0;
   const double filled = std::floor(bytes / (kLowLatencyChannelBytes * ranks));
-  return static_cast<int>(std::clamp(filled, 1.0, static_cast<double>(group.ll_channels)));
+  if (!(filled >= 1.0)) return 1;  // also NaN
+  return static_cast<int>(std::min(filled, static_cast<double>(group.ll_channels)));
 }
 
 double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a, double bytes) {

@@ -1498,7 +1498,7 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
     if (domains.size() > 1) {
       std::size_t most = 1;
       for (const auto& members : domains) most = std::max(most, members.size());
-      g.ll_channels = static_cast<int>(std::min<std::size_t>(2 * std::min<std::size_t>(most, kMaxChannels), kMaxLowLatencyChannels));
+      g.ll_channels = static_cast<int>(std::min<std::size_t>(2 * most, kMaxChannels));
     }
   }
   bool any_paths = false;

@@ -144,11 +144,13 @@ struct CollectiveGroup {
   // then runs only up to kLowLatencyMaxBytes; low_latency_protocol). Set by of().
   double ll_bus_bandwidth = std::numeric_limits<double>::infinity();
   // The channels the library's communicator has for a group across scale-up domains, of
-  // which a small reduction under the low-latency protocol launches only as many as its
-  // bytes fill (low_latency_channels): NCCL's graph search lays a channel per NIC, one
-  // per rank of a server here (default_channels), and its ncclTopoPostset doubles them
-  // (src/graph/connect.cc), at most MAXCHANNELS, 32. 0: no such reduction (one domain,
-  // whose NVLink graph's channel count ddlsim does not know). Set by of().
+  // which a small collective under the low-latency protocol launches only as many as its
+  // bytes fill (low_latency_channels): NCCL's graph search lays a channel per NIC, taken
+  // here as one per rank of a server (as default_channels: servers with fewer NICs than
+  // GPUs are not told apart), and its ncclTopoPostset doubles them (src/graph/connect.cc),
+  // at most kMaxChannels (NCCL's MAXCHANNELS). Some NCCL versions double them once more on
+  // Hopper below 16; not modelled. 0: none counted (one domain, whose NVLink graph's
+  // channel count ddlsim does not know: the rate is the cap at any size). Set by of().
   int ll_channels = 0;
   // The fabric the group was made on (of()), whose routes a ring across domains asks
   // for the transport latency its steps share (NetworkFabric::route_transport); null:
@@ -233,20 +235,24 @@ inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
 /// ll_bus_bandwidth (0 when it has none), that bandwidth taken in the share of the
 /// group's channels the collective runs on (low_latency_channels over ll_channels). Lowered, a zero-byte transfer from the first rank to itself
 /// that waits this long comes before the collective's other transfers.
-[[nodiscard]] double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
-                                                  double bytes);
+[[nodiscard]] double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op,
+                                                  CollectiveAlgorithm a, double bytes);
 /// NCCL's enqueue (src/enqueue.cc, ring and tree channel tuning) launches a collective of
 /// S bytes on fewer of its communicator's channels while S is below channels x 512
 /// threads x 8 bytes (NCCL_LL_MAX_NTHREADS x NCCL_LL_THREAD_THRESHOLD), a ring's
-/// threshold times its ranks (src/graph/tuning.cc), and never below one; each channel
-/// moves its share at the per-channel rate. The channels a reduction of `bytes` on the
-/// group runs under the low-latency protocol: of the group's ll_channels (1 when it has
-/// none, and for all-to-all and send/recv, point-to-point transfers the library
-/// launches otherwise), as many as fill that threshold, ring by ring's and every other
-/// algorithm by the tree's. low_latency_throughput_time scales the rate by this share.
+/// threshold times its ranks (src/graph/tuning.cc), never below one, rounding down (so
+/// between multiples of 4 KiB a channel carries up to twice as much); each channel
+/// moves its share at the per-channel rate, the cap over all of them (an assumption:
+/// NCCL's halving of a lone channel's threads is not priced). The channels a collective
+/// of `bytes` on the group runs under the low-latency protocol, out of its ll_channels:
+/// as many as fill that threshold, a ring's by the ring's and every other algorithm's by
+/// the tree's; all of them for all-to-all, send/recv and direct algorithms (point-to-point
+/// transfers the library launches otherwise); 1 where the group counts none
+/// (ll_channels 0: the rate is the cap at any size). low_latency_throughput_time scales
+/// the rate by the share launched.
 inline constexpr double kLowLatencyChannelBytes = 512.0 * 8.0;
-inline constexpr int kMaxLowLatencyChannels = 32;
-[[nodiscard]] int low_latency_channels(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a, double bytes);
+[[nodiscard]] int low_latency_channels(const CollectiveGroup& group, CollectiveOp op, CollectiveAlgorithm a,
+                                       double bytes);
 /// The protocol `spec` runs on the group: spec.low_latency when given; else, where the
 /// group has an ll_bus_bandwidth, the low-latency one when the selector's estimate of
 /// its algorithm under it (its latencies plus low_latency_throughput_time) is below the

@@ -1175,7 +1175,8 @@ TEST_CASE("ddlsim collective: --protocol runs the protocol named, auto the cheap
   // 15/8 x 128 KiB, against the bandwidth protocol's 78 us of latency): auto runs LL, as
   // --protocol ll does, and --protocol simple is slower; so does a ring at 16 KiB (its
   // 16 KiB fills one channel of 4 KiB x 16 ranks: 24.6 us of rate beside its LL
-  // latencies, against 30 steps of the bandwidth protocol's); at 4 MiB LL's rate alone
+  // latencies, against 30 steps of the bandwidth protocol's), while at 128 KiB a ring
+  // fills 2 of the 16 channels, 98 us of rate, and runs Simple; at 4 MiB LL's rate alone
   // (368 us) loses, auto runs Simple and --protocol ll is slower. Each row's estimate is
   // its protocol's.
   const std::vector<std::string> common{"collective", "--preset", "dgx-h100", "--nodes", "2", "--json"};
@@ -1198,6 +1199,7 @@ TEST_CASE("ddlsim collective: --protocol runs the protocol named, auto the cheap
     CHECK(small.at("time_us") == small_ll.at("time_us"));
     CHECK(small_simple.at("time_us").get<double>() > small.at("time_us").get<double>());
     CHECK(small_simple.at("estimate_us").get<double>() > small.at("estimate_us").get<double>());
+    if (algorithm == "ring") CHECK(row("128K", {"--algorithm", algorithm}).at("protocol") == "Simple");  // 2 of 16 channels
     const auto big = row("4M", {"--algorithm", algorithm}), big_ll = row("4M", {"--algorithm", algorithm, "--protocol", "ll"});
     CHECK(big.at("protocol") == "Simple");
     CHECK(big_ll.at("protocol") == "LL");

@@ -1429,12 +1429,13 @@ TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, 
   // (NVLink 4's is 141), over NCCL's 16 channels (two per NIC). A reduction launches as
   // many of them as its bytes fill at 4 KiB each (a ring's: 4 KiB x 16 ranks), at least
   // one: a tree's 1 KiB and 4 KiB on 1 channel, 8 KiB on 2, 64 KiB and more on all 16; a
-  // ring's 64 KiB on 1 and 1 MiB on 16; an all-to-all's (point-to-point) always on all.
+  // ring's 64 KiB on 1 and 1 MiB on 16; an all-to-all's and a direct algorithm's
+  // (point-to-point) always on all; a NaN size on one.
   // The 1 KiB tree all-reduce on 2 servers (8 channels, 1 chunk: up a chain of 7
   // NVSwitch hops and one network hop, and down again) takes 2 (7 x 0.894 + 8.65) =
   // 29.816 us plus the LL rate's 2 x 15/16 x 1 KiB / (20 GB/s / 16) = 1.536 us, its bytes
   // on the links a few ns; from 4 to 64 KiB the rate is 2 x 15/16 x 4 KiB x 16 / 20 GB/s
-  // = 6.144 us whatever the size. At 128 KiB LL is still cheaper: 29.816 + 12.29 us and
+  // = 6.144 us at every multiple of 4 KiB (at 6 KiB, one channel: 9.216 us). At 128 KiB LL is still cheaper: 29.816 + 12.29 us and
   // under 2 us of the links' own time, where the bandwidth protocol's latencies alone are
   // 2 (7 x 3.4 + 15.2) = 78.0 us; at 1 MiB its rate alone, 98.3 us, loses to them, and
   // the tree runs the bandwidth protocol: 78.0 us plus the links' time (1/8 of the MiB
@@ -1480,7 +1481,10 @@ TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, 
   const auto tree = [&](double bytes) { return collective_time(f, net.g, tree_spec(bytes)); };
   const auto channels = [](double bytes) { return std::clamp(std::floor(bytes / 4096.0), 1.0, 16.0); };
   const auto rate = [&](double bytes) { return 2.0 * 15.0 / 16.0 * bytes / (20e9 * channels(bytes) / 16.0); };
-  CHECK(rate(1024) == Approx(1.536e-6).epsilon(1e-3));
+  CHECK(low_latency_throughput_time(net.g, CollectiveOp::kAllReduce, A::kTree, 1024) == Approx(1.536e-6).epsilon(1e-3));
+  CHECK(low_latency_throughput_time(net.g, CollectiveOp::kAllReduce, A::kTree, 6144) == Approx(9.216e-6).epsilon(1e-3));
+  CHECK(used(CollectiveOp::kAllReduce, A::kTree, std::nan("")) == 1);
+  CHECK(used(CollectiveOp::kAllReduce, A::kDirect, 1024) == 16);
   for (double bytes : {4096.0, 8192.0, 16384.0, 65536.0}) {
     INFO(bytes, " bytes");
     CHECK(rate(bytes) == Approx(6.144e-6).epsilon(1e-3));
