@@ -233,8 +233,9 @@ inline constexpr double kLowLatencyMaxBytes = 64.0 * 1024.0;
 /// The time (s) the low-latency protocol's rate adds to a collective of `bytes` on the
 /// group run by algorithm `a`: its bus bytes (busbw_factor x bytes) over the group's
 /// ll_bus_bandwidth (0 when it has none), that bandwidth taken in the share of the
-/// group's channels the collective runs on (low_latency_channels over ll_channels). Lowered, a zero-byte transfer from the first rank to itself
-/// that waits this long comes before the collective's other transfers.
+/// group's channels the collective runs on (low_latency_channels over ll_channels).
+/// Lowered, a zero-byte transfer from the first rank to itself that waits this long
+/// comes before the collective's other transfers.
 [[nodiscard]] double low_latency_throughput_time(const CollectiveGroup& group, CollectiveOp op,
                                                   CollectiveAlgorithm a, double bytes);
 /// NCCL's enqueue (src/enqueue.cc, ring and tree channel tuning) launches a collective of
