@@ -1460,10 +1460,11 @@ TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, 
   CHECK(one.g.ll_bus_bandwidth == Approx(141e9));
   CHECK(PresetNet("dgx1-v100", 1).g.ll_bus_bandwidth == Approx(39e9));
   CHECK(std::isinf(PresetNet("mi300x-platform", 1).g.ll_bus_bandwidth));
-  // Its channels: two per rank of a server across servers (one rank each: 2), none
-  // counted inside one server (the rate there is on all of them at any size).
+  // Its channels: two per rank of a server across servers (one rank each: 2; four: 8),
+  // none counted inside one server (the rate there is on all of them at any size).
   CHECK(net.g.ll_channels == 16);
   CHECK(CollectiveGroup::of(f, {acc[0], acc[8]}).ll_channels == 2);
+  CHECK(CollectiveGroup::of(f, {acc[0], acc[1], acc[2], acc[3], acc[8], acc[9], acc[10], acc[11]}).ll_channels == 8);
   CHECK(one.g.ll_channels == 0);
   using A = CollectiveAlgorithm;
   const auto used = [&](CollectiveOp op, A a, double bytes) { return low_latency_channels(net.g, op, a, bytes); };
