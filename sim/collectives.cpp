@@ -1495,11 +1495,7 @@ CollectiveGroup CollectiveGroup::of(NetworkFabric& fabric, std::vector<NodeId> r
       if (to == 0) continue;
       g.ll_bus_bandwidth = std::min(g.ll_bus_bandwidth, fabric.route_ll_bus_bandwidth(fabric.first_route(g.ranks[0], g.ranks[to])));
     }
-    if (domains.size() > 1) {
-      std::size_t most = 1;
-      for (const auto& members : domains) most = std::max(most, members.size());
-      g.ll_channels = static_cast<int>(std::min<std::size_t>(2 * most, kMaxChannels));
-    }
+    if (domains.size() > 1) g.ll_channels = std::min(2 * default_channels(g), kMaxChannels);  // two per ring channel
   }
   bool any_paths = false;
   // Across domains a channel crosses each on a path from its entry to its exit, named so
