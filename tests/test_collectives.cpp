@@ -1421,6 +1421,30 @@ TEST_CASE("the selector picks trees for their latency, as NCCL's tuner does, not
   }
 }
 
+TEST_CASE("a group's LL channels stop at NCCL's 64 where its servers hold more ranks") {
+  // Expected: two per rank of a server across servers, at most kMaxChannels (64, NCCL's
+  // MAXCHANNELS): two NVSwitch servers of 40 GPUs, one NDR NIC each on rails, give 40 ring
+  // channels and min(80, 64) = 64 LL channels; 32 ranks of each server (the cap's edge),
+  // 64; 31, 62.
+  const Catalog cat = Catalog::builtin();
+  Cluster c;
+  const std::vector<std::vector<NodeId>> servers = {add_nvswitch_node(c, cat, "n0", "b200", 40),
+                                                    add_nvswitch_node(c, cat, "n1", "b200", 40)};
+  add_rail_optimized(c, cat, "net", servers, 32, 1.0, "ib-ndr", "ib-ndr");
+  NetworkFabric f(c, cat);
+  const CollectiveGroup all = CollectiveGroup::of(f);
+  CHECK(default_channels(all) == 40);
+  CHECK(all.ll_channels == kMaxChannels);
+  CHECK(kMaxChannels == 64);
+  const auto ranks = [&](std::size_t per_server) {
+    std::vector<NodeId> r;
+    for (const auto& server : servers) r.insert(r.end(), server.begin(), server.begin() + static_cast<std::ptrdiff_t>(per_server));
+    return r;
+  };
+  CHECK(CollectiveGroup::of(f, ranks(32)).ll_channels == 64);
+  CHECK(CollectiveGroup::of(f, ranks(31)).ll_channels == 62);
+}
+
 TEST_CASE("the low-latency protocol: NVLink's and a NIC's latencies of its own, its data at the group's LL bus bandwidth, chosen where cheaper") {
   // Expected, on DGX H100s (NVLink 4 1.7 us a link, 0.447 with LL; NDR cables 0.6 us,
   // the NIC's transport 14 us, 7.45 with LL): between servers on one rail the route is two
