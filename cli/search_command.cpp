@@ -50,7 +50,7 @@ and ranks them by replayed step time.
            pp 4, selective recomputation, takes layers 8, 9, 9, 6), and with multi-token prediction (workload
            mtp_layers) also with its last chunk free of layers. Each plan
            keeps the framework settings of the scenario's first Megatron-style
-           strategy (bucket_mib, overlap_grad_reduce, overlap_param_gather, align_param_gather, overlap_p2p,
+           strategy (bucket_mib, overlap_grad_reduce, align_grad_reduce, overlap_param_gather, align_param_gather, overlap_p2p,
            overlap_tp_backward, tp_comm_overlap, overlap_ep_comm, moe_dispatcher, fp8_dispatch,
            moe_capacity_factor, moe_pad_to_capacity, grad_accumulation,
            grad_reduce_fp32, master_weights, fp8_params, tp_only_amax_red, order), so a

@@ -380,6 +380,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
   }
   p.bucket_bytes = o.number_or("bucket_mib", 1e-3, 1e6, 25.0) * kMiB;
   p.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", true);
+  p.align_grad_reduce = o.boolean_or("align_grad_reduce", false);
   p.overlap_param_gather = o.boolean_or("overlap_param_gather", false);
   p.align_param_gather = o.boolean_or("align_param_gather", false);
   p.overlap_p2p = o.boolean_or("overlap_p2p", false);

@@ -169,6 +169,20 @@ struct ParallelPlan {
   /// overlap_grad_reduce, else all after the whole backward.
   double bucket_bytes = 25.0 * 1024 * 1024;
   bool overlap_grad_reduce = true;
+  /// overlap_grad_reduce under pipeline parallelism, 1f1b or interleaved: the schedule
+  /// starts the reductions, at the same moment on every stage, as Megatron-LM does by
+  /// default (its --no-align-grad-reduce, before it --no-delay-grad-reduce, turns that
+  /// off) and NeMo's recipes do (grad_sync_func, for Apex's distributed fused Adam and
+  /// Megatron-Core's DDP alike): under 1f1b the first stage's buckets go as its last
+  /// backward produces them and every other stage's all at once after its last backward;
+  /// interleaved, a model chunk's buckets all at once after the backward that comes as
+  /// many passes after the chunk's last micro-batch's backward as the stage's pipeline
+  /// rank, and those of chunks not started by the end (the first chunk's) after the
+  /// stage's last backward. false (ddlsim's default, the plain data-parallel hooks): each
+  /// bucket as the last micro-batch's backward produces it, on every stage. No effect
+  /// without overlap_grad_reduce (as Megatron hands the schedule its grad sync only then),
+  /// under ZeRO-2 and 3 (no buckets), under gpipe or zero-bubble, or with pp 1.
+  bool align_grad_reduce = false;
   /// ZeRO-1: the all-gather of the updated weights runs bucket by bucket (the gradient
   /// buckets, in forward order) beside the next step's forward passes, each unit's first
   /// forward waiting for its bucket (Megatron-Core's --overlap-param-gather, NeMo's

@@ -95,6 +95,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   }
   p.dp_mode = mode;
   p.overlap_param_gather = space.framework.overlap_param_gather && mode == DataParallelMode::kZero1 && p.overlap_grad_reduce;
+  p.align_grad_reduce = space.framework.align_grad_reduce;
   p.align_param_gather = space.framework.align_param_gather && p.overlap_param_gather && p.virtual_stages > 1;
   p.recompute = rc;
   p.sequence_parallel = tp > 1 && model.seq % tp == 0;
@@ -847,8 +848,14 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
                                                std::max(dp_collective(all_dp, reduce_op, bucket0 * rb),
                                                         expert_collective(reduce_op, k0 * expert0 * rb)));
       const bool joined = accumulates(p, static_cast<std::int64_t>(m) - 1);
-      const double behind = joined ? B * (v - 1.0) / v : B;
-      const double after = joined ? std::max(last, reduce / v) : last;
+      // align_grad_reduce: the schedule starts them, interleaved a model chunk's all at
+      // once, the first chunk's after the backward, as where the gradients join; under
+      // 1f1b the first stage's bucket by bucket and the others' after their backward.
+      const bool aligned = p.align_grad_reduce && p.pp > 1 &&
+                           (p.schedule == PipelineSchedule::k1F1B || p.schedule == PipelineSchedule::kInterleaved1F1B);
+      const bool whole = joined || (aligned && v > 1.0);
+      const double behind = whole ? B * (v - 1.0) / v : B;
+      const double after = whole ? std::max(last, reduce / v) : last;
       // Each stage's reductions slow its last backwards, which the last micro-batch's
       // backward, crossing the stages one after another in the pipeline's drain, waits
       // for: without interleaving every stage's slowed backward lies on that chain (pp
@@ -857,7 +864,8 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       // (pp / 2: the 88 NeMo cases' estimates 0.17% from their replays on average,
       // against 0.36% counting one stage's and 0.19% with pp (1 + 1/v) / 2).
       const double lost = slowed(behind, reduce - after);
-      const double drain = v > 1.0 ? std::max(1.0, p.pp / 2.0) : p.pp;
+      // (Aligned under 1f1b only the first stage's last backward runs beside them.)
+      const double drain = aligned ? 1.0 : v > 1.0 ? std::max(1.0, p.pp / 2.0) : p.pp;
       step += drain * lost + std::max(after, reduce - behind - lost) + gather;
     } else {
       step += reduce + gather;
@@ -892,7 +900,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.overlap_param_gather, p.align_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.tp_only_amax, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.align_grad_reduce, p.overlap_param_gather, p.align_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.tp_only_amax, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };

@@ -58,6 +58,12 @@ class StepLowering {
     if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (ep_) out_.a2a_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     gather_ahead_ = p_.overlap_param_gather && p_.dp > 1 && p_.dp_mode == DataParallelMode::kZero1;
+    aligned_ = p_.overlap_grad_reduce && p_.align_grad_reduce && p_.pp > 1 && !scatters_ &&
+               (p_.schedule == PipelineSchedule::k1F1B || p_.schedule == PipelineSchedule::kInterleaved1F1B);
+    if (aligned_) {
+      backward_exits_.resize(static_cast<std::size_t>(dpl_ * p_.pp));
+      chunk_last_backward_.assign(static_cast<std::size_t>(dpl_ * p_.pp), std::vector<int>(static_cast<std::size_t>(v_), -1));
+    }
     if (amax_) out_.amax_s.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (amax_ && p_.combined_1f1b()) out_.amax_tasks.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (gather_ahead_) out_.param_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
@@ -971,6 +977,12 @@ class StepLowering {
         entries_[{d, s, op.micro_batch, op.forward}] = entry;
         exits_[{d, s, op.micro_batch, op.forward}] = t;
       }
+      if (aligned_ && !op.forward) {  // (1f1b and interleaved: no W passes)
+        backward_exits_[grp].push_back(t);
+        if (op.micro_batch == mb_ - 1) {
+          chunk_last_backward_[grp][static_cast<std::size_t>(op.chunk)] = static_cast<int>(backward_exits_[grp].size()) - 1;
+        }
+      }
       if (gradients) {
         prev = g_.add(Free{pool, Bytes(chunk_activations(s))}, "free activations").id();
         g_.add_edge(t, prev);
@@ -1030,6 +1042,22 @@ class StepLowering {
   // (`s`, `fj`: the unit's chunk and place in its forward.)
   void produced(int d, int i, int s, int fj, TaskId t, const Unit& u) {
     if (u.params > 0.0) contributions_[group(d, i)].push_back({t, u.params, u.experts, s, fj, u.kind == UnitKind::kLayers});
+  }
+
+  // align_grad_reduce: the task after which replica d's stage i launches the reductions
+  // of its model chunk `chunk`'s buckets, all at once (Megatron-Core's schedules calling
+  // the DDP's or Apex's grad sync): under 1f1b on stages after the first their last
+  // backward; interleaved the backward that is as many passes after the chunk's last
+  // micro-batch's backward as the stage's rank, the stage's last when there are fewer
+  // (the schedule's remaining reductions). Invalid where each bucket goes as its last
+  // unit's gradients are produced (the first stage under 1f1b, and without alignment).
+  TaskId grad_sync_trigger(int d, int i, int chunk) const {
+    if (!aligned_) return TaskId();
+    const std::size_t grp = group(d, i);
+    if (v_ == 1) return i == 0 ? TaskId() : out_.last_backward[grp];
+    const std::vector<TaskId>& exits = backward_exits_[grp];
+    const int at = chunk_last_backward_[grp][static_cast<std::size_t>(chunk)] + i;
+    return at < static_cast<int>(exits.size()) ? exits[static_cast<std::size_t>(at)] : out_.last_backward[grp];
   }
 
   // Buckets of about bucket_bytes over stage i's contributions, in production order:
@@ -1206,10 +1234,14 @@ class StepLowering {
             expert_bytes += produced_by_0[j].experts * reduced_gradient_bytes(p_, m_.dtype);
           }
           const TaskId ready = g_.add(Marker{}, "bucket ready").id();
+          const int chunk = produced_by_0[first].s / p_.pp;  // (a bucket ends with its model chunk)
           for (int d = 0; d < dpl_; ++d) {
-            g_.add_edge(p_.overlap_grad_reduce ? contributions_[group(d, i)][last - 1].t
-                                               : out_.last_backward[group(d, i)],
-                        ready);
+            TaskId after = out_.last_backward[group(d, i)];
+            if (p_.overlap_grad_reduce) {
+              const TaskId launch = grad_sync_trigger(d, i, chunk);
+              after = launch.valid() ? launch : contributions_[group(d, i)][last - 1].t;
+            }
+            g_.add_edge(after, ready);
           }
           for (int k = 0; k < p_.tp; ++k) {
             const LoweredCollective c = dp_collective(i, k, op, bytes);
@@ -1498,6 +1530,12 @@ class StepLowering {
     bool layer;              // a layer (whose linear weights fp8_params keeps in FP8), not the embedding or output
   };
   bool gather_ahead_ = false;  // overlap_param_gather (ZeRO-1, dp > 1)
+  // align_grad_reduce under 1f1b or interleaved (pp > 1, buckets overlapped): per (dp, pp)
+  // group, the ends of its backwards in program order, and per model chunk the place among
+  // them of its last micro-batch's (grad_sync_trigger).
+  bool aligned_ = false;
+  std::vector<std::vector<TaskId>> backward_exits_;
+  std::vector<std::vector<int>> chunk_last_backward_;
   // (replica, chunk, unit): its first forward's wait, and the task before it.
   std::map<std::tuple<int, int, int>, std::pair<TaskId, TaskId>> param_waits_;
   std::map<std::size_t, std::vector<Contribution>> contributions_;

@@ -23,7 +23,9 @@
 // Data parallelism: gradients are reduced in buckets of about plan.bucket_bytes (2 bytes
 // per parameter), in the order the last micro-batch's backward produces them, each bucket
 // starting as soon as it is complete on every replica (or, without
-// plan.overlap_grad_reduce, all of them after the stage's whole backward): all-reduce, or
+// plan.overlap_grad_reduce, all of them after the stage's whole backward; with a pipeline
+// and plan.align_grad_reduce when the schedule launches them: a stage's or model chunk's
+// all at once, at the same moment on every stage, as Megatron-Core's schedules do): all-reduce, or
 // for ZeRO-1/2 reduce-scatter and, after the optimizer step, all-gather of the updated
 // 16-bit weights. ZeRO-3 (FSDP) keeps only 1/dp of every weight: before each layer's
 // forward and again before its backward, in every micro-batch, the data-parallel group

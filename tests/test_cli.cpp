@@ -3581,6 +3581,44 @@ TEST_CASE("search: the grid's plans keep the framework settings of the scenario'
   }
 }
 
+TEST_CASE("align_grad_reduce: a strategy's, the grid keeps it, and without overlap it changes nothing") {
+  // Expected: on kTraining (16 A100s, analytical network) tp 4 x pp 2 x dp 2 runs with
+  // the setting (1f1b: stage 1's buckets after its last backward); with
+  // overlap_grad_reduce false it gives exactly the step without it (every bucket after
+  // the whole backward either way); a search from a first strategy that sets it carries
+  // it on every grid plan with buckets (zero 0 and 1); a setting that is no boolean is
+  // refused, naming the field.
+  Scratch s;
+  const std::string f = s.write("t.json", kTraining);
+  const auto step = [&](std::vector<std::string> sets) {
+    std::vector<std::string> args{"run", f, "--json", "--network", "analytical"};
+    for (const std::string& x : sets) args.insert(args.end(), {"--set", x});
+    const auto r = ddlsim_cmd(args);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("strategies").at(1).at("step_time_s").get<double>();
+  };
+  CHECK(step({"strategies.1.align_grad_reduce=true"}) > 0.0);
+  CHECK(step({"strategies.1.overlap_grad_reduce=false", "strategies.1.align_grad_reduce=true"}) ==
+        step({"strategies.1.overlap_grad_reduce=false"}));
+  const auto r = ddlsim_cmd({"search", f, "--json", "--replay", "24", "--network", "analytical", "--set",
+                             "strategies.0.align_grad_reduce=true"});
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  int with_buckets = 0;
+  for (const auto& e : j.at("ranked")) {
+    if (e.at("baseline") == true) continue;
+    INFO(e.dump());
+    const bool buckets = e.at("zero").get<int>() <= 1;
+    with_buckets += buckets;
+    CHECK(e.contains("align_grad_reduce") == buckets);
+    if (buckets) CHECK(e.at("align_grad_reduce") == true);
+  }
+  CHECK(with_buckets >= 1);
+  const auto bad = ddlsim_cmd({"run", f, "--set", "strategies.1.align_grad_reduce=\"yes\""});
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("strategies.1.align_grad_reduce") != std::string::npos);
+}
+
 TEST_CASE("search --method autoddl and mcmc rank whole-model SBP plans against the baselines") {
   // Expected: on kTraining (16 A100s, analytical network) both replay the found plan,
   // data parallelism and Megatron in SBP terms (when they can run) and the scenario's
