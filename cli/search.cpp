@@ -43,9 +43,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   const bool buckets = p.dp_mode == DataParallelMode::kAllReduce || p.dp_mode == DataParallelMode::kZero1;
   if (buckets && p.bucket_bytes != defaults.bucket_bytes) j["bucket_mib"] = p.bucket_bytes / kMiB;
   if (buckets && p.overlap_grad_reduce != defaults.overlap_grad_reduce) j["overlap_grad_reduce"] = p.overlap_grad_reduce;
-  if (buckets && p.overlap_grad_reduce && p.align_grad_reduce != defaults.align_grad_reduce) {
-    j["align_grad_reduce"] = p.align_grad_reduce;
-  }
+  if (p.align_grad_reduce) j["align_grad_reduce"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
   if (p.align_param_gather) j["align_param_gather"] = true;
   if (p.overlap_p2p != defaults.overlap_p2p) j["overlap_p2p"] = p.overlap_p2p;

@@ -174,11 +174,13 @@ struct ParallelPlan {
   /// default (its --no-align-grad-reduce, before it --no-delay-grad-reduce, turns that
   /// off) and NeMo's recipes do (grad_sync_func, for Apex's distributed fused Adam and
   /// Megatron-Core's DDP alike): under 1f1b the first stage's buckets go as its last
-  /// backward produces them and every other stage's all at once after its last backward;
+  /// backward produces them and every other stage's all at once after its last backward
+  /// and its sends;
   /// interleaved, a model chunk's buckets all at once after the backward that comes as
   /// many passes after the chunk's last micro-batch's backward as the stage's pipeline
   /// rank, and those of chunks not started by the end (the first chunk's) after the
-  /// stage's last backward. false (ddlsim's default, the plain data-parallel hooks): each
+  /// stage's last backward and its sends (the schedule's end, where it launches what is
+  /// left). false (ddlsim's default, the plain data-parallel hooks): each
   /// bucket as the last micro-batch's backward produces it, on every stage. No effect
   /// without overlap_grad_reduce (as Megatron hands the schedule its grad sync only then),
   /// under ZeRO-2 and 3 (no buckets), under gpipe or zero-bubble, or with pp 1.

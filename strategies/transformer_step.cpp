@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -1046,18 +1047,31 @@ class StepLowering {
 
   // align_grad_reduce: the task after which replica d's stage i launches the reductions
   // of its model chunk `chunk`'s buckets, all at once (Megatron-Core's schedules calling
-  // the DDP's or Apex's grad sync): under 1f1b on stages after the first their last
-  // backward; interleaved the backward that is as many passes after the chunk's last
-  // micro-batch's backward as the stage's rank, the stage's last when there are fewer
-  // (the schedule's remaining reductions). Invalid where each bucket goes as its last
-  // unit's gradients are produced (the first stage under 1f1b, and without alignment).
-  TaskId grad_sync_trigger(int d, int i, int chunk) const {
+  // the DDP's or Apex's grad sync): interleaved, the backward that is as many passes
+  // after the chunk's last micro-batch's backward as the stage's rank; where there are
+  // fewer, and under 1f1b on stages after the first, the schedule's end: the stage's
+  // last backward and the sends after it done (the schedule launches its remaining
+  // reductions after its last p2p calls return). Invalid where each bucket goes as its
+  // last unit's gradients are produced (the first stage under 1f1b, and without
+  // alignment).
+  TaskId grad_sync_trigger(int d, int i, int chunk) {
     if (!aligned_) return TaskId();
     const std::size_t grp = group(d, i);
-    if (v_ == 1) return i == 0 ? TaskId() : out_.last_backward[grp];
-    const std::vector<TaskId>& exits = backward_exits_[grp];
-    const int at = chunk_last_backward_[grp][static_cast<std::size_t>(chunk)] + i;
-    return at < static_cast<int>(exits.size()) ? exits[static_cast<std::size_t>(at)] : out_.last_backward[grp];
+    if (v_ > 1) {
+      const std::vector<TaskId>& exits = backward_exits_[grp];
+      const int last = chunk_last_backward_[grp][static_cast<std::size_t>(chunk)];
+      if (last < 0) throw std::logic_error("align_grad_reduce: a model chunk without its last micro-batch's backward");
+      if (const int at = last + i; at < static_cast<int>(exits.size())) return exits[static_cast<std::size_t>(at)];
+    } else if (i == 0) {
+      return TaskId();
+    }
+    TaskId& done = schedule_end_[grp];
+    if (!done.valid()) {
+      done = g_.add(Marker{}, "schedule's last backward and sends done").id();
+      g_.add_edge(out_.last_backward[grp], done);
+      for (const TaskId t : last_sends_[grp]) g_.add_edge(t, done);
+    }
+    return done;
   }
 
   // Buckets of about bucket_bytes over stage i's contributions, in production order:
@@ -1116,6 +1130,7 @@ class StepLowering {
       ++out_.transfers;
       g_.add_edge(src, t);
       g_.add_edge(t, dst);
+      if (aligned_ && src == out_.last_backward[group(d, i)]) last_sends_[group(d, i)].push_back(t);
       // Megatron's p2p calls return when the transfer is done: the sender's next pass
       // waits for it (plan.overlap_p2p lets it run ahead instead, beside the send and
       // receive kernels, which slow it).
@@ -1536,6 +1551,10 @@ class StepLowering {
   bool aligned_ = false;
   std::vector<std::vector<TaskId>> backward_exits_;
   std::vector<std::vector<int>> chunk_last_backward_;
+  // Per (dp, pp) group: the sends of its last backward's gradient, and the marker after
+  // them and that backward (created when a trigger first needs it).
+  std::map<std::size_t, std::vector<TaskId>> last_sends_;
+  std::map<std::size_t, TaskId> schedule_end_;
   // (replica, chunk, unit): its first forward's wait, and the task before it.
   std::map<std::tuple<int, int, int>, std::pair<TaskId, TaskId>> param_waits_;
   std::map<std::size_t, std::vector<Contribution>> contributions_;

@@ -1680,11 +1680,12 @@ StartEnd replay_times(StepRig& rig, LoweredTrainingStep& s) {
 }  // namespace
 
 namespace {
-// When each "bucket ready" marker of a replay started (the moment its reductions launch).
-std::vector<double> bucket_launches(const LoweredTrainingStep& s, const std::vector<std::pair<double, double>>& at) {
+// When each task named `name` of a replay started, in time order.
+std::vector<double> starts_of(const LoweredTrainingStep& s, const std::vector<std::pair<double, double>>& at,
+                              std::string_view name) {
   std::vector<double> out;
   for (std::uint32_t t = 0; t < s.graph.size(); ++t) {
-    if (s.graph.name(TaskId(t)) == "bucket ready") out.push_back(at[t].first);
+    if (s.graph.name(TaskId(t)) == name) out.push_back(at[t].first);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -1695,15 +1696,18 @@ TEST_CASE("align_grad_reduce: the schedule launches a stage's or model chunk's b
   // Expected, on 2 DGX A100 (tp 2, pp 2, dp 4, 4 micro-batches, a bucket per unit):
   // under 1f1b each bucket goes as the last backward produces it, so stage 1's first ones
   // before its last backward ends (at T1, before stage 0's end T0, the drain running
-  // towards stage 0); aligned, stage 1's all go at T1 and stage 0's during its last
-  // backward, after T1: the first launch is at T1 exactly. Interleaved over 2 chunks,
-  // aligned: every stage launches each chunk's buckets at one moment, at most 4 moments
-  // in all, chunk 0's at the stage's last backward's end; bucket by bucket, more.
+  // towards stage 0); aligned, stage 1's all go at its schedule's end E1, once that
+  // backward and the send of its gradient to stage 0 are done (after T1), and stage 0's
+  // during its last backward, after E1 (it needs that gradient): the first launch is at
+  // E1, with every stage-1 bucket. Interleaved over 2 chunks, aligned: every stage
+  // launches each chunk's buckets at one moment, at most 4 moments in all, chunk 0's on
+  // stage 0 at T0, on stage 1 at its schedule's end; bucket by bucket, more.
   StepRig rig("dgx-a100", 2);
   const TransformerConfig m = gpt_config("g", 8, 1024, 16, 1024, 32000);
   ParallelPlan p;
   p.tp = 2, p.pp = 2, p.dp = 4, p.global_batch = 16;
   p.bucket_bytes = 1e6;
+  const char* kEnd = "schedule's last backward and sends done";
   for (const bool align : {false, true}) {
     INFO("1f1b, align_grad_reduce ", align);
     p.align_grad_reduce = align;
@@ -1711,12 +1715,17 @@ TEST_CASE("align_grad_reduce: the schedule launches a stage's or model chunk's b
     const StartEnd times = replay_times(rig, s);
     const double t0 = times.at[s.last_backward[0].value].second, t1 = times.at[s.last_backward[1].value].second;
     REQUIRE(t1 < t0);
-    const std::vector<double> launches = bucket_launches(s, times.at);
+    const std::vector<double> launches = starts_of(s, times.at, "bucket ready");
     REQUIRE(launches.size() >= 4);
+    std::vector<double> ends = starts_of(s, times.at, kEnd);  // one per replica's stage 1, all alike
+    ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
     if (align) {
-      CHECK(launches.front() == t1);
-      CHECK(std::count(launches.begin(), launches.end(), t1) >= 2);
+      REQUIRE(ends.size() == 1);
+      CHECK(ends[0] > t1);
+      CHECK(launches.front() == ends[0]);
+      CHECK(std::count(launches.begin(), launches.end(), ends[0]) >= 2);
     } else {
+      CHECK(ends.empty());
       CHECK(launches.front() < t1);
     }
     CHECK(launches.back() <= t0);
@@ -1727,7 +1736,7 @@ TEST_CASE("align_grad_reduce: the schedule launches a stage's or model chunk's b
     p.align_grad_reduce = align;
     LoweredTrainingStep s = rig.lower(m, p);
     const StartEnd times = replay_times(rig, s);
-    std::vector<double> moments = bucket_launches(s, times.at);
+    std::vector<double> moments = starts_of(s, times.at, "bucket ready");
     REQUIRE(moments.size() >= 8);
     moments.erase(std::unique(moments.begin(), moments.end()), moments.end());
     if (align) {
@@ -1735,24 +1744,41 @@ TEST_CASE("align_grad_reduce: the schedule launches a stage's or model chunk's b
       // at the same moment, as the alignment means them to be: 3 moments.)
       CHECK(moments.size() >= 3);
       CHECK(moments.size() <= 4);
-      for (int i = 0; i < 2; ++i) {
-        CHECK(std::count(moments.begin(), moments.end(), times.at[s.last_backward[static_cast<std::size_t>(i)].value].second) == 1);
-      }
+      // (Stage 0 launches chunk 0's after its last backward, the eighth, inside the
+      // schedule; stage 1's would come after a ninth: at the schedule's end.)
+      std::vector<double> ends = starts_of(s, times.at, kEnd);  // each replica's stage 1
+      ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+      REQUIRE(ends.size() == 1);
+      CHECK(std::count(moments.begin(), moments.end(), ends[0]) == 1);
+      CHECK(std::count(moments.begin(), moments.end(), times.at[s.last_backward[0].value].second) == 1);
     } else {
       CHECK(moments.size() > 4);
     }
   }
+  // The search's estimate follows the replay within 2% either way, both schedules.
+  for (const PipelineSchedule sched : {PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B}) {
+    for (const bool align : {false, true}) {
+      ParallelPlan q = p;
+      q.schedule = sched, q.virtual_stages = sched == PipelineSchedule::k1F1B ? 1 : 2, q.align_grad_reduce = align;
+      INFO(std::string(schedule_name(sched)), ", align_grad_reduce ", align);
+      LoweredTrainingStep s = rig.lower(m, q);
+      const double replayed = rig.run(s), estimated = estimate_step(m, q, *rig.fabric, *rig.compute);
+      CHECK(std::abs(estimated - replayed) / replayed < 0.02);
+    }
+  }
   // Without overlap_grad_reduce (every bucket after the whole backward) or a pipeline it
-  // changes nothing.
+  // changes nothing, replayed or estimated.
   for (const bool overlap : {false, true}) {
     ParallelPlan q = p;
     q.overlap_grad_reduce = overlap;
     if (overlap) q.pp = 1, q.schedule = PipelineSchedule::k1F1B, q.virtual_stages = 1, q.dp = 8;
     q.align_grad_reduce = false;
     LoweredTrainingStep a = rig.lower(m, q);
+    const double est_a = estimate_step(m, q, *rig.fabric, *rig.compute);
     q.align_grad_reduce = true;
     LoweredTrainingStep b = rig.lower(m, q);
     CHECK(rig.run(a) == rig.run(b));
+    CHECK(estimate_step(m, q, *rig.fabric, *rig.compute) == est_a);
   }
 }
 
