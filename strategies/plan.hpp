@@ -286,6 +286,13 @@ struct ParallelPlan {
   [[nodiscard]] std::int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   /// The interleaved schedule's micro-batch group (microbatch_group, or pp when 0).
   [[nodiscard]] int group_size() const { return microbatch_group > 0 ? microbatch_group : pp; }
+  /// Whether align_grad_reduce is in effect: set, with overlapped buckets (zero 0 and 1)
+  /// and a 1f1b or interleaved pipeline.
+  [[nodiscard]] bool grad_reduce_aligned() const {
+    return align_grad_reduce && overlap_grad_reduce && pp > 1 &&
+           (dp_mode == DataParallelMode::kAllReduce || dp_mode == DataParallelMode::kZero1) &&
+           (schedule == PipelineSchedule::k1F1B || schedule == PipelineSchedule::kInterleaved1F1B);
+  }
 };
 
 /// The smallest interleaved micro-batch group from pp up that leaves a last group of

@@ -95,11 +95,8 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   }
   p.dp_mode = mode;
   p.overlap_param_gather = space.framework.overlap_param_gather && mode == DataParallelMode::kZero1 && p.overlap_grad_reduce;
-  // (Only where it applies: zero 0 and 1 with overlapped buckets, a 1f1b or interleaved
-  // pipeline.)
-  p.align_grad_reduce = space.framework.align_grad_reduce && p.overlap_grad_reduce && pp > 1 &&
-                        (mode == DataParallelMode::kAllReduce || mode == DataParallelMode::kZero1) &&
-                        (sched == PipelineSchedule::k1F1B || sched == PipelineSchedule::kInterleaved1F1B);
+  p.align_grad_reduce = space.framework.align_grad_reduce;
+  p.align_grad_reduce = p.grad_reduce_aligned();  // (only where it applies)
   p.align_param_gather = space.framework.align_param_gather && p.overlap_param_gather && p.virtual_stages > 1;
   p.recompute = rc;
   p.sequence_parallel = tp > 1 && model.seq % tp == 0;
@@ -855,8 +852,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
       // align_grad_reduce: the schedule starts them, interleaved a model chunk's all at
       // once, the first chunk's after the backward, as where the gradients join; under
       // 1f1b the first stage's bucket by bucket and the others' after their backward.
-      const bool aligned = p.align_grad_reduce && p.pp > 1 &&
-                           (p.schedule == PipelineSchedule::k1F1B || p.schedule == PipelineSchedule::kInterleaved1F1B);
+      const bool aligned = p.grad_reduce_aligned();
       const bool whole = joined || (aligned && v > 1.0);
       const double behind = whole ? B * (v - 1.0) / v : B;
       const double after = whole ? std::max(last, reduce / v) : last;

@@ -59,8 +59,7 @@ class StepLowering {
     if (zero3_) out_.zero3_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     if (ep_) out_.a2a_waits.resize(static_cast<std::size_t>(dpl_ * p_.pp));
     gather_ahead_ = p_.overlap_param_gather && p_.dp > 1 && p_.dp_mode == DataParallelMode::kZero1;
-    aligned_ = p_.overlap_grad_reduce && p_.align_grad_reduce && p_.pp > 1 && !scatters_ &&
-               (p_.schedule == PipelineSchedule::k1F1B || p_.schedule == PipelineSchedule::kInterleaved1F1B);
+    aligned_ = p_.grad_reduce_aligned();
     if (aligned_) {
       backward_exits_.resize(static_cast<std::size_t>(dpl_ * p_.pp));
       chunk_last_backward_.assign(static_cast<std::size_t>(dpl_ * p_.pp), std::vector<int>(static_cast<std::size_t>(v_), -1));
