@@ -321,7 +321,29 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       part.backward += b + cast_b;
       if (recomputed) part.recompute += f + cast_f;
     }
-    if (ends_with(op.name, ".dispatch")) dispatched = true;
+    if (ends_with(op.name, ".dispatch")) {
+      dispatched = true;
+      // Megatron-Core's all-to-all dispatcher under expert parallelism with more than one
+      // expert per rank: the rows a rank receives come ordered by source rank, then
+      // expert, and are sorted into expert order before the experts and back after them
+      // (sort_chunks_by_idxs), a copy of the rank's dispatched rows each way in the
+      // forward and each way again in the backward (the copies' gradients). DeepEP's
+      // dispatch hands them over grouped by expert; with ep 1 nothing is exchanged.
+      if (plan.dispatcher == TokenDispatcher::kAllToAll && plan.ep > 1 && model.experts / plan.ep > 1) {
+        Operator sort = op;
+        sort.name = op.name.substr(0, op.name.size() - std::string_view("dispatch").size()) + "sort";
+        sort.cost.fwd_flops = sort.cost.bwd_flops = 0.0;
+        sort.cost.bwd_bytes = sort.cost.fwd_bytes;  // every row read and written, each pass
+        const Seconds sf = compute.time(sort, Pass::kForward) * 2.0, sb = compute.time(sort, Pass::kBackward) * 2.0;
+        c.mlp.forward += sf, c.mlp.backward += sb;
+        c.experts.forward += sf, c.experts.backward += sb;
+        mlp.forward += 2, mlp.backward += 2;
+        if (recomputed) {
+          c.mlp.recompute += sf, c.experts.recompute += sf;
+          mlp.recompute += 2;
+        }
+      }
+    }
     if (op.kind == OpKind::kLinear && in_experts(op)) c.expert_params += op.cost.params;
     c.layer_params += op.cost.params;
     if (ends_with(op.name, ".residual1")) in_mlp = true;

@@ -2416,6 +2416,43 @@ std::vector<ParallelPlan> ep_plans_on_16() {
 }
 }  // namespace
 
+TEST_CASE("alltoall dispatcher: a rank's dispatched rows sorted by expert and back when it holds several experts") {
+  // Expected, for a Mixtral-like layer (hidden 4096, ffn 14336, 8 experts, top 2, seq
+  // 4096, micro-batch 1) on a DGX H100, dp 8: with ep 4 (2 experts a rank) Megatron-Core's
+  // alltoall dispatcher copies the rank's dispatched rows, 8 experts x 1024 rows x 4096 x
+  // 2 bytes = 64 MiB (as many as it receives), into expert order before the experts and
+  // back after them, and copies their gradients again in the backward: per pass 2 x
+  // (3 us launch + 2 x 64 MiB / (3,350 GB/s x 0.85)), in the experts' part and the MLP half,
+  // which DeepEP's dispatch (rows handed over grouped by expert) does not pay, and a fully
+  // recomputed layer pays the forward's again. With ep 8 (one expert a rank) and with ep 1
+  // nothing is sorted: the two dispatchers cost the same.
+  TransformerConfig m = llama_config("moe", 1, 4096, 32, 8, 14336, 4096, 32000);
+  m.experts = 8;
+  m.experts_per_token = 2;
+  StepRig rig("dgx-h100", 1);
+  const double buffer = 8.0 * 1024 * 4096 * 2;
+  const double sort = 2 * (3e-6 + 2 * buffer / (3350e9 * 0.85));
+  for (const int ep : {1, 4, 8}) {
+    ParallelPlan all;
+    all.dp = 8, all.ep = ep, all.global_batch = 8;
+    ParallelPlan deep = all;
+    deep.dispatcher = TokenDispatcher::kDeepEp;
+    REQUIRE(plan_problem(all, m, 8).empty());
+    const StageCosts a = stage_costs(m, all, *rig.compute), d = stage_costs(m, deep, *rig.compute);
+    const double expected = ep == 4 ? sort : 0.0;
+    INFO("ep " << ep);
+    CHECK((a.experts.forward - d.experts.forward).value() == Approx(expected).epsilon(1e-9));
+    CHECK((a.experts.backward - d.experts.backward).value() == Approx(expected).epsilon(1e-9));
+    CHECK((a.mlp.forward - d.mlp.forward).value() == Approx(expected).epsilon(1e-9));
+    CHECK((a.mlp.backward - d.mlp.backward).value() == Approx(expected).epsilon(1e-9));
+    CHECK(a.experts.recompute.value() == 0.0);
+    // Recomputing the layer runs the forward's two copies again.
+    all.recompute = deep.recompute = Recompute::kFull;
+    const StageCosts ar = stage_costs(m, all, *rig.compute), dr = stage_costs(m, deep, *rig.compute);
+    CHECK((ar.experts.recompute - dr.experts.recompute).value() == Approx(expected).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("expert parallelism's plan checks name the problem") {
   // Expected: ep needs a mixture of experts, divides its experts and dp, and is modelled
   // with zero 0/1, schedules other than zero-bubble, sequential attention and MLP; its
