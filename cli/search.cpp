@@ -73,6 +73,7 @@ nlohmann::ordered_json plan_json(const ParallelPlan& p, const std::string& name)
   if (p.fp8_dispatch != defaults.fp8_dispatch) j["fp8_dispatch"] = p.fp8_dispatch;
   if (p.capacity_factor != defaults.capacity_factor) j["moe_capacity_factor"] = p.capacity_factor;
   if (p.pad_to_capacity != defaults.pad_to_capacity) j["moe_pad_to_capacity"] = p.pad_to_capacity;
+  if (p.grouped_gemm != defaults.grouped_gemm) j["moe_grouped_gemm"] = p.grouped_gemm;
   if (p.grad_accumulation != defaults.grad_accumulation) j["grad_accumulation"] = grad_accumulation_name(p.grad_accumulation);
   if (p.grad_reduce_fp32 != defaults.grad_reduce_fp32) j["grad_reduce_fp32"] = p.grad_reduce_fp32;
   if (p.master_remainders) j["master_weights"] = "remainders";

@@ -52,7 +52,7 @@ and ranks them by replayed step time.
            keeps the framework settings of the scenario's first Megatron-style
            strategy (bucket_mib, overlap_grad_reduce, align_grad_reduce, overlap_param_gather, align_param_gather, overlap_p2p,
            overlap_tp_backward, tp_comm_overlap, overlap_ep_comm, moe_dispatcher, fp8_dispatch,
-           moe_capacity_factor, moe_pad_to_capacity, grad_accumulation,
+           moe_capacity_factor, moe_pad_to_capacity, moe_grouped_gemm, grad_accumulation,
            grad_reduce_fp32, master_weights, fp8_params, tp_only_amax_red, order), so a
            DeepSpeed-like scenario is searched as DeepSpeed runs; --orders
            tries other rank orders (tp-dp-pp, Megatron's, keeps an

@@ -401,6 +401,7 @@ TrainingStrategy read_strategy(JsonObject& o, const nlohmann::json& raw, const T
     }
   }
   p.pad_to_capacity = o.boolean_or("moe_pad_to_capacity", false);
+  p.grouped_gemm = o.boolean_or("moe_grouped_gemm", true);
   const std::string acc = o.choice_or("grad_accumulation", {"fused", "add", "fp32"}, "fused");
   for (GradAccumulation g : {GradAccumulation::kFused, GradAccumulation::kAdd, GradAccumulation::kFp32}) {
     if (acc == grad_accumulation_name(g)) p.grad_accumulation = g;

@@ -90,6 +90,7 @@ std::string plan_problem(const ParallelPlan& p, const TransformerConfig& m, std:
     if (p.dispatcher != TokenDispatcher::kDeepEp) return "fp8_dispatch needs moe_dispatcher \"deepep\" (DeepEP's kernels dispatch FP8)";
     if (!m.fp8_gemms) return "fp8_dispatch needs FP8 GEMMs (workload gemm_dtype \"fp8\"): the experts take the FP8 tokens as they come";
   }
+  if (!p.grouped_gemm && m.experts == 0) return "moe_grouped_gemm needs a mixture-of-experts model (experts), this one is dense";
   if (p.capacity_factor != 0.0 || p.pad_to_capacity) {
     if (m.experts == 0) {
       return std::string(p.capacity_factor != 0.0 ? "moe_capacity_factor" : "moe_pad_to_capacity") +

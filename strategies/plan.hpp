@@ -254,6 +254,14 @@ struct ParallelPlan {
   /// (Megatron-Core's --moe-pad-expert-input-to-capacity), so compute and all-to-alls
   /// move capacity rows whatever the routing.
   bool pad_to_capacity = false;
+  /// Mixtures of experts: true (the default), a rank's experts run as grouped GEMMs on
+  /// its dispatched rows as they lie (Megatron-Core's --moe-grouped-gemm, set by most of
+  /// its MoE recipes); false, one after another (Megatron-Core's SequentialMLP, its own
+  /// default): each expert's kernels launched apart, its output copied into a zeroed buffer
+  /// of all the rank's rows, and in the backward each expert's input gradient built as a
+  /// zeroed buffer of all the rows with its own copied in, the experts' buffers then summed
+  /// (PyTorch's slice backward and gradient accumulation).
+  bool grouped_gemm = true;
   /// How each micro-batch's gradients join the step's (see GradAccumulation).
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   /// true: the data-parallel gradient reductions (all-reduce, ZeRO's reduce-scatters)

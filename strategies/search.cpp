@@ -73,6 +73,7 @@ ParallelPlan grid_plan(const TransformerConfig& model, const SearchSpace& space,
   p.fp8_dispatch = ep > 1 && space.framework.fp8_dispatch && p.dispatcher == TokenDispatcher::kDeepEp && model.fp8_gemms;
   p.capacity_factor = model.experts > 0 ? space.framework.capacity_factor : 0.0;
   p.pad_to_capacity = p.capacity_factor > 0.0 && space.framework.pad_to_capacity;
+  p.grouped_gemm = model.experts == 0 || space.framework.grouped_gemm;
   p.grad_accumulation = space.framework.grad_accumulation;
   p.grad_reduce_fp32 = space.framework.grad_reduce_fp32;
   p.master_remainders = space.framework.master_remainders;
@@ -904,7 +905,7 @@ double estimate_step(const TransformerConfig& model, const ParallelPlan& p, Netw
 bool same_plan(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::tie(p.dp, p.tp, p.pp, p.ep, p.cp, p.virtual_stages, p.global_batch, p.micro_batch, p.schedule, p.dp_mode,
-                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.align_grad_reduce, p.overlap_param_gather, p.align_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.tp_only_amax, p.order);
+                    p.shard, p.sequence_parallel, p.recompute, p.recompute_layers, p.stage_layers, p.bucket_bytes, p.overlap_grad_reduce, p.align_grad_reduce, p.overlap_param_gather, p.align_param_gather, p.overlap_p2p, p.overlap_tp_backward, p.tp_comm_overlap, p.overlap_ep_comm, p.dispatcher, p.fp8_dispatch, p.capacity_factor, p.pad_to_capacity, p.grouped_gemm, p.grad_accumulation, p.grad_reduce_fp32, p.master_remainders, p.fp8_params, p.tp_only_amax, p.order);
   };
   // The interleaved schedule's micro-batch group as it runs (0 is pp).
   auto group = [](const ParallelPlan& p) { return p.schedule == PipelineSchedule::kInterleaved1F1B ? p.group_size() : 0; };
@@ -954,6 +955,7 @@ std::string describe_plan(const ParallelPlan& p) {
   if (p.capacity_factor > 0.0) {
     s += printf_string(", capacity %g", p.capacity_factor) + (p.pad_to_capacity ? " padded" : "");
   }
+  if (!p.grouped_gemm) s += ", experts one by one";
   // The order where it places the ranks otherwise than the default.
   if (placed_axes(p.order, p.tp, p.pp, p.dp, p.cp) != placed_axes(ParallelPlan{}.order, p.tp, p.pp, p.dp, p.cp)) {
     s += ", order ";

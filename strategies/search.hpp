@@ -50,7 +50,7 @@ struct SearchSpace {
   /// What every plan of the grid takes as it is, the framework's settings the grid does
   /// not vary: bucket_bytes, overlap_grad_reduce, align_grad_reduce, overlap_param_gather (ZeRO-1 plans), align_param_gather (interleaved plans among them), overlap_p2p, overlap_tp_backward, tp_comm_overlap (plans with sequence parallelism
   /// that can run it), overlap_ep_comm, dispatcher (plans with ep > 1),
-  /// fp8_dispatch, capacity_factor, pad_to_capacity, grad_accumulation, grad_reduce_fp32, master_remainders, fp8_params, tp_only_amax and, unless
+  /// fp8_dispatch, capacity_factor, pad_to_capacity, grouped_gemm, grad_accumulation, grad_reduce_fp32, master_remainders, fp8_params, tp_only_amax and, unless
   /// `orders` lists some, the rank order (the CLI copies them from the scenario's first Megatron-style strategy).
   ParallelPlan framework;
 };

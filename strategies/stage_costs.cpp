@@ -238,6 +238,10 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     int backward_single = 0;  // backward kernels of one launch each (FP8 casts), not two
   } attention, mlp;
   bool dispatched = false;  // past a mixture of experts' dispatch
+  double dispatched_bytes = 0.0;  // a rank's dispatched rows (the dispatch's output), bytes
+  bool sequential_buffers = false;  // SequentialMLP's buffers priced (once, at the first expert operator)
+  const int local_experts = model.experts > 0 ? static_cast<int>(model.experts / std::max(1, plan.ep)) : 0;
+  const bool sequential = !plan.grouped_gemm && local_experts > 0;
   const unsigned modules = selective_modules(plan);
   for (const Operator& raw : g.ops()) {
     const Operator op = sharded(raw, model, plan.tp, plan.sequence_parallel, plan.ep);
@@ -250,6 +254,17 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       f = unfused_softmax(op, scores, kUnfusedForward, Pass::kForward, compute);
       b = unfused_softmax(op, scores, kUnfusedBackward, Pass::kBackward, compute);
       kernels = 5;
+    }
+    if (sequential && in_experts(op) && local_experts > 1) {
+      // (Experts one after another: each operator as one kernel per local expert, on its
+      // rows and weights.)
+      Operator piece = op;
+      piece.gemm.batch = std::max<std::int64_t>(1, op.gemm.batch / local_experts);
+      piece.cost.fwd_flops /= local_experts, piece.cost.bwd_flops /= local_experts;
+      piece.cost.fwd_bytes /= local_experts, piece.cost.bwd_bytes /= local_experts;
+      f = compute.time(piece, Pass::kForward) * static_cast<double>(local_experts);
+      b = compute.time(piece, Pass::kBackward) * static_cast<double>(local_experts);
+      kernels = local_experts;
     }
     if (op.layer > 0) continue;  // the multi-token prediction layer: priced as the model's layers
     if (op.layer < 0 && op.name.rfind("mtp", 0) == 0) {
@@ -323,6 +338,7 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     }
     if (ends_with(op.name, ".dispatch")) {
       dispatched = true;
+      dispatched_bytes = op.cost.fwd_bytes / 2.0;  // (its rows read and written)
       // Megatron-Core's all-to-all dispatcher under expert parallelism with more than one
       // expert per rank: the rows a rank receives come ordered by source rank, then
       // expert, and are sorted into expert order before the experts and back after them
@@ -342,6 +358,30 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
           c.mlp.recompute += sf, c.experts.recompute += sf;
           mlp.recompute += 2;
         }
+      }
+    }
+    if (sequential && in_experts(op) && !sequential_buffers) {
+      // Megatron-Core's SequentialMLP: the experts' outputs copied into a zeroed buffer of
+      // all the rank's rows (one fill, one copy per expert); in the backward each expert's
+      // input gradient is a zeroed buffer of all the rows with its own rows copied in
+      // (PyTorch's slice backward), the experts' buffers then summed into one (an add of
+      // two buffers per expert after the first).
+      sequential_buffers = true;
+      const double rows = dispatched_bytes, k = local_experts;
+      const auto moved = [&](double bytes, double kernels) {  // kernels moving `bytes` between them
+        Operator pass{OpKind::kAdd, op.name + ".buffers", op.layer, {}, 0, {}, op.dtype, {}};
+        pass.cost.fwd_bytes = bytes / kernels;
+        return compute.time(pass, Pass::kForward) * kernels;
+      };
+      const Seconds sf = moved(rows, 1) + moved(2.0 * rows, k);
+      const Seconds sb = moved(k * rows, k) + moved(2.0 * rows, k) + (k > 1 ? moved(3.0 * rows * (k - 1), k - 1) : Seconds(0.0));
+      c.mlp.forward += sf, c.mlp.backward += sb;
+      c.experts.forward += sf, c.experts.backward += sb;
+      mlp.forward += 1 + local_experts;
+      mlp.backward_single += 3 * local_experts - 1;
+      if (recomputed) {
+        c.mlp.recompute += sf, c.experts.recompute += sf;
+        mlp.recompute += 1 + local_experts;
       }
     }
     if (op.kind == OpKind::kLinear && in_experts(op)) c.expert_params += op.cost.params;

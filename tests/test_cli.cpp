@@ -4088,6 +4088,24 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
   CHECK(b.at("compute_s").get<double>() + x.at("tp").get<double>() + x.at("pp").get<double>() + x.at("dp").get<double>() +
             x.at("ep").get<double>() + x.at("other").get<double>() + b.at("bubble_s").get<double>() ==
         Approx(ep.at("step_time_s").get<double>()).epsilon(1e-12));
+  // The experts one after another (moe_grouped_gemm false) take longer; a search from a
+  // first strategy that sets it carries it on every plan it ranks (every one has experts).
+  const auto sequential = ddlsim_cmd({"run", f, "--json", "--set", "strategies.2.moe_grouped_gemm=false"});
+  REQUIRE(sequential.status == 0);
+  CHECK(nlohmann::json::parse(sequential.out).at("strategies").at(2).at("step_time_s").get<double>() >
+        ep.at("step_time_s").get<double>());
+  const auto searched = ddlsim_cmd({"search", f, "--json", "--replay", "4", "--network", "analytical", "--set",
+                                    "strategies.0.moe_grouped_gemm=false"});
+  REQUIRE(searched.status == 0);
+  const nlohmann::json found = nlohmann::json::parse(searched.out);
+  int ranked = 0;
+  for (const auto& e : found.at("ranked")) {
+    if (e.at("baseline") == true) continue;
+    INFO(e.dump());
+    CHECK(e.at("moe_grouped_gemm") == false);
+    ++ranked;
+  }
+  CHECK(ranked > 0);
   expect_exact_errors({
       {{"run", f, "--set", "strategies.2.ep=3"}, "ddlsim run: strategies.2: ep (3) must divide the experts (8)\n"},
       {{"run", f, "--set", "strategies.2.ep=0"}, "ddlsim run: strategies.2.ep: expected a positive integer, got 0\n"},
@@ -4125,6 +4143,10 @@ TEST_CASE("run: a mixture of experts trains under tp, pp and ep, its model FLOPs
        "dispatcher does not pad to capacity)\n"},
       {{"run", "--set", "strategies.0.moe_pad_to_capacity=true"},
        "ddlsim run: strategies.0: moe_pad_to_capacity needs a mixture-of-experts model (experts), this one is dense\n"},
+      {{"run", f, "--set", "strategies.2.moe_grouped_gemm=\"no\""},
+       "ddlsim run: strategies.2.moe_grouped_gemm: expected true or false, got \"no\"\n"},
+      {{"run", "--set", "strategies.0.moe_grouped_gemm=false"},
+       "ddlsim run: strategies.0: moe_grouped_gemm needs a mixture-of-experts model (experts), this one is dense\n"},
       {{"run", "--set", "strategies.0.moe_capacity_factor=1.25"},
        "ddlsim run: strategies.0: moe_capacity_factor needs a mixture-of-experts model (experts), this one is dense\n"},
       {{"run", "--set", "strategies.0.moe_dispatcher=\"deepep\""},

@@ -2414,6 +2414,22 @@ std::vector<ParallelPlan> ep_plans_on_16() {
   plans[3].overlap_tp_backward = true, plans[3].recompute = Recompute::kSelective;
   return plans;
 }
+// A Mixtral-like layer: hidden 4096, 32 heads in 8 groups, 8 experts of ffn 14336, top 2,
+// seq 4096 (its experts' GEMMs large enough that the host never sets the pace), and the
+// bytes of a rank's dispatched rows at micro-batch 1: 8 experts x 1024 rows x 4096 x 2.
+TransformerConfig mixtral_like_layer() {
+  TransformerConfig m = llama_config("moe", 1, 4096, 32, 8, 14336, 4096, 32000);
+  m.experts = 8;
+  m.experts_per_token = 2;
+  return m;
+}
+constexpr double kMixtralLayerRows = 8.0 * 1024 * 4096 * 2;
+// Expert-parallel plans of it over a DGX H100's 8 GPUs.
+ParallelPlan mixtral_layer_plan(int ep) {
+  ParallelPlan p;
+  p.dp = 8, p.ep = ep, p.global_batch = 8;
+  return p;
+}
 }  // namespace
 
 TEST_CASE("alltoall dispatcher: a rank's dispatched rows sorted by expert and back when it holds several experts") {
@@ -2426,15 +2442,11 @@ TEST_CASE("alltoall dispatcher: a rank's dispatched rows sorted by expert and ba
   // which DeepEP's dispatch (rows handed over grouped by expert) does not pay, and a fully
   // recomputed layer pays the forward's again. With ep 8 (one expert a rank) and with ep 1
   // nothing is sorted: the two dispatchers cost the same.
-  TransformerConfig m = llama_config("moe", 1, 4096, 32, 8, 14336, 4096, 32000);
-  m.experts = 8;
-  m.experts_per_token = 2;
+  const TransformerConfig m = mixtral_like_layer();
   StepRig rig("dgx-h100", 1);
-  const double buffer = 8.0 * 1024 * 4096 * 2;
-  const double sort = 2 * (3e-6 + 2 * buffer / (3350e9 * 0.85));
+  const double sort = 2 * (3e-6 + 2 * kMixtralLayerRows / (3350e9 * 0.85));
   for (const int ep : {1, 4, 8}) {
-    ParallelPlan all;
-    all.dp = 8, all.ep = ep, all.global_batch = 8;
+    ParallelPlan all = mixtral_layer_plan(ep);
     ParallelPlan deep = all;
     deep.dispatcher = TokenDispatcher::kDeepEp;
     REQUIRE(plan_problem(all, m, 8).empty());
@@ -2451,6 +2463,44 @@ TEST_CASE("alltoall dispatcher: a rank's dispatched rows sorted by expert and ba
     const StageCosts ar = stage_costs(m, all, *rig.compute), dr = stage_costs(m, deep, *rig.compute);
     CHECK((ar.experts.recompute - dr.experts.recompute).value() == Approx(expected).epsilon(1e-9));
   }
+}
+
+TEST_CASE("moe_grouped_gemm false: the experts one after another, with SequentialMLP's buffers") {
+  // Expected, for the Mixtral-like layer (hidden 4096, ffn 14336, 8 experts, top 2, seq
+  // 4096, micro-batch 1) on a DGX H100, dp 8, against the same plan with grouped GEMMs:
+  // a rank's dispatched rows B = 8 x 1024 x 4096 x 2 bytes = 64 MiB; a kernel moving x
+  // bytes takes t(x) = 3 us + x / (3,350 GB/s x 0.85);
+  // - forward: a zeroed buffer of the rows, t(B), and each of the k local experts' output
+  //   copied into it, k t(2B / k);
+  // - backward: per expert a zeroed buffer of all the rows, k t(B), its own rows' gradient
+  //   copied in, k t(2B / k), and the k buffers summed, (k - 1) t(3B);
+  // - with k > 1 each expert operator runs as k kernels: (k - 1) more launches (3 us) for
+  //   the gate/up and down projections, each also paying the GEMM latency (6 us forward,
+  //   12 backward: two GEMMs), and the SwiGLU; with ep 8 (k = 1) none;
+  // - a dense model refuses the setting.
+  const TransformerConfig m = mixtral_like_layer();
+  StepRig rig("dgx-h100", 1);
+  const double B = kMixtralLayerRows;
+  const auto t = [](double x) { return 3e-6 + x / (3350e9 * 0.85); };
+  for (const int ep : {4, 8}) {
+    const double k = 8.0 / ep;
+    const ParallelPlan grouped = mixtral_layer_plan(ep);
+    ParallelPlan one_by_one = grouped;
+    one_by_one.grouped_gemm = false;
+    REQUIRE(plan_problem(one_by_one, m, 8).empty());
+    const StageCosts g = stage_costs(m, grouped, *rig.compute), s = stage_costs(m, one_by_one, *rig.compute);
+    const double forward = t(B) + k * t(2 * B / k) + (k - 1) * (2 * (3e-6 + 6e-6) + 3e-6);
+    const double backward = k * t(B) + k * t(2 * B / k) + (k - 1) * t(3 * B) + (k - 1) * (2 * (3e-6 + 12e-6) + 3e-6);
+    INFO("ep " << ep);
+    CHECK((s.experts.forward - g.experts.forward).value() == Approx(forward).epsilon(1e-9));
+    CHECK((s.experts.backward - g.experts.backward).value() == Approx(backward).epsilon(1e-9));
+    CHECK((s.mlp.forward - g.mlp.forward).value() == Approx(forward).epsilon(1e-9));
+    CHECK(s.expert_params == g.expert_params);
+  }
+  ParallelPlan dense_plan;
+  dense_plan.dp = 8, dense_plan.global_batch = 8, dense_plan.grouped_gemm = false;
+  CHECK(plan_problem(dense_plan, llama_config("dense", 1, 4096, 32, 8, 14336, 4096, 32000), 8) ==
+        "moe_grouped_gemm needs a mixture-of-experts model (experts), this one is dense");
 }
 
 TEST_CASE("expert parallelism's plan checks name the problem") {
