@@ -293,6 +293,14 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     if (model.fp8_gemms && raw.kind == OpKind::kLinear && raw.dtype == DataType::kFp8) {
       fp8_casts(raw, op, plan, model.dtype, static_cast<double>(plan.micro_batch * model.seq), compute, cast_f, cast_b, cast_kf,
                 cast_kb);
+      if (sequential && in_experts(op) && local_experts > 1) {
+        // (Experts one after another: each expert's linear layer casts its own rows, a
+        // kernel apiece.)
+        const Seconds launch = compute.efficiency().launch;
+        cast_f += launch * static_cast<double>((local_experts - 1) * cast_kf);
+        cast_b += launch * static_cast<double>((local_experts - 1) * cast_kb);
+        cast_kf *= local_experts, cast_kb *= local_experts;
+      }
       c.fp8_cast_forward += cast_f;
       c.fp8_cast_backward += cast_b;
       c.fp8_linears += 1;
@@ -361,24 +369,32 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       }
     }
     if (sequential && in_experts(op) && !sequential_buffers) {
-      // Megatron-Core's SequentialMLP: the experts' outputs copied into a zeroed buffer of
-      // all the rank's rows (one fill, one copy per expert); in the backward each expert's
-      // input gradient is a zeroed buffer of all the rows with its own rows copied in
-      // (PyTorch's slice backward), the experts' buffers then summed into one (an add of
-      // two buffers per expert after the first).
+      // Megatron-Core 0.9's SequentialMLP (megatron/core/transformer/moe/experts.py): each
+      // expert's output is copied into a zeroed buffer of all the rank's rows
+      // (`output_local[start:end] = output`: one fill, one copy per expert). In the
+      // backward PyTorch undoes each copy out of place (CopySlices: the whole incoming
+      // gradient copied, the expert's rows cloned, and for every expert after the first,
+      // whose buffer already held an earlier expert's rows, those rows zeroed: a fill and
+      // a copy of them), and each expert's input gradient is a zeroed buffer of all the
+      // rows with its own copied in (the slice's backward), the experts' buffers then
+      // summed into one (an add of two buffers per expert after the first).
       sequential_buffers = true;
       const double rows = dispatched_bytes, k = local_experts;
       const auto moved = [&](double bytes, double kernels) {  // kernels moving `bytes` between them
+        if (kernels <= 0.0) return Seconds(0.0);
         Operator pass{OpKind::kAdd, op.name + ".buffers", op.layer, {}, 0, {}, op.dtype, {}};
         pass.cost.fwd_bytes = bytes / kernels;
         return compute.time(pass, Pass::kForward) * kernels;
       };
       const Seconds sf = moved(rows, 1) + moved(2.0 * rows, k);
-      const Seconds sb = moved(k * rows, k) + moved(2.0 * rows, k) + (k > 1 ? moved(3.0 * rows * (k - 1), k - 1) : Seconds(0.0));
+      const Seconds undo = moved(2.0 * k * rows, k) + moved(2.0 * rows, k) + moved(rows * (k - 1) / k, k - 1) +
+                           moved(2.0 * rows * (k - 1) / k, k - 1);
+      const Seconds slices = moved(k * rows, k) + moved(2.0 * rows, k) + moved(3.0 * rows * (k - 1), k - 1);
+      const Seconds sb = undo + slices;
       c.mlp.forward += sf, c.mlp.backward += sb;
       c.experts.forward += sf, c.experts.backward += sb;
       mlp.forward += 1 + local_experts;
-      mlp.backward_single += 3 * local_experts - 1;
+      mlp.backward_single += (4 * local_experts - 2) + (3 * local_experts - 1);
       if (recomputed) {
         c.mlp.recompute += sf, c.experts.recompute += sf;
         mlp.recompute += 1 + local_experts;

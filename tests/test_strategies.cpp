@@ -2472,11 +2472,16 @@ TEST_CASE("moe_grouped_gemm false: the experts one after another, with Sequentia
   // bytes takes t(x) = 3 us + x / (3,350 GB/s x 0.85);
   // - forward: a zeroed buffer of the rows, t(B), and each of the k local experts' output
   //   copied into it, k t(2B / k);
-  // - backward: per expert a zeroed buffer of all the rows, k t(B), its own rows' gradient
-  //   copied in, k t(2B / k), and the k buffers summed, (k - 1) t(3B);
+  // - backward: each output copy undone out of place (PyTorch's CopySlices): the whole
+  //   gradient copied, k t(2B), the expert's rows cloned, k t(2B / k), and for the k - 1
+  //   experts after the first those rows zeroed, (k - 1) (t(B / k) + t(2B / k)); per
+  //   expert a zeroed buffer of all the rows, k t(B), its own rows' gradient copied in,
+  //   k t(2B / k), and the k buffers summed, (k - 1) t(3B);
   // - with k > 1 each expert operator runs as k kernels: (k - 1) more launches (3 us) for
   //   the gate/up and down projections, each also paying the GEMM latency (6 us forward,
   //   12 backward: two GEMMs), and the SwiGLU; with ep 8 (k = 1) none;
+  // - with FP8 GEMMs each expert's linear layer casts its own rows: the two layers' casts
+  //   (one kernel each pass) launch k - 1 more times, 2 (k - 1) x 3 us a pass;
   // - a dense model refuses the setting.
   const TransformerConfig m = mixtral_like_layer();
   StepRig rig("dgx-h100", 1);
@@ -2490,12 +2495,35 @@ TEST_CASE("moe_grouped_gemm false: the experts one after another, with Sequentia
     REQUIRE(plan_problem(one_by_one, m, 8).empty());
     const StageCosts g = stage_costs(m, grouped, *rig.compute), s = stage_costs(m, one_by_one, *rig.compute);
     const double forward = t(B) + k * t(2 * B / k) + (k - 1) * (2 * (3e-6 + 6e-6) + 3e-6);
-    const double backward = k * t(B) + k * t(2 * B / k) + (k - 1) * t(3 * B) + (k - 1) * (2 * (3e-6 + 12e-6) + 3e-6);
+    const double undo = k * t(2 * B) + k * t(2 * B / k) + (k - 1) * (t(B / k) + t(2 * B / k));
+    const double backward = undo + k * t(B) + k * t(2 * B / k) + (k - 1) * t(3 * B) + (k - 1) * (2 * (3e-6 + 12e-6) + 3e-6);
     INFO("ep " << ep);
     CHECK((s.experts.forward - g.experts.forward).value() == Approx(forward).epsilon(1e-9));
     CHECK((s.experts.backward - g.experts.backward).value() == Approx(backward).epsilon(1e-9));
     CHECK((s.mlp.forward - g.mlp.forward).value() == Approx(forward).epsilon(1e-9));
+    CHECK((s.mlp.backward - g.mlp.backward).value() == Approx(backward).epsilon(1e-9));
     CHECK(s.expert_params == g.expert_params);
+    TransformerConfig fp8 = m;
+    fp8.fp8_gemms = true;
+    const StageCosts gf = stage_costs(fp8, grouped, *rig.compute), sf = stage_costs(fp8, one_by_one, *rig.compute);
+    CHECK((sf.fp8_cast_forward - gf.fp8_cast_forward).value() == Approx(2 * (k - 1) * 3e-6).epsilon(1e-9));
+    CHECK((sf.fp8_cast_backward - gf.fp8_cast_backward).value() == Approx(2 * (k - 1) * 3e-6).epsilon(1e-9));
+  }
+  // Where the host sets the pace (the small MoE: hidden 1024, 512 tokens, its kernels
+  // shorter than the host's 55 us an operator), the kernels the host issues count: with
+  // ep 4 (k = 2) the forward issues 1 + k buffer kernels and k - 1 more of each of the
+  // three expert operators (gate/up, SwiGLU, down): 6 more; the backward the expert
+  // operators' k - 1 more at twice the forward's dispatch (6) and the buffers' (4k - 2) +
+  // (3k - 1) = 11 single launches: 17 more.
+  {
+    const TransformerConfig small = small_moe();
+    ParallelPlan g4;
+    g4.dp = 8, g4.ep = 4, g4.global_batch = 8;
+    ParallelPlan s4 = g4;
+    s4.grouped_gemm = false;
+    const StageCosts g = stage_costs(small, g4, *rig.compute), s = stage_costs(small, s4, *rig.compute);
+    CHECK((s.mlp.forward - g.mlp.forward).value() == Approx(6 * 55e-6).epsilon(1e-9));
+    CHECK((s.mlp.backward - g.mlp.backward).value() == Approx(17 * 55e-6).epsilon(1e-9));
   }
   ParallelPlan dense_plan;
   dense_plan.dp = 8, dense_plan.global_batch = 8, dense_plan.grouped_gemm = false;
