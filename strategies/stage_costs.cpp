@@ -242,6 +242,18 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
   bool sequential_buffers = false;  // SequentialMLP's buffers priced (once, at the first expert operator)
   const int local_experts = model.experts > 0 ? static_cast<int>(model.experts / std::max(1, plan.ep)) : 0;
   const bool sequential = !plan.grouped_gemm && local_experts > 0;
+  // Work a mixture of experts adds among its experts (in the MLP half): its forward and
+  // backward, the kernels the host issues for them (backward ones at the forward's
+  // dispatch or at twice it), and its forward again where the layer is recomputed.
+  const auto among_experts = [&](Seconds f, Seconds b, int forwards, int backwards, int single_backwards, bool recomputed) {
+    c.mlp.forward += f, c.mlp.backward += b;
+    c.experts.forward += f, c.experts.backward += b;
+    mlp.forward += forwards, mlp.backward += backwards, mlp.backward_single += single_backwards;
+    if (recomputed) {
+      c.mlp.recompute += f, c.experts.recompute += f;
+      mlp.recompute += forwards;
+    }
+  };
   const unsigned modules = selective_modules(plan);
   for (const Operator& raw : g.ops()) {
     const Operator op = sharded(raw, model, plan.tp, plan.sequence_parallel, plan.ep);
@@ -255,16 +267,17 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       b = unfused_softmax(op, scores, kUnfusedBackward, Pass::kBackward, compute);
       kernels = 5;
     }
-    if (sequential && in_experts(op) && local_experts > 1) {
-      // (Experts one after another: each operator as one kernel per local expert, on its
-      // rows and weights.)
+    // (Experts one after another: each expert operator as one kernel per local expert, on
+    // its rows and weights, its FP8 casts too.)
+    const int pieces = sequential && in_experts(op) ? local_experts : 1;
+    if (pieces > 1) {
       Operator piece = op;
-      piece.gemm.batch = std::max<std::int64_t>(1, op.gemm.batch / local_experts);
-      piece.cost.fwd_flops /= local_experts, piece.cost.bwd_flops /= local_experts;
-      piece.cost.fwd_bytes /= local_experts, piece.cost.bwd_bytes /= local_experts;
-      f = compute.time(piece, Pass::kForward) * static_cast<double>(local_experts);
-      b = compute.time(piece, Pass::kBackward) * static_cast<double>(local_experts);
-      kernels = local_experts;
+      piece.gemm.batch = std::max<std::int64_t>(1, op.gemm.batch / pieces);
+      piece.cost.fwd_flops /= pieces, piece.cost.bwd_flops /= pieces;
+      piece.cost.fwd_bytes /= pieces, piece.cost.bwd_bytes /= pieces;
+      f = compute.time(piece, Pass::kForward) * static_cast<double>(pieces);
+      b = compute.time(piece, Pass::kBackward) * static_cast<double>(pieces);
+      kernels = pieces;
     }
     if (op.layer > 0) continue;  // the multi-token prediction layer: priced as the model's layers
     if (op.layer < 0 && op.name.rfind("mtp", 0) == 0) {
@@ -293,13 +306,11 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
     if (model.fp8_gemms && raw.kind == OpKind::kLinear && raw.dtype == DataType::kFp8) {
       fp8_casts(raw, op, plan, model.dtype, static_cast<double>(plan.micro_batch * model.seq), compute, cast_f, cast_b, cast_kf,
                 cast_kb);
-      if (sequential && in_experts(op) && local_experts > 1) {
-        // (Experts one after another: each expert's linear layer casts its own rows, a
-        // kernel apiece.)
+      if (pieces > 1) {
         const Seconds launch = compute.efficiency().launch;
-        cast_f += launch * static_cast<double>((local_experts - 1) * cast_kf);
-        cast_b += launch * static_cast<double>((local_experts - 1) * cast_kb);
-        cast_kf *= local_experts, cast_kb *= local_experts;
+        cast_f += launch * static_cast<double>((pieces - 1) * cast_kf);
+        cast_b += launch * static_cast<double>((pieces - 1) * cast_kb);
+        cast_kf *= pieces, cast_kb *= pieces;
       }
       c.fp8_cast_forward += cast_f;
       c.fp8_cast_backward += cast_b;
@@ -354,18 +365,9 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       // forward and each way again in the backward (the copies' gradients). DeepEP's
       // dispatch hands them over grouped by expert; with ep 1 nothing is exchanged.
       if (plan.dispatcher == TokenDispatcher::kAllToAll && plan.ep > 1 && model.experts / plan.ep > 1) {
-        Operator sort = op;
-        sort.name = op.name.substr(0, op.name.size() - std::string_view("dispatch").size()) + "sort";
-        sort.cost.fwd_flops = sort.cost.bwd_flops = 0.0;
-        sort.cost.bwd_bytes = sort.cost.fwd_bytes;  // every row read and written, each pass
-        const Seconds sf = compute.time(sort, Pass::kForward) * 2.0, sb = compute.time(sort, Pass::kBackward) * 2.0;
-        c.mlp.forward += sf, c.mlp.backward += sb;
-        c.experts.forward += sf, c.experts.backward += sb;
-        mlp.forward += 2, mlp.backward += 2;
-        if (recomputed) {
-          c.mlp.recompute += sf, c.experts.recompute += sf;
-          mlp.recompute += 2;
-        }
+        // (Every row read and written, each pass.)
+        among_experts(memory_kernel(op, op.cost.fwd_bytes, Pass::kForward, compute) * 2.0,
+                      memory_kernel(op, op.cost.fwd_bytes, Pass::kBackward, compute) * 2.0, 2, 2, 0, recomputed);
       }
     }
     if (sequential && in_experts(op) && !sequential_buffers) {
@@ -381,24 +383,13 @@ StageCosts stage_costs(const TransformerConfig& model, const ParallelPlan& plan,
       sequential_buffers = true;
       const double rows = dispatched_bytes, k = local_experts;
       const auto moved = [&](double bytes, double kernels) {  // kernels moving `bytes` between them
-        if (kernels <= 0.0) return Seconds(0.0);
-        Operator pass{OpKind::kAdd, op.name + ".buffers", op.layer, {}, 0, {}, op.dtype, {}};
-        pass.cost.fwd_bytes = bytes / kernels;
-        return compute.time(pass, Pass::kForward) * kernels;
+        return kernels > 0.0 ? memory_kernel(op, bytes / kernels, Pass::kForward, compute) * kernels : Seconds(0.0);
       };
       const Seconds sf = moved(rows, 1) + moved(2.0 * rows, k);
       const Seconds undo = moved(2.0 * k * rows, k) + moved(2.0 * rows, k) + moved(rows * (k - 1) / k, k - 1) +
                            moved(2.0 * rows * (k - 1) / k, k - 1);
       const Seconds slices = moved(k * rows, k) + moved(2.0 * rows, k) + moved(3.0 * rows * (k - 1), k - 1);
-      const Seconds sb = undo + slices;
-      c.mlp.forward += sf, c.mlp.backward += sb;
-      c.experts.forward += sf, c.experts.backward += sb;
-      mlp.forward += 1 + local_experts;
-      mlp.backward_single += (4 * local_experts - 2) + (3 * local_experts - 1);
-      if (recomputed) {
-        c.mlp.recompute += sf, c.experts.recompute += sf;
-        mlp.recompute += 1 + local_experts;
-      }
+      among_experts(sf, undo + slices, 1 + local_experts, 0, (4 * local_experts - 2) + (3 * local_experts - 1), recomputed);
     }
     if (op.kind == OpKind::kLinear && in_experts(op)) c.expert_params += op.cost.params;
     c.layer_params += op.cost.params;
